@@ -1,0 +1,47 @@
+#include "base/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+namespace cpm {
+namespace {
+
+TEST(ThreadPoolTest, EveryTaskRunsExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> bad_worker{0};
+      pool.ParallelFor(n, [&](int64_t t, int w) {
+        hits[t]++;
+        if (w < 0 || w >= threads) bad_worker++;
+      });
+      for (int64_t t = 0; t < n; ++t) EXPECT_EQ(hits[t].load(), 1) << threads << " " << t;
+      EXPECT_EQ(bad_worker.load(), 0);
+    }
+  }
+}
+
+TEST(ThreadPoolTest, RangesCoverExactly) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 5, 16, 1003}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelForRange(n, 4, [&](int64_t b, int64_t e, int) {
+      EXPECT_EQ(b % 4, 0);
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1);
+  }
+}
+
+TEST(ThreadPoolTest, ManyBackToBackJobs) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int i = 0; i < 20000; ++i) pool.ParallelFor(2, [&](int64_t t, int) { sum += t + 1; });
+  EXPECT_EQ(sum.load(), 20000 * 3);
+}
+
+}  // namespace
+}  // namespace cpm

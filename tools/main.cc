@@ -1,0 +1,17 @@
+// cpmserve: entry point. Each subcommand lives in its own cmd_*.cc and registers itself here.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "base/log.h"
+
+int main(int argc, char** argv) {
+  cpm::InitLogging();
+  CLI::App app{"cpmserve: serve MiniCPM models on the CPU behind an OpenAI-compatible API"};
+  app.require_subcommand(1);
+  app.add_subcommand("version", "print the version")->callback([] {
+    std::printf("cpmserve %s\n", CPM_VERSION);
+  });
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}
