@@ -1,0 +1,100 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace cpm::kernels {
+namespace {
+
+inline float LoadKv(const void* base, DType dt, int64_t idx) {
+  if (dt == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(base)[idx]);
+  return static_cast<const float*>(base)[idx];
+}
+
+inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
+  if (dt == DType::kBF16) static_cast<uint16_t*>(base)[idx] = F32ToBf16(v);
+  else static_cast<float*>(base)[idx] = v;
+}
+
+// Element offset of (token position `pos`, kv head `kvh`, dim 0) in one layer's K or V.
+inline int64_t KvOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
+                        int64_t kvh) {
+  const int64_t block = block_table[pos / kv.block_size];
+  return block * kv.BlockStride() + kvh * kv.HeadStride() + (pos % kv.block_size) * kv.head_dim;
+}
+
+// Attention of one query row for the `group` query heads that share KV head `kvh`.
+void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const KvLayerView& kv,
+               const int32_t* block_table, float scale, float* out, std::vector<float>& scores) {
+  const int64_t d = kv.head_dim;
+  scores.resize(group * n_keys);
+  for (int64_t p = 0; p < n_keys; ++p) {
+    const int64_t off = KvOffset(kv, block_table, p, kvh);
+    for (int64_t g = 0; g < group; ++g) {
+      const float* qh = q + g * d;
+      float dot = 0.0f;
+      for (int64_t j = 0; j < d; ++j) dot += qh[j] * LoadKv(kv.k, kv.dtype, off + j);
+      scores[g * n_keys + p] = dot * scale;
+    }
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores.data() + g * n_keys;
+    const float mx = *std::max_element(s, s + n_keys);
+    float sum = 0.0f;
+    for (int64_t p = 0; p < n_keys; ++p) sum += (s[p] = std::exp(s[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < n_keys; ++p) s[p] *= inv;
+    std::fill(out + g * d, out + (g + 1) * d, 0.0f);
+  }
+  for (int64_t p = 0; p < n_keys; ++p) {
+    const int64_t off = KvOffset(kv, block_table, p, kvh);
+    for (int64_t g = 0; g < group; ++g) {
+      const float w = scores[g * n_keys + p];
+      float* o = out + g * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += w * LoadKv(kv.v, kv.dtype, off + j);
+    }
+  }
+}
+
+}  // namespace
+
+void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+             const int64_t* slots, int64_t n_tokens, const KvLayerView& kv) {
+  const int64_t d = kv.head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t block = slots[t] / kv.block_size, offset = slots[t] % kv.block_size;
+    for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+      const int64_t dst = block * kv.BlockStride() + h * kv.HeadStride() + offset * d;
+      for (int64_t j = 0; j < d; ++j) {
+        StoreKv(kv.k, kv.dtype, dst + j, k[t * k_stride + h * d + j]);
+        StoreKv(kv.v, kv.dtype, dst + j, v[t * v_stride + h * d + j]);
+      }
+    }
+  }
+}
+
+void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
+                    std::span<const AttentionSeq> seqs, const KvLayerView& kv, float scale,
+                    float* out, int64_t out_stride, ThreadPool& pool) {
+  const int64_t group = n_heads / kv.num_kv_heads;
+  // Tasks: every (query row, kv head) pair of every sequence.
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (seq index, row within seq)
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int64_t i = 0; i < seqs[s].q_len; ++i) rows.emplace_back(s, i);
+  }
+  const int64_t n_tasks = static_cast<int64_t>(rows.size()) * kv.num_kv_heads;
+  std::vector<std::vector<float>> scratch(pool.num_threads());
+  pool.ParallelFor(n_tasks, [&](int64_t task, int worker) {
+    const auto [s, i] = rows[task / kv.num_kv_heads];
+    const int64_t kvh = task % kv.num_kv_heads;
+    const AttentionSeq& seq = seqs[s];
+    const int64_t t = seq.q_begin + i;
+    const int64_t n_keys = seq.kv_len - seq.q_len + i + 1;  // causal: keys up to own position
+    AttendRow(q + t * q_stride + kvh * group * kv.head_dim, n_keys, kvh, group, kv,
+              seq.block_table, scale, out + t * out_stride + kvh * group * kv.head_dim,
+              scratch[worker]);
+  });
+}
+
+}  // namespace cpm::kernels

@@ -1,0 +1,43 @@
+// Matrix multiplication against a linear layer's weight: y[m, out] = x[m, in] · Wᵀ.
+// Activations are f32; weights are f32 or bf16 (as loaded), accumulation is f32.
+// Few rows (decode) is memory-bound: each weight byte is streamed once per call for all rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+
+// A weight matrix in PyTorch nn.Linear layout: row-major [out_features, in_features].
+// `data` points into an mmapped checkpoint or into `owner` (converted or dummy weights).
+// `packed` is an optional kernel-private re-layout made once at load by PrepareLinear().
+struct LinearWeight {
+  DType dtype = DType::kF32;  // kF32 or kBF16
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  const void* data = nullptr;       // [out_features, in_features]
+  std::shared_ptr<void> owner;      // keeps `data` alive when it is not mmapped
+  std::shared_ptr<const void> packed;  // kernel-private; null until PrepareLinear()
+};
+
+// Optionally re-lays out `w` for the active ISA (may allocate `packed`). Idempotent.
+void PrepareLinear(LinearWeight* w);
+
+// y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
+void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
+            int64_t y_stride, ThreadPool& pool);
+
+// Several weights that share the same input (q/k/v, gate/up) in one pass over x: ys[i][m, out_i].
+void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
+                 std::span<const LinearWeight* const> ws, std::span<float* const> ys,
+                 std::span<const int64_t> y_strides, ThreadPool& pool);
+
+// Scalar reference (tests compare every variant with it). Row range [row_begin, row_end) of W.
+void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
+               int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
+
+}  // namespace cpm::kernels

@@ -1,0 +1,29 @@
+#include "kernels/residual.h"
+
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+
+void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+               int64_t dim, float scale, Round round) {
+  const bool rb = round == Round::kBf16;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* hr = h + r * h_stride;
+    const float* dr = d + r * d_stride;
+    for (int64_t j = 0; j < dim; ++j) {
+      float s = dr[j] * scale;
+      if (rb) s = RoundBf16(s);
+      float v = hr[j] + s;
+      hr[j] = rb ? RoundBf16(v) : v;
+    }
+  }
+}
+
+void Scale(float* x, int64_t n, float scale, Round round) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * scale;
+    x[i] = round == Round::kBf16 ? RoundBf16(v) : v;
+  }
+}
+
+}  // namespace cpm::kernels

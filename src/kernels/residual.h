@@ -1,0 +1,18 @@
+// Residual updates of the decoder: h = h + scale · d, with the model's rounding points.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/rounding.h"
+
+namespace cpm::kernels {
+
+// h[r, j] += scale · d[r, j]. With Round::kBf16: h = bf(h + bf(d · scale)) (MiniCPM's
+// scaled residual on bf16 tensors); scale 1 skips the inner rounding (it is exact).
+void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+               int64_t dim, float scale, Round round);
+
+// x[i] *= scale for i in [0, n), then optional rounding.
+void Scale(float* x, int64_t n, float scale, Round round);
+
+}  // namespace cpm::kernels

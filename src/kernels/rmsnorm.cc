@@ -1,0 +1,26 @@
+#include "kernels/rmsnorm.h"
+
+#include <cmath>
+
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+
+void RmsNorm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+             int64_t rows, int64_t dim, const RmsNormParams& p) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    float* yr = y + r * y_stride;
+    float ss = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) ss += xr[j] * xr[j];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + p.eps);
+    for (int64_t j = 0; j < dim; ++j) {
+      float v = xr[j] * inv;
+      if (p.round_normalized) v = RoundBf16(v);
+      v *= (p.weight_offset + w[j]);
+      yr[j] = p.round == Round::kBf16 ? RoundBf16(v) : v;
+    }
+  }
+}
+
+}  // namespace cpm::kernels

@@ -1,0 +1,24 @@
+// RMSNorm over the last dimension: y = x / sqrt(mean(x²) + eps) · (weight_offset + w).
+// weight_offset is 0 for Llama-style norms (MiniCPM) and 1 for zero-centred ones (Qwen3.5).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/rounding.h"
+
+namespace cpm::kernels {
+
+struct RmsNormParams {
+  float eps = 1e-6f;
+  float weight_offset = 0.0f;
+  // MiniCPM (HF LlamaRMSNorm-style on bf16): y = bf(x·r), out = bf(y·w) -> round_normalized.
+  // Qwen3.5 (computes (x·r)·(1+w) in f32, casts once) -> only `round`.
+  bool round_normalized = false;
+  Round round = Round::kNone;
+};
+
+// x, y: [rows, dim] with row strides; w: [dim] f32. y may alias x.
+void RmsNorm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+             int64_t rows, int64_t dim, const RmsNormParams& p);
+
+}  // namespace cpm::kernels

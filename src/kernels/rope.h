@@ -1,0 +1,18 @@
+// Rotary position embedding, rotate_half (NeoX) layout: within each head, dims i and
+// i + rot_dim/2 form a pair rotated by angle φ_i(pos); dims >= rot_dim pass through.
+// The angles come from the model (LongRoPE, partial RoPE, ...) as per-token cos/sin tables.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/rounding.h"
+
+namespace cpm::kernels {
+
+// x: [n_tokens, n_heads, head_dim] with token stride `x_stride` (elements), rotated in place.
+// cos, sin: [n_tokens, rot_dim/2]. y[i] = x[i]·c − x[i+h]·s, y[i+h] = x[i+h]·c + x[i]·s with
+// h = rot_dim/2; each product is rounded to f32 before the add (as eager PyTorch, no FMA).
+void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+              int64_t rot_dim, const float* cos, const float* sin, Round round);
+
+}  // namespace cpm::kernels
