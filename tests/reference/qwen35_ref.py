@@ -1,0 +1,322 @@
+"""Reference forward pass of the Qwen3.5 hybrid text model (MiniCPM-V-4.6's language model) in
+numpy float64.
+
+The test oracle for cpmserve's Qwen3.5 path, written from ../shared/docs/specs/minicpmv46.md
+(sections 1-3 and 5): the exact math, everything in float64, no cache (each call runs the whole
+sequence from a zero state), no batching.
+
+Checkpoints: MiniCPMV4_6ForConditionalGeneration / Qwen3_5ForConditionalGeneration (config
+"text_config", weights under "model.language_model."; vision, merger and mtp.* tensors ignored)
+or plain Qwen3_5ForCausalLM (flat config, weights under "model.").
+
+  h = E[ids]                                     (no embedding scale)
+  per layer: h += Mixer(RMSNorm1p(h)); h += MLP(RMSNorm1p(h))     RMSNorm1p: x/rms(x) * (1 + w)
+     Mixer = gated full attention (layer_types[i] == "full_attention") or Gated DeltaNet
+  logits = RMSNorm1p(h) @ head.T                  head = embed_tokens unless untied + lm_head exists
+
+Gated DeltaNet has two independent implementations of the delta rule: token-by-token
+(gated_delta_rule_recurrent, the definition) and chunked (gated_delta_rule_chunked, chunk 64);
+self_test.py checks that they agree.
+
+Must not depend on: cpmserve code, torch, transformers. numpy + stdlib only.
+CLI: see ref_cli.py and README.md (extra flag: --gdn-mode recurrent|chunked).
+"""
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_cli  # noqa: E402
+import safetensors_np  # noqa: E402
+
+ARCHS = ("MiniCPMV4_6ForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM")
+IGNORED_PREFIXES = ("model.vision_tower.", "model.merger.", "model.visual.", "mtp.")
+
+
+# ----------------------------------------------------------------------------- config
+
+def text_config(c):
+    archs = c.get("architectures") or []
+    if archs and not any(a in ARCHS for a in archs):
+        raise ValueError(f"config.json: architectures {archs} is not one of {ARCHS}")
+    return c.get("text_config") or c
+
+
+def dims(c):
+    tc = text_config(c)
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "vocab_size", "rms_norm_eps", "linear_num_key_heads",
+                "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                "linear_conv_kernel_dim"):
+        if key not in tc:
+            raise KeyError(f"config.json: missing text config field {key}")
+    rp = tc.get("rope_parameters") or {}
+    if rp.get("rope_type", "default") != "default":
+        raise ValueError(f"rope_type {rp['rope_type']} not supported")
+    L = tc["num_hidden_layers"]
+    layer_types = tc.get("layer_types")
+    if layer_types is None:
+        every = tc.get("full_attention_interval", 4)
+        layer_types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(L)]
+    hd = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
+    prf = rp.get("partial_rotary_factor", tc.get("partial_rotary_factor", 0.25))
+    return dict(D=tc["hidden_size"], L=L, H=tc["num_attention_heads"], KV=tc["num_key_value_heads"],
+                hd=hd, rot=int(hd * prf), theta=float(rp.get("rope_theta", tc.get("rope_theta", 10000.0))),
+                gate=tc.get("attn_output_gate", True), F=tc["intermediate_size"], V=tc["vocab_size"],
+                eps=tc["rms_norm_eps"], Hk=tc["linear_num_key_heads"], Hv=tc["linear_num_value_heads"],
+                dk=tc["linear_key_head_dim"], dv=tc["linear_value_head_dim"],
+                K=tc["linear_conv_kernel_dim"], layer_types=list(layer_types))
+
+
+def prefix_of(W):
+    return "model.language_model." if any(n.startswith("model.language_model.") for n in W) else "model."
+
+
+def expected_shapes(c, prefix):
+    d = dims(c)
+    D, F, hd = d["D"], d["F"], d["hd"]
+    key_dim, value_dim = d["Hk"] * d["dk"], d["Hv"] * d["dv"]
+    conv_dim = 2 * key_dim + value_dim
+    shapes = {prefix + "embed_tokens.weight": (d["V"], D), prefix + "norm.weight": (D,)}
+    for i, kind in enumerate(d["layer_types"]):
+        p = f"{prefix}layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (D,), p + "post_attention_layernorm.weight": (D,),
+                       p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D),
+                       p + "mlp.down_proj.weight": (D, F)})
+        if kind == "full_attention":
+            a = p + "self_attn."
+            shapes.update({a + "q_proj.weight": (d["H"] * hd * (2 if d["gate"] else 1), D),
+                           a + "k_proj.weight": (d["KV"] * hd, D), a + "v_proj.weight": (d["KV"] * hd, D),
+                           a + "o_proj.weight": (D, d["H"] * hd), a + "q_norm.weight": (hd,),
+                           a + "k_norm.weight": (hd,)})
+        elif kind == "linear_attention":
+            a = p + "linear_attn."
+            shapes.update({a + "in_proj_qkv.weight": (conv_dim, D), a + "in_proj_z.weight": (value_dim, D),
+                           a + "in_proj_b.weight": (d["Hv"], D), a + "in_proj_a.weight": (d["Hv"], D),
+                           a + "conv1d.weight": (conv_dim, 1, d["K"]), a + "A_log": (d["Hv"],),
+                           a + "dt_bias": (d["Hv"],), a + "norm.weight": (d["dv"],),
+                           a + "out_proj.weight": (D, value_dim)})
+        else:
+            raise ValueError(f"layer {i}: unknown layer type {kind}")
+    return shapes
+
+
+def check_weights(c, W):
+    shapes = expected_shapes(c, prefix_of(W))
+    for name, shape in shapes.items():
+        if name not in W:
+            raise KeyError(f"missing tensor {name}")
+        if tuple(W[name].shape) != shape:
+            raise ValueError(f"tensor {name}: shape {tuple(W[name].shape)}, expected {shape}")
+    extra = [n for n in W if n not in shapes and n != "lm_head.weight" and not n.startswith(IGNORED_PREFIXES)]
+    if extra:
+        raise ValueError(f"unexpected tensors: {sorted(extra)[:5]}")
+
+
+def lm_head(c, W):
+    """Tied (embed_tokens) unless tie_word_embeddings is false (top level, else text_config) and
+    lm_head.weight exists."""
+    tie = c.get("tie_word_embeddings", text_config(c).get("tie_word_embeddings", True))
+    if tie is False and "lm_head.weight" in W:
+        return W["lm_head.weight"]
+    return W[prefix_of(W) + "embed_tokens.weight"]
+
+
+def load_model(model_dir):
+    c = safetensors_np.load_config(model_dir)
+    W = safetensors_np.load_weights(model_dir)
+    check_weights(c, W)
+    return c, W
+
+
+# ----------------------------------------------------------------------------- math
+
+def sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x)                          # log(1 + e^x)
+
+
+def rms_norm(x, w, eps):
+    """Plain-weight RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * w."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rms_norm_1p(x, w, eps):
+    """Zero-centred Qwen3.5 RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w)."""
+    return rms_norm(x, 1.0 + w, eps)
+
+
+def l2norm(x, eps=1e-6):
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def partial_rope(x, positions, rot, theta):
+    """NEOX rotate_half over the first `rot` dims of each head; the rest pass through.
+    x [T, heads, hd] -> same; pairs (i, i + rot/2), inv_freq[i] = theta^(-2i/rot)."""
+    half = rot // 2
+    inv_freq = 1.0 / theta ** (2.0 * np.arange(half) / rot)                  # [half]
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq       # [T, half]
+    c, s = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    x1, x2, rest = x[..., :half], x[..., half:rot], x[..., rot:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, rest], axis=-1)
+
+
+# ----------------------------------------------------------------------------- delta rule
+
+def gated_delta_rule_recurrent(q, k, v, g, beta, initial_state=None):
+    """Token-by-token gated delta rule. q, k [T, H, dk] (already normalised/scaled), v [T, H, dv],
+    g, beta [T, H]. Returns (o [T, H, dv], final state S [H, dk, dv])."""
+    T, H, dk = k.shape
+    dv = v.shape[-1]
+    S = np.zeros((H, dk, dv)) if initial_state is None else initial_state.copy()
+    o = np.empty((T, H, dv))
+    for t in range(T):
+        S = S * np.exp(g[t])[:, None, None]                         # decay
+        u = np.einsum("hkv,hk->hv", S, k[t])                        # S^T k: prediction for k_t
+        delta = beta[t][:, None] * (v[t] - u)                       # [H, dv]
+        S = S + k[t][:, :, None] * delta[:, None, :]                # S += k delta^T
+        o[t] = np.einsum("hkv,hk->hv", S, q[t])                     # S^T q with the updated S
+    return o, S
+
+
+def gated_delta_rule_chunked(q, k, v, g, beta, initial_state=None, chunk_size=64):
+    """Chunked (WY / UT-transform) form of the same rule; zero-pads T up to a multiple of C."""
+    T, H, dk = k.shape
+    dv = v.shape[-1]
+    C = chunk_size
+    pad = (-T) % C
+    padT = lambda x: np.concatenate([x, np.zeros((pad,) + x.shape[1:])], axis=0)  # noqa: E731
+    q, k, v, g, beta = (padT(x) for x in (q, k, v, g, beta))       # padding: g=0, beta=0, k=0
+    S_all = np.zeros((H, dk, dv)) if initial_state is None else initial_state.copy()
+    o = np.zeros((T + pad, H, dv))
+    lower_incl = np.tril(np.ones((C, C), dtype=bool))
+    for h in range(H):
+        S = S_all[h]                                                # [dk, dv]
+        for s0 in range(0, T + pad, C):
+            Q, K, V = q[s0:s0 + C, h], k[s0:s0 + C, h], v[s0:s0 + C, h]   # [C, dk], [C, dk], [C, dv]
+            G, B = g[s0:s0 + C, h], beta[s0:s0 + C, h]                   # [C]
+            Gam = np.cumsum(G)                                           # cumulative log-decay
+            Dm = np.exp(np.where(lower_incl, Gam[:, None] - Gam[None, :], -np.inf))  # [C, C]
+            Kb, Vb = B[:, None] * K, B[:, None] * V
+            A = np.tril((Kb @ K.T) * Dm, -1)                             # strictly lower
+            I_A = np.eye(C) + A
+            U = np.linalg.solve(I_A, Vb)                                 # (I + A)^-1 Vb    [C, dv]
+            Wm = np.linalg.solve(I_A, np.exp(Gam)[:, None] * Kb)         # (I + A)^-1 e^Gam Kb [C, dk]
+            P = (Q @ K.T) * Dm                                           # [C, C], diag included
+            Qt = np.exp(Gam)[:, None] * Q
+            Kt = np.exp(Gam[-1] - Gam)[:, None] * K
+            Vp = U - Wm @ S                                              # [C, dv]
+            o[s0:s0 + C, h] = Qt @ S + P @ Vp
+            S = np.exp(Gam[-1]) * S + Kt.T @ Vp
+        S_all[h] = S
+    return o[:T], S_all
+
+
+# ----------------------------------------------------------------------------- layers
+
+def full_attention(d, W, a, x, positions):
+    """Gated full attention. x [T, D] -> [T, D]; `a` = tensor prefix ending in "self_attn."."""
+    T, H, KV, hd = x.shape[0], d["H"], d["KV"], d["hd"]
+    qg = x @ W[a + "q_proj.weight"].T                                    # [T, H*hd*(2 if gate)]
+    if d["gate"]:
+        qg = qg.reshape(T, H, 2 * hd)                                    # per head [query | gate]
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(T, H * hd)
+    else:
+        q, gate = qg.reshape(T, H, hd), None
+    k = (x @ W[a + "k_proj.weight"].T).reshape(T, KV, hd)
+    v = (x @ W[a + "v_proj.weight"].T).reshape(T, KV, hd)
+    q = rms_norm_1p(q, W[a + "q_norm.weight"], d["eps"])                 # per-head norm before RoPE
+    k = rms_norm_1p(k, W[a + "k_norm.weight"], d["eps"])
+    q = partial_rope(q, positions, d["rot"], d["theta"])
+    k = partial_rope(k, positions, d["rot"], d["theta"])
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    o = np.empty((T, H, hd))
+    for head in range(H):
+        kvh = head // (H // KV)
+        scores = np.where(causal, (q[:, head] @ k[:, kvh].T) / math.sqrt(hd), -np.inf)   # [T, T]
+        o[:, head] = softmax(scores) @ v[:, kvh]
+    o = o.reshape(T, H * hd)
+    if gate is not None:
+        o = o * sigmoid(gate)
+    return o @ W[a + "o_proj.weight"].T
+
+
+def gated_deltanet(d, W, a, x, mode):
+    """Gated DeltaNet layer from a zero state. x [T, D] -> [T, D]; `a` ends in "linear_attn."."""
+    T, Hk, Hv, dk, dv, K = x.shape[0], d["Hk"], d["Hv"], d["dk"], d["dv"], d["K"]
+    key_dim = Hk * dk
+    m = x @ W[a + "in_proj_qkv.weight"].T                                # [T, conv_dim]
+    z = (x @ W[a + "in_proj_z.weight"].T).reshape(T, Hv, dv)
+    b = x @ W[a + "in_proj_b.weight"].T                                  # [T, Hv]
+    alpha = x @ W[a + "in_proj_a.weight"].T                              # [T, Hv]
+    # causal depthwise conv1d (zero initial state) + SiLU: y[t] = sum_j w[:, j] * m[t - (K-1) + j]
+    w = W[a + "conv1d.weight"][:, 0, :]                                  # [conv_dim, K]
+    m_pad = np.concatenate([np.zeros((K - 1, m.shape[1])), m], axis=0)   # [T+K-1, conv_dim]
+    y = silu(sum(w[:, j] * m_pad[j:j + T] for j in range(K)))
+    q = y[:, :key_dim].reshape(T, Hk, dk)
+    k = y[:, key_dim:2 * key_dim].reshape(T, Hk, dk)
+    v = y[:, 2 * key_dim:].reshape(T, Hv, dv)
+    beta = sigmoid(b)
+    g = -np.exp(W[a + "A_log"]) * softplus(alpha + W[a + "dt_bias"])    # [T, Hv], log-decay <= 0
+    q = l2norm(q) * dk ** -0.5
+    k = l2norm(k)
+    q = np.repeat(q, Hv // Hk, axis=1)                                   # k head j serves v heads
+    k = np.repeat(k, Hv // Hk, axis=1)                                   #   j*r .. j*r + r-1
+    rule = gated_delta_rule_chunked if mode == "chunked" else gated_delta_rule_recurrent
+    o, _ = rule(q, k, v, g, beta)                                        # [T, Hv, dv]
+    o = rms_norm(o, W[a + "norm.weight"], d["eps"]) * silu(z)            # gated RMSNorm per head
+    return o.reshape(T, Hv * dv) @ W[a + "out_proj.weight"].T
+
+
+def forward_logits(c, W, token_ids, gdn_mode="recurrent"):
+    """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V]."""
+    d = dims(c)
+    pre = prefix_of(W)
+    ids = np.asarray(token_ids, dtype=np.int64)
+    positions = np.arange(ids.size)
+    h = W[pre + "embed_tokens.weight"][ids]                              # [T, D]
+    for i, kind in enumerate(d["layer_types"]):
+        p = f"{pre}layers.{i}."
+        x = rms_norm_1p(h, W[p + "input_layernorm.weight"], d["eps"])
+        if kind == "full_attention":
+            h = h + full_attention(d, W, p + "self_attn.", x, positions)
+        else:
+            h = h + gated_deltanet(d, W, p + "linear_attn.", x, gdn_mode)
+        x = rms_norm_1p(h, W[p + "post_attention_layernorm.weight"], d["eps"])
+        gate = x @ W[p + "mlp.gate_proj.weight"].T
+        up = x @ W[p + "mlp.up_proj.weight"].T
+        h = h + (silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
+    h = rms_norm_1p(h, W[pre + "norm.weight"], d["eps"])
+    return h @ lm_head(c, W).T                                           # [T, V]
+
+
+def forward_logprobs(c, W, token_ids, gdn_mode="recurrent"):
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode))
+
+
+def main(argv=None):
+    parser = ref_cli.make_parser("Qwen3.5 hybrid (MiniCPM-V-4.6 LM) numpy float64 reference forward")
+    parser.add_argument("--gdn-mode", choices=("recurrent", "chunked"), default="recurrent")
+    args = parser.parse_args(argv)
+    c, W = load_model(args.model)
+    options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode}
+    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, args.gdn_mode),
+                       dims(c)["V"], "qwen35_ref", options)
+
+
+if __name__ == "__main__":
+    main()
