@@ -4,14 +4,18 @@
 #include <cstdio>
 
 #include "base/log.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   cpm::InitLogging();
   CLI::App app{"cpmserve: serve MiniCPM models on the CPU behind an OpenAI-compatible API"};
   app.require_subcommand(1);
+  int exit_code = 0;
   app.add_subcommand("version", "print the version")->callback([] {
     std::printf("cpmserve %s\n", CPM_VERSION);
   });
+  cpm::RegisterGenerateCommand(app, &exit_code);
+  cpm::RegisterMakeTinyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  return exit_code;
 }

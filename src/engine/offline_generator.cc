@@ -1,0 +1,147 @@
+#include "engine/offline_generator.h"
+
+#include <algorithm>
+
+#include "kv/block_pool.h"
+#include "kv/kv_cache.h"
+#include "sampling/sampler.h"
+
+namespace cpm {
+namespace {
+
+struct SeqState {
+  const GenerateRequest* req = nullptr;
+  GenerateResult result;
+  std::vector<int32_t> tokens;  // prompt then generated
+  std::vector<int32_t> blocks;
+  int64_t computed = 0;  // tokens whose K/V are in the cache
+  bool done = false;
+  Rng rng;
+};
+
+// Records the full row and/or the top log-probs for one logits row of `s`.
+void RecordRow(SeqState& s, const std::vector<float>& logprobs, int64_t prompt_pos) {
+  if (s.req->record_logprob_rows) {
+    s.result.logprob_rows.push_back(logprobs);
+    if (prompt_pos >= 0) s.result.row_positions.push_back(prompt_pos);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
+    const std::vector<GenerateRequest>& requests) {
+  const ModelInfo& info = model_.info();
+  const int64_t bs = options_.block_size, vocab = info.vocab_size;
+  int64_t total_blocks = 0;
+  for (const GenerateRequest& r : requests) {
+    if (r.prompt.empty()) return InvalidArgument("a prompt needs at least one token");
+    total_blocks += BlocksForTokens(static_cast<int64_t>(r.prompt.size()) + r.max_tokens, bs);
+  }
+  KvCache kv(info.kv, std::max<int64_t>(1, total_blocks), bs, info.dtype);
+  BlockPool blocks(kv.num_blocks());
+
+  std::vector<SeqState> seqs(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    seqs[i].req = &requests[i];
+    seqs[i].tokens = requests[i].prompt;
+    seqs[i].rng.seed(requests[i].sampling.seed.value_or(options_.seed + i));
+    if (requests[i].max_tokens == 0) {
+      seqs[i].done = true;
+      seqs[i].result.finish_reason = "length";
+    }
+  }
+  // A request with max_tokens 0 still gets its prompt log-prob rows if asked for.
+  for (SeqState& s : seqs) {
+    if (s.done && s.req->record_logprob_rows) s.done = false;
+  }
+
+  std::vector<int32_t> tokens;
+  std::vector<SeqStep> steps;
+  std::vector<int64_t> logit_rows;
+  std::vector<std::pair<size_t, int64_t>> row_owner;  // (seq, prompt position or -1 if last)
+  std::vector<float> logits, logprobs(vocab);
+  for (;;) {
+    tokens.clear();
+    steps.clear();
+    logit_rows.clear();
+    row_owner.clear();
+    std::vector<size_t> in_step;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      SeqState& s = seqs[i];
+      if (s.done) continue;
+      const int64_t total = static_cast<int64_t>(s.tokens.size());
+      const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
+      int64_t n = total - s.computed;
+      if (s.computed < prompt_len && options_.prefill_chunk > 0) n = std::min(n, options_.prefill_chunk);
+      const int64_t need = BlocksForTokens(s.computed + n, bs) - static_cast<int64_t>(s.blocks.size());
+      if (!blocks.AllocateN(need, &s.blocks)) return Internal("KV blocks ran out");
+      const int64_t first_row = static_cast<int64_t>(tokens.size());
+      tokens.insert(tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
+      steps.push_back({s.computed, n, s.blocks, -1});
+      const bool reaches_end = s.computed + n == total;
+      if (s.req->record_logprob_rows && s.req->all_prompt_positions) {
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t pos = s.computed + j;
+          if (pos < prompt_len - 1) {
+            logit_rows.push_back(first_row + j);
+            row_owner.emplace_back(i, pos);
+          }
+        }
+      }
+      if (reaches_end) {
+        logit_rows.push_back(first_row + n - 1);
+        row_owner.emplace_back(i, -1);
+      }
+      in_step.push_back(i);
+      s.computed += n;
+    }
+    if (steps.empty()) break;
+    logits.resize(logit_rows.size() * vocab);
+    ForwardBatch batch;
+    batch.tokens = tokens;
+    batch.seqs = steps;
+    batch.logit_rows = logit_rows;
+    CPM_RETURN_IF_ERROR(model_.Forward(batch, kv, nullptr, logits.data(), pool_));
+
+    for (size_t r = 0; r < row_owner.size(); ++r) {
+      SeqState& s = seqs[row_owner[r].first];
+      float* row = logits.data() + r * vocab;
+      LogSoftmax(row, vocab, logprobs.data());
+      const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
+      if (row_owner[r].second >= 0) {  // an intermediate prompt position
+        RecordRow(s, logprobs, row_owner[r].second);
+        continue;
+      }
+      const bool is_prompt_end = static_cast<int64_t>(s.tokens.size()) == prompt_len;
+      RecordRow(s, logprobs, is_prompt_end ? prompt_len - 1 : -1);
+      if (static_cast<int64_t>(s.result.output.size()) >= s.req->max_tokens) {
+        s.done = true;  // max_tokens 0 with recorded rows
+        s.result.finish_reason = "length";
+        continue;
+      }
+      ApplyPenalties(row, vocab, s.req->sampling, s.req->prompt, s.result.output);
+      const int32_t tok = SampleToken(row, vocab, s.req->sampling, s.rng);
+      if (s.req->top_logprobs > 0) {
+        TokenLogprobs tl{tok, logprobs[tok], TopK(logprobs.data(), vocab, s.req->top_logprobs)};
+        s.result.logprobs.push_back(std::move(tl));
+      }
+      s.result.output.push_back(tok);
+      s.tokens.push_back(tok);
+      const bool stop = !s.req->ignore_eos && std::count(s.req->stop_token_ids.begin(),
+                                                        s.req->stop_token_ids.end(), tok) > 0;
+      if (stop || static_cast<int64_t>(s.result.output.size()) >= s.req->max_tokens) {
+        s.done = true;
+        s.result.finish_reason = stop ? "stop" : "length";
+      }
+    }
+    for (size_t i : in_step) {
+      if (seqs[i].done) blocks.ReleaseAll(seqs[i].blocks), seqs[i].blocks.clear();
+    }
+  }
+  std::vector<GenerateResult> out;
+  for (SeqState& s : seqs) out.push_back(std::move(s.result));
+  return out;
+}
+
+}  // namespace cpm

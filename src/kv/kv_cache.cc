@@ -1,0 +1,34 @@
+#include "kv/kv_cache.h"
+
+namespace cpm {
+
+int64_t KvCache::BytesPerBlock(const KvCacheSpec& spec, int64_t block_size, DType dtype) {
+  return 2 * spec.num_attention_layers * spec.num_kv_heads * block_size * spec.head_dim *
+         static_cast<int64_t>(DTypeSize(dtype));
+}
+
+KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size, DType dtype)
+    : spec_(spec), num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
+  const size_t layer_bytes = static_cast<size_t>(num_blocks * spec.num_kv_heads * block_size *
+                                                 spec.head_dim) * DTypeSize(dtype);
+  for (int64_t l = 0; l < spec.num_attention_layers; ++l) {
+    k_.emplace_back(layer_bytes);
+    v_.emplace_back(layer_bytes);
+    // Zero so a bug that reads an unwritten slot gives zeros, not garbage or NaN.
+    k_.back().Zero();
+    v_.back().Zero();
+  }
+}
+
+kernels::KvLayerView KvCache::Layer(int64_t attention_layer) {
+  kernels::KvLayerView view;
+  view.k = k_[attention_layer].data();
+  view.v = v_[attention_layer].data();
+  view.dtype = dtype_;
+  view.block_size = block_size_;
+  view.num_kv_heads = spec_.num_kv_heads;
+  view.head_dim = spec_.head_dim;
+  return view;
+}
+
+}  // namespace cpm

@@ -1,0 +1,284 @@
+#include "model/minicpm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "base/log.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "model/minicpm_config.h"
+#include "model/rope_table.h"
+#include "model/weight_loader.h"
+
+namespace cpm {
+namespace {
+
+using kernels::LinearWeight;
+using kernels::Round;
+
+struct MiniCpmLayer {
+  std::vector<float> input_layernorm;           // [hidden]
+  LinearWeight q_proj, k_proj, v_proj, o_proj;  // [H·D, hidden], [KV·D, hidden] ×2, [hidden, H·D]
+  std::vector<float> post_attention_layernorm;  // [hidden]
+  LinearWeight gate_proj, up_proj, down_proj;   // [ffn, hidden] ×2, [hidden, ffn]
+};
+
+// Per-step activations, grown on demand and reused (the engine thread is the only caller).
+struct Activations {
+  std::vector<float> h, x, q, k, v, attn, o, gate, up, cos, sin, head_in;
+  std::vector<int64_t> slots;
+  void Resize(int64_t t, const MiniCpmConfig& c) {
+    const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
+                  kvd = c.num_key_value_heads * c.head_dim, ffn = c.intermediate_size;
+    h.resize(t * hd);
+    x.resize(t * hd);
+    q.resize(t * qd);
+    k.resize(t * kvd);
+    v.resize(t * kvd);
+    attn.resize(t * qd);
+    o.resize(t * hd);
+    gate.resize(t * ffn);
+    up.resize(t * ffn);
+    cos.resize(t * c.head_dim / 2);
+    sin.resize(t * c.head_dim / 2);
+    slots.resize(t);
+  }
+};
+
+class MiniCpmModel : public Model {
+ public:
+  const ModelInfo& info() const override { return info_; }
+  Status Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states, float* logits,
+                 ThreadPool& pool) override;
+  Status Load(const LoadOptions& options, const MiniCpmConfig& config, ThreadPool& pool);
+
+ private:
+  void Embed(const ForwardBatch& batch, float* h) const;
+  void PrepareRopeAndSlots(const ForwardBatch& batch, int64_t block_size);
+  void Attention(const MiniCpmLayer& w, int64_t layer, const ForwardBatch& batch, KvCache& kv,
+                 int64_t t, ThreadPool& pool);
+  void Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool);
+  void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
+  // Rounds a freshly computed GEMM output to bf16 in the bf16 path.
+  void RoundOut(float* x, int64_t n) const {
+    if (round_ == Round::kBf16) RoundBf16InPlace(x, static_cast<size_t>(n));
+  }
+
+  MiniCpmConfig c_;
+  ModelInfo info_;
+  Round round_ = Round::kNone;
+  float residual_scale_ = 1.0f;  // scale_depth / sqrt(num_hidden_layers), kept in f32
+  kernels::LinearWeight embed_tokens_;  // [vocab, hidden]
+  kernels::LinearWeight lm_head_;       // = embed_tokens_ when tied
+  std::vector<float> norm_;             // [hidden]
+  std::vector<MiniCpmLayer> layers_;
+  RopeTable rope_;
+  Activations a_;
+};
+
+Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& config,
+                          ThreadPool& pool) {
+  c_ = config;
+  DType dtype = DType::kBF16;
+  if (options.dtype == DTypeChoice::kFloat32 ||
+      (options.dtype == DTypeChoice::kAuto && config.torch_dtype == "float32")) {
+    dtype = DType::kF32;
+  }
+  round_ = dtype == DType::kBF16 ? Round::kBf16 : Round::kNone;
+  residual_scale_ = static_cast<float>(c_.scale_depth / std::sqrt(static_cast<double>(c_.num_hidden_layers)));
+
+  CPM_ASSIGN_OR_RETURN(WeightLoader wl, WeightLoader::Open(options, dtype, &pool));
+  const int64_t hd = c_.hidden_size, qd = c_.num_attention_heads * c_.head_dim,
+                kvd = c_.num_key_value_heads * c_.head_dim, ffn = c_.intermediate_size;
+  CPM_ASSIGN_OR_RETURN(embed_tokens_, wl.Linear("model.embed_tokens.weight", c_.vocab_size, hd));
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    MiniCpmLayer L;
+    CPM_ASSIGN_OR_RETURN(L.input_layernorm, wl.F32(p + "input_layernorm.weight", {hd}));
+    CPM_ASSIGN_OR_RETURN(L.q_proj, wl.Linear(p + "self_attn.q_proj.weight", qd, hd));
+    CPM_ASSIGN_OR_RETURN(L.k_proj, wl.Linear(p + "self_attn.k_proj.weight", kvd, hd));
+    CPM_ASSIGN_OR_RETURN(L.v_proj, wl.Linear(p + "self_attn.v_proj.weight", kvd, hd));
+    CPM_ASSIGN_OR_RETURN(L.o_proj, wl.Linear(p + "self_attn.o_proj.weight", hd, qd));
+    CPM_ASSIGN_OR_RETURN(L.post_attention_layernorm,
+                         wl.F32(p + "post_attention_layernorm.weight", {hd}));
+    CPM_ASSIGN_OR_RETURN(L.gate_proj, wl.Linear(p + "mlp.gate_proj.weight", ffn, hd));
+    CPM_ASSIGN_OR_RETURN(L.up_proj, wl.Linear(p + "mlp.up_proj.weight", ffn, hd));
+    CPM_ASSIGN_OR_RETURN(L.down_proj, wl.Linear(p + "mlp.down_proj.weight", hd, ffn));
+    for (LinearWeight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
+                            &L.down_proj}) {
+      kernels::PrepareLinear(w);
+    }
+    layers_.push_back(std::move(L));
+  }
+  CPM_ASSIGN_OR_RETURN(norm_, wl.F32("model.norm.weight", {hd}));
+  if (c_.tie_word_embeddings) {
+    lm_head_ = embed_tokens_;
+  } else {
+    CPM_ASSIGN_OR_RETURN(lm_head_, wl.Linear("lm_head.weight", c_.vocab_size, hd));
+  }
+  kernels::PrepareLinear(&lm_head_);
+  const bool tied = c_.tie_word_embeddings;
+  CPM_RETURN_IF_ERROR(wl.CheckAllUsed([tied](const std::string& n) {
+    // Rotary caches are derived data; a tied checkpoint may still carry a redundant lm_head.
+    return n.find("rotary_emb.") != std::string::npos || (tied && n == "lm_head.weight");
+  }));
+
+  const int64_t max_len = options.max_model_len > 0 ? options.max_model_len : c_.max_position_embeddings;
+  if (c_.longrope()) {
+    // vLLM's static rule: long factors for every position iff the context can exceed L0.
+    const bool use_long = max_len > c_.original_max_position_embeddings;
+    rope_ = BuildLongRopeTable(c_.head_dim, c_.rope_theta, use_long ? c_.long_factor : c_.short_factor,
+                               c_.max_position_embeddings, c_.original_max_position_embeddings, max_len);
+  } else {
+    rope_ = BuildRopeTable(c_.head_dim, c_.rope_theta, max_len);
+  }
+
+  info_.architecture = "MiniCPMForCausalLM";
+  info_.vocab_size = c_.vocab_size;
+  info_.hidden_size = hd;
+  info_.max_position_embeddings = c_.max_position_embeddings;
+  info_.dtype = dtype;
+  info_.kv = {c_.num_hidden_layers, c_.num_key_value_heads, c_.head_dim};
+  info_.weight_bytes = wl.bytes_held();
+  info_.eos_token_ids = c_.eos_token_id;
+  return OkStatus();
+}
+
+// h = bf(E[tok] · scale_emb), or the caller's embeddings on `embed_rows`.
+void MiniCpmModel::Embed(const ForwardBatch& batch, float* h) const {
+  const int64_t hd = c_.hidden_size;
+  const float scale = static_cast<float>(c_.scale_emb);
+  for (size_t t = 0; t < batch.tokens.size(); ++t) {
+    const int64_t row = batch.tokens[t];
+    float* dst = h + t * hd;
+    ConvertToF32(embed_tokens_.dtype,
+                 static_cast<const uint8_t*>(embed_tokens_.data) + row * hd * DTypeSize(embed_tokens_.dtype),
+                 dst, hd);
+    kernels::Scale(dst, hd, scale, round_);
+  }
+  for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
+    std::copy(batch.embeds + i * hd, batch.embeds + (i + 1) * hd, h + batch.embed_rows[i] * hd);
+  }
+}
+
+// Gathers each token's cos/sin row and its KV slot from its position.
+void MiniCpmModel::PrepareRopeAndSlots(const ForwardBatch& batch, int64_t block_size) {
+  const int64_t half = rope_.half;
+  int64_t t = 0;
+  for (const SeqStep& s : batch.seqs) {
+    for (int64_t i = 0; i < s.num_tokens; ++i, ++t) {
+      const int64_t pos = s.num_computed + i;
+      std::copy(rope_.CosAt(pos), rope_.CosAt(pos) + half, a_.cos.data() + t * half);
+      std::copy(rope_.SinAt(pos), rope_.SinAt(pos) + half, a_.sin.data() + t * half);
+      a_.slots[t] = static_cast<int64_t>(s.block_table[pos / block_size]) * block_size + pos % block_size;
+    }
+  }
+}
+
+void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const ForwardBatch& batch,
+                             KvCache& kv, int64_t t, ThreadPool& pool) {
+  const int64_t hd = c_.hidden_size, D = c_.head_dim, H = c_.num_attention_heads,
+                KV = c_.num_key_value_heads;
+  kernels::RmsNorm(a_.h.data(), hd, w.input_layernorm.data(), a_.x.data(), hd, t, hd,
+                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+  // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
+  const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
+  float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
+  const int64_t strides[] = {H * D, KV * D, KV * D};
+  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool);
+  RoundOut(a_.q.data(), t * H * D);
+  RoundOut(a_.k.data(), t * KV * D);
+  RoundOut(a_.v.data(), t * KV * D);
+  // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb).
+  kernels::RopeNeox(a_.q.data(), H * D, t, H, D, D, a_.cos.data(), a_.sin.data(), round_);
+  kernels::RopeNeox(a_.k.data(), KV * D, t, KV, D, D, a_.cos.data(), a_.sin.data(), round_);
+  kernels::KvLayerView view = kv.Layer(layer);
+  kernels::KvWrite(a_.k.data(), KV * D, a_.v.data(), KV * D, a_.slots.data(), t, view);
+  std::vector<kernels::AttentionSeq> seqs;
+  int64_t begin = 0;
+  for (const SeqStep& s : batch.seqs) {
+    seqs.push_back({begin, s.num_tokens, s.num_computed + s.num_tokens, s.block_table.data()});
+    begin += s.num_tokens;
+  }
+  kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
+                          a_.attn.data(), H * D, pool);
+  RoundOut(a_.attn.data(), t * H * D);
+  kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool);
+  RoundOut(a_.o.data(), t * hd);
+  // h = bf(h + bf(o · scale_depth/sqrt(L)))
+  kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
+}
+
+void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
+  const int64_t hd = c_.hidden_size, ffn = c_.intermediate_size;
+  kernels::RmsNorm(a_.h.data(), hd, w.post_attention_layernorm.data(), a_.x.data(), hd, t, hd,
+                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+  const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
+  float* ys[] = {a_.gate.data(), a_.up.data()};
+  const int64_t strides[] = {ffn, ffn};
+  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool);
+  RoundOut(a_.gate.data(), t * ffn);
+  RoundOut(a_.up.data(), t * ffn);
+  // m = bf(bf(silu(g)) · u), written over gate.
+  kernels::SiluMul(a_.gate.data(), ffn, a_.up.data(), ffn, a_.gate.data(), ffn, t, ffn, round_);
+  kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool);
+  RoundOut(a_.o.data(), t * hd);
+  kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
+}
+
+// logits = bf(bf(norm(h) / (hidden_size/dim_model_base)) · Eᵀ) for the requested rows only.
+void MiniCpmModel::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
+  const int64_t hd = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
+  a_.head_in.resize(n * hd);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = a_.h.data() + batch.logit_rows[i] * hd;
+    std::copy(src, src + hd, a_.head_in.data() + i * hd);
+  }
+  kernels::RmsNorm(a_.head_in.data(), hd, norm_.data(), a_.head_in.data(), hd, n, hd,
+                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+  kernels::Scale(a_.head_in.data(), n * hd, static_cast<float>(c_.dim_model_base / c_.hidden_size), round_);
+  kernels::MatMul(a_.head_in.data(), hd, n, lm_head_, logits, c_.vocab_size, pool);
+  RoundOut(logits, n * c_.vocab_size);
+}
+
+Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* /*states*/,
+                             float* logits, ThreadPool& pool) {
+  const int64_t t = static_cast<int64_t>(batch.tokens.size());
+  if (t == 0) return OkStatus();
+  for (int32_t tok : batch.tokens) {
+    if (tok < 0 || tok >= c_.vocab_size)
+      return InvalidArgument("token id " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                             std::to_string(c_.vocab_size) + ")");
+  }
+  for (const SeqStep& s : batch.seqs) {
+    if (s.num_computed + s.num_tokens > rope_.max_positions())
+      return InvalidArgument("position " + std::to_string(s.num_computed + s.num_tokens - 1) +
+                             " is beyond the model length " + std::to_string(rope_.max_positions()));
+  }
+  a_.Resize(t, c_);
+  Embed(batch, a_.h.data());
+  PrepareRopeAndSlots(batch, kv.block_size());
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    Attention(layers_[l], l, batch, kv, t, pool);
+    Mlp(layers_[l], t, pool);
+  }
+  Head(batch, logits, pool);
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> LoadMiniCpm(const LoadOptions& options,
+                                             const std::string& config_text,
+                                             const std::string& config_path, ThreadPool& pool) {
+  CPM_ASSIGN_OR_RETURN(MiniCpmConfig config, ParseMiniCpmConfig(config_text, config_path));
+  auto model = std::make_unique<MiniCpmModel>();
+  CPM_RETURN_IF_ERROR(model->Load(options, config, pool));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace cpm

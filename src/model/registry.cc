@@ -1,0 +1,54 @@
+#include "model/registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "io/mmap_file.h"
+#include "model/minicpm.h"
+
+namespace cpm {
+namespace {
+
+using Loader = std::function<StatusOr<std::unique_ptr<Model>>(
+    const LoadOptions&, const std::string& config_text, const std::string& config_path,
+    ThreadPool&)>;
+
+const std::map<std::string, Loader>& Loaders() {
+  static const std::map<std::string, Loader> loaders = {
+      {"MiniCPMForCausalLM", &LoadMiniCpm},
+  };
+  return loaders;
+}
+
+}  // namespace
+
+std::vector<std::string> SupportedArchitectures() {
+  std::vector<std::string> names;
+  for (const auto& [name, loader] : Loaders()) names.push_back(name);
+  return names;
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPool& pool) {
+  const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not valid JSON");
+  if (!j.contains("architectures") || !j["architectures"].is_array() ||
+      j["architectures"].empty() || !j["architectures"][0].is_string()) {
+    return InvalidArgument(path + ": field 'architectures' must be a non-empty list of names");
+  }
+  const std::string arch = j["architectures"][0].get<std::string>();
+  auto it = Loaders().find(arch);
+  if (it == Loaders().end()) {
+    std::string known;
+    for (const std::string& n : SupportedArchitectures()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument(path + ": field 'architectures': '" + arch +
+                           "' is not supported (supported: " + known + ")");
+  }
+  return it->second(options, text, path, pool);
+}
+
+}  // namespace cpm

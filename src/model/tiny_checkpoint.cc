@@ -1,0 +1,106 @@
+#include "model/tiny_checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "io/mmap_file.h"
+#include "io/safetensors.h"
+
+namespace cpm {
+namespace {
+
+// Draws a tensor from N(mean, std) and encodes it in `dtype`.
+std::string RandomTensor(std::mt19937_64& rng, int64_t n, double mean, double std, DType dtype) {
+  std::normal_distribution<double> dist(mean, std);
+  std::string bytes(n * DTypeSize(dtype), '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(dist(rng));
+    if (dtype == DType::kF32) {
+      std::memcpy(&bytes[i * 4], &v, 4);
+    } else {
+      const uint16_t h = dtype == DType::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
+  if (o.vocab_size <= 0) return InvalidArgument("make-tiny: vocab_size must be > 0");
+
+  const int64_t hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = hidden / heads,
+                ffn = 128;
+  // Factors chosen so short and long differ visibly and both stay in LongRoPE's usual range.
+  nlohmann::ordered_json short_f = nlohmann::ordered_json::array(), long_f = short_f;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    short_f.push_back(1.0 + 0.25 * static_cast<double>(i));
+    long_f.push_back(1.0 + 2.0 * static_cast<double>(i * i));
+  }
+  nlohmann::ordered_json config = {
+      {"architectures", {"MiniCPMForCausalLM"}},
+      {"bos_token_id", o.bos_token_id},
+      {"eos_token_id", o.eos_token_id},
+      {"hidden_act", "silu"},
+      {"hidden_size", hidden},
+      {"initializer_range", 0.1},
+      {"intermediate_size", ffn},
+      {"max_position_embeddings", 256},
+      {"num_attention_heads", heads},
+      {"num_hidden_layers", layers},
+      {"num_key_value_heads", kv_heads},
+      {"rms_norm_eps", 1e-5},
+      {"rope_scaling",
+       {{"rope_type", "longrope"},
+        {"long_factor", long_f},
+        {"short_factor", short_f},
+        {"original_max_position_embeddings", 64}}},
+      {"torch_dtype", o.storage == DType::kF32 ? "float32" : ToString(o.storage)},
+      {"vocab_size", o.vocab_size},
+      {"scale_emb", 12},
+      {"dim_model_base", 16},
+      {"scale_depth", 1.4},
+  };
+  if (!o.tie_word_embeddings) config["tie_word_embeddings"] = false;
+  CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "config.json").string(), config.dump(2)));
+
+  std::mt19937_64 rng(o.seed);
+  SafetensorsWriter w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    w.Add(name, o.storage, shape, RandomTensor(rng, n, mean, std, o.storage));
+  };
+  // Embedding spread: wide enough for peaked logits through the tied head, small enough that
+  // the layers (not the input token alone) decide the next token.
+  add("model.embed_tokens.weight", {o.vocab_size, hidden}, 0.0, 0.3);
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const double in_std = 1.0 / std::sqrt(static_cast<double>(hidden));
+    add(p + "input_layernorm.weight", {hidden}, 1.0, 0.1);
+    add(p + "self_attn.q_proj.weight", {heads * head_dim, hidden}, 0.0, 2.0 * in_std);
+    add(p + "self_attn.k_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 2.0 * in_std);
+    // Branch outputs comparable to the scaled embedding (|h| ~ 12), so every layer matters.
+    add(p + "self_attn.v_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 3.0 * in_std);
+    add(p + "self_attn.o_proj.weight", {hidden, heads * head_dim}, 0.0, 3.0 * in_std);
+    add(p + "post_attention_layernorm.weight", {hidden}, 1.0, 0.1);
+    add(p + "mlp.gate_proj.weight", {ffn, hidden}, 0.0, 2.0 * in_std);
+    add(p + "mlp.up_proj.weight", {ffn, hidden}, 0.0, 3.0 * in_std);
+    add(p + "mlp.down_proj.weight", {hidden, ffn}, 0.0, 3.0 / std::sqrt(static_cast<double>(ffn)));
+  }
+  add("model.norm.weight", {hidden}, 1.0, 0.1);
+  if (!o.tie_word_embeddings) add("lm_head.weight", {o.vocab_size, hidden}, 0.0, 1.0);
+  if (o.num_shards > 1) return w.WriteSharded(o.out_dir, o.num_shards);
+  return w.Write((fs::path(o.out_dir) / "model.safetensors").string());
+}
+
+}  // namespace cpm

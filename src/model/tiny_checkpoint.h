@@ -1,0 +1,29 @@
+// Writes small random checkpoints with the real tensor names, layouts and config keys of an
+// architecture, for tests and demos (`cpmserve make-tiny`). Deterministic for a seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace cpm {
+
+struct TinyCheckpointOptions {
+  std::string out_dir;
+  uint64_t seed = 0;
+  int64_t vocab_size = 0;       // must match the tokenizer written beside it
+  DType storage = DType::kBF16;  // safetensors dtype
+  int num_shards = 1;           // >1 writes model.safetensors.index.json
+  bool tie_word_embeddings = true;
+  std::vector<int32_t> eos_token_id;
+  int32_t bos_token_id = 1;
+};
+
+// MiniCPMForCausalLM: hidden 64, 2 layers, 4 heads / 2 KV heads (head_dim 16), FFN 128,
+// LongRoPE with short != long and original_max (64) < max_position_embeddings (256).
+Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
+
+}  // namespace cpm

@@ -1,0 +1,197 @@
+#include "model/weight_loader.h"
+
+#include <cstring>
+#include <memory>
+
+#include "base/aligned_buffer.h"
+
+namespace cpm {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// splitmix64: a counter-based generator, so element i is independent of the others.
+inline uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::shared_ptr<AlignedBuffer> NewBuffer(size_t bytes) {
+  return std::make_shared<AlignedBuffer>(bytes);
+}
+
+// Converts `n` elements from the stored dtype to the compute dtype.
+void Convert(const void* src, DType from, void* dst, DType to, int64_t n, ThreadPool* pool) {
+  auto body = [&](int64_t b, int64_t e) {
+    if (to == DType::kF32) {
+      ConvertToF32(from, static_cast<const uint8_t*>(src) + b * DTypeSize(from),
+                   static_cast<float*>(dst) + b, e - b);
+      return;
+    }
+    // to bf16: through f32 in small chunks.
+    float tmp[1024];
+    uint16_t* out = static_cast<uint16_t*>(dst);
+    for (int64_t i = b; i < e; i += 1024) {
+      const int64_t m = std::min<int64_t>(1024, e - i);
+      ConvertToF32(from, static_cast<const uint8_t*>(src) + i * DTypeSize(from), tmp, m);
+      for (int64_t j = 0; j < m; ++j) out[i + j] = F32ToBf16(tmp[j]);
+    }
+  };
+  if (pool) pool->ParallelForRange(n, 1 << 16, [&](int64_t b, int64_t e, int) { body(b, e); });
+  else body(0, n);
+}
+
+}  // namespace
+
+void FillDummy(void* dst, DType dtype, int64_t n, uint64_t seed, ThreadPool* pool) {
+  const uint64_t key = SplitMix64(seed);
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const uint64_t r = SplitMix64(key ^ static_cast<uint64_t>(i));
+      // 24 random bits -> uniform in [-1e-3, 1e-3).
+      const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+      const float v = (2.0f * u - 1.0f) * 1e-3f;
+      if (dtype == DType::kF32) static_cast<float*>(dst)[i] = v;
+      else if (dtype == DType::kBF16) static_cast<uint16_t*>(dst)[i] = F32ToBf16(v);
+      else static_cast<uint16_t*>(dst)[i] = F32ToF16(v);
+    }
+  };
+  if (pool) pool->ParallelForRange(n, 1 << 16, [&](int64_t b, int64_t e, int) { body(b, e); });
+  else body(0, n);
+}
+
+StatusOr<WeightLoader> WeightLoader::Open(const LoadOptions& options, DType dtype,
+                                          ThreadPool* pool) {
+  WeightLoader w;
+  w.model_dir_ = options.model_dir;
+  w.dtype_ = dtype;
+  w.dummy_seed_ = options.dummy_seed;
+  w.pool_ = pool;
+  if (options.load_format != LoadFormat::kDummy) {
+    CPM_ASSIGN_OR_RETURN(SafetensorsArchive a, SafetensorsArchive::OpenDir(options.model_dir));
+    w.archive_ = std::make_shared<SafetensorsArchive>(std::move(a));
+  }
+  return w;
+}
+
+bool WeightLoader::Has(const std::string& name) const {
+  return archive_ && archive_->Find(name) != nullptr;
+}
+
+std::optional<DType> WeightLoader::StoredDType(const std::string& name) const {
+  if (!archive_) return std::nullopt;
+  const TensorInfo* t = archive_->Find(name);
+  if (!t || !t->dtype_supported) return std::nullopt;
+  return t->dtype;
+}
+
+StatusOr<const TensorInfo*> WeightLoader::Lookup(const std::string& name,
+                                                 const std::vector<int64_t>& shape) {
+  const TensorInfo* t = archive_->Find(name);
+  if (!t) {
+    const std::string where = archive_->files().size() == 1 ? archive_->files()[0] : model_dir_;
+    return NotFound(where + ": missing tensor '" + name + "' (expected shape " +
+                    ShapeString(shape) + ")");
+  }
+  if (t->shape != shape) {
+    return InvalidArgument(t->file + ": tensor '" + name + "' has shape " + t->ShapeString() +
+                           ", expected " + ShapeString(shape) + " from config.json");
+  }
+  if (!t->dtype_supported) {
+    return InvalidArgument(t->file + ": tensor '" + name + "' has dtype " + t->dtype_name +
+                           ", expected F32, BF16 or F16");
+  }
+  used_.insert(name);
+  return t;
+}
+
+StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, int64_t out,
+                                                     int64_t in) {
+  kernels::LinearWeight w;
+  w.dtype = dtype_;
+  w.out_features = out;
+  w.in_features = in;
+  const int64_t n = out * in;
+  const size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype_);
+  bytes_held_ += static_cast<int64_t>(bytes);
+  if (!archive_) {
+    auto buf = NewBuffer(bytes);
+    FillDummy(buf->data(), dtype_, n, dummy_seed_, pool_);
+    w.data = buf->data();
+    w.owner = buf;
+    return w;
+  }
+  CPM_ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name, {out, in}));
+  if (t->dtype == dtype_ && reinterpret_cast<uintptr_t>(t->data) % DTypeSize(dtype_) == 0) {
+    w.data = t->data;  // zero-copy from the mmapped file
+    w.owner = archive_;
+    return w;
+  }
+  auto buf = NewBuffer(bytes);
+  Convert(t->data, t->dtype, buf->data(), dtype_, n, pool_);
+  w.data = buf->data();
+  w.owner = buf;
+  return w;
+}
+
+StatusOr<std::vector<float>> WeightLoader::F32(const std::string& name,
+                                               const std::vector<int64_t>& shape) {
+  const int64_t n = NumElements(shape);
+  std::vector<float> v(n);
+  bytes_held_ += n * 4;
+  if (!archive_) {
+    // Dummy values are drawn in the compute dtype, as vLLM fills every parameter.
+    std::vector<uint16_t> tmp(dtype_ == DType::kF32 ? 0 : n);
+    if (dtype_ == DType::kF32) {
+      FillDummy(v.data(), DType::kF32, n, dummy_seed_, nullptr);
+    } else {
+      FillDummy(tmp.data(), dtype_, n, dummy_seed_, nullptr);
+      ConvertToF32(dtype_, tmp.data(), v.data(), n);
+    }
+    return v;
+  }
+  CPM_ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name, shape));
+  ConvertToF32(t->dtype, t->data, v.data(), n);
+  if (dtype_ == DType::kBF16) RoundBf16InPlace(v.data(), n);  // as the model would hold it
+  return v;
+}
+
+Status WeightLoader::CheckAllUsed(const std::function<bool(const std::string&)>& ignorable) const {
+  if (!archive_) return OkStatus();
+  for (const auto& [name, t] : archive_->tensors()) {
+    if (used_.count(name) || ignorable(name)) continue;
+    return InvalidArgument(t.file + ": unexpected tensor '" + name + "' " + t.ShapeString() +
+                           " (not part of this architecture's config)");
+  }
+  return OkStatus();
+}
+
+bool ParseLoadFormat(const std::string& s, LoadFormat* out) {
+  if (s == "auto") *out = LoadFormat::kAuto;
+  else if (s == "safetensors") *out = LoadFormat::kSafetensors;
+  else if (s == "dummy") *out = LoadFormat::kDummy;
+  else return false;
+  return true;
+}
+
+bool ParseDTypeChoice(const std::string& s, DTypeChoice* out) {
+  if (s == "auto") *out = DTypeChoice::kAuto;
+  else if (s == "bfloat16" || s == "bf16") *out = DTypeChoice::kBFloat16;
+  else if (s == "float32" || s == "float" || s == "fp32") *out = DTypeChoice::kFloat32;
+  else return false;
+  return true;
+}
+
+}  // namespace cpm

@@ -1,0 +1,58 @@
+// WeightLoader: hands the model its tensors in the compute dtype, checked against the shapes the
+// config implies. Sources: a safetensors checkpoint (zero-copy when dtypes match) or vLLM-style
+// dummy weights (uniform in [-1e-3, 1e-3] from a generator seeded per tensor).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "io/safetensors.h"
+#include "kernels/matmul.h"
+#include "model/load_options.h"
+
+namespace cpm {
+
+class WeightLoader {
+ public:
+  // Opens the checkpoint (unless load_format is dummy). `dtype` is the compute dtype.
+  static StatusOr<WeightLoader> Open(const LoadOptions& options, DType dtype, ThreadPool* pool);
+
+  bool dummy() const { return archive_ == nullptr; }
+  bool Has(const std::string& name) const;
+  // The stored dtype of a tensor in the checkpoint, if present.
+  std::optional<DType> StoredDType(const std::string& name) const;
+
+  // A [out, in] matrix as a linear weight in the compute dtype.
+  StatusOr<kernels::LinearWeight> Linear(const std::string& name, int64_t out, int64_t in);
+  // A tensor of any shape as f32 values (norm weights, biases, small parameters).
+  StatusOr<std::vector<float>> F32(const std::string& name, const std::vector<int64_t>& shape);
+
+  // Fails naming the first checkpoint tensor that was never requested, unless `ignorable(name)`.
+  Status CheckAllUsed(const std::function<bool(const std::string&)>& ignorable) const;
+  int64_t bytes_held() const { return bytes_held_; }
+  const std::string& model_dir() const { return model_dir_; }
+
+ private:
+  StatusOr<const TensorInfo*> Lookup(const std::string& name, const std::vector<int64_t>& shape);
+  std::string model_dir_;
+  DType dtype_ = DType::kBF16;
+  uint64_t dummy_seed_ = 1234;
+  ThreadPool* pool_ = nullptr;
+  // Shared with every zero-copy weight (LinearWeight::owner) so the mapping outlives the loader.
+  std::shared_ptr<SafetensorsArchive> archive_;
+  std::set<std::string> used_;
+  int64_t bytes_held_ = 0;
+};
+
+// Fills `n` values of `dtype` at `dst` with the dummy distribution of the generator `seed`
+// (value i depends only on seed and i, so the fill parallelises and is reproducible).
+void FillDummy(void* dst, DType dtype, int64_t n, uint64_t seed, ThreadPool* pool);
+
+}  // namespace cpm

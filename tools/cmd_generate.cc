@@ -1,0 +1,182 @@
+// `cpmserve generate --model DIR`: runs prompts (token ids) through the engine in one batch and
+// prints the continuations; optionally top-k log-probs per step, and a JSON dump of the
+// log-prob rows in the format tests/reference/compare_logprobs.py reads.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "commands.h"
+#include "engine/offline_generator.h"
+#include "model/registry.h"
+
+namespace cpm {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string load_format = "auto";
+  std::string dtype = "auto";
+  int64_t max_model_len = 0;
+  int threads = 0;
+  std::vector<std::string> prompt_ids;
+  int64_t max_tokens = 16;
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int64_t seed = -1;
+  int32_t logprobs = 0;
+  std::string dump_logprobs;
+  bool all_positions = false;
+  int64_t prefill_chunk = 0;
+  int64_t block_size = 16;
+  bool ignore_eos = false;
+};
+
+StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
+      return InvalidArgument("--prompt-ids: '" + part + "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) return InvalidArgument("--prompt-ids: empty list");
+  return ids;
+}
+
+Status WriteDump(const std::string& path, const std::vector<GenerateRequest>& reqs,
+                 const std::vector<GenerateResult>& results, DType dtype) {
+  nlohmann::json seqs = nlohmann::json::array();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    nlohmann::json s = {{"prompt_ids", reqs[i].prompt},
+                        {"generated_ids", results[i].output},
+                        {"logprob_positions", results[i].row_positions},
+                        {"logprobs", results[i].logprob_rows}};
+    seqs.push_back(std::move(s));
+  }
+  std::ofstream out(path);
+  if (!out) return InvalidArgument(path + ": cannot create");
+  out << nlohmann::json{{"dtype", ToString(dtype)}, {"sequences", seqs}}.dump();
+  return out ? OkStatus() : DataLoss(path + ": write error");
+}
+
+int RunGenerate(const GenerateArgs& a) {
+  LoadOptions lo;
+  lo.model_dir = a.model;
+  lo.max_model_len = a.max_model_len;
+  if (!ParseLoadFormat(a.load_format, &lo.load_format) || !ParseDTypeChoice(a.dtype, &lo.dtype)) {
+    std::fprintf(stderr, "generate: bad --load-format or --dtype\n");
+    return 2;
+  }
+  std::vector<GenerateRequest> reqs;
+  for (const std::string& p : a.prompt_ids) {
+    auto ids = ParseIds(p);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "generate: %s\n", ids.status().message().c_str());
+      return 2;
+    }
+    GenerateRequest r;
+    r.prompt = *ids;
+    r.max_tokens = a.max_tokens;
+    r.sampling.temperature = a.temperature;
+    r.sampling.top_k = a.top_k;
+    r.sampling.top_p = a.top_p;
+    r.sampling.min_p = a.min_p;
+    if (a.seed >= 0) r.sampling.seed = static_cast<uint64_t>(a.seed);
+    r.top_logprobs = a.logprobs;
+    r.record_logprob_rows = !a.dump_logprobs.empty();
+    r.all_prompt_positions = a.all_positions;
+    r.ignore_eos = a.ignore_eos;
+    reqs.push_back(std::move(r));
+  }
+  if (reqs.empty()) {
+    std::fprintf(stderr, "generate: give at least one --prompt-ids\n");
+    return 2;
+  }
+  ThreadPool pool(a.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = LoadModel(lo, pool);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const ModelInfo& info = (*model)->info();
+  CPM_LOG_INFO("loaded {} ({} weights, {:.1f} MiB) in {:.2f} s, {} threads", info.architecture,
+               ToString(info.dtype), info.weight_bytes / 1048576.0,
+               std::chrono::duration<double>(t1 - t0).count(), pool.num_threads());
+  for (GenerateRequest& r : reqs) r.stop_token_ids = info.eos_token_ids;
+  OfflineGeneratorOptions go;
+  go.block_size = a.block_size;
+  go.prefill_chunk = a.prefill_chunk;
+  OfflineGenerator gen(**model, pool, go);
+  auto results = gen.Run(reqs);
+  if (!results.ok()) {
+    std::fprintf(stderr, "error: %s\n", results.status().message().c_str());
+    return 1;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  int64_t generated = 0;
+  for (size_t i = 0; i < results->size(); ++i) {
+    const GenerateResult& r = (*results)[i];
+    generated += static_cast<int64_t>(r.output.size());
+    std::printf("[%zu] finish=%s ids:", i, r.finish_reason.c_str());
+    for (int32_t t : r.output) std::printf(" %d", t);
+    std::printf("\n");
+    for (size_t s = 0; s < r.logprobs.size(); ++s) {
+      std::printf("  step %zu: %d (%.4f) top:", s, r.logprobs[s].token, r.logprobs[s].logprob);
+      for (const auto& [id, lp] : r.logprobs[s].top) std::printf(" %d:%.4f", id, lp);
+      std::printf("\n");
+    }
+  }
+  CPM_LOG_INFO("generated {} tokens in {:.2f} s", generated, secs);
+  if (!a.dump_logprobs.empty()) {
+    Status s = WriteDump(a.dump_logprobs, reqs, *results, info.dtype);
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "run prompts through the model and print the continuations");
+  cmd->add_option("--model", a->model, "Hugging Face model directory")->required();
+  cmd->add_option("--load-format", a->load_format, "auto | safetensors | dummy")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "auto | bfloat16 | float32")->capture_default_str();
+  cmd->add_option("--max-model-len", a->max_model_len, "context length (0: from config)");
+  cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids; repeat for a batch");
+  cmd->add_option("--max-tokens", a->max_tokens, "tokens to generate per prompt")->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "0 = off");
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass");
+  cmd->add_option("--min-p", a->min_p, "min-p filter");
+  cmd->add_option("--seed", a->seed, "sampling seed");
+  cmd->add_option("--logprobs", a->logprobs, "print the top-k log-probs of each step");
+  cmd->add_option("--dump-logprobs", a->dump_logprobs, "write full log-prob rows as JSON to this file");
+  cmd->add_flag("--all-positions", a->all_positions, "with --dump-logprobs: every prompt position");
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens per step (0: all)");
+  cmd->add_option("--block-size", a->block_size, "KV cache block size")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-sequence tokens");
+  cmd->callback([a, exit_code] { *exit_code = RunGenerate(*a); });
+}
+
+}  // namespace cpm

@@ -1,0 +1,67 @@
+// `cpmserve make-tiny --arch minicpm4 OUT_DIR`: a small random checkpoint with the real tensor
+// names, layout and config keys, plus tokenizer files, for tests and demos.
+#include <cstdio>
+#include <string>
+
+#include "base/log.h"
+#include "commands.h"
+#include "model/tiny_checkpoint.h"
+
+namespace cpm {
+namespace {
+
+struct MakeTinyArgs {
+  std::string arch = "minicpm4";
+  std::string out_dir;
+  uint64_t seed = 0;
+  std::string dtype = "bfloat16";
+  int shards = 1;
+  bool untied = false;
+};
+
+int RunMakeTiny(const MakeTinyArgs& a) {
+  TinyCheckpointOptions o;
+  o.out_dir = a.out_dir;
+  o.seed = a.seed;
+  o.num_shards = a.shards;
+  o.tie_word_embeddings = !a.untied;
+  if (a.dtype == "bfloat16") o.storage = DType::kBF16;
+  else if (a.dtype == "float32") o.storage = DType::kF32;
+  else if (a.dtype == "float16") o.storage = DType::kF16;
+  else {
+    std::fprintf(stderr, "make-tiny: --dtype must be bfloat16, float32 or float16\n");
+    return 2;
+  }
+  Status s;
+  if (a.arch == "minicpm4") {
+    o.vocab_size = 512;
+    o.eos_token_id = {2};
+    s = WriteTinyMiniCpm(o);
+  } else {
+    std::fprintf(stderr, "make-tiny: unknown --arch '%s' (known: minicpm4)\n", a.arch.c_str());
+    return 2;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "make-tiny: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  CPM_LOG_INFO("wrote a tiny {} checkpoint to {}", a.arch, a.out_dir);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<MakeTinyArgs>();
+  CLI::App* cmd = app.add_subcommand("make-tiny", "write a tiny random checkpoint for tests");
+  cmd->add_option("--arch", args->arch, "architecture: minicpm4")->capture_default_str();
+  cmd->add_option("out_dir", args->out_dir, "output directory")->required();
+  cmd->add_option("--seed", args->seed, "random seed")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "storage dtype: bfloat16, float32, float16")
+      ->capture_default_str();
+  cmd->add_option("--shards", args->shards, "number of safetensors shards")->check(CLI::Range(1, 64));
+  cmd->add_flag("--untied", args->untied, "write a separate lm_head.weight");
+  cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
+}
+
+}  // namespace cpm

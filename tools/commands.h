@@ -1,0 +1,12 @@
+// Each cmd_*.cc file exposes one Register*Command that adds its subcommand to the CLI app;
+// main.cc calls them all. A subcommand's callback stores its exit code in `*exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace cpm {
+
+void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);
+
+}  // namespace cpm
