@@ -1,8 +1,13 @@
+// ThreadPool: one atomic word publishes a job and hands out its tasks; see thread_pool.h.
 #include "base/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
+
+#include "base/check.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,9 +22,34 @@ inline void CpuRelax() {
 #endif
 }
 
-// How long a worker spins before it sleeps. A decode step issues a few hundred parallel ops
-// back to back, so waking through the kernel for each would cost more than the op.
-constexpr int kSpinIterations = 1 << 14;
+constexpr int kJobShift = 44, kCountShift = 22;
+constexpr uint64_t kFieldMask = (uint64_t{1} << 22) - 1;
+
+inline uint64_t JobOf(uint64_t s) { return s >> kJobShift; }
+inline int64_t CountOf(uint64_t s) { return static_cast<int64_t>((s >> kCountShift) & kFieldMask); }
+inline int64_t NextOf(uint64_t s) { return static_cast<int64_t>(s & kFieldMask); }
+
+// The i-th CPU (mod count) of this process's affinity mask, or -1.
+int NthAllowedCpu(int i) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
+  const int count = CPU_COUNT(&set);
+  if (count == 0) return -1;
+  i %= count;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set) && i-- == 0) return cpu;
+  }
+  return -1;
+}
+
+void PinTo(std::thread::native_handle_type handle, int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(handle, sizeof(set), &set);  // best effort
+}
 
 }  // namespace
 
@@ -30,68 +60,100 @@ int ThreadPool::AvailableCpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : AvailableCpus()) {
-  for (int w = 1; w < num_threads_; ++w) threads_.emplace_back([this, w] { WorkerLoop(w); });
+ThreadPool::ThreadPool(int num_threads) : ThreadPool(ThreadPoolOptions{.num_threads = num_threads}) {}
+
+ThreadPool::ThreadPool(const ThreadPoolOptions& options)
+    : num_threads_(options.num_threads > 0 ? options.num_threads : AvailableCpus()),
+      options_(options) {
+  for (int w = 1; w < num_threads_; ++w) {
+    threads_.emplace_back([this, w] { WorkerLoop(w); });
+    if (options_.pin_threads) PinTo(threads_.back().native_handle(), NthAllowedCpu(w));
+  }
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    epoch_.fetch_add(1, std::memory_order_release);
-  }
-  cv_.notify_all();
+  stop_.store(true, std::memory_order_seq_cst);
+  wake_seq_.fetch_add(1, std::memory_order_seq_cst);
+  wake_seq_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::RunTasks(int worker) {
+void ThreadPool::PinCaller() {
+  caller_pinned_ = true;
+  PinTo(pthread_self(), NthAllowedCpu(0));
+}
+
+int64_t ThreadPool::RunTasks(uint64_t job, int worker) {
+  int64_t ran = 0;
+  uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= num_tasks_) break;
-    (*fn_)(task, worker);
+    if (JobOf(s) != job || NextOf(s) >= CountOf(s)) break;
+    // A successful claim proves the job is still current: it cannot end before this task does,
+    // so fn_ stays valid until we report it done.
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
+                                      std::memory_order_acquire)) {
+      continue;
+    }
+    (*fn_)(NextOf(s), worker);
+    done_.fetch_add(1, std::memory_order_release);
+    ++ran;
+    s = state_.load(std::memory_order_acquire);
   }
+  return ran;
 }
 
 void ThreadPool::WorkerLoop(int worker) {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // last job this worker looked at
+  const auto spin = std::chrono::microseconds(options_.spin_us);
   for (;;) {
-    uint64_t e = epoch_.load(std::memory_order_acquire);
-    for (int i = 0; e == seen && i < kSpinIterations; ++i) {
-      CpuRelax();
-      e = epoch_.load(std::memory_order_acquire);
+    uint64_t job = JobOf(state_.load(std::memory_order_acquire));
+    if (job == seen && !stop_.load(std::memory_order_relaxed)) {
+      // Spin for the next job, checking the clock only every 64 pauses.
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 1; job == seen; ++i) {
+        CpuRelax();
+        job = JobOf(state_.load(std::memory_order_acquire));
+        if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > spin) break;
+      }
     }
-    if (e == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return epoch_.load(std::memory_order_acquire) != seen || stop_; });
-      e = epoch_.load(std::memory_order_acquire);
+    while (job == seen && !stop_.load(std::memory_order_seq_cst)) {
+      // Sleep. The seq_cst increment of sleepers_ before re-reading wake_seq_, against the
+      // publisher's seq_cst store of wake_seq_ before reading sleepers_, means one of the two
+      // always sees the other: no lost wake-up.
+      const uint32_t seq = wake_seq_.load(std::memory_order_seq_cst);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (JobOf(state_.load(std::memory_order_seq_cst)) == seen &&
+          !stop_.load(std::memory_order_seq_cst)) {
+        wake_seq_.wait(seq, std::memory_order_seq_cst);
+      }
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      job = JobOf(state_.load(std::memory_order_acquire));
     }
-    if (stop_) return;
-    seen = e;
-    RunTasks(worker);
-    pending_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = job;
+    RunTasks(job, worker);
   }
 }
 
 void ThreadPool::ParallelFor(int64_t num_tasks,
                              const std::function<void(int64_t task, int worker)>& fn) {
   if (num_tasks <= 0) return;
+  CPM_CHECK(num_tasks <= kMaxTasks);
+  if (options_.pin_threads && !caller_pinned_) PinCaller();
   if (num_threads_ == 1 || num_tasks == 1) {
     for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
     return;
   }
   fn_ = &fn;
-  num_tasks_ = num_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  pending_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
-  {
-    // The lock orders the publication against a worker that is about to sleep.
-    std::lock_guard<std::mutex> lock(mu_);
-    epoch_.fetch_add(1, std::memory_order_release);
-  }
-  cv_.notify_all();
-  RunTasks(0);
-  while (pending_workers_.load(std::memory_order_acquire) != 0) CpuRelax();
+  done_.store(0, std::memory_order_relaxed);
+  job_ = (job_ + 1) & ((uint64_t{1} << (64 - kJobShift)) - 1);
+  if (job_ == 0) job_ = 1;  // 0 is "no job yet" for the workers
+  state_.store((job_ << kJobShift) | (static_cast<uint64_t>(num_tasks) << kCountShift),
+               std::memory_order_seq_cst);
+  wake_seq_.store(static_cast<uint32_t>(job_), std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_seq_.notify_all();
+  RunTasks(job_, 0);
+  while (done_.load(std::memory_order_acquire) != num_tasks) CpuRelax();
   fn_ = nullptr;
 }
 

@@ -2,22 +2,39 @@
 // The calling thread takes part as worker 0, so a pool of N threads starts N-1 workers.
 // Not a singleton: the engine owns one and passes it explicitly. Only one thread may call
 // ParallelFor at a time (the engine thread); it is not reentrant.
+//
+// Latency: idle workers spin (with `pause`) for `spin_us` before sleeping on a futex, so the
+// back-to-back ops of a forward step wake them in well under a microsecond. A job ends when
+// its tasks are done, not when every worker has checked in: a worker that the OS has
+// descheduled (another process on the core) never delays the caller, who then runs the tasks
+// itself.
+//
+// Cores: the pool uses `num_threads` CPUs at full speed while a job runs. Other threads of the
+// process (HTTP, tokenizer) should be few and mostly blocked; size the pool to the CPUs left to
+// compute (`cpmserve serve --threads`). With `pin_threads`, worker i (the caller is worker 0)
+// is pinned to the i-th CPU of the process's affinity mask, which keeps caches warm and stops
+// the scheduler from stacking two workers on one core; off by default because it is harmful
+// when the process shares its CPUs with other busy processes.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace cpm {
 
+struct ThreadPoolOptions {
+  int num_threads = 0;       // <= 0: one per available CPU (sched_getaffinity)
+  bool pin_threads = false;  // pin worker i (and the caller, on its first ParallelFor) to a CPU
+  int spin_us = 200;         // busy-wait this long for the next job before sleeping
+};
+
 class ThreadPool {
  public:
-  // `num_threads` <= 0 means one per available CPU (sched_getaffinity).
   explicit ThreadPool(int num_threads);
+  explicit ThreadPool(const ThreadPoolOptions& options);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -26,6 +43,7 @@ class ThreadPool {
 
   // Runs fn(task, worker) for task in [0, num_tasks), spread dynamically over the workers;
   // `worker` in [0, num_threads) selects per-thread scratch. Returns when all tasks are done.
+  // At most kMaxTasks tasks per call.
   void ParallelFor(int64_t num_tasks, const std::function<void(int64_t task, int worker)>& fn);
 
   // Splits [0, n) into about `num_threads` contiguous ranges of multiples of `grain`:
@@ -36,21 +54,28 @@ class ThreadPool {
   // Number of CPUs this process may run on.
   static int AvailableCpus();
 
+  static constexpr int64_t kMaxTasks = (int64_t{1} << 22) - 1;
+
  private:
   void WorkerLoop(int worker);
-  void RunTasks(int worker);
+  // Claims and runs tasks of job `job` until none is left; returns how many it ran.
+  int64_t RunTasks(uint64_t job, int worker);
+  void PinCaller();
 
   int num_threads_;
+  ThreadPoolOptions options_;
   std::vector<std::thread> threads_;
-  // A job is published by bumping `epoch_`; workers spin briefly, then sleep on `cv_`.
-  std::atomic<uint64_t> epoch_{0};
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> pending_workers_{0};
-  int64_t num_tasks_ = 0;
+  // The current job in one word, so a claim can never take a task of a newer job:
+  // bits 44..63 job id, 22..43 task count, 0..21 next unclaimed task.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current job finished
   const std::function<void(int64_t, int)>* fn_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // Futex word the sleepers wait on (the low 32 bits of the job id) and how many sleep.
+  std::atomic<uint32_t> wake_seq_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  uint64_t job_ = 0;
+  bool caller_pinned_ = false;
 };
 
 }  // namespace cpm

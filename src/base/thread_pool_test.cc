@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace cpm {
@@ -41,6 +43,41 @@ TEST(ThreadPoolTest, ManyBackToBackJobs) {
   std::atomic<int64_t> sum{0};
   for (int i = 0; i < 20000; ++i) pool.ParallelFor(2, [&](int64_t t, int) { sum += t + 1; });
   EXPECT_EQ(sum.load(), 20000 * 3);
+}
+
+TEST(ThreadPoolTest, WakesSleepingWorkers) {
+  // Jobs spaced past the spin window exercise the sleep / futex wake-up path.
+  ThreadPool pool(ThreadPoolOptions{.num_threads = 3, .spin_us = 10});
+  std::atomic<int64_t> sum{0};
+  std::atomic<int> other_workers{0};
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    pool.ParallelFor(64, [&](int64_t t, int w) {
+      sum += t;
+      if (w != 0) other_workers++;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
+  }
+  EXPECT_EQ(sum.load(), 30 * 63 * 64 / 2);
+  EXPECT_GT(other_workers.load(), 0) << "no sleeping worker ever woke up";
+}
+
+TEST(ThreadPoolTest, PinnedPoolRunsEveryTask) {
+  ThreadPool pool(ThreadPoolOptions{.num_threads = 2, .pin_threads = true});
+  std::vector<std::atomic<int>> hits(500);
+  pool.ParallelFor(500, [&](int64_t t, int) { hits[t]++; });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPoolTest, VaryingTaskCountsNeverMixJobs) {
+  // A worker still finishing one job must never claim tasks of the next, whose count differs.
+  ThreadPool pool(4);
+  for (int i = 0; i < 3000; ++i) {
+    const int64_t n = 1 + (i * 7919) % 37;
+    std::vector<int> hits(n, 0);
+    pool.ParallelFor(n, [&](int64_t t, int) { hits[t]++; });
+    for (int64_t t = 0; t < n; ++t) ASSERT_EQ(hits[t], 1) << "job " << i << " task " << t;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,484 @@
+// jinja2's builtin filters with its argument names and defaults, plus transformers' tojson
+// (json.dumps with ensure_ascii=False; positional order ensure_ascii, indent, separators,
+// sort_keys). Unknown filters are rejected when the template is parsed, as jinja2 does.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <set>
+
+#include "chat/builtins.h"
+#include "chat/interpreter.h"
+#include "chat/text_util.h"
+
+namespace cpm::jinja {
+namespace {
+
+using FilterFn = StatusOr<Value> (*)(Interpreter&, const Value&, const CallArgs&);
+
+Value Arg(const CallArgs& a, size_t i, std::string_view name, Value dflt) {
+  const Value* v = a.Get(i, name);
+  return v ? *v : dflt;
+}
+
+StatusOr<Value> Trim(Interpreter&, const Value& v, const CallArgs& a) {
+  Value chars = Arg(a, 0, "chars", Value::None());
+  std::optional<std::string> set;
+  if (chars.IsString()) set = chars.AsString();
+  return Value::String(PyStrip(v.ToStr(), set, true, true));
+}
+
+StatusOr<Value> Length(Interpreter&, const Value& v, const CallArgs&) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: return Value::Int(0);
+    case Value::Kind::kString: return Value::Int(static_cast<int64_t>(CodePointCount(v.AsString())));
+    case Value::Kind::kList: return Value::Int(static_cast<int64_t>(v.AsList().size()));
+    case Value::Kind::kDict: return Value::Int(static_cast<int64_t>(v.AsDict().items.size()));
+    default: return InvalidArgument("object of type '" + v.TypeName() + "' has no len()");
+  }
+}
+
+StatusOr<Value> ToJson(Interpreter&, const Value& v, const CallArgs& a) {
+  JsonDumpOptions o;
+  o.ensure_ascii = Arg(a, 0, "ensure_ascii", Value::Bool(false)).Truthy();
+  Value indent = Arg(a, 1, "indent", Value::None());
+  if (indent.IsString()) {
+    o.indent = indent.AsString();
+  } else if (indent.IsInt() || indent.IsBool()) {
+    o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.AsInt())), ' ');
+  } else if (!indent.IsNone()) {
+    return InvalidArgument("tojson: indent must be an int or a string");
+  }
+  if (o.indent) o.item_separator = ",";
+  Value seps = Arg(a, 2, "separators", Value::None());
+  if (seps.IsList() && seps.AsList().size() == 2 && seps.AsList()[0].IsString() &&
+      seps.AsList()[1].IsString()) {
+    o.item_separator = seps.AsList()[0].AsString();
+    o.key_separator = seps.AsList()[1].AsString();
+  } else if (!seps.IsNone()) {
+    return InvalidArgument("tojson: separators must be a pair of strings");
+  }
+  o.sort_keys = Arg(a, 3, "sort_keys", Value::Bool(false)).Truthy();
+  CPM_ASSIGN_OR_RETURN(std::string s, JsonDumps(v, o));
+  return Value::String(std::move(s));
+}
+
+StatusOr<Value> Items(Interpreter&, const Value& v, const CallArgs&) {
+  if (v.IsUndefined()) return Value::List({});
+  if (!v.IsDict()) return InvalidArgument("Can only get item pairs from a mapping.");
+  ValueList out;
+  for (const auto& [k, val] : v.AsDict().items) out.push_back(Value::List({k, val}, true));
+  return Value::List(std::move(out));
+}
+
+// Applies `attribute` (dotted path) when given, for join/map/sort/unique/min/max/sum.
+StatusOr<Value> Attr(Interpreter& in, const Value& item, const Value& attribute) {
+  if (attribute.IsNone() || attribute.IsUndefined()) return item;
+  if (attribute.IsInt()) return in.GetItem(item, attribute);
+  return in.GetAttrPath(item, attribute.ToStr());
+}
+
+StatusOr<Value> Join(Interpreter& in, const Value& v, const CallArgs& a) {
+  std::string sep = Arg(a, 0, "d", Value::String("")).ToStr();
+  Value attribute = Arg(a, 1, "attribute", Value::None());
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    CPM_ASSIGN_OR_RETURN(Value x, Attr(in, items[i], attribute));
+    out += x.ToStr();
+    CPM_RETURN_IF_ERROR(in.CheckSize(out.size()));
+  }
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> Default(Interpreter&, const Value& v, const CallArgs& a) {
+  Value d = Arg(a, 0, "default_value", Value::String(""));
+  bool boolean = Arg(a, 1, "boolean", Value::Bool(false)).Truthy();
+  if (v.IsUndefined() || (boolean && !v.Truthy())) return d;
+  return v;
+}
+
+StatusOr<Value> Upper(Interpreter&, const Value& v, const CallArgs&) { return Value::String(PyUpper(v.ToStr())); }
+StatusOr<Value> Lower(Interpreter&, const Value& v, const CallArgs&) { return Value::String(PyLower(v.ToStr())); }
+StatusOr<Value> Capitalize(Interpreter&, const Value& v, const CallArgs&) { return Value::String(PyCapitalize(v.ToStr())); }
+
+StatusOr<Value> Title(Interpreter&, const Value& v, const CallArgs&) {
+  // jinja2 splits before runs of [-\s({\[<] and upper-cases each piece's first character.
+  std::vector<std::string> cps = SplitCodePoints(v.ToStr());
+  auto is_sep = [](const std::string& cp) {
+    size_t len;
+    return (cp.size() == 1 && std::string("-({[<").find(cp[0]) != std::string::npos) ||
+           IsPyWhitespace(DecodeAt(cp, 0, &len));
+  };
+  std::string out;
+  bool word_start = true;
+  for (const std::string& cp : cps) {
+    if (is_sep(cp)) {
+      out += cp;
+      word_start = true;
+    } else {
+      out += word_start ? PyUpper(cp) : PyLower(cp);
+      word_start = false;
+    }
+  }
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> Replace(Interpreter& in, const Value& v, const CallArgs& a) {
+  std::string s = v.ToStr();
+  std::string old_s = Arg(a, 0, "old", Value::String("")).ToStr();
+  std::string new_s = Arg(a, 1, "new", Value::String("")).ToStr();
+  Value count = Arg(a, 2, "count", Value::None());
+  int64_t max = count.IsNone() ? -1 : count.AsInt();
+  std::string out;
+  if (old_s.empty()) {
+    // Python inserts `new` between code points (and at both ends).
+    std::vector<std::string> cps = SplitCodePoints(s);
+    int64_t done = 0;
+    for (size_t i = 0; i <= cps.size(); ++i) {
+      if (max < 0 || done < max) {
+        out += new_s;
+        ++done;
+      }
+      if (i < cps.size()) out += cps[i];
+    }
+  } else {
+    size_t pos = 0;
+    int64_t done = 0;
+    while (max < 0 || done < max) {
+      size_t hit = s.find(old_s, pos);
+      if (hit == std::string::npos) break;
+      out.append(s, pos, hit - pos);
+      out += new_s;
+      pos = hit + old_s.size();
+      ++done;
+      CPM_RETURN_IF_ERROR(in.CheckSize(out.size()));
+    }
+    out.append(s, pos, std::string::npos);
+  }
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> First(Interpreter& in, const Value& v, const CallArgs&) {
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
+  return items.front();
+}
+
+StatusOr<Value> Last(Interpreter& in, const Value& v, const CallArgs&) {
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
+  return items.back();
+}
+
+StatusOr<Value> ToList(Interpreter& in, const Value& v, const CallArgs&) {
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  return Value::List(std::move(items));
+}
+
+StatusOr<Value> ToString(Interpreter&, const Value& v, const CallArgs&) { return Value::String(v.ToStr()); }
+
+StatusOr<Value> ToInt(Interpreter&, const Value& v, const CallArgs& a) {
+  Value dflt = Arg(a, 0, "default", Value::Int(0));
+  if (v.IsInt() || v.IsBool()) return Value::Int(v.AsInt());
+  if (v.IsFloat()) {
+    if (!std::isfinite(v.AsDouble())) return dflt;
+    return Value::Int(static_cast<int64_t>(v.AsDouble()));
+  }
+  if (v.IsString()) {
+    std::string s = PyStrip(v.AsString(), std::nullopt, true, true);
+    int base = static_cast<int>(Arg(a, 1, "base", Value::Int(10)).AsInt());
+    try {
+      size_t used = 0;
+      long long i = std::stoll(s, &used, base);
+      if (used == s.size()) return Value::Int(i);
+    } catch (...) {
+    }
+    try {
+      size_t used = 0;
+      double d = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(d)) return Value::Int(static_cast<int64_t>(d));
+    } catch (...) {
+    }
+  }
+  return dflt;
+}
+
+StatusOr<Value> ToFloat(Interpreter&, const Value& v, const CallArgs& a) {
+  Value dflt = Arg(a, 0, "default", Value::Float(0.0));
+  if (v.IsNumber()) return Value::Float(v.AsDouble());
+  if (v.IsString()) {
+    std::string s = PyStrip(v.AsString(), std::nullopt, true, true);
+    try {
+      size_t used = 0;
+      double d = std::stod(s, &used);
+      if (used == s.size()) return Value::Float(d);
+    } catch (...) {
+    }
+  }
+  return dflt;
+}
+
+StatusOr<Value> Abs(Interpreter&, const Value& v, const CallArgs&) {
+  if (v.IsFloat()) return Value::Float(std::fabs(v.AsDouble()));
+  if (v.IsNumber()) return Value::Int(std::llabs(v.AsInt()));
+  return InvalidArgument("bad operand type for abs(): '" + v.TypeName() + "'");
+}
+
+StatusOr<Value> Round(Interpreter&, const Value& v, const CallArgs& a) {
+  int64_t precision = Arg(a, 0, "precision", Value::Int(0)).AsInt();
+  std::string method = Arg(a, 1, "method", Value::String("common")).ToStr();
+  if (!v.IsNumber()) return InvalidArgument("round: expected a number, got " + v.TypeName());
+  if (method != "common" && method != "ceil" && method != "floor") {
+    return InvalidArgument("method must be common, ceil or floor");
+  }
+  if (method == "common") {
+    if (!v.IsFloat()) return Value::Int(v.AsInt());
+    // Python rounds the exact binary value half-to-even, which is what printf does too.
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), v.AsDouble());
+    return Value::Float(std::strtod(buf, nullptr));
+  }
+  double scale = std::pow(10.0, static_cast<double>(precision));
+  double x = v.AsDouble() * scale;
+  x = method == "ceil" ? std::ceil(x) : std::floor(x);
+  return Value::Float(x / scale);
+}
+
+// Sort/unique key: attribute first, then lower-cased strings unless case_sensitive.
+StatusOr<Value> SortKey(Interpreter& in, const Value& item, const Value& attribute, bool case_sensitive) {
+  CPM_ASSIGN_OR_RETURN(Value k, Attr(in, item, attribute));
+  if (!case_sensitive && k.IsString()) return Value::String(PyLower(k.AsString()));
+  return k;
+}
+
+StatusOr<Value> Sort(Interpreter& in, const Value& v, const CallArgs& a) {
+  bool reverse = Arg(a, 0, "reverse", Value::Bool(false)).Truthy();
+  bool case_sensitive = Arg(a, 1, "case_sensitive", Value::Bool(false)).Truthy();
+  Value attribute = Arg(a, 2, "attribute", Value::None());
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  std::vector<std::pair<Value, Value>> keyed;
+  for (Value& item : items) {
+    CPM_ASSIGN_OR_RETURN(Value k, SortKey(in, item, attribute, case_sensitive));
+    keyed.emplace_back(std::move(k), std::move(item));
+  }
+  Status error;
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+    StatusOr<bool> lt = reverse ? LessThan(y.first, x.first) : LessThan(x.first, y.first);
+    if (!lt.ok()) {
+      error = lt.status();
+      return false;
+    }
+    return *lt;
+  });
+  CPM_RETURN_IF_ERROR(error);
+  ValueList out;
+  for (auto& kv : keyed) out.push_back(std::move(kv.second));
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> Unique(Interpreter& in, const Value& v, const CallArgs& a) {
+  bool case_sensitive = Arg(a, 0, "case_sensitive", Value::Bool(false)).Truthy();
+  Value attribute = Arg(a, 1, "attribute", Value::None());
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  ValueList seen, out;
+  for (Value& item : items) {
+    CPM_ASSIGN_OR_RETURN(Value k, SortKey(in, item, attribute, case_sensitive));
+    bool dup = false;
+    for (const Value& s : seen) dup = dup || Equals(s, k);
+    if (dup) continue;
+    seen.push_back(std::move(k));
+    out.push_back(std::move(item));
+  }
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> MinMax(Interpreter& in, const Value& v, const CallArgs& a, bool want_max) {
+  bool case_sensitive = Arg(a, 0, "case_sensitive", Value::Bool(false)).Truthy();
+  Value attribute = Arg(a, 1, "attribute", Value::None());
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  CPM_ASSIGN_OR_RETURN(Value best_key, SortKey(in, items[0], attribute, case_sensitive));
+  for (size_t i = 1; i < items.size(); ++i) {
+    CPM_ASSIGN_OR_RETURN(Value k, SortKey(in, items[i], attribute, case_sensitive));
+    CPM_ASSIGN_OR_RETURN(bool better, want_max ? LessThan(best_key, k) : LessThan(k, best_key));
+    if (better) {
+      best = i;
+      best_key = std::move(k);
+    }
+  }
+  return items[best];
+}
+StatusOr<Value> Min(Interpreter& in, const Value& v, const CallArgs& a) { return MinMax(in, v, a, false); }
+StatusOr<Value> Max(Interpreter& in, const Value& v, const CallArgs& a) { return MinMax(in, v, a, true); }
+
+StatusOr<Value> Sum(Interpreter& in, const Value& v, const CallArgs& a) {
+  Value attribute = Arg(a, 0, "attribute", Value::None());
+  Value total = Arg(a, 1, "start", Value::Int(0));
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  for (const Value& item : items) {
+    CPM_ASSIGN_OR_RETURN(Value x, Attr(in, item, attribute));
+    CPM_ASSIGN_OR_RETURN(total, BinaryOp(in, "+", total, x));
+  }
+  return total;
+}
+
+StatusOr<Value> Reverse(Interpreter& in, const Value& v, const CallArgs&) {
+  if (v.IsString()) {
+    std::vector<std::string> cps = SplitCodePoints(v.AsString());
+    std::string out;
+    for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+    return Value::String(std::move(out));
+  }
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  std::reverse(items.begin(), items.end());
+  return Value::List(std::move(items));
+}
+
+StatusOr<Value> Safe(Interpreter&, const Value& v, const CallArgs&) {
+  // Markup(value) is a str subclass; with autoescape off only the str conversion shows.
+  return Value::String(v.ToStr());
+}
+
+StatusOr<Value> Indent(Interpreter&, const Value& v, const CallArgs& a) {
+  Value width = Arg(a, 0, "width", Value::Int(4));
+  bool first = Arg(a, 1, "first", Value::Bool(false)).Truthy();
+  bool blank = Arg(a, 2, "blank", Value::Bool(false)).Truthy();
+  std::string indention = width.IsString() ? width.AsString()
+                                           : std::string(static_cast<size_t>(std::max<int64_t>(0, width.AsInt())), ' ');
+  std::string s = v.ToStr() + "\n";
+  std::vector<std::string> lines;
+  for (size_t pos = 0; pos < s.size();) {
+    size_t nl = s.find_first_of("\r\n", pos);
+    lines.push_back(s.substr(pos, nl - pos));
+    pos = nl + ((s[nl] == '\r' && nl + 1 < s.size() && s[nl + 1] == '\n') ? 2 : 1);
+  }
+  std::string rv;
+  if (blank) {
+    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
+  } else {
+    rv = lines.empty() ? "" : lines[0];
+    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : indention + lines[i]);
+  }
+  if (first) rv = indention + rv;
+  return Value::String(std::move(rv));
+}
+
+StatusOr<Value> AttrFilter(Interpreter& in, const Value& v, const CallArgs& a) {
+  return in.GetAttr(v, Arg(a, 0, "name", Value::String("")).ToStr());
+}
+
+StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  ValueList out;
+  const Value* attribute = a.Get(static_cast<size_t>(-1), "attribute");
+  if (attribute) {
+    const Value* dflt = a.Get(static_cast<size_t>(-1), "default");
+    for (const Value& item : items) {
+      CPM_ASSIGN_OR_RETURN(Value x, Attr(in, item, *attribute));
+      if (x.IsUndefined() && dflt) x = *dflt;
+      out.push_back(std::move(x));
+    }
+    return Value::List(std::move(out));
+  }
+  if (a.positional.empty()) return Value::List(std::move(items));
+  std::string name = a.positional[0].ToStr();
+  CallArgs rest;
+  rest.positional.assign(a.positional.begin() + 1, a.positional.end());
+  rest.keyword = a.keyword;
+  for (const Value& item : items) {
+    CPM_ASSIGN_OR_RETURN(Value x, ApplyFilter(in, name, item, rest));
+    out.push_back(std::move(x));
+  }
+  return Value::List(std::move(out));
+}
+
+// select/reject/selectattr/rejectattr share one loop: optional attribute, then a test.
+StatusOr<Value> SelectImpl(Interpreter& in, const Value& v, const CallArgs& a, bool by_attr, bool keep) {
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  size_t next = 0;
+  std::string attribute;
+  if (by_attr) {
+    if (a.positional.empty()) return InvalidArgument("Missing parameter for attribute name");
+    attribute = a.positional[0].ToStr();
+    next = 1;
+  }
+  std::string test;
+  CallArgs test_args;
+  if (next < a.positional.size()) {
+    test = a.positional[next].ToStr();
+    test_args.positional.assign(a.positional.begin() + static_cast<long>(next) + 1, a.positional.end());
+    test_args.keyword = a.keyword;
+  }
+  ValueList out;
+  for (const Value& item : items) {
+    Value x = item;
+    if (by_attr) {
+      CPM_ASSIGN_OR_RETURN(x, in.GetAttrPath(item, attribute));
+    }
+    bool pass;
+    if (test.empty()) {
+      pass = x.Truthy();
+    } else {
+      CPM_ASSIGN_OR_RETURN(pass, ApplyTest(in, test, x, test_args));
+    }
+    if (pass == keep) out.push_back(item);
+  }
+  return Value::List(std::move(out));
+}
+StatusOr<Value> Select(Interpreter& in, const Value& v, const CallArgs& a) { return SelectImpl(in, v, a, false, true); }
+StatusOr<Value> Reject(Interpreter& in, const Value& v, const CallArgs& a) { return SelectImpl(in, v, a, false, false); }
+StatusOr<Value> SelectAttr(Interpreter& in, const Value& v, const CallArgs& a) { return SelectImpl(in, v, a, true, true); }
+StatusOr<Value> RejectAttr(Interpreter& in, const Value& v, const CallArgs& a) { return SelectImpl(in, v, a, true, false); }
+
+StatusOr<Value> WordCount(Interpreter&, const Value& v, const CallArgs&) {
+  // len(re.findall(r"\w+", s)): runs of letters, digits and underscore.
+  int64_t words = 0;
+  bool in_word = false;
+  std::string s = v.ToStr();
+  for (size_t i = 0; i < s.size();) {
+    size_t len;
+    char32_t cp = DecodeAt(s, i, &len);
+    bool w = cp == '_' || (cp < 128 ? std::isalnum(static_cast<int>(cp)) != 0 : !IsPyWhitespace(cp));
+    if (w && !in_word) ++words;
+    in_word = w;
+    i += len;
+  }
+  return Value::Int(words);
+}
+
+const std::vector<std::pair<std::string_view, FilterFn>>& FilterTable() {
+  static const std::vector<std::pair<std::string_view, FilterFn>> kTable = {
+      {"abs", Abs},         {"attr", AttrFilter},   {"capitalize", Capitalize}, {"count", Length},
+      {"d", Default},       {"default", Default},   {"first", First},           {"float", ToFloat},
+      {"indent", Indent},   {"int", ToInt},         {"items", Items},           {"join", Join},
+      {"last", Last},       {"length", Length},     {"list", ToList},           {"lower", Lower},
+      {"map", Map},         {"max", Max},           {"min", Min},               {"reject", Reject},
+      {"rejectattr", RejectAttr}, {"replace", Replace}, {"reverse", Reverse},   {"round", Round},
+      {"safe", Safe},       {"select", Select},     {"selectattr", SelectAttr}, {"sort", Sort},
+      {"string", ToString}, {"sum", Sum},           {"title", Title},           {"tojson", ToJson},
+      {"trim", Trim},       {"unique", Unique},     {"upper", Upper},           {"wordcount", WordCount},
+  };
+  return kTable;
+}
+
+}  // namespace
+
+bool IsKnownFilter(std::string_view name) {
+  for (const auto& [n, fn] : FilterTable()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+StatusOr<Value> ApplyFilter(Interpreter& interp, const std::string& name, const Value& value,
+                            const CallArgs& args) {
+  for (const auto& [n, fn] : FilterTable()) {
+    if (n == name) return fn(interp, value, args);
+  }
+  return InvalidArgument("No filter named '" + name + "'.");
+}
+
+}  // namespace cpm::jinja

@@ -1,0 +1,320 @@
+// Python str and dict methods that chat templates call (`content.split('</think>')`,
+// `tool.items()`). jinja2's ImmutableSandboxedEnvironment forbids mutating methods
+// (list.append, dict.update, ...), so those resolve to Undefined and fail when called.
+#include <algorithm>
+
+#include "chat/builtins.h"
+#include "chat/interpreter.h"
+#include "chat/text_util.h"
+
+namespace cpm::jinja {
+namespace {
+
+using MethodFn = StatusOr<Value> (*)(Interpreter&, const Value& self, const CallArgs&);
+
+class BoundMethod : public Callable {
+ public:
+  BoundMethod(Value self, std::string name, MethodFn fn)
+      : self_(std::move(self)), name_(std::move(name)), fn_(fn) {}
+  StatusOr<Value> Call(Interpreter& interp, const CallArgs& args) const override {
+    return fn_(interp, self_, args);
+  }
+  std::string Name() const override { return self_.TypeName() + "." + name_; }
+
+ private:
+  Value self_;
+  std::string name_;
+  MethodFn fn_;
+};
+
+StatusOr<std::string> StrArg(const CallArgs& a, size_t i, const char* name, const char* method) {
+  const Value* v = a.Get(i, name);
+  if (!v || !v->IsString()) {
+    return InvalidArgument(std::string(method) + "() argument must be str");
+  }
+  return v->AsString();
+}
+
+std::optional<std::string> OptionalChars(const CallArgs& a) {
+  const Value* v = a.Get(0, "chars");
+  if (v && v->IsString()) return v->AsString();
+  return std::nullopt;
+}
+
+StatusOr<Value> Strip(Interpreter&, const Value& s, const CallArgs& a) { return Value::String(PyStrip(s.AsString(), OptionalChars(a), true, true)); }
+StatusOr<Value> LStrip(Interpreter&, const Value& s, const CallArgs& a) { return Value::String(PyStrip(s.AsString(), OptionalChars(a), true, false)); }
+StatusOr<Value> RStrip(Interpreter&, const Value& s, const CallArgs& a) { return Value::String(PyStrip(s.AsString(), OptionalChars(a), false, true)); }
+StatusOr<Value> Upper(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyUpper(s.AsString())); }
+StatusOr<Value> Lower(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyLower(s.AsString())); }
+StatusOr<Value> Title(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyTitle(s.AsString())); }
+StatusOr<Value> Capitalize(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyCapitalize(s.AsString())); }
+
+StatusOr<Value> AffixTest(const Value& s, const CallArgs& a, bool prefix, const char* method) {
+  const Value* arg = a.Get(0, prefix ? "prefix" : "suffix");
+  if (!arg) return InvalidArgument(std::string(method) + "() takes at least 1 argument (0 given)");
+  std::vector<std::string> options;
+  if (arg->IsString()) {
+    options.push_back(arg->AsString());
+  } else if (arg->IsTuple()) {
+    for (const Value& v : arg->AsList()) {
+      if (!v.IsString()) return InvalidArgument(std::string(method) + "() tuple items must be str");
+      options.push_back(v.AsString());
+    }
+  } else {
+    return InvalidArgument(std::string(method) + " first arg must be str or a tuple of str, not " + arg->TypeName());
+  }
+  const std::string& str = s.AsString();
+  for (const std::string& o : options) {
+    if (o.size() > str.size()) continue;
+    if (prefix ? str.compare(0, o.size(), o) == 0 : str.compare(str.size() - o.size(), o.size(), o) == 0) {
+      return Value::Bool(true);
+    }
+  }
+  return Value::Bool(false);
+}
+StatusOr<Value> StartsWith(Interpreter&, const Value& s, const CallArgs& a) { return AffixTest(s, a, true, "startswith"); }
+StatusOr<Value> EndsWith(Interpreter&, const Value& s, const CallArgs& a) { return AffixTest(s, a, false, "endswith"); }
+
+// str.split / str.rsplit, both with Python's None-separator whitespace rules.
+StatusOr<Value> SplitImpl(const Value& s, const CallArgs& a, bool from_right) {
+  const Value* sep = a.Get(0, "sep");
+  const Value* maxv = a.Get(1, "maxsplit");
+  int64_t maxsplit = (maxv && (maxv->IsInt() || maxv->IsBool())) ? maxv->AsInt() : -1;
+  const std::string& str = s.AsString();
+  ValueList out;
+  if (sep && !sep->IsNone()) {
+    if (!sep->IsString()) return InvalidArgument("must be str or None, not " + sep->TypeName());
+    const std::string& d = sep->AsString();
+    if (d.empty()) return InvalidArgument("empty separator");
+    std::vector<std::string> parts;
+    if (!from_right) {
+      size_t pos = 0;
+      while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+        size_t hit = str.find(d, pos);
+        if (hit == std::string::npos) break;
+        parts.push_back(str.substr(pos, hit - pos));
+        pos = hit + d.size();
+      }
+      parts.push_back(str.substr(pos));
+    } else {
+      size_t end = str.size();
+      while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+        if (end < d.size()) break;
+        size_t hit = str.rfind(d, end - d.size());
+        if (hit == std::string::npos) break;
+        parts.push_back(str.substr(hit + d.size(), end - hit - d.size()));
+        end = hit;
+      }
+      parts.push_back(str.substr(0, end));
+      std::reverse(parts.begin(), parts.end());
+    }
+    for (auto& p : parts) out.push_back(Value::String(std::move(p)));
+    return Value::List(std::move(out));
+  }
+  std::vector<std::string> cps = SplitCodePoints(str);
+  auto ws = [&](size_t i) {
+    size_t len;
+    return IsPyWhitespace(DecodeAt(cps[i], 0, &len));
+  };
+  std::vector<std::string> parts;
+  const size_t n = cps.size();
+  if (!from_right) {
+    size_t i = 0;
+    while (true) {
+      while (i < n && ws(i)) ++i;
+      if (i == n) break;
+      if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+        std::string rest;
+        for (size_t k = i; k < n; ++k) rest += cps[k];
+        parts.push_back(rest);
+        break;
+      }
+      std::string word;
+      while (i < n && !ws(i)) word += cps[i++];
+      parts.push_back(word);
+    }
+  } else {
+    size_t i = n;
+    while (true) {
+      while (i > 0 && ws(i - 1)) --i;
+      if (i == 0) break;
+      if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+        std::string rest;
+        for (size_t k = 0; k < i; ++k) rest += cps[k];
+        parts.push_back(rest);
+        break;
+      }
+      size_t end = i;
+      while (i > 0 && !ws(i - 1)) --i;
+      std::string word;
+      for (size_t k = i; k < end; ++k) word += cps[k];
+      parts.push_back(word);
+    }
+    std::reverse(parts.begin(), parts.end());
+  }
+  for (auto& p : parts) out.push_back(Value::String(std::move(p)));
+  return Value::List(std::move(out));
+}
+StatusOr<Value> Split(Interpreter&, const Value& s, const CallArgs& a) { return SplitImpl(s, a, false); }
+StatusOr<Value> RSplit(Interpreter&, const Value& s, const CallArgs& a) { return SplitImpl(s, a, true); }
+
+StatusOr<Value> Replace(Interpreter& in, const Value& s, const CallArgs& a) {
+  CallArgs forwarded = a;
+  return ApplyFilter(in, "replace", s, forwarded);
+}
+
+// Code point index of a byte offset, for find()/rfind().
+int64_t CodePointIndex(const std::string& s, size_t byte) {
+  return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte)));
+}
+
+StatusOr<Value> Find(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "find"));
+  size_t hit = s.AsString().find(sub);
+  return Value::Int(hit == std::string::npos ? -1 : CodePointIndex(s.AsString(), hit));
+}
+StatusOr<Value> RFind(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "rfind"));
+  size_t hit = s.AsString().rfind(sub);
+  return Value::Int(hit == std::string::npos ? -1 : CodePointIndex(s.AsString(), hit));
+}
+StatusOr<Value> Count(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "count"));
+  const std::string& str = s.AsString();
+  if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePointCount(str)) + 1);
+  int64_t n = 0;
+  for (size_t pos = str.find(sub); pos != std::string::npos; pos = str.find(sub, pos + sub.size())) ++n;
+  return Value::Int(n);
+}
+
+StatusOr<Value> Join(Interpreter& in, const Value& s, const CallArgs& a) {
+  const Value* it = a.Get(0, "iterable");
+  if (!it) return InvalidArgument("join() takes exactly one argument (0 given)");
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(*it));
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].IsString()) {
+      return InvalidArgument("sequence item " + std::to_string(i) + ": expected str instance, " +
+                             items[i].TypeName() + " found");
+    }
+    if (i) out += s.AsString();
+    out += items[i].AsString();
+    CPM_RETURN_IF_ERROR(in.CheckSize(out.size()));
+  }
+  return Value::String(std::move(out));
+}
+
+template <bool (*Pred)(char32_t)>
+StatusOr<Value> AllChars(Interpreter&, const Value& s, const CallArgs&) {
+  const std::string& str = s.AsString();
+  if (str.empty()) return Value::Bool(false);
+  for (size_t i = 0; i < str.size();) {
+    size_t len;
+    if (!Pred(DecodeAt(str, i, &len))) return Value::Bool(false);
+    i += len;
+  }
+  return Value::Bool(true);
+}
+bool IsDigitCp(char32_t c) { return c >= '0' && c <= '9'; }
+bool IsAlphaCp(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && !IsPyWhitespace(c)); }
+bool IsAlnumCp(char32_t c) { return IsDigitCp(c) || IsAlphaCp(c); }
+
+StatusOr<Value> Format(Interpreter&, const Value& s, const CallArgs& a) {
+  // "{}", "{0}" and "{name}" fields without format specs; "{{" and "}}" are literal braces.
+  const std::string& f = s.AsString();
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    char c = f[i];
+    if (c == '}' ) {
+      if (i + 1 < f.size() && f[i + 1] == '}') ++i;
+      out += '}';
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < f.size() && f[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    size_t close = f.find('}', i);
+    if (close == std::string::npos) return InvalidArgument("Single '{' encountered in format string");
+    std::string field = f.substr(i + 1, close - i - 1);
+    if (field.find_first_of(":!.[") != std::string::npos) {
+      return InvalidArgument("str.format: format specs are not supported");
+    }
+    const Value* v = nullptr;
+    if (field.empty()) {
+      v = auto_index < a.positional.size() ? &a.positional[auto_index] : nullptr;
+      ++auto_index;
+    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+      size_t idx = std::stoul(field);
+      v = idx < a.positional.size() ? &a.positional[idx] : nullptr;
+    } else {
+      v = a.Get(static_cast<size_t>(-1), field);
+    }
+    if (!v) return InvalidArgument("str.format: no value for field '{" + field + "}'");
+    out += v->ToStr();
+    i = close;
+  }
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> DictItems(Interpreter& in, const Value& d, const CallArgs& a) {
+  return ApplyFilter(in, "items", d, a);
+}
+StatusOr<Value> DictKeys(Interpreter&, const Value& d, const CallArgs&) {
+  ValueList out;
+  for (const auto& [k, v] : d.AsDict().items) out.push_back(k);
+  return Value::List(std::move(out));
+}
+StatusOr<Value> DictValues(Interpreter&, const Value& d, const CallArgs&) {
+  ValueList out;
+  for (const auto& [k, v] : d.AsDict().items) out.push_back(v);
+  return Value::List(std::move(out));
+}
+StatusOr<Value> DictGet(Interpreter&, const Value& d, const CallArgs& a) {
+  const Value* key = a.Get(0, "key");
+  if (!key) return InvalidArgument("get expected at least 1 argument, got 0");
+  if (const Value* v = d.AsDict().Find(*key)) return *v;
+  const Value* dflt = a.Get(1, "default");
+  return dflt ? *dflt : Value::None();
+}
+
+const std::vector<std::pair<std::string_view, MethodFn>>& StrMethods() {
+  static const std::vector<std::pair<std::string_view, MethodFn>> kTable = {
+      {"strip", Strip},     {"lstrip", LStrip},       {"rstrip", RStrip},   {"upper", Upper},
+      {"lower", Lower},     {"title", Title},         {"capitalize", Capitalize},
+      {"startswith", StartsWith}, {"endswith", EndsWith}, {"split", Split}, {"rsplit", RSplit},
+      {"replace", Replace}, {"find", Find},           {"rfind", RFind},     {"count", Count},
+      {"join", Join},       {"format", Format},       {"isdigit", AllChars<IsDigitCp>},
+      {"isalpha", AllChars<IsAlphaCp>}, {"isalnum", AllChars<IsAlnumCp>},
+      {"isspace", AllChars<IsPyWhitespace>},
+  };
+  return kTable;
+}
+
+const std::vector<std::pair<std::string_view, MethodFn>>& DictMethods() {
+  static const std::vector<std::pair<std::string_view, MethodFn>> kTable = {
+      {"items", DictItems}, {"keys", DictKeys}, {"values", DictValues}, {"get", DictGet},
+  };
+  return kTable;
+}
+
+}  // namespace
+
+Value GetMethod(const Value& obj, const std::string& name) {
+  const std::vector<std::pair<std::string_view, MethodFn>>* table = nullptr;
+  if (obj.IsString()) table = &StrMethods();
+  if (obj.IsDict()) table = &DictMethods();
+  if (!table) return Value::Undefined();
+  for (const auto& [n, fn] : *table) {
+    if (n == name) return Value::Function(std::make_shared<BoundMethod>(obj, name, fn));
+  }
+  return Value::Undefined();
+}
+
+}  // namespace cpm::jinja

@@ -1,0 +1,44 @@
+// Streaming detokenization for one sequence: turns generated ids into text deltas that never
+// end inside a UTF-8 code point (incomplete byte-fallback / byte-level sequences are held back).
+// Not thread-safe: one instance per request, owned by whoever streams it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+// Decodes a sliding window of ids, as vLLM's detokenizer does with prefix/read offsets: the
+// text of ids[prefix, read) was already emitted; a new id is emitted as the part of
+// Decode(ids[prefix, end)) beyond Decode(ids[prefix, read)) once it does not end in U+FFFD.
+// Decoding both windows from the same first token cancels the decoders' first-token effects
+// (Strip, Metaspace's leading space). Without prompt ids the concatenated output equals
+// Decode(generated ids); with them it equals the text the generated ids add after the prompt
+// (so a SentencePiece "▁world" keeps its space). Ill-formed byte sequences come out as U+FFFD,
+// though not necessarily as many as a one-shot Decode would print.
+class IncrementalDetokenizer {
+ public:
+  // `tokenizer` must outlive this object. `prompt_ids` (optional) gives decoding context.
+  IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens,
+                         std::span<const int32_t> prompt_ids = {});
+
+  // Adds one generated id; returns the text that became complete (often empty).
+  std::string Push(int32_t id);
+  // Returns whatever is still held back (an incomplete sequence becomes U+FFFD).
+  std::string Flush();
+
+ private:
+  std::string Advance(bool final);
+
+  const Tokenizer& tokenizer_;
+  bool skip_special_tokens_;
+  std::vector<int32_t> ids_;  // a few prompt ids for context, then the generated ids
+  size_t prefix_offset_ = 0;
+  size_t read_offset_ = 0;
+};
+
+}  // namespace cpm
