@@ -1,0 +1,119 @@
+// Engine: the online serving core. One engine thread owns the scheduler, the KV cache (block
+// pool + prefix cache), the state slots and the model; every step it mixes decodes and prefill
+// chunks under a token budget, runs one batched forward, samples, and pushes each request's new
+// tokens to its RequestStream. Submit, Cancel, Stats and Shutdown are thread-safe (HTTP threads
+// call them); nothing else is.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/offline_generator.h"  // TokenLogprobs
+#include "model/model.h"
+#include "sampling/sampling_params.h"
+
+namespace cpm {
+
+struct EngineConfig {
+  int64_t max_num_seqs = 128;             // running sequences per step
+  int64_t max_num_batched_tokens = 2048;  // token budget per step (chunked prefill)
+  int64_t max_model_len = 0;              // prompt + output limit
+  int64_t block_size = 16;
+  int64_t num_kv_blocks = 0;              // sized by the caller from the memory budget
+  int64_t num_state_slots = 0;            // hybrid models: recurrent-state slots
+  bool enable_prefix_caching = true;
+  uint64_t seed = 0;                      // --seed: generator seed of requests without one
+};
+
+struct EngineRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = 16;
+  int64_t min_tokens = 0;               // stop tokens are ignored before this many outputs
+  std::vector<int32_t> stop_token_ids;  // finish with "stop" after emitting one (always)
+  std::vector<int32_t> eos_token_ids;   // finish with "stop" unless ignore_eos
+  bool ignore_eos = false;
+  int32_t logprobs = -1;                // -1: none; k >= 0: chosen token + top-k per step
+  // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
+  std::vector<int64_t> embed_rows;
+  std::vector<float> embeds;            // [embed_rows.size(), hidden]
+};
+
+// One step's output for one request, in order.
+struct TokenEvent {
+  std::vector<int32_t> tokens;          // new tokens (one per step today)
+  std::vector<TokenLogprobs> logprobs;  // one per token when requested
+  bool finished = false;
+  std::string finish_reason;            // "stop", "length", "abort" when finished
+  std::optional<int32_t> stop_token;    // the stop token id that ended it, if any (not EOS)
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;        // prompt tokens served from the prefix cache
+  Status error;                         // non-OK ends the request with this error
+};
+
+// The per-request channel from the engine thread to one HTTP handler. Thread-safe.
+class RequestStream {
+ public:
+  // Blocks up to `timeout` for the next event; false on timeout.
+  bool Next(TokenEvent* out, std::chrono::milliseconds timeout);
+  void Push(TokenEvent event);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TokenEvent> events_;
+};
+
+// A snapshot for /metrics and the periodic log line.
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  double kv_cache_usage = 0.0;  // 0..1
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up
+  int64_t prefix_cache_hits = 0;     // of which found in the cache
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t num_free_blocks = 0;
+  int64_t num_total_blocks = 0;
+};
+
+class Engine {
+ public:
+  // Takes ownership of the model; allocates the KV cache; starts the engine thread.
+  static StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Model> model,
+                                                  const EngineConfig& config, ThreadPool* pool);
+  ~Engine();  // Shutdown()
+
+  // Queues a request; its events arrive on the returned stream. Validation of lengths against
+  // max_model_len is the caller's job (it owns the error texts); a request that cannot fit
+  // gets an error event.
+  std::shared_ptr<RequestStream> Submit(EngineRequest request);
+  // Ends a request (client gone or stop string matched): its blocks return to the pool at once
+  // and its stream gets a finished "abort" event. Unknown ids are ignored.
+  void Cancel(const std::string& request_id);
+  EngineStats Stats() const;
+  const ModelInfo& model_info() const;
+  const EngineConfig& config() const;
+  // Finishes every request with "abort" and stops the engine thread. Idempotent.
+  void Shutdown();
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cpm
