@@ -1,6 +1,10 @@
+// Matmul dispatch: packs weights at load (PrepareLinear), splits a group of matmuls that share
+// x into column tasks of one parallel region, and holds the scalar reference.
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/cpu_features.h"
@@ -9,25 +13,92 @@
 namespace cpm::kernels {
 namespace {
 
-// Output rows per task: large enough to amortise scheduling, small enough to balance threads.
+// Unpacked weights: output rows per task.
 constexpr int64_t kRowsPerTask = 64;
+// TODO(kernels): flip once matmul_avx512.cc has been validated on a CPU with AVX-512.
+constexpr bool kHaveAvx512Kernels = false;
 
-using RowKernel = void (*)(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
-                           int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
+PackedLayout WantedLayout(Isa isa, DType dt) {
+  if (isa == Isa::kAvx512 && kHaveAvx512Kernels) {
+    return dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
+  }
+  return dt == DType::kBF16 ? PackedLayout::kPanel16Bf16 : PackedLayout::kPanel16F32;
+}
 
-RowKernel SelectKernel(const LinearWeight& w) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512:
-    case Isa::kAvx2:
-      return &MatMulRowsAvx2;
-    default:
-      return &MatMulRef;
+Isa LayoutIsa(PackedLayout l) {
+  return (l == PackedLayout::kPanel16F32 || l == PackedLayout::kPanel16Bf16) ? Isa::kAvx2
+                                                                              : Isa::kAvx512;
+}
+
+// Weight element (row r, column c of W, i.e. output feature r, input c) as stored.
+template <typename T>
+T At(const LinearWeight& w, int64_t r, int64_t c) {
+  return static_cast<const T*>(w.data)[r * w.in_features + c];
+}
+
+// Scalar packing (once per weight at load; ~1 ns per element).
+template <typename T>
+void PackPanels(const LinearWeight& w, PackedWeight* pw) {
+  T* dst = pw->data.as<T>();
+  const int64_t width = pw->width, half = width / 2, k = w.in_features;
+  const bool pairs = pw->layout == PackedLayout::kPanel32Bf16Pairs;
+  for (int64_t p = 0; p < pw->num_panels; ++p) {
+    T* panel = dst + p * pw->panel_elems;
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t r = p * width + j;
+      for (int64_t c = 0; c < (pairs ? pw->panel_elems / width : k); ++c) {
+        const T v = (r < w.out_features && c < k) ? At<T>(w, r, c) : T{0};
+        int64_t idx;
+        if (pairs) {
+          idx = (c / 2) * width * 2 + j * 2 + (c & 1);  // [k/2][width][2]
+        } else if constexpr (sizeof(T) == 2) {
+          idx = c * width + (j < half ? 2 * j : 2 * (j - half) + 1);  // lanes (j, j + half)
+        } else {
+          idx = c * width + j;
+        }
+        panel[idx] = v;
+      }
+    }
   }
 }
 
+std::shared_ptr<const void> Pack(const LinearWeight& w, PackedLayout layout) {
+  auto pw = std::make_shared<PackedWeight>();
+  pw->layout = layout;
+  pw->width = LayoutIsa(layout) == Isa::kAvx512 ? 32 : 16;
+  pw->n = w.out_features;
+  pw->k = w.in_features;
+  pw->num_panels = (w.out_features + pw->width - 1) / pw->width;
+  const int64_t k_rows = layout == PackedLayout::kPanel32Bf16Pairs ? (w.in_features + 1) / 2 * 2
+                                                                   : w.in_features;
+  pw->panel_elems = k_rows * pw->width;
+  const size_t esize = DTypeSize(w.dtype);
+  pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems) * esize);
+  if (w.dtype == DType::kBF16) PackPanels<uint16_t>(w, pw.get());
+  else PackPanels<float>(w, pw.get());
+  return pw;
+}
+
+// One matmul of a group, as the parallel loop sees it.
+struct Job {
+  const LinearWeight* w;
+  const PackedWeight* pw;  // null: unpacked path
+  float* y;
+  int64_t y_stride;
+  int64_t units;           // panels (packed) or rows (unpacked)
+  int64_t units_per_task;
+};
+
 }  // namespace
 
-void PrepareLinear(LinearWeight* w) { (void)w; }
+void PrepareLinear(LinearWeight* w) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar || w->data == nullptr) return;
+  if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
+  const PackedLayout want = WantedLayout(isa, w->dtype);
+  if (const PackedWeight* pw = Packed(*w); pw && pw->layout == want) return;
+  w->packed = Pack(*w, want);
+}
 
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
             int64_t y_stride, ThreadPool& pool) {
@@ -42,17 +113,44 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const int64_t> y_strides, ThreadPool& pool) {
   CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
   if (m == 0) return;
-  // Tasks enumerate row blocks of every weight in turn, so one parallel region covers them all.
-  std::vector<int64_t> first_task(ws.size() + 1, 0);
+  const Isa isa = ActiveIsa();
+  // Jobs: a packed weight is used only by the ISA it was packed for (a test may lower the level).
+  std::vector<Job> jobs(ws.size());
+  int64_t total_panels = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
-    first_task[i + 1] = first_task[i] + (ws[i]->out_features + kRowsPerTask - 1) / kRowsPerTask;
+    const PackedWeight* pw = Packed(*ws[i]);
+    if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
+    jobs[i] = {ws[i], pw, ys[i], y_strides[i], pw ? pw->num_panels : ws[i]->out_features,
+               kRowsPerTask};
+    if (pw) total_panels += pw->num_panels;
+  }
+  // Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels each
+  // (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it).
+  const int64_t per_task =
+      std::clamp<int64_t>(total_panels / (8 * int64_t{pool.num_threads()}), 1, 8);
+  std::vector<int64_t> first_task(jobs.size() + 1, 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].pw) jobs[i].units_per_task = per_task;
+    first_task[i + 1] =
+        first_task[i] + (jobs[i].units + jobs[i].units_per_task - 1) / jobs[i].units_per_task;
   }
   pool.ParallelFor(first_task.back(), [&](int64_t task, int) {
-    size_t i = std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1;
-    const LinearWeight& w = *ws[i];
-    int64_t begin = (task - first_task[i]) * kRowsPerTask;
-    int64_t end = std::min(w.out_features, begin + kRowsPerTask);
-    SelectKernel(w)(x, x_stride, m, w, begin, end, ys[i], y_strides[i]);
+    const size_t i =
+        std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1;
+    const Job& j = jobs[i];
+    const int64_t begin = (task - first_task[i]) * j.units_per_task;
+    const int64_t end = std::min(j.units, begin + j.units_per_task);
+    if (j.pw) {
+      if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
+        MatMulPanelsAvx512(x, x_stride, m, *j.pw, begin, end, j.y, j.y_stride);
+      } else {
+        MatMulPanelsAvx2(x, x_stride, m, *j.pw, begin, end, j.y, j.y_stride);
+      }
+    } else if (isa == Isa::kScalar) {
+      MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
+    } else {
+      MatMulRowsAvx2(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
+    }
   });
 }
 

@@ -1,0 +1,105 @@
+// Matmul at MiniCPM4-0.5B's shapes: decode (m = 1..16, memory-bound) and prefill (m = 512).
+// Decode cycles through copies of the weight totalling > 128 MiB so they come from DRAM, as in
+// a real step; counters report weight GB/s and GFLOP/s.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace cpm::kernels {
+namespace {
+
+// CPM_BENCH_THREADS overrides the pool size (default: all CPUs).
+int BenchThreads() {
+  const char* s = std::getenv("CPM_BENCH_THREADS");
+  return s ? std::atoi(s) : 0;
+}
+
+struct Copies {
+  std::vector<std::vector<uint16_t>> data;
+  std::vector<LinearWeight> ws;
+};
+
+Copies MakeCopies(int64_t n, int64_t k, bool pack) {
+  Copies c;
+  const int64_t bytes = n * k * 2;
+  const int64_t count = std::max<int64_t>(1, (int64_t{128} << 20) / bytes + 1);
+  std::mt19937 rng(1);
+  for (int64_t i = 0; i < count; ++i) {
+    c.data.emplace_back(n * k);
+    for (auto& v : c.data.back()) v = static_cast<uint16_t>(0x3c00 + (rng() & 0x3ff));
+  }
+  for (auto& d : c.data) {
+    LinearWeight w;
+    w.dtype = DType::kBF16;
+    w.out_features = n;
+    w.in_features = k;
+    w.data = d.data();
+    if (pack) PrepareLinear(&w);
+    c.ws.push_back(w);
+  }
+  if (pack) c.data.clear();  // the packed copy is all the kernel reads
+  return c;
+}
+
+// Args: m, n, k, packed.
+void BM_MatMul(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  ThreadPool pool(BenchThreads());
+  Copies c = MakeCopies(n, k, state.range(3) != 0);
+  std::vector<float> x(m * k, 0.01f), y(m * n);
+  size_t i = 0;
+  for (auto _ : state) {
+    MatMul(x.data(), k, m, c.ws[i], y.data(), n, pool);
+    i = (i + 1) % c.ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * n * k * 2 / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * 2.0 * m * n * k / 1e9, benchmark::Counter::kIsRate);
+}
+
+void DecodeArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 4, 16}) {
+    b->Args({m, 1024, 1024, 1});  // q_proj / o_proj
+    b->Args({m, 4096, 1024, 1});  // gate_proj / up_proj
+    b->Args({m, 1024, 4096, 1});  // down_proj
+  }
+  b->Args({1, 4096, 1024, 0});     // unpacked fallback
+  b->Args({1, 73448, 1024, 1});    // tied LM head
+}
+BENCHMARK(BM_MatMul)->Apply(DecodeArgs)->UseRealTime()->MinTime(0.3);
+
+void BM_MatMulPrefill(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  ThreadPool pool(BenchThreads());
+  std::vector<uint16_t> data(n * k, 0x3c00);
+  LinearWeight w;
+  w.dtype = DType::kBF16;
+  w.out_features = n;
+  w.in_features = k;
+  w.data = data.data();
+  PrepareLinear(&w);
+  const int64_t xs = k + (std::getenv("CPM_BENCH_PAD") ? 16 : 0);
+  std::vector<float> x(m * xs, 0.01f), y(m * n);
+  for (auto _ : state) MatMul(x.data(), xs, m, w, y.data(), n, pool);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * m * n * k / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulPrefill)
+    ->Args({512, 4096, 1024})
+    ->Args({512, 1024, 4096})
+    ->Args({512, 1024, 1024})
+    ->Args({128, 4096, 1024})
+    ->Args({6, 256, 256})
+    ->Args({60, 256, 256})
+    ->UseRealTime()
+    ->MinTime(0.5);
+
+}  // namespace
+}  // namespace cpm::kernels

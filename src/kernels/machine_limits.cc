@@ -1,0 +1,100 @@
+// Machine limits: runs the per-ISA loops on every pool thread at once, best of several runs.
+#include "kernels/machine_limits.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "base/aligned_buffer.h"
+#include "kernels/cpu_features.h"
+
+namespace cpm::kernels {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// FLOP/s of `loop` on `threads` threads (the first `threads` tasks), best of `repeats`.
+double PeakOn(ThreadPool& pool, int threads, int repeats, double (*loop)(int64_t)) {
+  constexpr int64_t kIters = 4 << 20;  // ~25-50 ms per thread at a few GHz
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    std::atomic<double> flops{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(threads, [&](int64_t, int) {
+      const double f = loop(kIters);
+      double cur = flops.load();
+      while (!flops.compare_exchange_weak(cur, cur + f)) {}
+    });
+    best = std::max(best, flops.load() / Seconds(t0) / 1e9);
+  }
+  return best;
+}
+
+double FmaLoopScalar(int64_t iterations) {
+  float a[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (float& v : a) v = v * 0.999999f + 1e-7f;
+  }
+  volatile float sink = a[0] + a[7];
+  (void)sink;
+  return static_cast<double>(iterations) * 8 * 2;
+}
+
+uint64_t StreamReadScalar(const void* p, int64_t bytes) {
+  const uint64_t* v = static_cast<const uint64_t*>(p);
+  uint64_t s = 0;
+  for (int64_t i = 0; i < bytes / 8; ++i) s ^= v[i];
+  return s;
+}
+
+double ReadOn(ThreadPool& pool, int threads, int repeats, const AlignedBuffer& buf) {
+  const Isa isa = ActiveIsa();
+  const int64_t per = static_cast<int64_t>(buf.size()) / threads / 4096 * 4096;
+  double best = 0;
+  std::atomic<uint64_t> sink{0};
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(threads, [&](int64_t t, int) {
+      const std::byte* p = buf.data() + t * per;
+      sink ^= isa == Isa::kScalar ? StreamReadScalar(p, per) : StreamReadAvx2(p, per);
+    });
+    best = std::max(best, static_cast<double>(per) * threads / Seconds(t0) / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int repeats) {
+  MachineLimits out;
+  const int n = pool.num_threads();
+  AlignedBuffer buf(static_cast<size_t>(buffer_bytes));
+  // Touch every page (and give it non-zero content) so the reads hit real memory.
+  pool.ParallelForRange(buffer_bytes, 1 << 20, [&](int64_t b, int64_t e, int) {
+    std::memset(buf.data() + b, 0x5a, static_cast<size_t>(e - b));
+  });
+  out.read_gbps_1t = ReadOn(pool, 1, repeats, buf);
+  out.read_gbps = ReadOn(pool, n, repeats, buf);
+
+  const Isa isa = ActiveIsa();
+  double (*fma)(int64_t) = &FmaLoopScalar;
+  out.fma_isa = "scalar";
+  if (isa == Isa::kAvx512) {
+    fma = &FmaPeakLoopAvx512;
+    out.fma_isa = "avx512 vfmadd231ps zmm";
+  } else if (isa == Isa::kAvx2) {
+    fma = &FmaPeakLoopAvx2;
+    out.fma_isa = "avx2 vfmadd231ps ymm";
+  }
+  out.f32_fma_gflops_1t = PeakOn(pool, 1, repeats, fma);
+  out.f32_fma_gflops = PeakOn(pool, n, repeats, fma);
+  if (isa == Isa::kAvx512 && GetCpuFeatures().avx512bf16) {
+    out.bf16_dot_gflops = PeakOn(pool, n, repeats, &Bf16DotPeakLoopAvx512);
+  }
+  return out;
+}
+
+}  // namespace cpm::kernels

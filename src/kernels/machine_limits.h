@@ -1,0 +1,32 @@
+// Measures the limits the kernels are judged against: memory read bandwidth (streaming a
+// buffer much larger than the last-level cache) and the register-only FMA / bf16-dot peak,
+// each on all threads of a pool. Used by `cpmserve bench` to print results as fractions.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace cpm::kernels {
+
+struct MachineLimits {
+  double read_gbps = 0;          // best multi-threaded streaming read, GB/s (1e9 B/s)
+  double read_gbps_1t = 0;       // the same on one thread
+  double f32_fma_gflops = 0;     // f32 FMA peak over all threads (2 FLOPs per lane per FMA)
+  double f32_fma_gflops_1t = 0;
+  double bf16_dot_gflops = 0;    // vdpbf16ps peak (4 FLOPs per f32 lane); 0 without AVX512_BF16
+  const char* fma_isa = "";      // the instructions the peak was measured with
+};
+
+// `buffer_bytes` should be ≥ 8× the LLC. Takes about 1-2 s.
+MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes = int64_t{1} << 30,
+                                   int repeats = 5);
+
+// Register-only loops (internal): FLOPs done by one call on the calling thread.
+double FmaPeakLoopAvx2(int64_t iterations);
+double FmaPeakLoopAvx512(int64_t iterations);
+double Bf16DotPeakLoopAvx512(int64_t iterations);
+// Streams [p, p + bytes) and returns a value that depends on every byte read.
+uint64_t StreamReadAvx2(const void* p, int64_t bytes);
+
+}  // namespace cpm::kernels

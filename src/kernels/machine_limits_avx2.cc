@@ -1,0 +1,41 @@
+// AVX2 loops for machine_limits: FMAs on 12 independent registers (more chains than latency ×
+// ports, so only throughput limits them) and a streaming read. Built with -mavx2 -mfma.
+#include <immintrin.h>
+
+#include "kernels/machine_limits.h"
+
+namespace cpm::kernels {
+
+double FmaPeakLoopAvx2(int64_t iterations) {
+  __m256 a[12];
+  const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+  }
+  __m256 s = a[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  volatile float sink = _mm256_cvtss_f32(s);
+  (void)sink;
+  return static_cast<double>(iterations) * 12 * 8 * 2;
+}
+
+uint64_t StreamReadAvx2(const void* p, int64_t bytes) {
+  const __m256i* v = static_cast<const __m256i*>(p);
+  const int64_t n = bytes / 32;
+  // Four independent XOR chains: the loads, not the ALU, must be the limit.
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 = _mm256_xor_si256(s0, _mm256_load_si256(v + i));
+    s1 = _mm256_xor_si256(s1, _mm256_load_si256(v + i + 1));
+    s2 = _mm256_xor_si256(s2, _mm256_load_si256(v + i + 2));
+    s3 = _mm256_xor_si256(s3, _mm256_load_si256(v + i + 3));
+  }
+  s0 = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(s0, 0) ^ _mm256_extract_epi64(s0, 3));
+}
+
+}  // namespace cpm::kernels

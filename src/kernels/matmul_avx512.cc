@@ -1,0 +1,205 @@
+// AVX-512 matmul over packed panels of 32 output columns: register tile ≤ 8 rows × 32 columns.
+// bf16 weights are stored as (k, k+1) pairs; with AVX512_BF16 and bf16-exact x (the model's
+// activations are bf16 values) it uses vdpbf16ps, else it widens and uses f32 FMAs.
+// Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma; only called when present.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_impl.h"
+
+namespace cpm::kernels {
+namespace {
+
+constexpr int64_t kMaxTileRows = 8;  // 16 accumulators; 32 zmm leave room for k-splitting
+constexpr int64_t kKc = 256;         // k-block (even, so pair rows never straddle blocks)
+constexpr int64_t kMc = 128;
+
+enum class Mode { kF32, kBf16Widen, kBf16Dot };
+
+// y[MR, 32] (+)= x[MR, kc] · panel[kc, 32]. For kBf16Dot, x is the pre-packed pair array
+// (uint32 per (row, k pair)) and `kc` counts pairs. KS splits k over independent accumulators.
+template <int MR, int KS, Mode kMode>
+void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, int64_t ys,
+          int64_t n_valid, bool accumulate) {
+  __m512 acc[KS][MR][2];
+  for (int s = 0; s < KS; ++s) {
+    for (int r = 0; r < MR; ++r) acc[s][r][0] = acc[s][r][1] = _mm512_setzero_ps();
+  }
+  const __m512i hi_mask = _mm512_set1_epi32(-65536);
+  // One step: one k (kF32), one k pair (bf16 modes).
+  auto step = [&](int s, int64_t kk) __attribute__((always_inline)) {
+    if constexpr (kMode == Mode::kF32) {
+      const float* p = static_cast<const float*>(panel) + kk * 32;
+      const __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
+      const float* x = static_cast<const float*>(xv);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512 b = _mm512_set1_ps(x[r * xs + kk]);
+        acc[s][r][0] = _mm512_fmadd_ps(b, w0, acc[s][r][0]);
+        acc[s][r][1] = _mm512_fmadd_ps(b, w1, acc[s][r][1]);
+      }
+    } else {
+      const uint16_t* p = static_cast<const uint16_t*>(panel) + kk * 64;
+      const __m512i z0 = _mm512_loadu_si512(p), z1 = _mm512_loadu_si512(p + 32);
+      if constexpr (kMode == Mode::kBf16Dot) {
+        const uint32_t* x = static_cast<const uint32_t*>(xv);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const __m512i b = _mm512_set1_epi32(static_cast<int>(x[r * xs + kk]));
+          acc[s][r][0] = _mm512_dpbf16_ps(acc[s][r][0], (__m512bh)b, (__m512bh)z0);
+          acc[s][r][1] = _mm512_dpbf16_ps(acc[s][r][1], (__m512bh)b, (__m512bh)z1);
+        }
+      } else {
+        const float* x = static_cast<const float*>(xv);
+        const __m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(z0, 16));
+        const __m512 w0o = _mm512_castsi512_ps(_mm512_and_si512(z0, hi_mask));
+        const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(z1, 16));
+        const __m512 w1o = _mm512_castsi512_ps(_mm512_and_si512(z1, hi_mask));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const __m512 be = _mm512_set1_ps(x[r * xs + 2 * kk]);
+          const __m512 bo = _mm512_set1_ps(x[r * xs + 2 * kk + 1]);
+          acc[s][r][0] = _mm512_fmadd_ps(bo, w0o, _mm512_fmadd_ps(be, w0e, acc[s][r][0]));
+          acc[s][r][1] = _mm512_fmadd_ps(bo, w1o, _mm512_fmadd_ps(be, w1e, acc[s][r][1]));
+        }
+      }
+    }
+  };
+  int64_t kk = 0;
+  for (; kk + KS <= kc; kk += KS) {
+#pragma GCC unroll 4
+    for (int s = 0; s < KS; ++s) step(s, kk + s);
+  }
+  for (; kk < kc; ++kk) step(0, kk);
+  for (int s = 1; s < KS; ++s) {
+    for (int r = 0; r < MR; ++r) {
+      acc[0][r][0] = _mm512_add_ps(acc[0][r][0], acc[s][r][0]);
+      acc[0][r][1] = _mm512_add_ps(acc[0][r][1], acc[s][r][1]);
+    }
+  }
+  const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
+  const __mmask16 m1 =
+      n_valid >= 32 ? 0xffff
+                    : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
+  for (int r = 0; r < MR; ++r) {
+    float* yr = y + r * ys;
+    if (accumulate) {
+      acc[0][r][0] = _mm512_add_ps(acc[0][r][0], _mm512_maskz_loadu_ps(m0, yr));
+      acc[0][r][1] = _mm512_add_ps(acc[0][r][1], _mm512_maskz_loadu_ps(m1, yr + 16));
+    }
+    _mm512_mask_storeu_ps(yr, m0, acc[0][r][0]);
+    _mm512_mask_storeu_ps(yr + 16, m1, acc[0][r][1]);
+  }
+}
+
+template <Mode kMode>
+void RunTile(int64_t rows, const void* x, int64_t xs, const void* panel, int64_t kc, float* y,
+             int64_t ys, int64_t n_valid, bool acc) {
+  switch (rows) {
+    case 1: return Tile<1, 4, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 2: return Tile<2, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 3: return Tile<3, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 4: return Tile<4, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 5: return Tile<5, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 6: return Tile<6, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 7: return Tile<7, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    default: return Tile<8, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+  }
+}
+
+// y[rows, n_valid] += x[rows, 0] · pair_row[:, 0] (the first element of each column pair).
+void AddLastColumn(const float* x, int64_t xs, int64_t rows, const uint16_t* pair_row, float* y,
+                   int64_t ys, int64_t n_valid) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n_valid; ++j) y[i * ys + j] += x[i * xs] * Bf16ToF32(pair_row[2 * j]);
+  }
+}
+
+// Tiles rows × k-blocks × panels. `x` is f32 [m, xs] or, for kBf16Dot, uint32 pairs [m, xs].
+// k counts steps (k for kF32, pairs otherwise); panel row `kk` is `step_elems` elements.
+template <Mode kMode>
+void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_t pb,
+            int64_t pe, float* y, int64_t ys) {
+  using T = std::conditional_t<kMode == Mode::kF32, float, uint16_t>;
+  using X = std::conditional_t<kMode == Mode::kBf16Dot, uint32_t, float>;
+  const T* data = pw.data.as<T>();
+  const int64_t steps = kMode == Mode::kF32 ? pw.k : (pw.k + 1) / 2;
+  const int64_t step_elems = kMode == Mode::kF32 ? 32 : 64;
+  // x columns per step: 1 (f32 x or packed pairs) or 2 (f32 x against bf16 pairs).
+  const int64_t x_per_step = kMode == Mode::kBf16Widen ? 2 : 1;
+  const int64_t kc_steps = kMode == Mode::kF32 ? kKc : kKc / 2;
+  const X* xx = static_cast<const X*>(x);
+  for (int64_t i0 = 0; i0 < m; i0 += kMc) {
+    const int64_t rows = std::min(kMc, m - i0);
+    const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
+    for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
+      int64_t kc = std::min(kc_steps, steps - s0);
+      for (int64_t p = pb; p < pe; ++p) {
+        const T* panel = data + p * pw.panel_elems + s0 * step_elems;
+        const int64_t n_valid = std::min<int64_t>(32, pw.n - p * 32);
+        int64_t r = 0;
+        for (int64_t t = 0; t < n_tiles; ++t) {
+          const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
+          const int64_t row = i0 + r;
+          const X* xt = xx + row * xs + s0 * x_per_step;
+          float* yt = y + row * ys + p * 32;
+          // With an odd k the last pair of bf16 widening holds only column k-1 (its partner is
+          // padding), and x has no element k: that pair is done separately.
+          if (kMode == Mode::kBf16Widen && s0 + kc == steps && (pw.k & 1)) {
+            RunTile<kMode>(tr, xt, xs, panel, kc - 1, yt, ys, n_valid, s0 > 0);
+            AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
+                          reinterpret_cast<const uint16_t*>(panel) + (kc - 1) * 64, yt, ys,
+                          n_valid);
+            r += tr;
+            continue;
+          }
+          RunTile<kMode>(tr, xt, xs, panel, kc, yt, ys, n_valid, s0 > 0);
+          r += tr;
+        }
+      }
+    }
+  }
+}
+
+bool AllBf16Exact(const float* x, int64_t xs, int64_t m, int64_t k) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i * xs + j, 4);
+      if (bits & 0xffff) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
+                        int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride) {
+  if (pw.layout == PackedLayout::kPanel32F32) {
+    return Panels<Mode::kF32>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+  }
+  // bf16 dot products are exact only for bf16 x; the check costs m·k against m·k·width FLOPs.
+  if (GetCpuFeatures().avx512bf16 && AllBf16Exact(x, x_stride, m, pw.k)) {
+    const int64_t pairs = (pw.k + 1) / 2;
+    std::vector<uint32_t> xp(static_cast<size_t>(m * pairs));
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * x_stride;
+      for (int64_t j = 0; j < pairs; ++j) {
+        uint32_t lo, hi = 0;
+        std::memcpy(&lo, xi + 2 * j, 4);
+        if (2 * j + 1 < pw.k) std::memcpy(&hi, xi + 2 * j + 1, 4);
+        xp[i * pairs + j] = (lo >> 16) | (hi & 0xffff0000u);
+      }
+    }
+    return Panels<Mode::kBf16Dot>(xp.data(), pairs, m, pw, panel_begin, panel_end, y, y_stride);
+  }
+  Panels<Mode::kBf16Widen>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+}
+
+}  // namespace cpm::kernels
