@@ -47,9 +47,11 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     const std::string type = model.value("type", std::string("BPE"));
     if (type != "BPE") return Unimplemented("model.type '" + type + "' (only BPE)");
     int32_t max_id = -1;
-    for (const auto& [token, id_json] : model.at("vocab").items()) {
-      const auto id = id_json.get<int32_t>();
-      m->vocab_.emplace(token, id);
+    const auto& vocab = model.at("vocab");
+    m->vocab_.reserve(vocab.size());
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      const auto id = it.value().get<int32_t>();
+      m->vocab_.emplace(it.key(), id);
       max_id = std::max(max_id, id);
     }
     m->id_to_token_.resize(static_cast<size_t>(max_id + 1));
