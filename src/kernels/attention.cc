@@ -1,8 +1,12 @@
+// Attention dispatch and the scalar reference (two passes: all scores, softmax, then V).
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "kernels/attention_impl.h"
+#include "kernels/cpu_features.h"
 
 namespace cpm::kernels {
 namespace {
@@ -78,22 +82,29 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
                     std::span<const AttentionSeq> seqs, const KvLayerView& kv, float scale,
                     float* out, int64_t out_stride, ThreadPool& pool) {
   const int64_t group = n_heads / kv.num_kv_heads;
+  const bool simd = ActiveIsa() != Isa::kScalar && kv.head_dim % 8 == 0 &&
+                    kv.head_dim <= 256 && group <= 16;
   // Tasks: every (query row, kv head) pair of every sequence.
   std::vector<std::pair<int64_t, int64_t>> rows;  // (seq index, row within seq)
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int64_t i = 0; i < seqs[s].q_len; ++i) rows.emplace_back(s, i);
   }
   const int64_t n_tasks = static_cast<int64_t>(rows.size()) * kv.num_kv_heads;
-  std::vector<std::vector<float>> scratch(pool.num_threads());
+  std::vector<std::vector<float>> scratch(simd ? 0 : pool.num_threads());
   pool.ParallelFor(n_tasks, [&](int64_t task, int worker) {
+    task = n_tasks - 1 - task;  // later rows of a prefill see more keys: start them first
     const auto [s, i] = rows[task / kv.num_kv_heads];
     const int64_t kvh = task % kv.num_kv_heads;
     const AttentionSeq& seq = seqs[s];
     const int64_t t = seq.q_begin + i;
     const int64_t n_keys = seq.kv_len - seq.q_len + i + 1;  // causal: keys up to own position
-    AttendRow(q + t * q_stride + kvh * group * kv.head_dim, n_keys, kvh, group, kv,
-              seq.block_table, scale, out + t * out_stride + kvh * group * kv.head_dim,
-              scratch[worker]);
+    const float* qt = q + t * q_stride + kvh * group * kv.head_dim;
+    float* ot = out + t * out_stride + kvh * group * kv.head_dim;
+    if (simd) {
+      AttendRowAvx2(qt, n_keys, kvh, group, kv, seq.block_table, scale, ot);
+    } else {
+      AttendRow(qt, n_keys, kvh, group, kv, seq.block_table, scale, ot, scratch[worker]);
+    }
   });
 }
 

@@ -12,6 +12,9 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
 
+// GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace cpm::kernels {
 namespace {
 

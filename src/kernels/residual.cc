@@ -1,11 +1,17 @@
+// Residual updates, scaling and bf16 rounding: dispatch plus scalar references.
 #include "kernels/residual.h"
 
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx2.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
 
 void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
                int64_t dim, float scale, Round round) {
+  if (ActiveIsa() != Isa::kScalar) {
+    return AddScaledAvx2(h, h_stride, d, d_stride, rows, dim, scale, round);
+  }
   const bool rb = round == Round::kBf16;
   for (int64_t r = 0; r < rows; ++r) {
     float* hr = h + r * h_stride;
@@ -20,10 +26,16 @@ void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int
 }
 
 void Scale(float* x, int64_t n, float scale, Round round) {
+  if (ActiveIsa() != Isa::kScalar) return ScaleAvx2(x, n, scale, round);
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i] * scale;
     x[i] = round == Round::kBf16 ? RoundBf16(v) : v;
   }
+}
+
+void RoundBf16InPlace(float* x, int64_t n) {
+  if (ActiveIsa() != Isa::kScalar) return RoundBf16InPlaceAvx2(x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
 }
 
 }  // namespace cpm::kernels

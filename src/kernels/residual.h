@@ -15,4 +15,8 @@ void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int
 // x[i] *= scale for i in [0, n), then optional rounding.
 void Scale(float* x, int64_t n, float scale, Round round);
 
+// x[i] = bf(x[i]) for i in [0, n): round-to-nearest-even, NaN stays NaN (as cpm::RoundBf16).
+// The SIMD twin of tensor/dtype.h's RoundBf16InPlace.
+void RoundBf16InPlace(float* x, int64_t n);
+
 }  // namespace cpm::kernels

@@ -1,11 +1,17 @@
+// RoPE (NeoX): dispatch plus the scalar reference; built with -ffp-contract=off.
 #include "kernels/rope.h"
 
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx2.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
 
 void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
               int64_t rot_dim, const float* cos, const float* sin, Round round) {
+  if (ActiveIsa() != Isa::kScalar) {
+    return RopeNeoxAvx2(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round);
+  }
   const int64_t half = rot_dim / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* c = cos + t * half;

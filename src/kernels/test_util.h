@@ -29,16 +29,18 @@ inline std::vector<uint16_t> RandomBf16(size_t n, uint32_t seed, float lo = -1.0
   return v;
 }
 
-// Every level, in order; a level the CPU lacks is reported and skipped by the caller's loop.
+// Every level the CPU has, in order; the levels it lacks are reported once per test program.
 inline std::vector<Isa> IsasToTest() {
+  static bool reported = false;
   std::vector<Isa> out;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (static_cast<int>(isa) <= static_cast<int>(BestIsa())) {
       out.push_back(isa);
-    } else {
-      std::printf("[ SKIPPED  ] ISA %s: this CPU lacks it\n", ToString(isa));
+    } else if (!reported) {
+      std::printf("[ SKIPPED  ] ISA %s variants: this CPU lacks them\n", ToString(isa));
     }
   }
+  reported = true;
   return out;
 }
 

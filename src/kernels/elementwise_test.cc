@@ -1,0 +1,177 @@
+// RMSNorm, RoPE, SiLU-mul, residual, scale and bf16 rounding: every ISA against the scalar
+// reference (ActiveIsa = scalar) on odd sizes. Elementwise ops must match bit for bit; ops with
+// a reduction or exp may differ by f32 rounding, i.e. by at most one bf16 step after rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/test_util.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::IsaGuard;
+using testing::IsasToTest;
+using testing::RandomVec;
+
+const int64_t kDims[] = {1, 7, 33, 64, 4096 + 3};
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Runs `op` (which writes its result into the vector it gets) under the scalar level and under
+// every other level, and compares. `tol_rel` 0 means bit-exact; otherwise each element must be
+// within tol_rel·(1 + |ref|), or (rounded outputs) within one bf16 step for a few elements.
+void Compare(const std::function<void(std::vector<float>&)>& op, double tol_rel, bool bf16_out,
+             const std::string& what) {
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+  std::vector<float> ref;
+  op(ref);
+  for (Isa isa : IsasToTest()) {
+    if (isa == Isa::kScalar) continue;
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::vector<float> got;
+    op(got);
+    ASSERT_EQ(got.size(), ref.size());
+    int64_t off_by_one_step = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (Bits(got[i]) == Bits(ref[i])) continue;
+      if (tol_rel == 0) {
+        FAIL() << what << " " << ToString(isa) << " elem " << i << ": " << got[i] << " vs "
+               << ref[i] << " (must be bit-exact)";
+      }
+      const double diff = std::fabs(double{got[i]} - ref[i]);
+      if (bf16_out) {
+        // One bf16 step at |ref| is 2^-7 relative (at most): a rounding boundary was crossed.
+        ASSERT_LE(diff, std::fabs(double{ref[i]}) * (1.0 / 128) + 1e-30)
+            << what << " " << ToString(isa) << " elem " << i;
+        ++off_by_one_step;
+      } else {
+        ASSERT_LE(diff, tol_rel * (1 + std::fabs(double{ref[i]})))
+            << what << " " << ToString(isa) << " elem " << i << ": " << got[i] << " vs " << ref[i];
+      }
+    }
+    // Crossing a bf16 rounding boundary needs an f32 difference right at the boundary: rare.
+    EXPECT_LE(off_by_one_step, static_cast<int64_t>(ref.size() / 100 + 2)) << what;
+  }
+}
+
+TEST(ElementwiseTest, RmsNorm) {
+  for (int64_t dim : kDims) {
+    for (int mode = 0; mode < 3; ++mode) {
+      const int64_t rows = 3, xs = dim + 5;
+      const std::vector<float> x = RandomVec(rows * xs, 1, -3, 3);
+      const std::vector<float> w = RandomVec(dim, 2, 0.5, 1.5);
+      RmsNormParams p;
+      p.eps = 1e-5f;
+      if (mode == 1) {  // MiniCPM: two roundings
+        p.round_normalized = true;
+        p.round = Round::kBf16;
+      } else if (mode == 2) {  // Qwen3.5: 1 + w, one rounding
+        p.weight_offset = 1.0f;
+        p.round = Round::kBf16;
+      }
+      Compare([&](std::vector<float>& y) {
+        y.assign(rows * dim, 0);
+        RmsNorm(x.data(), xs, w.data(), y.data(), dim, rows, dim, p);
+      }, 1e-5, mode != 0, "rmsnorm dim=" + std::to_string(dim) + " mode=" + std::to_string(mode));
+    }
+  }
+}
+
+TEST(ElementwiseTest, RopeIsBitExact) {
+  for (int64_t head_dim : {8, 64, 80, 128}) {
+    for (int64_t rot_dim : {head_dim, head_dim / 2}) {
+      for (Round r : {Round::kNone, Round::kBf16}) {
+        const int64_t n_tokens = 5, n_heads = 3, xs = n_heads * head_dim + 2;
+        const std::vector<float> x0 = RandomVec(n_tokens * xs, 3, -4, 4);
+        const std::vector<float> c = RandomVec(n_tokens * rot_dim / 2, 4);
+        const std::vector<float> s = RandomVec(n_tokens * rot_dim / 2, 5);
+        Compare([&](std::vector<float>& x) {
+          x = x0;
+          RopeNeox(x.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(), s.data(), r);
+        }, 0, false, "rope d=" + std::to_string(head_dim) + " rot=" + std::to_string(rot_dim));
+      }
+    }
+  }
+}
+
+TEST(ElementwiseTest, RopeHasNoFmaContraction) {
+  // a·c − b·s with products rounded first differs from fma(a, c, −b·s) for these values; the
+  // expected numbers are computed in double from the f32-rounded products.
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::vector<float> x(16);
+    for (int i = 0; i < 16; ++i) x[i] = 1.0f + std::ldexp(1.0f, -12) * (i + 1);
+    std::vector<float> c(8, 1.0f + std::ldexp(1.0f, -13)), s(8, 1.0f - std::ldexp(1.0f, -14));
+    std::vector<float> want(16);
+    for (int i = 0; i < 8; ++i) {
+      const float ac = x[i] * c[i], bs = x[i + 8] * s[i], bc = x[i + 8] * c[i], as = x[i] * s[i];
+      want[i] = ac - bs;
+      want[i + 8] = bc + as;
+    }
+    RopeNeox(x.data(), 16, 1, 1, 16, 16, c.data(), s.data(), Round::kNone);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(Bits(x[i]), Bits(want[i])) << ToString(isa) << " " << i;
+  }
+}
+
+TEST(ElementwiseTest, SiluMul) {
+  for (int64_t dim : kDims) {
+    for (Round r : {Round::kNone, Round::kBf16}) {
+      const int64_t rows = 2;
+      const std::vector<float> g = RandomVec(rows * dim, 6, -12, 12);
+      const std::vector<float> u = RandomVec(rows * dim, 7, -2, 2);
+      Compare([&](std::vector<float>& o) {
+        o.assign(rows * dim, 0);
+        SiluMul(g.data(), dim, u.data(), dim, o.data(), dim, rows, dim, r);
+      }, 1e-6, r == Round::kBf16, "silu dim=" + std::to_string(dim));
+    }
+  }
+}
+
+TEST(ElementwiseTest, ResidualScaleAndRoundAreBitExact) {
+  for (int64_t dim : kDims) {
+    for (Round r : {Round::kNone, Round::kBf16}) {
+      const int64_t rows = 3;
+      const std::vector<float> h0 = RandomVec(rows * dim, 8, -10, 10);
+      const std::vector<float> d = RandomVec(rows * dim, 9, -10, 10);
+      Compare([&](std::vector<float>& h) {
+        h = h0;
+        AddScaled(h.data(), dim, d.data(), dim, rows, dim, 0.2857738137f, r);
+      }, 0, false, "add_scaled dim=" + std::to_string(dim));
+      Compare([&](std::vector<float>& x) {
+        x = h0;
+        Scale(x.data(), static_cast<int64_t>(x.size()), 12.0f, r);
+      }, 0, false, "scale dim=" + std::to_string(dim));
+    }
+  }
+  // Rounding: ties to even, carries into the exponent, infinities, NaN, denormals.
+  std::vector<float> special = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.3895313e38f, INFINITY,
+                                -INFINITY, NAN, 1e-40f, -0.0f, 65504.0f};
+  for (float& v : RandomVec(4099, 10, -100, 100)) special.push_back(v);
+  Compare([&](std::vector<float>& x) {
+    x = special;
+    RoundBf16InPlace(x.data(), static_cast<int64_t>(x.size()));
+  }, 0, false, "round_bf16");
+  // And the scalar level agrees with tensor/dtype.h's RoundBf16.
+  std::vector<float> x = special;
+  RoundBf16InPlace(x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(Bits(x[i]), Bits(RoundBf16(special[i]))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace cpm::kernels

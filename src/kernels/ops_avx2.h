@@ -1,0 +1,31 @@
+// AVX2 variants of the small per-row ops (kernels/ only). Same signatures and rounding points as
+// the public functions; the dispatchers in <op>.cc call them when ActiveIsa() >= kAvx2.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/rmsnorm.h"
+#include "kernels/rounding.h"
+
+namespace cpm::kernels {
+
+void RmsNormAvx2(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                 int64_t rows, int64_t dim, const RmsNormParams& p);
+void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
+                  int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
+                  Round round);
+void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                 float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
+void AddScaledAvx2(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+                   int64_t dim, float scale, Round round);
+void ScaleAvx2(float* x, int64_t n, float scale, Round round);
+void RoundBf16InPlaceAvx2(float* x, int64_t n);
+float MaxAvx2(const float* x, int64_t n);
+// Σ exp(x[i] - shift).
+float SumExpAvx2(const float* x, int64_t n, float shift);
+// out[i] = x[i] - shift.
+void SubAvx2(const float* x, int64_t n, float shift, float* out);
+// First index i >= begin with x[i] > threshold, or n.
+int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshold);
+
+}  // namespace cpm::kernels

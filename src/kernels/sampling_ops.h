@@ -1,0 +1,20 @@
+// Vocabulary-wide ops for sampling: log-softmax and top-k over one row of logits.
+// The sampler calls them once per sampled row; they are single-threaded (a row is ~73k floats).
+#pragma once
+
+#include <cstdint>
+
+namespace cpm::kernels {
+
+// out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))). out may alias x. n >= 1.
+// Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.
+float LogSoftmax(const float* x, int64_t n, float* out);
+
+// out[i] = exp(x[i] - max(x)) / Σ_j exp(x[j] - max(x)). out may alias x. n >= 1.
+void Softmax(const float* x, int64_t n, float* out);
+
+// The k largest values of x[0, n) in descending order, ties broken by the lower index (as a
+// stable sort would); NaNs are never selected. Writes min(k, n) entries; returns that count.
+int64_t TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values);
+
+}  // namespace cpm::kernels

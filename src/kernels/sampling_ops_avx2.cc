@@ -1,0 +1,59 @@
+// AVX2 pieces of the vocabulary-wide sampling ops: max, Σ exp, shift, and a threshold scan that
+// lets top-k skip the (vast) majority of logits that cannot enter the current top k.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/ops_avx2.h"
+#include "kernels/simd_avx2.h"
+
+namespace cpm::kernels {
+
+float MaxAvx2(const float* x, int64_t n) {
+  __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+  }
+  float m = avx2::HMax(_mm256_max_ps(m0, m1));
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+float SumExpAvx2(const float* x, int64_t n, float shift) {
+  const __m256 vs = _mm256_set1_ps(shift);
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_ps(s0, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs)));
+    s1 = _mm256_add_ps(s1, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vs)));
+  }
+  float s = avx2::HSum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += std::exp(x[i] - shift);
+  return s;
+}
+
+void SubAvx2(const float* x, int64_t n, float shift, float* out) {
+  const __m256 vs = _mm256_set1_ps(shift);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+  for (; i < n; ++i) out[i] = x[i] - shift;
+}
+
+int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshold) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  int64_t i = begin;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ);
+    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_GT_OQ);
+    const int mask = _mm256_movemask_ps(a) | (_mm256_movemask_ps(b) << 8);
+    if (mask) return i + __builtin_ctz(static_cast<unsigned>(mask));
+  }
+  for (; i < n; ++i) {
+    if (x[i] > threshold) return i;
+  }
+  return n;
+}
+
+}  // namespace cpm::kernels

@@ -1,0 +1,80 @@
+// Log-softmax, softmax and top-k over vocabulary-sized rows: every ISA against references.
+#include "kernels/sampling_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/test_util.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::IsaGuard;
+using testing::IsasToTest;
+using testing::RandomVec;
+
+TEST(SamplingOpsTest, LogSoftmaxMatchesDoubleReference) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 33, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n), -30, 30);
+      double mx = *std::max_element(x.begin(), x.end()), z = 0;
+      for (float v : x) z += std::exp(double{v} - mx);
+      const double log_z = mx + std::log(z);
+      std::vector<float> out(n);
+      const float got_log_z = LogSoftmax(x.data(), n, out.data());
+      EXPECT_NEAR(got_log_z, log_z, 1e-5 * (1 + std::fabs(log_z))) << ToString(isa);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(out[i], x[i] - log_z, 2e-5 * (1 + std::fabs(x[i] - log_z)))
+            << ToString(isa) << " n=" << n << " i=" << i;
+      }
+      std::vector<float> p(n);
+      Softmax(x.data(), n, p.data());
+      double total = 0;
+      for (float v : p) total += v;
+      EXPECT_NEAR(total, 1.0, 1e-4) << ToString(isa);
+      // In place works too.
+      LogSoftmax(x.data(), n, x.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], out[i]);
+    }
+  }
+}
+
+TEST(SamplingOpsTest, TopKMatchesStableSort) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 33, 4099, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 1), -20, 20);
+      // Ties (quantised values), a NaN and an -inf to test the rules.
+      for (int64_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);
+      if (n > 5) {
+        x[2] = NAN;
+        x[4] = -INFINITY;
+      }
+      std::vector<int32_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t i) { return std::isnan(x[i]); }),
+                  order.end());
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      for (int64_t k : {1, 5, 20, 64}) {
+        std::vector<int32_t> idx(k, -1);
+        std::vector<float> val(k);
+        const int64_t got = TopK(x.data(), n, k, idx.data(), val.data());
+        ASSERT_EQ(got, std::min<int64_t>(k, static_cast<int64_t>(order.size())));
+        for (int64_t j = 0; j < got; ++j) {
+          ASSERT_EQ(idx[j], order[j]) << ToString(isa) << " n=" << n << " k=" << k << " j=" << j;
+          ASSERT_EQ(val[j], x[order[j]]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpm::kernels

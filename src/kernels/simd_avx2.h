@@ -1,0 +1,74 @@
+// Small AVX2 helpers shared by the *_avx2.cc kernels. Include only from files built with
+// -mavx2 -mfma -mf16c.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace cpm::kernels::avx2 {
+
+// 8 bf16 -> 8 f32 (exact: a bf16 is the top half of an f32).
+inline __m256 LoadBf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline float HSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+  return _mm_cvtss_f32(lo);
+}
+
+inline float HMax(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_max_ps(lo, hi);
+  lo = _mm_max_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_max_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+  return _mm_cvtss_f32(lo);
+}
+
+// f32 -> bf16 -> f32, round to nearest even, as F32ToBf16 (NaN stays NaN).
+inline __m256 RoundBf16(__m256 x) {
+  const __m256i b = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  r = _mm256_and_si256(r, _mm256_set1_epi32(-65536));
+  // NaN: keep the top half and set a quiet bit, as the scalar code does.
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256i qnan = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(-65536)),
+                                       _mm256_set1_epi32(0x400000));
+  return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), nan);
+}
+
+// e^x, relative error ≤ ~2 ulp for x in [-87, 88]; x < -87.3 gives 0 (the scalar expf gives a
+// denormal there, an absolute difference below 1e-38). Cody-Waite reduction + degree-6 poly.
+inline __m256 Exp(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 too_small = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n built in two halves so that n = 128 (x near the top) does not overflow the exponent.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+  p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_andnot_ps(too_small, p);
+}
+
+}  // namespace cpm::kernels::avx2
