@@ -3,6 +3,8 @@
 // tokenizer.model. Expected files come from gen_hf.js / gen_spm.js (see README.md here).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -72,7 +74,8 @@ TEST_P(ConformanceTest, MatchesReference) {
   } else {
     // The tiny tokenizers are written fresh; the expected ids came from HF tokenizers reading
     // the same (deterministic) files.
-    dir = fs::path(CPM_BINARY_DIR) / "tokenizer_conformance" / ref.name;
+    dir = fs::path(CPM_BINARY_DIR) / "tokenizer_conformance" /
+          (std::string(ref.name) + "." + std::to_string(::getpid()));
     fs::create_directories(dir);
     ASSERT_TRUE(WriteTinyTokenizer(dir.string(), ref.tiny, nullptr).ok());
   }
