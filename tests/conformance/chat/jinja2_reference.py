@@ -30,6 +30,7 @@ OPTION_SETS = {
     "gen": (True, {}),
     "gen_think_off": (True, {"enable_thinking": False}),
     "gen_think_on": (True, {"enable_thinking": True}),
+    "gen_vision_id": (True, {"add_vision_id": True, "enable_thinking": False}),
 }
 
 
