@@ -105,7 +105,11 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
     ComputedBlocks hit = kv_.GetComputedBlocks(*r);
     const int64_t n = std::min(r->num_tokens() - hit.num_tokens, *budget);
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
-    if (slots_) r->state_slot = *slots_->Allocate();
+    if (slots_) {
+      const std::optional<int32_t> slot = slots_->Allocate();
+      CPM_CHECK(slot.has_value());  // checked free above
+      r->state_slot = *slot;
+    }
     if (r->num_cached_tokens < 0) {
       // Counted once per request, at its first admission (recomputes after preemption are
       // not new queries).
