@@ -18,7 +18,10 @@ namespace cpm {
 inline Status WriteTinyVariant(const std::string& name, const std::string& dir) {
   using nlohmann::ordered_json;
   const bool metaspace = name == "tiny_metaspace";
-  if (!metaspace && name != "tiny_bytelevel_gpt2") return InvalidArgument("unknown variant " + name);
+  const bool misc = name == "tiny_bytelevel_misc";
+  if (!metaspace && !misc && name != "tiny_bytelevel_gpt2") {
+    return InvalidArgument("unknown variant " + name);
+  }
   CPM_RETURN_IF_ERROR(WriteTinyTokenizer(
       dir, metaspace ? TinyTokenizerFamily::kSentencePieceBpe : TinyTokenizerFamily::kByteLevelBpe,
       nullptr));
@@ -38,6 +41,22 @@ inline Status WriteTinyVariant(const std::string& name, const std::string& dir) 
       if (t["content"] == "<|tool_call|>") t["single_word"] = true;
       if (t["content"] == "<|fim_middle|>") t["normalized"] = true;
     }
+  } else if (misc) {
+    // Sequences of less common normalizers and pre-tokenizers.
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", {{{"type", "NFKC"}},
+                                        {{"type", "Lowercase"}},
+                                        {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
+                                        {{"type", "Replace"}, {"pattern", {{"Regex", "\\s{2,}"}}}, {"content", " "}}}}};
+    j["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Digits"}, {"individual_digits", true}},
+          {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithNext"}, {"invert", false}},
+          {{"type", "Split"}, {"pattern", {{"Regex", "[,.!?;:]"}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}},
+          {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Removed"}, {"invert", false}},
+          {{"type", "Split"}, {"pattern", {{"Regex", "\\p{Han}+"}}}, {"behavior", "Contiguous"}, {"invert", true}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
   } else {
     j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true},
                           {"trim_offsets", true}, {"use_regex", true}};

@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(
         Reference{"tiny_sentencepiece", nullptr, TinyTokenizerFamily::kSentencePieceBpe},
         Reference{"tiny_bytelevel", nullptr, TinyTokenizerFamily::kByteLevelBpe},
         Reference{"tiny_metaspace", nullptr},
-        Reference{"tiny_bytelevel_gpt2", nullptr}),
+        Reference{"tiny_bytelevel_gpt2", nullptr},
+        Reference{"tiny_bytelevel_misc", nullptr}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
