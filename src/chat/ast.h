@@ -104,6 +104,7 @@ struct Stmt {
   Body else_body;
   std::string name;
   std::vector<MacroParam> params;
+  bool uses_loop = false;  // kFor: the body or filter mentions `loop`, so build it per iteration
 };
 
 }  // namespace cpm::jinja

@@ -46,7 +46,8 @@ std::vector<OptionSet> OptionSets() {
   return {{"nogen", false, Json::object()},
           {"gen", true, Json::object()},
           {"gen_think_off", true, Json{{"enable_thinking", false}}},
-          {"gen_think_on", true, Json{{"enable_thinking", true}}}};
+          {"gen_think_on", true, Json{{"enable_thinking", true}}},
+          {"gen_vision_id", true, Json{{"add_vision_id", true}, {"enable_thinking", false}}}};
 }
 
 // Returns "" when `got` matches the expectation, else a description of the difference.

@@ -262,26 +262,31 @@ StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, const std::share
     CPM_RETURN_IF_ERROR(Tick());
     auto scope = std::make_shared<Frame>();
     scope->parent = frame;
-    ValueDict loop;
-    auto put = [&loop](const char* key, Value v) { loop.items.emplace_back(Value::String(key), std::move(v)); };
-    put("index", Value::Int(i + 1));
-    put("index0", Value::Int(i));
-    put("revindex", Value::Int(n - i));
-    put("revindex0", Value::Int(n - i - 1));
-    put("first", Value::Bool(i == 0));
-    put("last", Value::Bool(i == n - 1));
-    put("length", Value::Int(n));
-    put("depth", Value::Int(1));
-    put("depth0", Value::Int(0));
-    if (i > 0) put("previtem", items[i - 1]);
-    if (i + 1 < n) put("nextitem", items[i + 1]);
-    put("cycle", Value::Function(std::make_shared<CycleFn>(i)));
-    scope->vars["loop"] = Value::Dict(std::move(loop));
+    if (s.uses_loop) scope->vars["loop"] = MakeLoop(items, i);
     CPM_RETURN_IF_ERROR(Assign(s.target, items[i], *scope, s));
     CPM_ASSIGN_OR_RETURN(Flow flow, Exec(s.body, scope, out));
     if (flow == Flow::kBreak) break;
   }
   return Flow::kNormal;
+}
+
+Value Interpreter::MakeLoop(const ValueList& items, int64_t i) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  ValueDict loop;
+  auto put = [&loop](const char* key, Value v) { loop.items.emplace_back(Value::String(key), std::move(v)); };
+  put("index", Value::Int(i + 1));
+  put("index0", Value::Int(i));
+  put("revindex", Value::Int(n - i));
+  put("revindex0", Value::Int(n - i - 1));
+  put("first", Value::Bool(i == 0));
+  put("last", Value::Bool(i == n - 1));
+  put("length", Value::Int(n));
+  put("depth", Value::Int(1));
+  put("depth0", Value::Int(0));
+  if (i > 0) put("previtem", items[i - 1]);
+  if (i + 1 < n) put("nextitem", items[i + 1]);
+  put("cycle", Value::Function(std::make_shared<CycleFn>(i)));
+  return Value::Dict(std::move(loop));
 }
 
 StatusOr<Value> Interpreter::CallMacro(const Stmt& macro, const std::shared_ptr<Frame>& closure,

@@ -15,9 +15,9 @@ namespace cpm::jinja {
 
 // Bounds that keep a hostile template from running forever or exhausting memory.
 struct RenderLimits {
-  size_t max_output_bytes = 64u << 20;  // also bounds any one string or list built
+  size_t max_output_bytes = 16u << 20;  // also bounds any one string or list built
   int max_call_depth = 100;             // macro recursion
-  uint64_t max_steps = 20'000'000;      // statements + loop iterations
+  uint64_t max_steps = 2'000'000;       // statements + loop iterations (~40 per message)
 };
 
 // A variable scope. Loops and macro calls open child scopes, as jinja2's do, so `set` inside
@@ -54,6 +54,8 @@ class Interpreter {
   StatusOr<Flow> Exec(const Body& body, const std::shared_ptr<Frame>& frame, std::string* out);
   StatusOr<Flow> ExecStmt(const Stmt& s, const std::shared_ptr<Frame>& frame, std::string* out);
   StatusOr<Flow> ExecFor(const Stmt& s, const std::shared_ptr<Frame>& frame, std::string* out);
+  // The `loop` object of iteration `i` (index, first, previtem, cycle, ...).
+  static Value MakeLoop(const ValueList& items, int64_t i);
   Status Assign(const Target& target, Value value, Frame& frame, const Stmt& at);
   StatusOr<Value> Eval(const Expr& e, const std::shared_ptr<Frame>& frame);
   StatusOr<Value> EvalCall(const Expr& e, const std::shared_ptr<Frame>& frame);

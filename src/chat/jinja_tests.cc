@@ -1,5 +1,5 @@
 // jinja2's builtin tests (`x is defined`, `x is divisibleby 3`, ...), with Python's type
-// rules: bool is a number but not an integer, Undefined is iterable but not a sequence.
+// rules: bool is a number but not an integer, Undefined is iterable and even a sequence.
 #include <cmath>
 
 #include "chat/builtins.h"
@@ -31,7 +31,8 @@ StatusOr<bool> IsIterable(Interpreter&, const Value& v, const CallArgs&) {
   return v.IsUndefined() || v.IsString() || v.IsList() || v.IsDict();
 }
 StatusOr<bool> IsSequence(Interpreter&, const Value& v, const CallArgs&) {
-  return v.IsString() || v.IsList() || v.IsDict();
+  // jinja2's Undefined has __len__ and __getitem__, so it passes test_sequence.
+  return v.IsUndefined() || v.IsString() || v.IsList() || v.IsDict();
 }
 StatusOr<bool> IsCallable(Interpreter&, const Value& v, const CallArgs&) { return v.IsCallable(); }
 StatusOr<bool> IsEscaped(Interpreter&, const Value&, const CallArgs&) { return false; }

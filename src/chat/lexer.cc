@@ -72,20 +72,35 @@ class Lexer {
 
   std::string src_;
   std::vector<size_t> line_starts_;
+  // Memo for Position(): last line index, byte offset and 0-based column computed.
+  mutable size_t last_line_ = SIZE_MAX;
+  mutable size_t last_offset_ = 0;
+  mutable size_t last_column_ = 0;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   size_t text_start_ = 0;
 };
 
-void Lexer::Position(size_t offset, int* line, int* column) const {
+void Lexer::Position(size_t offset, int* line, int* column_out) const {
   size_t lo = 0, hi = line_starts_.size();
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
     if (line_starts_[mid] <= offset) lo = mid; else hi = mid;
   }
   *line = static_cast<int>(lo) + 1;
-  *column = static_cast<int>(CodePointCount(std::string_view(src_).substr(
-                line_starts_[lo], offset - line_starts_[lo]))) + 1;
+  // Tokens arrive in source order, so continue counting from the previous position on the same
+  // line instead of from the line start (which is quadratic on one-line templates).
+  size_t from = line_starts_[lo];
+  size_t column = 0;
+  if (last_line_ == lo && last_offset_ <= offset) {
+    from = last_offset_;
+    column = last_column_;
+  }
+  column += CodePointCount(std::string_view(src_).substr(from, offset - from));
+  last_line_ = lo;
+  last_offset_ = offset;
+  last_column_ = column;
+  *column_out = static_cast<int>(column) + 1;
 }
 
 StatusOr<std::vector<Token>> Lexer::Run() {

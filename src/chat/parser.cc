@@ -162,6 +162,14 @@ Status Parser::ParseBody(const std::set<std::string>& end_names, Body* body, std
           Advance();
           return OkStatus();
         }
+        if (name.kind == TokenKind::kName &&
+            (name.value.rfind("end", 0) == 0 || name.value == "elif" || name.value == "else")) {
+          std::string expected;
+          for (const auto& n : end_names) expected += (expected.empty() ? "'" : " or '") + n + "'";
+          return SyntaxError(name.line, name.column,
+                             "unexpected '" + name.value + "'" +
+                                 (expected.empty() ? std::string() : ", expected " + expected));
+        }
         CPM_RETURN_IF_ERROR(ParseStatement(body));
         break;
       }
@@ -249,6 +257,44 @@ Status Parser::ParseTarget(Target* target, bool allow_attr) {
   return OkStatus();
 }
 
+bool MentionsName(const Expr* e, const std::string& name);
+
+bool MentionsName(const Body& body, const std::string& name) {
+  for (const StmtPtr& s : body) {
+    if (MentionsName(s->expr.get(), name) || MentionsName(s->filter.get(), name)) return true;
+    for (const ExprPtr& c : s->conditions) {
+      if (MentionsName(c.get(), name)) return true;
+    }
+    for (const Body& b : s->bodies) {
+      if (MentionsName(b, name)) return true;
+    }
+    for (const MacroParam& p : s->params) {
+      if (MentionsName(p.default_value.get(), name)) return true;
+    }
+    if (MentionsName(s->body, name) || MentionsName(s->else_body, name)) return true;
+  }
+  return false;
+}
+
+bool MentionsName(const Expr* e, const std::string& name) {
+  if (!e) return false;
+  if (e->kind == Expr::Kind::kName && e->name == name) return true;
+  if (MentionsName(e->operand.get(), name)) return true;
+  for (const ExprPtr& i : e->items) {
+    if (MentionsName(i.get(), name)) return true;
+  }
+  for (const ExprPtr& i : e->slice) {
+    if (MentionsName(i.get(), name)) return true;
+  }
+  for (const ExprPtr& i : e->args.positional) {
+    if (MentionsName(i.get(), name)) return true;
+  }
+  for (const auto& [k, v] : e->args.keyword) {
+    if (MentionsName(v.get(), name)) return true;
+  }
+  return false;
+}
+
 Status Parser::ParseFor(const Token& at, Body* body) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::kFor, at.line, at.column);
   CPM_RETURN_IF_ERROR(ParseTarget(&s->target, false));
@@ -267,6 +313,7 @@ Status Parser::ParseFor(const Token& at, Body* body) {
     CPM_RETURN_IF_ERROR(ExpectBlockEnd());
     CPM_RETURN_IF_ERROR(ParseBody({"endfor"}, &s->else_body, &end));
   }
+  s->uses_loop = MentionsName(s->body, "loop") || MentionsName(s->filter.get(), "loop");
   body->push_back(std::move(s));
   return ExpectBlockEnd();
 }
@@ -338,7 +385,14 @@ Status Parser::ParseCallBlock(const Token& at, Body* body) {
 
 Status Parser::ParseFilterBlock(const Token& at, Body* body) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::kFilterBlock, at.line, at.column);
-  CPM_ASSIGN_OR_RETURN(s->filter, ParseFilter(nullptr));
+  // `{% filter upper | trim %}`: the first filter has no leading pipe.
+  const Token name_at = Cur();
+  CPM_ASSIGN_OR_RETURN(std::string name, ExpectName());
+  if (!IsKnownFilter(name)) return SyntaxError(name_at.line, name_at.column, "no filter named '" + name + "'");
+  auto first = NewExpr(Expr::Kind::kFilter, name_at);
+  first->name = std::move(name);
+  if (IsOp("(")) CPM_RETURN_IF_ERROR(ParseArgs(&first->args));
+  CPM_ASSIGN_OR_RETURN(s->filter, ParseFilter(std::move(first)));
   CPM_RETURN_IF_ERROR(ExpectBlockEnd());
   std::string end;
   CPM_RETURN_IF_ERROR(ParseBody({"endfilter"}, &s->body, &end));

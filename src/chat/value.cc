@@ -41,8 +41,14 @@ const Value* CallArgs::Get(size_t index, std::string_view name) const {
 
 Value Value::Undefined(std::string hint) {
   Value v;
-  v.hint_ = std::move(hint);
+  if (!hint.empty()) v.data_ = Hint{std::move(hint)};
   return v;
+}
+
+const std::string& Value::undefined_hint() const {
+  static const std::string kEmpty;
+  const Hint* h = std::get_if<Hint>(&data_);
+  return h ? h->text : kEmpty;
 }
 Value Value::None() {
   Value v;

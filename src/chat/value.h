@@ -92,7 +92,7 @@ class Value {
   ValueDict& NamespaceAttrs() const { return *std::get<std::shared_ptr<ValueDict>>(data_); }
   const Callable& AsCallable() const { return *std::get<std::shared_ptr<const Callable>>(data_); }
   // For error messages about undefined values: what was looked up.
-  const std::string& undefined_hint() const { return hint_; }
+  const std::string& undefined_hint() const;
 
   // Python truthiness (Undefined is false).
   bool Truthy() const;
@@ -104,10 +104,14 @@ class Value {
   std::string TypeName() const;
 
  private:
+  // What an Undefined was looked up as; kept in the variant so other Values stay small.
+  struct Hint {
+    std::string text;
+  };
+
   Kind kind_ = Kind::kUndefined;
   bool is_tuple_ = false;
-  std::string hint_;
-  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const ValueList>,
+  std::variant<std::monostate, Hint, bool, int64_t, double, std::string, std::shared_ptr<const ValueList>,
                std::shared_ptr<const ValueDict>, std::shared_ptr<ValueDict>,
                std::shared_ptr<const Callable>>
       data_;

@@ -50,16 +50,40 @@ struct EngineRequest {
   std::vector<float> embeds;            // [embed_rows.size(), hidden]
 };
 
+// When things happened to one request (steady clock), for the server's latency histograms
+// (vLLM's metric in brackets):
+//   queue    = first_scheduled - arrival        [request_queue_time_seconds]
+//   TTFT     = first_token - arrival            [time_to_first_token_seconds]
+//   ITL      = token_time - previous event's token_time  [inter_token_latency_seconds]
+//   TPOT     = (finished - first_token) / (num outputs - 1)  [time_per_output_token_seconds]
+//   prefill  = first_token - first_scheduled    [request_prefill_time_seconds]
+//   decode   = finished - first_token           [request_decode_time_seconds]
+//   e2e      = finished - arrival               [e2e_request_latency_seconds]
+// A field is the clock's epoch (time_since_epoch() == 0) until it has happened; a request
+// that never produced a token keeps first_token unset. Every TokenEvent carries the current
+// times, so the finished event has all of them.
+struct RequestTimes {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point arrival;          // Submit() was called
+  Clock::time_point first_scheduled;  // the first step that ran any of its tokens
+  Clock::time_point first_token;      // the step that produced its first output token
+  Clock::time_point token_time;       // the step that produced this event's tokens
+  Clock::time_point finished;         // set on the finished event
+};
+
 // One step's output for one request, in order.
 struct TokenEvent {
   std::vector<int32_t> tokens;          // new tokens (one per step today)
   std::vector<TokenLogprobs> logprobs;  // one per token when requested
   bool finished = false;
-  std::string finish_reason;            // "stop", "length", "abort" when finished
+  // "stop", "length", "abort" when finished; "error" with a non-OK `error`.
+  std::string finish_reason;
   std::optional<int32_t> stop_token;    // the stop token id that ended it, if any (not EOS)
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;        // prompt tokens served from the prefix cache
   Status error;                         // non-OK ends the request with this error
+  int64_t num_preemptions = 0;          // times this request was preempted so far
+  RequestTimes times;
 };
 
 // The per-request channel from the engine thread to one HTTP handler. Thread-safe.
@@ -85,13 +109,20 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
-  int64_t num_free_blocks = 0;
+  int64_t num_free_blocks = 0;        // cached free blocks included (they are evictable)
   int64_t num_total_blocks = 0;
+  int64_t num_cached_free_blocks = 0;  // free blocks still holding a cached prefix
+  int64_t num_steps = 0;               // forward steps run
+  int64_t num_requests_finished = 0;   // any reason, errors and aborts included
+  bool prefix_caching_enabled = false; // false for hybrid models even if configured
 };
 
 class Engine {
  public:
-  // Takes ownership of the model; allocates the KV cache; starts the engine thread.
+  // Takes ownership of the model; allocates the KV cache; starts the engine thread. `pool`
+  // (may be null: the engine then runs the model on its own thread only) must outlive the
+  // engine and is used by the engine thread alone. max_model_len 0 means the model's
+  // max_position_embeddings; num_state_slots 0 means max_num_seqs (hybrid models).
   static StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Model> model,
                                                   const EngineConfig& config, ThreadPool* pool);
   ~Engine();  // Shutdown()
@@ -101,7 +132,9 @@ class Engine {
   // gets an error event.
   std::shared_ptr<RequestStream> Submit(EngineRequest request);
   // Ends a request (client gone or stop string matched): its blocks return to the pool at once
-  // and its stream gets a finished "abort" event. Unknown ids are ignored.
+  // and its stream gets a finished "abort" event. Unknown ids are ignored. Asynchronous: the
+  // engine thread acts on it before its next step; Stats() reflects the freed blocks by the
+  // time the "abort" event is pushed.
   void Cancel(const std::string& request_id);
   EngineStats Stats() const;
   const ModelInfo& model_info() const;

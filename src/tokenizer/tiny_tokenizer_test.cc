@@ -104,6 +104,8 @@ TEST(TinyTokenizerTest, OutputIsDeterministic) {
 TEST(TinyTokenizerTest, CarriesTheRealChatTemplates) {
   auto sp = WriteAndLoad(TinyTokenizerFamily::kSentencePieceBpe, "sp_tpl");
   auto bl = WriteAndLoad(TinyTokenizerFamily::kByteLevelBpe, "bl_tpl");
+  const auto bl_dir = FreshDir("bl_tpl_files");
+  ASSERT_TRUE(WriteTinyTokenizer(bl_dir.string(), TinyTokenizerFamily::kByteLevelBpe, nullptr).ok());
   ASSERT_NE(sp, nullptr);
   ASSERT_NE(bl, nullptr);
   EXPECT_NE(sp->chat_template().find("<|im_start|>"), std::string::npos);
@@ -114,7 +116,7 @@ TEST(TinyTokenizerTest, CarriesTheRealChatTemplates) {
   EXPECT_EQ(bl->chat_template(), ReadText(MiniCpmV46Dir() / "chat_template.jinja"));
   const auto v46 = nlohmann::json::parse(ReadText(MiniCpmV46Dir() / "tokenizer_config.json"));
   const auto written = nlohmann::json::parse(
-      ReadText(FreshDir("unused").parent_path() / "bl_tpl" / "tokenizer_config.json"));
+      ReadText(bl_dir / "tokenizer_config.json"));
   EXPECT_EQ(written["pretokenize_regex"], v46["pretokenize_regex"]);
   EXPECT_EQ(written["extra_special_tokens"], v46["extra_special_tokens"]);
 }

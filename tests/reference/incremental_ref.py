@@ -5,6 +5,7 @@ DeltaNet layers, the conv state (last K-1 pre-conv rows) and the recurrent state
 This is how an engine runs a sequence (chunked prefill, then decode); self_test.py checks that it
 gives the same logits as the one-shot full forward of minicpm_ref / qwen35_ref. It reuses their
 primitives (norms, RoPE, delta-rule functions) but not their layer code.
+Float64 only (the references' --dtype bfloat16 mode is not mirrored here).
 
 Must not depend on cpmserve code; numpy + stdlib only.
 """

@@ -4,6 +4,16 @@ The test oracle for cpmserve's MiniCPM4 path, written from ../shared/docs/specs/
 (sections 1-4): the exact math of the model, everything in float64, no KV cache (every call runs
 the full causal forward over all positions), no batching, no speed tricks.
 
+dtype="bfloat16" (CLI --dtype bfloat16) emulates the bf16 PyTorch model instead (see
+precision.py): weights rounded to bf16, and activations rounded with bf() exactly at the points of
+minicpm4.md §3, float64 in between:
+  h = bf(E[tok]*scale_emb); RMSNorm y = bf(x*r), out = bf(y*w); q, k, v = bf(x Wᵀ);
+  RoPE on the bf16 q/k in float64, rounded once; scores, softmax in float; o = bf(probs v) with
+  unrounded probabilities (as SDPA and the engine; eager would round them); a = bf(o Woᵀ);
+  h = bf(h + bf(a*rs)); MLP g, u = bf(.), m = bf(bf(silu(g))*u), d = bf(m Wdᵀ), h = bf(h + bf(d*rs));
+  head: RMSNorm (two roundings), z = bf(hf / (hidden/dim_model_base)), logits = bf(z Eᵀ).
+  Python-float constants (scale_emb, rs, the head divisor) are applied as fp32, as PyTorch does.
+
   h = E[ids] * scale_emb
   per layer:  h += rs * Attn(RMSNorm(h)),  h += rs * MLP(RMSNorm(h)),  rs = scale_depth/sqrt(L)
   logits = (RMSNorm(h) / (hidden_size/dim_model_base)) @ head.T
@@ -27,8 +37,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import precision  # noqa: E402
 import ref_cli  # noqa: E402
 import safetensors_np  # noqa: E402
+from precision import identity  # noqa: E402
 
 ARCH = "MiniCPMForCausalLM"
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq", "cos_cached", "sin_cached")
@@ -81,9 +93,10 @@ def default_long_rope(c, max_model_len=None):
 
 # ----------------------------------------------------------------------------- math
 
-def rms_norm(x, w, eps):
-    """y = x / sqrt(mean(x^2) + eps) * w over the last axis (no 1+w offset)."""
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+def rms_norm(x, w, eps, rnd=identity):
+    """y = x / sqrt(mean(x^2) + eps) * w over the last axis (no 1+w offset).
+    Rounding points (bf16 mode): rnd(rnd(x / rms) * w)."""
+    return rnd(rnd(x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)) * w)
 
 
 def silu(x):
@@ -178,8 +191,11 @@ def load_model(model_dir):
 
 # ----------------------------------------------------------------------------- forward
 
-def forward_logits(c, W, token_ids, long_rope=None):
-    """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V]."""
+def forward_logits(c, W, token_ids, long_rope=None, dtype="float64"):
+    """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V].
+    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded."""
+    rnd = precision.rounder(dtype)
+    W = precision.weights_for(W, dtype)
     d = dims(c)
     D, L, H, KV, hd = d["D"], d["L"], d["H"], d["KV"], d["hd"]
     group = H // KV
@@ -189,52 +205,58 @@ def forward_logits(c, W, token_ids, long_rope=None):
     ids = np.asarray(token_ids, dtype=np.int64)
     T = ids.size
 
-    res_scale = c["scale_depth"] / math.sqrt(L)
+    res_scale = precision.scalar(c["scale_depth"] / math.sqrt(L), dtype)
     cos, sin = rope_cos_sin(c, np.arange(T), long_rope)                # [T, hd/2]
     causal = np.tril(np.ones((T, T), dtype=bool))                        # key <= query
 
-    h = W["model.embed_tokens.weight"][ids] * c["scale_emb"]            # [T, D]
+    def linear(x, name):                                                 # x @ W.T, rounded
+        return rnd(x @ W[name].T)
+
+    h = rnd(W["model.embed_tokens.weight"][ids] * precision.scalar(c["scale_emb"], dtype))  # [T, D]
     for l in range(L):
         p = f"model.layers.{l}."
         # attention block
-        x = rms_norm(h, W[p + "input_layernorm.weight"], eps)           # [T, D]
-        q = (x @ W[p + "self_attn.q_proj.weight"].T).reshape(T, H, hd)  # [T, H, hd]
-        k = (x @ W[p + "self_attn.k_proj.weight"].T).reshape(T, KV, hd)
-        v = (x @ W[p + "self_attn.v_proj.weight"].T).reshape(T, KV, hd)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
+        x = rms_norm(h, W[p + "input_layernorm.weight"], eps, rnd)      # [T, D]
+        q = linear(x, p + "self_attn.q_proj.weight").reshape(T, H, hd)  # [T, H, hd]
+        k = linear(x, p + "self_attn.k_proj.weight").reshape(T, KV, hd)
+        v = linear(x, p + "self_attn.v_proj.weight").reshape(T, KV, hd)
+        q = rnd(apply_rope(q, cos, sin))                                 # rotated in float, one rounding
+        k = rnd(apply_rope(k, cos, sin))
         o = np.empty((T, H, hd))
         for head in range(H):
             kvh = head // group
             scores = (q[:, head] @ k[:, kvh].T) / math.sqrt(hd)          # [T, T]
             scores = np.where(causal, scores, -np.inf)
-            o[:, head] = softmax(scores) @ v[:, kvh]                     # [T, hd]
-        attn = o.reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T  # [T, D]
-        h = h + attn * res_scale
+            o[:, head] = softmax(scores) @ v[:, kvh]                     # [T, hd], float probs
+        o = rnd(o)
+        attn = linear(o.reshape(T, H * hd), p + "self_attn.o_proj.weight")  # [T, D]
+        h = rnd(h + rnd(attn * res_scale))
         # MLP block
-        x = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
-        gate = x @ W[p + "mlp.gate_proj.weight"].T                       # [T, F]
-        up = x @ W[p + "mlp.up_proj.weight"].T                           # [T, F]
-        mlp = (silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T        # [T, D]
-        h = h + mlp * res_scale
+        x = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps, rnd)
+        gate = linear(x, p + "mlp.gate_proj.weight")                     # [T, F]
+        up = linear(x, p + "mlp.up_proj.weight")                         # [T, F]
+        mlp = linear(rnd(rnd(silu(gate)) * up), p + "mlp.down_proj.weight")  # [T, D]
+        h = rnd(h + rnd(mlp * res_scale))
 
-    h = rms_norm(h, W["model.norm.weight"], eps)
-    h = h / (D / c["dim_model_base"])
-    return h @ lm_head(c, W).T                                           # [T, V]
+    h = rms_norm(h, W["model.norm.weight"], eps, rnd)
+    h = rnd(h / precision.scalar(D / c["dim_model_base"], dtype))
+    return rnd(h @ lm_head(c, W).T)                                      # [T, V]
 
 
-def forward_logprobs(c, W, token_ids, long_rope=None):
-    return ref_cli.log_softmax(forward_logits(c, W, token_ids, long_rope))
+def forward_logprobs(c, W, token_ids, long_rope=None, dtype="float64"):
+    """Log-softmax (float64) of forward_logits."""
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, long_rope, dtype))
 
 
 def main(argv=None):
-    parser = ref_cli.make_parser("MiniCPM4 numpy float64 reference forward")
+    parser = ref_cli.make_parser("MiniCPM4 numpy reference forward (float64, or bf16 emulation)")
     args = parser.parse_args(argv)
     c, W = load_model(args.model)
+    W = precision.weights_for(W, args.dtype, inplace=True)               # bf16: rounded once
     mml = args.max_model_len if args.max_model_len is not None else c["max_position_embeddings"]
     long_rope = default_long_rope(c, mml)
-    options = {"max_model_len": mml, "long_rope": long_rope}
-    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, long_rope),
+    options = {"max_model_len": mml, "long_rope": long_rope, "dtype": args.dtype}
+    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, long_rope, args.dtype),
                        dims(c)["V"], "minicpm_ref", options)
 
 

@@ -18,6 +18,21 @@ Gated DeltaNet has two independent implementations of the delta rule: token-by-t
 (gated_delta_rule_recurrent, the definition) and chunked (gated_delta_rule_chunked, chunk 64);
 self_test.py checks that they agree.
 
+dtype="bfloat16" (CLI --dtype bfloat16) emulates the bf16 PyTorch model (HF Qwen3_5 with its
+torch code paths and SDPA-style attention; see precision.py): all weights rounded to bf16 (A_log,
+dt_bias and norm weights too), activations rounded with bf() where a bf16 tensor is produced,
+float64 in between (minicpmv46.md §3, §7):
+  norms: zero-centred RMSNorm in float, one rounding bf(x/rms * (1+w));
+  every linear layer: bf(x Wᵀ); residual adds bf(h + bf(mixer)), bf(h + bf(mlp));
+  MLP: bf(bf(bf(silu(g)) * u) Wdᵀ) with g, u rounded;
+  attention: q, k = norm (rounded), RoPE with cos/sin cast to bf16 and every op of
+    (x1*c - x2*s, x2*c + x1*s) rounded, as HF's apply_rotary_pos_emb does on bf16 tensors;
+    scores, softmax in float, unrounded probabilities; o = bf(probs v); o = bf(o * bf(sigmoid(gate)));
+  GDN: in_proj outputs rounded; y = bf(silu(bf(conv))) (torch conv1d on bf16, then SiLU);
+    beta = bf(sigmoid(b)) (HF: b.sigmoid() on a bf16 tensor); g, the q/k L2 norms and the whole
+    recurrence (state S) in float; core output bf(o); gated norm bf(bf(bf(o/rms) * w) * silu(z));
+  head: final norm (one rounding), logits = bf(h Eᵀ).
+
 Must not depend on: cpmserve code, torch, transformers. numpy + stdlib only.
 CLI: see ref_cli.py and README.md (extra flag: --gdn-mode recurrent|chunked).
 """
@@ -28,8 +43,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import precision  # noqa: E402
 import ref_cli  # noqa: E402
 import safetensors_np  # noqa: E402
+from precision import identity  # noqa: E402
 
 ARCHS = ("MiniCPMV4_6ForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM")
 IGNORED_PREFIXES = ("model.vision_tower.", "model.merger.", "model.visual.", "mtp.")
@@ -150,9 +167,17 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rms_norm_1p(x, w, eps):
-    """Zero-centred Qwen3.5 RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w)."""
-    return rms_norm(x, 1.0 + w, eps)
+def rms_norm_1p(x, w, eps, rnd=identity):
+    """Zero-centred Qwen3.5 RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w), all in float, then one
+    rounding (bf16 mode)."""
+    return rnd(rms_norm(x, 1.0 + w, eps))
+
+
+def gated_rms_norm(x, z, w, eps, rnd=identity):
+    """GDN output norm (Qwen3_5RMSNormGated, plain weight): x / rms(x) * w * silu(z).
+    Rounding points (bf16 mode): normalised x cast back, times w (a bf16 op), times silu(z) in
+    float, cast back."""
+    return rnd(rnd(rnd(x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)) * w) * silu(z))
 
 
 def l2norm(x, eps=1e-6):
@@ -164,15 +189,16 @@ def softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def partial_rope(x, positions, rot, theta):
+def partial_rope(x, positions, rot, theta, rnd=identity):
     """NEOX rotate_half over the first `rot` dims of each head; the rest pass through.
-    x [T, heads, hd] -> same; pairs (i, i + rot/2), inv_freq[i] = theta^(-2i/rot)."""
+    x [T, heads, hd] -> same; pairs (i, i + rot/2), inv_freq[i] = theta^(-2i/rot).
+    bf16 mode: cos/sin cast to bf16 and each product and sum rounded (HF-Q on bf16 tensors)."""
     half = rot // 2
     inv_freq = 1.0 / theta ** (2.0 * np.arange(half) / rot)                  # [half]
     angle = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq       # [T, half]
-    c, s = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    c, s = rnd(np.cos(angle)[:, None, :]), rnd(np.sin(angle)[:, None, :])
     x1, x2, rest = x[..., :half], x[..., half:rot], x[..., rot:]
-    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, rest], axis=-1)
+    return np.concatenate([rnd(rnd(x1 * c) - rnd(x2 * s)), rnd(rnd(x2 * c) + rnd(x1 * s)), rest], axis=-1)
 
 
 # ----------------------------------------------------------------------------- delta rule
@@ -228,62 +254,65 @@ def gated_delta_rule_chunked(q, k, v, g, beta, initial_state=None, chunk_size=64
 
 # ----------------------------------------------------------------------------- layers
 
-def full_attention(d, W, a, x, positions):
+def full_attention(d, W, a, x, positions, rnd=identity):
     """Gated full attention. x [T, D] -> [T, D]; `a` = tensor prefix ending in "self_attn."."""
     T, H, KV, hd = x.shape[0], d["H"], d["KV"], d["hd"]
-    qg = x @ W[a + "q_proj.weight"].T                                    # [T, H*hd*(2 if gate)]
+    qg = rnd(x @ W[a + "q_proj.weight"].T)                               # [T, H*hd*(2 if gate)]
     if d["gate"]:
         qg = qg.reshape(T, H, 2 * hd)                                    # per head [query | gate]
         q, gate = qg[..., :hd], qg[..., hd:].reshape(T, H * hd)
     else:
         q, gate = qg.reshape(T, H, hd), None
-    k = (x @ W[a + "k_proj.weight"].T).reshape(T, KV, hd)
-    v = (x @ W[a + "v_proj.weight"].T).reshape(T, KV, hd)
-    q = rms_norm_1p(q, W[a + "q_norm.weight"], d["eps"])                 # per-head norm before RoPE
-    k = rms_norm_1p(k, W[a + "k_norm.weight"], d["eps"])
-    q = partial_rope(q, positions, d["rot"], d["theta"])
-    k = partial_rope(k, positions, d["rot"], d["theta"])
+    k = rnd(x @ W[a + "k_proj.weight"].T).reshape(T, KV, hd)
+    v = rnd(x @ W[a + "v_proj.weight"].T).reshape(T, KV, hd)
+    q = rms_norm_1p(q, W[a + "q_norm.weight"], d["eps"], rnd)            # per-head norm before RoPE
+    k = rms_norm_1p(k, W[a + "k_norm.weight"], d["eps"], rnd)
+    q = partial_rope(q, positions, d["rot"], d["theta"], rnd)
+    k = partial_rope(k, positions, d["rot"], d["theta"], rnd)
     causal = np.tril(np.ones((T, T), dtype=bool))
     o = np.empty((T, H, hd))
     for head in range(H):
         kvh = head // (H // KV)
         scores = np.where(causal, (q[:, head] @ k[:, kvh].T) / math.sqrt(hd), -np.inf)   # [T, T]
-        o[:, head] = softmax(scores) @ v[:, kvh]
-    o = o.reshape(T, H * hd)
+        o[:, head] = softmax(scores) @ v[:, kvh]                         # float probabilities
+    o = rnd(o).reshape(T, H * hd)
     if gate is not None:
-        o = o * sigmoid(gate)
-    return o @ W[a + "o_proj.weight"].T
+        o = rnd(o * rnd(sigmoid(gate)))
+    return rnd(o @ W[a + "o_proj.weight"].T)
 
 
-def gated_deltanet(d, W, a, x, mode):
+def gated_deltanet(d, W, a, x, mode, rnd=identity):
     """Gated DeltaNet layer from a zero state. x [T, D] -> [T, D]; `a` ends in "linear_attn."."""
     T, Hk, Hv, dk, dv, K = x.shape[0], d["Hk"], d["Hv"], d["dk"], d["dv"], d["K"]
     key_dim = Hk * dk
-    m = x @ W[a + "in_proj_qkv.weight"].T                                # [T, conv_dim]
-    z = (x @ W[a + "in_proj_z.weight"].T).reshape(T, Hv, dv)
-    b = x @ W[a + "in_proj_b.weight"].T                                  # [T, Hv]
-    alpha = x @ W[a + "in_proj_a.weight"].T                              # [T, Hv]
+    m = rnd(x @ W[a + "in_proj_qkv.weight"].T)                           # [T, conv_dim]
+    z = rnd(x @ W[a + "in_proj_z.weight"].T).reshape(T, Hv, dv)
+    b = rnd(x @ W[a + "in_proj_b.weight"].T)                             # [T, Hv]
+    alpha = rnd(x @ W[a + "in_proj_a.weight"].T)                         # [T, Hv]
     # causal depthwise conv1d (zero initial state) + SiLU: y[t] = sum_j w[:, j] * m[t - (K-1) + j]
     w = W[a + "conv1d.weight"][:, 0, :]                                  # [conv_dim, K]
     m_pad = np.concatenate([np.zeros((K - 1, m.shape[1])), m], axis=0)   # [T+K-1, conv_dim]
-    y = silu(sum(w[:, j] * m_pad[j:j + T] for j in range(K)))
+    y = rnd(silu(rnd(sum(w[:, j] * m_pad[j:j + T] for j in range(K)))))
     q = y[:, :key_dim].reshape(T, Hk, dk)
     k = y[:, key_dim:2 * key_dim].reshape(T, Hk, dk)
     v = y[:, 2 * key_dim:].reshape(T, Hv, dv)
-    beta = sigmoid(b)
+    beta = rnd(sigmoid(b))
     g = -np.exp(W[a + "A_log"]) * softplus(alpha + W[a + "dt_bias"])    # [T, Hv], log-decay <= 0
     q = l2norm(q) * dk ** -0.5
     k = l2norm(k)
     q = np.repeat(q, Hv // Hk, axis=1)                                   # k head j serves v heads
     k = np.repeat(k, Hv // Hk, axis=1)                                   #   j*r .. j*r + r-1
     rule = gated_delta_rule_chunked if mode == "chunked" else gated_delta_rule_recurrent
-    o, _ = rule(q, k, v, g, beta)                                        # [T, Hv, dv]
-    o = rms_norm(o, W[a + "norm.weight"], d["eps"]) * silu(z)            # gated RMSNorm per head
-    return o.reshape(T, Hv * dv) @ W[a + "out_proj.weight"].T
+    o, _ = rule(q, k, v, g, beta)                                        # [T, Hv, dv], float state
+    o = gated_rms_norm(rnd(o), z, W[a + "norm.weight"], d["eps"], rnd)   # gated RMSNorm per head
+    return rnd(o.reshape(T, Hv * dv) @ W[a + "out_proj.weight"].T)
 
 
-def forward_logits(c, W, token_ids, gdn_mode="recurrent"):
-    """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V]."""
+def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64"):
+    """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V].
+    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded."""
+    rnd = precision.rounder(dtype)
+    W = precision.weights_for(W, dtype)
     d = dims(c)
     pre = prefix_of(W)
     ids = np.asarray(token_ids, dtype=np.int64)
@@ -291,30 +320,33 @@ def forward_logits(c, W, token_ids, gdn_mode="recurrent"):
     h = W[pre + "embed_tokens.weight"][ids]                              # [T, D]
     for i, kind in enumerate(d["layer_types"]):
         p = f"{pre}layers.{i}."
-        x = rms_norm_1p(h, W[p + "input_layernorm.weight"], d["eps"])
+        x = rms_norm_1p(h, W[p + "input_layernorm.weight"], d["eps"], rnd)
         if kind == "full_attention":
-            h = h + full_attention(d, W, p + "self_attn.", x, positions)
+            h = rnd(h + full_attention(d, W, p + "self_attn.", x, positions, rnd))
         else:
-            h = h + gated_deltanet(d, W, p + "linear_attn.", x, gdn_mode)
-        x = rms_norm_1p(h, W[p + "post_attention_layernorm.weight"], d["eps"])
-        gate = x @ W[p + "mlp.gate_proj.weight"].T
-        up = x @ W[p + "mlp.up_proj.weight"].T
-        h = h + (silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
-    h = rms_norm_1p(h, W[pre + "norm.weight"], d["eps"])
-    return h @ lm_head(c, W).T                                           # [T, V]
+            h = rnd(h + gated_deltanet(d, W, p + "linear_attn.", x, gdn_mode, rnd))
+        x = rms_norm_1p(h, W[p + "post_attention_layernorm.weight"], d["eps"], rnd)
+        gate = rnd(x @ W[p + "mlp.gate_proj.weight"].T)
+        up = rnd(x @ W[p + "mlp.up_proj.weight"].T)
+        h = rnd(h + rnd(rnd(rnd(silu(gate)) * up) @ W[p + "mlp.down_proj.weight"].T))
+    h = rms_norm_1p(h, W[pre + "norm.weight"], d["eps"], rnd)
+    return rnd(h @ lm_head(c, W).T)                                      # [T, V]
 
 
-def forward_logprobs(c, W, token_ids, gdn_mode="recurrent"):
-    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode))
+def forward_logprobs(c, W, token_ids, gdn_mode="recurrent", dtype="float64"):
+    """Log-softmax (float64) of forward_logits."""
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode, dtype))
 
 
 def main(argv=None):
-    parser = ref_cli.make_parser("Qwen3.5 hybrid (MiniCPM-V-4.6 LM) numpy float64 reference forward")
+    parser = ref_cli.make_parser("Qwen3.5 hybrid (MiniCPM-V-4.6 LM) numpy reference forward "
+                                 "(float64, or bf16 emulation)")
     parser.add_argument("--gdn-mode", choices=("recurrent", "chunked"), default="recurrent")
     args = parser.parse_args(argv)
     c, W = load_model(args.model)
-    options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode}
-    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, args.gdn_mode),
+    W = precision.weights_for(W, args.dtype, inplace=True)               # bf16: rounded once
+    options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode, "dtype": args.dtype}
+    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, args.gdn_mode, args.dtype),
                        dims(c)["V"], "qwen35_ref", options)
 
 

@@ -9,7 +9,8 @@ Output JSON (one file per run):
 logprobs has one row per prompt position (row t = log-softmax of the logits at position t, i.e.
 the distribution of token t+1), then one row per generated token except the last: in total
 len(prompt_ids) + len(generated_ids) - 1 rows (len(prompt_ids) when nothing is generated).
-Generation is greedy: argmax, ties -> lowest id. Floats are float64 written with repr precision.
+Generation is greedy: argmax, ties -> lowest id. Floats are float64 written with repr precision
+(in --dtype bfloat16 mode too: the logits are bf16 values, the log-softmax is float64).
 """
 import argparse
 import json
@@ -51,6 +52,9 @@ def make_parser(description):
     p.add_argument("--max-model-len", type=int, default=None,
                    help="engine context length (MiniCPM LongRoPE long/short rule); default max_position_embeddings")
     p.add_argument("--generate", type=int, default=0, help="greedy tokens to generate per sequence")
+    p.add_argument("--dtype", choices=("float64", "bfloat16"), default="float64",
+                   help="float64: the exact definition (default); bfloat16: emulate a bf16 PyTorch model "
+                        "(bf16 weights, activations rounded at its rounding points); see precision.py")
     p.add_argument("--out", required=True, help="output JSON path")
     return p
 

@@ -6,7 +6,11 @@ recurrent (incl. lengths not multiple of 64, initial states, split runs, whole m
 hand-computed cases (RMSNorm, softmax, silu, l2norm, one delta-rule step) and GQA head mapping vs.
 an equivalent model with repeated kv heads, tied/untied heads; (f) a synthetic safetensors writer
 (F32/F16/BF16, single and sharded) round-trips through safetensors_np, then the CLIs and
-compare_logprobs run end to end on written tiny checkpoints.
+compare_logprobs run end to end on written tiny checkpoints (both dtypes); (g) the bfloat16
+emulation: bf16_round on hand values (ties to even, signed zero, subnormal, overflow, NaN) and
+against a brute-force nearest-bf16 search, hand-computed rounding points (two roundings in MiniCPM's
+RMSNorm, one in Qwen3.5's), bf16 logits, weights rounded once, float64 mode unchanged, bf16 log-probs
+close to but not equal to float64, top-1 kept where the logits are peaked.
 
 Run: /usr/bin/python3 tests/reference/self_test.py   (exit 0 = all passed). Takes a few seconds.
 Must not depend on cpmserve code; numpy + stdlib only.
@@ -27,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_logprobs  # noqa: E402
 import incremental_ref  # noqa: E402
 import minicpm_ref as M  # noqa: E402
+import precision  # noqa: E402
 import qwen35_ref as Q  # noqa: E402
 import ref_cli  # noqa: E402
 import safetensors_np  # noqa: E402
@@ -354,6 +359,12 @@ def test_safetensors_and_cli(tmp):
     M.main(["--model", mdir, "--prompt-ids", "1,2,3,4,5", "--prompt-ids", "7", "--generate", "4",
             "--max-model-len", "16", "--out", out])
     cli_ok(out, lambda ids: M.forward_logprobs(c, Wst, ids, long_rope=False), "minicpm")
+    bout = os.path.join(tmp, "minicpm_bf16.json")
+    M.main(["--model", mdir, "--prompt-ids", "1,2,3,4,5", "--generate", "3", "--dtype", "bfloat16", "--out", bout])
+    cli_ok(bout, lambda ids: M.forward_logprobs(c, Wst, ids, dtype="bfloat16"), "minicpm --dtype bfloat16")
+    with open(out) as f1, open(bout) as f2:
+        opts = json.load(f1)["options"]["dtype"], json.load(f2)["options"]["dtype"]
+    check(opts == ("float64", "bfloat16"), f"minicpm: options.dtype recorded {opts}")
     c, W = qwen_model(12)
     W["mtp.fc.weight"] = np.zeros((2, 2))
     W["model.vision_tower.embeddings.patch_embedding.weight"] = np.zeros((2, 2))
@@ -362,6 +373,13 @@ def test_safetensors_and_cli(tmp):
     qout = os.path.join(tmp, "qwen.json")
     Q.main(["--model", qdir, "--prompt-ids", "3,1,4,1,5,9,2,6", "--generate", "3", "--gdn-mode", "chunked", "--out", qout])
     cli_ok(qout, lambda ids: Q.forward_logprobs(c, Wst, ids), "qwen35")
+    # A_log is stored F32 here: the bf16 mode rounds it (and every other tensor) to bf16
+    qbout = os.path.join(tmp, "qwen_bf16.json")
+    Q.main(["--model", qdir, "--prompt-ids", "3,1,4,1,5", "--generate", "2", "--dtype", "bfloat16", "--out", qbout])
+    cli_ok(qbout, lambda ids: Q.forward_logprobs(c, Wst, ids, dtype="bfloat16"), "qwen35 --dtype bfloat16")
+    with open(qout) as f1, open(qbout) as f2:
+        opts = json.load(f1)["options"]["dtype"], json.load(f2)["options"]["dtype"]
+    check(opts == ("float64", "bfloat16"), f"qwen35: options.dtype recorded {opts}")
     test_compare(out, tmp)
 
 
@@ -412,12 +430,127 @@ def test_compare(ref_path, tmp):
           "compare: CLI exit codes (1 on a failed bound, 0 on pass)")
 
 
+# ----------------------------------------------------------------------------- (g) bfloat16 mode
+
+def nearest_bf16_brute(x):
+    """Independent nearest-bf16 search for finite float32 values: of the two bf16 neighbours
+    (truncation and the next one away from zero) take the nearer, on a tie the one with an even
+    last mantissa bit. Differences are exact in float64."""
+    f = np.asarray(x, dtype=np.float32)
+    lo_bits = f.view(np.uint32) & np.uint32(0xFFFF0000)
+    hi_bits = lo_bits + np.uint32(0x10000)
+    lo = lo_bits.view(np.float32).astype(np.float64)
+    hi = hi_bits.view(np.float32).astype(np.float64)
+    d_lo, d_hi = np.abs(f.astype(np.float64) - lo), np.abs(hi - f.astype(np.float64))
+    even_lo = ((lo_bits >> np.uint32(16)) & np.uint32(1)) == 0
+    return np.where((d_lo < d_hi) | ((d_lo == d_hi) & even_lo), lo, hi)
+
+
+def test_bf16_round():
+    r = precision.bf16_round
+    e = 2.0 ** -8                                   # half a bf16 ulp at 1 (ulp = 2^-7)
+    cases = [(1.0, 1.0), (1 + e, 1.0),              # tie, 1.0 is even -> down
+             (1 + 3 * e, 1 + 2 ** -6),              # tie between 1+2^-7 (odd) and 1+2^-6 (even) -> up
+             (1 + e + 2 ** -20, 1 + 2 ** -7),       # just above the tie -> up
+             (1 + e - 2 ** -20, 1.0),               # just below the tie -> down
+             (-(1 + 3 * e), -(1 + 2 ** -6)),        # symmetric for negatives
+             (math.pi, 3.140625),                   # 0x4049
+             (0.1, 0.10009765625),                  # 0x3DCD
+             (2.0 ** -130, 2.0 ** -130),            # float32 subnormal with 7 mantissa bits: exact
+             (3.3895313892515355e38, 3.3895313892515355e38),   # largest bf16 (0x7F7F) stays
+             (3.4e38, math.inf),                    # beyond the midpoint to 0x7F80 -> inf
+             (-math.inf, -math.inf), (1e300, math.inf)]
+    got = r(np.array([c[0] for c in cases]))
+    want = np.array([c[1] for c in cases])
+    bad = [(cases[i][0], got[i], want[i]) for i in range(len(cases)) if got[i] != want[i]]
+    check(not bad, f"bf16_round: hand values (ties to even, overflow, subnormal){'; wrong: ' + str(bad) if bad else ''}")
+    z = r(np.array([0.0, -0.0, math.nan]))
+    check(z[0] == 0 and not np.signbit(z[0]) and z[1] == 0 and np.signbit(z[1]) and np.isnan(z[2]),
+          "bf16_round: +0, -0 keep their sign, NaN stays NaN")
+    rng = np.random.default_rng(30)
+    b = r(rng.standard_normal(2000))
+    half_ulp = np.ldexp(1.0, np.frexp(b)[1] - 9)             # b = m 2^e, m in [0.5, 1): ulp 2^(e-8)
+    x = np.concatenate([rng.standard_normal(20000) * 10.0 ** rng.integers(-30, 30, 20000),
+                        b + np.sign(b) * half_ulp])             # exact ties, half of them odd
+    y = r(x)
+    bits_ok = np.all((y.astype(np.float32).view(np.uint32) & 0xFFFF) == 0)
+    check(bits_ok and np.array_equal(y, nearest_bf16_brute(x)) and np.array_equal(r(y), y)
+          and np.all(np.abs(y - x) <= 2.0 ** -8 * np.abs(x)),
+          "bf16_round: == brute-force nearest bf16 (22000 values incl. exact ties), idempotent, |err| <= 2^-8 |x|")
+    check(np.array_equal(r(x), (to_bf16_bits(x).astype(np.uint32) << 16).view(np.float32).astype(np.float64)),
+          "bf16_round: == the safetensors writer's bf16 conversion")
+
+
+def test_bf16_mode():
+    r = precision.bf16_round
+    # rounding points by hand: x = [3, 4], x/rms = [0.8485.., 1.1314..] -> bf16 [217/256, 145/128]
+    x = np.array([3.0, 4.0])
+    two = M.rms_norm(x, np.array([1.5, 1.5]), 0.0, r)       # bf(bf(x/rms) * w): 1.69921875 is a tie -> 218/128
+    one = Q.rms_norm_1p(x, np.array([0.5, 0.5]), 0.0, r)    # bf(x/rms * (1+w)) = bf(1.6970..) -> 217/128
+    check(close(two, [163 / 128, 218 / 128], 0) and close(one, [163 / 128, 217 / 128], 0),
+          "bf16 hand: MiniCPM RMSNorm rounds twice ([163, 218]/128), Qwen3.5 zero-centred RMSNorm once ([163, 217]/128)")
+    check(precision.scalar(1.4 / math.sqrt(24), "bfloat16") == struct.unpack("<f", struct.pack("<I", 0x3E9250F2))[0],
+          "bf16: MiniCPM residual scale applied as fp32 0x3E9250F2")
+
+    ids = list(np.random.default_rng(31).integers(0, 300, 40))
+    for name, (c, W), fwd, fwd_logits in (("minicpm", minicpm_model(32), M.forward_logprobs, M.forward_logits),
+                                          ("qwen35", qwen_model(33), Q.forward_logprobs, Q.forward_logits)):
+        Wc = copy.deepcopy(W)
+        f64, bf = fwd(c, W, ids), fwd(c, W, ids, dtype="bfloat16")
+        logits = fwd_logits(c, W, ids, dtype="bfloat16")
+        check(np.array_equal(logits, r(logits)), f"{name} bf16: logits are bf16 values")
+        Wb = precision.weights_for(W, "bfloat16")
+        check(all(np.array_equal(W[n], Wc[n]) for n in W) and all(np.array_equal(Wb[n], r(W[n])) for n in W)
+              and precision.weights_for(Wb, "bfloat16") is Wb and precision.weights_for(W, "float64") is W
+              and np.array_equal(fwd(c, Wb, ids, dtype="bfloat16"), bf)
+              and all(np.array_equal(t, Wb[n]) for n, t in precision.weights_for(Wc, "bfloat16", inplace=True).items())
+              and all(np.array_equal(Wc[n], Wb[n]) for n in W),
+              f"{name} bf16: weights rounded once (input untouched unless inplace, pre-rounded weights give the same result)")
+        check(np.array_equal(fwd(c, W, ids, dtype="float64"), f64) and close(np.exp(bf).sum(-1), np.ones(40), 1e-12),
+              f"{name} bf16: float64 mode is the default path; bf16 log-probs normalised")
+        diff = np.abs(bf - f64)
+        # the random tiny Qwen3.5 is ill-conditioned (GDN outputs from cancelling sums are then
+        # normalised per 8-dim head, amplifying relative errors up to ~30x), hence its looser bounds
+        # (measured over 15 seeds: median 0.006-0.010, max 0.13-0.48; MiniCPM 2-3e-4 and 2-3e-3)
+        med_bound, max_bound = (0.002, 0.02) if name == "minicpm" else (0.03, 1.0)
+        check(1e-5 < diff.max() < max_bound and 0 < np.median(diff) < med_bound,
+              f"{name} bf16: log-probs differ from float64 by a small non-zero amount (|diff| median "
+              f"{np.median(diff):.1e} < {med_bound}, max {diff.max():.1e} < {max_bound})")
+    c, W = qwen_model(33)
+    diff = float(np.abs(Q.forward_logprobs(c, W, ids, "chunked", "bfloat16") - Q.forward_logprobs(c, W, ids, dtype="bfloat16")).max())
+    check(diff < 0.05, f"qwen35 bf16: chunked == recurrent up to bf16 boundary flips (max |diff| {diff:.1e})")
+
+    # peaked logits: embeddings x8 (tied head: a token predicts itself by a wide margin), neutral
+    # final norm, output projections x0.3 (a residual scale, as MiniCPM's). Every row whose float64
+    # top-1 margin is >= 0.5 nats must keep its argmax in bf16, and nearly all rows are that peaked.
+    for name, mk, fwd, neutral in (("minicpm", minicpm_model, M.forward_logprobs, 1.0),
+                                   ("qwen35", qwen_model, Q.forward_logprobs, 0.0)):
+        c, W = mk(34)
+        for n in W:
+            if n.endswith("embed_tokens.weight"):
+                W[n] = 8.0 * W[n]
+            elif n.endswith(("o_proj.weight", "out_proj.weight", "down_proj.weight")):
+                W[n] = 0.3 * W[n]
+            elif n in ("model.norm.weight", "model.language_model.norm.weight"):
+                W[n] = np.full_like(W[n], neutral)
+        ids = list(np.random.default_rng(35).integers(0, 300, 60))
+        f64, bf = fwd(c, W, ids), fwd(c, W, ids, dtype="bfloat16")
+        top2 = np.sort(f64, -1)[:, -2:]
+        peaked = top2[:, 1] - top2[:, 0] >= 0.5
+        same = f64.argmax(-1) == bf.argmax(-1)
+        check(peaked.mean() >= 0.9 and same[peaked].all(),
+              f"{name} bf16: top-1 == float64 on peaked logits ({int(same[peaked].sum())}/{int(peaked.sum())} "
+              f"peaked rows, {int(same.sum())}/60 rows overall)")
+
+
 def main():
     test_rope()
     test_causality_and_prefix()
     test_incremental()
     test_gdn_forms()
     test_hand_cases()
+    test_bf16_round()
+    test_bf16_mode()
     with tempfile.TemporaryDirectory() as tmp:
         test_safetensors_and_cli(tmp)
     print(f"\n{len(FAILURES)} failure(s)" if FAILURES else "\nall reference self-tests passed")

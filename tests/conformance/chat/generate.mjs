@@ -18,6 +18,7 @@ export const OPTION_SETS = {
   gen: { add_generation_prompt: true, kwargs: {} },
   gen_think_off: { add_generation_prompt: true, kwargs: { enable_thinking: false } },
   gen_think_on: { add_generation_prompt: true, kwargs: { enable_thinking: true } },
+  gen_vision_id: { add_generation_prompt: true, kwargs: { add_vision_id: true, enable_thinking: false } },
 };
 
 // @huggingface/jinja's raise_exception throws Error(message) and cannot be overridden; an error

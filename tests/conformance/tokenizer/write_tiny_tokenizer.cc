@@ -1,9 +1,11 @@
 // Writes a tiny test tokenizer (cpm::WriteTinyTokenizer) into a directory, so that scripts can
-// feed it to the reference libraries. Usage: write_tiny_tokenizer <sentencepiece|bytelevel> <dir>
+// feed it to the reference libraries.
+// Usage: write_tiny_tokenizer <sentencepiece|bytelevel|tiny_metaspace|tiny_bytelevel_gpt2> <dir>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "tiny_variants.h"
 #include "tokenizer/tiny_tokenizer.h"
 
 int main(int argc, char** argv) {
@@ -16,7 +18,9 @@ int main(int argc, char** argv) {
                                           : cpm::TinyTokenizerFamily::kSentencePieceBpe;
   std::filesystem::create_directories(argv[2]);
   int32_t vocab_size = 0;
-  const cpm::Status s = cpm::WriteTinyTokenizer(argv[2], family, &vocab_size);
+  const cpm::Status s = kind.rfind("tiny_", 0) == 0
+                            ? cpm::WriteTinyVariant(kind, argv[2])
+                            : cpm::WriteTinyTokenizer(argv[2], family, &vocab_size);
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;

@@ -1,0 +1,49 @@
+// Paged attention at MiniCPM4-0.5B's head shape (16 query heads, 2 KV heads, 64 dims, bf16 KV):
+// a batch of decode rows over long contexts, and one causal prefill.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace cpm::kernels {
+namespace {
+
+constexpr int64_t kHeads = 16, kKvHeads = 2, kDim = 64, kBlock = 16;
+
+// Args: sequences, new tokens per sequence, context length (kv_len after the step).
+void BM_PagedAttention(benchmark::State& state) {
+  const int64_t n_seqs = state.range(0), q_len = state.range(1), kv_len = state.range(2);
+  const int64_t blocks_per_seq = (kv_len + kBlock - 1) / kBlock;
+  std::vector<uint16_t> k(n_seqs * blocks_per_seq * kKvHeads * kBlock * kDim, 0x3c00);
+  std::vector<uint16_t> v(k.size(), 0x3c00);
+  KvLayerView kv{k.data(), v.data(), DType::kBF16, kBlock, kKvHeads, kDim};
+  std::vector<std::vector<int32_t>> tables(n_seqs);
+  std::vector<AttentionSeq> seqs;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int64_t b = 0; b < blocks_per_seq; ++b) {
+      tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    }
+    seqs.push_back({s * q_len, q_len, kv_len, tables[s].data()});
+  }
+  const int64_t rows = n_seqs * q_len;
+  std::vector<float> q(rows * kHeads * kDim, 0.01f), out(q.size());
+  ThreadPool pool(0);
+  for (auto _ : state) {
+    PagedAttention(q.data(), kHeads * kDim, kHeads, seqs, kv, 0.125f, out.data(), kHeads * kDim,
+                   pool);
+  }
+  // Pairs (query row, key) over the causal mask.
+  const double pairs = double(n_seqs) * (q_len * (kv_len - q_len) + q_len * (q_len + 1) / 2.0);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * pairs * 4 * kDim * kHeads / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PagedAttention)
+    ->Args({1, 1, 1024})
+    ->Args({16, 1, 1024})
+    ->Args({1, 512, 512})
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace cpm::kernels

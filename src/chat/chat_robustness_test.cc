@@ -1,0 +1,133 @@
+// Robustness: thousands of randomly damaged versions of the real templates, and random contexts,
+// must each end in a rendered string or a Status: no crash, hang or exception (a chat template
+// comes from a model directory or --chat-template, a context from any client).
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+
+namespace cpm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const char* kTemplates[] = {"minicpm4", "minicpmv46", "qwen3", "qwen35"};
+const std::string kDir = std::string(CPM_SOURCE_DIR) + "/tests/conformance/chat";
+
+// Deletes, duplicates or replaces a few short spans with template-significant text.
+std::string Mutate(const std::string& src, std::mt19937& rng) {
+  static const char* kPieces[] = {"{%", "%}", "{{", "}}", "{#", "-", "(", ")", "[", "]", "'", "\"",
+                                  "|", ".", "if ", "endif", "for ", "endfor", " in ", "loop",
+                                  "macro", "set ", "=", "~", "**", "not ", "\\", "\n", "é", "\xff"};
+  std::string s = src;
+  int edits = 1 + static_cast<int>(rng() % 4);
+  for (int e = 0; e < edits && !s.empty(); ++e) {
+    size_t pos = rng() % s.size();
+    size_t len = 1 + rng() % 8;
+    switch (rng() % 3) {
+      case 0: s.erase(pos, len); break;
+      case 1: s.insert(pos, s.substr(pos, len)); break;
+      default: s.replace(pos, std::min(len, s.size() - pos), kPieces[rng() % std::size(kPieces)]);
+    }
+  }
+  return s;
+}
+
+TEST(ChatRobustness, MutatedTemplatesNeverCrash) {
+  Json conversations = Json::parse(ReadFile(kDir + "/conversations.json"));
+  ASSERT_FALSE(conversations.empty());
+  std::mt19937 rng(12345);
+  int parsed = 0, rendered = 0, total = 0;
+  for (const char* name : kTemplates) {
+    const std::string src = ReadFile(kDir + "/templates/" + name + ".jinja");
+    ASSERT_FALSE(src.empty()) << name;
+    for (int i = 0; i < 400; ++i) {
+      ++total;
+      StatusOr<ChatTemplate> t = ChatTemplate::Parse(Mutate(src, rng));
+      if (!t.ok()) {
+        EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
+        continue;
+      }
+      ++parsed;
+      ChatRenderInput input;
+      const Json& conv = conversations[rng() % conversations.size()];
+      input.messages = conv["messages"];
+      if (conv.contains("tools")) input.tools = conv["tools"];
+      input.add_generation_prompt = rng() % 2;
+      StatusOr<std::string> r = RenderChat(*t, input);
+      if (r.ok()) ++rendered;
+      else EXPECT_NE(r.status().code(), StatusCode::kInternal) << r.status().ToString();
+    }
+  }
+  // Both paths must have been exercised for the test to mean anything.
+  EXPECT_GT(parsed, total / 10);
+  EXPECT_GT(total - parsed, total / 10);
+  EXPECT_GT(rendered, 0);
+}
+
+// Random JSON values in every message field the templates read.
+Json RandomValue(std::mt19937& rng, int depth) {
+  switch (rng() % (depth > 2 ? 6 : 8)) {
+    case 0: return nullptr;
+    case 1: return static_cast<bool>(rng() % 2);
+    case 2: return static_cast<int64_t>(rng() % 2000) - 1000;
+    case 3: return static_cast<double>(rng() % 1000) / 7.0;
+    case 4: return std::string("<think>x</think>y");
+    case 5: return std::string(1 + rng() % 3, "a\n<é"[rng() % 4]);
+    case 6: {
+      Json a = Json::array();
+      for (int i = 0, n = rng() % 3; i < n; ++i) a.push_back(RandomValue(rng, depth + 1));
+      return a;
+    }
+    default: {
+      Json o = Json::object();
+      static const char* kKeys[] = {"type", "text", "image", "name", "arguments", "function"};
+      for (int i = 0, n = rng() % 3; i < n; ++i) o[kKeys[rng() % 6]] = RandomValue(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+TEST(ChatRobustness, RandomMessagesNeverCrash) {
+  std::mt19937 rng(777);
+  static const char* kRoles[] = {"system", "user", "assistant", "tool", "x"};
+  int ok = 0, errors = 0;
+  for (const char* name : kTemplates) {
+    StatusOr<ChatTemplate> t = ChatTemplate::Parse(ReadFile(kDir + "/templates/" + name + ".jinja"));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (int i = 0; i < 500; ++i) {
+      ChatRenderInput input;
+      for (int m = 0, n = 1 + rng() % 4; m < n; ++m) {
+        Json msg = {{"role", kRoles[rng() % 5]}, {"content", RandomValue(rng, 0)}};
+        if (rng() % 3 == 0) msg["reasoning_content"] = RandomValue(rng, 0);
+        if (rng() % 3 == 0) msg["tool_calls"] = Json::array({{{"function", RandomValue(rng, 1)}}});
+        input.messages.push_back(msg);
+      }
+      if (rng() % 2) input.tools = RandomValue(rng, 0);
+      input.chat_template_kwargs = {{"enable_thinking", RandomValue(rng, 2)}};
+      StatusOr<std::string> r = RenderChat(*t, input);
+      if (r.ok()) {
+        ++ok;
+      } else {
+        ++errors;
+        EXPECT_NE(r.status().code(), StatusCode::kInternal) << r.status().ToString();
+      }
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace cpm

@@ -1,0 +1,205 @@
+// Interpreter feature tests. The table cases (whitespace control, loops, macros, namespace,
+// slicing, filters, tests, operators, string methods, runtime errors) come from
+// tests/conformance/chat/jinja_cases.json, whose expectations jinja2 rendered in transformers'
+// environment; the rest cover what jinja2 cannot tell us: error locations, limits, the chat
+// context, --chat-template loading and concurrent renders.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+
+namespace cpm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+StatusOr<std::string> Render(const std::string& source, const Json& context = Json::object()) {
+  CPM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::Parse(source));
+  return t.Render(context);
+}
+
+std::string MustRender(const std::string& source, const Json& context = Json::object()) {
+  StatusOr<std::string> r = Render(source, context);
+  EXPECT_TRUE(r.ok()) << source << "\n" << r.status().ToString();
+  return r.ok() ? *r : std::string();
+}
+
+TEST(JinjaFeatures, MatchesJinja2Cases) {
+  std::ifstream in(std::string(CPM_SOURCE_DIR) + "/tests/conformance/chat/jinja_cases.json");
+  ASSERT_TRUE(in.good());
+  Json cases = Json::parse(in);
+  ASSERT_GE(cases.size(), 50u);
+  for (const Json& c : cases) {
+    const std::string name = c["name"].get<std::string>();
+    StatusOr<std::string> got = Render(c["template"].get<std::string>(), c["context"]);
+    if (c.contains("output")) {
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
+      EXPECT_EQ(*got, c["output"].get<std::string>()) << name;
+    } else if (c.contains("raise")) {
+      ASSERT_FALSE(got.ok()) << name;
+      EXPECT_EQ(got.status().message(), c["raise"].get<std::string>()) << name;
+    } else {
+      EXPECT_FALSE(got.ok()) << name << " rendered " << (got.ok() ? *got : "");
+      if (!got.ok()) {
+        EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << name;
+      }
+    }
+  }
+}
+
+// Parse errors carry the 1-based line and column of the offending token.
+void ExpectSyntaxError(const std::string& source, int line, int column, const std::string& fragment) {
+  StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);
+  ASSERT_FALSE(t.ok()) << source;
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  const std::string prefix =
+      "chat template line " + std::to_string(line) + ", column " + std::to_string(column) + ": ";
+  EXPECT_EQ(t.status().message().rfind(prefix, 0), 0u) << t.status().message();
+  EXPECT_NE(t.status().message().find(fragment), std::string::npos) << t.status().message();
+}
+
+TEST(JinjaSyntax, ErrorsHaveLineAndColumn) {
+  ExpectSyntaxError("hello\n{% if x %}\nno end", 3, 7, "expected 'elif' or 'else' or 'endif'");
+  ExpectSyntaxError("{{ 1 + }}", 1, 8, "expected an expression");
+  ExpectSyntaxError("a\n\n  {% include 'x.j2' %}", 3, 6, "unsupported tag 'include'");
+  ExpectSyntaxError("{% frobnicate %}", 1, 4, "unknown tag 'frobnicate'");
+  ExpectSyntaxError("{{ x | nosuchfilter }}", 1, 8, "no filter named 'nosuchfilter'");
+  ExpectSyntaxError("{{ x is nosuchtest }}", 1, 9, "no test named 'nosuchtest'");
+  ExpectSyntaxError("line1\n{{ 'unterminated }}", 2, 4, "unterminated string literal");
+  ExpectSyntaxError("{{ x ", 1, 1, "expected '}}'");
+  ExpectSyntaxError("{# never closed", 1, 1, "unterminated comment");
+  ExpectSyntaxError("{% for x in y %}{% endif %}", 1, 20, "unexpected 'endif', expected 'else' or 'endfor'");
+  ExpectSyntaxError("{{ a ? b }}", 1, 6, "unexpected character '?'");
+  ExpectSyntaxError("{% macro f(a=1, b) %}{% endmacro %}", 1, 18, "non-default argument");
+  // Column counts code points, not bytes.
+  ExpectSyntaxError("héllo {{ ) }}", 1, 10, "unexpected ')'");
+}
+
+TEST(JinjaSyntax, DeepNestingFailsCleanly) {
+  std::string deep(5000, '(');
+  StatusOr<ChatTemplate> e = ChatTemplate::Parse("{{ " + deep + "1" + std::string(5000, ')') + " }}");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("nested too deeply"), std::string::npos);
+  std::string blocks;
+  for (int i = 0; i < 1000; ++i) blocks += "{% if true %}";
+  StatusOr<ChatTemplate> t = ChatTemplate::Parse(blocks);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("nested too deeply"), std::string::npos);
+}
+
+TEST(JinjaLimits, RunawayTemplatesStop) {
+  // Unbounded macro recursion.
+  StatusOr<std::string> r = Render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  // Output that doubles every iteration.
+  r = Render("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  // String repetition is checked before allocating.
+  r = Render("{{ 'x' * 100000000000 }}");
+  ASSERT_FALSE(r.ok());
+  // Many nested loops: the step budget ends it.
+  r = Render("{% for a in range(3000) %}{% for b in range(3000) %}{% endfor %}{% endfor %}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(JinjaRuntime, ErrorsCarryTheTemplateLine) {
+  StatusOr<std::string> r = Render("ok\n{{ 1 }}\n{{ none.x.y }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("chat template line 3: ", 0), 0u) << r.status().message();
+  // raise_exception's message is returned exactly, without a location.
+  r = Render("\n\n{{ raise_exception('Only user and assistant roles are supported!') }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "Only user and assistant roles are supported!");
+}
+
+TEST(JinjaRuntime, TransformersExtensions) {
+  // transformers' {% generation %} tag renders its body unchanged.
+  EXPECT_EQ(MustRender("a {%- generation %} gen {% endgeneration -%} b"), "a gen b");
+  // strftime_now exists and formats the current time.
+  std::string year = MustRender("{{ strftime_now('%Y') }}");
+  EXPECT_EQ(year.size(), 4u);
+  // tojson keeps non-ASCII and uses Python's separators; its positional order is transformers'.
+  EXPECT_EQ(MustRender("{{ x|tojson }}", Json{{"x", Json{{"k", "é"}}}}), "{\"k\": \"é\"}");
+  EXPECT_EQ(MustRender("{{ x|tojson(true) }}", Json{{"x", "é😀"}}), "\"\\u00e9\\ud83d\\ude00\"");
+  EXPECT_EQ(MustRender("{{ x|tojson(separators=(',', ':')) }}", Json{{"x", Json{{"a", Json::array({1, 2})}}}}),
+            "{\"a\":[1,2]}");
+}
+
+TEST(JinjaRuntime, ObjectKeyOrderFollowsInput) {
+  Json ctx = Json::parse(R"({"d": {"zeta": 1, "alpha": 2, "mid": {"y": 1, "b": 2}}})");
+  EXPECT_EQ(MustRender("{{ d|tojson }}|{% for k, v in d|items %}{{ k }}{% endfor %}", ctx),
+            "{\"zeta\": 1, \"alpha\": 2, \"mid\": {\"y\": 1, \"b\": 2}}|zetaalphamid");
+}
+
+TEST(RenderChat, BuildsTransformersContext) {
+  StatusOr<ChatTemplate> t = ChatTemplate::Parse(
+      "{{ bos_token }}|{{ tools is none }}|{{ documents is none }}|{{ add_generation_prompt }}|"
+      "{{ enable_thinking }}|{{ eos_token is defined }}|{{ messages|length }}|{{ custom }}");
+  ASSERT_TRUE(t.ok());
+  ChatRenderInput input;
+  input.messages = Json::parse(R"([{"role": "user", "content": "hi"}])");
+  input.bos_token = "<s>";
+  input.add_generation_prompt = true;
+  input.chat_template_kwargs = Json{{"enable_thinking", false}, {"custom", "c"}, {"messages", "ignored"}};
+  StatusOr<std::string> r = RenderChat(*t, input);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "<s>|True|True|True|False|False|1|c");
+  input.tools = Json::parse(R"([{"type": "function"}])");
+  input.chat_template_kwargs = Json{{"add_generation_prompt", false}};
+  r = RenderChat(*t, input);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "<s>|False|True|False||False|1|");
+}
+
+TEST(RenderChat, ConcurrentRendersShareOneTemplate) {
+  StatusOr<ChatTemplate> t = ChatTemplate::Parse(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+      "{{ m.content }}{% endfor %}:{{ ns.n }}");
+  ASSERT_TRUE(t.ok());
+  std::vector<std::thread> threads;
+  std::vector<std::string> results(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      ChatRenderInput input;
+      for (int k = 0; k <= i; ++k) input.messages.push_back(Json{{"role", "user"}, {"content", std::to_string(i)}});
+      for (int rep = 0; rep < 200; ++rep) {
+        StatusOr<std::string> r = RenderChat(*t, input);
+        results[i] = r.ok() ? *r : r.status().ToString();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(results[i], std::string(i + 1, static_cast<char>('0' + i)) + ":" + std::to_string(i + 1));
+  }
+}
+
+TEST(LoadChatTemplateArg, FileInlineOrError) {
+  std::string path = ::testing::TempDir() + "/cpm_chat_template_test.jinja";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{{ 'from file' }}\n";
+  }
+  StatusOr<std::string> r = LoadChatTemplateArg(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "{{ 'from file' }}\n");
+  std::remove(path.c_str());
+  r = LoadChatTemplateArg("{% for m in messages %}{{ m.content }}{% endfor %}");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "{% for m in messages %}{{ m.content }}{% endfor %}");
+  r = LoadChatTemplateArg("/no/such/template.jinja");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cpm

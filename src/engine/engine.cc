@@ -1,0 +1,411 @@
+// The engine loop: one thread owns the scheduler, the KV cache, the state slots and the model.
+// HTTP threads talk to it only through a locked inbox (new requests, cancels) and read a
+// stats snapshot it publishes; everything else here runs on the engine thread.
+#include "engine/engine.h"
+
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/request_sampler.h"
+#include "engine/request_state.h"
+#include "engine/scheduler.h"
+#include "kv/block_pool.h"
+#include "kv/kv_cache.h"
+#include "kv/state_slots.h"
+
+namespace cpm {
+
+using Clock = RequestTimes::Clock;
+
+class Engine::Impl {
+ public:
+  Impl(std::unique_ptr<Model> model, const EngineConfig& config, ThreadPool* pool)
+      : model_(std::move(model)), config_(config), pool_(pool) {}
+  ~Impl() { Shutdown(); }
+
+  Status Init();
+  std::shared_ptr<RequestStream> Submit(EngineRequest request);
+  void Cancel(const std::string& request_id);
+  EngineStats Stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+  void Shutdown();
+  const ModelInfo& model_info() const { return model_->info(); }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  void Loop();
+  // Validates and queues new requests, then applies cancels (a request submitted and
+  // cancelled before the engine saw it is cancelled too).
+  void Drain(std::vector<std::unique_ptr<RequestState>>* fresh, std::vector<std::string>* cancels);
+  Status Validate(const RequestState& r) const;
+  void Step();
+  // Ends a live request: frees its blocks and slot at once, then queues its last event.
+  void Finish(RequestState* r, TokenEvent event);
+  // Ends a request that never became live.
+  void Reject(RequestState& r, const Status& error);
+  TokenEvent MakeEvent(const RequestState& r) const;
+  void PublishStats();
+  void FlushEvents();
+
+  std::unique_ptr<Model> model_;
+  EngineConfig config_;
+  ThreadPool* pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // when the caller passed none
+
+  // Engine-thread state.
+  std::unique_ptr<KvCache> kv_cache_;
+  std::unique_ptr<BlockPool> blocks_;
+  std::unique_ptr<StateSlots> slots_;
+  std::unique_ptr<KvCacheManager> kv_manager_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  StepLogits step_logits_;
+  std::vector<float> scratch_;
+  // Events of this step, pushed after the stats snapshot so that a client that sees its
+  // finished event also sees the freed blocks in Stats().
+  std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> pending_events_;
+  int64_t num_steps_ = 0;
+  int64_t num_finished_ = 0;
+  int64_t prompt_tokens_total_ = 0;
+  int64_t generation_tokens_total_ = 0;
+
+  // Inbox, shared with the HTTP threads.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<RequestState>> inbox_;
+  std::vector<std::string> cancels_;
+  bool stop_ = false;
+  bool stopped_ = false;
+  int64_t next_seq_no_ = 0;
+  std::thread thread_;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+};
+
+Status Engine::Impl::Init() {
+  const ModelInfo& info = model_->info();
+  if (config_.block_size <= 0 || config_.num_kv_blocks <= 0 || config_.max_num_seqs <= 0 ||
+      config_.max_num_batched_tokens <= 0) {
+    return InvalidArgument("engine config: block_size, num_kv_blocks, max_num_seqs and "
+                           "max_num_batched_tokens must be positive");
+  }
+  if (config_.max_model_len <= 0) config_.max_model_len = info.max_position_embeddings;
+  if (!pool_) {
+    own_pool_ = std::make_unique<ThreadPool>(1);
+    pool_ = own_pool_.get();
+  }
+  const bool hybrid = info.state_slot_bytes > 0;
+  if (hybrid && config_.enable_prefix_caching) {
+    // A recurrent state summarises the whole prefix and cannot be rebuilt from K/V blocks.
+    CPM_LOG_INFO("Hybrid or mamba-based model detected: disabling prefix caching");
+    config_.enable_prefix_caching = false;
+  }
+  try {
+    kv_cache_ = std::make_unique<KvCache>(info.kv, config_.num_kv_blocks, config_.block_size, info.dtype);
+    if (hybrid) {
+      if (config_.num_state_slots <= 0) config_.num_state_slots = config_.max_num_seqs;
+      slots_ = std::make_unique<StateSlots>(config_.num_state_slots, info.state_slot_bytes);
+    }
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("cannot allocate the KV cache (" + std::to_string(config_.num_kv_blocks) +
+                             " blocks) or the state slots");
+  }
+  blocks_ = std::make_unique<BlockPool>(config_.num_kv_blocks);
+  // The prefix-cache hash key is a per-process secret (see block_hash.h).
+  std::random_device rd;
+  const uint64_t key = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  kv_manager_ = std::make_unique<KvCacheManager>(*blocks_, config_.block_size, config_.enable_prefix_caching, key);
+  SchedulerConfig sc;
+  sc.max_num_seqs = config_.max_num_seqs;
+  sc.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sc.max_model_len = config_.max_model_len;
+  scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
+  runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
+  PublishStats();
+  thread_ = std::thread([this] { Loop(); });
+  return OkStatus();
+}
+
+std::shared_ptr<RequestStream> Engine::Impl::Submit(EngineRequest request) {
+  auto r = std::make_unique<RequestState>();
+  r->stream = std::make_shared<RequestStream>();
+  r->times.arrival = Clock::now();
+  r->tokens = request.prompt;
+  r->num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  r->req = std::move(request);
+  std::shared_ptr<RequestStream> stream = r->stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r->seq_no = next_seq_no_++;
+    // A seeded request owns its generator; others derive one from the engine seed and the
+    // request counter, so a run is reproducible for the same arrival order.
+    r->rng.seed(r->req.sampling.seed.value_or(config_.seed + static_cast<uint64_t>(r->seq_no)));
+    if (stopped_) {
+      // The engine thread is gone or going; answer here without touching its state.
+      TokenEvent e = MakeEvent(*r);
+      e.finished = true;
+      e.finish_reason = "error";
+      e.error = Unavailable("the engine is shut down");
+      e.times.finished = Clock::now();
+      stream->Push(std::move(e));
+      return stream;
+    }
+    inbox_.push_back(std::move(r));
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+void Engine::Impl::Cancel(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    cancels_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+void Engine::Impl::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::Impl::Loop() {
+  for (;;) {
+    std::vector<std::unique_ptr<RequestState>> fresh;
+    std::vector<std::string> cancels;
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_->empty(); });
+      fresh.swap(inbox_);
+      cancels.swap(cancels_);
+      stop = stop_;
+      if (stop) stopped_ = true;  // later Submits are rejected at once
+    }
+    Drain(&fresh, &cancels);
+    if (stop) {
+      // Every live request ends with "abort", in admission order of the scheduler's queues.
+      std::vector<RequestState*> live(scheduler_->running().begin(), scheduler_->running().end());
+      live.insert(live.end(), scheduler_->waiting().begin(), scheduler_->waiting().end());
+      for (RequestState* r : live) {
+        TokenEvent e = MakeEvent(*r);
+        e.finish_reason = "abort";
+        Finish(r, std::move(e));
+      }
+      PublishStats();
+      FlushEvents();
+      return;
+    }
+    if (!scheduler_->empty()) Step();
+    PublishStats();
+    FlushEvents();
+  }
+}
+
+Status Engine::Impl::Validate(const RequestState& r) const {
+  const ModelInfo& info = model_->info();
+  if (r.tokens.empty()) return InvalidArgument("a prompt needs at least one token");
+  for (int32_t t : r.tokens) {
+    if (t < 0 || t >= info.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(t) + " is out of vocabulary (size " +
+                             std::to_string(info.vocab_size) + ")");
+    }
+  }
+  if (r.num_prompt_tokens >= config_.max_model_len) {
+    // The caller owns the user-facing text; this is the engine's own guard.
+    return InvalidArgument("prompt of " + std::to_string(r.num_prompt_tokens) +
+                           " tokens leaves no room in max_model_len " + std::to_string(config_.max_model_len));
+  }
+  if (r.req.max_tokens < 0 || r.req.min_tokens < 0) return InvalidArgument("max_tokens and min_tokens must be >= 0");
+  const size_t rows = r.req.embed_rows.size();
+  if (rows > 0) {
+    if (r.req.embeds.size() != rows * static_cast<size_t>(info.hidden_size)) {
+      return InvalidArgument("embeds must hold embed_rows.size() x hidden_size floats");
+    }
+    for (int64_t row : r.req.embed_rows) {
+      if (row < 0 || row >= r.num_prompt_tokens) return InvalidArgument("embed row outside the prompt");
+    }
+  }
+  return scheduler_->CheckFits(r);
+}
+
+void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
+                         std::vector<std::string>* cancels) {
+  for (std::unique_ptr<RequestState>& r : *fresh) {
+    Status st = Validate(*r);
+    if (st.ok() && scheduler_->Find(r->req.request_id) != nullptr) {
+      st = InvalidArgument("request id '" + r->req.request_id + "' is already in use");
+    }
+    if (!st.ok()) {
+      Reject(*r, st);
+      continue;
+    }
+    if (r->req.max_tokens == 0) {  // nothing to generate
+      TokenEvent e = MakeEvent(*r);
+      e.finished = true;
+      e.finish_reason = "length";
+      e.num_cached_tokens = 0;
+      e.times.finished = Clock::now();
+      ++num_finished_;
+      pending_events_.emplace_back(r->stream, std::move(e));
+      continue;
+    }
+    scheduler_->Add(std::move(r));
+  }
+  for (const std::string& id : *cancels) {
+    RequestState* r = scheduler_->Find(id);
+    if (!r) continue;  // already finished, or never existed
+    TokenEvent e = MakeEvent(*r);
+    e.finish_reason = "abort";
+    Finish(r, std::move(e));
+  }
+}
+
+TokenEvent Engine::Impl::MakeEvent(const RequestState& r) const {
+  TokenEvent e;
+  e.num_prompt_tokens = r.num_prompt_tokens;
+  e.num_cached_tokens = std::max<int64_t>(r.num_cached_tokens, 0);
+  e.num_preemptions = r.num_preemptions;
+  e.times = r.times;
+  return e;
+}
+
+void Engine::Impl::Reject(RequestState& r, const Status& error) {
+  TokenEvent e = MakeEvent(r);
+  e.finished = true;
+  e.finish_reason = "error";
+  e.error = error;
+  e.times.finished = Clock::now();
+  ++num_finished_;
+  pending_events_.emplace_back(r.stream, std::move(e));
+}
+
+void Engine::Impl::Finish(RequestState* r, TokenEvent event) {
+  event.finished = true;
+  event.times.finished = Clock::now();
+  std::shared_ptr<RequestStream> stream = r->stream;
+  scheduler_->Remove(r);  // frees blocks and slot; `r` is gone after this
+  ++num_finished_;
+  pending_events_.emplace_back(std::move(stream), std::move(event));
+}
+
+void Engine::Impl::Step() {
+  SchedulerOutput plan = scheduler_->Schedule();
+  if (plan.seqs.empty()) {
+    // Nothing fits although nothing runs: only a request larger than the whole cache could do
+    // this, and Validate rejects those; end it rather than spin.
+    if (plan.preempted.empty() && scheduler_->num_running() == 0 && scheduler_->num_waiting() > 0) {
+      RequestState* r = scheduler_->waiting().front();
+      TokenEvent e = MakeEvent(*r);
+      e.finish_reason = "error";
+      e.error = ResourceExhausted("request does not fit in the KV cache");
+      Finish(r, std::move(e));
+    }
+    return;
+  }
+  const Clock::time_point start = Clock::now();
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.req->scheduled_once) {
+      s.req->scheduled_once = true;
+      s.req->times.first_scheduled = start;
+    }
+  }
+  Status st = runner_->Run(plan, &step_logits_);
+  ++num_steps_;
+  if (!st.ok()) {
+    // One failed forward ends the requests in it, never the engine.
+    CPM_LOG_ERROR("forward step failed: {}", st.ToString());
+    for (const ScheduledSeq& s : plan.seqs) {
+      TokenEvent e = MakeEvent(*s.req);
+      e.finish_reason = "error";
+      e.error = st;
+      Finish(s.req, std::move(e));
+    }
+    return;
+  }
+  for (const ScheduledSeq& s : plan.seqs) {
+    s.req->num_computed += s.num_tokens;
+    kv_manager_->CacheFullBlocks(*s.req);
+  }
+  const Clock::time_point done = Clock::now();
+  const int64_t vocab = model_->info().vocab_size;
+  for (size_t i = 0; i < step_logits_.rows.size(); ++i) {
+    RequestState* r = step_logits_.rows[i];
+    SampledToken sampled = SampleForRequest(*r, step_logits_.logits.data() + i * vocab, vocab, &scratch_);
+    if (r->num_output_tokens() == 0) {
+      r->times.first_token = done;
+      prompt_tokens_total_ += r->num_prompt_tokens;
+    }
+    r->tokens.push_back(sampled.token);
+    r->times.token_time = done;
+    ++generation_tokens_total_;
+    TokenEvent e = MakeEvent(*r);
+    e.tokens.push_back(sampled.token);
+    if (sampled.logprobs) e.logprobs.push_back(std::move(*sampled.logprobs));
+    const FinishDecision d = CheckFinish(*r, config_.max_model_len);
+    if (d.finished) {
+      e.finish_reason = d.reason;
+      e.stop_token = d.stop_token;
+      Finish(r, std::move(e));
+    } else {
+      pending_events_.emplace_back(r->stream, std::move(e));
+    }
+  }
+}
+
+void Engine::Impl::PublishStats() {
+  EngineStats s;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.kv_cache_usage = blocks_->Usage();
+  s.prefix_cache_queries = scheduler_->prefix_cache_queries();
+  s.prefix_cache_hits = scheduler_->prefix_cache_hits();
+  s.num_preemptions = scheduler_->num_preemptions();
+  s.prompt_tokens_total = prompt_tokens_total_;
+  s.generation_tokens_total = generation_tokens_total_;
+  s.num_free_blocks = blocks_->num_free();
+  s.num_total_blocks = blocks_->num_blocks();
+  s.num_cached_free_blocks = blocks_->num_cached_free();
+  s.num_steps = num_steps_;
+  s.num_requests_finished = num_finished_;
+  s.prefix_caching_enabled = kv_manager_->prefix_caching();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+void Engine::Impl::FlushEvents() {
+  for (auto& [stream, event] : pending_events_) stream->Push(std::move(event));
+  pending_events_.clear();
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model, const EngineConfig& config,
+                                                  ThreadPool* pool) {
+  if (!model) return InvalidArgument("Engine::Create needs a model");
+  auto impl = std::make_unique<Impl>(std::move(model), config, pool);
+  CPM_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() { Shutdown(); }
+std::shared_ptr<RequestStream> Engine::Submit(EngineRequest request) { return impl_->Submit(std::move(request)); }
+void Engine::Cancel(const std::string& request_id) { impl_->Cancel(request_id); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
+const ModelInfo& Engine::model_info() const { return impl_->model_info(); }
+const EngineConfig& Engine::config() const { return impl_->config(); }
+void Engine::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace cpm

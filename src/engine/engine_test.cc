@@ -1,0 +1,423 @@
+// Engine tests over FakeModel: outputs are checked against an oracle computed independently
+// from FakeModel::Logits, so a wrong block table, a bad prefix hit or a lost token shows up.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "engine/fake_model.h"
+#include "engine/engine_test_util.h"
+
+namespace cpm {
+namespace {
+
+TEST(EngineTest, SingleGreedyRequestMatchesOracle) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine({}, {}, &fake);
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9};
+  Result r = Collect(engine->Submit(Req("a", prompt, 12)));
+  ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+  EXPECT_EQ(r.tokens, OracleGreedy(prompt, 12, 97));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.num_events, 12);
+  EXPECT_EQ(r.last.num_prompt_tokens, 5);
+  const RequestTimes& t = r.last.times;
+  EXPECT_LE(t.arrival, t.first_scheduled);
+  EXPECT_LE(t.first_scheduled, t.first_token);
+  EXPECT_LE(t.first_token, t.token_time);
+  EXPECT_LE(t.token_time, t.finished);
+  EngineStats s = engine->Stats();
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  EXPECT_EQ(s.generation_tokens_total, 12);
+  EXPECT_EQ(s.prompt_tokens_total, 5);
+  EXPECT_EQ(s.num_requests_finished, 1);
+  EXPECT_EQ(s.num_running + s.num_waiting, 0);
+}
+
+TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
+  EngineConfig c = SmallConfig();
+  c.max_num_batched_tokens = 8;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  const std::vector<int32_t> prompt = Range(1, 31);  // 30 tokens
+  Result r = Collect(engine->Submit(Req("a", prompt, 3)));
+  ASSERT_TRUE(r.error.ok());
+  EXPECT_EQ(r.tokens, OracleGreedy(prompt, 3, 97));
+  std::vector<int64_t> chunk_sizes, starts;
+  for (const FakeStep& s : fake->Steps()) {
+    ASSERT_EQ(s.seqs.size(), 1u);
+    chunk_sizes.push_back(s.seqs[0].num_tokens);
+    starts.push_back(s.seqs[0].num_computed);
+  }
+  EXPECT_EQ(chunk_sizes, (std::vector<int64_t>{8, 8, 8, 6, 1, 1}));
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 8, 16, 24, 30, 31}));
+}
+
+// Submits `reqs` so that the engine sees them all in one drain: a warm-up request holds the
+// engine inside Forward while they are queued.
+std::vector<std::shared_ptr<RequestStream>> SubmitTogether(Engine& engine, FakeModel& fake,
+                                                           std::vector<EngineRequest> reqs) {
+  fake.Pause();
+  auto warm = engine.Submit(Req("warm-up", {1}, 1));
+  fake.WaitUntilBlocked();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (EngineRequest& r : reqs) streams.push_back(engine.Submit(std::move(r)));
+  fake.Resume();
+  Collect(warm);
+  return streams;
+}
+
+TEST(EngineTest, MixedStepsRespectBudgetAndMaxNumSeqs) {
+  EngineConfig c = SmallConfig();
+  c.max_num_batched_tokens = 10;
+  c.max_num_seqs = 3;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(Req("r" + std::to_string(i), Range(i + 1, i + 8 + 3 * i), 5));
+  std::vector<std::vector<int32_t>> prompts;
+  for (auto& r : reqs) prompts.push_back(r.prompt);
+  auto streams = SubmitTogether(*engine, *fake, reqs);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, OracleGreedy(prompts[i], 5, 97)) << i;
+  }
+  bool saw_mixed = false;
+  for (const FakeStep& s : fake->Steps()) {
+    EXPECT_LE(s.num_tokens, 10);
+    EXPECT_LE(static_cast<int64_t>(s.seqs.size()), 3);
+    bool decode = false, prefill = false;
+    for (const SeqStep& q : s.seqs) (q.num_tokens == 1 && q.num_computed > 0 ? decode : prefill) = true;
+    saw_mixed |= decode && prefill;
+  }
+  EXPECT_TRUE(saw_mixed) << "no step mixed a decode with a prefill chunk";
+}
+
+TEST(EngineTest, PreemptionUnderTinyPoolKeepsOutputs) {
+  EngineConfig c = SmallConfig();
+  c.num_kv_blocks = 12;  // one request needs up to 8 blocks of 4
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  std::vector<EngineRequest> reqs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back(Req("r" + std::to_string(i), Range(10 * i, 10 * i + 10), 20));
+    prompts.push_back(reqs.back().prompt);
+  }
+  auto streams = SubmitTogether(*engine, *fake, reqs);
+  int64_t preempted_requests = 0;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, OracleGreedy(prompts[i], 20, 97)) << i;
+    preempted_requests += r.last.num_preemptions > 0;
+  }
+  EngineStats s = engine->Stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_GT(preempted_requests, 0);
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+}
+
+TEST(EngineTest, CancelFreesBlocksAtOnce) {
+  FakeModelOptions o;
+  o.step_delay_us = 1000;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), o, &fake);
+  auto stream = engine->Submit(Req("long", Range(0, 40), 900));
+  TokenEvent first;
+  ASSERT_TRUE(stream->Next(&first, std::chrono::milliseconds(20000)));
+  EXPECT_LT(engine->Stats().num_free_blocks, engine->Stats().num_total_blocks);
+  engine->Cancel("long");
+  Result r = Collect(stream);
+  EXPECT_EQ(r.finish_reason, "abort");
+  EXPECT_LT(r.tokens.size(), 800u);
+  EngineStats s = engine->Stats();  // the abort event comes after the blocks are free
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  EXPECT_EQ(s.num_running, 0);
+  engine->Cancel("long");     // already gone: ignored
+  engine->Cancel("unknown");  // never existed: ignored
+  Result again = Collect(engine->Submit(Req("next", {3, 4}, 2)));
+  EXPECT_TRUE(again.error.ok());
+}
+
+TEST(EngineTest, PrefixCacheHitsGiveIdenticalOutputs) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  EngineRequest a = Req("a", Range(20, 40), 8);  // 20 tokens = 5 full blocks of 4
+  a.logprobs = 3;
+  EngineRequest b = a;
+  b.request_id = "b";
+  Result ra = Collect(engine->Submit(a));
+  Result rb = Collect(engine->Submit(b));
+  ASSERT_TRUE(ra.error.ok() && rb.error.ok());
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  EXPECT_EQ(ra.last.num_cached_tokens, 0);
+  // The last token is always recomputed, so 19 tokens can hit: 4 full blocks.
+  EXPECT_EQ(rb.last.num_cached_tokens, 16);
+  ASSERT_EQ(ra.logprobs.size(), rb.logprobs.size());
+  for (size_t i = 0; i < ra.logprobs.size(); ++i) {
+    EXPECT_EQ(ra.logprobs[i].logprob, rb.logprobs[i].logprob);
+    EXPECT_EQ(ra.logprobs[i].top, rb.logprobs[i].top);
+  }
+  EngineStats s = engine->Stats();
+  EXPECT_EQ(s.prefix_cache_queries, 40);
+  EXPECT_EQ(s.prefix_cache_hits, 16);
+  // The hit skipped computing: b's first step started at token 16.
+  const std::vector<FakeStep> steps = fake->Steps();
+  int64_t b_first = -1;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].seqs[0].num_computed == 16 && steps[i].seqs[0].num_tokens == 4) b_first = static_cast<int64_t>(i);
+  }
+  EXPECT_GE(b_first, 0);
+  // A different prompt with the same first block shares only that block.
+  Result rc = Collect(engine->Submit(Req("c", {20, 21, 22, 23, 0, 0, 0, 0, 0}, 2)));
+  EXPECT_EQ(rc.last.num_cached_tokens, 4);
+  EXPECT_EQ(rc.tokens, OracleGreedy({20, 21, 22, 23, 0, 0, 0, 0, 0}, 2, 97));
+}
+
+TEST(EngineTest, PrefixCachingOffMeansNoHits) {
+  EngineConfig c = SmallConfig();
+  c.enable_prefix_caching = false;
+  auto engine = MakeFakeEngine(c, {}, nullptr);
+  Collect(engine->Submit(Req("a", Range(20, 40), 2)));
+  Result rb = Collect(engine->Submit(Req("b", Range(20, 40), 2)));
+  EXPECT_EQ(rb.last.num_cached_tokens, 0);
+  EXPECT_EQ(engine->Stats().prefix_cache_hits, 0);
+  EXPECT_FALSE(engine->Stats().prefix_caching_enabled);
+}
+
+TEST(EngineTest, LruEvictionKeepsRecentPrefixes) {
+  EngineConfig c = SmallConfig();
+  c.num_kv_blocks = 10;
+  auto engine = MakeFakeEngine(c, {}, nullptr);
+  const std::vector<int32_t> p1 = Range(1, 10), p2 = Range(40, 49), p3 = Range(60, 85);
+  Collect(engine->Submit(Req("p1", p1, 1)));  // caches 2 blocks, freed first
+  Collect(engine->Submit(Req("p2", p2, 1)));  // caches 2 blocks, freed later
+  EXPECT_EQ(engine->Stats().num_cached_free_blocks, 4);
+  // 25 tokens take 7 of the 10 blocks: the least recently freed cached ones (p1's) go.
+  Collect(engine->Submit(Req("p3", p3, 1)));
+  Result r2 = Collect(engine->Submit(Req("p2b", p2, 3)));
+  Result r1 = Collect(engine->Submit(Req("p1b", p1, 3)));
+  EXPECT_EQ(r2.last.num_cached_tokens, 8);
+  EXPECT_EQ(r1.last.num_cached_tokens, 0);
+  EXPECT_EQ(r2.tokens, OracleGreedy(p2, 3, 97));
+  EXPECT_EQ(r1.tokens, OracleGreedy(p1, 3, 97));
+}
+
+// An output index whose token did not occur before it (so a stop there is unambiguous).
+int64_t FirstNewTokenAfter(const std::vector<int32_t>& out, int64_t from) {
+  for (int64_t k = from; k < static_cast<int64_t>(out.size()); ++k) {
+    if (std::find(out.begin(), out.begin() + k, out[k]) == out.begin() + k) return k;
+  }
+  return -1;
+}
+
+TEST(EngineTest, StopEosIgnoreEosAndMinTokens) {
+  auto engine = MakeFakeEngine(SmallConfig(), {}, nullptr);
+  const std::vector<int32_t> prompt = {7, 3, 9};
+  const std::vector<int32_t> full = OracleGreedy(prompt, 12, 97);
+  const int64_t k = FirstNewTokenAfter(full, 3);
+  ASSERT_GE(k, 3);
+  const int32_t t = full[k];
+
+  EngineRequest stop = Req("stop", prompt, 12);
+  stop.stop_token_ids = {t};
+  Result rs = Collect(engine->Submit(stop));
+  EXPECT_EQ(rs.tokens, std::vector<int32_t>(full.begin(), full.begin() + k + 1));
+  EXPECT_EQ(rs.finish_reason, "stop");
+  EXPECT_EQ(rs.stop_token, t);
+
+  EngineRequest eos = Req("eos", prompt, 12);
+  eos.eos_token_ids = {t};
+  Result re = Collect(engine->Submit(eos));
+  EXPECT_EQ(re.tokens.size(), static_cast<size_t>(k + 1));
+  EXPECT_EQ(re.finish_reason, "stop");
+  EXPECT_FALSE(re.stop_token.has_value());
+
+  eos.request_id = "ignore";
+  eos.ignore_eos = true;
+  Result ri = Collect(engine->Submit(eos));
+  EXPECT_EQ(ri.tokens, full);
+  EXPECT_EQ(ri.finish_reason, "length");
+
+  // min_tokens beyond k: the stop token cannot be drawn at k, nor end the request early.
+  EngineRequest min = Req("min", prompt, 12);
+  min.stop_token_ids = {t};
+  min.min_tokens = k + 1;
+  Result rm = Collect(engine->Submit(min));
+  ASSERT_GT(rm.tokens.size(), static_cast<size_t>(k));
+  EXPECT_EQ(std::vector<int32_t>(rm.tokens.begin(), rm.tokens.begin() + k),
+            std::vector<int32_t>(full.begin(), full.begin() + k));
+  EXPECT_NE(rm.tokens[k], t);
+
+  Result zero = Collect(engine->Submit(Req("zero", prompt, 0)));
+  EXPECT_TRUE(zero.tokens.empty());
+  EXPECT_EQ(zero.finish_reason, "length");
+}
+
+TEST(EngineTest, MaxModelLenEndsWithLength) {
+  EngineConfig c = SmallConfig();
+  c.max_model_len = 10;
+  auto engine = MakeFakeEngine(c, {}, nullptr);
+  Result r = Collect(engine->Submit(Req("a", {1, 2, 3, 4, 5, 6}, 50)));
+  EXPECT_EQ(r.tokens.size(), 4u);
+  EXPECT_EQ(r.finish_reason, "length");
+}
+
+TEST(EngineTest, BadRequestsGetErrorEventsAndTheEngineGoesOn) {
+  EngineConfig c = SmallConfig();
+  c.num_kv_blocks = 5;  // 20 tokens at most
+  auto engine = MakeFakeEngine(c, {}, nullptr);
+  Result too_big = Collect(engine->Submit(Req("big", Range(0, 15), 10)));
+  EXPECT_EQ(too_big.error.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(too_big.finish_reason, "error");
+  EXPECT_EQ(Collect(engine->Submit(Req("empty", {}, 3))).error.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Collect(engine->Submit(Req("oov", {1, 97}, 3))).error.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Collect(engine->Submit(Req("neg", {1}, -1))).error.code(), StatusCode::kInvalidArgument);
+  EngineRequest mm = Req("mm", {1, 2, 3}, 2);
+  mm.embed_rows = {5};
+  mm.embeds.assign(4, 0.0f);
+  EXPECT_EQ(Collect(engine->Submit(mm)).error.code(), StatusCode::kInvalidArgument);
+  // Exactly full: 15 prompt + 6 output tokens keep 20 in the cache (the last is never fed).
+  Result fits = Collect(engine->Submit(Req("fits", Range(0, 15), 6)));
+  EXPECT_TRUE(fits.error.ok()) << fits.error.ToString();
+  EXPECT_EQ(fits.tokens, OracleGreedy(Range(0, 15), 6, 97));
+}
+
+TEST(EngineTest, DuplicateLiveIdIsRejected) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  auto streams = SubmitTogether(*engine, *fake, {Req("same", {1, 2}, 3), Req("same", {1, 2}, 3)});
+  Result a = Collect(streams[0]), b = Collect(streams[1]);
+  EXPECT_TRUE(a.error.ok());
+  EXPECT_EQ(b.error.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(EngineTest, LogprobsAreTheModelsDistributionBeforePenalties) {
+  auto engine = MakeFakeEngine(SmallConfig(), {}, nullptr);
+  EngineRequest r = Req("lp", {4, 5, 6}, 1);
+  r.logprobs = 2;
+  r.sampling.repetition_penalty = 1.5f;
+  r.sampling.presence_penalty = 0.5f;
+  Result out = Collect(engine->Submit(r));
+  ASSERT_EQ(out.logprobs.size(), 1u);
+  uint64_t h = 0;
+  for (int32_t t : {4, 5, 6}) h = FoldToken(h, t);
+  std::vector<float> row(97);
+  FakeModel::Logits(h, 2, 97, row.data());
+  double z = 0;
+  const float mx = *std::max_element(row.begin(), row.end());
+  for (float v : row) z += std::exp(static_cast<double>(v - mx));
+  const int32_t tok = out.logprobs[0].token;
+  EXPECT_EQ(tok, out.tokens[0]);
+  EXPECT_NEAR(out.logprobs[0].logprob, row[tok] - mx - std::log(z), 1e-4);
+  ASSERT_EQ(out.logprobs[0].top.size(), 2u);
+  const int32_t argmax = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+  EXPECT_EQ(out.logprobs[0].top[0].first, argmax);
+  EXPECT_NEAR(out.logprobs[0].top[0].second, mx - mx - std::log(z), 1e-4);
+  EngineRequest none = Req("none", {4, 5, 6}, 2);
+  EXPECT_TRUE(Collect(engine->Submit(none)).logprobs.empty());
+  none.request_id = "zero";
+  none.logprobs = 0;  // the chosen token only
+  Result z0 = Collect(engine->Submit(none));
+  ASSERT_EQ(z0.logprobs.size(), 2u);
+  EXPECT_TRUE(z0.logprobs[0].top.empty());
+}
+
+TEST(EngineTest, SeededSamplingIgnoresBatchComposition) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  EngineRequest s = Req("seeded", {11, 12, 13}, 16);
+  s.sampling.temperature = 1.0f;
+  s.sampling.seed = 1234;
+  Result alone = Collect(engine->Submit(s));
+  std::vector<EngineRequest> mix;
+  for (int i = 0; i < 7; ++i) {
+    EngineRequest o = Req("other" + std::to_string(i), Range(i, i + 5), 16);
+    o.sampling.temperature = 1.0f;
+    mix.push_back(o);
+  }
+  s.request_id = "seeded-again";
+  mix.insert(mix.begin() + 3, s);
+  auto streams = SubmitTogether(*engine, *fake, mix);
+  std::vector<Result> results;
+  for (auto& st : streams) results.push_back(Collect(st));
+  EXPECT_EQ(results[3].tokens, alone.tokens);
+  // Unseeded requests draw from their own generators: not all equal to the greedy path.
+  EXPECT_NE(results[0].tokens, OracleGreedy(Range(0, 5), 16, 97));
+}
+
+TEST(EngineTest, MultimodalEmbeddingsTakePartInPrefixHashes) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  auto mm = [](const std::string& id, float v) {
+    EngineRequest r = Req(id, Range(1, 14), 3);
+    r.embed_rows = {2, 3};
+    r.embeds.assign(8, v);
+    return r;
+  };
+  Result a = Collect(engine->Submit(mm("a", 0.5f)));
+  Result same = Collect(engine->Submit(mm("same", 0.5f)));
+  Result other = Collect(engine->Submit(mm("other", 0.25f)));
+  Result text = Collect(engine->Submit(Req("text", Range(1, 14), 3)));
+  EXPECT_EQ(same.tokens, a.tokens);
+  EXPECT_EQ(same.last.num_cached_tokens, 12);
+  EXPECT_EQ(other.last.num_cached_tokens, 0);  // the image sits in the first block
+  EXPECT_EQ(text.last.num_cached_tokens, 0);
+  EXPECT_EQ(text.tokens, OracleGreedy(Range(1, 14), 3, 97));
+  EXPECT_NE(a.tokens, text.tokens);
+}
+
+TEST(EngineTest, HybridModelUsesStateSlotsAndNoPrefixCache) {
+  EngineConfig c = SmallConfig();
+  c.num_kv_blocks = 12;
+  c.max_num_seqs = 4;
+  c.num_state_slots = 3;  // fewer than max_num_seqs: admission waits for a slot
+  FakeModelOptions o;
+  o.state_slot_bytes = 8;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, o, &fake);
+  EXPECT_FALSE(engine->Stats().prefix_caching_enabled);
+  std::vector<EngineRequest> reqs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    // 6 prompt tokens take 2 blocks: four would be admitted at once but for the slots.
+    reqs.push_back(Req("h" + std::to_string(i), Range(5 * i, 5 * i + 6), 20));
+    prompts.push_back(reqs.back().prompt);
+  }
+  reqs.push_back(reqs[0]);  // same prompt again: must not hit a cache
+  reqs.back().request_id = "repeat";
+  prompts.push_back(prompts[0]);
+  auto streams = SubmitTogether(*engine, *fake, reqs);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();  // the fake checks its state per step
+    EXPECT_EQ(r.tokens, OracleGreedy(prompts[i], 20, 97)) << i;
+    EXPECT_EQ(r.last.num_cached_tokens, 0);
+  }
+  for (const FakeStep& s : fake->Steps()) EXPECT_LE(s.seqs.size(), 3u);
+  EXPECT_GT(engine->Stats().num_preemptions, 0);
+}
+
+TEST(EngineTest, ShutdownAbortsInFlightAndRejectsLater) {
+  FakeModelOptions o;
+  o.step_delay_us = 1000;
+  auto engine = MakeFakeEngine(SmallConfig(), o, nullptr);
+  auto s1 = engine->Submit(Req("a", {1, 2}, 900));
+  auto s2 = engine->Submit(Req("b", {3, 4}, 900));
+  TokenEvent e;
+  ASSERT_TRUE(s1->Next(&e, std::chrono::milliseconds(20000)));
+  engine->Shutdown();
+  EXPECT_EQ(Collect(s1).finish_reason, "abort");
+  EXPECT_EQ(Collect(s2).finish_reason, "abort");
+  Result late = Collect(engine->Submit(Req("late", {1}, 1)));
+  EXPECT_EQ(late.error.code(), StatusCode::kUnavailable);
+  engine->Shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace cpm

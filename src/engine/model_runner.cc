@@ -1,0 +1,56 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace cpm {
+
+Status ModelRunner::Run(const SchedulerOutput& plan, StepLogits* out) {
+  tokens_.clear();
+  seqs_.clear();
+  logit_rows_.clear();
+  embed_rows_.clear();
+  embeds_.clear();
+  out->rows.clear();
+  const int64_t hidden = model_.info().hidden_size;
+  const int64_t block_size = kv_.block_size();
+  for (const ScheduledSeq& s : plan.seqs) {
+    RequestState& r = *s.req;
+    const int64_t first_row = static_cast<int64_t>(tokens_.size());
+    const int64_t begin = r.num_computed, end = r.num_computed + s.num_tokens;
+    CPM_CHECK(end <= r.num_tokens());
+    CPM_CHECK(static_cast<int64_t>(r.blocks.size()) * block_size >= end);
+    tokens_.insert(tokens_.end(), r.tokens.begin() + begin, r.tokens.begin() + end);
+    SeqStep step;
+    step.num_computed = begin;
+    step.num_tokens = s.num_tokens;
+    step.block_table = r.blocks;
+    step.state_slot = r.state_slot;
+    seqs_.push_back(step);
+    // Multimodal rows of this chunk (recomputed after a preemption like any prompt row).
+    const std::vector<int64_t>& er = r.req.embed_rows;
+    for (size_t j = 0; j < er.size(); ++j) {
+      if (er[j] < begin || er[j] >= end) continue;
+      embed_rows_.push_back(first_row + er[j] - begin);
+      const float* e = r.req.embeds.data() + static_cast<int64_t>(j) * hidden;
+      embeds_.insert(embeds_.end(), e, e + hidden);
+    }
+    // Only a sequence that reaches its newest token samples; a prefill chunk short of it
+    // needs no logits.
+    if (end == r.num_tokens()) {
+      logit_rows_.push_back(first_row + s.num_tokens - 1);
+      out->rows.push_back(&r);
+    }
+  }
+  out->logits.resize(logit_rows_.size() * static_cast<size_t>(model_.info().vocab_size));
+  ForwardBatch batch;
+  batch.tokens = tokens_;
+  batch.seqs = seqs_;
+  batch.logit_rows = logit_rows_;
+  batch.embed_rows = embed_rows_;
+  batch.embeds = embeds_.empty() ? nullptr : embeds_.data();
+  return model_.Forward(batch, kv_, states_, out->logits.data(), pool_);
+}
+
+}  // namespace cpm

@@ -1,0 +1,64 @@
+#include "engine/request_sampler.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace cpm {
+
+SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch) {
+  SampledToken out;
+  const bool want_logprobs = r.req.logprobs >= 0;
+  if (want_logprobs) {
+    // vLLM returns the model's distribution: before penalties and temperature.
+    scratch->resize(static_cast<size_t>(vocab));
+    LogSoftmax(row, vocab, scratch->data());
+  }
+  ApplyPenalties(row, vocab, r.req.sampling, r.prompt(), r.output());
+  if (r.num_output_tokens() < r.req.min_tokens) {
+    // vLLM's min-tokens processor: stop tokens and EOS cannot be drawn yet.
+    for (const auto* ids : {&r.req.stop_token_ids, &r.req.eos_token_ids}) {
+      for (int32_t t : *ids) {
+        if (t >= 0 && t < vocab) row[t] = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  out.token = SampleToken(row, vocab, r.req.sampling, r.rng);
+  if (want_logprobs) {
+    TokenLogprobs lp;
+    lp.token = out.token;
+    lp.logprob = (*scratch)[out.token];
+    if (r.req.logprobs > 0) lp.top = TopK(scratch->data(), vocab, std::min<int64_t>(r.req.logprobs, vocab));
+    out.logprobs = std::move(lp);
+  }
+  return out;
+}
+
+FinishDecision CheckFinish(const RequestState& r, int64_t max_model_len) {
+  FinishDecision d;
+  const int32_t tok = r.tokens.back();
+  const int64_t n_out = r.num_output_tokens();
+  // min_tokens holds back stop tokens and EOS alike (vLLM; they are also masked while
+  // sampling, see SampleForRequest).
+  if (n_out >= r.req.min_tokens) {
+    const auto& stops = r.req.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      d.finished = true;
+      d.reason = "stop";
+      d.stop_token = tok;
+      return d;
+    }
+    const auto& eos = r.req.eos_token_ids;
+    if (!r.req.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) {
+      d.finished = true;
+      d.reason = "stop";
+      return d;
+    }
+  }
+  if (n_out >= r.req.max_tokens || (max_model_len > 0 && r.num_tokens() >= max_model_len)) {
+    d.finished = true;
+    d.reason = "length";
+  }
+  return d;
+}
+
+}  // namespace cpm

@@ -1,0 +1,33 @@
+// Per-request sampling and stop rules for one logits row: log-probs of the raw logits (what
+// vLLM reports), then penalties over prompt and output, then a draw from the request's own
+// generator; and the finish checks (stop tokens, EOS unless ignore_eos, min_tokens,
+// max_tokens, max_model_len). Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request_state.h"
+
+namespace cpm {
+
+struct SampledToken {
+  int32_t token = 0;
+  std::optional<TokenLogprobs> logprobs;  // when the request asked for them
+};
+
+// `row` [vocab] is modified in place (penalties). `scratch` is resized as needed.
+SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch);
+
+struct FinishDecision {
+  bool finished = false;
+  std::string reason;                 // "stop" or "length"
+  std::optional<int32_t> stop_token;  // set when a stop_token_ids entry ended it (not EOS)
+};
+
+// Decides whether `r` ends after its newest output token (already appended to r.tokens).
+FinishDecision CheckFinish(const RequestState& r, int64_t max_model_len);
+
+}  // namespace cpm

@@ -1,0 +1,54 @@
+// RequestState: everything the engine thread knows about one live request: its tokens (prompt,
+// then outputs), how many of them have K/V in the cache, its blocks, state slot, generator and
+// timestamps. Owned by the scheduler; only the engine thread touches it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kv/block_hash.h"
+#include "sampling/sampler.h"
+
+namespace cpm {
+
+enum class RequestStatus { kWaiting, kRunning, kFinished, kCount };
+const char* ToString(RequestStatus s);
+
+struct RequestState {
+  EngineRequest req;
+  std::shared_ptr<RequestStream> stream;
+  int64_t seq_no = 0;  // admission order of Submit (the engine's request counter)
+
+  // Prompt then generated tokens. After a preemption the generated ones are recomputed like
+  // prompt tokens, so the request continues where it stopped.
+  std::vector<int32_t> tokens;
+  int64_t num_prompt_tokens = 0;
+  // Tokens whose K/V (and recurrent state) are in the cache; always < tokens.size() while the
+  // request is live, because the newest sampled token has not been fed yet.
+  int64_t num_computed = 0;
+  std::vector<int32_t> blocks;        // covers at least num_computed tokens
+  std::vector<BlockHash> block_hashes;  // of the full blocks of `tokens`, computed lazily
+  int64_t num_cached_blocks = 0;      // leading blocks registered in the prefix cache
+  int32_t state_slot = -1;
+  Rng rng;
+
+  RequestStatus status = RequestStatus::kWaiting;
+  int64_t num_cached_tokens = -1;     // prefix-cache hit at first admission; -1 before
+  int64_t num_preemptions = 0;
+  RequestTimes times;
+  bool scheduled_once = false;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt() const {
+    return std::span<const int32_t>(tokens).first(static_cast<size_t>(num_prompt_tokens));
+  }
+  std::span<const int32_t> output() const {
+    return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(num_prompt_tokens));
+  }
+};
+
+}  // namespace cpm

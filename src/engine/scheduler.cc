@@ -1,0 +1,145 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace cpm {
+
+const char* ToString(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kWaiting: return "waiting";
+    case RequestStatus::kRunning: return "running";
+    case RequestStatus::kFinished: return "finished";
+    case RequestStatus::kCount: break;
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateSlots* slots)
+    : config_(config), kv_(kv), slots_(slots) {
+  CPM_CHECK(config_.max_num_seqs > 0 && config_.max_num_batched_tokens > 0);
+}
+
+Status Scheduler::CheckFits(const RequestState& r) const {
+  const int64_t max_tokens = std::max<int64_t>(r.req.max_tokens, 0);
+  int64_t tokens = r.num_tokens() + max_tokens;
+  if (config_.max_model_len > 0) tokens = std::min(tokens, config_.max_model_len);
+  // The last sampled token is never fed, so the cache holds at most tokens - 1.
+  const int64_t need = BlocksForTokens(std::max<int64_t>(tokens - 1, 1), kv_.block_size());
+  if (need > kv_.pool().num_blocks()) {
+    return ResourceExhausted("request needs " + std::to_string(need) + " KV cache blocks (" +
+                             std::to_string(tokens) + " tokens of prompt and output) but the cache has only " +
+                             std::to_string(kv_.pool().num_blocks()));
+  }
+  return OkStatus();
+}
+
+void Scheduler::Add(std::unique_ptr<RequestState> r) {
+  RequestState* p = r.get();
+  CPM_CHECK(requests_.emplace(p->req.request_id, std::move(r)).second);
+  p->status = RequestStatus::kWaiting;
+  waiting_.push_back(p);
+}
+
+RequestState* Scheduler::Find(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::ReleaseResources(RequestState& r) {
+  kv_.Free(r);
+  if (r.state_slot >= 0) {
+    slots_->Release(r.state_slot);
+    r.state_slot = -1;
+  }
+}
+
+RequestState* Scheduler::PreemptNewest() {
+  RequestState* victim = running_.back();
+  running_.pop_back();
+  // Recompute from scratch later: its tokens (prompt and outputs so far) stay; the state
+  // slot is freed too because a recurrent state cannot be rewound.
+  ReleaseResources(*victim);
+  victim->status = RequestStatus::kWaiting;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(victim);
+  return victim;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+  // Running requests first (mostly decodes: one token each), in admission order.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    RequestState* r = running_[i];
+    const int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
+    CPM_CHECK(n > 0);  // a live running request always has its newest token to feed
+    bool self_preempted = false;
+    while (!kv_.AllocateSlots(*r, n, nullptr)) {
+      // Victims come from the back, which has not been scheduled yet this step.
+      RequestState* victim = PreemptNewest();
+      out.preempted.push_back(victim);
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    out.seqs.push_back({r, n});
+    out.num_tokens += n;
+    budget -= n;
+    ++i;
+  }
+  // As vLLM: no new admissions in a step that had to preempt (memory is tight).
+  if (out.preempted.empty()) ScheduleWaiting(&budget, &out);
+  return out;
+}
+
+void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
+  while (!waiting_.empty() && *budget > 0 && num_running() < config_.max_num_seqs) {
+    RequestState* r = waiting_.front();
+    CPM_CHECK(r->num_computed == 0 && r->blocks.empty());
+    if (slots_ && slots_->num_free() == 0) break;
+    ComputedBlocks hit = kv_.GetComputedBlocks(*r);
+    const int64_t n = std::min(r->num_tokens() - hit.num_tokens, *budget);
+    if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
+    if (slots_) {
+      const std::optional<int32_t> slot = slots_->Allocate();
+      CPM_CHECK(slot.has_value());  // checked free above
+      r->state_slot = *slot;
+    }
+    if (r->num_cached_tokens < 0) {
+      // Counted once per request, at its first admission (recomputes after preemption are
+      // not new queries).
+      r->num_cached_tokens = hit.num_tokens;
+      prefix_cache_queries_ += r->num_tokens();
+      prefix_cache_hits_ += hit.num_tokens;
+    }
+    waiting_.pop_front();
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+    out->seqs.push_back({r, n});
+    out->num_tokens += n;
+    *budget -= n;
+  }
+}
+
+std::unique_ptr<RequestState> Scheduler::Remove(RequestState* r) {
+  auto it = requests_.find(r->req.request_id);
+  CPM_CHECK(it != requests_.end() && it->second.get() == r);
+  std::unique_ptr<RequestState> owned = std::move(it->second);
+  requests_.erase(it);
+  if (r->status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else if (r->status == RequestStatus::kWaiting) {
+    auto w = std::find(waiting_.begin(), waiting_.end(), r);
+    if (w != waiting_.end()) waiting_.erase(w);
+  }
+  ReleaseResources(*r);
+  r->status = RequestStatus::kFinished;
+  return owned;
+}
+
+}  // namespace cpm

@@ -1,0 +1,85 @@
+// Scheduler: vLLM v1's unified token budget. There is no prefill or decode phase: each request
+// has num_computed tokens and a target (all its known tokens), and each step hands out tokens
+// under max_num_batched_tokens and max_num_seqs, running requests first, then waiting ones;
+// a chunked prefill is just a request given fewer tokens than it needs. When blocks run out
+// the most recently admitted running request is preempted (freed, recomputed later). Owns
+// every live RequestState. Engine thread only; never touches tensors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request_state.h"
+#include "kv/state_slots.h"
+
+namespace cpm {
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 128;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_model_len = 0;
+};
+
+struct ScheduledSeq {
+  RequestState* req = nullptr;
+  int64_t num_tokens = 0;  // new tokens this step, from req->num_computed on
+};
+
+// The plan of one step: a plain data contract between the scheduler and the step runner.
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;  // running ones first, in running order
+  int64_t num_tokens = 0;
+  std::vector<RequestState*> preempted;  // this step; they are waiting again
+};
+
+class Scheduler {
+ public:
+  // `slots` is null unless the model keeps per-sequence state.
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateSlots* slots);
+
+  // OK if the request can ever run: it must fit in the whole KV cache alone.
+  Status CheckFits(const RequestState& r) const;
+  // Queues a request at the back of the waiting queue.
+  void Add(std::unique_ptr<RequestState> r);
+  RequestState* Find(const std::string& request_id);
+
+  SchedulerOutput Schedule();
+
+  // Removes a live request (finished, cancelled or failed), freeing its blocks and slot.
+  std::unique_ptr<RequestState> Remove(RequestState* r);
+
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  bool empty() const { return requests_.empty(); }
+  const std::vector<RequestState*>& running() const { return running_; }
+  const std::deque<RequestState*>& waiting() const { return waiting_; }
+
+  int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }  // tokens
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }        // tokens
+
+ private:
+  // Frees the last running request and puts it at the front of the waiting queue.
+  RequestState* PreemptNewest();
+  void ReleaseResources(RequestState& r);
+  // Admits waiting requests into the remaining budget; stops at the first that does not fit.
+  void ScheduleWaiting(int64_t* budget, SchedulerOutput* out);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  StateSlots* slots_;
+  std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
+  std::vector<RequestState*> running_;  // admission order; the back is preempted first
+  std::deque<RequestState*> waiting_;
+  int64_t num_preemptions_ = 0;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
+};
+
+}  // namespace cpm

@@ -1,0 +1,164 @@
+// Scheduler tests without a model or an engine thread: each step is planned, then "run" by
+// advancing num_computed and appending a token where the sequence reached its end.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+namespace cpm {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int64_t num_blocks, int64_t block_size, SchedulerConfig config, bool prefix = true,
+            int64_t num_slots = 0) {
+    pool_ = std::make_unique<BlockPool>(num_blocks);
+    kv_ = std::make_unique<KvCacheManager>(*pool_, block_size, prefix, 99);
+    if (num_slots > 0) slots_ = std::make_unique<StateSlots>(num_slots, 16);
+    sched_ = std::make_unique<Scheduler>(config, *kv_, slots_.get());
+  }
+
+  RequestState* Add(const std::string& id, int64_t prompt_len, int64_t max_tokens, int32_t first = 0) {
+    auto r = std::make_unique<RequestState>();
+    r->req.request_id = id;
+    r->req.max_tokens = max_tokens;
+    for (int64_t i = 0; i < prompt_len; ++i) r->tokens.push_back(first + static_cast<int32_t>(i));
+    r->num_prompt_tokens = prompt_len;
+    RequestState* p = r.get();
+    EXPECT_TRUE(sched_->CheckFits(*p).ok());
+    sched_->Add(std::move(r));
+    return p;
+  }
+
+  // Plans a step and applies it; returns (id, tokens) per scheduled sequence.
+  std::vector<std::pair<std::string, int64_t>> Step(SchedulerOutput* plan_out = nullptr) {
+    SchedulerOutput plan = sched_->Schedule();
+    std::vector<std::pair<std::string, int64_t>> got;
+    std::vector<RequestState*> done;
+    for (const ScheduledSeq& s : plan.seqs) {
+      got.emplace_back(s.req->req.request_id, s.num_tokens);
+      EXPECT_GE(static_cast<int64_t>(s.req->blocks.size()) * kv_->block_size(), s.req->num_computed + s.num_tokens);
+      s.req->num_computed += s.num_tokens;
+      kv_->CacheFullBlocks(*s.req);
+      if (s.req->num_computed == s.req->num_tokens()) {
+        s.req->tokens.push_back(7);
+        if (s.req->num_output_tokens() >= s.req->req.max_tokens) done.push_back(s.req);
+      }
+    }
+    for (RequestState* r : done) sched_->Remove(r);
+    if (plan_out) *plan_out = plan;
+    return got;
+  }
+
+  using Plan = std::vector<std::pair<std::string, int64_t>>;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<StateSlots> slots_;
+  std::unique_ptr<Scheduler> sched_;
+};
+
+TEST_F(SchedulerTest, RunningFirstThenChunksOfWaiting) {
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 16});
+  Add("a", 40, 3);
+  EXPECT_EQ(Step(), (Plan{{"a", 16}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 16}}));
+  Add("b", 10, 2, 50);
+  EXPECT_EQ(Step(), (Plan{{"a", 8}, {"b", 8}}));  // a finishes its prompt, b starts
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 2}}));  // a decodes, b finishes its prompt
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(sched_->num_running(), 0);
+  EXPECT_TRUE(sched_->empty());
+  EXPECT_EQ(pool_->num_free(), 100);
+}
+
+TEST_F(SchedulerTest, MaxNumSeqsHoldsBackAdmissions) {
+  Init(100, 4, {.max_num_seqs = 2, .max_num_batched_tokens = 100});
+  Add("a", 3, 1);
+  Add("b", 3, 2);
+  Add("c", 3, 1);
+  EXPECT_EQ(Step(), (Plan{{"a", 3}, {"b", 3}}));  // a is done
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  EXPECT_EQ(Step(), (Plan{{"b", 1}, {"c", 3}}));
+  EXPECT_TRUE(sched_->empty());
+}
+
+TEST_F(SchedulerTest, PreemptsNewestAndRequeuesItFirst) {
+  // 6 blocks of 2 tokens. a and b take 2 blocks each for their prompts; decoding needs more.
+  Init(6, 2, {.max_num_seqs = 8, .max_num_batched_tokens = 100}, /*prefix=*/false, /*num_slots=*/4);
+  RequestState* a = Add("a", 4, 8);
+  RequestState* b = Add("b", 4, 8, 50);
+  Add("c", 2, 1, 80);
+  EXPECT_EQ(Step(), (Plan{{"a", 4}, {"b", 4}, {"c", 2}}));  // 5 blocks; c finishes
+  EXPECT_EQ(slots_->num_free(), 2);
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 1}}));  // position 4: 3 blocks each, pool full
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 1}}));  // position 5 fits
+  SchedulerOutput plan;
+  // Position 6: a needs a 4th block, so b (newest) is preempted: 3 blocks and its slot back.
+  EXPECT_EQ(Step(&plan), (Plan{{"a", 1}}));
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0], b);
+  EXPECT_EQ(sched_->waiting().front(), b);
+  EXPECT_EQ(b->num_computed, 0);
+  EXPECT_TRUE(b->blocks.empty());
+  EXPECT_EQ(b->state_slot, -1);
+  EXPECT_EQ(slots_->num_free(), 3);
+  EXPECT_EQ(b->num_tokens(), 7);  // its three outputs are kept and will be recomputed
+  EXPECT_EQ(b->num_preemptions, 1);
+  EXPECT_EQ(sched_->num_preemptions(), 1);
+  EXPECT_EQ(a->blocks.size(), 4u);
+  // a grows to the whole pool; b comes back afterwards with its history as the prompt.
+  bool b_recomputed = false;
+  for (int i = 0; i < 50 && !sched_->empty(); ++i) {
+    for (const auto& [id, n] : Step()) b_recomputed |= id == "b" && n == 7;
+  }
+  EXPECT_TRUE(sched_->empty());
+  EXPECT_TRUE(b_recomputed);
+  EXPECT_EQ(pool_->num_free(), 6);
+  EXPECT_EQ(slots_->num_free(), 4);
+}
+
+TEST_F(SchedulerTest, PreemptedInFrontOfOlderWaitingRequests) {
+  Init(4, 2, {.max_num_seqs = 8, .max_num_batched_tokens = 100}, false);
+  Add("a", 2, 4);
+  RequestState* b = Add("b", 2, 4, 10);
+  EXPECT_EQ(Step(), (Plan{{"a", 2}, {"b", 2}}));
+  Add("c", 5, 1, 20);  // needs 3 blocks: waits
+  SchedulerOutput plan;
+  for (int i = 0; i < 5 && plan.preempted.empty(); ++i) Step(&plan);
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0], b);
+  ASSERT_EQ(sched_->num_waiting(), 2);
+  EXPECT_EQ(sched_->waiting().front(), b);
+  EXPECT_EQ(sched_->waiting().back()->req.request_id, "c");
+}
+
+TEST_F(SchedulerTest, PrefixHitCountsAndSharedBlocks) {
+  Init(20, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100});
+  RequestState* a = Add("a", 10, 3);
+  Step();
+  RequestState* b = Add("b", 10, 3);
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 2}}));  // 8 of b's 10 tokens were cached
+  EXPECT_EQ(b->num_cached_tokens, 8);
+  EXPECT_EQ(a->blocks[0], b->blocks[0]);
+  EXPECT_EQ(a->blocks[1], b->blocks[1]);
+  EXPECT_NE(a->blocks[2], b->blocks[2]);  // the partial block is never shared
+  EXPECT_EQ(pool_->RefCount(a->blocks[0]), 2);
+  EXPECT_EQ(sched_->prefix_cache_queries(), 20);
+  EXPECT_EQ(sched_->prefix_cache_hits(), 8);
+}
+
+TEST_F(SchedulerTest, CheckFitsRejectsRequestsLargerThanTheCache) {
+  Init(4, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100, .max_model_len = 100});
+  RequestState r;
+  r.tokens.assign(10, 1);
+  r.num_prompt_tokens = 10;
+  r.req.max_tokens = 7;  // 16 tokens in the cache at most: fits exactly
+  EXPECT_TRUE(sched_->CheckFits(r).ok());
+  r.req.max_tokens = 8;
+  EXPECT_EQ(sched_->CheckFits(r).code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace cpm

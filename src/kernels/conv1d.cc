@@ -1,0 +1,39 @@
+// Causal depthwise conv1d + SiLU with state continuation (scalar reference, also the kernel used).
+#include "kernels/conv1d.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+
+void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
+                      int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
+                      float* state, float* y, int64_t y_stride, Round round) {
+  const int64_t hist = kernel - 1;  // rows of state
+  const bool rb = round == Round::kBf16;
+  // Row r of xx = state ++ x, for r in [0, hist + t).
+  auto xx = [&](int64_t r, int64_t c) {
+    return r < hist ? state[r * channels + c] : x[(r - hist) * x_stride + c];
+  };
+  for (int64_t i = 0; i < t; ++i) {
+    float* yi = y + i * y_stride;
+    for (int64_t c = c_begin; c < c_end; ++c) {
+      const float* wc = w + c * kernel;
+      float acc = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) acc += wc[j] * xx(i + j, c);
+      const float s = acc / (1.0f + std::exp(-acc));
+      yi[c] = rb ? RoundBf16(s) : s;
+    }
+  }
+  // New state: the last `hist` rows of xx. Rows come from the old state (when t < hist) or x;
+  // walking upwards never overwrites a state row that is still to be read.
+  for (int64_t r = 0; r < hist; ++r) {
+    const int64_t src = t + r;  // row of xx that becomes state row r
+    for (int64_t c = c_begin; c < c_end; ++c) state[r * channels + c] = xx(src, c);
+  }
+}
+
+}  // namespace cpm::kernels

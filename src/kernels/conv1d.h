@@ -1,0 +1,22 @@
+// Causal depthwise conv1d over time with SiLU, continuing from a per-sequence state: the
+// short convolution of Gated DeltaNet (Qwen3.5 linear-attention layers). Scalar, f32.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/rounding.h"
+
+namespace cpm::kernels {
+
+// For channels c in [c_begin, c_end) of a `channels`-wide signal:
+//   xx = state ++ x                                   // [kernel-1 + t, channels]
+//   y[i, c] = silu(Σ_j w[c, j] · xx[i + j, c])        // w[c, kernel-1] multiplies the current row
+//   state  <- last kernel-1 rows of xx (zeros at the start of a sequence)
+// x: [t, channels] (row stride x_stride); w: [channels, kernel] f32 (PyTorch [C, 1, K]);
+// state: [kernel-1, channels] f32, read then updated in place; y: [t, channels] (y_stride).
+// y must not alias x. With Round::kBf16 y is rounded once after SiLU.
+void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
+                      int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
+                      float* state, float* y, int64_t y_stride, Round round);
+
+}  // namespace cpm::kernels

@@ -1,0 +1,60 @@
+// Gated RMSNorm, per-head L2 norm and the sigmoid gate (scalar; each a single pass per row).
+#include "kernels/gated_norm.h"
+
+#include <cmath>
+
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+
+void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
+                  const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim, float eps,
+                  Round round) {
+  const bool rb = round == Round::kBf16;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    const float* zr = z + r * z_stride;
+    float* yr = y + r * y_stride;
+    float ss = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) ss += xr[j] * xr[j];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+    for (int64_t j = 0; j < dim; ++j) {
+      float n = xr[j] * inv;
+      if (rb) n = RoundBf16(w[j] * RoundBf16(n));
+      else n *= w[j];
+      const float silu_z = zr[j] / (1.0f + std::exp(-zr[j]));
+      const float v = n * silu_z;
+      yr[j] = rb ? RoundBf16(v) : v;
+    }
+  }
+}
+
+void L2NormHeads(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim, float eps,
+                 float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + r * x_stride + h * dim;
+      float ss = 0.0f;
+      for (int64_t j = 0; j < dim; ++j) ss += v[j] * v[j];
+      const float f = scale / std::sqrt(ss + eps);
+      for (int64_t j = 0; j < dim; ++j) v[j] *= f;
+    }
+  }
+}
+
+void SigmoidMul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride, int64_t rows,
+                int64_t dim, Round round) {
+  const bool rb = round == Round::kBf16;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * x_stride;
+    const float* gr = gate + r * gate_stride;
+    for (int64_t j = 0; j < dim; ++j) {
+      float s = 1.0f / (1.0f + std::exp(-gr[j]));
+      if (rb) s = RoundBf16(s);
+      const float v = xr[j] * s;
+      xr[j] = rb ? RoundBf16(v) : v;
+    }
+  }
+}
+
+}  // namespace cpm::kernels

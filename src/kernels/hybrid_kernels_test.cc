@@ -1,0 +1,244 @@
+// Tests of the Qwen3.5 hybrid kernels (conv1d, gated delta rule, gated norm, L2 norm, sigmoid
+// gate) against double-precision definitions written here, and against each other: state
+// continuation == one shot, chunked == recurrent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/conv1d.h"
+#include "kernels/gated_delta_rule.h"
+#include "kernels/gated_norm.h"
+#include "kernels/test_util.h"
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::RandomVec;
+
+double Silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// ---------------------------------------------------------------------------------- conv1d
+
+// y[i, c] = silu(Σ_j w[c, j] · xx[i + j, c]) with xx = zeros(K-1) ++ x, in double.
+std::vector<double> ConvDefinition(const std::vector<float>& x, int64_t t, int64_t ch,
+                                   const std::vector<float>& w, int64_t K) {
+  std::vector<double> y(t * ch);
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t c = 0; c < ch; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t src = i + j - (K - 1);
+        if (src >= 0) acc += static_cast<double>(w[c * K + j]) * x[src * ch + c];
+      }
+      y[i * ch + c] = Silu(acc);
+    }
+  }
+  return y;
+}
+
+TEST(Conv1dTest, OneShotMatchesDefinition) {
+  const int64_t t = 13, ch = 37, K = 4;
+  const auto x = RandomVec(t * ch, 1, -2, 2), w = RandomVec(ch * K, 2);
+  std::vector<float> state((K - 1) * ch, 0.0f), y(t * ch);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, state.data(), y.data(), ch, Round::kNone);
+  const auto ref = ConvDefinition(x, t, ch, w, K);
+  for (int64_t i = 0; i < t * ch; ++i) ASSERT_NEAR(y[i], ref[i], 1e-5) << i;
+  // The state is the last K-1 input rows.
+  for (int64_t r = 0; r < K - 1; ++r)
+    for (int64_t c = 0; c < ch; ++c) EXPECT_EQ(state[r * ch + c], x[(t - (K - 1) + r) * ch + c]);
+}
+
+TEST(Conv1dTest, StateContinuationEqualsOneShot) {
+  const int64_t t = 19, ch = 21, K = 4;
+  const auto x = RandomVec(t * ch, 3, -2, 2), w = RandomVec(ch * K, 4);
+  std::vector<float> s1((K - 1) * ch, 0.0f), y1(t * ch);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s1.data(), y1.data(), ch, Round::kNone);
+  // Pieces shorter and longer than K-1, channels split in two ranges.
+  std::vector<float> s2((K - 1) * ch, 0.0f), y2(t * ch, -99.0f);
+  int64_t r0 = 0;
+  for (int64_t n : {1, 2, 1, 5, 3, 7}) {
+    for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 8}, {8, ch}}) {
+      CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, w.data(), K, s2.data(),
+                       y2.data() + r0 * ch, ch, Round::kNone);
+    }
+    r0 += n;
+  }
+  ASSERT_EQ(r0, t);
+  for (int64_t i = 0; i < t * ch; ++i) ASSERT_EQ(y1[i], y2[i]) << i;
+  for (size_t i = 0; i < s1.size(); ++i) ASSERT_EQ(s1[i], s2[i]) << i;
+}
+
+TEST(Conv1dTest, Bf16RoundsOutput) {
+  const int64_t t = 5, ch = 9, K = 4;
+  const auto x = RandomVec(t * ch, 5), w = RandomVec(ch * K, 6);
+  std::vector<float> s((K - 1) * ch, 0.0f), y(t * ch), s32 = s, y32(t * ch);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s.data(), y.data(), ch, Round::kBf16);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s32.data(), y32.data(), ch, Round::kNone);
+  for (int64_t i = 0; i < t * ch; ++i) EXPECT_EQ(y[i], RoundBf16(y32[i]));
+}
+
+// ---------------------------------------------------------------------------- delta rule
+
+struct GdnData {
+  int64_t t, dk, dv;
+  std::vector<float> q, k, v, g, beta, state;
+};
+
+// Realistic inputs: unit-norm k, q scaled by dk^-1/2, β in (0, 1), g in (-1.5, 0).
+GdnData MakeGdn(int64_t t, int64_t dk, int64_t dv, uint32_t seed) {
+  GdnData d{t, dk, dv};
+  d.q = RandomVec(t * dk, seed);
+  d.k = RandomVec(t * dk, seed + 1);
+  L2NormHeads(d.q.data(), dk, t, 1, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
+  L2NormHeads(d.k.data(), dk, t, 1, dk, 1e-6f, 1.0f);
+  d.v = RandomVec(t * dv, seed + 2, -2, 2);
+  d.g = RandomVec(t, seed + 3, -1.5f, 0.0f);
+  d.beta = RandomVec(t, seed + 4, 0.0f, 1.0f);
+  d.state = RandomVec(dk * dv, seed + 5, -0.5f, 0.5f);  // continuing from a non-zero state
+  return d;
+}
+
+GdnHead HeadOf(GdnData& d, int64_t r0, std::vector<float>& o, std::vector<float>& state) {
+  return {d.q.data() + r0 * d.dk, d.k.data() + r0 * d.dk, d.dk, d.v.data() + r0 * d.dv, d.dv,
+          d.g.data() + r0, d.beta.data() + r0, 1, o.data() + r0 * d.dv, d.dv, state.data()};
+}
+
+// The closed form S_t = (I − β k kᵀ) e^g S_{t−1} + β k vᵀ, o_t = S_tᵀ q_t, in double.
+void GdnDefinition(const GdnData& d, std::vector<double>* o, std::vector<double>* S) {
+  S->assign(d.state.begin(), d.state.end());
+  o->assign(d.t * d.dv, 0.0);
+  std::vector<double> next(d.dk * d.dv);
+  for (int64_t i = 0; i < d.t; ++i) {
+    const double eg = std::exp(static_cast<double>(d.g[i])), b = d.beta[i];
+    const float* k = &d.k[i * d.dk];
+    for (int64_t a = 0; a < d.dk; ++a) {
+      for (int64_t c = 0; c < d.dv; ++c) {
+        double proj = 0;  // ((I − β k kᵀ) S)[a, c]
+        for (int64_t e = 0; e < d.dk; ++e) proj += ((a == e) - b * k[a] * k[e]) * (*S)[e * d.dv + c];
+        next[a * d.dv + c] = eg * proj + b * k[a] * d.v[i * d.dv + c];
+      }
+    }
+    *S = next;
+    for (int64_t c = 0; c < d.dv; ++c)
+      for (int64_t a = 0; a < d.dk; ++a) (*o)[i * d.dv + c] += (*S)[a * d.dv + c] * d.q[i * d.dk + a];
+  }
+}
+
+TEST(GatedDeltaRuleTest, RecurrentMatchesClosedForm) {
+  GdnData d = MakeGdn(9, 8, 12, 10);
+  std::vector<float> o(d.t * d.dv), S = d.state;
+  GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), d.t, d.dk, d.dv);
+  std::vector<double> ro, rs;
+  GdnDefinition(d, &ro, &rs);
+  for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ro[i], 1e-5) << i;
+  for (size_t i = 0; i < S.size(); ++i) ASSERT_NEAR(S[i], rs[i], 1e-5) << i;
+}
+
+// Chunked == recurrent for lengths around chunk multiples, from a non-zero state.
+TEST(GatedDeltaRuleTest, ChunkedEqualsRecurrent) {
+  for (int64_t chunk : {64, 16}) {
+    for (int64_t t : {1, 7, 15, 16, 17, 63, 64, 65, 130, 201}) {
+      GdnData d = MakeGdn(t, 32, 24, static_cast<uint32_t>(100 + t));
+      std::vector<float> o1(t * d.dv), S1 = d.state, o2(t * d.dv), S2 = d.state;
+      GatedDeltaRuleRecurrent(HeadOf(d, 0, o1, S1), t, d.dk, d.dv);
+      std::vector<float> scratch(GatedDeltaRuleChunkedScratch(chunk, d.dk, d.dv));
+      GatedDeltaRuleChunked(HeadOf(d, 0, o2, S2), t, d.dk, d.dv, chunk, scratch.data());
+      double max_o = 0, max_s = 0;
+      for (size_t i = 0; i < o1.size(); ++i) max_o = std::max(max_o, std::abs(double(o1[i]) - o2[i]));
+      for (size_t i = 0; i < S1.size(); ++i) max_s = std::max(max_s, std::abs(double(S1[i]) - S2[i]));
+      EXPECT_LT(max_o, 2e-5) << "chunk " << chunk << " t " << t;
+      EXPECT_LT(max_s, 2e-5) << "chunk " << chunk << " t " << t;
+    }
+  }
+}
+
+// Pieces of odd sizes, alternating forms, carry the state exactly like one recurrent run.
+TEST(GatedDeltaRuleTest, SplitRunsContinueTheState) {
+  const int64_t t = 150, chunk = 64;
+  GdnData d = MakeGdn(t, 16, 16, 7);
+  std::vector<float> o1(t * d.dv), S1 = d.state, o2(t * d.dv, -99.0f), S2 = d.state;
+  GatedDeltaRuleRecurrent(HeadOf(d, 0, o1, S1), t, d.dk, d.dv);
+  std::vector<float> scratch(GatedDeltaRuleChunkedScratch(chunk, d.dk, d.dv));
+  int64_t r0 = 0, piece = 0;
+  for (int64_t n : {1, 70, 3, 65, 11}) {
+    if (piece++ % 2 == 0) GatedDeltaRuleRecurrent(HeadOf(d, r0, o2, S2), n, d.dk, d.dv);
+    else GatedDeltaRuleChunked(HeadOf(d, r0, o2, S2), n, d.dk, d.dv, chunk, scratch.data());
+    r0 += n;
+  }
+  ASSERT_EQ(r0, t);
+  for (size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 2e-5) << i;
+  for (size_t i = 0; i < S1.size(); ++i) ASSERT_NEAR(S1[i], S2[i], 2e-5) << i;
+}
+
+// Strong decay (g down to −30) must not overflow or lose the state in the chunked form.
+TEST(GatedDeltaRuleTest, ChunkedStableUnderStrongDecay) {
+  const int64_t t = 100;
+  GdnData d = MakeGdn(t, 16, 8, 3);
+  d.g = RandomVec(t, 9, -30.0f, 0.0f);
+  std::vector<float> o1(t * d.dv), S1 = d.state, o2(t * d.dv), S2 = d.state;
+  GatedDeltaRuleRecurrent(HeadOf(d, 0, o1, S1), t, d.dk, d.dv);
+  std::vector<float> scratch(GatedDeltaRuleChunkedScratch(64, d.dk, d.dv));
+  GatedDeltaRuleChunked(HeadOf(d, 0, o2, S2), t, d.dk, d.dv, 64, scratch.data());
+  for (size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 2e-5) << i;
+  for (size_t i = 0; i < S1.size(); ++i) ASSERT_NEAR(S1[i], S2[i], 2e-5) << i;
+}
+
+// ------------------------------------------------------------------------- norms and gates
+
+TEST(GatedNormTest, GatedRmsNormMatchesDefinition) {
+  const int64_t rows = 5, dim = 24;
+  const auto x = RandomVec(rows * dim, 20, -3, 3), z = RandomVec(rows * dim, 21, -3, 3),
+             w = RandomVec(dim, 22, 0.5f, 1.5f);
+  std::vector<float> y(rows * dim);
+  GatedRmsNorm(x.data(), dim, z.data(), dim, w.data(), y.data(), dim, rows, dim, 1e-6f, Round::kNone);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t j = 0; j < dim; ++j) ss += double(x[r * dim + j]) * x[r * dim + j];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+    for (int64_t j = 0; j < dim; ++j) {
+      const double ref = x[r * dim + j] * inv * w[j] * Silu(z[r * dim + j]);
+      ASSERT_NEAR(y[r * dim + j], ref, 1e-5 * (1 + std::abs(ref)));
+    }
+  }
+  // bf16: every output is a bf16 value near the f32 result.
+  std::vector<float> yb(rows * dim);
+  GatedRmsNorm(x.data(), dim, z.data(), dim, w.data(), yb.data(), dim, rows, dim, 1e-6f, Round::kBf16);
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    EXPECT_EQ(yb[i], RoundBf16(yb[i]));
+    EXPECT_NEAR(yb[i], y[i], 2e-2 * (1 + std::abs(y[i])));
+  }
+}
+
+TEST(GatedNormTest, L2NormHeadsPerHead) {
+  const int64_t rows = 3, heads = 4, dim = 8, stride = 40;  // padding after the heads
+  auto x = RandomVec(rows * stride, 30, -2, 2);
+  const auto x0 = x;
+  L2NormHeads(x.data(), stride, rows, heads, dim, 1e-6f, 0.5f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      double ss = 0;
+      for (int64_t j = 0; j < dim; ++j) ss += double(x0[r * stride + h * dim + j]) * x0[r * stride + h * dim + j];
+      for (int64_t j = 0; j < dim; ++j) {
+        const int64_t i = r * stride + h * dim + j;
+        ASSERT_NEAR(x[i], x0[i] / std::sqrt(ss + 1e-6) * 0.5, 1e-6);
+      }
+    }
+    for (int64_t j = heads * dim; j < stride; ++j) EXPECT_EQ(x[r * stride + j], x0[r * stride + j]);
+  }
+}
+
+TEST(GatedNormTest, SigmoidMulMatchesDefinition) {
+  const int64_t rows = 4, dim = 10;
+  auto x = RandomVec(rows * dim, 40, -3, 3);
+  const auto x0 = x, g = RandomVec(rows * 2 * dim, 41, -5, 5);
+  SigmoidMul(x.data(), dim, g.data() + dim, 2 * dim, rows, dim, Round::kNone);  // gate half
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < dim; ++j)
+      ASSERT_NEAR(x[r * dim + j], x0[r * dim + j] / (1 + std::exp(-double(g[r * 2 * dim + dim + j]))), 1e-6);
+}
+
+}  // namespace
+}  // namespace cpm::kernels
