@@ -12,6 +12,7 @@
 #include "engine/engine_test_util.h"
 #include "model/registry.h"
 #include "model/tiny_checkpoint.h"
+#include "model/tiny_minicpmv46.h"
 
 namespace cpm {
 namespace {
@@ -181,6 +182,60 @@ TEST_F(TinyModelEngineTest, PreemptionKeepsGreedyOutputs) {
   EngineStats s = engine->Stats();
   EXPECT_GT(s.num_preemptions, 0);
   EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+}
+
+// The hybrid Qwen3.5 text model: recurrent state in slots, prefix caching off, preemption
+// recomputes the state from scratch.
+TEST(TinyHybridEngineTest, SlotsPreemptionAndBatchingKeepGreedyOutputs) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("cpm_engine_tiny_hybrid_" + std::to_string(getpid()))).string();
+  TinyCheckpointOptions o;
+  o.out_dir = dir;
+  o.seed = 3;
+  o.vocab_size = kVocab;
+  o.storage = DType::kF32;
+  o.eos_token_id = {2};
+  TinyQwen35Dims dims;
+  dims.minicpmv = false;
+  ASSERT_TRUE(WriteTinyQwen35(o, dims).ok());
+  ThreadPool pool(2);
+  LoadOptions lo;
+  lo.model_dir = dir;
+  lo.dtype = DTypeChoice::kFloat32;
+  lo.max_model_len = 256;
+  auto model = LoadModel(lo, pool);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_GT((*model)->info().state_slot_bytes, 0);
+  EngineConfig c;
+  c.block_size = 16;
+  c.num_kv_blocks = 6;  // tight: forces preemption
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 256;
+  auto engine = Engine::Create(std::move(model).value(), c, &pool);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_FALSE((*engine)->Stats().prefix_caching_enabled);
+  auto prompt = [](int i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < 5 + 6 * i; ++j) p.push_back((i * 37 + j * 11 + 4) % kVocab);
+    return p;
+  };
+  constexpr int kN = 6, kTokens = 20;
+  std::vector<Result> alone;
+  for (int i = 0; i < kN; ++i) alone.push_back(Collect((*engine)->Submit(Req("a" + std::to_string(i), prompt(i), kTokens))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < kN; ++i) streams.push_back((*engine)->Submit(Req("b" + std::to_string(i), prompt(i), kTokens)));
+  for (int i = 0; i < kN; ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, alone[i].tokens) << "request " << i;
+  }
+  EngineStats s = (*engine)->Stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  engine->reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
