@@ -6,10 +6,13 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gated_delta_rule_impl.h"
 
 namespace cpm::kernels {
 
 void GatedDeltaRuleRecurrent(const GdnHead& h, int64_t t, int64_t dk, int64_t dv) {
+  if (ActiveIsa() != Isa::kScalar && dv % 8 == 0) return GatedDeltaRuleRecurrentAvx2(h, t, dk, dv);
   constexpr int64_t kMaxDv = 1024;
   CPM_DCHECK(dv <= kMaxDv);
   float* S = h.state;  // [dk, dv]
@@ -57,6 +60,7 @@ namespace {
 // each row of B is loaded once per four output rows; the n loop is contiguous (vectorised).
 void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
             float* __restrict Y, int64_t ys, int64_t n, float alpha) {
+  if (ActiveIsa() != Isa::kScalar) return MatAccAvx2(X, xs, m, k, B, bs, Y, ys, n, alpha);
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
     float* __restrict y0 = Y + i * ys;
@@ -119,19 +123,14 @@ void Chunk(const GdnHead& h, int64_t r0, int64_t n, int64_t dk, int64_t dv, int6
   // Forward substitution with the unit lower-triangular (I + A):
   //   U_i = β_i v_i − Σ_{j<i} A_ij U_j,   W_i = β_i e^{Γi} k_i − Σ_{j<i} A_ij W_j.
   for (int64_t i = 0; i < n; ++i) {
-    float* __restrict ui = U + i * dv;
-    float* __restrict wi = W + i * dk;
+    float* ui = U + i * dv;
+    float* wi = W + i * dk;
     const float* v = h.v + (r0 + i) * h.v_stride;
     const float bi = beta(i), bgi = bi * std::exp(gam[i]);
     for (int64_t b = 0; b < dv; ++b) ui[b] = bi * v[b];
     for (int64_t a = 0; a < dk; ++a) wi[a] = bgi * k(i)[a];
-    for (int64_t j = 0; j < i; ++j) {
-      const float aij = A[i * C + j];
-      const float* __restrict uj = U + j * dv;
-      const float* __restrict wj = W + j * dk;
-      for (int64_t b = 0; b < dv; ++b) ui[b] -= aij * uj[b];
-      for (int64_t a = 0; a < dk; ++a) wi[a] -= aij * wj[a];
-    }
+    MatAcc(A + i * C, C, 1, i, U, dv, ui, dv, dv, -1.0f);
+    MatAcc(A + i * C, C, 1, i, W, dk, wi, dk, dk, -1.0f);
   }
   // V' = U − W S (over U); O = (e^Γ Q) S + P V'.
   MatAcc(W, dk, n, dk, S, dv, U, dv, dv, -1.0f);
