@@ -288,9 +288,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", a->model,
                   "model directory whose config.json gives the dimensions "
                   "(default: ../shared/models/MiniCPM4-0.5B)");
-  cmd->add_option("--pp", a->pp, "prompt lengths to prefill")->capture_default_str();
+  cmd->add_option("--pp", a->pp, "prompt lengths to prefill")->delimiter(',')->capture_default_str();
   cmd->add_option("--tg", a->tg, "tokens to decode per sequence")->capture_default_str();
-  cmd->add_option("--batch", a->batches, "decode batch sizes")->capture_default_str();
+  cmd->add_option("--batch", a->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "runs per test (best is reported)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");

@@ -127,9 +127,15 @@ class Engine {
                                                   const EngineConfig& config, ThreadPool* pool);
   ~Engine();  // Shutdown()
 
-  // Queues a request; its events arrive on the returned stream. Validation of lengths against
-  // max_model_len is the caller's job (it owns the error texts); a request that cannot fit
-  // gets an error event.
+  // Queues a request; its events arrive on the returned stream: one event per sampled token,
+  // the last one with finished = true. Validation of lengths against max_model_len is the
+  // caller's job (it owns the error texts); the engine still guards itself and ends a bad
+  // request with a single finished event whose `error` is set and finish_reason "error":
+  // empty prompt, token ids outside the vocabulary, negative max_tokens/min_tokens, embeds
+  // that do not match embed_rows x hidden_size (kInvalidArgument); a request id already live
+  // (kInvalidArgument; ids must be unique among live requests); a request whose prompt +
+  // max_tokens needs more KV blocks than the whole cache (kResourceExhausted); after Shutdown
+  // (kUnavailable). max_tokens 0 finishes at once with "length" and no tokens.
   std::shared_ptr<RequestStream> Submit(EngineRequest request);
   // Ends a request (client gone or stop string matched): its blocks return to the pool at once
   // and its stream gets a finished "abort" event. Unknown ids are ignored. Asynchronous: the

@@ -419,5 +419,19 @@ TEST(EngineTest, ShutdownAbortsInFlightAndRejectsLater) {
   engine->Shutdown();  // idempotent
 }
 
+TEST(EngineTest, FailedForwardEndsOnlyItsRequests) {
+  FakeModelOptions o;
+  o.fail_token = 66;
+  auto engine = MakeFakeEngine(SmallConfig(), o, nullptr);
+  Result bad = Collect(engine->Submit(Req("bad", {1, 66, 2}, 4)));
+  EXPECT_EQ(bad.error.code(), StatusCode::kInternal);
+  EXPECT_EQ(bad.finish_reason, "error");
+  EngineStats s = engine->Stats();
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  Result good = Collect(engine->Submit(Req("good", {1, 2}, 4)));
+  EXPECT_TRUE(good.error.ok());
+  EXPECT_EQ(good.tokens, OracleGreedy({1, 2}, 4, 97));
+}
+
 }  // namespace
 }  // namespace cpm

@@ -64,6 +64,9 @@ Status FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* st
     steps_.push_back(std::move(step));
   }
   if (options_.step_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.step_delay_us));
+  for (int32_t t : batch.tokens) {
+    if (t == options_.fail_token) return Internal("fake model: asked to fail");
+  }
   float* k = static_cast<float*>(kv.Layer(0).k);
   const int64_t bs = kv.block_size();
   auto slot = [&](const SeqStep& s, int64_t pos) { return s.block_table[pos / bs] * bs + pos % bs; };

@@ -18,6 +18,7 @@ struct FakeModelOptions {
   int64_t max_position_embeddings = 4096;
   int64_t state_slot_bytes = 0;  // > 0: behaves as a hybrid model with a recurrent state
   int64_t step_delay_us = 0;     // sleep per Forward (makes cancellation windows wide)
+  int32_t fail_token = -1;       // a step containing this token fails (error-path tests)
 };
 
 struct FakeStep {

@@ -16,6 +16,8 @@
 namespace cpm::kernels {
 namespace {
 
+using testing::IsaGuard;
+using testing::IsasToTest;
 using testing::RandomVec;
 
 double Silu(double x) { return x / (1.0 + std::exp(-x)); }
@@ -128,17 +130,26 @@ void GdnDefinition(const GdnData& d, std::vector<double>* o, std::vector<double>
 }
 
 TEST(GatedDeltaRuleTest, RecurrentMatchesClosedForm) {
-  GdnData d = MakeGdn(9, 8, 12, 10);
-  std::vector<float> o(d.t * d.dv), S = d.state;
-  GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), d.t, d.dk, d.dv);
-  std::vector<double> ro, rs;
-  GdnDefinition(d, &ro, &rs);
-  for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ro[i], 1e-5) << i;
-  for (size_t i = 0; i < S.size(); ++i) ASSERT_NEAR(S[i], rs[i], 1e-5) << i;
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    SetActiveIsa(isa);
+    for (int64_t dv : {12, 40}) {  // 40: a 32-column block and an 8-column block in AVX2
+      GdnData d = MakeGdn(9, 8, dv, 10);
+      std::vector<float> o(d.t * d.dv), S = d.state;
+      GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), d.t, d.dk, d.dv);
+      std::vector<double> ro, rs;
+      GdnDefinition(d, &ro, &rs);
+      for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ro[i], 1e-5) << ToString(isa) << " " << i;
+      for (size_t i = 0; i < S.size(); ++i) ASSERT_NEAR(S[i], rs[i], 1e-5) << ToString(isa) << " " << i;
+    }
+  }
 }
 
 // Chunked == recurrent for lengths around chunk multiples, from a non-zero state.
 TEST(GatedDeltaRuleTest, ChunkedEqualsRecurrent) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+  SetActiveIsa(isa);
   for (int64_t chunk : {64, 16}) {
     for (int64_t t : {1, 7, 15, 16, 17, 63, 64, 65, 130, 201}) {
       GdnData d = MakeGdn(t, 32, 24, static_cast<uint32_t>(100 + t));
@@ -149,14 +160,17 @@ TEST(GatedDeltaRuleTest, ChunkedEqualsRecurrent) {
       double max_o = 0, max_s = 0;
       for (size_t i = 0; i < o1.size(); ++i) max_o = std::max(max_o, std::abs(double(o1[i]) - o2[i]));
       for (size_t i = 0; i < S1.size(); ++i) max_s = std::max(max_s, std::abs(double(S1[i]) - S2[i]));
-      EXPECT_LT(max_o, 2e-5) << "chunk " << chunk << " t " << t;
-      EXPECT_LT(max_s, 2e-5) << "chunk " << chunk << " t " << t;
+      EXPECT_LT(max_o, 2e-5) << ToString(isa) << " chunk " << chunk << " t " << t;
+      EXPECT_LT(max_s, 2e-5) << ToString(isa) << " chunk " << chunk << " t " << t;
     }
+  }
   }
 }
 
 // Pieces of odd sizes, alternating forms, carry the state exactly like one recurrent run.
 TEST(GatedDeltaRuleTest, SplitRunsContinueTheState) {
+  IsaGuard guard;
+  SetActiveIsa(BestIsa());
   const int64_t t = 150, chunk = 64;
   GdnData d = MakeGdn(t, 16, 16, 7);
   std::vector<float> o1(t * d.dv), S1 = d.state, o2(t * d.dv, -99.0f), S2 = d.state;
@@ -175,6 +189,8 @@ TEST(GatedDeltaRuleTest, SplitRunsContinueTheState) {
 
 // Strong decay (g down to −30) must not overflow or lose the state in the chunked form.
 TEST(GatedDeltaRuleTest, ChunkedStableUnderStrongDecay) {
+  IsaGuard guard;
+  SetActiveIsa(BestIsa());
   const int64_t t = 100;
   GdnData d = MakeGdn(t, 16, 8, 3);
   d.g = RandomVec(t, 9, -30.0f, 0.0f);
@@ -238,6 +254,28 @@ TEST(GatedNormTest, SigmoidMulMatchesDefinition) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < dim; ++j)
       ASSERT_NEAR(x[r * dim + j], x0[r * dim + j] / (1 + std::exp(-double(g[r * 2 * dim + dim + j]))), 1e-6);
+}
+
+// The AVX2 forms agree with the scalar ones at the real head size (dk = dv = 128).
+TEST(GatedDeltaRuleTest, VariantsAgreeWithScalar) {
+  IsaGuard guard;
+  const int64_t t = 70, dk = 128, dv = 128;
+  GdnData d = MakeGdn(t, dk, dv, 77);
+  std::vector<float> o_ref(t * dv), s_ref = d.state, c_ref(t * dv), cs_ref = d.state;
+  std::vector<float> scratch(GatedDeltaRuleChunkedScratch(64, dk, dv));
+  SetActiveIsa(Isa::kScalar);
+  GatedDeltaRuleRecurrent(HeadOf(d, 0, o_ref, s_ref), t, dk, dv);
+  GatedDeltaRuleChunked(HeadOf(d, 0, c_ref, cs_ref), t, dk, dv, 64, scratch.data());
+  for (Isa isa : IsasToTest()) {
+    SetActiveIsa(isa);
+    std::vector<float> o(t * dv), S = d.state, c(t * dv), cs = d.state;
+    GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), t, dk, dv);
+    GatedDeltaRuleChunked(HeadOf(d, 0, c, cs), t, dk, dv, 64, scratch.data());
+    for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], o_ref[i], 1e-5) << ToString(isa) << " " << i;
+    for (size_t i = 0; i < S.size(); ++i) ASSERT_NEAR(S[i], s_ref[i], 1e-5) << ToString(isa) << " " << i;
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], c_ref[i], 1e-5) << ToString(isa) << " " << i;
+    for (size_t i = 0; i < cs.size(); ++i) ASSERT_NEAR(cs[i], cs_ref[i], 1e-5) << ToString(isa) << " " << i;
+  }
 }
 
 }  // namespace

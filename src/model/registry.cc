@@ -8,6 +8,7 @@
 
 #include "io/mmap_file.h"
 #include "model/minicpm.h"
+#include "model/qwen35.h"
 
 namespace cpm {
 namespace {
@@ -19,6 +20,8 @@ using Loader = std::function<StatusOr<std::unique_ptr<Model>>(
 const std::map<std::string, Loader>& Loaders() {
   static const std::map<std::string, Loader> loaders = {
       {"MiniCPMForCausalLM", &LoadMiniCpm},
+      {"MiniCPMV4_6ForConditionalGeneration", &LoadQwen35},
+      {"Qwen3_5ForCausalLM", &LoadQwen35},
   };
   return loaders;
 }

@@ -26,6 +26,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
 }
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
+  // Decode drops skipped specials before its decoders run, so they are as good as absent; not
+  // keeping them also stops a run of them from growing the window.
+  if (skip_special_tokens_ && tokenizer_.IsSpecial(id)) return std::string();
   ids_.push_back(id);
   return Advance(/*final=*/false);
 }

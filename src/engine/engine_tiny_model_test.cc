@@ -1,0 +1,242 @@
+// Engine tests over a real (tiny, random) MiniCPM checkpoint in float32: greedy outputs of a
+// request must not depend on what it is batched with, on prefix-cache hits, or on preemption.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "model/registry.h"
+#include "model/tiny_checkpoint.h"
+#include "model/tiny_minicpmv46.h"
+
+namespace cpm {
+namespace {
+
+constexpr int64_t kVocab = 512;
+
+// Forwards to a real model and records how many sequences each step carried.
+class RecordingModel : public Model {
+ public:
+  explicit RecordingModel(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
+  const ModelInfo& info() const override { return inner_->info(); }
+  Status Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states, float* logits,
+                 ThreadPool& pool) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      max_seqs_ = std::max<int64_t>(max_seqs_, static_cast<int64_t>(batch.seqs.size()));
+    }
+    return inner_->Forward(batch, kv, states, logits, pool);
+  }
+  int64_t max_seqs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_seqs_;
+  }
+
+ private:
+  std::unique_ptr<Model> inner_;
+  mutable std::mutex mu_;
+  int64_t max_seqs_ = 0;
+};
+
+class TinyModelEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("cpm_engine_tiny_" + std::to_string(getpid()))).string());
+    TinyCheckpointOptions o;
+    o.out_dir = *dir_;
+    o.seed = 7;
+    o.vocab_size = kVocab;
+    o.storage = DType::kF32;
+    o.eos_token_id = {2};
+    ASSERT_TRUE(WriteTinyMiniCpm(o).ok());
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    std::filesystem::remove_all(*dir_, ec);
+    delete dir_;
+  }
+
+  std::unique_ptr<Engine> MakeEngine(EngineConfig config, RecordingModel** rec = nullptr) {
+    LoadOptions lo;
+    lo.model_dir = *dir_;
+    lo.dtype = DTypeChoice::kFloat32;
+    lo.max_model_len = config.max_model_len;
+    auto model = LoadModel(lo, pool_);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    auto wrapped = std::make_unique<RecordingModel>(std::move(model).value());
+    if (rec) *rec = wrapped.get();
+    auto engine = Engine::Create(std::move(wrapped), config, &pool_);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return std::move(engine).value();
+  }
+
+  static EngineConfig Config() {
+    EngineConfig c;
+    c.block_size = 16;
+    c.num_kv_blocks = 128;
+    c.max_num_seqs = 16;
+    c.max_num_batched_tokens = 96;  // prompts arrive in chunks beside decodes
+    c.max_model_len = 256;
+    return c;
+  }
+
+  static std::vector<int32_t> Prompt(int i) {
+    std::vector<int32_t> p;
+    const int len = 3 + (i * 7) % 41;
+    for (int j = 0; j < len; ++j) p.push_back(static_cast<int32_t>((i * 131 + j * 17 + 3) % kVocab));
+    return p;
+  }
+
+  static EngineRequest Greedy(const std::string& id, std::vector<int32_t> prompt, int64_t n) {
+    EngineRequest r = Req(id, std::move(prompt), n);
+    r.logprobs = 4;
+    return r;
+  }
+
+  static float MaxLogprobDiff(const Result& a, const Result& b) {
+    float d = 0;
+    for (size_t i = 0; i < std::min(a.logprobs.size(), b.logprobs.size()); ++i) {
+      d = std::max(d, std::fabs(a.logprobs[i].logprob - b.logprobs[i].logprob));
+      for (size_t j = 0; j < std::min(a.logprobs[i].top.size(), b.logprobs[i].top.size()); ++j) {
+        d = std::max(d, std::fabs(a.logprobs[i].top[j].second - b.logprobs[i].top[j].second));
+      }
+    }
+    return d;
+  }
+
+  static std::string* dir_;
+  ThreadPool pool_{2};
+};
+
+std::string* TinyModelEngineTest::dir_ = nullptr;
+
+TEST_F(TinyModelEngineTest, GreedyBatchingInvariance) {
+  EngineConfig c = Config();
+  c.enable_prefix_caching = false;  // isolate batching from cache hits
+  RecordingModel* rec = nullptr;
+  auto engine = MakeEngine(c, &rec);
+  constexpr int kN = 16, kTokens = 12;
+  std::vector<Result> alone;
+  for (int i = 0; i < kN; ++i) alone.push_back(Collect(engine->Submit(Greedy("alone" + std::to_string(i), Prompt(i), kTokens))));
+  EXPECT_EQ(rec->max_seqs(), 1);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < kN; ++i) streams.push_back(engine->Submit(Greedy("batch" + std::to_string(i), Prompt(i), kTokens)));
+  float worst = 0;
+  bool bitwise = true;
+  for (int i = 0; i < kN; ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kTokens));
+    EXPECT_EQ(r.tokens, alone[i].tokens) << "request " << i;
+    worst = std::max(worst, MaxLogprobDiff(r, alone[i]));
+    for (size_t t = 0; t < r.logprobs.size(); ++t) bitwise &= r.logprobs[t].logprob == alone[i].logprobs[t].logprob;
+  }
+  EXPECT_GE(rec->max_seqs(), 8) << "the requests were not batched";
+  // Not bitwise today: kernels::MatMul sums a row in an order that depends on the batch
+  // (tile height picks the k-split KS, and m <= 16 picks the k-block), so logits move in
+  // the last bits; the greedy tokens above must still agree.
+  EXPECT_LT(worst, 1e-4f);
+  RecordProperty("max_logprob_diff", std::to_string(worst));
+  RecordProperty("bitwise_identical", bitwise ? "yes" : "no");
+  std::printf("batched vs alone: max |logprob diff| = %g, bitwise identical: %s\n", worst, bitwise ? "yes" : "no");
+}
+
+TEST_F(TinyModelEngineTest, PrefixCacheHitsGiveIdenticalOutputsAndLogprobs) {
+  auto engine = MakeEngine(Config());
+  std::vector<int32_t> prompt;
+  for (int j = 0; j < 40; ++j) prompt.push_back((j * 29 + 5) % kVocab);
+  Result first = Collect(engine->Submit(Greedy("first", prompt, 10)));
+  Result second = Collect(engine->Submit(Greedy("second", prompt, 10)));
+  ASSERT_TRUE(first.error.ok() && second.error.ok());
+  EXPECT_EQ(first.last.num_cached_tokens, 0);
+  EXPECT_EQ(second.last.num_cached_tokens, 32);  // 39 tokens may hit: 2 blocks of 16
+  EXPECT_EQ(second.tokens, first.tokens);
+  const float diff = MaxLogprobDiff(first, second);
+  EXPECT_LT(diff, 1e-5f);
+  std::printf("prefix hit vs computed: max |logprob diff| = %g\n", diff);
+  EngineStats s = engine->Stats();
+  EXPECT_EQ(s.prefix_cache_hits, 32);
+  EXPECT_EQ(s.prefix_cache_queries, 80);
+}
+
+TEST_F(TinyModelEngineTest, PreemptionKeepsGreedyOutputs) {
+  EngineConfig c = Config();
+  c.num_kv_blocks = 6;  // 96 tokens for 8 requests that each grow to ~60
+  auto engine = MakeEngine(c);
+  constexpr int kN = 8, kTokens = 24;
+  std::vector<Result> alone;
+  for (int i = 0; i < kN; ++i) alone.push_back(Collect(engine->Submit(Greedy("a" + std::to_string(i), Prompt(i), kTokens))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < kN; ++i) streams.push_back(engine->Submit(Greedy("b" + std::to_string(i), Prompt(i), kTokens)));
+  for (int i = 0; i < kN; ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, alone[i].tokens) << "request " << i;
+  }
+  EngineStats s = engine->Stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+}
+
+// The hybrid Qwen3.5 text model: recurrent state in slots, prefix caching off, preemption
+// recomputes the state from scratch.
+TEST(TinyHybridEngineTest, SlotsPreemptionAndBatchingKeepGreedyOutputs) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("cpm_engine_tiny_hybrid_" + std::to_string(getpid()))).string();
+  TinyCheckpointOptions o;
+  o.out_dir = dir;
+  o.seed = 3;
+  o.vocab_size = kVocab;
+  o.storage = DType::kF32;
+  o.eos_token_id = {2};
+  TinyQwen35Dims dims;
+  dims.minicpmv = false;
+  ASSERT_TRUE(WriteTinyQwen35(o, dims).ok());
+  ThreadPool pool(2);
+  LoadOptions lo;
+  lo.model_dir = dir;
+  lo.dtype = DTypeChoice::kFloat32;
+  lo.max_model_len = 256;
+  auto model = LoadModel(lo, pool);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_GT((*model)->info().state_slot_bytes, 0);
+  EngineConfig c;
+  c.block_size = 16;
+  c.num_kv_blocks = 6;  // tight: forces preemption
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 256;
+  auto engine = Engine::Create(std::move(model).value(), c, &pool);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_FALSE((*engine)->Stats().prefix_caching_enabled);
+  auto prompt = [](int i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < 5 + 6 * i; ++j) p.push_back((i * 37 + j * 11 + 4) % kVocab);
+    return p;
+  };
+  constexpr int kN = 6, kTokens = 20;
+  std::vector<Result> alone;
+  for (int i = 0; i < kN; ++i) alone.push_back(Collect((*engine)->Submit(Req("a" + std::to_string(i), prompt(i), kTokens))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < kN; ++i) streams.push_back((*engine)->Submit(Req("b" + std::to_string(i), prompt(i), kTokens)));
+  for (int i = 0; i < kN; ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, alone[i].tokens) << "request " << i;
+  }
+  EngineStats s = (*engine)->Stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  engine->reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace cpm

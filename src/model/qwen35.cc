@@ -1,0 +1,314 @@
+// Qwen3.5 hybrid decoder: embeddings (or caller-supplied multimodal rows), then per layer
+// h += Mixer(norm(h)); h += MLP(norm(h)) with Mixer = gated attention or Gated DeltaNet, then the
+// final norm and the tied head on the requested rows. State per sequence: paged K/V for the full
+// layers, one StateSlots slot (conv + recurrent state of every linear layer).
+#include "model/qwen35.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kv/state_slots.h"
+#include "model/minicpmv46_weights.h"
+#include "model/qwen35_attention.h"
+#include "model/qwen35_config.h"
+#include "model/qwen35_deltanet.h"
+#include "model/rope_table.h"
+#include "model/weight_loader.h"
+
+namespace cpm {
+namespace {
+
+using kernels::LinearWeight;
+using kernels::Round;
+
+struct Qwen35Layer {
+  bool full_attention = false;
+  int64_t index = 0;                            // among the full (KV layer) or the linear layers
+  std::vector<float> input_layernorm;           // [hidden] zero-centred
+  GatedAttentionWeights attn;                   // full layers
+  GatedDeltaNetWeights gdn;                     // linear layers
+  std::vector<float> post_attention_layernorm;  // [hidden] zero-centred
+  LinearWeight gate_proj, up_proj, down_proj;   // [ffn, hidden] ×2, [hidden, ffn]
+};
+
+class Qwen35Model : public Model {
+ public:
+  const ModelInfo& info() const override { return info_; }
+  Status Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states, float* logits,
+                 ThreadPool& pool) override;
+  // `vision` is set for MiniCPM-V-4.6 (its tensors are validated, not yet used).
+  Status Load(const LoadOptions& options, const std::string& architecture, const Qwen35Config& c,
+              const MiniCpmV46VisionConfig* vision, ThreadPool& pool);
+
+ private:
+  Status LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_t* linear);
+  Status Validate(const ForwardBatch& batch, const KvCache& kv, const StateSlots* states) const;
+  void Embed(const ForwardBatch& batch);
+  void PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states);
+  void Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool);
+  void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
+  kernels::RmsNormParams Norm() const {
+    return {static_cast<float>(c_.rms_norm_eps), 1.0f, false, round_};
+  }
+
+  Qwen35Config c_;
+  ModelInfo info_;
+  Round round_ = Round::kNone;
+  LinearWeight embed_tokens_;  // [vocab, hidden]; also the head when tied
+  LinearWeight lm_head_;       // [vocab, hidden]
+  std::vector<float> norm_;    // [hidden] zero-centred
+  std::vector<Qwen35Layer> layers_;
+  RopeTable rope_;             // [positions, rotary_dim/2]
+  int64_t state_floats_ = 0;   // per linear layer, inside a slot
+  GatedAttention attention_;
+  GatedDeltaNet deltanet_;
+  // Per-step activations, reused (the engine thread is the only caller).
+  std::vector<float> h_, x_, mix_, gate_, up_, cos_, sin_, head_in_;  // [T, ...]
+  std::vector<int64_t> kv_slots_;                                     // [T]
+  std::vector<kernels::AttentionSeq> attn_seqs_;
+  std::vector<DeltaNetSeq> gdn_seqs_;
+  std::vector<float*> seq_states_;  // per sequence: its slot's first float
+};
+
+Status Qwen35Model::LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_t* linear) {
+  const int64_t D = c_.hidden_size, F = c_.intermediate_size;
+  const std::string p = c_.weight_prefix + "layers." + std::to_string(l) + ".";
+  Qwen35Layer L;
+  L.full_attention = c_.full_attention[l];
+  CPM_ASSIGN_OR_RETURN(L.input_layernorm, wl.F32(p + "input_layernorm.weight", {D}));
+  if (L.full_attention) {
+    L.index = (*full)++;
+    CPM_ASSIGN_OR_RETURN(L.attn, LoadGatedAttention(wl, c_, p + "self_attn."));
+  } else {
+    L.index = (*linear)++;
+    CPM_ASSIGN_OR_RETURN(L.gdn, LoadGatedDeltaNet(wl, c_, p + "linear_attn."));
+  }
+  CPM_ASSIGN_OR_RETURN(L.post_attention_layernorm, wl.F32(p + "post_attention_layernorm.weight", {D}));
+  CPM_ASSIGN_OR_RETURN(L.gate_proj, wl.Linear(p + "mlp.gate_proj.weight", F, D));
+  CPM_ASSIGN_OR_RETURN(L.up_proj, wl.Linear(p + "mlp.up_proj.weight", F, D));
+  CPM_ASSIGN_OR_RETURN(L.down_proj, wl.Linear(p + "mlp.down_proj.weight", D, F));
+  for (LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) kernels::PrepareLinear(w);
+  layers_.push_back(std::move(L));
+  return OkStatus();
+}
+
+Status Qwen35Model::Load(const LoadOptions& options, const std::string& architecture,
+                         const Qwen35Config& c, const MiniCpmV46VisionConfig* vision,
+                         ThreadPool& pool) {
+  c_ = c;
+  // No declared dtype (the released MiniCPM-V-4.6 config) means bf16, as vLLM / TRT-LLM load it.
+  DType dtype = DType::kBF16;
+  if (options.dtype == DTypeChoice::kFloat32 ||
+      (options.dtype == DTypeChoice::kAuto && c_.torch_dtype == "float32")) {
+    dtype = DType::kF32;
+  }
+  round_ = dtype == DType::kBF16 ? Round::kBf16 : Round::kNone;
+
+  CPM_ASSIGN_OR_RETURN(WeightLoader wl, WeightLoader::Open(options, dtype, &pool));
+  const int64_t D = c_.hidden_size;
+  CPM_ASSIGN_OR_RETURN(embed_tokens_, wl.Linear(c_.weight_prefix + "embed_tokens.weight", c_.vocab_size, D));
+  int64_t full = 0, linear = 0;
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    CPM_RETURN_IF_ERROR(LoadLayer(wl, l, &full, &linear));
+  }
+  CPM_ASSIGN_OR_RETURN(norm_, wl.F32(c_.weight_prefix + "norm.weight", {D}));
+  // Tied unless the config says otherwise and the checkpoint has a head (as HF and vLLM).
+  const bool untied = !c_.tie_word_embeddings && (wl.dummy() || wl.Has("lm_head.weight"));
+  if (untied) {
+    CPM_ASSIGN_OR_RETURN(lm_head_, wl.Linear("lm_head.weight", c_.vocab_size, D));
+  } else {
+    lm_head_ = embed_tokens_;
+  }
+  kernels::PrepareLinear(&lm_head_);
+
+  // MiniCPM-V-4.6: the vision tower and merger must match vision_config; MTP weights are skipped.
+  const bool vlm = vision != nullptr;
+  if (vlm && !wl.dummy()) {
+    CPM_ASSIGN_OR_RETURN(SafetensorsArchive archive, SafetensorsArchive::OpenDir(options.model_dir));
+    CPM_RETURN_IF_ERROR(ValidateMiniCpmV46Vision(archive, *vision, D));
+  }
+  CPM_RETURN_IF_ERROR(wl.CheckAllUsed([&](const std::string& n) {
+    return IsMtpTensor(n) || (vlm && IsMiniCpmV46VisionTensor(n)) || n == "lm_head.weight" ||
+           n.find("rotary_emb.") != std::string::npos;
+  }));
+
+  const int64_t max_len = options.max_model_len > 0 ? options.max_model_len : c_.max_position_embeddings;
+  rope_ = BuildRopeTable(c_.rotary_dim, c_.rope_theta, max_len);
+  if (round_ == Round::kBf16) {  // HF and vLLM cast cos/sin to the activation dtype
+    RoundBf16InPlace(rope_.cos.data(), rope_.cos.size());
+    RoundBf16InPlace(rope_.sin.data(), rope_.sin.size());
+  }
+  state_floats_ = DeltaNetStateFloats(c_);
+
+  info_.architecture = architecture;
+  info_.vocab_size = c_.vocab_size;
+  info_.hidden_size = D;
+  info_.max_position_embeddings = c_.max_position_embeddings;
+  info_.dtype = dtype;
+  info_.kv = {full, c_.num_key_value_heads, c_.head_dim};
+  info_.state_slot_bytes = linear * state_floats_ * static_cast<int64_t>(sizeof(float));
+  info_.weight_bytes = wl.bytes_held();
+  info_.eos_token_ids = c_.eos_token_id;
+  return OkStatus();
+}
+
+Status Qwen35Model::Validate(const ForwardBatch& batch, const KvCache& kv,
+                             const StateSlots* states) const {
+  for (int32_t tok : batch.tokens) {
+    if (tok < 0 || tok >= c_.vocab_size)
+      return InvalidArgument("token id " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                             std::to_string(c_.vocab_size) + ")");
+  }
+  const bool hybrid = info_.state_slot_bytes > 0;
+  if (hybrid && (states == nullptr || states->slot_bytes() < info_.state_slot_bytes))
+    return Internal("Qwen3.5 hybrid: the forward step needs state slots of " +
+                    std::to_string(info_.state_slot_bytes) + " bytes");
+  if (kv.spec().num_attention_layers < info_.kv.num_attention_layers)
+    return Internal("Qwen3.5 hybrid: the KV cache has too few attention layers");
+  for (const SeqStep& s : batch.seqs) {
+    if (s.num_computed + s.num_tokens > rope_.max_positions())
+      return InvalidArgument("position " + std::to_string(s.num_computed + s.num_tokens - 1) +
+                             " is beyond the model length " + std::to_string(rope_.max_positions()));
+    if (hybrid && (s.state_slot < 0 || s.state_slot >= states->num_slots()))
+      return Internal("Qwen3.5 hybrid: sequence without a valid state slot");
+  }
+  return OkStatus();
+}
+
+// h = E[tok] [T, hidden] (no embedding scale), or the caller's embeddings on `embed_rows`.
+void Qwen35Model::Embed(const ForwardBatch& batch) {
+  const int64_t D = c_.hidden_size;
+  const size_t row_bytes = D * DTypeSize(embed_tokens_.dtype);
+  for (size_t t = 0; t < batch.tokens.size(); ++t) {
+    ConvertToF32(embed_tokens_.dtype, static_cast<const uint8_t*>(embed_tokens_.data) + batch.tokens[t] * row_bytes,
+                 h_.data() + t * D, D);
+  }
+  for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
+    std::copy(batch.embeds + i * D, batch.embeds + (i + 1) * D, h_.data() + batch.embed_rows[i] * D);
+    if (round_ == Round::kBf16) RoundBf16InPlace(h_.data() + batch.embed_rows[i] * D, D);
+  }
+}
+
+// Per token: RoPE cos/sin of its position and its KV slot; per sequence: its attention range and
+// the first float of its state slot.
+void Qwen35Model::PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states) {
+  const int64_t half = rope_.half;
+  attn_seqs_.clear();
+  seq_states_.clear();
+  int64_t t = 0;
+  for (const SeqStep& s : batch.seqs) {
+    attn_seqs_.push_back({t, s.num_tokens, s.num_computed + s.num_tokens, s.block_table.data()});
+    float* state = states && s.state_slot >= 0 ? reinterpret_cast<float*>(states->Data(s.state_slot))
+                                               : nullptr;
+    // A sequence starts from the zero state, whatever the slot held (e.g. after preemption).
+    if (state && s.num_computed == 0) std::fill_n(state, info_.state_slot_bytes / sizeof(float), 0.0f);
+    seq_states_.push_back(state);
+    for (int64_t i = 0; i < s.num_tokens; ++i, ++t) {
+      const int64_t pos = s.num_computed + i;
+      std::copy(rope_.CosAt(pos), rope_.CosAt(pos) + half, cos_.data() + t * half);
+      std::copy(rope_.SinAt(pos), rope_.SinAt(pos) + half, sin_.data() + t * half);
+      kv_slots_[t] = static_cast<int64_t>(s.block_table[pos / block_size]) * block_size + pos % block_size;
+    }
+  }
+}
+
+// h += down(silu(gate(x)) ⊙ up(x)), x = norm(h)
+void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
+  const int64_t D = c_.hidden_size, F = c_.intermediate_size;
+  kernels::RmsNorm(h_.data(), D, w.post_attention_layernorm.data(), x_.data(), D, t, D, Norm());
+  const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
+  float* ys[] = {gate_.data(), up_.data()};
+  const int64_t strides[] = {F, F};
+  kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool);
+  if (round_ == Round::kBf16) {
+    RoundBf16InPlace(gate_.data(), t * F);
+    RoundBf16InPlace(up_.data(), t * F);
+  }
+  kernels::SiluMul(gate_.data(), F, up_.data(), F, gate_.data(), F, t, F, round_);
+  kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool);
+  if (round_ == Round::kBf16) RoundBf16InPlace(mix_.data(), t * D);
+  kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
+}
+
+// logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.
+void Qwen35Model::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
+  const int64_t D = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
+  head_in_.resize(n * D);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = h_.data() + batch.logit_rows[i] * D;
+    std::copy(src, src + D, head_in_.data() + i * D);
+  }
+  kernels::RmsNorm(head_in_.data(), D, norm_.data(), head_in_.data(), D, n, D, Norm());
+  kernels::MatMul(head_in_.data(), D, n, lm_head_, logits, c_.vocab_size, pool);
+  if (round_ == Round::kBf16) RoundBf16InPlace(logits, n * c_.vocab_size);
+}
+
+Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states,
+                            float* logits, ThreadPool& pool) {
+  const int64_t t = static_cast<int64_t>(batch.tokens.size());
+  if (t == 0) return OkStatus();
+  CPM_RETURN_IF_ERROR(Validate(batch, kv, states));
+  const int64_t D = c_.hidden_size;
+  h_.resize(t * D);
+  x_.resize(t * D);
+  mix_.resize(t * D);
+  gate_.resize(t * c_.intermediate_size);
+  up_.resize(t * c_.intermediate_size);
+  cos_.resize(t * rope_.half);
+  sin_.resize(t * rope_.half);
+  kv_slots_.resize(t);
+  Embed(batch);
+  PrepareStep(batch, kv.block_size(), states);
+
+  for (const Qwen35Layer& L : layers_) {
+    // x = norm(h); h += Mixer(x)
+    kernels::RmsNorm(h_.data(), D, L.input_layernorm.data(), x_.data(), D, t, D, Norm());
+    if (L.full_attention) {
+      attention_.Forward(c_, L.attn, x_.data(), t, attn_seqs_, cos_.data(), sin_.data(),
+                         kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);
+    } else {
+      gdn_seqs_.clear();
+      for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        gdn_seqs_.push_back({attn_seqs_[i].q_begin, attn_seqs_[i].q_len,
+                             seq_states_[i] + L.index * state_floats_});
+      }
+      deltanet_.Forward(c_, L.gdn, x_.data(), t, gdn_seqs_, round_, mix_.data(), pool);
+    }
+    kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
+    // h += MLP(norm(h))
+    Mlp(L, t, pool);
+  }
+  Head(batch, logits, pool);
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> LoadQwen35(const LoadOptions& options, const std::string& config_text,
+                                            const std::string& config_path, ThreadPool& pool) {
+  nlohmann::json j = nlohmann::json::parse(config_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("architectures") ||
+      !j["architectures"].is_array() || j["architectures"].empty() || !j["architectures"][0].is_string()) {
+    return InvalidArgument(config_path + ": field 'architectures' must be a non-empty list of names");
+  }
+  const std::string arch = j["architectures"][0].get<std::string>();
+  CPM_ASSIGN_OR_RETURN(Qwen35Config config, ParseQwen35Config(config_text, config_path));
+  std::unique_ptr<MiniCpmV46VisionConfig> vision;
+  if (arch == "MiniCPMV4_6ForConditionalGeneration") {
+    CPM_ASSIGN_OR_RETURN(MiniCpmV46VisionConfig v, ParseMiniCpmV46VisionConfig(config_text, config_path));
+    vision = std::make_unique<MiniCpmV46VisionConfig>(v);
+  }
+  auto model = std::make_unique<Qwen35Model>();
+  CPM_RETURN_IF_ERROR(model->Load(options, arch, config, vision.get(), pool));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace cpm

@@ -1,0 +1,84 @@
+// Gated full attention of the Qwen3.5 hybrid, as flat named steps.
+#include "model/qwen35_attention.h"
+
+#include <cmath>
+
+#include "kernels/gated_norm.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "tensor/dtype.h"
+
+namespace cpm {
+
+using kernels::Round;
+
+StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen35Config& c,
+                                                   const std::string& p) {
+  const int64_t hd = c.head_dim, D = c.hidden_size;
+  const int64_t q_rows = c.num_attention_heads * hd * (c.attn_output_gate ? 2 : 1);
+  GatedAttentionWeights w;
+  CPM_ASSIGN_OR_RETURN(w.q_proj, wl.Linear(p + "q_proj.weight", q_rows, D));
+  CPM_ASSIGN_OR_RETURN(w.k_proj, wl.Linear(p + "k_proj.weight", c.num_key_value_heads * hd, D));
+  CPM_ASSIGN_OR_RETURN(w.v_proj, wl.Linear(p + "v_proj.weight", c.num_key_value_heads * hd, D));
+  CPM_ASSIGN_OR_RETURN(w.o_proj, wl.Linear(p + "o_proj.weight", D, c.num_attention_heads * hd));
+  CPM_ASSIGN_OR_RETURN(w.q_norm, wl.F32(p + "q_norm.weight", {hd}));
+  CPM_ASSIGN_OR_RETURN(w.k_norm, wl.F32(p + "k_norm.weight", {hd}));
+  for (kernels::LinearWeight* lw : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj}) {
+    kernels::PrepareLinear(lw);
+  }
+  return w;
+}
+
+void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights& w,
+                             const float* x, int64_t t, std::span<const kernels::AttentionSeq> seqs,
+                             const float* cos, const float* sin, const int64_t* kv_slots,
+                             const kernels::KvLayerView& kv, Round round, float* out,
+                             ThreadPool& pool) {
+  const int64_t D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads,
+                KV = c.num_key_value_heads;
+  const int64_t qg_width = H * hd * (c.attn_output_gate ? 2 : 1);  // per head [q | gate]
+  const int64_t q_stride = c.attn_output_gate ? 2 * hd : hd;       // between query heads in qg
+  qg_.resize(t * qg_width);
+  q_.resize(t * H * hd);
+  k_.resize(t * KV * hd);
+  v_.resize(t * KV * hd);
+  attn_.resize(t * H * hd);
+  auto round_out = [&](std::vector<float>& y) {
+    if (round == Round::kBf16) RoundBf16InPlace(y.data(), y.size());
+  };
+
+  // qg = x · Wqᵀ [T, H, 2·hd], k = x · Wkᵀ [T, KV·hd], v = x · Wvᵀ [T, KV·hd]
+  const kernels::LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
+  float* ys[] = {qg_.data(), k_.data(), v_.data()};
+  const int64_t strides[] = {qg_width, KV * hd, KV * hd};
+  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool);
+  round_out(qg_);
+  round_out(k_);
+  round_out(v_);
+
+  // q = q_norm(query part of qg) [T·H, hd], k = k_norm(k) [T·KV, hd]: zero-centred, f32, one cast.
+  const kernels::RmsNormParams norm{static_cast<float>(c.rms_norm_eps), 1.0f, false, round};
+  kernels::RmsNorm(qg_.data(), q_stride, w.q_norm.data(), q_.data(), hd, t * H, hd, norm);
+  kernels::RmsNorm(k_.data(), hd, w.k_norm.data(), k_.data(), hd, t * KV, hd, norm);
+
+  // Partial NeoX RoPE over the first rotary_dim dims of every head.
+  kernels::RopeNeox(q_.data(), H * hd, t, H, hd, c.rotary_dim, cos, sin, round);
+  kernels::RopeNeox(k_.data(), KV * hd, t, KV, hd, c.rotary_dim, cos, sin, round);
+
+  // Cache K (normed, rotated) and V (raw), then causal attention over each sequence's cache.
+  kernels::KvWrite(k_.data(), KV * hd, v_.data(), KV * hd, kv_slots, t, kv);
+  kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv, 1.0f / std::sqrt(static_cast<float>(hd)),
+                          attn_.data(), H * hd, pool);
+  round_out(attn_);
+
+  // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
+  if (c.attn_output_gate) {
+    kernels::SigmoidMul(attn_.data(), hd, qg_.data() + hd, 2 * hd, t * H, hd, round);
+  }
+
+  // out = attn · Woᵀ [T, hidden]
+  kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool);
+  if (round == Round::kBf16) RoundBf16InPlace(out, static_cast<size_t>(t * D));
+}
+
+}  // namespace cpm

@@ -1,0 +1,139 @@
+// Gated DeltaNet layer of the Qwen3.5 hybrid, as flat named steps over a mixed batch.
+#include "model/qwen35_deltanet.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/conv1d.h"
+#include "kernels/gated_delta_rule.h"
+#include "kernels/gated_norm.h"
+#include "tensor/dtype.h"
+
+namespace cpm {
+
+using kernels::Round;
+
+StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35Config& c,
+                                                 const std::string& p) {
+  const int64_t D = c.hidden_size, Hv = c.linear_num_value_heads, K = c.linear_conv_kernel_dim;
+  GatedDeltaNetWeights w;
+  CPM_ASSIGN_OR_RETURN(w.in_proj_qkv, wl.Linear(p + "in_proj_qkv.weight", c.conv_dim(), D));
+  CPM_ASSIGN_OR_RETURN(w.in_proj_z, wl.Linear(p + "in_proj_z.weight", c.value_dim(), D));
+  CPM_ASSIGN_OR_RETURN(w.in_proj_b, wl.Linear(p + "in_proj_b.weight", Hv, D));
+  CPM_ASSIGN_OR_RETURN(w.in_proj_a, wl.Linear(p + "in_proj_a.weight", Hv, D));
+  CPM_ASSIGN_OR_RETURN(w.out_proj, wl.Linear(p + "out_proj.weight", D, c.value_dim()));
+  CPM_ASSIGN_OR_RETURN(w.conv1d, wl.F32(p + "conv1d.weight", {c.conv_dim(), 1, K}));
+  CPM_ASSIGN_OR_RETURN(std::vector<float> a_log, wl.F32(p + "A_log", {Hv}));
+  CPM_ASSIGN_OR_RETURN(w.dt_bias, wl.F32(p + "dt_bias", {Hv}));
+  CPM_ASSIGN_OR_RETURN(w.norm, wl.F32(p + "norm.weight", {c.linear_value_head_dim}));
+  w.neg_a.resize(Hv);
+  for (int64_t h = 0; h < Hv; ++h) w.neg_a[h] = -std::exp(a_log[h]);
+  for (kernels::LinearWeight* lw : {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a,
+                                    &w.out_proj}) {
+    kernels::PrepareLinear(lw);
+  }
+  return w;
+}
+
+int64_t DeltaNetConvStateFloats(const Qwen35Config& c) {
+  return (c.linear_conv_kernel_dim - 1) * c.conv_dim();
+}
+
+int64_t DeltaNetStateFloats(const Qwen35Config& c) {
+  return DeltaNetConvStateFloats(c) +
+         c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+}
+
+void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x,
+                            int64_t t, std::span<const DeltaNetSeq> seqs, Round round, float* out,
+                            ThreadPool& pool) {
+  const int64_t D = c.hidden_size, Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads,
+                dk = c.linear_key_head_dim, dv = c.linear_value_head_dim,
+                K = c.linear_conv_kernel_dim, key_dim = c.key_dim(), value_dim = c.value_dim(),
+                conv_dim = c.conv_dim();
+  m_.resize(t * conv_dim);
+  y_.resize(t * conv_dim);
+  z_.resize(t * value_dim);
+  b_.resize(t * Hv);
+  a_.resize(t * Hv);
+  o_.resize(t * value_dim);
+  auto round_out = [&](std::vector<float>& v) {
+    if (round == Round::kBf16) RoundBf16InPlace(v.data(), v.size());
+  };
+
+  // m = x · W_qkvᵀ [T, conv_dim], z = x · W_zᵀ [T, value_dim], b, a = x · W_bᵀ, x · W_aᵀ [T, Hv]
+  const kernels::LinearWeight* ws[] = {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a};
+  float* ys[] = {m_.data(), z_.data(), b_.data(), a_.data()};
+  const int64_t strides[] = {conv_dim, value_dim, Hv, Hv};
+  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool);
+  round_out(m_);
+  round_out(z_);
+  round_out(b_);
+  round_out(a_);
+
+  // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.
+  constexpr int64_t kChannelBlock = 512;
+  const int64_t blocks = (conv_dim + kChannelBlock - 1) / kChannelBlock;
+  pool.ParallelFor(static_cast<int64_t>(seqs.size()) * blocks, [&](int64_t task, int) {
+    const DeltaNetSeq& s = seqs[task / blocks];
+    const int64_t c0 = (task % blocks) * kChannelBlock, c1 = std::min(conv_dim, c0 + kChannelBlock);
+    kernels::CausalConv1dSilu(m_.data() + s.row_begin * conv_dim, conv_dim, s.num_tokens, conv_dim,
+                              c0, c1, w.conv1d.data(), K, s.state, y_.data() + s.row_begin * conv_dim,
+                              conv_dim, round);
+  });
+
+  // β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias), both f32 [T, Hv]
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t h = 0; h < Hv; ++h) {
+      float& b = b_[i * Hv + h];
+      float& a = a_[i * Hv + h];
+      b = 1.0f / (1.0f + std::exp(-b));
+      const float u = a + w.dt_bias[h];
+      const float softplus = u > 20.0f ? u : std::log1p(std::exp(u));  // torch's threshold
+      a = w.neg_a[h] * softplus;
+    }
+  }
+
+  // q <- l2norm(q) · dk^-1/2, k <- l2norm(k), per head, f32 (in place in y).
+  kernels::L2NormHeads(y_.data(), conv_dim, t, Hk, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
+  kernels::L2NormHeads(y_.data() + key_dim, conv_dim, t, Hk, dk, 1e-6f, 1.0f);
+
+  // o = gated delta rule per (sequence, value head) [T, Hv, dv]; v head h reads k head h / (Hv/Hk).
+  const int64_t conv_floats = DeltaNetConvStateFloats(c), heads_per_k = Hv / Hk;
+  const int64_t scratch_floats = kernels::GatedDeltaRuleChunkedScratch(kChunk, dk, dv);
+  scratch_.resize(pool.num_threads());
+  pool.ParallelFor(static_cast<int64_t>(seqs.size()) * Hv, [&](int64_t task, int worker) {
+    const DeltaNetSeq& s = seqs[task / Hv];
+    const int64_t h = task % Hv, kh = h / heads_per_k, r0 = s.row_begin;
+    kernels::GdnHead head;
+    head.q = y_.data() + r0 * conv_dim + kh * dk;
+    head.k = y_.data() + r0 * conv_dim + key_dim + kh * dk;
+    head.qk_stride = conv_dim;
+    head.v = y_.data() + r0 * conv_dim + 2 * key_dim + h * dv;
+    head.v_stride = conv_dim;
+    head.g = a_.data() + r0 * Hv + h;
+    head.beta = b_.data() + r0 * Hv + h;
+    head.gb_stride = Hv;
+    head.o = o_.data() + r0 * value_dim + h * dv;
+    head.o_stride = value_dim;
+    head.state = s.state + conv_floats + h * dk * dv;
+    if (s.num_tokens >= chunked_min_tokens) {
+      std::vector<float>& sc = scratch_[worker];
+      if (static_cast<int64_t>(sc.size()) < scratch_floats) sc.resize(scratch_floats);
+      kernels::GatedDeltaRuleChunked(head, s.num_tokens, dk, dv, kChunk, sc.data());
+    } else {
+      kernels::GatedDeltaRuleRecurrent(head, s.num_tokens, dk, dv);
+    }
+  });
+  round_out(o_);
+
+  // o = rmsnorm(o) · w · silu(z) per head [T·Hv, dv]
+  kernels::GatedRmsNorm(o_.data(), dv, z_.data(), dv, w.norm.data(), o_.data(), dv, t * Hv, dv,
+                        static_cast<float>(c.rms_norm_eps), round);
+
+  // out = o · W_outᵀ [T, hidden]
+  kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool);
+  if (round == Round::kBf16) RoundBf16InPlace(out, static_cast<size_t>(t * D));
+}
+
+}  // namespace cpm

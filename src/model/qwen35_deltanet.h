@@ -1,0 +1,71 @@
+// Qwen3.5's Gated DeltaNet layer (layer_types "linear_attention"): in_proj_qkv/z/b/a, causal
+// depthwise conv1d + SiLU, L2-normalised q/k, β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias),
+// the gated delta rule (recurrent or chunked), gated RMSNorm with silu(z), out_proj.
+// Math: ../shared/docs/specs/minicpmv46.md §3.4. Per-sequence state lives in a StateSlots slot.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/rounding.h"
+#include "model/qwen35_config.h"
+#include "model/weight_loader.h"
+
+namespace cpm {
+
+struct GatedDeltaNetWeights {
+  kernels::LinearWeight in_proj_qkv;  // [conv_dim, hidden]: rows q [key_dim] | k [key_dim] | v [value_dim]
+  kernels::LinearWeight in_proj_z;    // [value_dim, hidden]
+  kernels::LinearWeight in_proj_b;    // [Hv, hidden]
+  kernels::LinearWeight in_proj_a;    // [Hv, hidden]
+  kernels::LinearWeight out_proj;     // [hidden, value_dim]
+  std::vector<float> conv1d;          // [conv_dim, kernel] (stored [conv_dim, 1, kernel])
+  std::vector<float> neg_a;           // [Hv] −exp(A_log), f32
+  std::vector<float> dt_bias;         // [Hv]
+  std::vector<float> norm;            // [dv] plain weight of the gated RMSNorm
+};
+
+// Loads "<prefix>in_proj_qkv.weight" ... with `prefix` ending in "linear_attn.".
+StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35Config& c,
+                                                 const std::string& prefix);
+
+// One layer's state inside a sequence's slot, both f32:
+//   conv state [kernel-1, conv_dim] (the last pre-conv rows, oldest first), then
+//   recurrent state S [Hv, dk, dv].
+int64_t DeltaNetConvStateFloats(const Qwen35Config& c);
+int64_t DeltaNetStateFloats(const Qwen35Config& c);  // conv + recurrent
+
+// One sequence's rows of the step and its state for this layer.
+struct DeltaNetSeq {
+  int64_t row_begin = 0;
+  int64_t num_tokens = 0;
+  float* state = nullptr;  // [DeltaNetStateFloats] floats
+};
+
+// One Gated DeltaNet layer over a step's T tokens. Holds its scratch (engine thread only).
+class GatedDeltaNet {
+ public:
+  // Sequences with at least this many new tokens use the chunked delta rule.
+  static constexpr int64_t kChunk = 64;
+  int64_t chunked_min_tokens = kChunk;
+
+  // x: [T, hidden] (normed input); out: [T, hidden]. Reads and updates each sequence's state.
+  void Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x, int64_t t,
+               std::span<const DeltaNetSeq> seqs, kernels::Round round, float* out,
+               ThreadPool& pool);
+
+ private:
+  std::vector<float> m_;     // [T, conv_dim] in_proj_qkv output (pre-conv)
+  std::vector<float> y_;     // [T, conv_dim] conv output: q | k | v
+  std::vector<float> z_;     // [T, value_dim]
+  std::vector<float> b_;     // [T, Hv] then β
+  std::vector<float> a_;     // [T, Hv] then g
+  std::vector<float> o_;     // [T, value_dim]
+  std::vector<std::vector<float>> scratch_;  // per worker: chunked-rule scratch
+};
+
+}  // namespace cpm
