@@ -6,6 +6,11 @@
 #include "base/log.h"
 #include "commands.h"
 #include "model/tiny_checkpoint.h"
+#include "model/tiny_minicpmv46.h"
+#include "tokenizer/tiny_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
 
 namespace cpm {
 namespace {
@@ -18,6 +23,25 @@ struct MakeTinyArgs {
   int shards = 1;
   bool untied = false;
 };
+
+// Writes the tokenizer files first: the model's vocab_size and eos ids follow from them.
+Status WriteTokenizer(const std::string& dir, TinyTokenizerFamily family, const char* chat_eos,
+                      TinyCheckpointOptions* o) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return InvalidArgument(dir + ": cannot create: " + ec.message());
+  int32_t vocab = 0;
+  CPM_RETURN_IF_ERROR(WriteTinyTokenizer(dir, family, &vocab));
+  CPM_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::Load(dir));
+  o->vocab_size = vocab;
+  o->bos_token_id = tok->bos_id().value_or(0);
+  o->eos_token_id.clear();
+  for (const char* text : {"</s>", "<|endoftext|>"}) {
+    if (auto eos = tok->TokenToId(text)) o->eos_token_id.push_back(*eos);
+  }
+  if (auto eos = tok->TokenToId(chat_eos)) o->eos_token_id.push_back(*eos);
+  return OkStatus();
+}
 
 int RunMakeTiny(const MakeTinyArgs& a) {
   TinyCheckpointOptions o;
@@ -34,11 +58,14 @@ int RunMakeTiny(const MakeTinyArgs& a) {
   }
   Status s;
   if (a.arch == "minicpm4") {
-    o.vocab_size = 512;
-    o.eos_token_id = {2};
-    s = WriteTinyMiniCpm(o);
+    s = WriteTokenizer(a.out_dir, TinyTokenizerFamily::kSentencePieceBpe, "<|im_end|>", &o);
+    if (s.ok()) s = WriteTinyMiniCpm(o);
+  } else if (a.arch == "minicpmv4_6") {
+    s = WriteTokenizer(a.out_dir, TinyTokenizerFamily::kByteLevelBpe, "<|im_end|>", &o);
+    if (s.ok()) s = WriteTinyMiniCpmV46(o);
   } else {
-    std::fprintf(stderr, "make-tiny: unknown --arch '%s' (known: minicpm4)\n", a.arch.c_str());
+    std::fprintf(stderr, "make-tiny: unknown --arch '%s' (known: minicpm4, minicpmv4_6)\n",
+                 a.arch.c_str());
     return 2;
   }
   if (!s.ok()) {
@@ -54,7 +81,7 @@ int RunMakeTiny(const MakeTinyArgs& a) {
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
   CLI::App* cmd = app.add_subcommand("make-tiny", "write a tiny random checkpoint for tests");
-  cmd->add_option("--arch", args->arch, "architecture: minicpm4")->capture_default_str();
+  cmd->add_option("--arch", args->arch, "architecture: minicpm4 | minicpmv4_6")->capture_default_str();
   cmd->add_option("out_dir", args->out_dir, "output directory")->required();
   cmd->add_option("--seed", args->seed, "random seed")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "storage dtype: bfloat16, float32, float16")

@@ -1,9 +1,11 @@
 #include "engine/offline_generator.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/state_slots.h"
 #include "sampling/sampler.h"
 
 namespace cpm {
@@ -15,6 +17,7 @@ struct SeqState {
   std::vector<int32_t> tokens;  // prompt then generated
   std::vector<int32_t> blocks;
   int64_t computed = 0;  // tokens whose K/V are in the cache
+  int32_t state_slot = -1;  // hybrid models: this sequence's recurrent state
   bool done = false;
   Rng rng;
 };
@@ -40,12 +43,18 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
   }
   KvCache kv(info.kv, std::max<int64_t>(1, total_blocks), bs, info.dtype);
   BlockPool blocks(kv.num_blocks());
+  // Hybrid models keep a recurrent state per sequence beside its KV blocks.
+  std::unique_ptr<StateSlots> states;
+  if (info.state_slot_bytes > 0) {
+    states = std::make_unique<StateSlots>(static_cast<int64_t>(requests.size()), info.state_slot_bytes);
+  }
 
   std::vector<SeqState> seqs(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     seqs[i].req = &requests[i];
     seqs[i].tokens = requests[i].prompt;
     seqs[i].rng.seed(requests[i].sampling.seed.value_or(options_.seed + i));
+    if (states) seqs[i].state_slot = *states->Allocate();
     if (requests[i].max_tokens == 0) {
       seqs[i].done = true;
       seqs[i].result.finish_reason = "length";
@@ -78,7 +87,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       if (!blocks.AllocateN(need, &s.blocks)) return Internal("KV blocks ran out");
       const int64_t first_row = static_cast<int64_t>(tokens.size());
       tokens.insert(tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
-      steps.push_back({s.computed, n, s.blocks, -1});
+      steps.push_back({s.computed, n, s.blocks, s.state_slot});
       const bool reaches_end = s.computed + n == total;
       if (s.req->record_logprob_rows && s.req->all_prompt_positions) {
         for (int64_t j = 0; j < n; ++j) {
@@ -102,7 +111,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
     batch.tokens = tokens;
     batch.seqs = steps;
     batch.logit_rows = logit_rows;
-    CPM_RETURN_IF_ERROR(model_.Forward(batch, kv, nullptr, logits.data(), pool_));
+    CPM_RETURN_IF_ERROR(model_.Forward(batch, kv, states.get(), logits.data(), pool_));
 
     for (size_t r = 0; r < row_owner.size(); ++r) {
       SeqState& s = seqs[row_owner[r].first];

@@ -49,15 +49,30 @@ def top_ids(row, k):
     return np.argsort(-row, kind="stable")[:k]           # ties -> lower id first
 
 
-def row_metrics(ref, eng):
+def set_overlap(ref, eng, r_ids, e_ids, tie_tol):
+    """Shared members of two top-k sets. With tie_tol > 0, a swap across the k-th place counts as
+    shared when both swapped ids lie within tie_tol of the k-th value in the other's ranking
+    (numerically tied entries, whose order no implementation can be held to)."""
+    r, e = set(r_ids), set(e_ids)
+    shared = len(r & e)
+    if tie_tol > 0:
+        e_near = sum(1 for i in e - r if ref[i] >= ref[r_ids[-1]] - tie_tol)
+        r_near = sum(1 for i in r - e if eng[i] >= eng[e_ids[-1]] - tie_tol)
+        shared += min(e_near, r_near)
+    return shared
+
+
+def row_metrics(ref, eng, tie_tol=0.0):
     k5, k20 = min(5, ref.size), min(20, ref.size)
     r20, e20 = top_ids(ref, k20), top_ids(eng, k20)
     p_ref, p_eng = np.exp(ref[r20]), np.exp(eng[r20])
     with np.errstate(invalid="ignore"):
         kl = float(np.sum(np.exp(ref) * (ref - eng)))
-    return {"top1": int(np.argmax(ref)) == int(np.argmax(eng)),
-            "top5": len(set(r20[:k5]) & set(e20[:k5])) / k5,
-            "top20": len(set(r20) & set(e20)) / k20,
+    top1 = int(np.argmax(ref)) == int(np.argmax(eng)) or \
+        (tie_tol > 0 and ref[int(np.argmax(eng))] >= ref.max() - tie_tol)
+    return {"top1": top1,
+            "top5": set_overlap(ref, eng, r20[:k5], e20[:k5], tie_tol) / k5,
+            "top20": set_overlap(ref, eng, r20, e20, tie_tol) / k20,
             "abs_top20": float(np.max(np.abs(eng[r20] - ref[r20]))),
             "abs_full": float(np.max(np.abs(eng - ref))),
             "rel": np.abs(p_eng - p_ref) / p_ref,
@@ -83,7 +98,7 @@ def summarize(rows):
             "top1_mismatch_positions": [p for p, m in rows if not m["top1"]]}
 
 
-def compare_sequence(eng, ref):
+def compare_sequence(eng, ref, tie_tol=0.0):
     if list(eng["prompt_ids"]) != list(ref["prompt_ids"]):
         raise ValueError("prompt_ids differ between engine and reference")
     P = len(ref["prompt_ids"])
@@ -100,20 +115,20 @@ def compare_sequence(eng, ref):
         e = np.asarray(eng["logprobs"][i], dtype=np.float64)
         if r.shape != e.shape:
             raise ValueError(f"position {pos}: engine row has {e.size} entries, reference {r.size}")
-        rows.append((pos, row_metrics(r, e)))
+        rows.append((pos, row_metrics(r, e, tie_tol)))
     out = summarize(rows)
     out.update({"generated_match": eg == rg, "first_divergence": divergence,
                 "engine_generated": len(eg), "reference_generated": len(rg)})
     return out, rows
 
 
-def compare(engine_dump, ref_dump):
+def compare(engine_dump, ref_dump, tie_tol=0.0):
     es, rs = engine_dump["sequences"], ref_dump["sequences"]
     if len(es) != len(rs):
         raise ValueError(f"engine has {len(es)} sequences, reference {len(rs)}")
     per_seq, all_rows = [], []
     for e, r in zip(es, rs):
-        m, rows = compare_sequence(e, r)
+        m, rows = compare_sequence(e, r, tie_tol)
         per_seq.append(m)
         all_rows += rows
     overall = summarize(all_rows)
