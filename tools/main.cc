@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "print the version")->callback([] {
     std::printf("cpmserve %s\n", CPM_VERSION);
   });
+  cpm::RegisterBenchCommand(app, &exit_code);
   cpm::RegisterGenerateCommand(app, &exit_code);
   cpm::RegisterMakeTinyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
