@@ -16,7 +16,7 @@ void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int
 void Scale(float* x, int64_t n, float scale, Round round);
 
 // x[i] = bf(x[i]) for i in [0, n): round-to-nearest-even, NaN stays NaN (as cpm::RoundBf16).
-// The SIMD twin of tensor/dtype.h's RoundBf16InPlace.
+// Rounds every element of x[0..n) to bf16 in place (the `bf(x)` of the model specs).
 void RoundBf16InPlace(float* x, int64_t n);
 
 }  // namespace cpm::kernels

@@ -65,7 +65,7 @@ class MiniCpmModel : public Model {
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   // Rounds a freshly computed GEMM output to bf16 in the bf16 path.
   void RoundOut(float* x, int64_t n) const {
-    if (round_ == Round::kBf16) RoundBf16InPlace(x, static_cast<size_t>(n));
+    if (round_ == Round::kBf16) kernels::RoundBf16InPlace(x, n);
   }
 
   MiniCpmConfig c_;

@@ -143,8 +143,8 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   const int64_t max_len = options.max_model_len > 0 ? options.max_model_len : c_.max_position_embeddings;
   rope_ = BuildRopeTable(c_.rotary_dim, c_.rope_theta, max_len);
   if (round_ == Round::kBf16) {  // HF and vLLM cast cos/sin to the activation dtype
-    RoundBf16InPlace(rope_.cos.data(), rope_.cos.size());
-    RoundBf16InPlace(rope_.sin.data(), rope_.sin.size());
+    kernels::RoundBf16InPlace(rope_.cos.data(), static_cast<int64_t>(rope_.cos.size()));
+    kernels::RoundBf16InPlace(rope_.sin.data(), static_cast<int64_t>(rope_.sin.size()));
   }
   state_floats_ = DeltaNetStateFloats(c_);
 
@@ -193,7 +193,7 @@ void Qwen35Model::Embed(const ForwardBatch& batch) {
   }
   for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
     std::copy(batch.embeds + i * D, batch.embeds + (i + 1) * D, h_.data() + batch.embed_rows[i] * D);
-    if (round_ == Round::kBf16) RoundBf16InPlace(h_.data() + batch.embed_rows[i] * D, D);
+    if (round_ == Round::kBf16) kernels::RoundBf16InPlace(h_.data() + batch.embed_rows[i] * D, D);
   }
 }
 
@@ -229,12 +229,12 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   const int64_t strides[] = {F, F};
   kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool);
   if (round_ == Round::kBf16) {
-    RoundBf16InPlace(gate_.data(), t * F);
-    RoundBf16InPlace(up_.data(), t * F);
+    kernels::RoundBf16InPlace(gate_.data(), t * F);
+    kernels::RoundBf16InPlace(up_.data(), t * F);
   }
   kernels::SiluMul(gate_.data(), F, up_.data(), F, gate_.data(), F, t, F, round_);
   kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool);
-  if (round_ == Round::kBf16) RoundBf16InPlace(mix_.data(), t * D);
+  if (round_ == Round::kBf16) kernels::RoundBf16InPlace(mix_.data(), t * D);
   kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
 }
 
@@ -248,7 +248,7 @@ void Qwen35Model::Head(const ForwardBatch& batch, float* logits, ThreadPool& poo
   }
   kernels::RmsNorm(head_in_.data(), D, norm_.data(), head_in_.data(), D, n, D, Norm());
   kernels::MatMul(head_in_.data(), D, n, lm_head_, logits, c_.vocab_size, pool);
-  if (round_ == Round::kBf16) RoundBf16InPlace(logits, n * c_.vocab_size);
+  if (round_ == Round::kBf16) kernels::RoundBf16InPlace(logits, n * c_.vocab_size);
 }
 
 Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states,

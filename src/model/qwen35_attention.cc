@@ -1,4 +1,5 @@
 // Gated full attention of the Qwen3.5 hybrid, as flat named steps.
+#include "kernels/residual.h"
 #include "model/qwen35_attention.h"
 
 #include <cmath>
@@ -44,7 +45,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   v_.resize(t * KV * hd);
   attn_.resize(t * H * hd);
   auto round_out = [&](std::vector<float>& y) {
-    if (round == Round::kBf16) RoundBf16InPlace(y.data(), y.size());
+    if (round == Round::kBf16) kernels::RoundBf16InPlace(y.data(), static_cast<int64_t>(y.size()));
   };
 
   // qg = x · Wqᵀ [T, H, 2·hd], k = x · Wkᵀ [T, KV·hd], v = x · Wvᵀ [T, KV·hd]
@@ -78,7 +79,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
 
   // out = attn · Woᵀ [T, hidden]
   kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool);
-  if (round == Round::kBf16) RoundBf16InPlace(out, static_cast<size_t>(t * D));
+  if (round == Round::kBf16) kernels::RoundBf16InPlace(out, t * D);
 }
 
 }  // namespace cpm

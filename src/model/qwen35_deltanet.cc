@@ -1,4 +1,5 @@
 // Gated DeltaNet layer of the Qwen3.5 hybrid, as flat named steps over a mixed batch.
+#include "kernels/residual.h"
 #include "model/qwen35_deltanet.h"
 
 #include <algorithm>
@@ -58,7 +59,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   a_.resize(t * Hv);
   o_.resize(t * value_dim);
   auto round_out = [&](std::vector<float>& v) {
-    if (round == Round::kBf16) RoundBf16InPlace(v.data(), v.size());
+    if (round == Round::kBf16) kernels::RoundBf16InPlace(v.data(), static_cast<int64_t>(v.size()));
   };
 
   // m = x · W_qkvᵀ [T, conv_dim], z = x · W_zᵀ [T, value_dim], b, a = x · W_bᵀ, x · W_aᵀ [T, Hv]
@@ -133,7 +134,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
 
   // out = o · W_outᵀ [T, hidden]
   kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool);
-  if (round == Round::kBf16) RoundBf16InPlace(out, static_cast<size_t>(t * D));
+  if (round == Round::kBf16) kernels::RoundBf16InPlace(out, t * D);
 }
 
 }  // namespace cpm

@@ -1,3 +1,4 @@
+#include "kernels/residual.h"
 #include "model/weight_loader.h"
 
 #include <cstring>
@@ -164,7 +165,7 @@ StatusOr<std::vector<float>> WeightLoader::F32(const std::string& name,
   }
   CPM_ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name, shape));
   ConvertToF32(t->dtype, t->data, v.data(), n);
-  if (dtype_ == DType::kBF16) RoundBf16InPlace(v.data(), n);  // as the model would hold it
+  if (dtype_ == DType::kBF16) kernels::RoundBf16InPlace(v.data(), n);  // as the model would hold it
   return v;
 }
 

@@ -66,10 +66,6 @@ uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-void RoundBf16InPlace(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
-}
-
 void ConvertToF32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::kF32:

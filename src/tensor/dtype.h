@@ -38,9 +38,6 @@ inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);
 
-// Rounds every element of x[0..n) to bf16 in place (vectorised where the CPU allows).
-void RoundBf16InPlace(float* x, size_t n);
-
 // Converts n elements of `src` (of type `t`) to f32.
 void ConvertToF32(DType t, const void* src, float* dst, size_t n);
 
