@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   cpm::RegisterBenchCommand(app, &exit_code);
   cpm::RegisterGenerateCommand(app, &exit_code);
   cpm::RegisterMakeTinyCommand(app, &exit_code);
+  cpm::RegisterServeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -58,14 +58,16 @@ StatusOr<Value> Dict(Interpreter&, const CallArgs& a) {
   return Value::Dict(std::move(d));
 }
 
-StatusOr<Value> MakeNamespace(Interpreter&, const CallArgs& a) {
+StatusOr<Value> MakeNamespace(Interpreter& interp, const CallArgs& a) {
   ValueDict d;
   for (const Value& v : a.positional) {
     if (!v.IsDict()) return InvalidArgument("namespace() positional argument must be a mapping");
     for (const auto& [k, x] : v.AsDict().items) d.Set(k, x);
   }
   for (const auto& [k, v] : a.keyword) d.Set(Value::String(k), v);
-  return Value::Namespace(std::move(d));
+  Value ns = Value::Namespace(std::move(d));
+  interp.TrackNamespace(ns);
+  return ns;
 }
 
 StatusOr<Value> RaiseException(Interpreter& interp, const CallArgs& a) {

@@ -9,20 +9,22 @@
 namespace cpm::jinja {
 namespace {
 
-// A macro value: the definition plus the scope it was defined in.
+// A macro value: the definition plus the scope it was defined in. The scope holds the macro,
+// so the macro only holds the scope weakly (no reference cycle); the Interpreter keeps defining
+// scopes alive until the render ends.
 class MacroFn : public Callable {
  public:
-  MacroFn(const Stmt* def, std::shared_ptr<Frame> closure, std::optional<Value> caller = {})
-      : def_(def), closure_(std::move(closure)), caller_(std::move(caller)) {}
+  MacroFn(const Stmt* def, std::weak_ptr<Frame> closure) : def_(def), closure_(std::move(closure)) {}
   StatusOr<Value> Call(Interpreter& interp, const CallArgs& args) const override {
-    return interp.CallMacro(*def_, closure_, args, caller_ ? &*caller_ : nullptr);
+    std::shared_ptr<Frame> closure = closure_.lock();
+    if (!closure) return InvalidArgument("macro '" + Name() + "' called after its render ended");
+    return interp.CallMacro(*def_, closure, args, nullptr);
   }
   std::string Name() const override { return def_->name.empty() ? "caller" : def_->name; }
 
  private:
   const Stmt* def_;
-  std::shared_ptr<Frame> closure_;
-  std::optional<Value> caller_;
+  std::weak_ptr<Frame> closure_;
 };
 
 // loop.cycle(a, b, ...): the argument at index0 modulo the count.
@@ -45,6 +47,15 @@ Status UndefinedError(const Value& undefined) {
   const std::string& hint = undefined.undefined_hint();
   return InvalidArgument(hint.empty() ? "undefined value" : hint);
 }
+
+Interpreter::~Interpreter() {
+  // Break the cycles a render can build: scopes that hold macros (which hold values that may
+  // hold the scopes' namespaces), and namespaces that contain themselves.
+  for (Value& ns : namespaces_) ns.NamespaceAttrs().items.clear();
+  for (auto& frame : macro_scopes_) frame->vars.clear();
+}
+
+void Interpreter::TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
 
 Status Interpreter::Raise(std::string message) {
   raised_ = true;
@@ -150,10 +161,12 @@ StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, const std::shar
       return Flow::kNormal;
     }
     case Stmt::Kind::kMacro:
+      macro_scopes_.push_back(frame);
       frame->vars[s.name] = Value::Function(std::make_shared<MacroFn>(&s, frame));
       return Flow::kNormal;
     case Stmt::Kind::kCallBlock: {
       // The body becomes `caller`, a macro with the block's parameters.
+      macro_scopes_.push_back(frame);
       Value caller = Value::Function(std::make_shared<MacroFn>(&s, frame));
       const Expr& call = *s.expr;
       CPM_ASSIGN_OR_RETURN(Value callee, Eval(*call.operand, frame));

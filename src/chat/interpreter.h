@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
 #include "chat/ast.h"
@@ -30,6 +31,9 @@ struct Frame {
 class Interpreter {
  public:
   explicit Interpreter(RenderLimits limits) : limits_(limits) {}
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   StatusOr<std::string> Render(const Body& body, const ValueDict& context);
 
@@ -42,6 +46,8 @@ class Interpreter {
   StatusOr<Value> GetAttrPath(const Value& obj, const std::string& path);
   // Items of any iterable, as Python's iter() would yield them.
   StatusOr<ValueList> Iterate(const Value& v);
+  // namespace() registers what it creates so the render can break self-references at the end.
+  void TrackNamespace(const Value& ns);
   // Called by raise_exception(): its message must reach the caller verbatim.
   Status Raise(std::string message);
   const RenderLimits& limits() const { return limits_; }
@@ -75,6 +81,8 @@ class Interpreter {
   int call_depth_ = 0;
   bool raised_ = false;
   std::unordered_map<std::string, Value> globals_;
+  std::vector<std::shared_ptr<Frame>> macro_scopes_;  // scopes that defined macros
+  std::vector<Value> namespaces_;
 };
 
 }  // namespace cpm::jinja

@@ -45,6 +45,8 @@ cases = [
  ("macro_caller_args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}{% call(item) each([1,2]) %}<{{ item }}>{% endcall %}", {}),
  ("macro_missing_arg", "{% macro f(a, b) %}[{{ a }}|{{ b }}]{% endmacro %}{{ f(1) }}", {}),
  ("macro_recursion", "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(5) }}", {}),
+ ("macro_outlives_loop_scope", "{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}{% set ns.m = m %}{% endfor %}{{ ns.m() }}", {}),
+ ("namespace_self_reference", "{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}", {}),
  # slicing and indexing
  ("slice", "{{ xs[1:] }} {{ xs[:2] }} {{ xs[::-1] }} {{ xs[-1] }} {{ xs[-2:] }} {{ xs[::2] }} {{ s[1:3] }} {{ s[::-1] }}", {"xs": [1, 2, 3, 4], "s": "héllo"}),
  ("slice_negative_step", "{{ xs[3:0:-1] }} {{ xs[-1:-3:-1] }} {{ xs[10:] }}", {"xs": [1, 2, 3, 4, 5]}),

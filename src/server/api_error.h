@@ -1,0 +1,33 @@
+// OpenAI/vLLM error responses: {"error": {"message", "type", "param", "code"}} with `code` the
+// HTTP status as an integer (vLLM's shape), and the mapping from Status codes to HTTP.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace cpm {
+
+struct ApiError {
+  int status = 400;
+  std::string type = "BadRequestError";
+  std::string message;
+  std::optional<std::string> param;
+};
+
+// kInvalidArgument -> 400 BadRequestError, kNotFound -> 404 NotFoundError, kUnauthenticated ->
+// 401, kUnavailable / kResourceExhausted -> 503, everything else -> 500 InternalServerError.
+ApiError ApiErrorFromStatus(const Status& status);
+ApiError BadRequest(std::string message, std::optional<std::string> param = std::nullopt);
+
+nlohmann::ordered_json ErrorJson(const ApiError& error);
+// The serialized body (invalid UTF-8 in messages is replaced, never thrown on).
+std::string ErrorBody(const ApiError& error);
+
+// JSON -> text for every response: replaces invalid UTF-8 instead of throwing.
+std::string DumpJson(const nlohmann::ordered_json& j);
+
+}  // namespace cpm

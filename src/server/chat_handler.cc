@@ -1,0 +1,230 @@
+// POST /v1/chat/completions: messages -> template -> tokens -> engine -> chat.completion (or
+// chat.completion.chunk SSE events ending in `data: [DONE]`).
+#include <memory>
+
+#include "base/log.h"
+#include "server/chat_prompt.h"
+#include "server/handlers.h"
+#include "server/logprobs_json.h"
+#include "server/protocol.h"
+#include "server/sampling_request.h"
+#include "server/sse.h"
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// Everything the reply needs once validation has passed.
+struct ChatJob {
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  std::vector<int32_t> prompt;
+  ResolvedSampling sampling;
+  int64_t max_tokens = 0;
+  bool want_logprobs = false;
+  int top_logprobs = 0;
+  bool include_usage = false;
+  std::string echo_prefix;  // echo with continue_final_message: the continued text
+  bool reasoning_fields = false;
+  Clock::time_point arrival;
+};
+
+Json ChunkBase(const ChatJob& job) {
+  Json c;
+  c["id"] = job.id;
+  c["object"] = "chat.completion.chunk";
+  c["created"] = job.created;
+  c["model"] = job.model;
+  return c;
+}
+
+Json Chunk(const ChatJob& job, int index, Json delta, Json logprobs, Json finish_reason,
+           Json stop_reason, bool with_stop_reason) {
+  Json c = ChunkBase(job);
+  Json choice;
+  choice["index"] = index;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  if (with_stop_reason) choice["stop_reason"] = std::move(stop_reason);
+  c["choices"] = Json::array({std::move(choice)});
+  return c;
+}
+
+std::vector<ChoicePlan> Plans(const ChatJob& job) {
+  std::vector<ChoicePlan> plans;
+  for (int i = 0; i < job.sampling.n; ++i) plans.push_back({i, job.prompt, job.max_tokens, i});
+  return plans;
+}
+
+void Stream(const ServerContext& ctx, const ChatJob& job,
+            const std::function<bool(const std::string&)>& write) {
+  GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  for (int i = 0; i < job.sampling.n; ++i) {
+    Json delta = {{"role", "assistant"}, {"content", ""}};
+    if (!write(SseEvent(Chunk(job, i, delta, nullptr, nullptr, nullptr, false)))) {
+      run.CancelAll();
+      return;
+    }
+    if (!job.echo_prefix.empty() &&
+        !write(SseEvent(Chunk(job, i, {{"content", job.echo_prefix}}, nullptr, nullptr, nullptr,
+                              false)))) {
+      run.CancelAll();
+      return;
+    }
+  }
+  ChoiceUpdate u;
+  while (run.Next(&u)) {
+    if (!u.error.ok()) {
+      run.CancelAll();
+      write(SseEvent(ErrorJson(ApiErrorFromStatus(u.error))));
+      write(SseDone());
+      return;
+    }
+    bool ok = true;
+    if (!u.text.empty() || (job.want_logprobs && !u.logprobs.empty())) {
+      Json lp = nullptr;
+      if (job.want_logprobs) {
+        lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs)}};
+      }
+      ok = write(SseEvent(Chunk(job, u.index, {{"content", u.text}}, lp, nullptr, nullptr, false)));
+    }
+    if (ok && u.finished) {
+      ok = write(SseEvent(Chunk(job, u.index, Json::object(), nullptr, u.finish_reason,
+                                StopReasonJson(u), true)));
+    }
+    if (!ok) {
+      run.CancelAll();
+      return;
+    }
+  }
+  if (job.include_usage) {
+    Json c = ChunkBase(job);
+    c["choices"] = Json::array();
+    c["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
+    if (!write(SseEvent(c))) return;
+  }
+  write(SseDone());
+}
+
+HttpReply Complete(const ServerContext& ctx, const ChatJob& job) {
+  GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  struct Out {
+    std::string text;
+    Json logprobs = Json::array();
+    Json finish_reason = nullptr;
+    Json stop_reason = nullptr;
+  };
+  std::vector<Out> outs(job.sampling.n);
+  ChoiceUpdate u;
+  while (run.Next(&u)) {
+    if (!u.error.ok()) {
+      run.CancelAll();
+      return HttpReply::Error(u.error);
+    }
+    Out& o = outs[u.index];
+    o.text += u.text;
+    if (job.want_logprobs) {
+      for (const Json& e : ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs)) {
+        o.logprobs.push_back(e);
+      }
+    }
+    if (u.finished) {
+      o.finish_reason = u.finish_reason;
+      o.stop_reason = StopReasonJson(u);
+    }
+  }
+  Json choices = Json::array();
+  for (int i = 0; i < job.sampling.n; ++i) {
+    Json message;
+    message["role"] = "assistant";
+    message["content"] = job.echo_prefix + outs[i].text;
+    if (job.reasoning_fields) {
+      // Hook for --reasoning-parser: both spellings, as clients read either.
+      message["reasoning"] = nullptr;
+      message["reasoning_content"] = nullptr;
+    }
+    message["tool_calls"] = Json::array();
+    Json choice;
+    choice["index"] = i;
+    choice["message"] = std::move(message);
+    choice["logprobs"] =
+        job.want_logprobs ? Json{{"content", std::move(outs[i].logprobs)}} : Json(nullptr);
+    choice["finish_reason"] = outs[i].finish_reason;
+    choice["stop_reason"] = outs[i].stop_reason;
+    choices.push_back(std::move(choice));
+  }
+  Json r;
+  r["id"] = job.id;
+  r["object"] = "chat.completion";
+  r["created"] = job.created;
+  r["model"] = job.model;
+  r["choices"] = std::move(choices);
+  r["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
+  r["system_fingerprint"] = nullptr;
+  r["prompt_logprobs"] = nullptr;
+  return HttpReply::Json(r);
+}
+
+}  // namespace
+
+HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
+                                Clock::time_point arrival) {
+  std::vector<std::string> ignored;
+  auto req = protocol::ParseChatCompletionRequest(body, &ignored);
+  if (!req.ok()) return HttpReply::Error(req.status());
+  LogIgnoredFields(ignored);
+  if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
+  auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
+  if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
+  auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
+                                  ctx.tokenizer->vocab_size());
+  if (!sampling.ok()) return HttpReply::Error(sampling.status());
+
+  ChatPromptInput in;
+  in.messages = req->messages;
+  in.tools = req->tools;
+  in.documents = req->documents;
+  in.add_generation_prompt = req->add_generation_prompt;
+  in.continue_final_message = req->continue_final_message;
+  in.chat_template_kwargs = req->chat_template_kwargs;
+  in.request_chat_template = req->chat_template;
+  auto text = RenderChatPrompt(ctx, in);
+  if (!text.ok()) return HttpReply::Error(text.status());
+
+  auto job = std::make_shared<ChatJob>();
+  job->prompt = ctx.tokenizer->Encode(*text, req->add_special_tokens);
+  auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
+                                     sampling->max_tokens, ctx.max_model_len);
+  if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
+  job->id = ctx.NewRequestId("chatcmpl");
+  job->model = ctx.served_name();
+  job->created = UnixNow();
+  job->sampling = *sampling;
+  job->max_tokens = *max_tokens;
+  job->want_logprobs = *num_logprobs >= 0;
+  job->top_logprobs = static_cast<int>(std::max<int64_t>(*num_logprobs, 0));
+  job->include_usage = req->sampling.include_usage;
+  job->reasoning_fields = !ctx.reasoning_parser.empty();
+  job->arrival = arrival;
+  if (req->echo && req->continue_final_message) {
+    const Json& last = req->messages.back();
+    auto c = last.find("content");
+    if (c != last.end() && c->is_string()) job->echo_prefix = c->get<std::string>();
+  }
+  if (!req->sampling.stream) return Complete(ctx, *job);
+  HttpReply reply;
+  reply.content_type = "text/event-stream";
+  const ServerContext* c = &ctx;
+  reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
+    Stream(*c, *job, write);
+  };
+  return reply;
+}
+
+}  // namespace cpm

@@ -1,0 +1,219 @@
+// POST /v1/completions: one or more prompts (text or token ids) -> engine -> text_completion
+// (or text_completion SSE chunks ending in `data: [DONE]`). Choice p*n + j is prompt p's j-th.
+#include <memory>
+
+#include "server/handlers.h"
+#include "server/logprobs_json.h"
+#include "server/protocol.h"
+#include "server/sampling_request.h"
+#include "server/sse.h"
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+struct CompletionJob {
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  std::vector<ChoicePlan> plans;
+  std::vector<std::string> echo;  // per prompt (empty without echo)
+  int64_t prompt_tokens = 0;
+  ResolvedSampling sampling;
+  int top_logprobs = -1;  // -1: no logprobs
+  bool include_usage = false;
+  Clock::time_point arrival;
+};
+
+Json Chunk(const CompletionJob& job, int index, const std::string& text, Json logprobs,
+           Json finish_reason, Json stop_reason) {
+  Json choice;
+  choice["index"] = index;
+  choice["text"] = text;
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  choice["stop_reason"] = std::move(stop_reason);
+  Json c;
+  c["id"] = job.id;
+  c["object"] = "text_completion";
+  c["created"] = job.created;
+  c["model"] = job.model;
+  c["choices"] = Json::array({std::move(choice)});
+  return c;
+}
+
+const std::string& EchoOf(const CompletionJob& job, int index) {
+  static const std::string kEmpty;
+  return job.echo.empty() ? kEmpty : job.echo[index / job.sampling.n];
+}
+
+std::vector<CompletionLogprobs> MakeLogprobs(const ServerContext& ctx, const CompletionJob& job) {
+  std::vector<CompletionLogprobs> lps;
+  for (size_t i = 0; i < job.plans.size(); ++i) {
+    lps.emplace_back(*ctx.tokenizer, job.top_logprobs,
+                     static_cast<int64_t>(EchoOf(job, static_cast<int>(i)).size()));
+  }
+  return lps;
+}
+
+void Stream(const ServerContext& ctx, const CompletionJob& job,
+            const std::function<bool(const std::string&)>& write) {
+  GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  run.Start(job.plans, job.sampling, ctx.eos_ids);
+  std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
+  std::vector<bool> echoed(job.plans.size(), false);
+  ChoiceUpdate u;
+  while (run.Next(&u)) {
+    if (!u.error.ok()) {
+      run.CancelAll();
+      write(SseEvent(ErrorJson(ApiErrorFromStatus(u.error))));
+      write(SseDone());
+      return;
+    }
+    std::string text = u.text;
+    if (!echoed[u.index]) {
+      text = EchoOf(job, u.index) + text;
+      echoed[u.index] = true;
+    }
+    Json lp = nullptr;
+    if (job.top_logprobs >= 0) {
+      lps[u.index].Append(u.logprobs);
+      lp = lps[u.index].TakeDelta();
+    }
+    bool ok = true;
+    if (!text.empty() || (job.top_logprobs >= 0 && !u.logprobs.empty())) {
+      ok = write(SseEvent(Chunk(job, u.index, text, lp, nullptr, nullptr)));
+    }
+    if (ok && u.finished) {
+      ok = write(SseEvent(Chunk(job, u.index, "", nullptr, u.finish_reason, StopReasonJson(u))));
+    }
+    if (!ok) {
+      run.CancelAll();
+      return;
+    }
+  }
+  if (job.include_usage) {
+    Json c;
+    c["id"] = job.id;
+    c["object"] = "text_completion";
+    c["created"] = job.created;
+    c["model"] = job.model;
+    c["choices"] = Json::array();
+    c["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
+    if (!write(SseEvent(c))) return;
+  }
+  write(SseDone());
+}
+
+HttpReply Complete(const ServerContext& ctx, const CompletionJob& job) {
+  GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  run.Start(job.plans, job.sampling, ctx.eos_ids);
+  std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
+  std::vector<std::string> texts(job.plans.size());
+  std::vector<Json> finish(job.plans.size()), stop(job.plans.size());
+  ChoiceUpdate u;
+  while (run.Next(&u)) {
+    if (!u.error.ok()) {
+      run.CancelAll();
+      return HttpReply::Error(u.error);
+    }
+    texts[u.index] += u.text;
+    if (job.top_logprobs >= 0) lps[u.index].Append(u.logprobs);
+    if (u.finished) {
+      finish[u.index] = u.finish_reason;
+      stop[u.index] = StopReasonJson(u);
+    }
+  }
+  Json choices = Json::array();
+  for (size_t i = 0; i < job.plans.size(); ++i) {
+    Json choice;
+    choice["index"] = i;
+    choice["text"] = EchoOf(job, static_cast<int>(i)) + texts[i];
+    choice["logprobs"] = job.top_logprobs >= 0 ? lps[i].ToJson() : Json(nullptr);
+    choice["finish_reason"] = finish[i];
+    choice["stop_reason"] = stop[i];
+    choice["prompt_logprobs"] = nullptr;
+    choices.push_back(std::move(choice));
+  }
+  Json r;
+  r["id"] = job.id;
+  r["object"] = "text_completion";
+  r["created"] = job.created;
+  r["model"] = job.model;
+  r["choices"] = std::move(choices);
+  r["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
+  r["system_fingerprint"] = nullptr;
+  return HttpReply::Json(r);
+}
+
+}  // namespace
+
+HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
+                            Clock::time_point arrival) {
+  std::vector<std::string> ignored;
+  auto req = protocol::ParseCompletionRequest(body, &ignored);
+  if (!req.ok()) return HttpReply::Error(req.status());
+  LogIgnoredFields(ignored);
+  if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
+  if (req->suffix && !req->suffix->empty()) {
+    return HttpReply::Error(BadRequest("suffix is not currently supported"));
+  }
+  if (req->echo && req->logprobs) {
+    // Echoed prompt tokens would need prompt log-probs, which the engine does not compute.
+    return HttpReply::Error(BadRequest("echo together with logprobs is not supported"));
+  }
+  auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults,
+                                  req->logprobs.value_or(-1), ctx.tokenizer->vocab_size());
+  if (!sampling.ok()) return HttpReply::Error(sampling.status());
+  if (static_cast<int64_t>(req->prompts.size()) * sampling->n > kMaxN) {
+    return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
+                                       std::to_string(kMaxN) + ")"));
+  }
+  auto job = std::make_shared<CompletionJob>();
+  const int32_t vocab = ctx.tokenizer->vocab_size();
+  for (size_t p = 0; p < req->prompts.size(); ++p) {
+    const protocol::CompletionPrompt& cp = req->prompts[p];
+    std::vector<int32_t> ids;
+    if (cp.is_text) {
+      ids = ctx.tokenizer->Encode(cp.text, req->add_special_tokens);
+    } else {
+      for (int64_t id : cp.ids) {
+        if (id < 0 || id >= vocab) {
+          return HttpReply::Error(
+              BadRequest("Token id " + std::to_string(id) + " is out of vocabulary"));
+        }
+        ids.push_back(static_cast<int32_t>(id));
+      }
+    }
+    if (ids.empty()) return HttpReply::Error(BadRequest("The decoder prompt cannot be empty"));
+    auto max_tokens =
+        ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len);
+    if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
+    if (req->echo) {
+      job->echo.push_back(cp.is_text ? cp.text : ctx.tokenizer->Decode(ids, false));
+    }
+    job->prompt_tokens += static_cast<int64_t>(ids.size());
+    for (int64_t j = 0; j < sampling->n; ++j) {
+      job->plans.push_back({static_cast<int>(p * sampling->n + j), ids, *max_tokens, j});
+    }
+  }
+  job->id = ctx.NewRequestId("cmpl");
+  job->model = ctx.served_name();
+  job->created = UnixNow();
+  job->sampling = *sampling;
+  job->top_logprobs = req->logprobs ? static_cast<int>(*req->logprobs) : -1;
+  job->include_usage = req->sampling.include_usage;
+  job->arrival = arrival;
+  if (!req->sampling.stream) return Complete(ctx, *job);
+  HttpReply reply;
+  reply.content_type = "text/event-stream";
+  const ServerContext* c = &ctx;
+  reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
+    Stream(*c, *job, write);
+  };
+  return reply;
+}
+
+}  // namespace cpm

@@ -1,0 +1,176 @@
+// Engine token events -> per-choice text deltas, usage and metrics for one HTTP request.
+#include "server/generation_run.h"
+
+namespace cpm {
+
+namespace {
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+GenerationRun::GenerationRun(EngineClient& engine, const Tokenizer& tokenizer,
+                             ServerMetrics& metrics, std::string request_id,
+                             Clock::time_point arrival)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      request_id_(std::move(request_id)),
+      arrival_(arrival) {}
+
+GenerationRun::~GenerationRun() { CancelAll(); }
+
+void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
+                          const std::vector<int32_t>& eos_ids) {
+  sampling_ = sampling;
+  choices_.reserve(plans.size());
+  for (const ChoicePlan& plan : plans) {
+    Choice c;
+    c.index = plan.index;
+    c.engine_id = request_id_ + "-" + std::to_string(plan.index);
+    c.prompt = plan.prompt;
+    c.num_prompt = static_cast<int64_t>(plan.prompt.size());
+    c.max_tokens = plan.max_tokens;
+    c.seed_offset = plan.seed_offset;
+    c.detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, sampling.skip_special_tokens,
+                                                       c.prompt);
+    c.stop = std::make_unique<StopMatcher>(sampling.stop, sampling.include_stop_str_in_output);
+    choices_.push_back(std::move(c));
+  }
+  // Submit after every choice exists, so that a failure to build one never leaves an
+  // orphaned engine request behind.
+  for (Choice& c : choices_) {
+    EngineRequest r;
+    r.request_id = c.engine_id;
+    r.prompt = c.prompt;
+    r.sampling = sampling.params;
+    if (sampling.params.seed) r.sampling.seed = *sampling.params.seed + c.seed_offset;
+    r.max_tokens = c.max_tokens;
+    r.min_tokens = sampling.min_tokens;
+    r.stop_token_ids = sampling.stop_token_ids;
+    r.eos_token_ids = eos_ids;
+    r.ignore_eos = sampling.ignore_eos;
+    r.logprobs = sampling.logprobs;
+    c.stream = engine_.Submit(std::move(r));
+  }
+}
+
+int64_t GenerationRun::completion_tokens() const {
+  int64_t total = 0;
+  for (const Choice& c : choices_) total += c.generated;
+  return total;
+}
+
+void GenerationRun::CancelAll() {
+  for (Choice& c : choices_) {
+    if (c.finished || !c.stream) continue;
+    engine_.Cancel(c.engine_id);
+    Finish(c, "abort");
+  }
+}
+
+bool GenerationRun::Next(ChoiceUpdate* out) {
+  *out = ChoiceUpdate();
+  TokenEvent ev;
+  for (;;) {
+    std::vector<size_t> open;
+    for (size_t k = 0; k < choices_.size(); ++k) {
+      const size_t i = (next_poll_ + k) % choices_.size();
+      if (!choices_[i].finished) open.push_back(i);
+    }
+    if (open.empty()) return false;
+    if (open.size() == 1) {
+      Choice& c = choices_[open[0]];
+      if (c.stream->Next(&ev, std::chrono::milliseconds(100))) {
+        Process(c, ev, out);
+        return true;
+      }
+      continue;
+    }
+    // Several choices: take whichever has an event, round robin so none starves.
+    for (size_t i : open) {
+      if (choices_[i].stream->Next(&ev, std::chrono::milliseconds(0))) {
+        next_poll_ = i + 1;
+        Process(choices_[i], ev, out);
+        return true;
+      }
+    }
+    Choice& c = choices_[open[0]];
+    if (c.stream->Next(&ev, std::chrono::milliseconds(2))) {
+      next_poll_ = open[0] + 1;
+      Process(c, ev, out);
+      return true;
+    }
+  }
+}
+
+void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) {
+  out->index = c.index;
+  if (!ev.error.ok()) {
+    out->finished = true;
+    out->finish_reason = "error";
+    out->error = ev.error;
+    Finish(c, "error");
+    return;
+  }
+  if (!c.cache_counted) {
+    cached_tokens_ += ev.num_cached_tokens;
+    c.cache_counted = true;
+  }
+  c.times = ev.times;
+  // The engine stamps when the step ran; the handler may see the event later.
+  const Clock::time_point now =
+      ev.times.token_time.time_since_epoch().count() != 0 ? ev.times.token_time : Clock::now();
+  if (!ev.tokens.empty()) {
+    if (c.has_token) c.itl.push_back(Seconds(now - c.last_token));
+    else c.first_token = now;
+    c.last_token = now;
+    c.has_token = true;
+  }
+  // vLLM leaves the text of the EOS / stop token that ended generation out of the output.
+  const bool hide_last = ev.finished && ev.finish_reason == "stop" &&
+                         !sampling_.include_stop_str_in_output;
+  for (size_t k = 0; k < ev.tokens.size(); ++k) {
+    ++c.generated;
+    if (k < ev.logprobs.size()) out->logprobs.push_back(ev.logprobs[k]);
+    if (hide_last && k + 1 == ev.tokens.size()) break;
+    out->text += c.stop->Push(c.detok->Push(ev.tokens[k]));
+    if (c.stop->matched()) break;
+  }
+  if (!c.stop->matched() && ev.finished) out->text += c.stop->Push(c.detok->Flush());
+  if (c.stop->matched()) {
+    // The engine keeps going until it sees the cancel; whatever it sends later is dropped.
+    if (!ev.finished) engine_.Cancel(c.engine_id);
+    out->finished = true;
+    out->finish_reason = "stop";
+    out->stop_string = c.stop->matched_stop();
+    Finish(c, "stop");
+    return;
+  }
+  if (ev.finished) {
+    out->text += c.stop->Flush();
+    out->finished = true;
+    out->finish_reason = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+    if (out->finish_reason == "stop") out->stop_token = ev.stop_token;
+    Finish(c, out->finish_reason);
+  }
+}
+
+void GenerationRun::Finish(Choice& c, const std::string& reason) {
+  c.finished = true;
+  RequestObservation o;
+  o.finish_reason = reason;
+  const Clock::time_point now = Clock::now();
+  o.e2e_s = Seconds(now - arrival_);
+  if (c.has_token) o.ttft_s = Seconds(c.first_token - arrival_);
+  if (c.times.first_scheduled.time_since_epoch().count() != 0 &&
+      c.times.arrival.time_since_epoch().count() != 0) {
+    o.queue_s = Seconds(c.times.first_scheduled - c.times.arrival);
+  }
+  o.itl_s = c.itl;
+  o.prompt_tokens = c.num_prompt;
+  o.generation_tokens = c.generated;
+  o.max_tokens = c.max_tokens;
+  o.n = sampling_.n;
+  metrics_.Observe(o);
+}
+
+}  // namespace cpm

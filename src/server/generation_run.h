@@ -1,0 +1,103 @@
+// One HTTP request's generation: submits its engine requests (n choices, times the prompts of
+// a batched completion), then turns their token events into per-choice text deltas with
+// incremental detokenization and stop-string hold-back, tracks usage and timing, and reports
+// each finished choice to the metrics. Used by chat and completions alike, streamed or not.
+// Not thread-safe: owned by the handler thread serving the request.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/engine_client.h"
+#include "server/metrics.h"
+#include "server/sampling_request.h"
+#include "server/stop_matcher.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+using Clock = std::chrono::steady_clock;
+
+// What one choice produced since the last update.
+struct ChoiceUpdate {
+  int index = 0;
+  std::string text;                      // new text (may be empty)
+  std::vector<TokenLogprobs> logprobs;   // for the tokens of this step (when requested)
+  bool finished = false;
+  std::string finish_reason;             // stop | length | abort
+  std::optional<std::string> stop_string;  // stop_reason when a stop string ended it
+  std::optional<int32_t> stop_token;       // stop_reason when a stop token ended it
+  Status error;                          // non-OK: the request failed
+};
+
+// One engine request to run: a prompt and its choice index.
+struct ChoicePlan {
+  int index = 0;
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  int64_t seed_offset = 0;  // added to a request seed: the choice's place among its prompt's n
+};
+
+class GenerationRun {
+ public:
+  GenerationRun(EngineClient& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
+                std::string request_id, Clock::time_point arrival);
+  ~GenerationRun();  // cancels what is still running
+
+  // Submits every choice. The j-th of n choices of a seeded prompt uses seed + j (vLLM's rule).
+  void Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
+             const std::vector<int32_t>& eos_ids);
+
+  // Waits for progress of any unfinished choice; false once every choice has finished.
+  bool Next(ChoiceUpdate* out);
+  // The client went away: cancels every unfinished choice (their blocks return at once).
+  void CancelAll();
+
+  // Generated tokens over all choices (stop tokens included, tokens after a stop string not).
+  int64_t completion_tokens() const;
+  // Prompt tokens served from the prefix cache, over all choices.
+  int64_t cached_tokens() const { return cached_tokens_; }
+
+ private:
+  struct Choice {
+    int index = 0;
+    std::string engine_id;
+    std::shared_ptr<RequestStream> stream;
+    std::unique_ptr<IncrementalDetokenizer> detok;
+    std::unique_ptr<StopMatcher> stop;
+    std::vector<int32_t> prompt;
+    int64_t num_prompt = 0;
+    int64_t max_tokens = 0;
+    int64_t seed_offset = 0;
+    int64_t generated = 0;
+    bool finished = false;
+    Clock::time_point first_token{};
+    Clock::time_point last_token{};
+    bool has_token = false;
+    bool cache_counted = false;
+    std::vector<double> itl;
+    RequestTimes times;  // the engine's, from the latest event
+  };
+
+  void Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out);
+  void Finish(Choice& c, const std::string& reason);
+
+  EngineClient& engine_;
+  const Tokenizer& tokenizer_;
+  ServerMetrics& metrics_;
+  std::string request_id_;
+  Clock::time_point arrival_;
+  ResolvedSampling sampling_;
+  std::vector<Choice> choices_;
+  size_t next_poll_ = 0;
+  int64_t cached_tokens_ = 0;
+};
+
+}  // namespace cpm

@@ -1,0 +1,30 @@
+// The endpoint handlers: request body in, HttpReply out. Validation, templating and
+// tokenization run here on the HTTP thread, before anything reaches the engine; streamed
+// replies carry a producer that the transport runs. No exception leaves a handler.
+#pragma once
+
+#include <string>
+
+#include "server/generation_run.h"
+#include "server/server_context.h"
+
+namespace cpm {
+
+HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
+                                Clock::time_point arrival);
+HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
+                            Clock::time_point arrival);
+HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body);
+HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body);
+HttpReply HandleModels(const ServerContext& ctx);
+HttpReply HandleVersion();
+
+// Shared by chat and completions.
+nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
+// stop_reason: the matched stop string, the stop token id, or null.
+nlohmann::ordered_json StopReasonJson(const ChoiceUpdate& u);
+int64_t UnixNow();
+// Logs "The following fields were present in the request but ignored: {...}".
+void LogIgnoredFields(const std::vector<std::string>& fields);
+
+}  // namespace cpm

@@ -1,0 +1,174 @@
+// cpp-httplib wiring: routes, auth, loading state, SSE via chunked content providers.
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "base/log.h"
+#include "server/auth.h"
+#include "server/handlers.h"
+
+namespace cpm {
+
+namespace {
+
+using Writer = std::function<void(const std::function<bool(const std::string&)>&)>;
+
+void Apply(HttpReply reply, httplib::Response& res) {
+  res.status = reply.status;
+  if (!reply.stream) {
+    res.set_content(reply.body, reply.content_type.c_str());
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  auto producer = std::make_shared<Writer>(std::move(reply.stream));
+  res.set_chunked_content_provider(
+      reply.content_type.c_str(), [producer](size_t, httplib::DataSink& sink) {
+        (*producer)([&sink](const std::string& chunk) {
+          return sink.is_writable() && sink.write(chunk.data(), chunk.size());
+        });
+        sink.done();
+        return true;
+      });
+}
+
+HttpReply Loading() {
+  ApiError e;
+  e.status = 503;
+  e.type = "ServiceUnavailableError";
+  e.message = "Loading model";
+  return HttpReply::Error(e);
+}
+
+}  // namespace
+
+HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
+    : svr_(std::make_unique<httplib::Server>()), api_keys_(std::move(api_keys)) {
+  const int n = num_threads > 0 ? num_threads : 8;
+  svr_->new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  svr_->set_payload_max_length(64u << 20);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind a port that is
+  // in use; we want vLLM's "address already in use" instead. SO_REUSEADDR alone only allows
+  // a restart over sockets in TIME_WAIT.
+  svr_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
+  svr_->set_keep_alive_max_count(1000);
+  InstallRoutes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Bind(const std::string& host, int port) {
+  errno = 0;
+  if (port == 0) {
+    port_ = svr_->bind_to_any_port(host);
+    if (port_ > 0) return OkStatus();
+  } else if (svr_->bind_to_port(host, port)) {
+    port_ = port;
+    return OkStatus();
+  }
+  const int err = errno;
+  return Unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                     (err == EADDRINUSE ? std::string("address already in use")
+                      : err != 0        ? std::string(std::strerror(err))
+                                        : std::string("bind failed")));
+}
+
+void HttpServer::Run() {
+  running_.store(true);
+  if (!stop_requested_.load()) svr_->listen_after_bind();
+  running_.store(false);
+}
+
+void HttpServer::Stop() {
+  stop_requested_.store(true);
+  // Wait for listening to have begun (or Run() to have seen the flag), then close the socket.
+  // Does not wait for in-flight handlers: the caller ends those (engine shutdown) and joins.
+  while (running_.load() && !svr_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  svr_->stop();
+}
+
+std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
+  return {{"/health", "GET"},          {"/ping", "GET, POST"},
+          {"/version", "GET"},         {"/metrics", "GET"},
+          {"/tokenize", "POST"},       {"/detokenize", "POST"},
+          {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
+          {"/v1/completions", "POST"}};
+}
+
+void HttpServer::InstallRoutes() {
+  httplib::Server& s = *svr_;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.status = 401;
+    res.set_content(UnauthorizedBody(), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Handlers return errors as values; this only guards against a bug turning into a crash.
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    ApiError e;
+    e.status = 500;
+    e.type = "InternalServerError";
+    e.message = "internal error";
+    Apply(HttpReply::Error(e), res);
+  });
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty() && res.status == 404) {
+      res.set_content(R"({"detail":"Not Found"})", "application/json");
+    }
+  });
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    // 200 with an empty body when ready (vLLM); 503 while the model loads (llama.cpp).
+    if (!ctx_.load()) {
+      Apply(Loading(), res);
+      return;
+    }
+    res.status = 200;
+  };
+  s.Get("/health", health);
+  s.Get("/ping", health);
+  s.Post("/ping", health);
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    Apply(HandleVersion(), res);
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    if (!ctx) return Apply(Loading(), res);
+    res.set_content(ctx->metrics->Render(ctx->engine->Stats()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleModels(*ctx) : Loading(), res);
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto arrival = Clock::now();
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival) : Loading(), res);
+  });
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto arrival = Clock::now();
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleCompletions(*ctx, req.body, arrival) : Loading(), res);
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleTokenize(*ctx, req.body) : Loading(), res);
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleDetokenize(*ctx, req.body) : Loading(), res);
+  });
+}
+
+}  // namespace cpm

@@ -1,0 +1,53 @@
+// The HTTP transport: cpp-httplib routes -> handlers, API-key check, SSE through chunked
+// responses (a failed write means the client left, and the handler cancels its requests), a
+// bounded HTTP thread pool, and the loading state (listening before the model is ready: /health
+// answers 503 until SetReady).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "server/server_context.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace cpm {
+
+class HttpServer {
+ public:
+  HttpServer(std::vector<std::string> api_keys, int num_threads);
+  ~HttpServer();
+
+  // Binds the socket; "address already in use" and friends come back as errors naming it.
+  Status Bind(const std::string& host, int port);
+  int port() const { return port_; }
+  // Serves until Stop(); call on its own thread after Bind.
+  void Run();
+  // Stops accepting (without waiting for in-flight handlers); Run() returns once they are
+  // done. Safe before, during or after Run() starts (httplib's own stop() is a no-op until
+  // listening has begun).
+  void Stop();
+  // From now on requests are served with `ctx` (which must outlive the server).
+  void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
+
+  // (path, methods) of every route, for the start-up log.
+  static std::vector<std::pair<std::string, std::string>> Routes();
+
+ private:
+  void InstallRoutes();
+
+  std::unique_ptr<httplib::Server> svr_;
+  std::vector<std::string> api_keys_;
+  std::atomic<const ServerContext*> ctx_{nullptr};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> running_{false};
+  int port_ = 0;
+};
+
+}  // namespace cpm

@@ -1,0 +1,135 @@
+// The small endpoints: /tokenize, /detokenize, /v1/models, /version; and helpers shared by
+// the generation endpoints (usage, stop_reason, ignored-field log).
+#include <chrono>
+
+#include "base/log.h"
+#include "server/chat_prompt.h"
+#include "server/handlers.h"
+#include "server/protocol.h"
+
+#ifndef CPM_VERSION
+#define CPM_VERSION "0.0.0"
+#endif
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void LogIgnoredFields(const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  std::string set = "{";
+  for (size_t i = 0; i < fields.size(); ++i) set += (i ? ", '" : "'") + fields[i] + "'";
+  CPM_LOG_WARN("The following fields were present in the request but ignored: {}}}", set);
+}
+
+Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+  Json u;
+  u["prompt_tokens"] = prompt_tokens;
+  u["total_tokens"] = prompt_tokens + completion_tokens;
+  u["completion_tokens"] = completion_tokens;
+  u["prompt_tokens_details"] = nullptr;
+  return u;
+}
+
+Json StopReasonJson(const ChoiceUpdate& u) {
+  if (u.stop_string) return *u.stop_string;
+  if (u.stop_token) return *u.stop_token;
+  return nullptr;
+}
+
+HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
+  std::vector<std::string> ignored;
+  auto req = protocol::ParseTokenizeRequest(body, &ignored);
+  if (!req.ok()) return HttpReply::Error(req.status());
+  LogIgnoredFields(ignored);
+  if (Status s = ctx.CheckModel(req->model); !s.ok()) return HttpReply::Error(s);
+  std::vector<int32_t> ids;
+  if (req->is_chat) {
+    ChatPromptInput in;
+    in.messages = req->messages;
+    in.tools = req->tools;
+    in.add_generation_prompt = req->add_generation_prompt;
+    in.continue_final_message = req->continue_final_message;
+    in.chat_template_kwargs = req->chat_template_kwargs;
+    in.request_chat_template = req->chat_template;
+    auto text = RenderChatPrompt(ctx, in);
+    if (!text.ok()) return HttpReply::Error(text.status());
+    ids = ctx.tokenizer->Encode(*text, req->add_special_tokens.value_or(false));
+  } else {
+    ids = ctx.tokenizer->Encode(req->prompt, req->add_special_tokens.value_or(true));
+  }
+  Json r;
+  r["count"] = ids.size();
+  r["max_model_len"] = ctx.max_model_len;
+  r["tokens"] = ids;
+  if (req->return_token_strs) {
+    Json strs = Json::array();
+    for (int32_t id : ids) strs.push_back(ctx.tokenizer->IdToToken(id));
+    r["token_strs"] = std::move(strs);
+  } else {
+    r["token_strs"] = nullptr;
+  }
+  return HttpReply::Json(r);
+}
+
+HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body) {
+  std::vector<std::string> ignored;
+  auto req = protocol::ParseDetokenizeRequest(body, &ignored);
+  if (!req.ok()) return HttpReply::Error(req.status());
+  LogIgnoredFields(ignored);
+  if (Status s = ctx.CheckModel(req->model); !s.ok()) return HttpReply::Error(s);
+  std::vector<int32_t> ids;
+  for (int64_t id : req->tokens) {
+    if (id < 0 || id >= ctx.tokenizer->vocab_size()) {
+      return HttpReply::Error(
+          BadRequest("Token id " + std::to_string(id) + " is out of vocabulary"));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  Json r;
+  r["prompt"] = ctx.tokenizer->Decode(ids, /*skip_special_tokens=*/false);
+  return HttpReply::Json(r);
+}
+
+HttpReply HandleModels(const ServerContext& ctx) {
+  Json data = Json::array();
+  for (const std::string& name : ctx.model_names) {
+    Json perm;
+    perm["id"] = ctx.NewRequestId("modelperm");
+    perm["object"] = "model_permission";
+    perm["created"] = ctx.created;
+    perm["allow_create_engine"] = false;
+    perm["allow_sampling"] = true;
+    perm["allow_logprobs"] = true;
+    perm["allow_search_indices"] = false;
+    perm["allow_view"] = true;
+    perm["allow_fine_tuning"] = false;
+    perm["organization"] = "*";
+    perm["group"] = nullptr;
+    perm["is_blocking"] = false;
+    Json card;
+    card["id"] = name;
+    card["object"] = "model";
+    card["created"] = ctx.created;
+    card["owned_by"] = "vllm";
+    card["root"] = ctx.model_root;
+    card["parent"] = nullptr;
+    card["max_model_len"] = ctx.max_model_len;
+    card["permission"] = Json::array({std::move(perm)});
+    data.push_back(std::move(card));
+  }
+  Json r;
+  r["object"] = "list";
+  r["data"] = std::move(data);
+  return HttpReply::Json(r);
+}
+
+HttpReply HandleVersion() { return HttpReply::Json(Json{{"version", CPM_VERSION}}); }
+
+}  // namespace cpm

@@ -1,0 +1,55 @@
+// Typed, non-throwing access to the fields of a JSON request object. Every getter leaves the
+// output untouched when the field is absent or null, and returns a 400-style Status naming the
+// field when the type is wrong. Records which fields were read, so the rest can be reported as
+// ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace cpm::protocol {
+
+class JsonReader {
+ public:
+  explicit JsonReader(const nlohmann::ordered_json& object) : obj_(object) {}
+
+  Status Bool(const char* name, bool* out);
+  Status OptBool(const char* name, std::optional<bool>* out);
+  Status Int(const char* name, int64_t* out);
+  Status OptInt(const char* name, std::optional<int64_t>* out);
+  Status OptNumber(const char* name, std::optional<double>* out);
+  Status String(const char* name, std::string* out);
+  Status OptString(const char* name, std::optional<std::string>* out);
+  // A string or a list of strings (OpenAI's `stop`).
+  Status StringOrList(const char* name, std::vector<std::string>* out);
+  Status IntList(const char* name, std::vector<int64_t>* out);
+  Status Object(const char* name, nlohmann::ordered_json* out);
+  // Any JSON value but null.
+  Status Any(const char* name, std::optional<nlohmann::ordered_json>* out);
+  // Marks a field as known without reading it.
+  void Known(const char* name) { seen_.insert(name); }
+  bool Has(const char* name) const;
+
+  std::vector<std::string> Unknown() const;
+
+ private:
+  const nlohmann::ordered_json* Find(const char* name);
+
+  const nlohmann::ordered_json& obj_;
+  std::set<std::string> seen_;
+};
+
+// Parses a request body into an object; malformed JSON or a non-object is a 400.
+StatusOr<nlohmann::ordered_json> ParseJsonObject(std::string_view body);
+
+// vLLM/pydantic-like wording for a type error on `field`.
+Status TypeError(const std::string& field, const char* expected);
+
+}  // namespace cpm::protocol

@@ -1,0 +1,94 @@
+// OpenAI log-probability shapes for chat and completions.
+#include "server/logprobs_json.h"
+
+#include <cmath>
+#include <string>
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+Json Bytes(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Code points in `s` (Python's len), counting each invalid byte as one.
+int64_t CodePoints(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+double ClampLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
+
+Json ChatLogprobEntries(const Tokenizer& tok, const std::vector<TokenLogprobs>& lps, int top) {
+  Json out = Json::array();
+  for (const TokenLogprobs& lp : lps) {
+    const std::string text = tok.TokenBytes(lp.token);
+    Json e;
+    e["token"] = text;
+    e["logprob"] = ClampLogprob(lp.logprob);
+    e["bytes"] = Bytes(text);
+    Json tops = Json::array();
+    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
+      const std::string t = tok.TokenBytes(lp.top[k].first);
+      Json te;
+      te["token"] = t;
+      te["logprob"] = ClampLogprob(lp.top[k].second);
+      te["bytes"] = Bytes(t);
+      tops.push_back(std::move(te));
+    }
+    e["top_logprobs"] = std::move(tops);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
+  for (const TokenLogprobs& lp : lps) {
+    const std::string text = tok_.TokenBytes(lp.token);
+    tokens_.push_back(text);
+    token_logprobs_.push_back(ClampLogprob(lp.logprob));
+    text_offset_.push_back(offset_);
+    offset_ += CodePoints(text);
+    // vLLM's top_logprobs dict: the top k, plus the sampled token when it is not among them.
+    Json tops = Json::object();
+    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top_; ++k) {
+      tops[tok_.TokenBytes(lp.top[k].first)] = ClampLogprob(lp.top[k].second);
+    }
+    if (!tops.contains(text)) tops[text] = ClampLogprob(lp.logprob);
+    top_logprobs_.push_back(std::move(tops));
+  }
+}
+
+Json CompletionLogprobs::ToJson() const {
+  Json j;
+  j["text_offset"] = text_offset_;
+  j["token_logprobs"] = token_logprobs_;
+  j["tokens"] = tokens_;
+  j["top_logprobs"] = top_logprobs_;
+  return j;
+}
+
+Json CompletionLogprobs::TakeDelta() {
+  Json j;
+  auto slice = [&](const Json& a) {
+    Json out = Json::array();
+    for (size_t i = taken_; i < a.size(); ++i) out.push_back(a[i]);
+    return out;
+  };
+  j["text_offset"] = slice(text_offset_);
+  j["token_logprobs"] = slice(token_logprobs_);
+  j["tokens"] = slice(tokens_);
+  j["top_logprobs"] = slice(top_logprobs_);
+  taken_ = tokens_.size();
+  return j;
+}
+
+}  // namespace cpm

@@ -1,0 +1,44 @@
+// Log-probabilities in OpenAI's two shapes: chat's `logprobs.content[{token, logprob, bytes,
+// top_logprobs}]` and completions' parallel lists `{tokens, token_logprobs, top_logprobs,
+// text_offset}`. Token strings are the text each token adds (its bytes, as OpenAI reports).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/offline_generator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+// -inf (a token the filters removed) is reported as -9999.0, as vLLM does.
+double ClampLogprob(float lp);
+
+// Entries for chat's logprobs.content; `top` is the requested top_logprobs count.
+nlohmann::ordered_json ChatLogprobEntries(const Tokenizer& tok,
+                                          const std::vector<TokenLogprobs>& lps, int top);
+
+// Completions' logprobs object, built up step by step.
+class CompletionLogprobs {
+ public:
+  CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset)
+      : tok_(tok), top_(top), offset_(initial_offset) {}
+  void Append(const std::vector<TokenLogprobs>& lps);
+  nlohmann::ordered_json ToJson() const;
+  // The part added since the last call (for streaming chunks).
+  nlohmann::ordered_json TakeDelta();
+
+ private:
+  const Tokenizer& tok_;
+  int top_;
+  int64_t offset_;
+  nlohmann::ordered_json tokens_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json token_logprobs_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json top_logprobs_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json text_offset_ = nlohmann::ordered_json::array();
+  size_t taken_ = 0;
+};
+
+}  // namespace cpm

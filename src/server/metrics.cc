@@ -1,0 +1,175 @@
+// Prometheus text exposition of vLLM-named metrics.
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cpm {
+
+namespace {
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                                  0.3,  0.4,   0.5,  0.75,  1.0, 2.5,  5.0,
+                                                  7.5,  10.0,  20.0, 40.0,  80.0};
+const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,  0.8,   1.0,   1.5,   2.0,  2.5,
+                                                    5.0,  10.0, 15.0,  20.0,  30.0,  40.0, 50.0,
+                                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0,
+                                                    7680.0};
+const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
+
+// Prometheus float formatting: integers keep a ".0" as the Python client prints them.
+std::string Num(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEni") == std::string::npos) s += ".0";
+  return s;
+}
+}  // namespace
+
+std::vector<double> Buckets125(int64_t max) {
+  std::vector<double> out;
+  for (int64_t scale = 1;; scale *= 10) {
+    for (int64_t m : {1, 2, 5}) {
+      const int64_t v = m * scale;
+      if (v > max) return out;
+      out.push_back(static_cast<double>(v));
+    }
+    if (scale > INT64_MAX / 100) return out;
+  }
+}
+
+std::string EscapeLabel(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double v) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  ++counts_[i];
+  ++count_;
+  sum_ += v;
+}
+
+ServerMetrics::ServerMetrics(std::string model_name, int64_t max_model_len)
+    : model_name_(std::move(model_name)),
+      ttft_(kTtftBuckets),
+      itl_(kTokenLatencyBuckets),
+      tpot_(kTokenLatencyBuckets),
+      e2e_(kRequestLatencyBuckets),
+      queue_(kRequestLatencyBuckets),
+      prompt_tokens_(Buckets125(max_model_len)),
+      generation_tokens_(Buckets125(max_model_len)),
+      max_tokens_(Buckets125(max_model_len)),
+      params_n_({1, 2, 5, 10, 20}) {
+  for (const char* r : kFinishReasons) success_[r] = 0;
+}
+
+void ServerMetrics::Observe(const RequestObservation& o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++success_[o.finish_reason];
+  if (o.ttft_s >= 0) ttft_.Observe(o.ttft_s);
+  double itl_sum = 0;
+  for (double d : o.itl_s) {
+    itl_.Observe(d);
+    itl_sum += d;
+  }
+  if (o.generation_tokens > 1 && !o.itl_s.empty()) {
+    tpot_.Observe(itl_sum / static_cast<double>(o.generation_tokens - 1));
+  }
+  e2e_.Observe(o.e2e_s);
+  queue_.Observe(o.queue_s);
+  prompt_tokens_.Observe(static_cast<double>(o.prompt_tokens));
+  generation_tokens_.Observe(static_cast<double>(o.generation_tokens));
+  max_tokens_.Observe(static_cast<double>(o.max_tokens));
+  params_n_.Observe(static_cast<double>(o.n));
+}
+
+std::string ServerMetrics::Labels(const std::string& extra) const {
+  std::string l = "engine=\"0\"";
+  if (!extra.empty()) l += "," + extra;
+  return "{" + l + ",model_name=\"" + EscapeLabel(model_name_) + "\"}";
+}
+
+std::string ServerMetrics::Render(const EngineStats& s) const {
+  std::string out;
+  auto header = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    header(name, "gauge", help);
+    out += fmt::format("{}{} {}\n", name, Labels(), Num(v));
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    header(name, "counter", help);
+    out += fmt::format("{}_total{} {}\n", name, Labels(), Num(v));
+  };
+  auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    header(name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= h.bounds().size(); ++i) {
+      cum += h.counts()[i];
+      const std::string le = i < h.bounds().size() ? Num(h.bounds()[i]) : "+Inf";
+      out += fmt::format("{}_bucket{} {}\n", name, Labels("le=\"" + le + "\""), Num(cum));
+    }
+    out += fmt::format("{}_count{} {}\n", name, Labels(), Num(h.count()));
+    out += fmt::format("{}_sum{} {}\n", name, Labels(), Num(h.sum()));
+  };
+
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+        s.num_running);
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        s.num_waiting);
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+        s.kv_cache_usage);
+  counter("vllm:prefix_cache_queries",
+          "Prefix cache queries, in terms of number of queried tokens.", s.prefix_cache_queries);
+  counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+          s.prefix_cache_hits);
+  counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+          s.num_preemptions);
+  counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total);
+  counter("vllm:generation_tokens", "Number of generation tokens processed.",
+          s.generation_tokens_total);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  header("vllm:request_success", "counter", "Count of successfully processed requests.");
+  for (const auto& [reason, count] : success_) {
+    out += fmt::format("vllm:request_success_total{} {}\n",
+                       Labels("finished_reason=\"" + EscapeLabel(reason) + "\""), Num(count));
+  }
+  histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            ttft_);
+  histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            itl_);
+  histogram("vllm:time_per_output_token_seconds",
+            "Histogram of time per output token in seconds (deprecated name of the inter-token "
+            "latency).",
+            itl_);
+  histogram("vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.", tpot_);
+  histogram("vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.", e2e_);
+  histogram("vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.", queue_);
+  histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+            prompt_tokens_);
+  histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+            generation_tokens_);
+  histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+            max_tokens_);
+  histogram("vllm:request_params_n", "Histogram of the n request parameter.", params_n_);
+  return out;
+}
+
+}  // namespace cpm

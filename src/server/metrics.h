@@ -1,0 +1,75 @@
+// Prometheus metrics with vLLM's names (`vllm:*`, labels engine and model_name): request-level
+// histograms and counters observed by the HTTP handlers, plus the engine's gauges and counters
+// read from an EngineStats snapshot when /metrics is scraped. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace cpm {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double v);
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // bounds_.size() + 1 (the last is +Inf)
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// One finished engine request (one choice), as the handler saw it.
+struct RequestObservation {
+  std::string finish_reason;  // stop | length | abort | error
+  double e2e_s = 0;           // arrival -> finish
+  double queue_s = 0;         // engine arrival -> first scheduled
+  double ttft_s = -1;         // arrival -> first token; < 0: no token
+  std::vector<double> itl_s;  // gaps between successive token events
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t max_tokens = 0;
+  int64_t n = 1;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics(std::string model_name, int64_t max_model_len);
+
+  void Observe(const RequestObservation& obs);
+  // The exposition text, with the engine's gauges/counters from `stats`.
+  std::string Render(const EngineStats& stats) const;
+
+ private:
+  std::string Labels(const std::string& extra = "") const;
+
+  std::string model_name_;
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> success_;  // finished_reason -> count
+  Histogram ttft_;
+  Histogram itl_;
+  Histogram tpot_;
+  Histogram e2e_;
+  Histogram queue_;
+  Histogram prompt_tokens_;
+  Histogram generation_tokens_;
+  Histogram max_tokens_;
+  Histogram params_n_;
+};
+
+// Prometheus label value escaping (\, ", newline).
+std::string EscapeLabel(const std::string& v);
+// 1, 2, 5, 10, 20, 50, ... up to `max` (vLLM's build_1_2_5_buckets).
+std::vector<double> Buckets125(int64_t max);
+
+}  // namespace cpm

@@ -1,0 +1,214 @@
+// JSON -> typed requests for the OpenAI / vLLM endpoints (types only; ranges are checked when
+// the sampling parameters are resolved).
+#include "server/protocol.h"
+
+#include "server/json_reader.h"
+
+namespace cpm::protocol {
+namespace {
+
+#define CPM_TRY(expr)                   \
+  do {                                  \
+    ::cpm::Status s_ = (expr);          \
+    if (!s_.ok()) return s_;            \
+  } while (0)
+
+Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
+  Json opts = Json::object();
+  CPM_TRY(r.Object("stream_options", &opts));
+  if (opts.empty()) return OkStatus();
+  JsonReader o(opts);
+  CPM_TRY(o.Bool("include_usage", &f->include_usage));
+  CPM_TRY(o.Bool("continuous_usage_stats", &f->continuous_usage_stats));
+  return OkStatus();
+}
+
+// Fields common to chat and completions. `max_tokens` is read by the caller (chat has two).
+Status ParseSampling(JsonReader& r, SamplingFields* f) {
+  CPM_TRY(r.OptString("model", &f->model));
+  CPM_TRY(r.Int("n", &f->n));
+  CPM_TRY(r.OptNumber("temperature", &f->temperature));
+  CPM_TRY(r.OptNumber("top_p", &f->top_p));
+  CPM_TRY(r.OptInt("top_k", &f->top_k));
+  CPM_TRY(r.OptNumber("min_p", &f->min_p));
+  CPM_TRY(r.OptNumber("presence_penalty", &f->presence_penalty));
+  CPM_TRY(r.OptNumber("frequency_penalty", &f->frequency_penalty));
+  CPM_TRY(r.OptNumber("repetition_penalty", &f->repetition_penalty));
+  CPM_TRY(r.OptInt("seed", &f->seed));
+  CPM_TRY(r.StringOrList("stop", &f->stop));
+  CPM_TRY(r.IntList("stop_token_ids", &f->stop_token_ids));
+  CPM_TRY(r.Int("min_tokens", &f->min_tokens));
+  CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
+  CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));
+  CPM_TRY(r.Bool("skip_special_tokens", &f->skip_special_tokens));
+  CPM_TRY(r.Bool("spaces_between_special_tokens", &f->spaces_between_special_tokens));
+  CPM_TRY(r.Bool("stream", &f->stream));
+  CPM_TRY(ParseStreamOptions(r, f));
+  // Accepted and without effect here: OpenAI bookkeeping fields.
+  r.Known("user");
+  r.Known("request_id");
+  r.Known("priority");
+  return OkStatus();
+}
+
+void ReportUnknown(const JsonReader& r, std::vector<std::string>* ignored) {
+  if (ignored) *ignored = r.Unknown();
+}
+
+}  // namespace
+
+StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
+                                                           std::vector<std::string>* ignored) {
+  CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
+  JsonReader r(j);
+  ChatCompletionRequest req;
+  CPM_TRY(ParseSampling(r, &req.sampling));
+  std::optional<int64_t> max_tokens, max_completion_tokens;
+  CPM_TRY(r.OptInt("max_tokens", &max_tokens));
+  CPM_TRY(r.OptInt("max_completion_tokens", &max_completion_tokens));
+  // vLLM: max_completion_tokens wins; max_tokens is the deprecated spelling.
+  req.sampling.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  if (!r.Has("messages")) {
+    r.Known("messages");
+    return TypeError("messages", "a valid list (field required)");
+  }
+  const Json& messages = j["messages"];
+  r.Known("messages");
+  if (!messages.is_array()) return TypeError("messages", "a valid list");
+  for (const Json& m : messages) {
+    if (!m.is_object()) return TypeError("messages", "a list of message objects");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return TypeError("messages.role", "a valid string (field required)");
+    }
+  }
+  req.messages = messages;
+  CPM_TRY(r.Bool("logprobs", &req.logprobs));
+  CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs));
+  CPM_TRY(r.Bool("add_generation_prompt", &req.add_generation_prompt));
+  CPM_TRY(r.Bool("continue_final_message", &req.continue_final_message));
+  CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
+  CPM_TRY(r.Bool("echo", &req.echo));
+  CPM_TRY(r.Object("chat_template_kwargs", &req.chat_template_kwargs));
+  CPM_TRY(r.Any("tools", &req.tools));
+  CPM_TRY(r.Any("documents", &req.documents));
+  CPM_TRY(r.OptString("chat_template", &req.chat_template));
+  // tool_choice "none" (the default without tools) needs nothing from us.
+  r.Known("tool_choice");
+  r.Known("parallel_tool_calls");
+  ReportUnknown(r, ignored);
+  return req;
+}
+
+namespace {
+
+// OpenAI's prompt: "text", ["a", "b"], [1, 2, 3] or [[1, 2], [3]].
+Status ParsePrompts(const Json& p, std::vector<CompletionPrompt>* out) {
+  const char* expected = "a string, a list of strings, a list of token ids or a list of lists";
+  if (p.is_string()) {
+    out->push_back({true, p.get<std::string>(), {}});
+    return OkStatus();
+  }
+  if (!p.is_array()) return TypeError("prompt", expected);
+  if (p.empty()) return InvalidArgument("Prompt cannot be empty.");
+  if (p[0].is_string()) {
+    for (const Json& e : p) {
+      if (!e.is_string()) return TypeError("prompt", expected);
+      out->push_back({true, e.get<std::string>(), {}});
+    }
+    return OkStatus();
+  }
+  auto parse_ids = [&](const Json& list, std::vector<int64_t>* ids) -> Status {
+    for (const Json& e : list) {
+      if (!e.is_number_integer()) return TypeError("prompt", expected);
+      ids->push_back(e.get<int64_t>());
+    }
+    return OkStatus();
+  };
+  if (p[0].is_array()) {
+    for (const Json& e : p) {
+      if (!e.is_array()) return TypeError("prompt", expected);
+      CompletionPrompt cp{false, {}, {}};
+      CPM_TRY(parse_ids(e, &cp.ids));
+      out->push_back(std::move(cp));
+    }
+    return OkStatus();
+  }
+  CompletionPrompt cp{false, {}, {}};
+  CPM_TRY(parse_ids(p, &cp.ids));
+  out->push_back(std::move(cp));
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
+                                                   std::vector<std::string>* ignored) {
+  CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
+  JsonReader r(j);
+  CompletionRequest req;
+  CPM_TRY(ParseSampling(r, &req.sampling));
+  // OpenAI's documented default for completions.
+  req.sampling.max_tokens = 16;
+  CPM_TRY(r.OptInt("max_tokens", &req.sampling.max_tokens));
+  r.Known("prompt");
+  if (!r.Has("prompt")) return TypeError("prompt", "given (field required)");
+  CPM_TRY(ParsePrompts(j["prompt"], &req.prompts));
+  CPM_TRY(r.OptInt("logprobs", &req.logprobs));
+  CPM_TRY(r.Bool("echo", &req.echo));
+  CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
+  CPM_TRY(r.OptString("suffix", &req.suffix));
+  r.Known("best_of");
+  ReportUnknown(r, ignored);
+  return req;
+}
+
+StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
+                                               std::vector<std::string>* ignored) {
+  CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
+  JsonReader r(j);
+  TokenizeRequest req;
+  CPM_TRY(r.OptString("model", &req.model));
+  CPM_TRY(r.OptBool("add_special_tokens", &req.add_special_tokens));
+  CPM_TRY(r.Bool("return_token_strs", &req.return_token_strs));
+  if (r.Has("messages")) {
+    req.is_chat = true;
+    r.Known("messages");
+    const Json& messages = j["messages"];
+    if (!messages.is_array()) return TypeError("messages", "a valid list");
+    for (const Json& m : messages) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return TypeError("messages", "a list of message objects with a role");
+      }
+    }
+    req.messages = messages;
+    CPM_TRY(r.Bool("add_generation_prompt", &req.add_generation_prompt));
+    CPM_TRY(r.Bool("continue_final_message", &req.continue_final_message));
+    CPM_TRY(r.Object("chat_template_kwargs", &req.chat_template_kwargs));
+    CPM_TRY(r.Any("tools", &req.tools));
+    CPM_TRY(r.OptString("chat_template", &req.chat_template));
+  } else {
+    r.Known("prompt");
+    if (!r.Has("prompt")) return TypeError("prompt", "a valid string (field required)");
+    CPM_TRY(r.String("prompt", &req.prompt));
+  }
+  ReportUnknown(r, ignored);
+  return req;
+}
+
+StatusOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body,
+                                                   std::vector<std::string>* ignored) {
+  CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
+  JsonReader r(j);
+  DetokenizeRequest req;
+  CPM_TRY(r.OptString("model", &req.model));
+  if (!r.Has("tokens")) {
+    r.Known("tokens");
+    return TypeError("tokens", "a valid list of integers (field required)");
+  }
+  CPM_TRY(r.IntList("tokens", &req.tokens));
+  ReportUnknown(r, ignored);
+  return req;
+}
+
+}  // namespace cpm::protocol

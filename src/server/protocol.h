@@ -1,0 +1,108 @@
+// OpenAI / vLLM request types of the HTTP API as typed structs, and their parsers. Parsing
+// checks JSON types only (a wrong type is a 400 naming the field); value ranges and defaults
+// are resolved in sampling_request.h. Unknown fields are collected, not rejected (vLLM logs
+// and ignores them). nlohmann exceptions never leave these functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace cpm::protocol {
+
+using Json = nlohmann::ordered_json;
+
+// Fields shared by /v1/chat/completions and /v1/completions. Absent optional fields take the
+// server defaults (generation_config.json under --generation-config auto, else vLLM's).
+struct SamplingFields {
+  std::optional<std::string> model;
+  int64_t n = 1;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+  std::optional<double> min_p;
+  std::optional<double> presence_penalty;
+  std::optional<double> frequency_penalty;
+  std::optional<double> repetition_penalty;
+  std::optional<int64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  std::optional<int64_t> max_tokens;  // chat: max_completion_tokens, else max_tokens
+  int64_t min_tokens = 0;
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;  // accepted; decoding always joins tokens as HF
+  bool stream = false;
+  bool include_usage = false;             // stream_options.include_usage
+  bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats
+};
+
+struct ChatCompletionRequest {
+  SamplingFields sampling;
+  Json messages = Json::array();
+  bool logprobs = false;
+  std::optional<int64_t> top_logprobs;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  bool add_special_tokens = false;
+  bool echo = false;  // vLLM extra: prefix the last message's content when continuing it
+  Json chat_template_kwargs = Json::object();
+  std::optional<Json> tools;
+  std::optional<Json> documents;
+  std::optional<std::string> chat_template;
+};
+
+// One prompt of /v1/completions: text or token ids.
+struct CompletionPrompt {
+  bool is_text = true;
+  std::string text;
+  std::vector<int64_t> ids;
+};
+
+struct CompletionRequest {
+  SamplingFields sampling;
+  std::vector<CompletionPrompt> prompts;
+  std::optional<int64_t> logprobs;  // top-k per token (0..20)
+  bool echo = false;
+  bool add_special_tokens = true;
+  std::optional<std::string> suffix;  // rejected: vLLM does not support it
+};
+
+// POST /tokenize: completion form {prompt} or chat form {messages}.
+struct TokenizeRequest {
+  std::optional<std::string> model;
+  bool is_chat = false;
+  std::string prompt;
+  Json messages = Json::array();
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  std::optional<bool> add_special_tokens;  // default: true for prompt, false for chat
+  bool return_token_strs = false;
+  Json chat_template_kwargs = Json::object();
+  std::optional<Json> tools;
+  std::optional<std::string> chat_template;
+};
+
+struct DetokenizeRequest {
+  std::optional<std::string> model;
+  std::vector<int64_t> tokens;
+};
+
+// Each parser fills `ignored` (optional) with the names of fields it does not know.
+StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
+                                                           std::vector<std::string>* ignored);
+StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
+                                                   std::vector<std::string>* ignored);
+StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
+                                               std::vector<std::string>* ignored);
+StatusOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body,
+                                                   std::vector<std::string>* ignored);
+
+}  // namespace cpm::protocol

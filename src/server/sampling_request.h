@@ -1,0 +1,48 @@
+// Turns a request's sampling fields into engine parameters: server defaults for absent fields
+// (generation config, then vLLM's), range checks with vLLM's messages, and the context-length
+// checks with vLLM's exact 400 texts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "sampling/sampling_params.h"
+#include "server/generation_defaults.h"
+#include "server/protocol.h"
+
+namespace cpm {
+
+inline constexpr int64_t kMaxLogprobs = 20;  // vLLM's --max-logprobs default
+inline constexpr int64_t kMaxN = 256;        // bound on engine requests one HTTP request makes
+
+struct ResolvedSampling {
+  SamplingParams params;  // params.seed: the request's seed (choice i uses seed + i)
+  int64_t n = 1;
+  std::optional<int64_t> max_tokens;  // as requested (or capped by the generation config)
+  int64_t min_tokens = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token and the top k
+};
+
+// `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).
+StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& fields,
+                                           const GenerationDefaults& defaults,
+                                           int64_t logprobs, int32_t vocab_size);
+
+// Chat's logprobs/top_logprobs pair -> the count for ResolveSampling (-1: none).
+StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs);
+
+// Checks `num_prompt_tokens` and the requested max_tokens against the context length with
+// vLLM's texts, and returns the number of tokens to generate at most.
+StatusOr<int64_t> ResolveMaxTokens(int64_t num_prompt_tokens,
+                                   std::optional<int64_t> requested_max_tokens,
+                                   int64_t max_model_len);
+
+}  // namespace cpm

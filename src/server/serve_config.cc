@@ -1,0 +1,81 @@
+// Flag values with a syntax of their own, and cross-flag checks for `cpmserve serve`.
+#include "server/serve_config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+namespace cpm {
+
+StatusOr<int64_t> ParseMaxModelLen(const std::string& text) {
+  const std::string bad = "--max-model-len: '" + text +
+                          "' is not a length (examples: 4096, 8k, 32K, -1, auto)";
+  if (text == "auto" || text == "-1") return int64_t{-1};
+  if (text.empty()) return InvalidArgument(bad);
+  std::string digits = text;
+  double scale = 1;
+  const char last = text.back();
+  switch (last) {
+    case 'k': scale = 1e3; break;
+    case 'm': scale = 1e6; break;
+    case 'g': scale = 1e9; break;
+    case 'K': scale = 1024.0; break;
+    case 'M': scale = 1024.0 * 1024; break;
+    case 'G': scale = 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  if (scale != 1) digits.pop_back();
+  if (digits.empty()) return InvalidArgument(bad);
+  // vLLM accepts decimals with a suffix ("1.5k"); the result must be a whole number.
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.') return InvalidArgument(bad);
+  }
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(digits.c_str(), &end);
+  if (errno != 0 || end == digits.c_str() || *end != '\0') return InvalidArgument(bad);
+  const double len = v * scale;
+  if (len < 1 || len > 1e12 || len != static_cast<double>(static_cast<int64_t>(len))) {
+    return InvalidArgument(bad);
+  }
+  return static_cast<int64_t>(len);
+}
+
+Status ValidateServeConfig(const ServeConfig& c) {
+  if (c.port < 0 || c.port > 65535) {
+    return InvalidArgument("--port: " + std::to_string(c.port) + " is not a TCP port");
+  }
+  if (c.tensor_parallel_size != 1) {
+    return InvalidArgument("--tensor-parallel-size: " + std::to_string(c.tensor_parallel_size) +
+                           " is not supported: cpmserve runs one CPU process (use 1)");
+  }
+  if (c.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
+  if (c.max_num_batched_tokens < 1) {
+    return InvalidArgument("--max-num-batched-tokens must be at least 1");
+  }
+  if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1)) {
+    return InvalidArgument("--gpu-memory-utilization must be in (0, 1], got " +
+                           std::to_string(c.gpu_memory_utilization));
+  }
+  if (c.kv_cache_memory_bytes && *c.kv_cache_memory_bytes <= 0) {
+    return InvalidArgument("--kv-cache-memory-bytes must be positive");
+  }
+  if (c.block_size < 1 || c.block_size > 1024) {
+    return InvalidArgument("--block-size must be in [1, 1024]");
+  }
+  if (c.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (c.generation_config.empty()) {
+    return InvalidArgument("--generation-config: give auto, vllm or a folder");
+  }
+  if (!c.default_chat_template_kwargs_json.empty()) {
+    const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return InvalidArgument("--default-chat-template-kwargs: not a JSON object: " +
+                             c.default_chat_template_kwargs_json);
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace cpm

@@ -1,0 +1,53 @@
+// The settings of `cpmserve serve`, as vLLM's `vllm serve` names them, and the parsing of the
+// flag values that have a syntax of their own (--max-model-len 1k, --default-chat-template-kwargs).
+// Plain data; depends only on base/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cpm {
+
+struct ServeConfig {
+  std::string model_dir;
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  uint64_t seed = 0;
+  std::vector<std::string> served_model_names;  // empty: the model dir as given
+  int64_t max_num_seqs = 128;                   // vLLM's CPU default (128 x TP x PP)
+  // 0: from config.json; -1: the largest length the KV cache can hold ("auto" / -1 in vLLM).
+  int64_t max_model_len = 0;
+  int64_t max_num_batched_tokens = 2048;  // vLLM's CPU default (2048 x TP x PP)
+  std::string dtype = "auto";
+  double gpu_memory_utilization = 0.9;
+  bool gpu_memory_utilization_set = false;  // explicit flag: the free-memory check is strict
+  std::optional<int64_t> kv_cache_memory_bytes;  // wins over the utilisation when set
+  std::string load_format = "auto";
+  bool enforce_eager = false;
+  bool enable_prefix_caching = true;
+  bool trust_remote_code = false;
+  std::vector<std::string> api_keys;  // --api-key, else $VLLM_API_KEY
+  std::string chat_template;          // file or inline Jinja; empty: the tokenizer's
+  std::string generation_config = "auto";  // auto | vllm | a folder with generation_config.json
+  int tensor_parallel_size = 1;
+  int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
+  int64_t block_size = 16;
+  std::string reasoning_parser;       // stored; parsers arrive with MiniCPM-V (later issue)
+  std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
+  int http_threads = 0;               // 0: a small pool sized from max_num_seqs
+  std::string uvicorn_log_level = "info";
+};
+
+// vLLM's --max-model-len syntax: an integer, with an optional k/m/g (powers of 1000) or K/M/G
+// (powers of 1024) suffix, or -1 / "auto" for the largest length that fits. Returns 0 never;
+// -1 means auto.
+StatusOr<int64_t> ParseMaxModelLen(const std::string& text);
+
+// Checks the combinations a flag parser cannot see; messages name the flag.
+Status ValidateServeConfig(const ServeConfig& config);
+
+}  // namespace cpm

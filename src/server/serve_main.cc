@@ -1,0 +1,351 @@
+// Start-up, readiness and graceful shutdown of `cpmserve serve`.
+#include "server/serve_main.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "model/registry.h"
+#include "server/engine_client.h"
+#include "server/generation_defaults.h"
+#include "server/http_server.h"
+#include "server/memory_budget.h"
+#include "server/metrics.h"
+#include "server/server_context.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+namespace {
+
+int Fail(const std::string& message) {
+  // One line on stderr, whatever the log level.
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  return 1;
+}
+
+// max_position_embeddings of config.json, read before loading (vLLM's derived length).
+StatusOr<int64_t> DerivedMaxModelLen(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) return NotFound("model directory '" + model_dir + "': cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not valid JSON");
+  for (const char* key : {"max_position_embeddings", "max_sequence_length", "seq_length"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_number_integer()) return it->get<int64_t>();
+  }
+  if (auto t = j.find("text_config"); t != j.end() && t->is_object()) {
+    auto it = t->find("max_position_embeddings");
+    if (it != t->end() && it->is_number_integer()) return it->get<int64_t>();
+  }
+  return int64_t{2048};  // vLLM's fallback when the config names no length
+}
+
+// Waits for SIGINT/SIGTERM (blocked everywhere, taken here synchronously) or `done`.
+void SignalLoop(std::atomic<bool>* stop, std::atomic<bool>* done) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  const timespec tick{0, 100 * 1000 * 1000};
+  while (!done->load()) {
+    const int sig = sigtimedwait(&set, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      CPM_LOG_INFO("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      stop->store(true);
+    }
+  }
+}
+
+void LogRoutes() {
+  for (const auto& [path, methods] : HttpServer::Routes()) {
+    CPM_LOG_INFO("Route: {}, Methods: {}", path, methods);
+  }
+}
+
+// One periodic line like vLLM's engine logger, only while something happens.
+class ThroughputLogger {
+ public:
+  void Maybe(const EngineStats& s) {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last_).count();
+    if (dt < 10.0) return;
+    const int64_t dp = s.prompt_tokens_total - prompt_;
+    const int64_t dg = s.generation_tokens_total - gen_;
+    if (dp || dg || s.num_running || s.num_waiting) {
+      const double hit = s.prefix_cache_queries
+                             ? 100.0 * s.prefix_cache_hits / s.prefix_cache_queries
+                             : 0.0;
+      CPM_LOG_INFO(
+          "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
+          "tokens/s, Running: {} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache "
+          "hit rate: {:.1f}%",
+          dp / dt, dg / dt, s.num_running, s.num_waiting, 100.0 * s.kv_cache_usage, hit);
+    }
+    last_ = now;
+    prompt_ = s.prompt_tokens_total;
+    gen_ = s.generation_tokens_total;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  int64_t prompt_ = 0;
+  int64_t gen_ = 0;
+};
+
+struct Loaded {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<EngineClient> client;
+  std::unique_ptr<ServerMetrics> metrics;
+  ServerContext ctx;
+};
+
+// Everything between "listening" and "ready". Errors name what failed.
+Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory, Loaded* out) {
+  CPM_ASSIGN_OR_RETURN(int64_t derived, DerivedMaxModelLen(c.model_dir));
+  if (c.max_model_len > derived) {
+    const char* allow = std::getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+    if (!allow || std::string(allow) != "1") {
+      return InvalidArgument(fmt::format(
+          "User-specified max_model_len ({}) is greater than the derived max_model_len "
+          "(max_position_embeddings={} or model_max_length=None in model's config.json). To "
+          "allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+          c.max_model_len, derived));
+    }
+    CPM_LOG_WARN("User-specified max_model_len ({}) is greater than the derived max_model_len "
+                 "({}); positions beyond it may produce garbage",
+                 c.max_model_len, derived);
+  }
+
+  auto tokenizer = Tokenizer::Load(c.model_dir);
+  if (!tokenizer.ok()) return tokenizer.status().WithPrefix("tokenizer");
+  out->tokenizer = std::move(*tokenizer);
+  const Tokenizer& tok = *out->tokenizer;
+
+  ServerContext& ctx = out->ctx;
+  std::string template_source = tok.chat_template();
+  if (!c.chat_template.empty()) {
+    auto arg = LoadChatTemplateArg(c.chat_template);
+    if (!arg.ok()) return arg.status().WithPrefix("--chat-template");
+    template_source = *arg;
+  }
+  if (!template_source.empty()) {
+    auto parsed = ChatTemplate::Parse(template_source);
+    if (!parsed.ok()) {
+      if (!c.chat_template.empty()) return parsed.status().WithPrefix("--chat-template");
+      CPM_LOG_WARN("The model's chat template does not parse ({}); chat requests will fail",
+                   parsed.status().message());
+    } else {
+      ctx.chat_template = std::move(*parsed);
+    }
+  }
+  if (!c.default_chat_template_kwargs_json.empty()) {
+    ctx.default_chat_template_kwargs =
+        nlohmann::ordered_json::parse(c.default_chat_template_kwargs_json, nullptr, false);
+  }
+
+  auto defaults = LoadGenerationDefaults(c.generation_config, c.model_dir);
+  if (!defaults.ok()) return defaults.status();
+  ctx.generation_defaults = *defaults;
+  if (!defaults->empty()) {
+    CPM_LOG_WARN(
+        "Default sampling parameters have been overridden by the model's Hugging Face "
+        "generation config recommended from the model creator. If this is not intended, please "
+        "relaunch vLLM instance with `--generation-config vllm`.");
+    CPM_LOG_INFO("Using default chat sampling params from model: {}", defaults->ToPythonDict());
+    CPM_LOG_INFO("Using default completion sampling params from model: {}",
+                 defaults->ToPythonDict());
+  }
+
+  LoadOptions lo;
+  lo.model_dir = c.model_dir;
+  lo.max_model_len = c.max_model_len > 0 ? c.max_model_len : 0;
+  lo.threads = c.threads;
+  if (!ParseLoadFormat(c.load_format, &lo.load_format)) {
+    return InvalidArgument("--load-format: '" + c.load_format +
+                           "' is not supported (auto, safetensors, dummy)");
+  }
+  if (!ParseDTypeChoice(c.dtype, &lo.dtype)) {
+    return InvalidArgument("--dtype: '" + c.dtype + "' is not supported");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = LoadModel(lo, pool);
+  if (!model.ok()) return model.status();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelInfo info = (*model)->info();
+  CPM_LOG_INFO("Model loading took {:.4f} GiB and {:.6f} seconds", ToGiB(info.weight_bytes),
+               load_s);
+
+  KvBudgetInput in;
+  in.memory = memory;
+  in.utilization = c.gpu_memory_utilization;
+  in.utilization_explicit = c.gpu_memory_utilization_set;
+  in.kv_cache_memory_bytes = c.kv_cache_memory_bytes;
+  in.weight_bytes = info.weight_bytes;
+  // No profiling run on a CPU: a generous estimate of one full step's activations (hidden
+  // states and MLP intermediates in f32 for the token budget) plus the sampled logits.
+  in.activation_bytes = c.max_num_batched_tokens * info.hidden_size * 4 * 16 +
+                        std::min(c.max_num_seqs, c.max_num_batched_tokens) * info.vocab_size * 4 * 2;
+  in.kv_bytes_per_block = KvCache::BytesPerBlock(info.kv, c.block_size, info.dtype);
+  in.block_size = c.block_size;
+  in.max_model_len = c.max_model_len;
+  in.derived_max_model_len = derived;
+  in.max_num_seqs = c.max_num_seqs;
+  CPM_ASSIGN_OR_RETURN(KvBudget budget, PlanKvBudget(in));
+  if (budget.fell_back_to_available) {
+    CPM_LOG_WARN("Only {:.2f} GiB of {:.2f} GiB host memory is available; sizing for {:.2f} GiB "
+                 "(pass --gpu-memory-utilization or --kv-cache-memory-bytes to choose)",
+                 ToGiB(memory.available_bytes), ToGiB(memory.total_bytes),
+                 ToGiB(budget.requested_bytes));
+  }
+  CPM_LOG_INFO("Available KV cache memory: {:.2f} GiB", ToGiB(budget.kv_bytes));
+  if (budget.capped) {
+    CPM_LOG_INFO("KV cache capped at {} blocks: more than {} sequences of max model len can use",
+                 budget.num_blocks, c.max_num_seqs);
+  }
+  CPM_LOG_INFO("KV cache size: {} tokens", WithThousands(budget.num_tokens));
+  CPM_LOG_INFO("Maximum concurrency for {} tokens per request: {:.2f}x",
+               WithThousands(budget.max_model_len),
+               static_cast<double>(budget.num_tokens) / budget.max_model_len);
+  CPM_LOG_INFO("Using max model len {}", budget.max_model_len);
+
+  EngineConfig ec;
+  ec.max_num_seqs = std::min(c.max_num_seqs, c.max_num_batched_tokens);
+  ec.max_num_batched_tokens = c.max_num_batched_tokens;
+  ec.max_model_len = budget.max_model_len;
+  ec.block_size = c.block_size;
+  ec.num_kv_blocks = budget.num_blocks;
+  ec.num_state_slots = info.state_slot_bytes > 0 ? ec.max_num_seqs : 0;
+  ec.enable_prefix_caching = c.enable_prefix_caching;
+  ec.seed = c.seed;
+  CPM_LOG_INFO("Chunked prefill is enabled with max_num_batched_tokens={}.",
+               ec.max_num_batched_tokens);
+  if (!c.enable_prefix_caching) CPM_LOG_INFO("Prefix caching is disabled");
+  auto engine = Engine::Create(std::move(*model), ec, &pool);
+  if (!engine.ok()) return engine.status().WithPrefix("engine");
+  out->engine = std::move(*engine);
+  out->client = std::make_unique<EngineAdapter>(out->engine.get());
+
+  ctx.model_names = c.served_model_names.empty() ? std::vector<std::string>{c.model_dir}
+                                                 : c.served_model_names;
+  ctx.model_root = c.model_dir;
+  ctx.max_model_len = budget.max_model_len;
+  ctx.tokenizer = out->tokenizer.get();
+  ctx.eos_ids = tok.eos_ids();
+  for (int32_t id : info.eos_token_ids) {
+    if (std::find(ctx.eos_ids.begin(), ctx.eos_ids.end(), id) == ctx.eos_ids.end()) {
+      ctx.eos_ids.push_back(id);
+    }
+  }
+  out->metrics = std::make_unique<ServerMetrics>(ctx.served_name(), budget.max_model_len);
+  ctx.engine = out->client.get();
+  ctx.metrics = out->metrics.get();
+  ctx.reasoning_parser = c.reasoning_parser;
+  ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  ctx.id_salt = std::random_device{}() * 0x100000001ULL ^ static_cast<uint64_t>(ctx.created);
+  return OkStatus();
+}
+
+}  // namespace
+
+int RunServe(const ServeConfig& config) {
+  // Before any thread exists: every later thread inherits this mask, so only SignalLoop's
+  // sigtimedwait ever sees the signals. A vanished SSE client must not kill the process.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ServeConfig c = config;
+  if (c.api_keys.empty()) {
+    if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};
+  }
+  if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
+  std::error_code ec;
+  if (!std::filesystem::is_directory(c.model_dir, ec)) {
+    return Fail("model directory '" + c.model_dir + "' does not exist or is not a directory");
+  }
+  if (c.enforce_eager) CPM_LOG_INFO("--enforce-eager: the CPU backend always runs eagerly");
+  if (c.trust_remote_code) CPM_LOG_INFO("--trust-remote-code: accepted (no remote code runs)");
+  if (!c.reasoning_parser.empty()) {
+    CPM_LOG_WARN("--reasoning-parser {}: stored; reasoning is not split out for this model yet",
+                 c.reasoning_parser);
+  }
+  auto memory = ReadHostMemory();
+  if (!memory.ok()) return Fail(memory.status().message());
+
+  const int http_threads =
+      c.http_threads > 0 ? c.http_threads
+                         : static_cast<int>(std::clamp<int64_t>(c.max_num_seqs + 8, 16, 128));
+  HttpServer server(c.api_keys, http_threads);
+  if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
+  std::thread http([&server] { server.Run(); });
+  std::atomic<bool> stop{false}, done{false};
+  std::thread signals(SignalLoop, &stop, &done);
+  auto finish = [&](int code) {
+    server.Stop();
+    http.join();
+    done.store(true);
+    signals.join();
+    return code;
+  };
+  CPM_LOG_INFO("cpmserve {} listening on http://{}:{} (loading {})", CPM_SERVER_VERSION, c.host,
+               server.port(), c.model_dir);
+
+  ThreadPool pool(c.threads);
+  Loaded loaded;
+  if (Status s = LoadAll(c, pool, *memory, &loaded); !s.ok()) {
+    const std::string msg = s.message();
+    finish(1);
+    return Fail(msg);
+  }
+  if (stop.load()) {
+    loaded.engine->Shutdown();
+    return finish(0);
+  }
+  server.SetReady(&loaded.ctx);
+  CPM_LOG_INFO("Starting cpmserve API server on http://{}:{}", c.host, server.port());
+  LogRoutes();
+  CPM_LOG_INFO("Application startup complete.");
+
+  ThroughputLogger throughput;
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    throughput.Maybe(loaded.engine->Stats());
+  }
+  // Stop accepting first, then end what is in flight ("abort"); Run() returns when every
+  // handler has written its last chunk.
+  server.Stop();
+  loaded.engine->Shutdown();
+  http.join();
+  done.store(true);
+  signals.join();
+  CPM_LOG_INFO("Shutdown complete");
+  return 0;
+}
+
+}  // namespace cpm

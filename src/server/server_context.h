@@ -1,0 +1,62 @@
+// Everything a request handler needs, built once at start-up and read-only afterwards (the
+// engine client and metrics are thread-safe themselves). Plus HttpReply, the transport-neutral
+// result of a handler, so handlers are testable without sockets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "server/api_error.h"
+#include "server/engine_client.h"
+#include "server/generation_defaults.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+struct ServerContext {
+  std::vector<std::string> model_names;  // the first is echoed in responses
+  std::string model_root;                // the model directory (ModelCard.root)
+  int64_t max_model_len = 0;
+  const Tokenizer* tokenizer = nullptr;
+  std::optional<ChatTemplate> chat_template;  // absent: chat requests get a 400
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
+  GenerationDefaults generation_defaults;
+  std::vector<int32_t> eos_ids;
+  EngineClient* engine = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::string reasoning_parser;  // hook: a parser splits `reasoning` out of the content
+  int64_t created = 0;           // unix time of start-up (ModelCard.created)
+  uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
+  mutable std::atomic<uint64_t> next_request{0};
+
+  const std::string& served_name() const { return model_names.front(); }
+  // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
+  std::string NewRequestId(const char* prefix) const;
+  // 404 "The model `X` does not exist." unless absent or one of the served names.
+  Status CheckModel(const std::optional<std::string>& model) const;
+};
+
+// A handler's answer: a status and body, or for streams a producer that writes SSE text.
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  // Streaming: writes chunks through `write` until done; `write` returns false once the
+  // client is gone, after which the producer cancels its work and returns.
+  std::function<void(const std::function<bool(const std::string&)>& write)> stream;
+
+  static HttpReply Json(const nlohmann::ordered_json& j, int status = 200);
+  static HttpReply Error(const ApiError& e);
+  static HttpReply Error(const Status& s) { return Error(ApiErrorFromStatus(s)); }
+};
+
+}  // namespace cpm

@@ -1,0 +1,277 @@
+// Unit tests of the server's pure parts: flag syntax, KV sizing, request parsing and
+// validation texts, stop-string hold-back, SSE framing and the metrics exposition.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/memory_budget.h"
+#include "server/metrics.h"
+#include "server/protocol.h"
+#include "server/sampling_request.h"
+#include "server/serve_config.h"
+#include "server/sse.h"
+#include "server/stop_matcher.h"
+
+namespace cpm {
+namespace {
+
+TEST(ServeConfig, MaxModelLenForms) {
+  EXPECT_EQ(*ParseMaxModelLen("4096"), 4096);
+  EXPECT_EQ(*ParseMaxModelLen("1k"), 1000);
+  EXPECT_EQ(*ParseMaxModelLen("1K"), 1024);
+  EXPECT_EQ(*ParseMaxModelLen("32K"), 32768);
+  EXPECT_EQ(*ParseMaxModelLen("1.5k"), 1500);
+  EXPECT_EQ(*ParseMaxModelLen("-1"), -1);
+  EXPECT_EQ(*ParseMaxModelLen("auto"), -1);
+  EXPECT_FALSE(ParseMaxModelLen("abc").ok());
+  EXPECT_FALSE(ParseMaxModelLen("").ok());
+  EXPECT_FALSE(ParseMaxModelLen("0").ok());
+  EXPECT_FALSE(ParseMaxModelLen("1.0001k").ok());
+}
+
+TEST(ServeConfig, Validation) {
+  ServeConfig c;
+  EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c.tensor_parallel_size = 2;
+  EXPECT_NE(ValidateServeConfig(c).message().find("--tensor-parallel-size"), std::string::npos);
+  c = ServeConfig();
+  c.gpu_memory_utilization = 1.5;
+  EXPECT_FALSE(ValidateServeConfig(c).ok());
+  c = ServeConfig();
+  c.default_chat_template_kwargs_json = "[1]";
+  EXPECT_FALSE(ValidateServeConfig(c).ok());
+  c.default_chat_template_kwargs_json = R"({"enable_thinking": false})";
+  EXPECT_TRUE(ValidateServeConfig(c).ok());
+}
+
+KvBudgetInput Input() {
+  KvBudgetInput in;
+  in.memory = {int64_t{16} << 30, int64_t{16} << 30};
+  in.weight_bytes = int64_t{1} << 30;
+  in.activation_bytes = int64_t{1} << 30;
+  in.kv_bytes_per_block = 1 << 20;
+  in.block_size = 16;
+  in.derived_max_model_len = 4096;
+  in.max_num_seqs = 1024;
+  return in;
+}
+
+TEST(MemoryBudget, UtilisationMinusWeightsAndActivations) {
+  auto b = PlanKvBudget(Input());
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  const int64_t requested = static_cast<int64_t>((int64_t{16} << 30) * 0.9);
+  EXPECT_EQ(b->num_blocks, (requested - (int64_t{2} << 30)) >> 20);
+  EXPECT_EQ(b->num_tokens, b->num_blocks * 16);
+  EXPECT_EQ(b->max_model_len, 4096);
+}
+
+TEST(MemoryBudget, ExplicitBytesWin) {
+  KvBudgetInput in = Input();
+  in.kv_cache_memory_bytes = int64_t{300} << 20;
+  auto b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->num_blocks, 300);
+}
+
+TEST(MemoryBudget, VllmErrors) {
+  KvBudgetInput in = Input();
+  in.memory.available_bytes = int64_t{4} << 30;
+  in.utilization_explicit = true;
+  EXPECT_EQ(PlanKvBudget(in).status().message().rfind("Free memory on device cpu (4.00/16.00 GiB)", 0),
+            0u);
+  in.utilization_explicit = false;  // the default falls back to what is available
+  auto b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->fell_back_to_available);
+  in = Input();
+  in.weight_bytes = int64_t{15} << 30;
+  EXPECT_NE(PlanKvBudget(in).status().message().find("No available memory for the cache blocks"),
+            std::string::npos);
+  in = Input();
+  in.kv_cache_memory_bytes = int64_t{10} << 20;  // 10 blocks = 160 tokens < 4096
+  EXPECT_NE(PlanKvBudget(in).status().message().find(
+                "To serve at least one request with the model's max seq len (4096)"),
+            std::string::npos);
+  in.max_model_len = -1;  // auto: fits what there is
+  b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->max_model_len, 160);
+  EXPECT_EQ(WithThousands(34952), "34,952");
+  EXPECT_EQ(WithThousands(100), "100");
+}
+
+TEST(Protocol, ChatTypesAndUnknownFields) {
+  std::vector<std::string> ignored;
+  auto r = protocol::ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0.5,
+          "max_tokens":5,"max_completion_tokens":7,"stop":"x","n":2,"top_k":3.0,
+          "stream":true,"stream_options":{"include_usage":true},"guided_json":{}})",
+      &ignored);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r->sampling.max_tokens, 7);
+  EXPECT_EQ(r->sampling.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(*r->sampling.top_k, 3);
+  EXPECT_TRUE(r->sampling.include_usage);
+  EXPECT_EQ(ignored, std::vector<std::string>{"guided_json"});
+  for (const char* bad : {
+           "{", "[]", R"({"messages":"hi"})", R"({})", R"({"messages":[{"content":"x"}]})",
+           R"({"messages":[],"temperature":"hot"})", R"({"messages":[],"n":1.5})",
+           R"({"messages":[],"stream":"yes"})", R"({"messages":[],"stop":[1]})"}) {
+    auto e = protocol::ParseChatCompletionRequest(bad, nullptr);
+    EXPECT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(Protocol, CompletionPromptForms) {
+  auto one = [](const char* body) { return protocol::ParseCompletionRequest(body, nullptr); };
+  EXPECT_EQ(one(R"({"prompt":"a"})")->prompts.size(), 1u);
+  EXPECT_EQ(one(R"({"prompt":["a","b"]})")->prompts.size(), 2u);
+  auto ids = one(R"({"prompt":[1,2,3]})");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_FALSE(ids->prompts[0].is_text);
+  EXPECT_EQ(ids->prompts[0].ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(one(R"({"prompt":[[1],[2,3]]})")->prompts.size(), 2u);
+  EXPECT_EQ(*one(R"({"prompt":"a"})")->sampling.max_tokens, 16);
+  EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
+  EXPECT_FALSE(one(R"({"prompt":[]})").ok());
+  EXPECT_FALSE(one(R"({"prompt":5})").ok());
+  EXPECT_FALSE(one(R"({})").ok());
+}
+
+TEST(Sampling, RangesAndDefaults) {
+  GenerationDefaults d;
+  d.temperature = 0.7;
+  d.top_p = 0.8;
+  protocol::SamplingFields f;
+  auto r = ResolveSampling(f, d, -1, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FLOAT_EQ(r->params.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(r->params.top_p, 0.8f);
+  f.temperature = 0.0;
+  EXPECT_FLOAT_EQ(ResolveSampling(f, d, -1, 100)->params.temperature, 0.0f);
+  auto msg = [&](protocol::SamplingFields g, int64_t lp = -1) {
+    return ResolveSampling(g, d, lp, 100).status().message();
+  };
+  protocol::SamplingFields g;
+  g.temperature = -0.1;
+  EXPECT_EQ(msg(g), "temperature must be non-negative, got -0.1.");
+  g = {};
+  g.top_p = 0.0;
+  EXPECT_EQ(msg(g), "top_p must be in (0, 1], got 0.");
+  g = {};
+  g.n = 0;
+  EXPECT_EQ(msg(g), "n must be at least 1, got 0.");
+  g = {};
+  g.stop = {""};
+  EXPECT_FALSE(msg(g).empty());
+  g = {};
+  g.stop_token_ids = {100};
+  EXPECT_FALSE(msg(g).empty());
+  EXPECT_EQ(msg({}, 21), "Requested sample logprobs of 21, which is greater than max allowed: 20");
+  g = {};
+  g.max_tokens = 0;
+  EXPECT_FALSE(msg(g).empty());
+  EXPECT_FALSE(ChatLogprobsCount(false, 3).ok());
+  EXPECT_EQ(*ChatLogprobsCount(true, std::nullopt), 0);
+  EXPECT_EQ(*ChatLogprobsCount(false, std::nullopt), -1);
+}
+
+TEST(Sampling, ContextLengthTexts) {
+  EXPECT_EQ(ResolveMaxTokens(300, std::nullopt, 256).status().message(),
+            "This model's maximum context length is 256 tokens. However, your request has 300 "
+            "input tokens. Please reduce the length of the input messages.");
+  EXPECT_EQ(ResolveMaxTokens(100, 200, 256).status().message(),
+            "'max_tokens' or 'max_completion_tokens' is too large: 200. This model's maximum "
+            "context length is 256 tokens and your request has 100 input tokens (200 > 256 - "
+            "100).");
+  EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256), 156);
+  EXPECT_EQ(*ResolveMaxTokens(100, 156, 256), 156);
+}
+
+TEST(StopMatcher, HoldsBackPartialMatches) {
+  StopMatcher m({"STOP", "xy"}, false);
+  EXPECT_EQ(m.Push("hello S"), "hello ");
+  EXPECT_EQ(m.Push("T"), "");
+  EXPECT_EQ(m.Push("A"), "STA");  // no longer a prefix: released
+  EXPECT_EQ(m.Push("x"), "");
+  EXPECT_EQ(m.Push("yz"), "");
+  EXPECT_TRUE(m.matched());
+  EXPECT_EQ(m.matched_stop(), "xy");
+  EXPECT_EQ(m.Push("more"), "");
+  EXPECT_EQ(m.Flush(), "");
+}
+
+TEST(StopMatcher, IncludeAndEarliestAndFlush) {
+  StopMatcher inc({"b", "abc"}, true);
+  EXPECT_EQ(inc.Push("xxabcd"), "xxabc");  // "abc" starts before "b"
+  EXPECT_EQ(inc.matched_stop(), "abc");
+  StopMatcher tail({"END"}, false);
+  EXPECT_EQ(tail.Push("the EN"), "the ");
+  EXPECT_EQ(tail.Flush(), "EN");
+  StopMatcher none({}, false);
+  EXPECT_EQ(none.Push("abc"), "abc");
+}
+
+TEST(Sse, Framing) {
+  EXPECT_EQ(SseEvent({{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
+  // Invalid UTF-8 never throws.
+  EXPECT_NE(SseEvent({{"a", std::string("\xff")}}).find("data: "), std::string::npos);
+}
+
+TEST(ApiError, Shape) {
+  auto e = ApiErrorFromStatus(NotFound("The model `x` does not exist."));
+  EXPECT_EQ(e.status, 404);
+  EXPECT_EQ(ErrorBody(e),
+            R"({"error":{"message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}})");
+  EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("x")).type, "BadRequestError");
+}
+
+TEST(Auth, OnlyV1IsProtected) {
+  const std::vector<std::string> keys = {"k1", "k2"};
+  EXPECT_TRUE(IsAuthorized({}, "/v1/models", ""));
+  EXPECT_FALSE(IsAuthorized(keys, "/v1/models", ""));
+  EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "Bearer k3"));
+  EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "Bearer k"));
+  EXPECT_TRUE(IsAuthorized(keys, "/v1/models", "Bearer k2"));
+  EXPECT_TRUE(IsAuthorized(keys, "/health", ""));
+  EXPECT_TRUE(IsAuthorized(keys, "/metrics", ""));
+  EXPECT_TRUE(IsAuthorized(keys, "/v10", ""));
+}
+
+TEST(Metrics, Exposition) {
+  ServerMetrics m("tiny \"model\"", 100);
+  RequestObservation o;
+  o.finish_reason = "length";
+  o.e2e_s = 0.4;
+  o.ttft_s = 0.05;
+  o.itl_s = {0.02, 0.03};
+  o.prompt_tokens = 7;
+  o.generation_tokens = 3;
+  m.Observe(o);
+  EngineStats s;
+  s.num_running = 2;
+  s.kv_cache_usage = 0.25;
+  s.prefix_cache_queries = 10;
+  s.prefix_cache_hits = 4;
+  const std::string text = m.Render(s);
+  const std::string l = R"(engine="0",model_name="tiny \"model\"")";
+  for (const std::string& line : std::vector<std::string>{
+           "vllm:num_requests_running{" + l + "} 2.0",
+           "vllm:kv_cache_usage_perc{" + l + "} 0.25",
+           "vllm:prefix_cache_queries_total{" + l + "} 10.0",
+           "vllm:prefix_cache_hits_total{" + l + "} 4.0",
+           "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"tiny \\\"model\\\"\"} 0.0",
+           "vllm:inter_token_latency_seconds_count{" + l + "} 2.0",
+           "vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"10.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "# TYPE vllm:time_to_first_token_seconds histogram"}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
+  }
+  EXPECT_EQ(Buckets125(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+}
+
+}  // namespace
+}  // namespace cpm

@@ -1,0 +1,16 @@
+// Server-sent events as OpenAI and vLLM frame them: every event is one `data: <json>` line and
+// a blank line; the stream ends with the literal `data: [DONE]`.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace cpm {
+
+// "data: {...}\n\n" (invalid UTF-8 replaced, never thrown on).
+std::string SseEvent(const nlohmann::ordered_json& payload);
+// "data: [DONE]\n\n".
+std::string SseDone();
+
+}  // namespace cpm

@@ -1,0 +1,146 @@
+// Drives a running `cpmserve serve` with the official OpenAI npm client, as users do:
+// node openai_client_test.js BASE_URL NODE_MODULES_DIR. Exits non-zero on the first failure.
+'use strict';
+const assert = require('assert');
+const path = require('path');
+
+const [baseURL, nodeModules] = process.argv.slice(2);
+const OpenAI = require(path.join(nodeModules, 'openai'));
+const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'unused', maxRetries: 0 });
+const MODEL = 'tiny';
+const user = (content) => [{ role: 'user', content }];
+
+async function greedy(content, maxTokens) {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: user(content), temperature: 0, max_tokens: maxTokens,
+    ignore_eos: true,
+  });
+  return r;
+}
+
+const tests = {
+  async listModels() {
+    const models = await client.models.list();
+    const ids = models.data.map((m) => m.id);
+    assert.deepStrictEqual(ids, ['tiny']);
+    assert.strictEqual(models.data[0].object, 'model');
+    assert.strictEqual(models.data[0].max_model_len, 256);
+  },
+  async chatPlain() {
+    const r = await greedy('Hello there', 8);
+    assert.strictEqual(r.object, 'chat.completion');
+    assert.strictEqual(r.choices.length, 1);
+    assert.strictEqual(r.choices[0].message.role, 'assistant');
+    assert.strictEqual(typeof r.choices[0].message.content, 'string');
+    assert.strictEqual(r.choices[0].finish_reason, 'length');
+    assert.strictEqual(r.usage.completion_tokens, 8);
+    assert.strictEqual(r.usage.total_tokens, r.usage.prompt_tokens + 8);
+  },
+  async chatStreamWithUsage() {
+    const plain = await greedy('Hello there', 8);
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages: user('Hello there'), temperature: 0, max_tokens: 8,
+      ignore_eos: true, stream: true, stream_options: { include_usage: true },
+    });
+    let text = '';
+    let role = null;
+    let finish = null;
+    let usage = null;
+    for await (const chunk of stream) {
+      assert.strictEqual(chunk.object, 'chat.completion.chunk');
+      if (chunk.usage) usage = chunk.usage;
+      for (const c of chunk.choices) {
+        if (c.delta.role) role = c.delta.role;
+        if (c.delta.content) text += c.delta.content;
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+    }
+    assert.strictEqual(role, 'assistant');
+    assert.strictEqual(text, plain.choices[0].message.content);
+    assert.strictEqual(finish, 'length');
+    assert.deepStrictEqual(usage, plain.usage);
+  },
+  async completions() {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Once upon a time', max_tokens: 5, temperature: 0, ignore_eos: true,
+    });
+    assert.strictEqual(r.object, 'text_completion');
+    assert.strictEqual(typeof r.choices[0].text, 'string');
+    assert.strictEqual(r.usage.completion_tokens, 5);
+  },
+  async nEqualsTwo() {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('two answers'), n: 2, max_tokens: 4, ignore_eos: true,
+    });
+    assert.deepStrictEqual(r.choices.map((c) => c.index), [0, 1]);
+    assert.strictEqual(r.usage.completion_tokens, 8);
+  },
+  async stop() {
+    const free = (await greedy('stop here', 12)).choices[0].message.content;
+    assert.ok(free.length >= 4, free);
+    const stop = free.slice(Math.floor(free.length / 2), Math.floor(free.length / 2) + 2);
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('stop here'), temperature: 0, max_tokens: 12,
+      ignore_eos: true, stop: [stop],
+    });
+    assert.strictEqual(r.choices[0].message.content, free.slice(0, free.indexOf(stop)));
+    assert.strictEqual(r.choices[0].finish_reason, 'stop');
+  },
+  async logprobs() {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('probabilities'), max_tokens: 3, logprobs: true,
+      top_logprobs: 4,
+    });
+    const content = r.choices[0].logprobs.content;
+    assert.strictEqual(content.length, r.usage.completion_tokens);
+    for (const e of content) {
+      assert.strictEqual(typeof e.token, 'string');
+      assert.ok(e.logprob <= 0);
+      assert.ok(Array.isArray(e.bytes));
+      assert.strictEqual(e.top_logprobs.length, 4);
+    }
+  },
+  async seedReproducible() {
+    const req = {
+      model: MODEL, messages: user('random'), temperature: 1.0, max_tokens: 10,
+      ignore_eos: true, seed: 42,
+    };
+    const a = await client.chat.completions.create(req);
+    const b = await client.chat.completions.create(req);
+    assert.strictEqual(a.choices[0].message.content, b.choices[0].message.content);
+  },
+  async overlongPromptIs400() {
+    try {
+      await client.chat.completions.create({
+        model: MODEL, messages: user('hello world '.repeat(200)), max_tokens: 4,
+      });
+      assert.fail('expected a 400');
+    } catch (e) {
+      assert.ok(e instanceof OpenAI.APIError, String(e));
+      assert.strictEqual(e.status, 400);
+      assert.match(e.message, /This model's maximum context length is 256 tokens\. However, your request has \d+ input tokens\. Please reduce the length of the input messages\./);
+    }
+  },
+  async unknownModelIs404() {
+    try {
+      await client.chat.completions.create({ model: 'nope', messages: user('x'), max_tokens: 1 });
+      assert.fail('expected a 404');
+    } catch (e) {
+      assert.strictEqual(e.status, 404);
+    }
+  },
+};
+
+(async () => {
+  let failed = 0;
+  for (const [name, fn] of Object.entries(tests)) {
+    try {
+      await fn();
+      console.log(`ok   ${name}`);
+    } catch (e) {
+      failed++;
+      console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+})();

@@ -1,0 +1,348 @@
+// `cpmserve serve` end to end over loopback with httplib's client, one shared server on the
+// tiny model: every endpoint, SSE framing, vLLM's errors, batching invariance, prefix-cache
+// hits, seeds and disconnects.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "e2e/e2e_util.h"
+#include "e2e/server_process.h"
+#include "e2e/tiny_serving_model.h"
+
+namespace cpm {
+namespace {
+
+using e2e::Json;
+
+class ServerE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("cpm_e2e_" + std::to_string(getpid()))).string());
+    ASSERT_TRUE(WriteTinyServingModel(*dir_).ok());
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start(CPM_CPMSERVE_BIN, *dir_,
+                               {"--host", "127.0.0.1", "--port", "0", "--served-model-name",
+                                "tiny", "alias", "--kv-cache-memory-bytes", "4M", "--max-num-seqs",
+                                "32", "--threads", "2", "--seed", "0"}));
+    ASSERT_TRUE(server_->WaitReady()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
+    }
+    delete server_;
+    server_ = nullptr;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static int port() { return server_->port(); }
+
+  static Json Chat(const Json& body, int* status = nullptr) {
+    auto r = e2e::Post(port(), "/v1/chat/completions", body.dump());
+    if (status) *status = r.status;
+    return r.json();
+  }
+  static std::string GreedyChat(const std::string& content, int max_tokens = 8) {
+    Json r = Chat({{"messages", {{{"role", "user"}, {"content", content}}}},
+                   {"temperature", 0},
+                   {"max_tokens", max_tokens},
+                   {"ignore_eos", true}});
+    if (!r.contains("choices")) {
+      ADD_FAILURE() << r.dump();
+      return "";
+    }
+    return r["choices"][0]["message"]["content"].get<std::string>();
+  }
+  static std::string Metrics() { return e2e::Get(port(), "/metrics").body; }
+
+  static std::string* dir_;
+  static ServerProcess* server_;
+};
+std::string* ServerE2E::dir_ = nullptr;
+ServerProcess* ServerE2E::server_ = nullptr;
+
+TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
+  auto h = e2e::Get(port(), "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, "");
+  EXPECT_TRUE(e2e::Get(port(), "/version").json().contains("version"));
+  Json m = e2e::Get(port(), "/v1/models").json();
+  ASSERT_EQ(m["data"].size(), 2u);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  EXPECT_EQ(m["data"][1]["id"], "alias");
+  EXPECT_EQ(m["data"][0]["max_model_len"], 256);
+  EXPECT_EQ(m["data"][0]["object"], "model");
+  const std::string log = server_->Log();
+  for (const char* line : {"Model loading took ", "Available KV cache memory: ",
+                           "KV cache size: ", "Maximum concurrency for 256 tokens per request: ",
+                           "Using max model len 256",
+                           "Chunked prefill is enabled with max_num_batched_tokens=2048.",
+                           "Starting cpmserve API server on http://127.0.0.1:",
+                           "Route: /v1/chat/completions, Methods: POST"}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line;
+  }
+  EXPECT_EQ(e2e::Get(port(), "/nope").status, 404);
+}
+
+TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
+  const Json req = {{"model", "alias"},
+                    {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                    {"temperature", 0},
+                    {"max_tokens", 12},
+                    {"ignore_eos", true}};
+  int status = 0;
+  Json plain = Chat(req, &status);
+  ASSERT_EQ(status, 200) << plain.dump();
+  EXPECT_EQ(plain["object"], "chat.completion");
+  EXPECT_EQ(plain["model"], "tiny");
+  EXPECT_EQ(plain["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 12);
+  // The prompt count is what /tokenize says for the same messages.
+  Json tok = e2e::Post(port(), "/tokenize", Json{{"messages", req["messages"]}}.dump()).json();
+  EXPECT_EQ(plain["usage"]["prompt_tokens"], tok["count"]);
+  EXPECT_EQ(plain["usage"]["total_tokens"], tok["count"].get<int>() + 12);
+
+  Json sreq = req;
+  sreq["stream"] = true;
+  sreq["stream_options"] = {{"include_usage", true}};
+  auto r = e2e::PostStream(port(), "/v1/chat/completions", sreq.dump());
+  EXPECT_EQ(r.status, 200);
+  bool framing_ok = false;
+  auto data = e2e::SseData(r.body, &framing_ok);
+  EXPECT_TRUE(framing_ok) << r.body;
+  ASSERT_GE(data.size(), 4u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  Json first = Json::parse(data[0]);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  std::string finish;
+  for (size_t i = 1; i + 2 < data.size(); ++i) {
+    Json c = Json::parse(data[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    EXPECT_EQ(c["id"], first["id"]);
+    const Json& ch = c["choices"][0];
+    if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(text, plain["choices"][0]["message"]["content"].get<std::string>());
+  EXPECT_EQ(finish, "length");
+  Json usage = Json::parse(data[data.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], plain["usage"]);
+}
+
+TEST_F(ServerE2E, CompletionsPromptForms) {
+  auto post = [](const Json& body) { return e2e::Post(port(), "/v1/completions", body.dump()); };
+  auto one = post({{"prompt", "Hello"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  Json j = one.json();
+  EXPECT_EQ(j["object"], "text_completion");
+  const std::string text = j["choices"][0]["text"];
+  Json ids = e2e::Post(port(), "/tokenize", R"({"prompt":"Hello"})").json()["tokens"];
+  auto by_ids = post({{"prompt", ids}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(by_ids.json()["choices"][0]["text"], text);
+  auto lists = post({{"prompt", {ids, ids}}, {"max_tokens", 4}, {"temperature", 0},
+                     {"ignore_eos", true}, {"n", 2}});
+  j = lists.json();
+  ASSERT_EQ(j["choices"].size(), 4u) << lists.body;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], text);
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2 * ids.size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 16);
+  auto strs = post({{"prompt", {"Hello", "Hello"}}, {"max_tokens", 4}, {"temperature", 0},
+                    {"ignore_eos", true}, {"echo", true}});
+  j = strs.json();
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["text"], "Hello" + text);
+  auto streamed = e2e::PostStream(
+      port(), "/v1/completions",
+      Json{{"prompt", "Hello"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true},
+           {"stream", true}}.dump());
+  bool ok = false;
+  auto data = e2e::SseData(streamed.body, &ok);
+  EXPECT_TRUE(ok);
+  std::string joined;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    Json c = Json::parse(data[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    joined += c["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(joined, text);
+}
+
+TEST_F(ServerE2E, TokenizeDetokenize) {
+  Json t = e2e::Post(port(), "/tokenize", R"({"prompt":"Hello world","return_token_strs":true})").json();
+  EXPECT_EQ(t["max_model_len"], 256);
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_EQ(t["token_strs"].size(), t["tokens"].size());
+  Json d = e2e::Post(port(), "/detokenize", Json{{"tokens", t["tokens"]}}.dump()).json();
+  EXPECT_NE(d["prompt"].get<std::string>().find("Hello world"), std::string::npos);
+}
+
+TEST_F(ServerE2E, ErrorsAreVllmShaped) {
+  auto expect_error = [](const e2e::Reply& r, int status, const std::string& needle) {
+    EXPECT_EQ(r.status, status) << r.body;
+    Json j = r.json();
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_EQ(j["error"]["code"], status);
+    for (const char* key : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(key));
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos)
+        << j["error"]["message"];
+  };
+  const std::string chat = "/v1/chat/completions";
+  expect_error(e2e::Post(port(), chat, "{oops"), 400, "JSON");
+  expect_error(e2e::Post(port(), chat, R"({"messages":"hi"})"), 400, "messages");
+  expect_error(e2e::Post(port(), chat, R"({"messages":[]})"), 400, "empty");
+  expect_error(e2e::Post(port(), chat, R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})"),
+               400, "temperature");
+  expect_error(e2e::Post(port(), chat, R"({"messages":[{"role":"user","content":"x"}],"top_p":2})"),
+               400, "top_p");
+  expect_error(e2e::Post(port(), chat, R"({"messages":[{"role":"user","content":"x"}],"n":0})"), 400,
+               "n must be");
+  expect_error(e2e::Post(port(), chat,
+                         R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})"),
+               400, "20");
+  expect_error(e2e::Post(port(), chat, R"({"model":"gpt-4","messages":[{"role":"user","content":"x"}]})"),
+               404, "The model `gpt-4` does not exist.");
+  std::string longtext;
+  for (int i = 0; i < 200; ++i) longtext += "hello world ";
+  const Json long_msgs = {{{"role", "user"}, {"content", longtext}}};
+  const int n = e2e::Post(port(), "/tokenize", Json{{"messages", long_msgs}}.dump()).json()["count"];
+  ASSERT_GT(n, 256);
+  expect_error(e2e::Post(port(), chat, Json{{"messages", long_msgs}}.dump()), 400,
+               "This model's maximum context length is 256 tokens. However, your request has " +
+                   std::to_string(n) +
+                   " input tokens. Please reduce the length of the input messages.");
+  const Json short_msgs = {{{"role", "user"}, {"content", "Hi"}}};
+  const int m = e2e::Post(port(), "/tokenize", Json{{"messages", short_msgs}}.dump()).json()["count"];
+  expect_error(e2e::Post(port(), chat, Json{{"messages", short_msgs}, {"max_tokens", 300}}.dump()), 400,
+               "'max_tokens' or 'max_completion_tokens' is too large: 300. This model's maximum "
+               "context length is 256 tokens and your request has " +
+                   std::to_string(m) + " input tokens (300 > 256 - " + std::to_string(m) + ").");
+  EXPECT_EQ(e2e::Post(port(), chat, R"({"messages":"x"})").json()["error"]["type"], "BadRequestError");
+  expect_error(e2e::Post(port(), "/v1/completions", R"({"prompt":[1,100000]})"), 400, "vocabulary");
+  expect_error(e2e::Post(port(), "/v1/completions", R"({"prompt":{"a":1}})"), 400, "prompt");
+  // Unknown fields are ignored, not rejected.
+  auto ok = e2e::Post(port(), chat,
+                      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"guided_json":{"a":1}})");
+  EXPECT_EQ(ok.status, 200);
+  // The server is still fine after all of that.
+  EXPECT_EQ(e2e::Get(port(), "/health").status, 200);
+}
+
+TEST_F(ServerE2E, StopStringsLogprobsAndSeeds) {
+  const std::string free_text = GreedyChat("Stop test", 12);
+  ASSERT_GE(free_text.size(), 4u);
+  const std::string stop = e2e::Utf8Piece(free_text, free_text.size() / 2, 2);
+  ASSERT_FALSE(stop.empty());
+  Json r = Chat({{"messages", {{{"role", "user"}, {"content", "Stop test"}}}}, {"temperature", 0},
+                 {"max_tokens", 12}, {"ignore_eos", true}, {"stop", {stop}}});
+  const std::string cut = r["choices"][0]["message"]["content"];
+  EXPECT_EQ(cut, free_text.substr(0, free_text.find(stop)));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["choices"][0]["stop_reason"], stop);
+
+  r = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 3},
+            {"logprobs", true}, {"top_logprobs", 5}});
+  const Json& content = r["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), r["usage"]["completion_tokens"].get<size_t>());
+  for (const Json& e : content) {
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(e["top_logprobs"].size(), 5u);
+    EXPECT_TRUE(e["bytes"].is_array());
+    for (int k = 1; k < 5; ++k) {  // best first
+      EXPECT_GE(e["top_logprobs"][k - 1]["logprob"].get<double>(),
+                e["top_logprobs"][k]["logprob"].get<double>());
+    }
+  }
+
+  const Json seeded = {{"messages", {{{"role", "user"}, {"content", "seed"}}}}, {"temperature", 1.0},
+                       {"max_tokens", 10}, {"ignore_eos", true}, {"seed", 1234}, {"n", 2}};
+  Json a = Chat(seeded), b = Chat(seeded);
+  EXPECT_EQ(a["choices"], b["choices"]);
+  Json next = seeded;
+  next["seed"] = 1235;
+  next["n"] = 1;
+  EXPECT_EQ(Chat(next)["choices"][0]["message"], a["choices"][1]["message"]);
+}
+
+TEST_F(ServerE2E, BatchingInvariance) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back("request number " + std::to_string(i * 7));
+  std::vector<std::string> alone;
+  for (const std::string& p : prompts) alone.push_back(GreedyChat(p, 10));
+  std::vector<std::string> together(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] { together[i] = GreedyChat(prompts[i], 10); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(together, alone);
+}
+
+TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
+  std::string shared;
+  for (int i = 0; i < 4; ++i) shared += "The same long system prompt, sentence " + std::to_string(i) + ". ";
+  const std::string before = Metrics();
+  const double hits0 = e2e::Metric(before, "vllm:prefix_cache_hits_total");
+  const double queries0 = e2e::Metric(before, "vllm:prefix_cache_queries_total");
+  const std::string first = GreedyChat(shared, 8);
+  const std::string second = GreedyChat(shared, 8);
+  EXPECT_EQ(first, second);
+  const std::string after = Metrics();
+  EXPECT_GT(e2e::Metric(after, "vllm:prefix_cache_queries_total"), queries0);
+  EXPECT_GE(e2e::Metric(after, "vllm:prefix_cache_hits_total"), hits0 + 16);
+}
+
+TEST_F(ServerE2E, DisconnectMidStreamFreesBlocks) {
+  const double aborted0 =
+      e2e::Metric(Metrics(), "vllm:request_success_total", "finished_reason=\"abort\"");
+  int chunks = 0;
+  e2e::PostStream(port(), "/v1/chat/completions",
+                  Json{{"messages", {{{"role", "user"}, {"content", "go on"}}}},
+                       {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump(),
+                  [&](const std::string& all) {
+                    chunks = static_cast<int>(std::count(all.begin(), all.end(), '\n')) / 2;
+                    return chunks < 4;  // hang up after a few events
+                  });
+  // The engine notices at the next write and releases the request's blocks.
+  double running = -1, usage = -1, aborted = -1;
+  for (int i = 0; i < 200; ++i) {
+    const std::string m = Metrics();
+    running = e2e::Metric(m, "vllm:num_requests_running");
+    usage = e2e::Metric(m, "vllm:kv_cache_usage_perc");
+    aborted = e2e::Metric(m, "vllm:request_success_total", "finished_reason=\"abort\"");
+    if (running == 0 && usage == 0 && aborted > aborted0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(usage, 0);
+  EXPECT_EQ(aborted, aborted0 + 1);
+}
+
+TEST_F(ServerE2E, MetricsExposition) {
+  GreedyChat("metrics", 3);
+  const std::string m = Metrics();
+  for (const char* name :
+       {"vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:kv_cache_usage_perc{",
+        "vllm:prefix_cache_queries_total{", "vllm:prefix_cache_hits_total{",
+        "vllm:num_preemptions_total{", "vllm:prompt_tokens_total{", "vllm:generation_tokens_total{",
+        "vllm:request_success_total{", "vllm:time_to_first_token_seconds_bucket{",
+        "vllm:inter_token_latency_seconds_bucket{", "vllm:e2e_request_latency_seconds_count{",
+        "vllm:request_queue_time_seconds_sum{", "vllm:request_prompt_tokens_bucket{",
+        "vllm:request_generation_tokens_bucket{", "model_name=\"tiny\""}) {
+    EXPECT_NE(m.find(name), std::string::npos) << name;
+  }
+  EXPECT_GE(e2e::Metric(m, "vllm:generation_tokens_total"), 3);
+  EXPECT_GE(e2e::Metric(m, "vllm:e2e_request_latency_seconds_count"), 1);
+}
+
+}  // namespace
+}  // namespace cpm

@@ -1,0 +1,174 @@
+// `cpmserve serve` as a process: start-up errors (port in use, bad model dir, bad flags),
+// --api-key, generation-config defaults, preemption under a tiny KV budget, and graceful
+// SIGTERM with a request in flight.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "e2e/e2e_util.h"
+#include "e2e/server_process.h"
+#include "e2e/tiny_serving_model.h"
+
+namespace cpm {
+namespace {
+
+using e2e::Json;
+
+class ServerLifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("cpm_e2e_life_" + std::to_string(getpid()))).string();
+    ASSERT_TRUE(WriteTinyServingModel(dir_).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::vector<std::string> Args(std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--host", "127.0.0.1", "--port", "0", "--threads", "2",
+                                  "--kv-cache-memory-bytes", "4M"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  std::string dir_;
+};
+
+TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
+  ServerProcess first;
+  ASSERT_TRUE(first.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(first.WaitReady()) << first.Log();
+  {
+    ServerProcess second;
+    ASSERT_TRUE(second.Start(CPM_CPMSERVE_BIN, dir_,
+                             {"--host", "127.0.0.1", "--port", std::to_string(first.port())}));
+    EXPECT_EQ(second.Wait(30), 1);
+    EXPECT_NE(second.Log().find("address already in use"), std::string::npos) << second.Log();
+  }
+  {
+    ServerProcess bad_dir;
+    ASSERT_TRUE(bad_dir.Start(CPM_CPMSERVE_BIN, dir_ + "/missing", Args({})));
+    EXPECT_NE(bad_dir.Wait(30), 0);
+    EXPECT_NE(bad_dir.Log().find(dir_ + "/missing"), std::string::npos) << bad_dir.Log();
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max-model-len", "abc"}, "--max-model-len"},
+      {{"--tensor-parallel-size", "2"}, "--tensor-parallel-size"},
+      {{"--gpu-memory-utilization", "2"}, "--gpu-memory-utilization"},
+      {{"--port", "notaport"}, "--port"},
+      {{"--max-model-len", "100000"}, "User-specified max_model_len (100000)"},
+      {{"--load-format", "gguf"}, "--load-format"}};
+  for (const auto& [bad, needle] : cases) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
+    EXPECT_NE(p.Wait(30), 0) << needle;
+    EXPECT_NE(p.Log().find(needle), std::string::npos) << p.Log();
+  }
+  EXPECT_EQ(first.Stop(SIGINT), 0) << first.Log();
+}
+
+TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({}), {"VLLM_API_KEY=sekret"}));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_EQ(e2e::Get(p.port(), "/v1/models").status, 401);
+  EXPECT_EQ(e2e::Get(p.port(), "/v1/models", {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(e2e::Get(p.port(), "/v1/models", {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})").status, 401);
+  EXPECT_EQ(e2e::Get(p.port(), "/health").status, 200);
+  EXPECT_EQ(e2e::Get(p.port(), "/metrics").status, 200);
+  EXPECT_EQ(e2e::Post(p.port(), "/tokenize", R"({"prompt":"a"})").status, 200);
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
+TEST_F(ServerLifecycle, GenerationConfigDefaults) {
+  const std::string gen = dir_ + "/gen";
+  std::filesystem::create_directories(gen);
+  std::ofstream(gen + "/generation_config.json") << R"({"temperature": 0.0, "top_p": 0.9})";
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--generation-config", gen})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_NE(p.Log().find("Default sampling parameters have been overridden by the model's Hugging "
+                         "Face generation config"),
+            std::string::npos);
+  EXPECT_NE(p.Log().find("Using default chat sampling params from model: {'temperature': 0.0, "
+                         "'top_p': 0.9}"),
+            std::string::npos)
+      << p.Log();
+  // temperature 0 by default: two unseeded requests agree.
+  const std::string body =
+      R"({"messages":[{"role":"user","content":"defaults"}],"max_tokens":8,"ignore_eos":true})";
+  Json a = e2e::Post(p.port(), "/v1/chat/completions", body).json();
+  Json b = e2e::Post(p.port(), "/v1/chat/completions", body).json();
+  EXPECT_EQ(a["choices"][0]["message"], b["choices"][0]["message"]);
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
+TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
+  ServerProcess p;
+  // Room for about two sequences of max model len: eight concurrent requests must preempt.
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      {"--host", "127.0.0.1", "--port", "0", "--threads", "2", "--max-model-len",
+                       "96", "--block-size", "16", "--kv-cache-memory-bytes", "50000"}));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  auto run = [&](int i) {
+    const Json body = {{"prompt", "preempt me please, request " + std::to_string(i)},
+                       {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}};
+    return e2e::Post(p.port(), "/v1/completions", body.dump()).json();
+  };
+  std::vector<Json> alone;
+  for (int i = 0; i < 8; ++i) alone.push_back(run(i));
+  std::vector<Json> together(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { together[i] = run(i); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(together[i].contains("choices")) << together[i].dump();
+    EXPECT_EQ(together[i]["choices"][0]["text"], alone[i]["choices"][0]["text"]) << i;
+    EXPECT_EQ(together[i]["usage"]["completion_tokens"], 48);
+  }
+  const std::string m = e2e::Get(p.port(), "/metrics").body;
+  EXPECT_GT(e2e::Metric(m, "vllm:num_preemptions_total"), 0) << p.Log();
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
+TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  bool signalled = false;
+  auto r = e2e::PostStream(
+      p.port(), "/v1/chat/completions",
+      Json{{"messages", {{{"role", "user"}, {"content", "long"}}}}, {"max_tokens", 240},
+           {"ignore_eos", true}, {"stream", true}}
+          .dump(),
+      [&](const std::string& all) {
+        if (!signalled && all.find("\"content\"") != std::string::npos) {
+          kill(p.pid(), SIGTERM);
+          signalled = true;
+        }
+        return true;
+      });
+  ASSERT_TRUE(signalled);
+  bool ok = false;
+  auto data = e2e::SseData(r.body, &ok);
+  EXPECT_TRUE(ok);
+  ASSERT_FALSE(data.empty());
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string finish;
+  for (const std::string& d : data) {
+    if (d == "[DONE]") continue;
+    Json c = Json::parse(d);
+    if (!c["choices"].empty() && !c["choices"][0]["finish_reason"].is_null()) {
+      finish = c["choices"][0]["finish_reason"];
+    }
+  }
+  // 240 tokens take longer than the shutdown: the request is cut short with "abort".
+  EXPECT_EQ(finish, "abort");
+  EXPECT_EQ(p.Wait(30), 0) << p.Log();
+  EXPECT_NE(p.Log().find("Shutdown complete"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cpm

@@ -1,0 +1,94 @@
+// `cpmserve serve MODEL_DIR [flags]`: the OpenAI-compatible server with `vllm serve`'s flag
+// names. Only flag declarations live here; the process itself is server/serve_main.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "server/serve_config.h"
+#include "server/serve_main.h"
+
+namespace cpm {
+namespace {
+
+struct ServeFlags {
+  ServeConfig config;
+  std::string max_model_len;
+  std::string kv_cache_memory_bytes;
+  CLI::Option* gpu_util = nullptr;
+};
+
+int RunServeCommand(ServeFlags& f) {
+  ServeConfig& c = f.config;
+  if (!f.max_model_len.empty()) {
+    auto len = ParseMaxModelLen(f.max_model_len);
+    if (!len.ok()) {
+      std::fprintf(stderr, "error: %s\n", len.status().message().c_str());
+      return 2;
+    }
+    c.max_model_len = *len;
+  }
+  if (!f.kv_cache_memory_bytes.empty()) {
+    // Same size syntax as lengths: 1000000, 512M, 2G.
+    auto bytes = ParseMaxModelLen(f.kv_cache_memory_bytes);
+    if (!bytes.ok() || *bytes < 1) {
+      std::fprintf(stderr, "error: --kv-cache-memory-bytes: '%s' is not a byte count\n",
+                   f.kv_cache_memory_bytes.c_str());
+      return 2;
+    }
+    c.kv_cache_memory_bytes = *bytes;
+  }
+  c.gpu_memory_utilization_set = f.gpu_util->count() > 0;
+  return RunServe(c);
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<ServeFlags>();
+  ServeConfig& c = f->config;
+  CLI::App* cmd = app.add_subcommand("serve", "serve a model behind an OpenAI-compatible API");
+  cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("--host", c.host, "bind address")->capture_default_str();
+  cmd->add_option("--port", c.port, "HTTP port")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "sampling seed of requests without one")->capture_default_str();
+  cmd->add_option("--served-model-name", c.served_model_names,
+                  "one or more names; the first is echoed in responses");
+  cmd->add_option("--max-num-seqs", c.max_num_seqs, "running sequences per step")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", f->max_model_len,
+                  "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (fit memory)");
+  cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                  "token budget per step (chunked prefill)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", c.dtype, "auto | bfloat16 | float32")->capture_default_str();
+  f->gpu_util = cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                                "fraction of host RAM for weights, activations and KV cache")
+                    ->capture_default_str();
+  cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory_bytes,
+                  "KV cache size in bytes (wins over --gpu-memory-utilization)");
+  cmd->add_option("--load-format", c.load_format, "auto | safetensors | dummy")
+      ->capture_default_str();
+  cmd->add_flag("--enforce-eager", c.enforce_eager, "accepted (the CPU always runs eagerly)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+                "automatic prefix caching (on by default)");
+  cmd->add_flag("--trust-remote-code", c.trust_remote_code, "accepted (no remote code runs)");
+  cmd->add_option("--api-key", c.api_keys, "one or more keys for /v1 (also $VLLM_API_KEY)");
+  cmd->add_option("--chat-template", c.chat_template, "chat template file or inline Jinja");
+  cmd->add_option("--generation-config", c.generation_config,
+                  "auto (generation_config.json), vllm (ignore it) or a folder")
+      ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size, "must be 1")
+      ->capture_default_str();
+  cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", c.reasoning_parser, "reasoning parser name (stored)");
+  cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
+                  "JSON object merged under each request's chat_template_kwargs");
+  cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");
+  cmd->add_option("--uvicorn-log-level", c.uvicorn_log_level, "accepted for compatibility");
+  cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });
+}
+
+}  // namespace cpm
