@@ -57,6 +57,7 @@ std::string DescribeReferenceMeta(const json& meta) {
   std::string detail = str("dtype");
   if (auto it = meta.find("threads"); it != meta.end() && it->is_number_integer())
     detail += (detail.empty() ? "" : ", ") + fmt::format("{} threads", it->get<int64_t>());
+  if (str("load_format") == "dummy") detail += (detail.empty() ? "" : ", ") + std::string("dummy weights");
   if (const std::string device = str("device"); !device.empty())
     detail += (detail.empty() ? "" : ", ") + device;
   return detail.empty() ? producer : producer + " (" + detail + ")";

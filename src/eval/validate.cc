@@ -124,6 +124,7 @@ bool CheckModels(int port, GateResult* g, std::string* served_name) {
 
 void AddStartupFigures(const std::string& log, GateResult* g) {
   const StartupFigures f = ParseStartupLog(log);
+  if (f.lines.empty()) return;  // the server died before sizing anything: the log tail says why
   auto opt = [](const auto& v, const char* fmt_str) {
     return v ? fmt::format(fmt::runtime(fmt_str), *v) : std::string("not in the log");
   };
@@ -156,6 +157,7 @@ GateResult DummyGate(const ValidateOptions& o) {
   int port = 0;
   std::string name;
   g.pass = StartServer(o, /*dummy=*/true, "serve_dummy.log", &p, &port, &g) && CheckModels(port, &g, &name);
+  AddStartupFigures(p.LogText(), &g);  // dummy weights have the real sizes
   const auto code = p.Stop();
   if (code) g.figures.emplace_back("Exit status after SIGTERM", std::to_string(*code));
   return g;
@@ -215,12 +217,35 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
   return {real, smoke};
 }
 
+// The `eval` command line equivalent to the in-process accuracy run.
+std::vector<std::string> EvalArgs(const ValidateOptions& o, const char* sub) {
+  std::vector<std::string> a = {"eval", sub, "--model", o.model_dir, "--reference", o.reference,
+                                "--dtype", o.eval_model.dtype};
+  if (o.eval_model.max_model_len > 0)
+    a.insert(a.end(), {"--max-model-len", std::to_string(o.eval_model.max_model_len)});
+  if (o.eval_model.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.eval_model.threads)});
+  auto bound = [&](const char* flag, const std::optional<double>& v) {
+    if (v) a.insert(a.end(), {flag, fmt::format("{:g}", *v)});
+  };
+  if (std::string(sub) == "logits") {
+    bound("--min-top1", o.logits_bounds.min_top1);
+    bound("--min-top20-overlap", o.logits_bounds.min_top20_overlap);
+    bound("--max-rel-err", o.logits_bounds.max_rel_err);
+    bound("--max-mean-rel-err", o.logits_bounds.max_mean_rel_err);
+    bound("--max-kl", o.logits_bounds.max_kl);
+  } else {
+    if (o.greedy_tokens > 0) a.insert(a.end(), {"--tokens", std::to_string(o.greedy_tokens)});
+    bound("--min-exact", o.greedy_bounds.min_exact_rate);
+    bound("--min-token-accuracy", o.greedy_bounds.min_token_accuracy);
+  }
+  return a;
+}
+
 // In-process tables against the reference dump; the gate fails on bound failures or errors.
 GateResult AccuracyGate(const ValidateOptions& o, ValidationReport* rep) {
   GateResult g;
   g.title = "精度评测 Accuracy";
-  g.commands.push_back(CommandLine({"eval", "logits", "--model", o.model_dir, "--reference", o.reference,
-                                    "--dtype", o.eval_model.dtype}));
+  g.commands.push_back(CommandLine(EvalArgs(o, "logits")));
   auto refs = ReadReferenceDump(o.reference);
   if (!refs.ok()) {
     g.detail = refs.status().message();
@@ -246,8 +271,7 @@ GateResult AccuracyGate(const ValidateOptions& o, ValidationReport* rep) {
   bool pass = rep->logits_ctx.failures.empty();
   const bool has_greedy = std::all_of(refs->begin(), refs->end(), [](const ReferenceRecord& r) { return r.greedy_ids.has_value(); });
   if (has_greedy) {
-    g.commands.push_back(CommandLine({"eval", "greedy", "--model", o.model_dir, "--reference", o.reference,
-                                      "--dtype", o.eval_model.dtype}));
+    g.commands.push_back(CommandLine(EvalArgs(o, "greedy")));
     auto greedy = RunGreedyEval(*target->model, *target->pool, *refs, target->tokenizer.get(),
                                 o.greedy_tokens, ro);
     if (!greedy.ok()) {
