@@ -7,8 +7,10 @@
 namespace cpm {
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
+void RegisterEvalCommand(CLI::App& app, int* exit_code);
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
+void RegisterValidateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace cpm

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   cpm::RegisterGenerateCommand(app, &exit_code);
   cpm::RegisterMakeTinyCommand(app, &exit_code);
   cpm::RegisterServeCommand(app, &exit_code);
+  cpm::RegisterEvalCommand(app, &exit_code);
+  cpm::RegisterValidateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

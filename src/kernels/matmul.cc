@@ -2,10 +2,13 @@
 // x into column tasks of one parallel region, and holds the scalar reference.
 #include "kernels/matmul.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
@@ -34,6 +37,16 @@ Isa LayoutIsa(PackedLayout l) {
 template <typename T>
 T At(const LinearWeight& w, int64_t r, int64_t c) {
   return static_cast<const T*>(w.data)[r * w.in_features + c];
+}
+
+// Asks for transparent huge pages (before the first write, so the pages are born huge): a
+// kernel streams several panels 16-32 KiB apart at once, and with 4 KiB pages every panel
+// crosses a page, and so a TLB miss, every 128 k steps. Best effort: the system may say no.
+void AdviseHugePages(AlignedBuffer& buf) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(buf.data()) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(buf.data()) + buf.size()) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 // Scalar packing (once per weight at load; ~1 ns per element).
@@ -74,6 +87,7 @@ std::shared_ptr<const void> Pack(const LinearWeight& w, PackedLayout layout) {
   pw->panel_elems = k_rows * pw->width;
   const size_t esize = DTypeSize(w.dtype);
   pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems) * esize);
+  AdviseHugePages(pw->data);
   if (w.dtype == DType::kBF16) PackPanels<uint16_t>(w, pw.get());
   else PackPanels<float>(w, pw.get());
   return pw;
@@ -112,7 +126,8 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const LinearWeight* const> ws, std::span<float* const> ys,
                  std::span<const int64_t> y_strides, ThreadPool& pool) {
   CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
-  if (m == 0) return;
+  if (m == 0 || ws.empty()) return;
+  for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
   const Isa isa = ActiveIsa();
   // Jobs: a packed weight is used only by the ISA it was packed for (a test may lower the level).
   std::vector<Job> jobs(ws.size());
@@ -124,10 +139,30 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                kRowsPerTask};
     if (pw) total_panels += pw->num_panels;
   }
+  // x packed for the AVX2 tiles (matmul_impl.h), once per call for every weight and task: the
+  // caller's scratch (it keeps the largest m·k seen), as only one thread calls at a time
+  // (ThreadPool::ParallelFor is not reentrant). One row needs no packing. The transpose is m·k
+  // copies against m·k·n multiply-adds.
+  const float* xp = x;
+  if (m > 1 && std::any_of(jobs.begin(), jobs.end(), [](const Job& j) {
+        return j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2;
+      })) {
+    thread_local AlignedBuffer scratch;
+    const int64_t k = ws[0]->in_features;
+    const size_t bytes = static_cast<size_t>(m * k) * sizeof(float);
+    if (scratch.size() < bytes) scratch.Resize(bytes);
+    float* packed_x = scratch.as<float>();
+    pool.ParallelFor(NumRowTiles(m), [&](int64_t t, int) {
+      PackRowTilesAvx2(x, x_stride, m, k, t, t + 1, packed_x);
+    });
+    xp = packed_x;
+  }
   // Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels each
   // (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it).
-  const int64_t per_task =
-      std::clamp<int64_t>(total_panels / (8 * int64_t{pool.num_threads()}), 1, 8);
+  // Multiples of 4 panels, the widest AVX2 tile (1 row × 4 panels), where there are enough.
+  // Tasks split columns only, never k, so the thread count does not change any result.
+  int64_t per_task = std::clamp<int64_t>(total_panels / (8 * int64_t{pool.num_threads()}), 1, 8);
+  if (total_panels >= 8) per_task = std::max<int64_t>(4, per_task / 4 * 4);
   std::vector<int64_t> first_task(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].pw) jobs[i].units_per_task = per_task;
@@ -144,7 +179,7 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
       if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
         MatMulPanelsAvx512(x, x_stride, m, *j.pw, begin, end, j.y, j.y_stride);
       } else {
-        MatMulPanelsAvx2(x, x_stride, m, *j.pw, begin, end, j.y, j.y_stride);
+        MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride);
       }
     } else if (isa == Isa::kScalar) {
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);

@@ -1,9 +1,16 @@
-// AVX2+FMA matmul: an outer-product register tile (≤ 6 rows of x × 16 output columns) over
+// AVX2+FMA matmul: outer-product register tiles (h ≤ 6 rows of x × 16-64 output columns) over
 // packed weight panels, plus a dot-product kernel for weights that were never packed.
 // Compiled with -mavx2 -mfma -mf16c; only called when the CPU has them.
+//
+// Each output element is one sequential FMA chain over k (see matmul_impl.h), so the latency
+// of an FMA (4 cycles, 2 FMA pipes: 8 chains in flight to saturate) is hidden by independent
+// output elements only: tall tiles use 2·h accumulators of one panel, short tiles (the m = 1..3
+// of decode) widen over 2-4 panels instead of splitting k, which would make the order of a
+// row's sum depend on the height of its tile and so on the batch.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -12,12 +19,20 @@
 namespace cpm::kernels {
 namespace {
 
-// Blocking. A k-block of one panel (kKc·32 B bf16) stays in L1 while every row tile of the
-// row block passes over it; a row block of x (kMc·kKc·4 B) stays in L2 across the panels.
-constexpr int64_t kMaxTileRows = 6;  // 12 accumulators + 2 weight vectors + 1 broadcast
-constexpr int64_t kKcDecode = 512;
+// Blocking. Decode (m ≤ 120, one row block): a k-block of a pair of panels (2·128·32 B bf16 =
+// 8 KiB) stays in L1 beside the x of all rows (≤ 16·128·4 B = 8 KiB at m = 16) and the lines
+// being prefetched, while every row tile passes over it. Prefill: one panel's k-block (8 KiB)
+// in L1 while the row block's tiles pass, the row block of packed x (≤ 120·256·4 B = 120 KiB)
+// in L2 across the task's panels; longer blocks halve the per-block cost of reloading the
+// accumulators. Results depend on neither: a k-block resumes each chain from y.
+constexpr int64_t kKcDecode = 128;
 constexpr int64_t kKcPrefill = 256;
-constexpr int64_t kMc = 120;
+constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
+constexpr int64_t kPrefillGroup = 1;    // panels a prefill row block passes over together
+
+// Panels per tile for h rows: 2·h·NP accumulators, ≥ 8 chains and ≤ 12 registers of 16 (the
+// rest hold the widened weights and a broadcast).
+constexpr int PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
 
 // Widens one panel row of 16 weights: w0 = columns 0..7, w1 = columns 8..15.
 template <bool kBf16>
@@ -34,112 +49,191 @@ inline void LoadPanelRow(const void* panel, int64_t kk, __m256* w0, __m256* w1) 
   }
 }
 
-// y[MR, 16] (+)= x[MR, k0:k0+kc] · panel[k0:k0+kc, 16]. `panel` points at panel row k0, x at
-// column k0. KS independent accumulator sets split k so that small tiles still keep ≥ 8 FMA
-// chains in flight (FMA latency 4 × 2 ports); they are summed at the end.
-template <int MR, int KS, bool kBf16>
-void Tile(const float* x, int64_t xs, const void* panel, int64_t kc, float* y, int64_t ys,
-          int64_t n_valid, bool accumulate) {
+// Software prefetch of the weights the row block will need next (decode: the same panels' next
+// k-block; prefill: the next panel at this k-block), each of its n row tiles fetching its own
+// 1/n share while it computes, so that DRAM requests are spread over the whole block's compute
+// rather than bunched into one tile's pass. The hardware prefetchers alone restart at each
+// k-block and page of a panel.
+struct Prefetch {
+  int64_t offset;  // bytes from the tile's first weight to the first line it prefetches
+  int64_t stride;  // bytes the prefetch address advances per two k steps (≤ 64 covers all)
+};
+
+// y[H, NP·16] = (resume ? y : 0) + xp[kc][H] · panels[kc][NP·16], one FMA chain per element in
+// k order. `panel` points at row k0 of the first panel, the next at + `panel_elems`; y is dense
+// in its NP·16 columns (the caller stages a partial last panel).
+template <int H, int NP, bool kBf16>
+void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, float* y,
+          int64_t ys, bool resume, Prefetch pf) {
+  using T = std::conditional_t<kBf16, uint16_t, float>;
+  const T* pp = static_cast<const T*>(panel);
   // Every loop over the tile is fully unrolled so that `acc` lives in registers (GCC keeps an
   // array in memory if any loop indexes it with a variable).
-  __m256 acc[KS][MR][2];
-#pragma GCC unroll 4
-  for (int s = 0; s < KS; ++s) {
+  __m256 acc[H][NP][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) acc[s][r][0] = acc[s][r][1] = _mm256_setzero_ps();
+  for (int r = 0; r < H; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      if (resume) {
+        acc[r][q][0] = _mm256_loadu_ps(y + r * ys + q * 16);
+        acc[r][q][1] = _mm256_loadu_ps(y + r * ys + q * 16 + 8);
+      } else {
+        acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
+      }
+    }
   }
-  int64_t kk = 0;
-  // Two steps per iteration at least: fewer loop/address uops between the FMAs.
+  // Two k steps per iteration, pointer increments rather than indexed addresses: the loop is
+  // front-end bound when the core's other hyperthread is busy, so every scalar op counts.
+  // (Written as plain unrolled loops: with a lambda per step GCC spilled accumulators.)
+  const float* xk = xp;
+  const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
+  for (int64_t left = kc; left > 0; left -= 2, ahead += pf.stride) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      const char* a = ahead + q * panel_elems * static_cast<int64_t>(sizeof(T));
+      _mm_prefetch(a, _MM_HINT_T0);
+      if constexpr (!kBf16) _mm_prefetch(a + 64, _MM_HINT_T0);  // f32: 128 B per two steps
+    }
+    const int steps = left >= 2 ? 2 : 1;
 #pragma GCC unroll 2
-  for (; kk + KS <= kc; kk += KS) {
+    for (int u = 0; u < steps; ++u, xk += H, pp += 16) {
 #pragma GCC unroll 4
-    for (int s = 0; s < KS; ++s) {
-      __m256 w0, w1;
-      LoadPanelRow<kBf16>(panel, kk + s, &w0, &w1);
+      for (int q = 0; q < NP; ++q) {
+        __m256 w0, w1;
+        LoadPanelRow<kBf16>(pp + q * panel_elems, 0, &w0, &w1);
 #pragma GCC unroll 6
-      for (int r = 0; r < MR; ++r) {
-        const __m256 b = _mm256_broadcast_ss(x + r * xs + kk + s);
-        acc[s][r][0] = _mm256_fmadd_ps(b, w0, acc[s][r][0]);
-        acc[s][r][1] = _mm256_fmadd_ps(b, w1, acc[s][r][1]);
-      }
-    }
-  }
-  for (; kk < kc; ++kk) {
-    __m256 w0, w1;
-    LoadPanelRow<kBf16>(panel, kk, &w0, &w1);
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      const __m256 b = _mm256_broadcast_ss(x + r * xs + kk);
-      acc[0][r][0] = _mm256_fmadd_ps(b, w0, acc[0][r][0]);
-      acc[0][r][1] = _mm256_fmadd_ps(b, w1, acc[0][r][1]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int s = 1; s < KS; ++s) {
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      acc[0][r][0] = _mm256_add_ps(acc[0][r][0], acc[s][r][0]);
-      acc[0][r][1] = _mm256_add_ps(acc[0][r][1], acc[s][r][1]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
-    float* yr = y + r * ys;
-    if (n_valid == 16) {
-      if (accumulate) {
-        acc[0][r][0] = _mm256_add_ps(acc[0][r][0], _mm256_loadu_ps(yr));
-        acc[0][r][1] = _mm256_add_ps(acc[0][r][1], _mm256_loadu_ps(yr + 8));
-      }
-      _mm256_storeu_ps(yr, acc[0][r][0]);
-      _mm256_storeu_ps(yr + 8, acc[0][r][1]);
-    } else {  // last panel of a matrix whose width is not a multiple of 16
-      alignas(32) float tmp[16];
-      _mm256_store_ps(tmp, acc[0][r][0]);
-      _mm256_store_ps(tmp + 8, acc[0][r][1]);
-      for (int64_t j = 0; j < n_valid; ++j) yr[j] = accumulate ? yr[j] + tmp[j] : tmp[j];
-    }
-  }
-}
-
-template <bool kBf16>
-void RunTile(int64_t rows, const float* x, int64_t xs, const void* panel, int64_t kc, float* y,
-             int64_t ys, int64_t n_valid, bool accumulate) {
-  switch (rows) {
-    case 1: return Tile<1, 4, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-    case 2: return Tile<2, 2, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-    case 3: return Tile<3, 2, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-    case 4: return Tile<4, 1, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-    case 5: return Tile<5, 1, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-    default: return Tile<6, 1, kBf16>(x, xs, panel, kc, y, ys, n_valid, accumulate);
-  }
-}
-
-template <bool kBf16>
-void Panels(const float* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_t pb,
-            int64_t pe, float* y, int64_t ys) {
-  using T = std::conditional_t<kBf16, uint16_t, float>;
-  const T* data = pw.data.as<T>();
-  const int64_t k = pw.k;
-  const int64_t kc_max = m <= 16 ? kKcDecode : kKcPrefill;
-  for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-    const int64_t rows = std::min(kMc, m - i0);
-    // Balanced tiles: 16 rows -> 6+5+5 rather than 6+6+4.
-    const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
-    for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
-      const int64_t kc = std::min(kc_max, k - k0);
-      for (int64_t p = pb; p < pe; ++p) {
-        const T* panel = data + p * pw.panel_elems + k0 * 16;
-        const int64_t n_valid = std::min<int64_t>(16, pw.n - p * 16);
-        int64_t r = 0;
-        for (int64_t t = 0; t < n_tiles; ++t) {
-          const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
-          const int64_t row = i0 + r;
-          RunTile<kBf16>(tr, x + row * xs + k0, xs, panel, kc, y + row * ys + p * 16, ys,
-                         n_valid, k0 > 0);
-          r += tr;
+        for (int r = 0; r < H; ++r) {
+          const __m256 b = _mm256_broadcast_ss(xk + r);
+          acc[r][q][0] = _mm256_fmadd_ps(b, w0, acc[r][q][0]);
+          acc[r][q][1] = _mm256_fmadd_ps(b, w1, acc[r][q][1]);
         }
       }
     }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < H; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      _mm256_storeu_ps(y + r * ys + q * 16, acc[r][q][0]);
+      _mm256_storeu_ps(y + r * ys + q * 16 + 8, acc[r][q][1]);
+    }
+  }
+}
+
+// What a row tile works on: the k-block [k0, k0 + kc) of x (packed) and of the panels, its
+// rows of y, whether y holds the chains' partial sums from earlier k-blocks, and its prefetch.
+struct TileArgs {
+  const float* xp;  // [kc][h] at k0
+  int64_t k0, kc;
+  float* y;  // row 0 of the tile, column 0 of the matrix
+  int64_t ys;
+  bool resume;
+  Prefetch pf;
+};
+
+// Tile<H, NP> at panels [p, p + NP). The last panel of a matrix whose width is not a multiple
+// of 16 goes through a dense staging copy so that nothing past column n is read or written.
+template <int H, int NP, bool kBf16>
+void TileAt(const PackedWeight& pw, int64_t p, const TileArgs& a) {
+  using T = std::conditional_t<kBf16, uint16_t, float>;
+  const T* panel = pw.data.as<T>() + p * pw.panel_elems + a.k0 * 16;
+  float* yt = a.y + p * 16;
+  const int64_t n_valid = std::min<int64_t>(NP * 16, pw.n - p * 16);
+  if (n_valid == NP * 16) {
+    return Tile<H, NP, kBf16>(a.xp, panel, pw.panel_elems, a.kc, yt, a.ys, a.resume, a.pf);
+  }
+  alignas(32) float tmp[H * NP * 16];
+  if (a.resume) {
+    for (int r = 0; r < H; ++r) std::memcpy(tmp + r * NP * 16, yt + r * a.ys, n_valid * 4);
+  }
+  Tile<H, NP, kBf16>(a.xp, panel, pw.panel_elems, a.kc, tmp, NP * 16, a.resume, a.pf);
+  for (int r = 0; r < H; ++r) std::memcpy(yt + r * a.ys, tmp + r * NP * 16, n_valid * 4);
+}
+
+// One row tile of H rows over panels [p0, p1): NP panels at a time, then the 1..NP-1 left over
+// with narrower tiles (same per-element order, fewer chains).
+template <int H, bool kBf16>
+void RowTile(const PackedWeight& pw, int64_t p0, int64_t p1, const TileArgs& a) {
+  constexpr int NP = PanelsPerTile(H);
+  int64_t p = p0;
+  for (; p + NP <= p1; p += NP) TileAt<H, NP, kBf16>(pw, p, a);
+  switch (p1 - p) {
+    case 0: return;
+    case 1: return TileAt<H, 1, kBf16>(pw, p, a);
+    case 2: return TileAt<H, std::min(NP, 2), kBf16>(pw, p, a);
+    default: return TileAt<H, std::min(NP, 3), kBf16>(pw, p, a);
+  }
+}
+
+template <bool kBf16>
+void RunRowTile(int64_t h, const PackedWeight& pw, int64_t p0, int64_t p1, const TileArgs& a) {
+  switch (h) {
+    case 1: return RowTile<1, kBf16>(pw, p0, p1, a);
+    case 2: return RowTile<2, kBf16>(pw, p0, p1, a);
+    case 3: return RowTile<3, kBf16>(pw, p0, p1, a);
+    case 4: return RowTile<4, kBf16>(pw, p0, p1, a);
+    case 5: return RowTile<5, kBf16>(pw, p0, p1, a);
+    default: return RowTile<6, kBf16>(pw, p0, p1, a);
+  }
+}
+
+// Tiles [t0, t1) over panels [p0, p1) and the k-block at k0: every tile passes over the same
+// panel k-blocks (in L1). Each panel's prefetch target is `ahead` bytes past its k-block: tile
+// i of the n takes share i of it.
+template <bool kBf16>
+void RowBlock(const float* xp, int64_t m, const PackedWeight& pw, int64_t t0, int64_t t1,
+              int64_t p0, int64_t p1, int64_t k0, int64_t kc_max, int64_t ahead, float* y,
+              int64_t ys) {
+  const int64_t k = pw.k, kc = std::min(kc_max, k - k0), n = t1 - t0;
+  const int64_t esize = kBf16 ? 2 : 4;
+  const int64_t block_bytes = kc_max * 16 * esize;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t r0 = RowTileStart(m, t), h = RowTileStart(m, t + 1) - r0;
+    const Prefetch pf{ahead + (t - t0) * block_bytes / n, 32 * esize / n};
+    RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, ys, k0 > 0, pf});
+  }
+}
+
+template <bool kBf16>
+void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int64_t pe, float* y,
+            int64_t ys) {
+  const int64_t k = pw.k, n_tiles = NumRowTiles(m);
+  const int64_t esize = kBf16 ? 2 : 4;
+  if (n_tiles <= kTilesPerBlock) {
+    // Decode-sized m: one row block, x stays in L2 throughout. Panels (a tile's width of them,
+    // or pairs when tiles share them from L1) are done one group at a time over all of k, so
+    // the weights are read as a few sequential streams and the prefetch target is the next
+    // k-block of the same panels (past the end of a panel: the next panel's start).
+    const int64_t group = n_tiles == 1 ? PanelsPerTile(static_cast<int>(m)) : 2;
+    for (int64_t p = pb; p < pe; p += group) {
+      const int64_t p1 = std::min(pe, p + group);
+      for (int64_t k0 = 0; k0 < k; k0 += kKcDecode) {
+        const int64_t kc = std::min(kKcDecode, k - k0);
+        RowBlock<kBf16>(xp, m, pw, 0, n_tiles, p, p1, k0, kKcDecode, kc * 16 * esize, y, ys);
+      }
+    }
+    return;
+  }
+  // Prefill: k-blocks outside row blocks, so a row block of x (L2) serves all the task's panels
+  // and the task's panel k-blocks (≤ 8 · kKc · 32 B = 32 KiB, L2) serve all row blocks. What
+  // comes next is the next pair of panels at the same k-block: that is the prefetch target.
+  for (int64_t k0 = 0; k0 < k; k0 += kKcPrefill) {
+    for (int64_t t0 = 0; t0 < n_tiles; t0 += kTilesPerBlock) {
+      const int64_t t1 = std::min(n_tiles, t0 + kTilesPerBlock);
+      for (int64_t p = pb; p < pe; p += kPrefillGroup) {
+        RowBlock<kBf16>(xp, m, pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0, kKcPrefill,
+                        kPrefillGroup * pw.panel_elems * esize, y, ys);
+      }
+    }
+  }
+}
+
+// xp[k][H] = x[H rows][k]ᵀ: one tile's rows interleaved so a k step broadcasts adjacent floats.
+template <int H>
+void PackTile(const float* x, int64_t xs, int64_t k, float* xp) {
+  for (int64_t kk = 0; kk < k; ++kk) {
+#pragma GCC unroll 6
+    for (int r = 0; r < H; ++r) xp[kk * H + r] = x[r * xs + kk];
   }
 }
 
@@ -188,7 +282,11 @@ void Rows(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, in
       }
       float s[4] = {HSum(a0), HSum(a1), HSum(a2), HSum(a3)};
       for (int64_t j = k8; j < k; ++j) {
-        for (int q = 0; q < 4; ++q) s[q] += xi[j] * WAt<kBf16>(w.data, (r + q) * k + j);
+        // Explicit fma in both paths: a weight row must sum the same way in a group of 4 and
+        // alone, whatever the compiler would contract.
+        for (int q = 0; q < 4; ++q) {
+          s[q] = std::fma(xi[j], WAt<kBf16>(w.data, (r + q) * k + j), s[q]);
+        }
       }
       for (int q = 0; q < 4; ++q) y[i * y_stride + r + q] = s[q];
     }
@@ -201,7 +299,7 @@ void Rows(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, in
         a = _mm256_fmadd_ps(_mm256_loadu_ps(xi + j), LoadW<kBf16>(w.data, r * k + j), a);
       }
       float s = HSum(a);
-      for (int64_t j = k8; j < k; ++j) s += xi[j] * WAt<kBf16>(w.data, r * k + j);
+      for (int64_t j = k8; j < k; ++j) s = std::fma(xi[j], WAt<kBf16>(w.data, r * k + j), s);
       y[i * y_stride + r] = s;
     }
   }
@@ -209,12 +307,29 @@ void Rows(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, in
 
 }  // namespace
 
-void MatMulPanelsAvx2(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-                      int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride) {
+void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, int64_t tile_begin,
+                      int64_t tile_end, float* xp) {
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
+    const int64_t r0 = RowTileStart(m, t), h = RowTileStart(m, t + 1) - r0;
+    const float* xt = x + r0 * x_stride;
+    float* dst = xp + r0 * k;
+    switch (h) {
+      case 1: std::memcpy(dst, xt, k * sizeof(float)); break;
+      case 2: PackTile<2>(xt, x_stride, k, dst); break;
+      case 3: PackTile<3>(xt, x_stride, k, dst); break;
+      case 4: PackTile<4>(xt, x_stride, k, dst); break;
+      case 5: PackTile<5>(xt, x_stride, k, dst); break;
+      default: PackTile<6>(xt, x_stride, k, dst); break;
+    }
+  }
+}
+
+void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
+                      int64_t panel_end, float* y, int64_t y_stride) {
   if (pw.layout == PackedLayout::kPanel16Bf16) {
-    Panels<true>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+    Panels<true>(xp, m, pw, panel_begin, panel_end, y, y_stride);
   } else {
-    Panels<false>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+    Panels<false>(xp, m, pw, panel_begin, panel_end, y, y_stride);
   }
 }
 

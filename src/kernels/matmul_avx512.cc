@@ -2,6 +2,12 @@
 // bf16 weights are stored as (k, k+1) pairs; with AVX512_BF16 and bf16-exact x (the model's
 // activations are bf16 values) it uses vdpbf16ps, else it widens and uses f32 FMAs.
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma; only called when present.
+//
+// Batch invariance as in matmul_impl.h: one chain per output element in k order (a k-block
+// resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
+// row's result depends on that row alone. Not yet run on a CPU with AVX-512 (matmul.cc); before
+// enabling it, widen 1-3 row tiles over several panels as matmul_avx2.cc does (a 1-row tile
+// has only 2 FMA chains now that k is not split).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -18,20 +24,33 @@
 namespace cpm::kernels {
 namespace {
 
-constexpr int64_t kMaxTileRows = 8;  // 16 accumulators; 32 zmm leave room for k-splitting
+constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 constexpr int64_t kKc = 256;         // k-block (even, so pair rows never straddle blocks)
 constexpr int64_t kMc = 128;
 
 enum class Mode { kF32, kBf16Widen, kBf16Dot };
 
-// y[MR, 32] (+)= x[MR, kc] · panel[kc, 32]. For kBf16Dot, x is the pre-packed pair array
-// (uint32 per (row, k pair)) and `kc` counts pairs. KS splits k over independent accumulators.
+// y[MR, 32] = (resume ? y : 0) + x[MR, kc] · panel[kc, 32], one chain per element. For
+// kBf16Dot, x is the pre-packed pair array (uint32 per (row, k pair)) and `kc` counts pairs.
+// KS > 1 would split k over independent accumulators and make a row's order depend on its
+// tile's height, so every tile uses KS = 1 (the template parameter stays for experiments only
+// with the same KS for all heights).
 template <int MR, int KS, Mode kMode>
 void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, int64_t ys,
           int64_t n_valid, bool accumulate) {
+  const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
+  const __mmask16 m1 =
+      n_valid >= 32 ? 0xffff
+                    : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
   __m512 acc[KS][MR][2];
   for (int s = 0; s < KS; ++s) {
     for (int r = 0; r < MR; ++r) acc[s][r][0] = acc[s][r][1] = _mm512_setzero_ps();
+  }
+  if (accumulate) {  // resume the chains of the earlier k-blocks
+    for (int r = 0; r < MR; ++r) {
+      acc[0][r][0] = _mm512_maskz_loadu_ps(m0, y + r * ys);
+      acc[0][r][1] = _mm512_maskz_loadu_ps(m1, y + r * ys + 16);
+    }
   }
   const __m512i hi_mask = _mm512_set1_epi32(-65536);
   // One step: one k (kF32), one k pair (bf16 modes).
@@ -85,16 +104,8 @@ void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, i
       acc[0][r][1] = _mm512_add_ps(acc[0][r][1], acc[s][r][1]);
     }
   }
-  const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
-  const __mmask16 m1 =
-      n_valid >= 32 ? 0xffff
-                    : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
   for (int r = 0; r < MR; ++r) {
     float* yr = y + r * ys;
-    if (accumulate) {
-      acc[0][r][0] = _mm512_add_ps(acc[0][r][0], _mm512_maskz_loadu_ps(m0, yr));
-      acc[0][r][1] = _mm512_add_ps(acc[0][r][1], _mm512_maskz_loadu_ps(m1, yr + 16));
-    }
     _mm512_mask_storeu_ps(yr, m0, acc[0][r][0]);
     _mm512_mask_storeu_ps(yr + 16, m1, acc[0][r][1]);
   }
@@ -104,10 +115,10 @@ template <Mode kMode>
 void RunTile(int64_t rows, const void* x, int64_t xs, const void* panel, int64_t kc, float* y,
              int64_t ys, int64_t n_valid, bool acc) {
   switch (rows) {
-    case 1: return Tile<1, 4, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 2: return Tile<2, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 3: return Tile<3, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 4: return Tile<4, 2, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 1: return Tile<1, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 2: return Tile<2, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 3: return Tile<3, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 4: return Tile<4, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
     case 5: return Tile<5, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
     case 6: return Tile<6, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
     case 7: return Tile<7, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
@@ -180,6 +191,26 @@ bool AllBf16Exact(const float* x, int64_t xs, int64_t m, int64_t k) {
   return true;
 }
 
+// Rows [0, m) of bf16 weights against bf16-exact x (vdpbf16ps) or any x (widening).
+void Bf16Rows(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
+              int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride, bool dot) {
+  if (!dot) {
+    return Panels<Mode::kBf16Widen>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+  }
+  const int64_t pairs = (pw.k + 1) / 2;
+  std::vector<uint32_t> xp(static_cast<size_t>(m * pairs));
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * x_stride;
+    for (int64_t j = 0; j < pairs; ++j) {
+      uint32_t lo, hi = 0;
+      std::memcpy(&lo, xi + 2 * j, 4);
+      if (2 * j + 1 < pw.k) std::memcpy(&hi, xi + 2 * j + 1, 4);
+      xp[i * pairs + j] = (lo >> 16) | (hi & 0xffff0000u);
+    }
+  }
+  Panels<Mode::kBf16Dot>(xp.data(), pairs, m, pw, panel_begin, panel_end, y, y_stride);
+}
+
 }  // namespace
 
 void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
@@ -187,22 +218,21 @@ void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const Packe
   if (pw.layout == PackedLayout::kPanel32F32) {
     return Panels<Mode::kF32>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
   }
-  // bf16 dot products are exact only for bf16 x; the check costs m·k against m·k·width FLOPs.
-  if (GetCpuFeatures().avx512bf16 && AllBf16Exact(x, x_stride, m, pw.k)) {
-    const int64_t pairs = (pw.k + 1) / 2;
-    std::vector<uint32_t> xp(static_cast<size_t>(m * pairs));
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * x_stride;
-      for (int64_t j = 0; j < pairs; ++j) {
-        uint32_t lo, hi = 0;
-        std::memcpy(&lo, xi + 2 * j, 4);
-        if (2 * j + 1 < pw.k) std::memcpy(&hi, xi + 2 * j + 1, 4);
-        xp[i * pairs + j] = (lo >> 16) | (hi & 0xffff0000u);
-      }
-    }
-    return Panels<Mode::kBf16Dot>(xp.data(), pairs, m, pw, panel_begin, panel_end, y, y_stride);
+  // bf16 dot products are exact only for bf16 x (the check costs m·k against m·k·width FLOPs)
+  // and round differently from f32 FMAs, so the choice is made per row, never per call: each
+  // run of consecutive rows with the same answer is one call of the tiles.
+  const bool have_dot = GetCpuFeatures().avx512bf16;
+  std::vector<char> dot(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    dot[i] = have_dot && AllBf16Exact(x + i * x_stride, x_stride, 1, pw.k);
   }
-  Panels<Mode::kBf16Widen>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+  for (int64_t i0 = 0; i0 < m;) {
+    int64_t i1 = i0 + 1;
+    while (i1 < m && dot[i1] == dot[i0]) ++i1;
+    Bf16Rows(x + i0 * x_stride, x_stride, i1 - i0, pw, panel_begin, panel_end,
+             y + i0 * y_stride, y_stride, dot[i0]);
+    i0 = i1;
+  }
 }
 
 }  // namespace cpm::kernels

@@ -39,14 +39,38 @@ inline const PackedWeight* Packed(const LinearWeight& w) {
   return static_cast<const PackedWeight*>(w.packed.get());
 }
 
-// Computes y[0, m) × columns [16·panel_begin, min(n, 16·panel_end)) from a packed weight.
-// Called with any m: rows are tiled by ≤ 6 and k is blocked so that tiles stay in L1/L2.
-void MatMulPanelsAvx2(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-                      int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride);
+// Batch invariance: every kernel computes each output element y[i, c] as ONE sequential f32
+// FMA chain over k = 0, 1, ..., K-1 (acc = fma(x[i, k], W[c, k], acc), from acc = 0), whatever
+// m, the row's place in a register tile, the tile shape, the k-blocking or the thread count:
+// a k-block resumes the chain from the partial sum it stored in y, and tasks split columns,
+// never k. So a request's logits are bitwise the same alone and batched. (Variants differ from
+// each other and from MatMulRef in order, so a run must not change ISA level between calls.)
+
+// AVX2 row tiles: ceil(m / 6) tiles of balanced height (1..6 rows; 3..6 once there are two or
+// more), tile t = rows [RowTileStart(m, t), RowTileStart(m, t + 1)). Balanced so that 16 rows
+// are 5+5+6 rather than 6+6+4: a short tile has fewer FMA chains to hide the FMA latency.
+constexpr int64_t kAvx2MaxTileRows = 6;
+inline int64_t NumRowTiles(int64_t m) { return (m + kAvx2MaxTileRows - 1) / kAvx2MaxTileRows; }
+inline int64_t RowTileStart(int64_t m, int64_t t) { return t * m / NumRowTiles(m); }
+
+// x re-laid out for the AVX2 tiles: tile t (h rows from row s) is [k][h] floats at xp + s·k,
+// so a tile broadcasts h consecutive floats per k. Packs tiles [tile_begin, tile_end).
+void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, int64_t tile_begin,
+                      int64_t tile_end, float* xp);
+
+// y[0, m) × columns [16·panel_begin, min(n, 16·panel_end)) from a packed weight. `xp` is x
+// packed by PackRowTilesAvx2 (for m = 1 the x row itself, which has that layout already).
+// Weights are read from memory once per call for all m rows (k-blocks stay in L1/L2).
+void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
+                      int64_t panel_end, float* y, int64_t y_stride);
+// Computes y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from x as it is.
 void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
                         int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride);
 
 // Unpacked fallbacks (weights as loaded): output rows [row_begin, row_end), MatMulRef signature.
+// The AVX2 one sums 8 lanes of k (j ≡ lane mod 8) over whole vectors, then adds the lanes in a
+// fixed tree and the k % 8 tail in order: a fixed function of k alone, so it is as batch
+// invariant as the panel kernels, though in a different order.
 void MatMulRowsAvx2(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
                     int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
 

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/test_util.h"
@@ -131,6 +134,103 @@ TEST(MatMulTest, GroupMatchesSeparateMatMuls) {
         ExpectClose(x.data(), k, m, ts[i].w, ys[i].data(), ts[i].w.out_features,
                     std::string("group ") + ToString(isa) + " weight " + std::to_string(i));
       }
+    }
+  }
+}
+
+// Batch invariance (matmul_impl.h): a row's result must not depend on the other rows of the
+// call, on where the row sits in the batch, or on the thread count, down to the last bit. The
+// engine relies on it for greedy outputs that are the same alone and batched.
+void ExpectBitwiseEqual(const float* a, const float* b, int64_t n, const std::string& what) {
+  if (std::memcmp(a, b, n * sizeof(float)) == 0) return;
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::memcmp(a + j, b + j, sizeof(float)) != 0) {
+      ADD_FAILURE() << what << " col " << j << ": " << a[j] << " vs " << b[j];
+      return;
+    }
+  }
+}
+
+TEST(MatMulTest, RowsAreBitwiseIndependentOfBatchAndThreads) {
+  IsaGuard guard;
+  ThreadPool pool1(1), pool2(2);
+  constexpr int64_t kRows = 129;
+  const int64_t sub_batches[] = {1, 2, 3, 5, 6, 7, 12, 13, 16, 17, 33, 64, 129};
+  // (n, k): odd widths (partial last panel), k past one k-block and past 512, k = 1.
+  const std::pair<int64_t, int64_t> shapes[] = {{33, 7}, {100, 515}, {67, 1027}, {17, 1},
+                                                {160, 2051}};
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (bool pack : {false, true}) {
+        for (auto [n, k] : shapes) {
+          TestWeight t = MakeWeight(dt, n, k, static_cast<uint32_t>(n * 31 + k));
+          if (pack) PrepareLinear(&t.w);
+          const int64_t xs = k + 1;
+          const std::vector<float> x = RandomVec(kRows * xs, static_cast<uint32_t>(k));
+          const std::string base = std::string(ToString(isa)) + " " + ToString(dt) +
+                                   (pack ? " packed" : "") + " n=" + std::to_string(n) +
+                                   " k=" + std::to_string(k);
+          // The whole batch on one thread is the reference every other call must reproduce.
+          std::vector<float> full(kRows * n);
+          MatMul(x.data(), xs, kRows, t.w, full.data(), n, pool1);
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            const std::string what = base + " threads=" + std::to_string(pool->num_threads());
+            for (int64_t m : sub_batches) {
+              // A prefix x[0:m) and a window starting mid-tile, so that a row's position in
+              // its register tile changes too.
+              for (int64_t first : {int64_t{0}, (kRows - m) / 2}) {
+                std::vector<float> y(m * n);
+                MatMul(x.data() + first * xs, xs, m, t.w, y.data(), n, *pool);
+                for (int64_t i = 0; i < m; ++i) {
+                  ExpectBitwiseEqual(y.data() + i * n, full.data() + (first + i) * n, n,
+                                     what + " m=" + std::to_string(m) + " row " +
+                                         std::to_string(first + i));
+                }
+              }
+            }
+            for (int64_t i = 0; i < kRows; ++i) {
+              std::vector<float> y(n);
+              MatMul(x.data() + i * xs, xs, 1, t.w, y.data(), n, *pool);
+              ExpectBitwiseEqual(y.data(), full.data() + i * n, n,
+                                 what + " alone, row " + std::to_string(i));
+            }
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A group splits the columns into tasks differently from a lone MatMul; results must not move.
+TEST(MatMulTest, GroupIsBitwiseEqualToSeparateMatMuls) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    const int64_t k = 777, m = 19;
+    std::vector<TestWeight> ts;
+    for (int64_t n : {1000, 33, 130}) ts.push_back(MakeWeight(DType::kBF16, n, k, 9 + n));
+    PrepareLinear(&ts[0].w);
+    PrepareLinear(&ts[1].w);  // the third stays unpacked
+    const std::vector<float> x = RandomVec(m * k, 5);
+    std::vector<std::vector<float>> grouped, alone;
+    std::vector<const LinearWeight*> ws;
+    std::vector<float*> yp;
+    std::vector<int64_t> strides;
+    for (auto& t : ts) {
+      grouped.emplace_back(m * t.w.out_features);
+      alone.emplace_back(m * t.w.out_features);
+      ws.push_back(&t.w);
+      strides.push_back(t.w.out_features);
+      MatMul(x.data(), k, m, t.w, alone.back().data(), t.w.out_features, pool);
+    }
+    for (auto& y : grouped) yp.push_back(y.data());
+    MatMulGroup(x.data(), k, m, ws, yp, strides, pool);
+    for (size_t i = 0; i < ts.size(); ++i) {
+      ExpectBitwiseEqual(grouped[i].data(), alone[i].data(), m * ts[i].w.out_features,
+                         std::string("group ") + ToString(isa) + " weight " + std::to_string(i));
     }
   }
 }

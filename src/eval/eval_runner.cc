@@ -1,0 +1,115 @@
+// The engine side of `eval logits` / `eval greedy`: build requests from the reference, run them
+// in shared batched steps, hand the rows to the metric code.
+#include "eval/eval_runner.h"
+
+#include <algorithm>
+
+#include "engine/offline_generator.h"
+#include "eval/dump_producer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+
+std::string PromptLabel(const ReferenceRecord& r, const Tokenizer* tokenizer) {
+  if (r.prompt) return *r.prompt;
+  if (tokenizer) return tokenizer->Decode(r.prompt_ids, /*skip_special_tokens=*/true);
+  std::string s = "ids";
+  for (size_t i = 0; i < r.prompt_ids.size() && i < 8; ++i) s += " " + std::to_string(r.prompt_ids[i]);
+  if (r.prompt_ids.size() > 8) s += " ...";
+  return s;
+}
+
+StatusOr<LogitsEval> RunLogitsEval(Model& model, ThreadPool& pool,
+                                   const std::vector<ReferenceRecord>& refs,
+                                   const Tokenizer* tokenizer, const EvalRunOptions& o) {
+  const int64_t vocab = model.info().vocab_size;
+  std::vector<GenerateRequest> reqs;
+  for (const ReferenceRecord& r : refs) {
+    CPM_RETURN_IF_ERROR(CheckPromptIds(r.prompt_ids, vocab, r.id));
+    GenerateRequest g;
+    g.prompt = r.prompt_ids;
+    g.max_tokens = 0;
+    g.sampling.temperature = 0.0f;
+    g.record_logprob_rows = true;
+    reqs.push_back(std::move(g));
+  }
+  OfflineGeneratorOptions go;
+  go.block_size = o.block_size;
+  OfflineGenerator gen(model, pool, go);
+  CPM_ASSIGN_OR_RETURN(std::vector<GenerateResult> results, gen.Run(reqs));
+  LogitsEval eval;
+  std::vector<RowMetrics> rows;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (results[i].logprob_rows.empty()) return Internal("the engine returned no log-prob row");
+    const std::vector<float>& row = results[i].logprob_rows.back();
+    LogitsPromptResult p{refs[i].id, PromptLabel(refs[i], tokenizer),
+                         ComputeRowMetrics(refs[i].top_logprobs, row)};
+    rows.push_back(p.metrics);
+    eval.prompts.push_back(std::move(p));
+  }
+  eval.summary = SummarizeRows(rows);
+  return eval;
+}
+
+StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
+                                   const std::vector<ReferenceRecord>& refs,
+                                   const Tokenizer* tokenizer, int64_t tokens,
+                                   const EvalRunOptions& o) {
+  const int64_t vocab = model.info().vocab_size;
+  for (const ReferenceRecord& r : refs) {
+    if (!r.greedy_ids) {
+      return InvalidArgument("reference record '" + r.id +
+                             "' has no greedy_ids (make the dump with --greedy-tokens N)");
+    }
+    CPM_RETURN_IF_ERROR(CheckPromptIds(r.prompt_ids, vocab, r.id));
+  }
+  if (tokens <= 0) {
+    const auto& meta = refs.front().meta;
+    if (auto it = meta.find("greedy_tokens"); it != meta.end() && it->is_number_integer()) {
+      tokens = it->get<int64_t>();
+    }
+    for (const ReferenceRecord& r : refs) {
+      tokens = std::max<int64_t>(tokens, static_cast<int64_t>(r.greedy_ids->size()));
+    }
+    if (tokens <= 0) return InvalidArgument("the reference's greedy continuations are empty");
+  }
+  std::vector<GenerateRequest> reqs;
+  for (const ReferenceRecord& r : refs) {
+    GenerateRequest g;
+    g.prompt = r.prompt_ids;
+    g.max_tokens = tokens;
+    g.sampling.temperature = 0.0f;
+    g.stop_token_ids = o.stop_ids;
+    reqs.push_back(std::move(g));
+  }
+  OfflineGeneratorOptions go;
+  go.block_size = o.block_size;
+  OfflineGenerator gen(model, pool, go);
+  CPM_ASSIGN_OR_RETURN(std::vector<GenerateResult> results, gen.Run(reqs));
+
+  GreedyEval eval;
+  eval.tokens = tokens;
+  std::vector<GreedyComparison> rows;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    GreedyPromptResult p;
+    p.id = refs[i].id;
+    p.label = PromptLabel(refs[i], tokenizer);
+    p.ref_ids = *refs[i].greedy_ids;
+    // A reference longer than N is compared on its first N tokens only.
+    if (static_cast<int64_t>(p.ref_ids.size()) > tokens) p.ref_ids.resize(tokens);
+    p.eng_ids = results[i].output;
+    if (tokenizer) {
+      p.ref_text = tokenizer->Decode(p.ref_ids, true);
+      p.eng_text = tokenizer->Decode(p.eng_ids, true);
+    } else if (refs[i].greedy_text && p.ref_ids.size() == refs[i].greedy_ids->size()) {
+      p.ref_text = *refs[i].greedy_text;
+    }
+    p.comparison = CompareGreedy(p.ref_ids, p.eng_ids);
+    rows.push_back(p.comparison);
+    eval.prompts.push_back(std::move(p));
+  }
+  eval.summary = SummarizeGreedy(rows);
+  return eval;
+}
+
+}  // namespace cpm

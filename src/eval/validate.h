@@ -1,0 +1,62 @@
+// `cpmserve validate MODEL_DIR`: the seed documents' adaptation checklist in one run — dummy
+// gate, real-weight gate (with memory figures), smoke request, and the accuracy tables when a
+// reference dump is given — collected into one report with pass/fail per gate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eval/eval_report.h"
+#include "eval/eval_runner.h"
+#include "eval/eval_target.h"
+#include "eval/logit_metrics.h"
+#include "eval/greedy_metrics.h"
+
+namespace cpm {
+
+struct ValidateOptions {
+  std::string model_dir;
+  std::string exe;                      // the cpmserve binary that runs `serve`
+  std::vector<std::string> serve_args;  // extra `serve` flags, passed to both server runs
+  EvalModelOptions eval_model;          // dtype / max_model_len / threads, also passed to serve
+  std::string reference;                // empty: no accuracy stage
+  int64_t greedy_tokens = 0;            // 0: the reference's own length
+  LogitsBounds logits_bounds;
+  GreedyBounds greedy_bounds;
+  double ready_timeout_s = 600;
+  double request_timeout_s = 300;
+  std::string smoke_prompt = "你好";
+  int smoke_max_tokens = 32;
+  std::string work_dir;  // server logs go here
+  bool skip_dummy = false;
+  std::string version;   // "0.1.0"
+};
+
+struct GateResult {
+  std::string title;     // "Stage A — Dummy Fast Gate"
+  bool pass = false;
+  bool skipped = false;  // not run because an earlier gate failed
+  std::vector<std::string> commands;  // shell lines a person could run by hand
+  std::vector<std::pair<std::string, std::string>> figures;  // table rows
+  std::string detail;    // free text: errors, log tails, the smoke reply
+};
+
+struct ValidationReport {
+  std::string model_dir;
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<GateResult> gates;
+  std::optional<LogitsEval> logits;
+  std::optional<GreedyEval> greedy;
+  ReportContext logits_ctx;
+  ReportContext greedy_ctx;
+  bool passed() const;
+};
+
+ValidationReport RunValidation(const ValidateOptions& options);
+
+std::string RenderValidationMarkdown(const ValidationReport& report);
+
+}  // namespace cpm

@@ -1,0 +1,61 @@
+// `cpmserve validate` end to end on tiny checkpoints: real `serve` children on loopback ports.
+// A healthy checkpoint passes every gate; one whose weights file is cut short passes the dummy
+// gate but fails the real-weight gate, and the command exits non-zero.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "eval/run_command.h"
+#include "eval/tiny_model_fixture.h"
+
+namespace cpm {
+namespace {
+
+using testing::Cpmserve;
+using testing::RunCommand;
+
+class ValidateE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TempPath(std::string("validate_e2e_") +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(testing::MakeTinyModel(dir_ + "/model").ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Validate(const std::string& flags) {
+    return Cpmserve() + " validate " + dir_ + "/model --threads 2 --ready-timeout 120 --work-dir " + dir_ +
+           "/logs --max-num-seqs 4 --kv-cache-memory-bytes 16M " + flags + " 2>/dev/null";
+  }
+  std::string dir_;
+};
+
+TEST_F(ValidateE2e, HealthyCheckpointPassesEveryGate) {
+  std::ofstream(dir_ + "/prompts.txt") << "hello world\n你好\n";
+  const auto d = RunCommand(Cpmserve() + " eval dump --model " + dir_ + "/model --threads 2 --greedy-tokens 8 --prompts " +
+                            dir_ + "/prompts.txt --out " + dir_ + "/ref.jsonl 2>&1");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  const auto r = RunCommand(Validate("--reference " + dir_ + "/ref.jsonl --min-top1 1 --max-rel-err 1e-4 --min-exact 1"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* s : {"Stage A — Dummy Fast Gate — ✅ pass", "Stage B — Real-Weight Mandatory Gate — ✅ pass",
+                        "Smoke 验证 — ✅ pass", "精度评测 Accuracy — ✅ pass", "| GET /v1/models | 200 |",
+                        "| POST /v1/chat/completions | 200 |", "Available KV cache memory", "KV cache size",
+                        "--load-format dummy", "--max-num-seqs 4", "Top-1 token 一致性", "精确匹配率",
+                        "✅ All gates passed."}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("not in the log"), std::string::npos) << r.out;
+}
+
+TEST_F(ValidateE2e, TruncatedWeightsFailTheRealWeightGate) {
+  ASSERT_TRUE(testing::TruncateWeights(dir_ + "/model").ok());
+  const auto r = RunCommand(Validate(""));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("Stage A — Dummy Fast Gate — ✅ pass"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Stage B — Real-Weight Mandatory Gate — ❌ fail"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("before it was ready"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("❌ At least one gate failed."), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cpm
