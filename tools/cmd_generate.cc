@@ -1,6 +1,7 @@
 // `cpmserve generate --model DIR`: runs prompts (token ids) through the engine in one batch and
 // prints the continuations; optionally top-k log-probs per step, and a JSON dump of the
 // log-prob rows in the format tests/reference/compare_logprobs.py reads.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "engine/offline_generator.h"
 #include "model/registry.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cpm {
 namespace {
@@ -25,6 +27,7 @@ struct GenerateArgs {
   int64_t max_model_len = 0;
   int threads = 0;
   std::vector<std::string> prompt_ids;
+  std::vector<std::string> prompts;  // text, encoded with the model's tokenizer
   int64_t max_tokens = 16;
   float temperature = 0.0f;
   int32_t top_k = 0;
@@ -81,15 +84,28 @@ int RunGenerate(const GenerateArgs& a) {
     std::fprintf(stderr, "generate: bad --load-format or --dtype\n");
     return 2;
   }
-  std::vector<GenerateRequest> reqs;
+  // The tokenizer is optional for token-id prompts, needed for text prompts and text output.
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (auto t = Tokenizer::Load(a.model); t.ok()) {
+    tokenizer = std::move(*t);
+  } else if (!a.prompts.empty()) {
+    std::fprintf(stderr, "error: %s\n", t.status().message().c_str());
+    return 1;
+  }
+  std::vector<std::vector<int32_t>> prompts;
   for (const std::string& p : a.prompt_ids) {
     auto ids = ParseIds(p);
     if (!ids.ok()) {
       std::fprintf(stderr, "generate: %s\n", ids.status().message().c_str());
       return 2;
     }
+    prompts.push_back(*ids);
+  }
+  for (const std::string& text : a.prompts) prompts.push_back(tokenizer->Encode(text));
+  std::vector<GenerateRequest> reqs;
+  for (std::vector<int32_t>& ids : prompts) {
     GenerateRequest r;
-    r.prompt = *ids;
+    r.prompt = std::move(ids);
     r.max_tokens = a.max_tokens;
     r.sampling.temperature = a.temperature;
     r.sampling.top_k = a.top_k;
@@ -103,7 +119,7 @@ int RunGenerate(const GenerateArgs& a) {
     reqs.push_back(std::move(r));
   }
   if (reqs.empty()) {
-    std::fprintf(stderr, "generate: give at least one --prompt-ids\n");
+    std::fprintf(stderr, "generate: give at least one --prompt or --prompt-ids\n");
     return 2;
   }
   ThreadPool pool(a.threads);
@@ -118,7 +134,15 @@ int RunGenerate(const GenerateArgs& a) {
   CPM_LOG_INFO("loaded {} ({} weights, {:.1f} MiB) in {:.2f} s, {} threads", info.architecture,
                ToString(info.dtype), info.weight_bytes / 1048576.0,
                std::chrono::duration<double>(t1 - t0).count(), pool.num_threads());
-  for (GenerateRequest& r : reqs) r.stop_token_ids = info.eos_token_ids;
+  for (GenerateRequest& r : reqs) {
+    r.stop_token_ids = info.eos_token_ids;
+    if (tokenizer) {
+      for (int32_t id : tokenizer->eos_ids()) {
+        if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) == r.stop_token_ids.end())
+          r.stop_token_ids.push_back(id);
+      }
+    }
+  }
   OfflineGeneratorOptions go;
   go.block_size = a.block_size;
   go.prefill_chunk = a.prefill_chunk;
@@ -136,6 +160,7 @@ int RunGenerate(const GenerateArgs& a) {
     std::printf("[%zu] finish=%s ids:", i, r.finish_reason.c_str());
     for (int32_t t : r.output) std::printf(" %d", t);
     std::printf("\n");
+    if (tokenizer) std::printf("  text: %s\n", tokenizer->Decode(r.output, true).c_str());
     for (size_t s = 0; s < r.logprobs.size(); ++s) {
       std::printf("  step %zu: %d (%.4f) top:", s, r.logprobs[s].token, r.logprobs[s].logprob);
       for (const auto& [id, lp] : r.logprobs[s].top) std::printf(" %d:%.4f", id, lp);
@@ -163,6 +188,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", a->dtype, "auto | bfloat16 | float32")->capture_default_str();
   cmd->add_option("--max-model-len", a->max_model_len, "context length (0: from config)");
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--prompt", a->prompts, "a text prompt (tokenizer of the model); repeat for a batch");
   cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids; repeat for a batch");
   cmd->add_option("--max-tokens", a->max_tokens, "tokens to generate per prompt")->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
