@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
 namespace {
@@ -239,22 +240,11 @@ void PackTile(const float* x, int64_t xs, int64_t k, float* xp) {
 
 // ---- Unpacked weights: 4 weight rows at a time against each x row (dot-product form). ----
 
-inline __m256 LoadBf16x8(const uint16_t* p) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-inline float HSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-  return _mm_cvtss_f32(lo);
-}
+using avx2::HSum;
 
 template <bool kBf16>
 inline __m256 LoadW(const void* base, int64_t idx) {
-  if constexpr (kBf16) return LoadBf16x8(static_cast<const uint16_t*>(base) + idx);
+  if constexpr (kBf16) return avx2::LoadBf16(static_cast<const uint16_t*>(base) + idx);
   else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
