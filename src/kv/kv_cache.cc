@@ -12,11 +12,9 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
   const size_t layer_bytes = static_cast<size_t>(num_blocks * spec.num_kv_heads * block_size *
                                                  spec.head_dim) * DTypeSize(dtype);
   for (int64_t l = 0; l < spec.num_attention_layers; ++l) {
+    // Fresh anonymous pages read as zeros: a bug that reads an unwritten slot sees 0, not NaN.
     k_.emplace_back(layer_bytes);
     v_.emplace_back(layer_bytes);
-    // Zero so a bug that reads an unwritten slot gives zeros, not garbage or NaN.
-    k_.back().Zero();
-    v_.back().Zero();
   }
 }
 

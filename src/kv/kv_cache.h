@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "base/aligned_buffer.h"
+#include "base/page_buffer.h"
 #include "kernels/attention.h"
 #include "tensor/dtype.h"
 
@@ -37,8 +37,8 @@ class KvCache {
   int64_t num_blocks_;
   int64_t block_size_;
   DType dtype_;
-  std::vector<AlignedBuffer> k_;  // per attention layer
-  std::vector<AlignedBuffer> v_;
+  std::vector<PageBuffer> k_;  // per attention layer; zero pages, committed when first written
+  std::vector<PageBuffer> v_;
 };
 
 }  // namespace cpm

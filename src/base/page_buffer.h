@@ -1,0 +1,35 @@
+// PageBuffer: a large, page-aligned, zero-filled anonymous mapping. Pages are committed only when
+// first touched, so a KV cache sized for the worst case costs no start-up time and only the RAM
+// its sequences actually use. Move-only.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+namespace cpm {
+
+class PageBuffer {
+ public:
+  PageBuffer() = default;
+  // Aborts via std::bad_alloc if the mapping fails.
+  explicit PageBuffer(size_t bytes);
+  ~PageBuffer();
+  PageBuffer(PageBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  PageBuffer& operator=(PageBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+
+  std::byte* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace cpm
