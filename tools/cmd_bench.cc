@@ -1,7 +1,10 @@
 // `cpmserve bench`: offline throughput like llama-bench (pp = prompt tokens/s, tg = decode
 // tokens/s at batch 1, 4, 16) of the real forward pass on dummy weights with a model's real
 // dimensions, judged against the machine's limits measured in the same run (memory read
-// bandwidth, FMA peak): each figure is also printed as a fraction of its bound.
+// bandwidth, FMA peak): each figure is also printed as a fraction of its bound. Models:
+// MiniCPMForCausalLM (MiniCPM4) and the Qwen3.5 hybrid language model of MiniCPM-V-4.6
+// (Gated DeltaNet + gated full-attention layers; decode also streams each sequence's
+// recurrent state, so its bandwidth bound counts those bytes too).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +24,9 @@
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 #include "kv/kv_cache.h"
+#include "kv/state_slots.h"
 #include "model/minicpm_config.h"
+#include "model/qwen35_config.h"
 #include "model/registry.h"
 
 namespace cpm {
@@ -59,13 +64,19 @@ double Now() {
       .count();
 }
 
-// Parameter and byte counts of one token's pass, from the config.
+// Parameter, FLOP and byte counts of one token's pass, from the config.
 struct Cost {
-  int64_t layer_params = 0;  // all linear weights of one decoder layer
+  int64_t layer_params = 0;  // all linear weights of one decoder layer (MiniCPM)
   int64_t head_params = 0;   // vocab × hidden
-  int64_t body_params = 0;   // layers × layer_params
+  int64_t body_params = 0;   // linear weights of all layers
   int64_t weight_bytes_per_step = 0;  // body + head, bf16 (what one decode step streams)
-  int64_t attn_flops_per_pair = 0;    // q·k and p·v over all layers and heads, per (q, k) pair
+  int64_t attn_flops_per_pair = 0;    // q·k and p·v over all attention layers, per (q, k) pair
+  // Qwen3.5 hybrid only (zero for MiniCPM).
+  int64_t full_layers = 0, linear_layers = 0;
+  int64_t full_layer_params = 0;      // a gated-attention layer: q(+gate), k, v, o + MLP
+  int64_t linear_layer_params = 0;    // a Gated DeltaNet layer: in_proj_qkv, z, b, a, out + MLP
+  int64_t state_flops_per_token = 0;  // recurrent rule + conv over all GDN layers, per token
+  int64_t state_bytes_per_seq = 0;    // conv + recurrent state of all GDN layers (f32)
 };
 
 Cost CostOf(const MiniCpmConfig& c, int64_t bytes_per_weight) {
@@ -80,56 +91,129 @@ Cost CostOf(const MiniCpmConfig& c, int64_t bytes_per_weight) {
   return k;
 }
 
+// The Qwen3.5 hybrid (MiniCPM-V-4.6's language model; its vision tower and MTP head are not
+// part of a text decode step and are not counted). Per token and Gated DeltaNet layer the
+// recurrent rule costs 7·Hv·dk·dv FLOPs: the decay S ← e^g S (1 per state element), Sᵀk (2),
+// the rank-1 update S += k δᵀ (2) and the readout Sᵀq (2); the causal conv adds
+// 2·conv_dim·kernel. Prefill is counted the same per token (it runs the chunked form of the
+// rule, whose work is of that order). Each decode step reads and writes back every
+// sequence's state once. Full-attention layers: 4·H·hd FLOPs per (q, k) pair, as MiniCPM.
+Cost CostOf(const Qwen35Config& c, int64_t bytes_per_weight) {
+  Cost k;
+  const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim,
+                kvd = c.num_key_value_heads * c.head_dim, Hv = c.linear_num_value_heads,
+                dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const int64_t mlp = 3 * D * c.intermediate_size;
+  const int64_t q_rows = H * hd * (c.attn_output_gate ? 2 : 1);
+  k.full_layer_params = q_rows * D + 2 * kvd * D + D * H * hd + mlp;
+  k.linear_layer_params =
+      c.conv_dim() * D + c.value_dim() * D + 2 * Hv * D + D * c.value_dim() + mlp;
+  k.full_layers = c.num_full_layers();
+  k.linear_layers = c.num_hidden_layers - k.full_layers;
+  k.body_params = k.full_layers * k.full_layer_params + k.linear_layers * k.linear_layer_params;
+  k.head_params = c.vocab_size * D;
+  k.weight_bytes_per_step = (k.body_params + k.head_params) * bytes_per_weight;
+  k.attn_flops_per_pair = 4 * hd * H * k.full_layers;
+  k.state_flops_per_token =
+      k.linear_layers * (7 * Hv * dk * dv + 2 * c.conv_dim() * c.linear_conv_kernel_dim);
+  k.state_bytes_per_seq = k.linear_layers *
+                          ((c.linear_conv_kernel_dim - 1) * c.conv_dim() + Hv * dk * dv) *
+                          static_cast<int64_t>(sizeof(float));
+  return k;
+}
+
+// The dimensions a bench run needs, whichever architecture config.json names.
+struct BenchModel {
+  std::string architecture;
+  bool hybrid = false;
+  int64_t vocab_size = 0;
+  int64_t num_hidden_layers = 0;
+  Cost cost;
+};
+
+StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  BenchModel m;
+  if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
+      !j["architectures"].empty() && j["architectures"][0].is_string()) {
+    m.architecture = j["architectures"][0].get<std::string>();
+  }
+  if (m.architecture == "MiniCPMV4_6ForConditionalGeneration" ||
+      m.architecture == "Qwen3_5ForCausalLM") {
+    CPM_ASSIGN_OR_RETURN(Qwen35Config c, ParseQwen35Config(text, path));
+    m.hybrid = true;
+    m.vocab_size = c.vocab_size;
+    m.num_hidden_layers = c.num_hidden_layers;
+    m.cost = CostOf(c, 2);
+    return m;
+  }
+  CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
+  m.vocab_size = c.vocab_size;
+  m.num_hidden_layers = c.num_hidden_layers;
+  m.cost = CostOf(c, 2);
+  return m;
+}
+
 struct Result {
   std::string test;
   int64_t batch = 1;
   int64_t tokens = 0;      // tokens processed per run
   double seconds = 0;      // best run
-  double flops = 0;        // per run, counted as 2 × params touched + attention
-  double bytes = 0;        // weight bytes streamed per run (decode)
+  double flops = 0;        // per run, counted as 2 × params touched + attention (+ GDN state)
+  double bytes = 0;        // bytes streamed per run (decode): weights + recurrent state
+  double state_bytes = 0;  // the recurrent-state part of `bytes` (hybrid models)
   double bound_seconds = 0;
   std::string bound;       // "bandwidth" or "compute"
 };
 
 class Bencher {
  public:
-  Bencher(Model& model, const MiniCpmConfig& c, ThreadPool& pool, const Cost& cost)
-      : model_(model), c_(c), pool_(pool), cost_(cost) {}
+  Bencher(Model& model, const BenchModel& m, ThreadPool& pool)
+      : model_(model), m_(m), pool_(pool), cost_(m.cost) {}
 
   // One sequence of n prompt tokens in one step; logits for the last one only.
   Result Prefill(int64_t n, int repeats) {
     KvCache kv(model_.info().kv, Blocks(n), kBlockSize, model_.info().dtype);
+    std::unique_ptr<StateSlots> states = Slots(1);
     std::vector<int32_t> table = Table(0, n);
     std::vector<int32_t> tokens = Tokens(n);
-    std::vector<SeqStep> seqs = {{0, n, table, -1}};
+    std::vector<SeqStep> seqs = {{0, n, table, states ? 0 : -1}};
     std::vector<int64_t> rows = {n - 1};
-    std::vector<float> logits(c_.vocab_size);
+    std::vector<float> logits(m_.vocab_size);
     Result r{"pp" + std::to_string(n), 1, n};
-    r.seconds = Best(repeats, [&] { Step(tokens, seqs, rows, kv, logits); });
+    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); },
+                     [&] { Step(tokens, seqs, rows, kv, states.get(), logits); });
     r.flops = 2.0 * (cost_.body_params * n + cost_.head_params) +
-              double(cost_.attn_flops_per_pair) * n * (n + 1) / 2;
+              double(cost_.attn_flops_per_pair) * n * (n + 1) / 2 +
+              double(cost_.state_flops_per_token) * n;
     return r;
   }
 
   // `batch` sequences decode `steps` tokens each from an empty context, one token per step.
   Result Decode(int64_t batch, int64_t steps, int repeats) {
     KvCache kv(model_.info().kv, batch * Blocks(steps), kBlockSize, model_.info().dtype);
+    std::unique_ptr<StateSlots> states = Slots(batch);
     std::vector<std::vector<int32_t>> tables;
     for (int64_t b = 0; b < batch; ++b) tables.push_back(Table(b * Blocks(steps), steps));
-    std::vector<float> logits(batch * c_.vocab_size);
+    std::vector<float> logits(batch * m_.vocab_size);
     std::vector<int64_t> rows(batch);
     for (int64_t b = 0; b < batch; ++b) rows[b] = b;
     Result r{"tg" + std::to_string(steps), batch, batch * steps};
-    r.seconds = Best(repeats, [&] {
+    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<SeqStep> seqs;
-        for (int64_t b = 0; b < batch; ++b) seqs.push_back({s, 1, tables[b], -1});
-        Step(Tokens(batch), seqs, rows, kv, logits);
+        for (int64_t b = 0; b < batch; ++b) {
+          seqs.push_back({s, 1, tables[b], states ? static_cast<int32_t>(b) : -1});
+        }
+        Step(Tokens(batch), seqs, rows, kv, states.get(), logits);
       }
     });
-    r.bytes = double(cost_.weight_bytes_per_step) * steps;
+    // Each step reads every sequence's recurrent state and writes it back.
+    r.state_bytes = 2.0 * cost_.state_bytes_per_seq * batch * steps;
+    r.bytes = double(cost_.weight_bytes_per_step) * steps + r.state_bytes;
     r.flops = 2.0 * (cost_.body_params + cost_.head_params) * batch * steps +
-              double(cost_.attn_flops_per_pair) * batch * steps * (steps + 1) / 2;
+              double(cost_.attn_flops_per_pair) * batch * steps * (steps + 1) / 2 +
+              double(cost_.state_flops_per_token) * batch * steps;
     return r;
   }
 
@@ -142,27 +226,42 @@ class Bencher {
     for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(first + i);
     return t;
   }
+  // Hybrid models: one recurrent-state slot per sequence (slot b for sequence b).
+  std::unique_ptr<StateSlots> Slots(int64_t n) const {
+    if (model_.info().state_slot_bytes == 0) return nullptr;
+    auto slots = std::make_unique<StateSlots>(n, model_.info().state_slot_bytes);
+    for (int64_t i = 0; i < n; ++i) slots->Allocate();
+    return slots;
+  }
+  // Every sequence starts each run from the zero state (not timed).
+  static void ResetSlots(StateSlots* slots) {
+    if (slots == nullptr) return;
+    for (int32_t i = 0; i < slots->num_slots(); ++i) slots->Release(i);
+    for (int32_t i = 0; i < slots->num_slots(); ++i) slots->Allocate();
+  }
   std::vector<int32_t> Tokens(int64_t n) {
     std::vector<int32_t> t(n);
-    for (auto& v : t) v = static_cast<int32_t>(rng_() % c_.vocab_size);
+    for (auto& v : t) v = static_cast<int32_t>(rng_() % m_.vocab_size);
     return t;
   }
   void Step(const std::vector<int32_t>& tokens, const std::vector<SeqStep>& seqs,
-            const std::vector<int64_t>& rows, KvCache& kv, std::vector<float>& logits) {
+            const std::vector<int64_t>& rows, KvCache& kv, StateSlots* states,
+            std::vector<float>& logits) {
     ForwardBatch fb;
     fb.tokens = tokens;
     fb.seqs = seqs;
     fb.logit_rows = rows;
-    Status s = model_.Forward(fb, kv, nullptr, logits.data(), pool_);
+    Status s = model_.Forward(fb, kv, states, logits.data(), pool_);
     if (!s.ok()) {
       std::fprintf(stderr, "bench: forward failed: %s\n", s.message().c_str());
       std::exit(1);
     }
   }
-  template <typename F>
-  double Best(int repeats, F&& run) {
+  template <typename Setup, typename F>
+  double Best(int repeats, Setup&& setup, F&& run) {
     double best = 1e30;
     for (int i = 0; i < repeats; ++i) {
+      setup();
       const double t0 = Now();
       run();
       best = std::min(best, Now() - t0);
@@ -171,11 +270,46 @@ class Bencher {
   }
 
   Model& model_;
-  const MiniCpmConfig& c_;
+  const BenchModel& m_;
   ThreadPool& pool_;
   Cost cost_;
   std::mt19937 rng_{7};
 };
+
+void PrintModelLine(const std::string& dir, const BenchModel& m) {
+  const Cost& cost = m.cost;
+  if (!m.hybrid) {
+    std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB bf16 weights "
+                "per decode step\n\n",
+                dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(m.num_hidden_layers),
+                cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6);
+    return;
+  }
+  std::printf("model: %s dims (%s, Qwen3.5 hybrid), %.1f M params/Gated DeltaNet layer × %lld + "
+              "%.1f M/gated attention layer × %lld + head %.1f M (tied), %.0f MB bf16 weights "
+              "per decode step; recurrent state %.1f MB per sequence\n\n",
+              dir.c_str(), m.architecture.c_str(), cost.linear_layer_params / 1e6,
+              static_cast<long long>(cost.linear_layers), cost.full_layer_params / 1e6,
+              static_cast<long long>(cost.full_layers), cost.head_params / 1e6,
+              cost.weight_bytes_per_step / 1e6, cost.state_bytes_per_seq / 1e6);
+}
+
+nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
+  const Cost& cost = m.cost;
+  nlohmann::json j = {{"dir", dir}, {"weight_bytes_per_decode_step", cost.weight_bytes_per_step},
+                      {"body_params", cost.body_params}, {"head_params", cost.head_params}};
+  if (m.hybrid) {
+    j["architecture"] = m.architecture;
+    j["full_attention_layers"] = cost.full_layers;
+    j["linear_attention_layers"] = cost.linear_layers;
+    j["full_layer_params"] = cost.full_layer_params;
+    j["linear_layer_params"] = cost.linear_layer_params;
+    j["attn_flops_per_pair"] = cost.attn_flops_per_pair;
+    j["state_flops_per_token"] = cost.state_flops_per_token;
+    j["state_bytes_per_sequence"] = cost.state_bytes_per_seq;
+  }
+  return j;
+}
 
 int RunBench(const BenchArgs& a) {
   const std::string dir = a.model.empty() ? DefaultModelDir() : a.model;
@@ -186,9 +320,9 @@ int RunBench(const BenchArgs& a) {
   }
   std::stringstream text;
   text << cf.rdbuf();
-  auto config = ParseMiniCpmConfig(text.str(), dir + "/config.json");
-  if (!config.ok()) {
-    std::fprintf(stderr, "bench: %s\n", config.status().message().c_str());
+  auto bm = ReadBenchModel(text.str(), dir + "/config.json");
+  if (!bm.ok()) {
+    std::fprintf(stderr, "bench: %s\n", bm.status().message().c_str());
     return 2;
   }
   ThreadPool pool(ThreadPoolOptions{.num_threads = a.threads, .pin_threads = a.pin});
@@ -196,6 +330,10 @@ int RunBench(const BenchArgs& a) {
   lo.model_dir = dir;
   lo.load_format = LoadFormat::kDummy;
   lo.dtype = DTypeChoice::kBFloat16;
+  // Positions the runs reach; a hybrid model's RoPE table would otherwise span 262k positions.
+  int64_t max_len = a.tg;
+  for (int64_t n : a.pp) max_len = std::max(max_len, n);
+  if (bm->hybrid) lo.max_model_len = max_len;
   const double t_load = Now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) {
@@ -205,6 +343,12 @@ int RunBench(const BenchArgs& a) {
   std::fprintf(stderr, "bench: %s dummy bf16 weights loaded in %.1f s; %d threads, isa %s\n",
                dir.c_str(), Now() - t_load, pool.num_threads(),
                kernels::ToString(kernels::ActiveIsa()));
+  if (bm->hybrid && (*model)->info().state_slot_bytes != bm->cost.state_bytes_per_seq) {
+    std::fprintf(stderr, "bench: the cost model's state size (%lld B) differs from the model's "
+                 "(%lld B)\n", static_cast<long long>(bm->cost.state_bytes_per_seq),
+                 static_cast<long long>((*model)->info().state_slot_bytes));
+    return 1;
+  }
 
   kernels::MachineLimits lim;
   if (!a.skip_limits) lim = kernels::MeasureMachineLimits(pool);
@@ -212,8 +356,8 @@ int RunBench(const BenchArgs& a) {
   const double peak = lim.f32_fma_gflops * 1e9;
   const double bw = lim.read_gbps * 1e9;
 
-  const Cost cost = CostOf(*config, 2);
-  Bencher bench(**model, *config, pool, cost);
+  const Cost& cost = bm->cost;
+  Bencher bench(**model, *bm, pool);
   std::vector<Result> results;
   for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.repeats));
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
@@ -230,10 +374,7 @@ int RunBench(const BenchArgs& a) {
               lim.bf16_dot_gflops > 0
                   ? (", bf16 dot peak " + std::to_string(lim.bf16_dot_gflops) + " GFLOP/s").c_str()
                   : "");
-  std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB bf16 weights "
-              "per decode step\n\n",
-              dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(config->num_hidden_layers),
-              cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6);
+  PrintModelLine(dir, *bm);
   std::printf("| test   | batch | tokens/s | ms/step | GB/s  | GFLOP/s | bound     | of bound |\n");
   std::printf("|--------|------:|---------:|--------:|------:|--------:|-----------|---------:|\n");
   nlohmann::json jr = nlohmann::json::array();
@@ -245,16 +386,33 @@ int RunBench(const BenchArgs& a) {
                 r.test.c_str(), static_cast<long long>(r.batch), r.tokens / r.seconds,
                 1e3 * r.seconds / steps, r.bytes / r.seconds / 1e9, r.flops / r.seconds / 1e9,
                 r.bound.c_str(), 100 * frac);
-    jr.push_back({{"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
-                  {"seconds", r.seconds}, {"tokens_per_s", r.tokens / r.seconds},
-                  {"weight_gb_per_s", r.bytes / r.seconds / 1e9},
-                  {"gflop_per_s", r.flops / r.seconds / 1e9}, {"bound", r.bound},
-                  {"bound_tokens_per_s", r.bound_seconds > 0 ? r.tokens / r.bound_seconds : 0},
-                  {"fraction_of_bound", frac}});
+    nlohmann::json e = {
+        {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
+        {"seconds", r.seconds}, {"tokens_per_s", r.tokens / r.seconds},
+        {"weight_gb_per_s", (r.bytes - r.state_bytes) / r.seconds / 1e9},
+        {"gflop_per_s", r.flops / r.seconds / 1e9}, {"bound", r.bound},
+        {"bound_tokens_per_s", r.bound_seconds > 0 ? r.tokens / r.bound_seconds : 0},
+        {"fraction_of_bound", frac}};
+    if (bm->hybrid) {
+      e["state_gb_per_s"] = r.state_bytes / r.seconds / 1e9;
+      e["bytes"] = r.bytes;
+      e["flops"] = r.flops;
+    }
+    jr.push_back(std::move(e));
   }
   std::printf("\ndecode fraction = max(weight bytes/step ÷ bandwidth, FLOPs ÷ peak) ÷ measured "
               "time; prefill FLOPs = 2 × body params × tokens + 2 × head params (last token) + "
               "attention; best of %d runs\n", a.repeats);
+  if (bm->hybrid) {
+    std::printf("hybrid: decode bytes/step also count 2 × %.1f MB recurrent state per sequence "
+                "(read + written back; GB/s column = weights + state); FLOPs add %.1f MFLOP "
+                "per token for the Gated DeltaNet layers (7·Hv·dk·dv state decay, Sᵀk, "
+                "rank-1 update, readout + 2·conv_dim·kernel conv per layer, prefill too) and "
+                "attention over the %lld gated full-attention layers only; vision tower and MTP "
+                "not counted\n",
+                cost.state_bytes_per_seq / 1e6, cost.state_flops_per_token / 1e6,
+                static_cast<long long>(cost.full_layers));
+  }
   if (!a.json.empty()) {
     nlohmann::json j = {
         {"machine",
@@ -263,9 +421,7 @@ int RunBench(const BenchArgs& a) {
           {"f32_fma_gflop_per_s", lim.f32_fma_gflops},
           {"f32_fma_gflop_per_s_1t", lim.f32_fma_gflops_1t},
           {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops}}},
-        {"model",
-         {{"dir", dir}, {"weight_bytes_per_decode_step", cost.weight_bytes_per_step},
-          {"body_params", cost.body_params}, {"head_params", cost.head_params}}},
+        {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
         {"results", jr}};
     std::ofstream out(a.json);
@@ -286,8 +442,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       "bench", "offline prefill/decode throughput on dummy weights, as fractions of the "
                "machine's measured bandwidth and FMA peak");
   cmd->add_option("--model", a->model,
-                  "model directory whose config.json gives the dimensions "
-                  "(default: ../shared/models/MiniCPM4-0.5B)");
+                  "model directory whose config.json gives the dimensions: MiniCPM4 or "
+                  "MiniCPM-V-4.6 (default: ../shared/models/MiniCPM4-0.5B)");
   cmd->add_option("--pp", a->pp, "prompt lengths to prefill")->delimiter(',')->capture_default_str();
   cmd->add_option("--tg", a->tg, "tokens to decode per sequence")->capture_default_str();
   cmd->add_option("--batch", a->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
@@ -297,7 +453,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");
   cmd->add_option("--json", a->json, "also write the results as JSON to this file");
   cmd->add_flag("--skip-limits", a->skip_limits, "do not measure bandwidth and peak");
-  cmd->callback([a, exit_code] { *exit_code = RunBench(*a); });
+  RegisterBenchServeCommand(*cmd, exit_code);
+  cmd->callback([a, cmd, exit_code] {
+    if (!cmd->got_subcommand("serve")) *exit_code = RunBench(*a);
+  });
 }
 
 }  // namespace cpm

@@ -7,6 +7,7 @@
 namespace cpm {
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
+void RegisterBenchServeCommand(CLI::App& bench, int* exit_code);  // `bench serve`
 void RegisterEvalCommand(CLI::App& app, int* exit_code);
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);

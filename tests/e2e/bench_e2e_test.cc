@@ -1,0 +1,330 @@
+// The two benchmarks as processes: `cpmserve bench serve` against `cpmserve serve` on the tiny
+// model over loopback (completions and chat, a concurrency cap, Poisson arrivals, --api-key,
+// the result JSON's counts, lengths and metrics; unreachable server and bad flags), and the
+// offline `cpmserve bench` on a tiny MiniCPM-V-4.6 checkpoint (the hybrid cost model's figures
+// against a hand count from its config.json) and on a tiny MiniCPM4 one (its JSON unchanged).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "e2e/e2e_util.h"
+#include "e2e/server_process.h"
+#include "e2e/tiny_serving_model.h"
+
+namespace cpm {
+namespace {
+
+using e2e::Json;
+namespace fs = std::filesystem;
+
+struct ProcessRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs cpmserve with `args`, stdout and stderr captured.
+ProcessRun Cpmserve(const std::vector<std::string>& args, const std::string& tmp) {
+  const std::string out = tmp + "/stdout", err = tmp + "/stderr";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv = {const_cast<char*>(CPM_CPMSERVE_BIN)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(CPM_CPMSERVE_BIN, argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
+}
+
+class BenchE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new std::string(
+        (fs::temp_directory_path() / ("cpm_bench_e2e_" + std::to_string(getpid()))).string());
+    model_ = new std::string(*tmp_ + "/model");
+    ASSERT_TRUE(WriteTinyServingModel(*model_).ok());
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start(CPM_CPMSERVE_BIN, *model_,
+                               {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "tiny",
+                                "--kv-cache-memory-bytes", "4M", "--max-num-seqs", "8", "--threads",
+                                "2", "--api-key", "sekret"}));
+    ASSERT_TRUE(server_->WaitReady()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
+    }
+    delete server_;
+    server_ = nullptr;
+    fs::remove_all(*tmp_);
+    delete tmp_;
+    delete model_;
+  }
+  static std::vector<std::string> ServeArgs(std::vector<std::string> extra) {
+    std::vector<std::string> a = {"bench",
+                                  "serve",
+                                  "--port",
+                                  std::to_string(server_->port()),
+                                  "--api-key",
+                                  "sekret",
+                                  "--random-input-len",
+                                  "12",
+                                  "--random-output-len",
+                                  "5",
+                                  "--seed",
+                                  "1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  static std::string* tmp_;
+  static std::string* model_;
+  static ServerProcess* server_;
+};
+std::string* BenchE2E::tmp_ = nullptr;
+std::string* BenchE2E::model_ = nullptr;
+ServerProcess* BenchE2E::server_ = nullptr;
+
+// Every reported figure finite and non-negative; percentiles ordered; TTFT ≤ E2EL.
+void ExpectSaneMetrics(const Json& r, const std::vector<std::string>& metrics) {
+  for (const std::string& m : metrics) {
+    for (const char* stat : {"mean_", "median_", "std_", "p50_", "p99_"}) {
+      const std::string key = std::string(stat) + m + "_ms";
+      ASSERT_TRUE(r.contains(key)) << key;
+      const double v = r[key].get<double>();
+      EXPECT_TRUE(std::isfinite(v) && v >= 0) << key << " = " << v;
+    }
+    EXPECT_DOUBLE_EQ(r["p50_" + m + "_ms"].get<double>(), r["median_" + m + "_ms"].get<double>());
+    EXPECT_LE(r["median_" + m + "_ms"].get<double>(), r["p99_" + m + "_ms"].get<double>() + 1e-9);
+  }
+  EXPECT_GT(r["mean_ttft_ms"].get<double>(), 0);
+  EXPECT_GT(r["mean_tpot_ms"].get<double>(), 0);
+  EXPECT_LE(r["mean_ttft_ms"].get<double>(), r["mean_e2el_ms"].get<double>());
+  EXPECT_LE(r["p99_ttft_ms"].get<double>(), r["p99_e2el_ms"].get<double>());
+  const double dur = r["duration"].get<double>();
+  ASSERT_GT(dur, 0);
+  EXPECT_NEAR(r["request_throughput"].get<double>(), r["completed"].get<double>() / dur, 1e-9);
+  EXPECT_NEAR(r["output_throughput"].get<double>(), r["total_output_tokens"].get<double>() / dur,
+              1e-9);
+  EXPECT_NEAR(
+      r["total_token_throughput"].get<double>(),
+      (r["total_input_tokens"].get<double>() + r["total_output_tokens"].get<double>()) / dur, 1e-9);
+}
+
+TEST_F(BenchE2E, CompletionsWithConcurrencyCap) {
+  const std::string result = *tmp_ + "/completions.json";
+  const ProcessRun run =
+      Cpmserve(ServeArgs({"--num-prompts", "6", "--max-concurrency", "3", "--percentile-metrics",
+                          "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--goodput",
+                          "ttft:600000", "--save-detailed", "--result-filename", result}),
+               *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
+  for (const char* line :
+       {"============ Serving Benchmark Result ============",
+        "Successful requests:                     6", "Maximum request concurrency:             3",
+        "Benchmark duration (s):", "Total input tokens:                      72",
+        "Total generated tokens:                  30",
+        "Request throughput (req/s):", "Output token throughput (tok/s):",
+        "Total Token throughput (tok/s):", "---------------Time to First Token----------------",
+        "Mean TTFT (ms):", "Median TPOT (ms):", "P99 ITL (ms):", "P50 E2EL (ms):",
+        "=================================================="}) {
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << "\n" << run.out;
+  }
+  const Json r = Json::parse(ReadFile(result), nullptr, false);
+  ASSERT_TRUE(r.is_object()) << ReadFile(result);
+  EXPECT_EQ(r["backend"], "openai");
+  EXPECT_EQ(r["model_id"], "tiny");  // the first of /v1/models
+  EXPECT_EQ(r["tokenizer_id"], "server /detokenize");
+  EXPECT_EQ(r["num_prompts"], 6);
+  EXPECT_EQ(r["max_concurrency"], 3);
+  EXPECT_EQ(r["request_rate"], "inf");
+  EXPECT_EQ(r["completed"], 6);
+  EXPECT_EQ(r["failed"], 0);
+  EXPECT_EQ(r["total_input_tokens"], 6 * 12);
+  EXPECT_EQ(r["total_output_tokens"], 6 * 5);  // ignore_eos: exactly the output length
+  EXPECT_EQ(r["input_lens"], Json(std::vector<int>(6, 12)));
+  EXPECT_EQ(r["output_lens"], Json(std::vector<int>(6, 5)));
+  for (const Json& itl : r["itls"]) {
+    EXPECT_LE(itl.size(), 5u);  // at most one chunk per token plus the finish chunk
+    for (const Json& g : itl) EXPECT_GE(g.get<double>(), 0);
+  }
+  for (const Json& e : r["errors"]) EXPECT_EQ(e, "");
+  EXPECT_NEAR(r["request_goodput"].get<double>(), r["request_throughput"].get<double>(), 1e-9);
+  EXPECT_GE(r["max_output_tokens_per_s"].get<double>(), 1);
+  EXPECT_GE(r["max_concurrent_requests"].get<int>(), 1);
+  ExpectSaneMetrics(r, {"ttft", "tpot", "itl", "e2el"});
+}
+
+TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
+  const std::string result = *tmp_ + "/chat.json";
+  const ProcessRun run = Cpmserve(
+      ServeArgs({"--endpoint", "/v1/chat/completions", "--num-prompts", "4", "--request-rate", "20",
+                 "--tokenizer", *model_, "--percentile-metrics", "ttft,tpot,itl,e2el",
+                 "--metric-percentiles", "50,99", "--save-detailed", "--result-filename", result}),
+      *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
+  EXPECT_NE(run.out.find("Request rate configured (RPS):           20.00"), std::string::npos)
+      << run.out;
+  const Json r = Json::parse(ReadFile(result), nullptr, false);
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["backend"], "openai-chat");
+  EXPECT_EQ(r["tokenizer_id"], *model_);
+  EXPECT_EQ(r["request_rate"], 20.0);
+  EXPECT_EQ(r["completed"], 4);
+  EXPECT_EQ(r["total_input_tokens"], 4 * 12);  // the dataset's lengths, as vLLM counts them
+  EXPECT_EQ(r["total_output_tokens"], 4 * 5);
+  ExpectSaneMetrics(r, {"ttft", "tpot", "itl", "e2el"});
+}
+
+TEST_F(BenchE2E, ErrorsAreOneLineAndNonZero) {
+  // Nothing listens on port 1.
+  const ProcessRun down = Cpmserve({"bench", "serve", "--port", "1", "--num-prompts", "1"}, *tmp_);
+  EXPECT_EQ(down.rc, 1);
+  EXPECT_NE(down.err.find("bench serve: cannot reach the server at http://127.0.0.1:1"),
+            std::string::npos)
+      << down.err;
+  EXPECT_EQ(std::count(down.err.begin(), down.err.end(), '\n'), 1) << down.err;
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--random-range-ratio", "1.5"},
+        std::vector<std::string>{"--percentile-metrics", "ttft,nope"},
+        std::vector<std::string>{"--endpoint", "/v1/embeddings"},
+        std::vector<std::string>{"--goodput", "ttft=5"}}) {
+    const ProcessRun r = Cpmserve(ServeArgs(bad), *tmp_);
+    EXPECT_EQ(r.rc, 2) << bad[0] << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const ProcessRun wrong_key =
+      Cpmserve({"bench", "serve", "--port", std::to_string(server_->port()), "--api-key", "wrong",
+                "--num-prompts", "1"},
+               *tmp_);
+  EXPECT_EQ(wrong_key.rc, 1);
+  EXPECT_NE(wrong_key.err.find("HTTP 401"), std::string::npos) << wrong_key.err;
+}
+
+// Offline bench on a tiny MiniCPM-V-4.6 checkpoint: figures present, finite, and the hybrid
+// cost model equal to a hand count from config.json's text_config.
+TEST(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
+  const std::string tmp =
+      (fs::temp_directory_path() / ("cpm_bench_v46_" + std::to_string(getpid()))).string();
+  fs::create_directories(tmp);
+  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpmv4_6", tmp + "/m"}, tmp).rc, 0);
+  const ProcessRun run = Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8,70", "--tg", "4",
+                                   "--batch", "1,3", "--repeats", "1", "--json", tmp + "/b.json"},
+                                  tmp);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Qwen3.5 hybrid"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| tg4    |     3 |"), std::string::npos) << run.out;
+
+  const Json cfg = Json::parse(ReadFile(tmp + "/m/config.json"))["text_config"];
+  const int64_t D = cfg["hidden_size"], F = cfg["intermediate_size"],
+                H = cfg["num_attention_heads"], hd = cfg["head_dim"],
+                KV = cfg["num_key_value_heads"], Hk = cfg["linear_num_key_heads"],
+                Hv = cfg["linear_num_value_heads"], dk = cfg["linear_key_head_dim"],
+                dv = cfg["linear_value_head_dim"], K = cfg["linear_conv_kernel_dim"],
+                V = cfg["vocab_size"];
+  int64_t full = 0, linear = 0;
+  for (const Json& t : cfg["layer_types"]) (t == "full_attention" ? full : linear) += 1;
+  ASSERT_GT(full, 0);
+  ASSERT_GT(linear, 0);
+  const int64_t conv_dim = 2 * Hk * dk + Hv * dv;
+  const int64_t attn_layer = 2 * H * hd * D + 2 * KV * hd * D + D * H * hd + 3 * D * F;
+  const int64_t gdn_layer = conv_dim * D + Hv * dv * D + 2 * Hv * D + D * Hv * dv + 3 * D * F;
+  const int64_t weight_bytes = 2 * (full * attn_layer + linear * gdn_layer + V * D);
+  const int64_t state_bytes = 4 * linear * ((K - 1) * conv_dim + Hv * dk * dv);
+  const int64_t state_flops = linear * (7 * Hv * dk * dv + 2 * conv_dim * K);
+
+  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+  ASSERT_TRUE(b.is_object());
+  const Json& m = b["model"];
+  EXPECT_EQ(m["architecture"], "MiniCPMV4_6ForConditionalGeneration");
+  EXPECT_EQ(m["full_attention_layers"], full);
+  EXPECT_EQ(m["linear_attention_layers"], linear);
+  EXPECT_EQ(m["weight_bytes_per_decode_step"], weight_bytes);
+  EXPECT_EQ(m["state_bytes_per_sequence"], state_bytes);
+  EXPECT_EQ(m["state_flops_per_token"], state_flops);
+  EXPECT_EQ(m["attn_flops_per_pair"], 4 * H * hd * full);
+  EXPECT_GT(b["machine"]["read_gb_per_s"].get<double>(), 0);
+  EXPECT_GT(b["machine"]["f32_fma_gflop_per_s"].get<double>(), 0);
+
+  ASSERT_EQ(b["results"].size(), 4u);
+  for (const Json& r : b["results"]) {
+    const std::string name = r["test"];
+    for (const char* key :
+         {"tokens_per_s", "gflop_per_s", "bound_tokens_per_s", "fraction_of_bound"}) {
+      const double v = r[key].get<double>();
+      EXPECT_TRUE(std::isfinite(v) && v > 0) << name << " " << key << " = " << v;
+    }
+    EXPECT_TRUE(r["bound"] == "bandwidth" || r["bound"] == "compute") << r.dump();
+    EXPECT_NEAR(r["tokens_per_s"].get<double>(),
+                r["tokens"].get<double>() / r["seconds"].get<double>(), 1e-6);
+    // The bound is the slower of bytes ÷ bandwidth and FLOPs ÷ peak.
+    const double bw = b["machine"]["read_gb_per_s"].get<double>() * 1e9;
+    const double peak = b["machine"]["f32_fma_gflop_per_s"].get<double>() * 1e9;
+    const double bound_s = std::max(r["bytes"].get<double>() / bw, r["flops"].get<double>() / peak);
+    EXPECT_NEAR(r["fraction_of_bound"].get<double>(), bound_s / r["seconds"].get<double>(),
+                1e-9 * (1 + bound_s / r["seconds"].get<double>()));
+    const int64_t batch = r["batch"];
+    if (name.rfind("tg", 0) == 0) {
+      const int64_t steps = 4;
+      EXPECT_DOUBLE_EQ(r["bytes"].get<double>(),
+                       double(weight_bytes) * steps + 2.0 * state_bytes * batch * steps);
+      EXPECT_GT(r["state_gb_per_s"].get<double>(), 0);
+      const double flops = 2.0 * (weight_bytes / 2) * batch * steps +
+                           4.0 * H * hd * full * batch * steps * (steps + 1) / 2 +
+                           double(state_flops) * batch * steps;
+      EXPECT_DOUBLE_EQ(r["flops"].get<double>(), flops);
+    } else {
+      EXPECT_EQ(r["bytes"].get<double>(), 0.0);
+      EXPECT_EQ(r["bound"], "compute");
+    }
+  }
+  fs::remove_all(tmp);
+}
+
+// The MiniCPM4 path keeps its figures and JSON shape.
+TEST(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
+  const std::string tmp =
+      (fs::temp_directory_path() / ("cpm_bench_m4_" + std::to_string(getpid()))).string();
+  fs::create_directories(tmp);
+  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
+  const ProcessRun run =
+      Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8", "--tg", "3", "--batch", "2",
+                "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
+               tmp);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("M params/layer ×"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("hybrid"), std::string::npos) << run.out;
+  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+  ASSERT_TRUE(b.is_object());
+  std::vector<std::string> keys;
+  for (auto it = b["model"].begin(); it != b["model"].end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"body_params", "dir", "head_params",
+                                            "weight_bytes_per_decode_step"}));
+  ASSERT_EQ(b["results"].size(), 2u);
+  EXPECT_FALSE(b["results"][1].contains("state_gb_per_s"));
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace cpm

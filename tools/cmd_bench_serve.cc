@@ -1,0 +1,502 @@
+// `cpmserve bench serve`: a serving benchmark client against a running OpenAI-compatible server
+// (ours or vLLM), modelled on `vllm bench serve`: vLLM's random dataset sent as token-id prompts
+// to /v1/completions (or decoded to text for /v1/chat/completions), streamed with usage,
+// Poisson / gamma arrivals or all at once, an optional concurrency cap, and vLLM's metrics
+// (TTFT, TPOT, ITL, E2EL, throughputs, goodput; src/benchserve/serve_metrics.h), result table
+// and result JSON. One thread per in-flight request.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchserve/random_requests.h"
+#include "benchserve/report.h"
+#include "benchserve/serve_metrics.h"
+#include "benchserve/stream_client.h"
+#include "commands.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cpm {
+namespace {
+
+using benchserve::Api;
+using benchserve::BenchmarkMetrics;
+using benchserve::Center;
+using benchserve::ErrorText;
+using benchserve::Now;
+using benchserve::RateText;
+using benchserve::ReportMetric;
+using benchserve::RequestOutput;
+using benchserve::Row;
+using benchserve::RunRequest;
+using benchserve::SampleRequest;
+using benchserve::Server;
+using Json = nlohmann::ordered_json;
+
+// JSON text; invalid UTF-8 (a decoded random prompt, a generated text) becomes U+FFFD.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+struct ServeBenchArgs {
+  std::string base_url;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string endpoint = "/v1/completions";
+  std::string model;
+  std::string tokenizer;
+  std::string api_key;
+  int64_t num_prompts = 1000;
+  int64_t max_concurrency = 0;  // 0: no cap
+  double request_rate = std::numeric_limits<double>::infinity();
+  double burstiness = 1.0;
+  int64_t input_len = 1024;
+  int64_t output_len = 128;
+  double range_ratio = 0.0;
+  uint64_t seed = 0;
+  bool ignore_eos = true;
+  double temperature = 0.0;  // vLLM's default: greedy
+  std::string extra_body;
+  std::string percentile_metrics = "ttft,tpot,itl";
+  std::string metric_percentiles = "99";
+  std::vector<std::string> goodput;
+  bool save_result = false;
+  bool save_detailed = false;
+  std::string result_dir;
+  std::string result_filename;
+  std::string label;
+  double ready_check_timeout = 0;
+};
+
+// A line on stderr and the exit code: 2 for unusable flags, 1 for everything else.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+std::optional<Server> MakeServer(const ServeBenchArgs& a, Failure* f) {
+  std::string url =
+      a.base_url.empty() ? "http://" + a.host + ":" + std::to_string(a.port) : a.base_url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos ||
+      (url.substr(0, scheme) != "http" && url.substr(0, scheme) != "https")) {
+    *f = {2, "--base-url must start with http:// or https:// (got '" + url + "')"};
+    return std::nullopt;
+  }
+  const size_t slash = url.find('/', scheme + 3);
+  const std::string origin = slash == std::string::npos ? url : url.substr(0, slash);
+  const std::string prefix = slash == std::string::npos ? "" : url.substr(slash);
+  std::string key = a.api_key;
+  if (key.empty()) {
+    if (const char* env = std::getenv("OPENAI_API_KEY")) key = env;
+  }
+  return Server(origin, prefix, key);
+}
+
+// GET /v1/models (retried while the server is not up, up to the ready-check timeout); the first
+// model id unless --model names one.
+std::optional<std::string> ResolveModel(const Server& s, const ServeBenchArgs& a, Failure* f) {
+  const double deadline = Now() + a.ready_check_timeout;
+  for (;;) {
+    auto [status, body] = s.Get("/v1/models");
+    if (status == 200) {
+      if (!a.model.empty()) return a.model;
+      Json j = Json::parse(body, nullptr, false);
+      if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+          j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
+        return j["data"][0]["id"].get<std::string>();
+      }
+      *f = {1, s.Url("/v1/models") + " lists no model; pass --model"};
+      return std::nullopt;
+    }
+    if ((status == 0 || status == 503) && Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    *f = {1, status == 0 ? "cannot reach the server at " + s.Url("") + " (" + body + ")"
+                         : "GET " + s.Url("/v1/models") + " failed: " + ErrorText(status, body)};
+    return std::nullopt;
+  }
+}
+
+// The token ids prompts are drawn from, and a local tokenizer when one is at hand: --tokenizer,
+// or the model id when it is a local model directory (as vLLM loads the tokenizer from --model).
+// Without one, the vocabulary size is found by asking the server's /detokenize which ids it
+// accepts (a binary search).
+struct Vocabulary {
+  std::vector<int32_t> allowed;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string source;
+};
+
+std::optional<Vocabulary> FindVocabulary(const Server& s, const ServeBenchArgs& a,
+                                         const std::string& model, Failure* f) {
+  Vocabulary v;
+  namespace fs = std::filesystem;
+  std::string dir = a.tokenizer;
+  const bool local_model = fs::exists(fs::path(model) / "tokenizer.json") ||
+                           fs::exists(fs::path(model) / "tokenizer.model");
+  if (dir.empty() && local_model) dir = model;
+  if (!dir.empty()) {
+    auto t = Tokenizer::Load(dir);
+    if (!t.ok()) {
+      *f = {a.tokenizer.empty() ? 1 : 2, "--tokenizer: " + t.status().message()};
+      return std::nullopt;
+    }
+    v.tokenizer = std::move(*t);
+    for (int32_t id = 0; id < v.tokenizer->vocab_size(); ++id) {
+      if (!v.tokenizer->IsSpecial(id)) v.allowed.push_back(id);
+    }
+    v.source = dir;
+    return v;
+  }
+  auto accepts = [&](int64_t id, int* status) {
+    Json body = {{"model", model}, {"tokens", {id}}};
+    auto [st, text] = s.Post("/detokenize", Dump(body));
+    *status = st;
+    return st == 200;
+  };
+  int status = 0;
+  if (!accepts(0, &status)) {
+    *f = {1, "cannot find the vocabulary: the server's /detokenize answered HTTP " +
+                 std::to_string(status) + "; pass --tokenizer DIR"};
+    return std::nullopt;
+  }
+  int64_t lo = 0, hi = int64_t{1} << 24;  // lo accepted, hi refused
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (accepts(mid, &status)) {
+      lo = mid;
+    } else if (status == 400) {
+      hi = mid;
+    } else {
+      *f = {1, "cannot find the vocabulary: /detokenize answered HTTP " + std::to_string(status)};
+      return std::nullopt;
+    }
+  }
+  for (int32_t id = 0; id <= lo; ++id) v.allowed.push_back(id);
+  v.source = "server /detokenize";
+  return v;
+}
+
+// One request's JSON body.
+std::string Payload(Api api, const std::string& model, const SampleRequest& r,
+                    const std::string& chat_text, const ServeBenchArgs& a, const Json& extra) {
+  Json p;
+  p["model"] = model;
+  if (api == Api::kCompletions) {
+    p["prompt"] = r.prompt;
+  } else {
+    p["messages"] = Json::array({{{"role", "user"}, {"content", chat_text}}});
+  }
+  p["temperature"] = a.temperature;
+  p[api == Api::kCompletions ? "max_tokens" : "max_completion_tokens"] = r.output_len;
+  p["stream"] = true;
+  p["stream_options"] = {{"include_usage", true}};
+  if (a.ignore_eos) p["ignore_eos"] = true;
+  for (auto it = extra.begin(); it != extra.end(); ++it) p[it.key()] = it.value();
+  return Dump(p);
+}
+
+// Limits the requests in flight (0: no limit).
+class Gate {
+ public:
+  explicit Gate(int64_t limit) : free_(limit) {}
+  void Enter() {
+    if (free_ < 0) return;
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return free_ > 0; });
+    --free_;
+  }
+  void Leave() {
+    if (free_ < 0) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t free_;  // < 0: unlimited
+};
+
+int Fail(const Failure& f) {
+  std::fprintf(stderr, "bench serve: %s\n", f.message.c_str());
+  return f.code;
+}
+
+int RunServeBench(const ServeBenchArgs& a) {
+  Failure f{0, ""};
+  // Flags first: every mistake is reported before any request is sent.
+  if (a.num_prompts < 1) return Fail({2, "--num-prompts must be at least 1"});
+  if (a.input_len < 1 || a.output_len < 1)
+    return Fail({2, "--random-input-len and --random-output-len must be at least 1"});
+  if (a.range_ratio < 0 || a.range_ratio >= 1)
+    return Fail({2, "--random-range-ratio must be in [0, 1)"});
+  if (!(a.request_rate > 0)) return Fail({2, "--request-rate must be positive (or inf)"});
+  if (!(a.burstiness > 0)) return Fail({2, "--burstiness must be positive"});
+  if (a.max_concurrency < 0) return Fail({2, "--max-concurrency must be positive"});
+  const auto metrics = benchserve::ParseMetricNames(a.percentile_metrics);
+  if (!metrics) return Fail({2, "--percentile-metrics: a comma list of ttft, tpot, itl, e2el"});
+  const auto percentiles = benchserve::ParsePercentiles(a.metric_percentiles);
+  if (!percentiles) return Fail({2, "--metric-percentiles: a comma list of numbers in [0, 100]"});
+  const auto slos = benchserve::ParseGoodput(a.goodput);
+  if (!slos) return Fail({2, "--goodput: KEY:MS pairs with KEY one of ttft, tpot, e2el"});
+  Api api;
+  if (a.endpoint.ends_with("/chat/completions")) {
+    api = Api::kChat;
+  } else if (a.endpoint.ends_with("/completions")) {
+    api = Api::kCompletions;
+  } else {
+    return Fail({2, "--endpoint must end in /completions or /chat/completions"});
+  }
+  Json extra = Json::object();
+  if (!a.extra_body.empty()) {
+    extra = Json::parse(a.extra_body, nullptr, false);
+    if (!extra.is_object()) return Fail({2, "--extra-body must be a JSON object"});
+  }
+  auto server = MakeServer(a, &f);
+  if (!server) return Fail(f);
+
+  auto model = ResolveModel(*server, a, &f);
+  if (!model) return Fail(f);
+  auto vocab = FindVocabulary(*server, a, *model, &f);
+  if (!vocab) return Fail(f);
+  if (vocab->allowed.empty()) return Fail({1, "the vocabulary has no ordinary token"});
+
+  benchserve::RandomDatasetOptions ro{a.num_prompts, a.input_len, a.output_len, a.range_ratio,
+                                      a.seed};
+  const std::vector<SampleRequest> requests = benchserve::SampleRandomRequests(ro, vocab->allowed);
+  std::vector<std::string> payloads;
+  for (const SampleRequest& r : requests) {
+    std::string text;
+    if (api == Api::kChat) {
+      if (vocab->tokenizer) {
+        text = vocab->tokenizer->Decode(r.prompt, /*skip_special_tokens=*/false);
+      } else {
+        auto [st, body] =
+            server->Post("/detokenize", Dump(Json{{"model", *model}, {"tokens", r.prompt}}));
+        Json j = Json::parse(body, nullptr, false);
+        if (st != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+          return Fail({1, "POST /detokenize failed: " + ErrorText(st, body)});
+        text = j["prompt"].get<std::string>();
+      }
+    }
+    payloads.push_back(Payload(api, *model, r, text, a, extra));
+  }
+  std::printf(
+      "bench serve: %s%s, model %s, %lld prompts of %lld (±%.0f%%) random tokens from "
+      "%zu ids (%s), %lld output tokens each\n",
+      server->Url("").c_str(), a.endpoint.c_str(), model->c_str(),
+      static_cast<long long>(a.num_prompts), static_cast<long long>(a.input_len),
+      100 * a.range_ratio, vocab->allowed.size(), vocab->source.c_str(),
+      static_cast<long long>(a.output_len));
+
+  std::printf("Starting initial single prompt test run...\n");
+  std::fflush(stdout);
+  RequestOutput test = RunRequest(*server, a.endpoint, api, payloads[0],
+                                  static_cast<int64_t>(requests[0].prompt.size()));
+  if (!test.success) {
+    return Fail({1, "initial test run failed (check the flags against the server): " + test.error});
+  }
+  std::printf("Initial test run completed. Starting main benchmark run...\n");
+  std::printf("Traffic request rate: %s\n", RateText(a.request_rate).c_str());
+  std::printf("Burstiness factor: %s (%s)\n", RateText(a.burstiness).c_str(),
+              a.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
+  std::printf("Maximum request concurrency: %s\n",
+              a.max_concurrency > 0 ? std::to_string(a.max_concurrency).c_str() : "None");
+  std::fflush(stdout);
+
+  const std::vector<double> offsets =
+      benchserve::ArrivalOffsets(a.num_prompts, a.request_rate, a.burstiness, a.seed);
+  std::vector<RequestOutput> outputs(requests.size());
+  Gate gate(a.max_concurrency > 0 ? a.max_concurrency : -1);
+  std::vector<std::thread> threads;
+  const double t_start = Now();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const double wait = t_start + offsets[i] - Now();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    gate.Enter();
+    threads.emplace_back([&, i] {
+      outputs[i] = RunRequest(*server, a.endpoint, api, payloads[i],
+                              static_cast<int64_t>(requests[i].prompt.size()));
+      gate.Leave();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double duration = Now() - t_start;
+
+  auto fallback = [&](size_t i) -> int64_t {  // no usage from the server: count tokens
+    if (vocab->tokenizer) {
+      return static_cast<int64_t>(
+          vocab->tokenizer->Encode(outputs[i].generated_text, false).size());
+    }
+    return outputs[i].chunks;
+  };
+  const BenchmarkMetrics m =
+      benchserve::CalculateMetrics(outputs, duration, *percentiles, *slos, fallback);
+  for (const RequestOutput& o : outputs) {
+    if (!o.success) {
+      std::printf("first failed request: %s\n", o.error.c_str());
+      break;
+    }
+  }
+
+  std::printf("%s\n", Center(" Serving Benchmark Result ", '=', 50).c_str());
+  Row("Successful requests:", m.completed);
+  Row("Failed requests:", m.failed);
+  if (a.max_concurrency > 0) Row("Maximum request concurrency:", a.max_concurrency);
+  if (!std::isinf(a.request_rate)) Row("Request rate configured (RPS):", a.request_rate);
+  Row("Benchmark duration (s):", duration);
+  Row("Total input tokens:", m.total_input);
+  Row("Total generated tokens:", m.total_output);
+  Row("Request throughput (req/s):", m.request_throughput);
+  if (!slos->empty()) Row("Request goodput (req/s):", m.request_goodput);
+  Row("Output token throughput (tok/s):", m.output_throughput);
+  Row("Peak output token throughput (tok/s):", m.max_output_tokens_per_s);
+  Row("Peak concurrent requests:", static_cast<double>(m.max_concurrent_requests));
+  Row("Total Token throughput (tok/s):", m.total_token_throughput);
+
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", std::localtime(&now));
+  const std::string backend = api == Api::kChat ? "openai-chat" : "openai";
+  Json result;
+  result["date"] = date;
+  result["endpoint_type"] = backend;
+  result["backend"] = backend;
+  result["label"] = a.label.empty() ? Json(nullptr) : Json(a.label);
+  result["model_id"] = *model;
+  result["tokenizer_id"] = vocab->source;
+  result["num_prompts"] = a.num_prompts;
+  result["request_rate"] = std::isinf(a.request_rate) ? Json("inf") : Json(a.request_rate);
+  result["burstiness"] = a.burstiness;
+  result["max_concurrency"] = a.max_concurrency > 0 ? Json(a.max_concurrency) : Json(nullptr);
+  result["duration"] = duration;
+  result["completed"] = m.completed;
+  result["failed"] = m.failed;
+  result["total_input_tokens"] = m.total_input;
+  result["total_output_tokens"] = m.total_output;
+  result["request_throughput"] = m.request_throughput;
+  result["request_goodput"] = slos->empty() ? Json(nullptr) : Json(m.request_goodput);
+  result["output_throughput"] = m.output_throughput;
+  result["total_token_throughput"] = m.total_token_throughput;
+  if (a.save_detailed) {
+    Json in = Json::array(), ttfts = Json::array(), itls = Json::array(), texts = Json::array(),
+         errors = Json::array();
+    for (const RequestOutput& o : outputs) {
+      in.push_back(o.prompt_len);
+      ttfts.push_back(o.ttft);
+      itls.push_back(o.itl);
+      texts.push_back(o.generated_text);
+      errors.push_back(o.error);
+    }
+    result["input_lens"] = in;
+    result["output_lens"] = m.output_lens;
+    result["ttfts"] = ttfts;
+    result["itls"] = itls;
+    result["generated_texts"] = texts;
+    result["errors"] = errors;
+  }
+  result["max_output_tokens_per_s"] = m.max_output_tokens_per_s;
+  result["max_concurrent_requests"] = m.max_concurrent_requests;
+  ReportMetric(*metrics, "ttft", "TTFT", "Time to First Token", m.ttft, result);
+  ReportMetric(*metrics, "tpot", "TPOT", "Time per Output Token (excl. 1st token)", m.tpot, result);
+  ReportMetric(*metrics, "itl", "ITL", "Inter-token Latency", m.itl, result);
+  ReportMetric(*metrics, "e2el", "E2EL", "End-to-end Latency", m.e2el, result);
+  std::printf("%s\n", std::string(50, '=').c_str());
+
+  if (a.save_result || !a.result_filename.empty()) {
+    std::string name = a.result_filename;
+    if (name.empty()) {
+      const std::string base = model->substr(
+          model->find_last_of('/') == std::string::npos ? 0 : model->find_last_of('/') + 1);
+      name = (a.label.empty() ? backend : a.label) + "-" + RateText(a.request_rate) + "qps" +
+             (a.max_concurrency > 0 ? "-concurrency" + std::to_string(a.max_concurrency) : "") +
+             "-" + base + "-" + date + ".json";
+    }
+    if (!a.result_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(a.result_dir, ec);
+      name = (std::filesystem::path(a.result_dir) / name).string();
+    }
+    std::ofstream out(name);
+    out << Dump(result) << "\n";
+    if (!out) return Fail({1, "cannot write " + name});
+    std::printf("result written to %s\n", name.c_str());
+  }
+  return m.completed == a.num_prompts ? 0 : 1;
+}
+
+}  // namespace
+
+void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
+  auto a = std::make_shared<ServeBenchArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "serve",
+      "serving benchmark against a running OpenAI-compatible server (as vllm bench "
+      "serve): TTFT, TPOT, ITL, E2EL, request and token throughput");
+  cmd->add_option("--base-url", a->base_url, "server base URL (instead of --host/--port)");
+  cmd->add_option("--host", a->host)->capture_default_str();
+  cmd->add_option("--port", a->port)->capture_default_str();
+  cmd->add_option("--endpoint", a->endpoint, "/v1/completions or /v1/chat/completions")
+      ->capture_default_str();
+  cmd->add_option("--model", a->model, "model name to send (default: the first of /v1/models)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "local tokenizer directory for the vocabulary (default: the model id when it "
+                  "is a local directory, else the server's /detokenize)");
+  cmd->add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
+  cmd->add_option("--num-prompts", a->num_prompts)->capture_default_str();
+  cmd->add_option("--max-concurrency", a->max_concurrency, "requests in flight at most");
+  cmd->add_option("--request-rate", a->request_rate,
+                  "requests per second (inf: all at once; else Poisson/gamma arrivals)")
+      ->capture_default_str();
+  cmd->add_option("--burstiness", a->burstiness, "gamma shape of the arrival gaps (1: Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--random-input-len", a->input_len)->capture_default_str();
+  cmd->add_option("--random-output-len", a->output_len)->capture_default_str();
+  cmd->add_option("--random-range-ratio", a->range_ratio, "lengths uniform in [L·(1−r), L·(1+r)]")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed)->capture_default_str();
+  cmd->add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
+                "generate exactly the output length (default on, as vLLM's random dataset)");
+  cmd->add_option("--temperature", a->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
+  cmd->add_option("--percentile-metrics", a->percentile_metrics,
+                  "metrics to report statistics of: ttft,tpot,itl,e2el")
+      ->capture_default_str();
+  cmd->add_option("--metric-percentiles", a->metric_percentiles, "e.g. 25,50,75,99")
+      ->capture_default_str();
+  cmd->add_option("--goodput", a->goodput, "SLOs as KEY:MS (ttft, tpot, e2el)");
+  cmd->add_flag("--save-result", a->save_result, "write the result JSON");
+  cmd->add_flag("--save-detailed", a->save_detailed,
+                "include per-request lengths, TTFTs, ITLs, texts and errors in the JSON");
+  cmd->add_option("--result-dir", a->result_dir);
+  cmd->add_option(
+      "--result-filename", a->result_filename,
+      "result JSON file (default: {label}-{rate}qps[-concurrency{n}]-{model}-{date}.json)");
+  cmd->add_option("--label", a->label, "result label (default: openai or openai-chat)");
+  cmd->add_option("--ready-check-timeout-sec", a->ready_check_timeout,
+                  "keep retrying while the server is not up yet, this long")
+      ->capture_default_str();
+  cmd->callback([a, exit_code] { *exit_code = RunServeBench(*a); });
+}
+
+}  // namespace cpm
