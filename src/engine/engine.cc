@@ -253,7 +253,7 @@ void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
       Reject(*r, st);
       continue;
     }
-    if (r->req.max_tokens == 0) {  // nothing to generate
+    if (r->req.max_tokens == 0 && r->req.prompt_logprobs < 0) {  // nothing to compute
       TokenEvent e = MakeEvent(*r);
       e.finished = true;
       e.finish_reason = "length";
@@ -343,16 +343,31 @@ void Engine::Impl::Step() {
   const Clock::time_point done = Clock::now();
   const int64_t vocab = model_->info().vocab_size;
   for (size_t i = 0; i < step_logits_.rows.size(); ++i) {
-    RequestState* r = step_logits_.rows[i];
-    SampledToken sampled = SampleForRequest(*r, step_logits_.logits.data() + i * vocab, vocab, &scratch_);
-    if (r->num_output_tokens() == 0) {
-      r->times.first_token = done;
-      prompt_tokens_total_ += r->num_prompt_tokens;
+    RequestState* r = step_logits_.rows[i].req;
+    float* row = step_logits_.logits.data() + i * vocab;
+    if (const int64_t p = step_logits_.rows[i].prompt_position; p >= 0) {
+      CPM_CHECK(p == static_cast<int64_t>(r->prompt_logprobs.size()));
+      r->prompt_logprobs.push_back(
+          ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs, &scratch_));
+      continue;
     }
+    const bool first = r->num_output_tokens() == 0;
+    if (first) prompt_tokens_total_ += r->num_prompt_tokens;
+    if (r->req.max_tokens == 0) {  // a prompt_logprobs request that only scores its prompt
+      TokenEvent e = MakeEvent(*r);
+      e.prompt_logprobs = std::move(r->prompt_logprobs);
+      e.finish_reason = "length";
+      Finish(r, std::move(e));
+      continue;
+    }
+    SampledToken sampled = SampleForRequest(*r, row, vocab, &scratch_);
+    if (first) r->times.first_token = done;
     r->tokens.push_back(sampled.token);
     r->times.token_time = done;
     ++generation_tokens_total_;
     TokenEvent e = MakeEvent(*r);
+    // The entries stay in r (a preempted request's recompute skips their rows).
+    if (first) e.prompt_logprobs = r->prompt_logprobs;
     e.tokens.push_back(sampled.token);
     if (sampled.logprobs) e.logprobs.push_back(std::move(*sampled.logprobs));
     const FinishDecision d = CheckFinish(*r, config_.max_model_len);

@@ -45,6 +45,11 @@ struct EngineRequest {
   std::vector<int32_t> eos_token_ids;   // finish with "stop" unless ignore_eos
   bool ignore_eos = false;
   int32_t logprobs = -1;                // -1: none; k >= 0: chosen token + top-k per step
+  // -1: none; k >= 0: the logprob, rank and top-k of every prompt token after the first (vLLM's
+  // prompt_logprobs). Such a request never reads the prefix cache (as in vLLM: cached tokens
+  // would have no logits), and its prefill runs in chunks of at most kPromptLogprobsChunk
+  // tokens to bound the logits buffer. With max_tokens 0 it still runs its prompt.
+  int32_t prompt_logprobs = -1;
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]
@@ -75,6 +80,8 @@ struct RequestTimes {
 struct TokenEvent {
   std::vector<int32_t> tokens;          // new tokens (one per step today)
   std::vector<TokenLogprobs> logprobs;  // one per token when requested
+  // On a request's first event (prompt_logprobs >= 0): prompt tokens 1..n-1, in order.
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   // "stop", "length", "abort" when finished; "error" with a non-OK `error`.
   std::string finish_reason;

@@ -17,6 +17,8 @@ namespace cpm {
 struct Result {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;
+  std::vector<TokenLogprobs> prompt_logprobs;
+  int64_t num_prompt_logprob_events = 0;  // events that carried prompt log-probs
   std::string finish_reason;
   Status error;
   std::optional<int32_t> stop_token;
@@ -36,6 +38,10 @@ inline Result Collect(const std::shared_ptr<RequestStream>& stream) {
     ++r.num_events;
     r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
     r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    if (!e.prompt_logprobs.empty()) {
+      r.prompt_logprobs = e.prompt_logprobs;
+      ++r.num_prompt_logprob_events;
+    }
     if (e.finished) {
       r.finish_reason = e.finish_reason;
       r.error = e.error;

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "engine/scheduler.h"
 #include "model/registry.h"
 #include "model/tiny_checkpoint.h"
 #include "model/tiny_minicpmv46.h"
@@ -182,6 +183,69 @@ TEST_F(TinyModelEngineTest, PreemptionKeepsGreedyOutputs) {
   EngineStats s = engine->Stats();
   EXPECT_GT(s.num_preemptions, 0);
   EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+}
+
+// prompt_logprobs: prompt token p+1 is scored by the distribution after tokens 0..p, which is
+// what a request for the prefix 0..p samples its first token from. The prompt spans two
+// chunks (the per-step cap) and is re-sent to show that cached blocks are not used.
+TEST_F(TinyModelEngineTest, PromptLogprobsScoreEachPromptTokenGivenItsPrefix) {
+  EngineConfig c = Config();
+  c.max_num_batched_tokens = 512;
+  c.max_model_len = 512;
+  c.num_kv_blocks = 64;
+  auto engine = MakeEngine(c);
+  std::vector<int32_t> prompt;
+  for (int j = 0; j < 300; ++j) prompt.push_back((j * 53 + 11) % kVocab);
+  ASSERT_GT(prompt.size(), static_cast<size_t>(kPromptLogprobsChunk));
+  EngineRequest req = Greedy("full", prompt, 2);
+  req.prompt_logprobs = 3;
+  Result full = Collect(engine->Submit(req));
+  ASSERT_TRUE(full.error.ok()) << full.error.ToString();
+  ASSERT_EQ(full.prompt_logprobs.size(), prompt.size() - 1);
+  EXPECT_EQ(full.num_prompt_logprob_events, 1);  // only the first event carries them
+  for (size_t p = 0; p + 1 < prompt.size(); ++p) {
+    const TokenLogprobs& e = full.prompt_logprobs[p];
+    ASSERT_EQ(e.token, prompt[p + 1]);
+    ASSERT_EQ(e.top.size(), 3u);
+    EXPECT_GE(e.rank, 1);
+    if (e.rank == 1) {
+      EXPECT_EQ(e.logprob, e.top[0].second);
+    }
+    EXPECT_LE(e.logprob, e.top[0].second);
+  }
+  for (size_t p : {size_t{0}, size_t{1}, size_t{100}, size_t{255}, size_t{256}, size_t{298}}) {
+    EngineRequest prefix = Req("prefix" + std::to_string(p),
+                               std::vector<int32_t>(prompt.begin(), prompt.begin() + p + 1), 1);
+    prefix.logprobs = kVocab;  // the whole distribution, best first
+    Result r = Collect(engine->Submit(prefix));
+    ASSERT_EQ(r.logprobs.size(), 1u);
+    const auto& dist = r.logprobs[0].top;
+    auto it = std::find_if(dist.begin(), dist.end(),
+                           [&](const auto& t) { return t.first == prompt[p + 1]; });
+    ASSERT_NE(it, dist.end());
+    const TokenLogprobs& e = full.prompt_logprobs[p];
+    EXPECT_NEAR(e.logprob, it->second, 1e-5) << "position " << p;
+    int64_t better = 0;
+    for (const auto& t : dist) better += t.second > e.logprob + 1e-5f;
+    EXPECT_NEAR(static_cast<double>(e.rank), static_cast<double>(better + 1), 1.0);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(e.top[k].first, dist[k].first) << "position " << p;
+      EXPECT_NEAR(e.top[k].second, dist[k].second, 1e-5);
+    }
+  }
+  // Again, with its blocks in the prefix cache: recomputed (no hit), the same scores; and
+  // with max_tokens 0 the prompt is still scored, nothing generated.
+  req.request_id = "again";
+  req.max_tokens = 0;
+  Result again = Collect(engine->Submit(req));
+  ASSERT_TRUE(again.error.ok()) << again.error.ToString();
+  EXPECT_EQ(again.last.num_cached_tokens, 0);
+  EXPECT_TRUE(again.tokens.empty());
+  EXPECT_EQ(again.finish_reason, "length");
+  ASSERT_EQ(again.prompt_logprobs.size(), full.prompt_logprobs.size());
+  for (size_t p = 0; p < again.prompt_logprobs.size(); ++p) {
+    EXPECT_NEAR(again.prompt_logprobs[p].logprob, full.prompt_logprobs[p].logprob, 1e-5);
+  }
 }
 
 // The hybrid Qwen3.5 text model: recurrent state in slots, prefix caching off, preemption

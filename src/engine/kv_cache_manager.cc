@@ -41,7 +41,7 @@ void KvCacheManager::EnsureHashes(RequestState& r, int64_t num_blocks) {
 
 ComputedBlocks KvCacheManager::GetComputedBlocks(RequestState& r) {
   ComputedBlocks hit;
-  if (!enable_prefix_caching_) return hit;
+  if (!enable_prefix_caching_ || r.req.prompt_logprobs >= 0) return hit;
   // vLLM: a full hit would leave nothing to compute, and the last token's logits are needed.
   const int64_t max_blocks = (r.num_tokens() - 1) / block_size_;
   EnsureHashes(r, max_blocks);

@@ -36,11 +36,20 @@ Status ModelRunner::Run(const SchedulerOutput& plan, StepLogits* out) {
       const float* e = r.req.embeds.data() + static_cast<int64_t>(j) * hidden;
       embeds_.insert(embeds_.end(), e, e + hidden);
     }
+    // prompt_logprobs: every row whose next token is a prompt token not scored yet (rows in
+    // ascending order, before the sampling row, which is never one of them).
+    if (r.req.prompt_logprobs >= 0) {
+      const int64_t from = std::max(begin, static_cast<int64_t>(r.prompt_logprobs.size()));
+      for (int64_t p = from; p < std::min(end, r.num_prompt_tokens - 1); ++p) {
+        logit_rows_.push_back(first_row + p - begin);
+        out->rows.push_back({&r, p});
+      }
+    }
     // Only a sequence that reaches its newest token samples; a prefill chunk short of it
     // needs no logits.
     if (end == r.num_tokens()) {
       logit_rows_.push_back(first_row + s.num_tokens - 1);
-      out->rows.push_back(&r);
+      out->rows.push_back({&r, -1});
     }
   }
   out->logits.resize(logit_rows_.size() * static_cast<size_t>(model_.info().vocab_size));

@@ -1,6 +1,6 @@
 // ModelRunner: turns a SchedulerOutput into one ForwardBatch (flat tokens, per-sequence steps,
-// embedding rows, logit rows for sequences that reach their last known token) and runs the
-// model. Knows nothing about sampling or stopping. Engine thread only.
+// embedding rows, logit rows for sequences that reach their last known token and for the
+// prompt rows of prompt_logprobs requests) and runs the model. Knows nothing about sampling or stopping. Engine thread only.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,14 @@
 namespace cpm {
 
 struct StepLogits {
-  std::vector<float> logits;          // [rows.size(), vocab]
-  std::vector<RequestState*> rows;    // the request each logits row belongs to
+  struct Row {
+    RequestState* req = nullptr;
+    // -1: the row samples the request's next token. Else a prompt_logprobs row: it scores
+    // prompt token prompt_position + 1.
+    int64_t prompt_position = -1;
+  };
+  std::vector<float> logits;  // [rows.size(), vocab]
+  std::vector<Row> rows;      // what each logits row is for
 };
 
 class ModelRunner {

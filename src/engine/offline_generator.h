@@ -29,6 +29,7 @@ struct TokenLogprobs {
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // (id, logprob), best first
+  int64_t rank = 0;  // 1-based rank of `token` in its distribution (prompt logprobs only)
 };
 
 struct GenerateResult {

@@ -33,6 +33,19 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
   return out;
 }
 
+TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t k,
+                         std::vector<float>* scratch) {
+  scratch->resize(static_cast<size_t>(vocab));
+  LogSoftmax(row, vocab, scratch->data());
+  TokenLogprobs lp;
+  lp.token = token;
+  lp.logprob = (*scratch)[token];
+  lp.rank = 1 + std::count_if(scratch->begin(), scratch->end(),
+                              [&](float v) { return v > lp.logprob; });
+  if (k > 0) lp.top = TopK(scratch->data(), vocab, std::min<int64_t>(k, vocab));
+  return lp;
+}
+
 FinishDecision CheckFinish(const RequestState& r, int64_t max_model_len) {
   FinishDecision d;
   const int32_t tok = r.tokens.back();

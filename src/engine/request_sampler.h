@@ -21,6 +21,11 @@ struct SampledToken {
 // `row` [vocab] is modified in place (penalties). `scratch` is resized as needed.
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch);
 
+// A prompt_logprobs entry: `token`'s log-prob under the raw logits `row`, its 1-based rank
+// (1 + the number of tokens more likely) and the top `k`.
+TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t k,
+                         std::vector<float>* scratch);
+
 struct FinishDecision {
   bool finished = false;
   std::string reason;                 // "stop" or "length"

@@ -34,6 +34,9 @@ struct RequestState {
   int64_t num_cached_blocks = 0;      // leading blocks registered in the prefix cache
   int32_t state_slot = -1;
   Rng rng;
+  // prompt_logprobs requests: entries for prompt tokens 1..prompt_logprobs.size(), filled as
+  // prefill chunks run; kept across preemptions (the recompute skips their rows).
+  std::vector<TokenLogprobs> prompt_logprobs;
 
   RequestStatus status = RequestStatus::kWaiting;
   int64_t num_cached_tokens = -1;     // prefix-cache hit at first admission; -1 before

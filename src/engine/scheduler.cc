@@ -68,13 +68,26 @@ RequestState* Scheduler::PreemptNewest() {
   return victim;
 }
 
+namespace {
+
+// Tokens `r` may take this step out of `budget`, starting from `from` computed tokens.
+int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget) {
+  int64_t n = std::min(r.num_tokens() - from, budget);
+  if (r.req.prompt_logprobs >= 0 && from < r.num_prompt_tokens) {
+    n = std::min(n, kPromptLogprobsChunk);
+  }
+  return n;
+}
+
+}  // namespace
+
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
   // Running requests first (mostly decodes: one token each), in admission order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     RequestState* r = running_[i];
-    const int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
+    const int64_t n = ChunkSize(*r, r->num_computed, budget);
     CPM_CHECK(n > 0);  // a live running request always has its newest token to feed
     bool self_preempted = false;
     while (!kv_.AllocateSlots(*r, n, nullptr)) {
@@ -103,7 +116,7 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
     CPM_CHECK(r->num_computed == 0 && r->blocks.empty());
     if (slots_ && slots_->num_free() == 0) break;
     ComputedBlocks hit = kv_.GetComputedBlocks(*r);
-    const int64_t n = std::min(r->num_tokens() - hit.num_tokens, *budget);
+    const int64_t n = ChunkSize(*r, hit.num_tokens, *budget);
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {
       const std::optional<int32_t> slot = slots_->Allocate();

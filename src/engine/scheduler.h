@@ -20,6 +20,10 @@
 
 namespace cpm {
 
+// The most prompt tokens a prompt_logprobs request prefills per step: each needs a logits row
+// (vocab floats), so this bounds that buffer (256 x 73448 x 4 B = 72 MiB for MiniCPM4).
+constexpr int64_t kPromptLogprobsChunk = 256;
+
 struct SchedulerConfig {
   int64_t max_num_seqs = 128;
   int64_t max_num_batched_tokens = 2048;
