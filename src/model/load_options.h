@@ -19,6 +19,7 @@ struct LoadOptions {
   // Seed of the per-tensor dummy-weight generators (vLLM uses 1234).
   uint64_t dummy_seed = 1234;
   int threads = 0;  // for parallel weight conversion; 0 = all CPUs
+  bool show_progress = false;  // vLLM's progress bar on stderr while a checkpoint loads
 };
 
 bool ParseLoadFormat(const std::string& s, LoadFormat* out);  // auto | safetensors | dummy

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "kernels/matmul.h"
 #include "model/load_options.h"
+#include "model/load_progress.h"
 
 namespace cpm {
 
@@ -35,6 +36,7 @@ class WeightLoader {
   StatusOr<std::vector<float>> F32(const std::string& name, const std::vector<int64_t>& shape);
 
   // Fails naming the first checkpoint tensor that was never requested, unless `ignorable(name)`.
+  // On success the load is complete (the progress bar, if any, ends at 100%).
   Status CheckAllUsed(const std::function<bool(const std::string&)>& ignorable) const;
   int64_t bytes_held() const { return bytes_held_; }
   const std::string& model_dir() const { return model_dir_; }
@@ -48,6 +50,7 @@ class WeightLoader {
   // Shared with every zero-copy weight (LinearWeight::owner) so the mapping outlives the loader.
   std::shared_ptr<SafetensorsArchive> archive_;
   std::set<std::string> used_;
+  std::shared_ptr<LoadProgress> progress_;  // null unless LoadOptions::show_progress
   int64_t bytes_held_ = 0;
 };
 
