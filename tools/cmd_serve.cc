@@ -83,7 +83,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();
-  cmd->add_option("--reasoning-parser", c.reasoning_parser, "reasoning parser name (stored)");
+  cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");

@@ -7,6 +7,7 @@
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
 #include "server/protocol.h"
+#include "server/reasoning_parser.h"
 #include "server/sampling_request.h"
 #include "server/sse.h"
 
@@ -27,8 +28,10 @@ struct ChatJob {
   bool want_logprobs = false;
   int top_logprobs = 0;
   bool include_usage = false;
+  bool continuous_usage = false;  // every chunk carries the choice's running usage
   std::string echo_prefix;  // echo with continue_final_message: the continued text
-  bool reasoning_fields = false;
+  std::string reasoning_parser;     // "" for none
+  bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   Clock::time_point arrival;
 };
 
@@ -54,6 +57,31 @@ Json Chunk(const ChatJob& job, int index, Json delta, Json logprobs, Json finish
   return c;
 }
 
+// One reasoning parser per choice, or none.
+std::vector<std::unique_ptr<ReasoningParser>> Parsers(const ChatJob& job) {
+  std::vector<std::unique_ptr<ReasoningParser>> parsers(job.sampling.n);
+  if (job.reasoning_parser.empty()) return parsers;
+  for (auto& p : parsers) p = MakeReasoningParser(job.reasoning_parser, job.opens_in_reasoning);
+  return parsers;
+}
+
+// A stream delta for text released by the parser (or all text without one). Reasoning goes
+// under both of vLLM's spellings, as clients read either.
+Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u) {
+  Json delta = Json::object();
+  if (!parser) {
+    if (!u.text.empty()) delta["content"] = u.text;
+    return delta;
+  }
+  ReasoningDelta d = parser->Feed(u.text, u.finished);
+  if (!d.reasoning.empty()) {
+    delta["reasoning"] = d.reasoning;
+    delta["reasoning_content"] = d.reasoning;
+  }
+  if (!d.content.empty()) delta["content"] = std::move(d.content);
+  return delta;
+}
+
 std::vector<ChoicePlan> Plans(const ChatJob& job) {
   std::vector<ChoicePlan> plans;
   for (int i = 0; i < job.sampling.n; ++i) plans.push_back({i, job.prompt, job.max_tokens, i});
@@ -64,19 +92,26 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());
+  // A choice's chunk, with its running usage under continuous_usage_stats (vLLM).
+  auto emit = [&](Json chunk, int index) {
+    if (job.continuous_usage) chunk["usage"] = UsageJson(num_prompt, run.completion_tokens(index));
+    return write(SseEvent(chunk));
+  };
   for (int i = 0; i < job.sampling.n; ++i) {
     Json delta = {{"role", "assistant"}, {"content", ""}};
-    if (!write(SseEvent(Chunk(job, i, delta, nullptr, nullptr, nullptr, false)))) {
+    if (!emit(Chunk(job, i, delta, nullptr, nullptr, nullptr, false), i)) {
       run.CancelAll();
       return;
     }
     if (!job.echo_prefix.empty() &&
-        !write(SseEvent(Chunk(job, i, {{"content", job.echo_prefix}}, nullptr, nullptr, nullptr,
-                              false)))) {
+        !emit(Chunk(job, i, {{"content", job.echo_prefix}}, nullptr, nullptr, nullptr, false),
+              i)) {
       run.CancelAll();
       return;
     }
   }
+  auto parsers = Parsers(job);
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
@@ -86,16 +121,20 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       return;
     }
     bool ok = true;
-    if (!u.text.empty() || (job.want_logprobs && !u.logprobs.empty())) {
+    Json delta = DeltaJson(parsers[u.index].get(), u);
+    const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
+    if (!delta.empty() || with_logprobs) {
       Json lp = nullptr;
       if (job.want_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs)}};
       }
-      ok = write(SseEvent(Chunk(job, u.index, {{"content", u.text}}, lp, nullptr, nullptr, false)));
+      if (delta.empty()) delta["content"] = "";  // text held back: the logprobs still go out
+      ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
     }
     if (ok && u.finished) {
-      ok = write(SseEvent(Chunk(job, u.index, Json::object(), nullptr, u.finish_reason,
-                                StopReasonJson(u), true)));
+      ok = emit(Chunk(job, u.index, Json::object(), nullptr, u.finish_reason, StopReasonJson(u),
+                      true),
+                u.index);
     }
     if (!ok) {
       run.CancelAll();
@@ -111,9 +150,10 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   write(SseDone());
 }
 
-HttpReply Complete(const ServerContext& ctx, const ChatJob& job) {
+HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  run.WatchClient(client_gone);
   struct Out {
     std::string text;
     Json logprobs = Json::array();
@@ -121,11 +161,17 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job) {
     Json stop_reason = nullptr;
   };
   std::vector<Out> outs(job.sampling.n);
+  // Every choice shares the prompt: the first to arrive gives the prompt log-probs.
+  Json prompt_logprobs = job.sampling.prompt_logprobs >= 0 ? Json::array({nullptr}) : Json(nullptr);
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
       run.CancelAll();
       return HttpReply::Error(u.error);
+    }
+    if (!u.prompt_logprobs.empty()) {
+      prompt_logprobs = PromptLogprobsJson(*ctx.tokenizer, u.prompt_logprobs,
+                                           job.sampling.prompt_logprobs);
     }
     Out& o = outs[u.index];
     o.text += u.text;
@@ -139,15 +185,24 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job) {
       o.stop_reason = StopReasonJson(u);
     }
   }
+  if (run.client_left()) return ClientGoneReply();
+  auto parsers = Parsers(job);
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
     Json message;
     message["role"] = "assistant";
-    message["content"] = job.echo_prefix + outs[i].text;
-    if (job.reasoning_fields) {
-      // Hook for --reasoning-parser: both spellings, as clients read either.
-      message["reasoning"] = nullptr;
-      message["reasoning_content"] = nullptr;
+    if (ReasoningParser* parser = parsers[i].get()) {
+      // Both of vLLM's spellings, as clients read either; null when there is none.
+      ReasoningDelta d = parser->Feed(outs[i].text, true);
+      Json reasoning = d.reasoning.empty() ? Json(nullptr) : Json(d.reasoning);
+      const bool no_content = d.content.empty() && job.echo_prefix.empty();
+      message["content"] = no_content && parser->saw_reasoning()
+                               ? Json(nullptr)
+                               : Json(job.echo_prefix + d.content);
+      message["reasoning"] = reasoning;
+      message["reasoning_content"] = reasoning;
+    } else {
+      message["content"] = job.echo_prefix + outs[i].text;
     }
     message["tool_calls"] = Json::array();
     Json choice;
@@ -167,14 +222,14 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job) {
   r["choices"] = std::move(choices);
   r["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
   r["system_fingerprint"] = nullptr;
-  r["prompt_logprobs"] = nullptr;
+  r["prompt_logprobs"] = std::move(prompt_logprobs);
   return HttpReply::Json(r);
 }
 
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
-                                Clock::time_point arrival) {
+                                Clock::time_point arrival, const ClientGoneFn& client_gone) {
   std::vector<std::string> ignored;
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -210,14 +265,16 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->want_logprobs = *num_logprobs >= 0;
   job->top_logprobs = static_cast<int>(std::max<int64_t>(*num_logprobs, 0));
   job->include_usage = req->sampling.include_usage;
-  job->reasoning_fields = !ctx.reasoning_parser.empty();
+  job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
+  job->reasoning_parser = ctx.reasoning_parser;
+  job->opens_in_reasoning = PromptOpensReasoning(*text);
   job->arrival = arrival;
   if (req->echo && req->continue_final_message) {
     const Json& last = req->messages.back();
     auto c = last.find("content");
     if (c != last.end() && c->is_string()) job->echo_prefix = c->get<std::string>();
   }
-  if (!req->sampling.stream) return Complete(ctx, *job);
+  if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
   reply.content_type = "text/event-stream";
   const ServerContext* c = &ctx;

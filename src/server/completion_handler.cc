@@ -23,7 +23,9 @@ struct CompletionJob {
   int64_t prompt_tokens = 0;
   ResolvedSampling sampling;
   int top_logprobs = -1;  // -1: no logprobs
+  bool echo_logprobs = false;  // echo with logprobs: the prompt's tokens lead the logprobs
   bool include_usage = false;
+  bool continuous_usage = false;  // every chunk carries the choice's running usage
   Clock::time_point arrival;
 };
 
@@ -50,12 +52,18 @@ const std::string& EchoOf(const CompletionJob& job, int index) {
 }
 
 std::vector<CompletionLogprobs> MakeLogprobs(const ServerContext& ctx, const CompletionJob& job) {
-  std::vector<CompletionLogprobs> lps;
-  for (size_t i = 0; i < job.plans.size(); ++i) {
-    lps.emplace_back(*ctx.tokenizer, job.top_logprobs,
-                     static_cast<int64_t>(EchoOf(job, static_cast<int>(i)).size()));
+  return std::vector<CompletionLogprobs>(job.plans.size(),
+                                         CompletionLogprobs(*ctx.tokenizer, job.top_logprobs, 0));
+}
+
+// Adds an update's log-probs to its choice's: with echo, the prompt's first (unscored) and
+// the rest (from the prompt log-probs on the choice's first update) before the generated ones.
+void AppendLogprobs(const CompletionJob& job, const ChoiceUpdate& u, CompletionLogprobs* lps) {
+  if (job.echo_logprobs && lps->empty()) {  // the choice's first update
+    lps->AppendUnscored(job.plans[u.index].prompt.front());
+    lps->Append(u.prompt_logprobs);
   }
-  return lps;
+  lps->Append(u.logprobs);
 }
 
 void Stream(const ServerContext& ctx, const CompletionJob& job,
@@ -64,6 +72,14 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   run.Start(job.plans, job.sampling, ctx.eos_ids);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
+  // Prompt p's choices share its token count; plans are in choice order.
+  auto emit = [&](Json chunk, int index) {
+    if (job.continuous_usage) {
+      chunk["usage"] = UsageJson(static_cast<int64_t>(job.plans[index].prompt.size()),
+                                 run.completion_tokens(index));
+    }
+    return write(SseEvent(chunk));
+  };
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
@@ -78,16 +94,18 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
       echoed[u.index] = true;
     }
     Json lp = nullptr;
+    bool new_logprobs = false;
     if (job.top_logprobs >= 0) {
-      lps[u.index].Append(u.logprobs);
+      AppendLogprobs(job, u, &lps[u.index]);
+      new_logprobs = lps[u.index].has_delta();
       lp = lps[u.index].TakeDelta();
     }
     bool ok = true;
-    if (!text.empty() || (job.top_logprobs >= 0 && !u.logprobs.empty())) {
-      ok = write(SseEvent(Chunk(job, u.index, text, lp, nullptr, nullptr)));
+    if (!text.empty() || new_logprobs) {
+      ok = emit(Chunk(job, u.index, text, lp, nullptr, nullptr), u.index);
     }
     if (ok && u.finished) {
-      ok = write(SseEvent(Chunk(job, u.index, "", nullptr, u.finish_reason, StopReasonJson(u))));
+      ok = emit(Chunk(job, u.index, "", nullptr, u.finish_reason, StopReasonJson(u)), u.index);
     }
     if (!ok) {
       run.CancelAll();
@@ -107,12 +125,17 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   write(SseDone());
 }
 
-HttpReply Complete(const ServerContext& ctx, const CompletionJob& job) {
+HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.Start(job.plans, job.sampling, ctx.eos_ids);
+  run.WatchClient(client_gone);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<std::string> texts(job.plans.size());
   std::vector<Json> finish(job.plans.size()), stop(job.plans.size());
+  // Null unless computed; a one-token prompt has only the leading null.
+  std::vector<Json> prompt_lps(job.plans.size(), job.sampling.prompt_logprobs >= 0
+                                                     ? Json::array({nullptr})
+                                                     : Json(nullptr));
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
@@ -120,12 +143,17 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job) {
       return HttpReply::Error(u.error);
     }
     texts[u.index] += u.text;
-    if (job.top_logprobs >= 0) lps[u.index].Append(u.logprobs);
+    if (job.top_logprobs >= 0) AppendLogprobs(job, u, &lps[u.index]);
+    if (!u.prompt_logprobs.empty()) {
+      prompt_lps[u.index] = PromptLogprobsJson(*ctx.tokenizer, u.prompt_logprobs,
+                                               job.sampling.prompt_logprobs);
+    }
     if (u.finished) {
       finish[u.index] = u.finish_reason;
       stop[u.index] = StopReasonJson(u);
     }
   }
+  if (run.client_left()) return ClientGoneReply();
   Json choices = Json::array();
   for (size_t i = 0; i < job.plans.size(); ++i) {
     Json choice;
@@ -134,7 +162,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job) {
     choice["logprobs"] = job.top_logprobs >= 0 ? lps[i].ToJson() : Json(nullptr);
     choice["finish_reason"] = finish[i];
     choice["stop_reason"] = stop[i];
-    choice["prompt_logprobs"] = nullptr;
+    choice["prompt_logprobs"] = prompt_lps[i];
     choices.push_back(std::move(choice));
   }
   Json r;
@@ -151,7 +179,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job) {
 }  // namespace
 
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
-                            Clock::time_point arrival) {
+                            Clock::time_point arrival, const ClientGoneFn& client_gone) {
   std::vector<std::string> ignored;
   auto req = protocol::ParseCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -160,13 +188,16 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   if (req->suffix && !req->suffix->empty()) {
     return HttpReply::Error(BadRequest("suffix is not currently supported"));
   }
-  if (req->echo && req->logprobs) {
-    // Echoed prompt tokens would need prompt log-probs, which the engine does not compute.
-    return HttpReply::Error(BadRequest("echo together with logprobs is not supported"));
-  }
-  auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults,
-                                  req->logprobs.value_or(-1), ctx.tokenizer->vocab_size());
+  // vLLM's echo without generation: echo with max_tokens 0 returns the prompt (and, with
+  // logprobs, its log-probs) and generates nothing.
+  protocol::SamplingFields fields = req->sampling;
+  const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
+  if (echo_only) fields.max_tokens = 1;
+  auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
+                                  ctx.tokenizer->vocab_size());
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
+  // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.
+  if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(*req->logprobs);
   if (static_cast<int64_t>(req->prompts.size()) * sampling->n > kMaxN) {
     return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
                                        std::to_string(kMaxN) + ")"));
@@ -196,7 +227,8 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
     }
     job->prompt_tokens += static_cast<int64_t>(ids.size());
     for (int64_t j = 0; j < sampling->n; ++j) {
-      job->plans.push_back({static_cast<int>(p * sampling->n + j), ids, *max_tokens, j});
+      job->plans.push_back(
+          {static_cast<int>(p * sampling->n + j), ids, echo_only ? 0 : *max_tokens, j});
     }
   }
   job->id = ctx.NewRequestId("cmpl");
@@ -204,9 +236,11 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->created = UnixNow();
   job->sampling = *sampling;
   job->top_logprobs = req->logprobs ? static_cast<int>(*req->logprobs) : -1;
+  job->echo_logprobs = req->echo && req->logprobs;
   job->include_usage = req->sampling.include_usage;
+  job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->arrival = arrival;
-  if (!req->sampling.stream) return Complete(ctx, *job);
+  if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
   reply.content_type = "text/event-stream";
   const ServerContext* c = &ctx;

@@ -49,6 +49,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.eos_token_ids = eos_ids;
     r.ignore_eos = sampling.ignore_eos;
     r.logprobs = sampling.logprobs;
+    r.prompt_logprobs = sampling.prompt_logprobs;
     c.stream = engine_.Submit(std::move(r));
   }
 }
@@ -57,6 +58,13 @@ int64_t GenerationRun::completion_tokens() const {
   int64_t total = 0;
   for (const Choice& c : choices_) total += c.generated;
   return total;
+}
+
+int64_t GenerationRun::completion_tokens(int index) const {
+  for (const Choice& c : choices_) {
+    if (c.index == index) return c.generated;
+  }
+  return 0;
 }
 
 void GenerationRun::CancelAll() {
@@ -71,6 +79,11 @@ bool GenerationRun::Next(ChoiceUpdate* out) {
   *out = ChoiceUpdate();
   TokenEvent ev;
   for (;;) {
+    if (client_gone_ && client_gone_()) {
+      client_left_ = true;
+      CancelAll();
+      return false;
+    }
     std::vector<size_t> open;
     for (size_t k = 0; k < choices_.size(); ++k) {
       const size_t i = (next_poll_ + k) % choices_.size();
@@ -116,6 +129,7 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
     c.cache_counted = true;
   }
   c.times = ev.times;
+  out->prompt_logprobs = ev.prompt_logprobs;
   // The engine stamps when the step ran; the handler may see the event later.
   const Clock::time_point now =
       ev.times.token_time.time_since_epoch().count() != 0 ? ev.times.token_time : Clock::now();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,12 +25,15 @@
 namespace cpm {
 
 using Clock = std::chrono::steady_clock;
+using ClientGoneFn = std::function<bool()>;
 
 // What one choice produced since the last update.
 struct ChoiceUpdate {
   int index = 0;
   std::string text;                      // new text (may be empty)
   std::vector<TokenLogprobs> logprobs;   // for the tokens of this step (when requested)
+  // The choice's first update, when prompt log-probs were requested: prompt tokens 1..n-1.
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;             // stop | length | abort
   std::optional<std::string> stop_string;  // stop_reason when a stop string ended it
@@ -55,13 +59,19 @@ class GenerationRun {
   void Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
              const std::vector<int32_t>& eos_ids);
 
-  // Waits for progress of any unfinished choice; false once every choice has finished.
+  // Waits for progress of any unfinished choice; false once every choice has finished, or
+  // once `client_gone` (see WatchClient) says the client left: then every choice is cancelled.
   bool Next(ChoiceUpdate* out);
+  // Checked while waiting for events (non-streaming replies).
+  void WatchClient(ClientGoneFn client_gone) { client_gone_ = std::move(client_gone); }
+  bool client_left() const { return client_left_; }
   // The client went away: cancels every unfinished choice (their blocks return at once).
   void CancelAll();
 
   // Generated tokens over all choices (stop tokens included, tokens after a stop string not).
   int64_t completion_tokens() const;
+  // Generated tokens of the choice with this index so far.
+  int64_t completion_tokens(int index) const;
   // Prompt tokens served from the prefix cache, over all choices.
   int64_t cached_tokens() const { return cached_tokens_; }
 
@@ -97,6 +107,8 @@ class GenerationRun {
   ResolvedSampling sampling_;
   std::vector<Choice> choices_;
   size_t next_poll_ = 0;
+  ClientGoneFn client_gone_;
+  bool client_left_ = false;
   int64_t cached_tokens_ = 0;
 };
 

@@ -10,10 +10,15 @@
 
 namespace cpm {
 
+// `client_gone` (optional) tells a non-streaming reply that its client hung up, so that the
+// generation is cancelled instead of finished for nobody (streams notice failed writes).
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
-                                Clock::time_point arrival);
+                                Clock::time_point arrival,
+                                const ClientGoneFn& client_gone = nullptr);
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
-                            Clock::time_point arrival);
+                            Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr);
+// The reply of a non-streaming request whose client is gone (nobody reads it; logs do).
+HttpReply ClientGoneReply();
 HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body);
 HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body);
 HttpReply HandleModels(const ServerContext& ctx);

@@ -15,7 +15,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Answers every request with the same scripted tokens (one event each), then EOS; records
-// what was submitted and cancelled.
+// what was submitted and cancelled. Prompt log-probs, when asked for, are -1 - position with
+// rank 2, on the first event (a max_tokens 0 request gets one finished event with them).
 class FakeEngine : public EngineClient {
  public:
   std::vector<int32_t> script;
@@ -29,9 +30,24 @@ class FakeEngine : public EngineClient {
     std::vector<int32_t> out(script.begin(), script.end());
     out.push_back(eos);
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(out.size()), r.max_tokens);
+    std::vector<TokenLogprobs> prompt_lps;
+    for (size_t p = 1; r.prompt_logprobs >= 0 && p < r.prompt.size(); ++p) {
+      TokenLogprobs lp{r.prompt[p], -1.0f - static_cast<float>(p), {}, 2};
+      for (int k = 0; k < r.prompt_logprobs; ++k) lp.top.push_back({7 + k, -0.25f - k});
+      prompt_lps.push_back(lp);
+    }
+    if (n == 0) {
+      TokenEvent ev;
+      ev.finished = true;
+      ev.finish_reason = "length";
+      ev.num_prompt_tokens = static_cast<int64_t>(r.prompt.size());
+      ev.prompt_logprobs = prompt_lps;
+      s->Push(ev);
+    }
     for (int64_t i = 0; i < n; ++i) {
       TokenEvent ev;
       ev.tokens = {out[i]};
+      if (i == 0) ev.prompt_logprobs = prompt_lps;
       ev.num_prompt_tokens = static_cast<int64_t>(r.prompt.size());
       if (r.logprobs >= 0) {
         TokenLogprobs lp{out[i], -0.5f, {}};
@@ -61,7 +77,7 @@ class HandlersTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() /
            ("cpm_handlers_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    ASSERT_TRUE(WriteTinyTokenizer(dir_.string(), TinyTokenizerFamily::kSentencePieceBpe, nullptr).ok());
+    ASSERT_TRUE(WriteTinyTokenizer(dir_.string(), Family(), nullptr).ok());
     auto tok = Tokenizer::Load(dir_.string());
     ASSERT_TRUE(tok.ok()) << tok.status().message();
     tok_ = std::move(*tok);
@@ -78,6 +94,7 @@ class HandlersTest : public ::testing::Test {
     engine_.script = tok_->Encode("Hello world, this is fine.", false);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  virtual TinyTokenizerFamily Family() const { return TinyTokenizerFamily::kSentencePieceBpe; }
 
   Json Chat(const std::string& body, int* status = nullptr) {
     HttpReply r = HandleChatCompletions(ctx_, body, Clock::now());
@@ -315,6 +332,188 @@ TEST_F(HandlersTest, TokenizeDetokenizeModels) {
   EXPECT_EQ(j["data"][0]["owned_by"], "vllm");
   EXPECT_EQ(j["data"][0]["max_model_len"], 64);
   EXPECT_EQ(j["data"][0]["permission"][0]["object"], "model_permission");
+}
+
+// echo with logprobs: the prompt's tokens lead the logprobs (the first unscored), as vLLM.
+TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
+  HttpReply r = HandleCompletions(
+      ctx_, R"({"prompt":[1,5,6],"max_tokens":2,"logprobs":1,"echo":true})", Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  const Json& c = j["choices"][0];
+  const Json& lp = c["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u);  // 3 prompt + 2 generated
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"][1].get<double>(), -2.0);
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"][2].get<double>(), -3.0);
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"][3].get<double>(), -0.5);  // the first generated
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  std::string joined;
+  for (const Json& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(lp["text_offset"][4].get<int64_t>(), static_cast<int64_t>(
+      joined.size() - lp["tokens"][4].get<std::string>().size()));
+  ASSERT_EQ(engine_.submitted.size(), 1u);
+  EXPECT_EQ(engine_.submitted[0].prompt_logprobs, 1);
+  // prompt_logprobs in vLLM's shape: null, then {id: {logprob, rank, decoded_token}}.
+  ASSERT_EQ(c["prompt_logprobs"].size(), 3u);
+  EXPECT_TRUE(c["prompt_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(c["prompt_logprobs"][1]["5"]["logprob"].get<double>(), -2.0);
+  EXPECT_EQ(c["prompt_logprobs"][1]["5"]["rank"], 2);
+  EXPECT_EQ(c["prompt_logprobs"][1]["7"]["rank"], 1);
+
+  // Echo without generation: max_tokens 0 returns the prompt and its log-probs only.
+  r = HandleCompletions(ctx_, R"({"prompt":"Hello world","max_tokens":0,"logprobs":0,"echo":true})",
+                        Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = Json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(),
+            tok_->Encode("Hello world", true).size());
+  // Without echo max_tokens must still be at least 1.
+  r = HandleCompletions(ctx_, R"({"prompt":"Hi","max_tokens":0})", Clock::now());
+  EXPECT_EQ(r.status, 400);
+
+  // Streamed: the first chunk carries the echoed prompt and its log-probs.
+  bool done = false;
+  auto events = Events(Drain(HandleCompletions(
+      ctx_, R"({"prompt":[1,5,6],"max_tokens":2,"logprobs":0,"echo":true,"stream":true})",
+      Clock::now())), &done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0]["choices"][0]["logprobs"]["tokens"].size(), 4u);  // prompt + first
+  EXPECT_TRUE(events[0]["choices"][0]["logprobs"]["token_logprobs"][0].is_null());
+}
+
+TEST_F(HandlersTest, ChatPromptLogprobs) {
+  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"prompt_logprobs":2})");
+  ASSERT_TRUE(r["prompt_logprobs"].is_array()) << r.dump();
+  const size_t n = engine_.submitted.back().prompt.size();
+  ASSERT_EQ(r["prompt_logprobs"].size(), n);
+  EXPECT_TRUE(r["prompt_logprobs"][0].is_null());
+  EXPECT_EQ(r["prompt_logprobs"][1].size(), 3u);  // the token and the top 2
+  int status = 0;
+  r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"prompt_logprobs":2,"stream":true})",
+           &status);
+  EXPECT_EQ(status, 400);
+  r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"prompt_logprobs":21})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("greater than max allowed: 20"),
+            std::string::npos);
+}
+
+// continuous_usage_stats: every chunk carries its choice's running usage.
+TEST_F(HandlersTest, ContinuousUsageStats) {
+  bool done = false;
+  auto events = Events(Drain(HandleChatCompletions(
+      ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true,
+               "stream_options":{"include_usage":true,"continuous_usage_stats":true}})",
+      Clock::now())), &done);
+  ASSERT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  int64_t last = -1;
+  for (const Json& e : events) {
+    ASSERT_TRUE(e.contains("usage")) << e.dump();
+    const int64_t c = e["usage"]["completion_tokens"];
+    EXPECT_GE(c, last);
+    last = c;
+    EXPECT_EQ(e["usage"]["total_tokens"], e["usage"]["prompt_tokens"].get<int64_t>() + c);
+  }
+  EXPECT_EQ(events.front()["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(last, 4);
+  // Without include_usage it has no effect.
+  events = Events(Drain(HandleCompletions(
+      ctx_, R"({"prompt":"Hi","max_tokens":2,"stream":true,
+               "stream_options":{"continuous_usage_stats":true}})", Clock::now())), &done);
+  for (const Json& e : events) EXPECT_FALSE(e.contains("usage"));
+}
+
+// --reasoning-parser minicpmv over MiniCPM-V-4.6's tokenizer and chat template: the model's
+// scripted output is split as vLLM's parser splits it, the same way streamed and not.
+class ReasoningHandlersTest : public HandlersTest {
+ protected:
+  void SetUp() override {
+    HandlersTest::SetUp();
+    const int32_t im_end = *tok_->TokenToId("<|im_end|>");
+    engine_.eos = im_end;
+    ctx_.eos_ids = {im_end};
+    ctx_.max_model_len = 512;
+    ctx_.reasoning_parser = "minicpmv";
+    // A literal backslash-n as the model sometimes writes it, then the end of its thinking.
+    engine_.script = tok_->Encode("Two plus two.\\nSo 4.\n</think>\n\nIt is 4.", false);
+  }
+  TinyTokenizerFamily Family() const override { return TinyTokenizerFamily::kByteLevelBpe; }
+
+  static std::string Body(bool thinking, bool stream) {
+    Json b = {{"messages", {{{"role", "user"}, {"content", "2+2?"}}}},
+              {"max_tokens", 100},
+              {"stream", stream}};
+    if (thinking) b["chat_template_kwargs"] = {{"enable_thinking", true}};
+    return b.dump();
+  }
+  // Streams a request; returns the concatenated reasoning and content deltas.
+  std::pair<std::string, std::string> StreamedSplit(bool thinking) {
+    bool done = false;
+    std::string reasoning, content;
+    for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, Body(thinking, true),
+                                                            Clock::now())), &done)) {
+      if (!e.contains("choices") || e["choices"].empty()) continue;
+      const Json& d = e["choices"][0]["delta"];
+      if (d.contains("reasoning")) {
+        EXPECT_EQ(d["reasoning"], d["reasoning_content"]);
+        reasoning += d["reasoning"].get<std::string>();
+      }
+      if (d.contains("content")) content += d["content"].get<std::string>();
+    }
+    EXPECT_TRUE(done);
+    return {reasoning, content};
+  }
+};
+
+TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
+  int status = 0;
+  Json r = Chat(Body(true, false), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const Json& m = r["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning"], "Two plus two.\nSo 4.\n");
+  EXPECT_EQ(m["reasoning_content"], m["reasoning"]);
+  EXPECT_EQ(m["content"], "\n\nIt is 4.");
+  // The prompt ends inside <think>: that is what put the parser in reasoning.
+  const std::string prompt = tok_->Decode(engine_.submitted.back().prompt, false);
+  EXPECT_EQ(prompt.substr(prompt.size() - 8), "<think>\n");
+  EXPECT_EQ(StreamedSplit(true), std::make_pair(std::string("Two plus two.\nSo 4.\n"),
+                                                std::string("\n\nIt is 4.")));
+}
+
+TEST_F(ReasoningHandlersTest, ThinkingOffKeepsEverythingAsContent) {
+  Json r = Chat(Body(false, false));
+  const Json& m = r["choices"][0]["message"];
+  EXPECT_TRUE(m["reasoning"].is_null());
+  EXPECT_TRUE(m["reasoning_content"].is_null());
+  // The dangling </think> is dropped; the escaped newline recovered.
+  EXPECT_EQ(m["content"], "Two plus two.\nSo 4.\n\n\nIt is 4.");
+  EXPECT_EQ(StreamedSplit(false),
+            std::make_pair(std::string(), std::string("Two plus two.\nSo 4.\n\n\nIt is 4.")));
+}
+
+TEST_F(ReasoningHandlersTest, CutOffWhileThinkingHasNoContent) {
+  Json b = Json::parse(Body(true, false));
+  b["max_tokens"] = 3;
+  Json r = Chat(b.dump());
+  const Json& m = r["choices"][0]["message"];
+  EXPECT_TRUE(m["content"].is_null()) << r.dump();
+  EXPECT_EQ(m["reasoning"], tok_->Decode(std::vector<int32_t>(engine_.script.begin(),
+                                                              engine_.script.begin() + 3),
+                                         true));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {
+  ctx_.reasoning_parser.clear();
+  Json r = Chat(Body(true, false));
+  const Json& m = r["choices"][0]["message"];
+  EXPECT_FALSE(m.contains("reasoning"));
+  EXPECT_EQ(m["content"], "Two plus two.\\nSo 4.\n</think>\n\nIt is 4.");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "server/auth.h"
+#include "server/client_probe.h"
 #include "server/handlers.h"
 
 namespace cpm {
@@ -34,6 +35,13 @@ void Apply(HttpReply reply, httplib::Response& res) {
         sink.done();
         return true;
       });
+}
+
+// The client-gone check of a non-streaming generation request.
+ClientGoneFn ProbeFor(const httplib::Request& req) {
+  auto probe = std::make_shared<ClientProbe>(req.remote_addr, req.remote_port, req.local_addr,
+                                             req.local_port);
+  return [probe] { return probe->Gone(); };
 }
 
 HttpReply Loading() {
@@ -154,12 +162,12 @@ void HttpServer::InstallRoutes() {
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
-    Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival) : Loading(), res);
+    Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
-    Apply(ctx ? HandleCompletions(*ctx, req.body, arrival) : Loading(), res);
+    Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
   });
   s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();

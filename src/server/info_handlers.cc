@@ -130,6 +130,14 @@ HttpReply HandleModels(const ServerContext& ctx) {
   return HttpReply::Json(r);
 }
 
+HttpReply ClientGoneReply() {
+  ApiError e;
+  e.status = 499;  // nginx's "client closed request"
+  e.type = "ClientClosedRequest";
+  e.message = "the client closed the connection; the request was cancelled";
+  return HttpReply::Error(e);
+}
+
 HttpReply HandleVersion() { return HttpReply::Json(Json{{"version", CPM_VERSION}}); }
 
 }  // namespace cpm

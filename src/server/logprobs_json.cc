@@ -50,6 +50,36 @@ Json ChatLogprobEntries(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
   return out;
 }
 
+Json PromptLogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprobs>& lps, int top) {
+  Json out = Json::array({nullptr});
+  for (const TokenLogprobs& lp : lps) {
+    auto entry = [&](int32_t id, float logprob, int64_t rank) {
+      Json e;
+      e["logprob"] = ClampLogprob(logprob);
+      e["rank"] = rank;
+      e["decoded_token"] = tok.TokenBytes(id);
+      return e;
+    };
+    Json m = Json::object();
+    m[std::to_string(lp.token)] = entry(lp.token, lp.logprob, lp.rank);
+    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
+      const std::string key = std::to_string(lp.top[k].first);
+      if (!m.contains(key)) m[key] = entry(lp.top[k].first, lp.top[k].second, k + 1);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void CompletionLogprobs::AppendUnscored(int32_t token) {
+  const std::string text = tok_.TokenBytes(token);
+  tokens_.push_back(text);
+  token_logprobs_.push_back(nullptr);
+  top_logprobs_.push_back(nullptr);
+  text_offset_.push_back(offset_);
+  offset_ += CodePoints(text);
+}
+
 void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
   for (const TokenLogprobs& lp : lps) {
     const std::string text = tok_.TokenBytes(lp.token);

@@ -20,15 +20,25 @@ double ClampLogprob(float lp);
 nlohmann::ordered_json ChatLogprobEntries(const Tokenizer& tok,
                                           const std::vector<TokenLogprobs>& lps, int top);
 
+// vLLM's prompt_logprobs list: null for the first prompt token, then per token a map from
+// token id (as a string) to {logprob, rank, decoded_token}: the prompt token itself and the
+// top `top`. Null when `lps` is absent (not requested).
+nlohmann::ordered_json PromptLogprobsJson(const Tokenizer& tok,
+                                          const std::vector<TokenLogprobs>& lps, int top);
+
 // Completions' logprobs object, built up step by step.
 class CompletionLogprobs {
  public:
   CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset)
       : tok_(tok), top_(top), offset_(initial_offset) {}
   void Append(const std::vector<TokenLogprobs>& lps);
+  // A token without a score (an echoed first prompt token): null logprob and top_logprobs.
+  void AppendUnscored(int32_t token);
   nlohmann::ordered_json ToJson() const;
   // The part added since the last call (for streaming chunks).
   nlohmann::ordered_json TakeDelta();
+  bool empty() const { return tokens_.empty(); }
+  bool has_delta() const { return tokens_.size() > taken_; }
 
  private:
   const Tokenizer& tok_;

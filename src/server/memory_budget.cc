@@ -44,9 +44,9 @@ StatusOr<KvBudget> PlanKvBudget(const KvBudgetInput& in) {
   const int64_t block_tokens = std::max<int64_t>(in.block_size, 1);
   const int64_t per_block = std::max<int64_t>(in.kv_bytes_per_block, 1);
   if (in.kv_cache_memory_bytes) {
-    // vLLM skips profiling entirely: the user's number is the KV cache.
-    b.kv_bytes = *in.kv_cache_memory_bytes;
-    b.requested_bytes = in.weight_bytes + in.activation_bytes + b.kv_bytes;
+    // vLLM skips profiling entirely: the user's number is the cache (KV blocks and states).
+    b.kv_bytes = *in.kv_cache_memory_bytes - in.state_bytes;
+    b.requested_bytes = in.weight_bytes + in.activation_bytes + *in.kv_cache_memory_bytes;
   } else {
     b.requested_bytes = static_cast<int64_t>(static_cast<double>(in.memory.total_bytes) *
                                              in.utilization);
@@ -64,14 +64,14 @@ StatusOr<KvBudget> PlanKvBudget(const KvBudgetInput& in) {
                                                in.utilization);
       b.fell_back_to_available = true;
     }
-    b.kv_bytes = b.requested_bytes - in.weight_bytes - in.activation_bytes;
+    b.kv_bytes = b.requested_bytes - in.weight_bytes - in.activation_bytes - in.state_bytes;
     if (b.kv_bytes <= 0) {
       return InvalidArgument(
           "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
           "when initializing the engine.");
     }
   }
-  b.num_blocks = b.kv_bytes / per_block;
+  b.num_blocks = std::max<int64_t>(b.kv_bytes, 0) / per_block;
   if (b.num_blocks <= 0) {
     return InvalidArgument(
         "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "

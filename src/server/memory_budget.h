@@ -32,11 +32,14 @@ struct KvBudgetInput {
   int64_t max_model_len = 0;          // -1: choose the largest that fits (capped by derived)
   int64_t derived_max_model_len = 0;  // from config.json
   int64_t max_num_seqs = 1;
+  // Hybrid models: the recurrent-state slots (one per running sequence), taken out of the
+  // cache memory before it is cut into KV blocks, as vLLM does for mamba-style layers.
+  int64_t state_bytes = 0;
 };
 
 struct KvBudget {
   int64_t requested_bytes = 0;  // the memory this instance may use
-  int64_t kv_bytes = 0;         // available KV cache memory
+  int64_t kv_bytes = 0;         // available KV cache memory (state slots excluded)
   int64_t num_blocks = 0;
   int64_t num_tokens = 0;       // num_blocks * block_size
   int64_t max_model_len = 0;    // resolved (auto)

@@ -38,6 +38,7 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.StringOrList("stop", &f->stop));
   CPM_TRY(r.IntList("stop_token_ids", &f->stop_token_ids));
   CPM_TRY(r.Int("min_tokens", &f->min_tokens));
+  CPM_TRY(r.OptInt("prompt_logprobs", &f->prompt_logprobs));
   CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
   CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));
   CPM_TRY(r.Bool("skip_special_tokens", &f->skip_special_tokens));

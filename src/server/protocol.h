@@ -42,6 +42,7 @@ struct SamplingFields {
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage
   bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats
+  std::optional<int64_t> prompt_logprobs;  // vLLM extra: per prompt token, with top-k
 };
 
 struct ChatCompletionRequest {

@@ -105,6 +105,21 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
         kMaxLogprobs));
   }
   r.logprobs = static_cast<int32_t>(logprobs);
+  if (f.prompt_logprobs) {
+    if (f.stream) {
+      return InvalidArgument("`prompt_logprobs` are not available when `stream=True`.");
+    }
+    if (*f.prompt_logprobs < 0) {
+      return InvalidArgument(
+          fmt::format("prompt_logprobs must be non-negative, got {}.", *f.prompt_logprobs));
+    }
+    if (*f.prompt_logprobs > kMaxLogprobs) {
+      return InvalidArgument(fmt::format(
+          "Requested prompt logprobs of {}, which is greater than max allowed: {}",
+          *f.prompt_logprobs, kMaxLogprobs));
+    }
+    r.prompt_logprobs = static_cast<int32_t>(*f.prompt_logprobs);
+  }
   return r;
 }
 

@@ -29,6 +29,7 @@ struct ResolvedSampling {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token and the top k
+  int32_t prompt_logprobs = -1;  // -1: none; k >= 0: each prompt token's and the top k
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "server/reasoning_parser.h"
+
 namespace cpm {
 
 StatusOr<int64_t> ParseMaxModelLen(const std::string& text) {
@@ -67,6 +69,9 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (c.threads < 0) return InvalidArgument("--threads must be >= 0");
   if (c.generation_config.empty()) {
     return InvalidArgument("--generation-config: give auto, vllm or a folder");
+  }
+  if (Status s = ValidateReasoningParserName(c.reasoning_parser); !s.ok()) {
+    return s.WithPrefix("--reasoning-parser");
   }
   if (!c.default_chat_template_kwargs_json.empty()) {
     const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);

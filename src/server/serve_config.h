@@ -36,7 +36,7 @@ struct ServeConfig {
   int tensor_parallel_size = 1;
   int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
   int64_t block_size = 16;
-  std::string reasoning_parser;       // stored; parsers arrive with MiniCPM-V (later issue)
+  std::string reasoning_parser;       // "": the model's default; "none": off
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";

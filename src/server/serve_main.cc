@@ -25,12 +25,16 @@
 #include "server/http_server.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
+#include "server/reasoning_parser.h"
 #include "server/server_context.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cpm {
 
 namespace {
+
+// Sequences the engine runs at once (each needs a token of the step budget).
+int64_t EngineSeqs(const ServeConfig& c) { return std::min(c.max_num_seqs, c.max_num_batched_tokens); }
 
 int Fail(const std::string& message) {
   // One line on stderr, whatever the log level.
@@ -177,6 +181,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   }
 
   LoadOptions lo;
+  lo.show_progress = true;
   lo.model_dir = c.model_dir;
   lo.max_model_len = c.max_model_len > 0 ? c.max_model_len : 0;
   lo.threads = c.threads;
@@ -211,12 +216,19 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   in.max_model_len = c.max_model_len;
   in.derived_max_model_len = derived;
   in.max_num_seqs = c.max_num_seqs;
+  const int64_t num_state_slots = info.state_slot_bytes > 0 ? EngineSeqs(c) : 0;
+  in.state_bytes = num_state_slots * info.state_slot_bytes;
   CPM_ASSIGN_OR_RETURN(KvBudget budget, PlanKvBudget(in));
   if (budget.fell_back_to_available) {
     CPM_LOG_WARN("Only {:.2f} GiB of {:.2f} GiB host memory is available; sizing for {:.2f} GiB "
                  "(pass --gpu-memory-utilization or --kv-cache-memory-bytes to choose)",
                  ToGiB(memory.available_bytes), ToGiB(memory.total_bytes),
                  ToGiB(budget.requested_bytes));
+  }
+  if (num_state_slots > 0) {
+    CPM_LOG_INFO("Linear-attention state: {} slots of {:.2f} MiB ({:.2f} GiB), one per running "
+                 "sequence", num_state_slots, info.state_slot_bytes / (1024.0 * 1024.0),
+                 ToGiB(in.state_bytes));
   }
   CPM_LOG_INFO("Available KV cache memory: {:.2f} GiB", ToGiB(budget.kv_bytes));
   if (budget.capped) {
@@ -230,12 +242,12 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   CPM_LOG_INFO("Using max model len {}", budget.max_model_len);
 
   EngineConfig ec;
-  ec.max_num_seqs = std::min(c.max_num_seqs, c.max_num_batched_tokens);
+  ec.max_num_seqs = EngineSeqs(c);
   ec.max_num_batched_tokens = c.max_num_batched_tokens;
   ec.max_model_len = budget.max_model_len;
   ec.block_size = c.block_size;
   ec.num_kv_blocks = budget.num_blocks;
-  ec.num_state_slots = info.state_slot_bytes > 0 ? ec.max_num_seqs : 0;
+  ec.num_state_slots = num_state_slots;
   ec.enable_prefix_caching = c.enable_prefix_caching;
   ec.seed = c.seed;
   CPM_LOG_INFO("Chunked prefill is enabled with max_num_batched_tokens={}.",
@@ -260,7 +272,15 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   out->metrics = std::make_unique<ServerMetrics>(ctx.served_name(), budget.max_model_len);
   ctx.engine = out->client.get();
   ctx.metrics = out->metrics.get();
+  // vLLM needs --reasoning-parser spelled out; MiniCPM-V-4.6 gets its parser by default here
+  // ("--reasoning-parser none" turns it off), since its answers carry <think> blocks.
   ctx.reasoning_parser = c.reasoning_parser;
+  if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);
+  if (ctx.reasoning_parser == "none") ctx.reasoning_parser.clear();
+  if (!ctx.reasoning_parser.empty()) {
+    CPM_LOG_INFO("Reasoning parser: {}{}", ctx.reasoning_parser,
+                 c.reasoning_parser.empty() ? " (the model's default)" : "");
+  }
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
@@ -291,10 +311,6 @@ int RunServe(const ServeConfig& config) {
   }
   if (c.enforce_eager) CPM_LOG_INFO("--enforce-eager: the CPU backend always runs eagerly");
   if (c.trust_remote_code) CPM_LOG_INFO("--trust-remote-code: accepted (no remote code runs)");
-  if (!c.reasoning_parser.empty()) {
-    CPM_LOG_WARN("--reasoning-parser {}: stored; reasoning is not split out for this model yet",
-                 c.reasoning_parser);
-  }
   auto memory = ReadHostMemory();
   if (!memory.ok()) return Fail(memory.status().message());
 

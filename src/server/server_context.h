@@ -33,7 +33,7 @@ struct ServerContext {
   std::vector<int32_t> eos_ids;
   EngineClient* engine = nullptr;
   ServerMetrics* metrics = nullptr;
-  std::string reasoning_parser;  // hook: a parser splits `reasoning` out of the content
+  std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
   mutable std::atomic<uint64_t> next_request{0};

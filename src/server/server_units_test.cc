@@ -73,6 +73,25 @@ TEST(MemoryBudget, ExplicitBytesWin) {
   EXPECT_EQ(b->num_blocks, 300);
 }
 
+TEST(MemoryBudget, StateSlotsComeOutOfTheCacheMemory) {
+  KvBudgetInput in = Input();
+  in.kv_cache_memory_bytes = int64_t{300} << 20;
+  in.state_bytes = int64_t{40} << 20;  // e.g. 8 slots of 5 MiB
+  auto b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->num_blocks, 260);
+  EXPECT_EQ(b->kv_bytes, int64_t{260} << 20);
+  in = Input();
+  in.state_bytes = int64_t{1} << 30;
+  b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  const int64_t requested = static_cast<int64_t>((int64_t{16} << 30) * 0.9);
+  EXPECT_EQ(b->num_blocks, (requested - (int64_t{3} << 30)) >> 20);
+  in.state_bytes = int64_t{13} << 30;  // states alone exceed the budget
+  EXPECT_NE(PlanKvBudget(in).status().message().find("No available memory for the cache blocks"),
+            std::string::npos);
+}
+
 TEST(MemoryBudget, VllmErrors) {
   KvBudgetInput in = Input();
   in.memory.available_bytes = int64_t{4} << 30;

@@ -2,6 +2,9 @@
 // tiny model: every endpoint, SSE framing, vLLM's errors, batching invariance, prefix-cache
 // hits, seeds and disconnects.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -325,6 +328,37 @@ TEST_F(ServerE2E, DisconnectMidStreamFreesBlocks) {
   EXPECT_EQ(running, 0);
   EXPECT_EQ(usage, 0);
   EXPECT_EQ(aborted, aborted0 + 1);
+}
+
+// A non-streaming request whose client hangs up right after sending it: the server notices
+// the closed connection while waiting for the engine and cancels the generation.
+TEST_F(ServerE2E, DisconnectBeforeANonStreamingReplyCancelsIt) {
+  const double aborted0 =
+      e2e::Metric(Metrics(), "vllm:request_success_total", "finished_reason=\"abort\"");
+  const std::string body = Json{{"messages", {{{"role", "user"}, {"content", "go on"}}}},
+                                {"max_tokens", 200}, {"n", 4}, {"ignore_eos", true}}.dump();
+  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  close(fd);
+  double running = -1, aborted = -1;
+  for (int i = 0; i < 200; ++i) {
+    const std::string m = Metrics();
+    running = e2e::Metric(m, "vllm:num_requests_running");
+    aborted = e2e::Metric(m, "vllm:request_success_total", "finished_reason=\"abort\"");
+    if (running == 0 && aborted >= aborted0 + 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(aborted, aborted0 + 4);  // all four choices
 }
 
 TEST_F(ServerE2E, MetricsExposition) {

@@ -1,0 +1,160 @@
+#include "server/reasoning_parser.h"
+
+#include <array>
+
+#include "server/escaped_newline_normalizer.h"
+
+namespace cpm {
+namespace {
+
+constexpr std::string_view kThinkStart = "<think>";
+constexpr std::string_view kThinkEnd = "</think>";
+constexpr std::string_view kToolCall = "<tool_call>";
+// Markers that never reach the client.
+constexpr std::array<std::string_view, 9> kSwallowed = {
+    "<|im_end|>",       "<reserved_12>",    "<reserved_13>",    "<reserved_14>",
+    "<reserved_15>",    "<|reserved_12|>",  "<|reserved_13|>",  "<|reserved_14|>",
+    "<|reserved_15|>"};
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+class MiniCpmvParser final : public ReasoningParser {
+ public:
+  explicit MiniCpmvParser(bool thinking)
+      : thinking_(thinking), reasoning_(thinking), saw_reasoning_(thinking) {}
+
+  ReasoningDelta Feed(std::string_view chunk, bool final) override {
+    const std::string text = pending_ + std::string(chunk);
+    pending_.clear();
+    std::string reasoning, content;
+    bool content_started = false;  // this call produced content: reasoning is over
+    size_t i = 0;
+    while (i < text.size()) {
+      const std::string_view rest = std::string_view(text).substr(i);
+      if (text[i] != '<') {
+        // Copy up to the next possible marker in one go.
+        const size_t next = text.find('<', i + 1);
+        const size_t end = next == std::string::npos ? text.size() : next;
+        Emit(std::string_view(text).substr(i, end - i), &reasoning, &content, &content_started);
+        i = end;
+        continue;
+      }
+      if (!final && MayBecomeMarker(rest)) {
+        pending_ = std::string(rest);
+        break;
+      }
+      i += Marker(rest, &reasoning, &content, &content_started);
+    }
+    ReasoningDelta d;
+    // The reasoning stream ends once content has begun (or at the end of the output), so a
+    // half escape at its end is flushed rather than held for text that will never come.
+    d.reasoning = reasoning_norm_.Feed(reasoning, final || content_started || !reasoning_);
+    d.content = content_norm_.Feed(content, final);
+    return d;
+  }
+
+  bool saw_reasoning() const override { return saw_reasoning_; }
+
+ private:
+  void Emit(std::string_view s, std::string* reasoning, std::string* content,
+            bool* content_started) {
+    if (!reasoning_) {
+      content->append(s);
+      *content_started = *content_started || !s.empty();
+    } else if (thinking_) {
+      reasoning->append(s);
+    }  // else: inside a <think> span of a non-thinking answer, hidden
+  }
+
+  // True if `rest` (starting with '<') is a proper prefix of a marker this state reacts to.
+  static bool MayBecomeMarker(std::string_view rest) {
+    auto proper_prefix = [&](std::string_view m) {
+      return rest.size() < m.size() && StartsWith(m, rest);
+    };
+    if (proper_prefix(kThinkStart) || proper_prefix(kThinkEnd) || proper_prefix(kToolCall)) {
+      return true;
+    }
+    for (std::string_view m : kSwallowed) {
+      if (proper_prefix(m)) return true;
+    }
+    return false;
+  }
+
+  // Acts on the marker at the start of `rest` (or copies its '<' as text); returns the number
+  // of characters consumed.
+  size_t Marker(std::string_view rest, std::string* reasoning, std::string* content,
+                bool* content_started) {
+    for (std::string_view m : kSwallowed) {
+      if (StartsWith(rest, m)) return m.size();
+    }
+    if (StartsWith(rest, kThinkEnd)) {
+      if (reasoning_) saw_reasoning_ = true;
+      reasoning_ = false;  // ends reasoning; a duplicate in content is dropped
+      return kThinkEnd.size();
+    }
+    if (StartsWith(rest, kThinkStart)) {
+      if (reasoning_) return kThinkStart.size();  // stray <think> while reasoning
+      if (!thinking_) {                          // a hidden span starts
+        reasoning_ = true;
+        saw_reasoning_ = true;
+        return kThinkStart.size();
+      }
+      // Thinking mode, after </think>: no transition in the grammar, so it is plain text.
+    } else if (thinking_ && reasoning_ && StartsWith(rest, kToolCall)) {
+      reasoning_ = false;  // a tool call ends reasoning implicitly; the call itself is content
+      Emit(kToolCall, reasoning, content, content_started);
+      return kToolCall.size();
+    }
+    Emit(rest.substr(0, 1), reasoning, content, content_started);
+    return 1;
+  }
+
+  const bool thinking_;   // the output starts inside <think>
+  bool reasoning_;        // current state: inside reasoning (hidden when !thinking_)
+  bool saw_reasoning_;
+  std::string pending_;   // a held-back '<…' that may become a marker
+  EscapedNewlineNormalizer reasoning_norm_, content_norm_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& ReasoningParserNames() {
+  static const std::vector<std::string> names = {"minicpmv"};
+  return names;
+}
+
+Status ValidateReasoningParserName(const std::string& name) {
+  if (name.empty() || name == "none") return OkStatus();
+  for (const std::string& n : ReasoningParserNames()) {
+    if (n == name) return OkStatus();
+  }
+  std::string choices;
+  for (const std::string& n : ReasoningParserNames()) choices += (choices.empty() ? "" : ", ") + n;
+  return InvalidArgument("invalid reasoning parser: " + name + " (chose from { " + choices +
+                              " })");
+}
+
+std::string DefaultReasoningParser(const std::string& architecture) {
+  return architecture == "MiniCPMV4_6ForConditionalGeneration" ? "minicpmv" : "";
+}
+
+std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
+                                                     bool opens_in_reasoning) {
+  if (name == "minicpmv") return std::make_unique<MiniCpmvParser>(opens_in_reasoning);
+  return nullptr;
+}
+
+bool PromptOpensReasoning(std::string_view prompt) {
+  const size_t start = prompt.rfind(kThinkStart);
+  if (start == std::string_view::npos) return false;
+  const size_t end = prompt.rfind(kThinkEnd);
+  if (end != std::string_view::npos && end > start) return false;
+  for (char c : prompt.substr(start + kThinkStart.size())) {
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
+  }
+  return true;
+}
+
+}  // namespace cpm

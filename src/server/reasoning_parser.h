@@ -1,0 +1,59 @@
+// --reasoning-parser: splits a chat completion's generated text into `reasoning` (the model's
+// thinking) and `content` (the answer), incrementally for streams and in one go otherwise.
+//
+// "minicpmv" mirrors vLLM's MiniCPM-V parser (Qwen3's <think> grammar):
+//  - thinking (the prompt ends inside an open <think>): text up to the first </think> is
+//    reasoning, the rest content; a stray <think> while reasoning is dropped, a second
+//    </think> after it too; <tool_call> also ends reasoning (and stays in the content, since
+//    tool calls are not parsed here).
+//  - not thinking: everything is content, except that a <think>…</think> span is removed, a
+//    dangling </think> dropped and an unterminated <think>… tail hidden.
+//  - in both: <|im_end|> and the reserved markers <reserved_12..15>, <|reserved_12..15|> are
+//    swallowed, and literal "\n" escapes are recovered separately in reasoning and content
+//    (EscapedNewlineNormalizer).
+// Unlike vLLM, whether the output starts in reasoning is read from the rendered prompt, not
+// only from chat_template_kwargs.enable_thinking: for MiniCPM-V-4.6's template the two agree,
+// and a template that opens <think> by default (the Thinking checkpoint) is handled too.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cpm {
+
+struct ReasoningDelta {
+  std::string reasoning;
+  std::string content;
+  bool empty() const { return reasoning.empty() && content.empty(); }
+};
+
+class ReasoningParser {
+ public:
+  virtual ~ReasoningParser() = default;
+  // Takes the next piece of generated text; returns what can be released (text that may be
+  // the start of a marker is held back). `final` (the last call) flushes everything.
+  virtual ReasoningDelta Feed(std::string_view text, bool final) = 0;
+  // True once any reasoning text or marker was seen (so an empty content means "none").
+  virtual bool saw_reasoning() const = 0;
+};
+
+// The parser names --reasoning-parser accepts ("none" turns a model's default off).
+const std::vector<std::string>& ReasoningParserNames();
+// OK for a known name or "" / "none"; else vLLM's "invalid reasoning parser" message.
+Status ValidateReasoningParserName(const std::string& name);
+// The parser a model gets when --reasoning-parser is not given ("" for none).
+std::string DefaultReasoningParser(const std::string& architecture);
+
+// A fresh parser for one choice. `opens_in_reasoning`: see PromptOpensReasoning.
+std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
+                                                     bool opens_in_reasoning);
+
+// True if the rendered prompt leaves the model inside a <think> block: its last <think> comes
+// after its last </think> and is followed by whitespace only.
+bool PromptOpensReasoning(std::string_view prompt_text);
+
+}  // namespace cpm

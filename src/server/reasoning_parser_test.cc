@@ -1,0 +1,166 @@
+// The reasoning parser and the escaped-newline normalizer: the behaviour of vLLM's minicpmv
+// parser on hand-written outputs, and streaming (every split point, and character by
+// character) always releasing exactly what the one-shot form gives.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/escaped_newline_normalizer.h"
+#include "server/reasoning_parser.h"
+
+namespace cpm {
+namespace {
+
+struct Split {
+  std::string reasoning, content;
+};
+
+// Feeds `pieces` in order (the last with final = true) and concatenates the deltas.
+Split RunParser(bool thinking, const std::vector<std::string>& pieces) {
+  auto p = MakeReasoningParser("minicpmv", thinking);
+  Split s;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ReasoningDelta d = p->Feed(pieces[i], i + 1 == pieces.size());
+    s.reasoning += d.reasoning;
+    s.content += d.content;
+  }
+  return s;
+}
+
+Split OneShot(bool thinking, const std::string& text) { return RunParser(thinking, {text}); }
+
+std::string Normalize(const std::vector<std::string>& pieces) {
+  EscapedNewlineNormalizer n;
+  std::string out;
+  for (size_t i = 0; i < pieces.size(); ++i) out += n.Feed(pieces[i], i + 1 == pieces.size());
+  return out;
+}
+
+// Texts that exercise every marker, escape and span, including their halves at the ends.
+const std::vector<std::string>& Corpus() {
+  static const std::vector<std::string> corpus = {
+      "plain answer",
+      "step one\\nstep two\n</think>\n\nThe answer\\r\\nis 4<|im_end|>",
+      "<think>stray</think>after</think>more",
+      "r<tool_call>\n<function=f>\n</function>\n</tool_call>",
+      "<think>hidden\\n</think>Answer\\n",
+      "Ans</think>wer<think>tail never closed",
+      "<|reserved_12|>a<reserved_15>b<reserved_16>c<|reserved_11|>",
+      "<b>bold</b> a < b <thinking> <",
+      "code: ```\nx = \"a\\nb\"\n``` then\\n `inline\\n` and $x\\ny$ $$y\\n$$ \\(p\\nq\\) \\[r\\ns\\]",
+      "double \\\\n stays, \\\\\\n too, \\t stays, lone \\",
+      "ends in half escape \\r\\",
+      "cost $5\\nand more",
+      "``",
+      "</think",
+      "<|im_end",
+  };
+  return corpus;
+}
+
+TEST(EscapedNewlineNormalizer, RecoversNewlinesOutsideProtectedSpans) {
+  EXPECT_EQ(RecoverEscapedNewlines("a\\nb"), "a\nb");
+  EXPECT_EQ(RecoverEscapedNewlines("a\\r\\nb\\rc"), "a\nb\nc");
+  EXPECT_EQ(RecoverEscapedNewlines("`a\\nb` c\\nd"), "`a\\nb` c\nd");
+  EXPECT_EQ(RecoverEscapedNewlines("```\nx\\ny\n```\\n"), "```\nx\\ny\n```\n");
+  EXPECT_EQ(RecoverEscapedNewlines("$a\\nb$ $$c\\nd$$\\n"), "$a\\nb$ $$c\\nd$$\n");
+  EXPECT_EQ(RecoverEscapedNewlines("\\(a\\nb\\) \\[c\\nd\\]\\n"), "\\(a\\nb\\) \\[c\\nd\\]\n");
+  EXPECT_EQ(RecoverEscapedNewlines("\\\\n \\t \\"), "\\\\n \\t \\");
+  // An unterminated span protects the rest of the text, as in vLLM.
+  EXPECT_EQ(RecoverEscapedNewlines("cost $5\\nmore"), "cost $5\\nmore");
+}
+
+TEST(EscapedNewlineNormalizer, EverySplitGivesTheOneShotResult) {
+  for (const std::string& text : Corpus()) {
+    const std::string whole = RecoverEscapedNewlines(text);
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      EXPECT_EQ(Normalize({text.substr(0, cut), text.substr(cut)}), whole) << text << " @" << cut;
+    }
+    std::vector<std::string> chars;
+    for (char c : text) chars.emplace_back(1, c);
+    chars.emplace_back();
+    EXPECT_EQ(Normalize(chars), whole) << text;
+  }
+}
+
+TEST(ReasoningParser, ThinkingSplitsAtTheFirstThinkEnd) {
+  Split s = OneShot(true, "step one\\nstep two\n</think>\n\nThe answer<|im_end|>");
+  EXPECT_EQ(s.reasoning, "step one\nstep two\n");
+  EXPECT_EQ(s.content, "\n\nThe answer");
+  // A stray <think> while reasoning and a second </think> are dropped.
+  s = OneShot(true, "<think>r</think>c</think>d");
+  EXPECT_EQ(s.reasoning, "r");
+  EXPECT_EQ(s.content, "cd");
+  // Cut off while thinking: all reasoning.
+  s = OneShot(true, "still thinking");
+  EXPECT_EQ(s.reasoning, "still thinking");
+  EXPECT_EQ(s.content, "");
+  // <tool_call> ends reasoning; the call stays in the content.
+  s = OneShot(true, "r<tool_call>x</tool_call>");
+  EXPECT_EQ(s.reasoning, "r");
+  EXPECT_EQ(s.content, "<tool_call>x</tool_call>");
+}
+
+TEST(ReasoningParser, NotThinkingHidesThinkSpans) {
+  Split s = OneShot(false, "<think>hidden</think>Answer");
+  EXPECT_EQ(s.reasoning, "");
+  EXPECT_EQ(s.content, "Answer");
+  EXPECT_EQ(OneShot(false, "Ans</think>wer").content, "Answer");
+  EXPECT_EQ(OneShot(false, "Answer<think>unterminated tail").content, "Answer");
+  EXPECT_EQ(OneShot(false, "<|reserved_12|>a<reserved_15>b<|im_end|>").content, "ab");
+  EXPECT_EQ(OneShot(false, "<b>x</b> a < b <thinking> <").content, "<b>x</b> a < b <thinking> <");
+  EXPECT_EQ(OneShot(false, "line\\nbreak").content, "line\nbreak");
+  auto p = MakeReasoningParser("minicpmv", false);
+  (void)p->Feed("plain", true);
+  EXPECT_FALSE(p->saw_reasoning());
+}
+
+TEST(ReasoningParser, EverySplitGivesTheOneShotResult) {
+  for (bool thinking : {false, true}) {
+    for (const std::string& text : Corpus()) {
+      const Split whole = OneShot(thinking, text);
+      for (size_t cut = 0; cut <= text.size(); ++cut) {
+        const Split s = RunParser(thinking, {text.substr(0, cut), text.substr(cut)});
+        EXPECT_EQ(s.reasoning, whole.reasoning) << thinking << " " << text << " @" << cut;
+        EXPECT_EQ(s.content, whole.content) << thinking << " " << text << " @" << cut;
+      }
+      std::vector<std::string> chars;
+      for (char c : text) chars.emplace_back(1, c);
+      chars.emplace_back();
+      const Split s = RunParser(thinking, chars);
+      EXPECT_EQ(s.reasoning, whole.reasoning) << text;
+      EXPECT_EQ(s.content, whole.content) << text;
+    }
+  }
+}
+
+TEST(ReasoningParser, HoldsBackOnlyWhatMayBeAMarker) {
+  auto p = MakeReasoningParser("minicpmv", true);
+  ReasoningDelta d = p->Feed("thinking </thi", false);
+  EXPECT_EQ(d.reasoning, "thinking ");
+  d = p->Feed("nk>answer", false);
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "answer");
+}
+
+TEST(ReasoningParser, PromptDecidesTheInitialState) {
+  EXPECT_TRUE(PromptOpensReasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n"));
+  EXPECT_FALSE(PromptOpensReasoning("<think>\nx"));
+}
+
+TEST(ReasoningParser, Names) {
+  EXPECT_TRUE(ValidateReasoningParserName("minicpmv").ok());
+  EXPECT_TRUE(ValidateReasoningParserName("none").ok());
+  EXPECT_TRUE(ValidateReasoningParserName("").ok());
+  Status s = ValidateReasoningParserName("bogus");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("invalid reasoning parser: bogus"), std::string::npos);
+  EXPECT_EQ(DefaultReasoningParser("MiniCPMV4_6ForConditionalGeneration"), "minicpmv");
+  EXPECT_EQ(DefaultReasoningParser("MiniCPMForCausalLM"), "");
+}
+
+}  // namespace
+}  // namespace cpm

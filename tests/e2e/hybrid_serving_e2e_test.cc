@@ -1,0 +1,158 @@
+// MiniCPM-V-4.6 text serving end to end: `cpmserve make-tiny --arch minicpmv4_6` (the real
+// chat template, the model's special tokens, the hybrid Qwen3.5 language model) served by
+// `cpmserve serve`, with the reasoning parser on by default. Thinking on and off through
+// chat_template_kwargs.enable_thinking; the split equals the minicpmv parser applied to what a
+// server without a parser returns for the same greedy request; streamed equals non-streamed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "e2e/e2e_util.h"
+#include "e2e/server_process.h"
+#include "server/reasoning_parser.h"
+
+namespace cpm {
+namespace {
+
+using e2e::Json;
+
+class HybridServingE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("cpm_e2e_hybrid_" + std::to_string(getpid()))).string());
+    const std::string cmd = std::string(CPM_CPMSERVE_BIN) + " make-tiny --arch minicpmv4_6 " +
+                            *dir_ + " --dtype float32 > /dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::vector<std::string> common = {"--host", "127.0.0.1", "--port", "0",
+                                             "--served-model-name", "minicpmv",
+                                             "--kv-cache-memory-bytes", "8M", "--max-num-seqs",
+                                             "8", "--threads", "2", "--max-model-len", "1024"};
+    parsed_ = new ServerProcess();
+    ASSERT_TRUE(parsed_->Start(CPM_CPMSERVE_BIN, *dir_, common));
+    raw_ = new ServerProcess();
+    std::vector<std::string> raw_args = common;
+    raw_args.insert(raw_args.end(), {"--reasoning-parser", "none"});
+    ASSERT_TRUE(raw_->Start(CPM_CPMSERVE_BIN, *dir_, raw_args));
+    ASSERT_TRUE(parsed_->WaitReady()) << parsed_->Log();
+    ASSERT_TRUE(raw_->WaitReady()) << raw_->Log();
+  }
+  static void TearDownTestSuite() {
+    for (ServerProcess* s : {parsed_, raw_}) {
+      if (s) {
+        EXPECT_EQ(s->Stop(SIGTERM), 0) << s->Log();
+      }
+      delete s;
+    }
+    parsed_ = raw_ = nullptr;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static Json Body(bool thinking, bool stream) {
+    Json b = {{"model", "minicpmv"},
+              {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}},
+              {"temperature", 0},
+              {"max_tokens", 24},
+              {"ignore_eos", true},
+              {"stream", stream}};
+    if (thinking) b["chat_template_kwargs"] = {{"enable_thinking", true}};
+    return b;
+  }
+  static Json Message(ServerProcess* s, bool thinking) {
+    auto r = e2e::Post(s->port(), "/v1/chat/completions", Body(thinking, false).dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    Json j = r.json();
+    return j.contains("choices") ? j["choices"][0]["message"] : Json();
+  }
+  static std::string Str(const Json& v) { return v.is_string() ? v.get<std::string>() : ""; }
+
+  static std::string* dir_;
+  static ServerProcess* parsed_;
+  static ServerProcess* raw_;
+};
+
+std::string* HybridServingE2E::dir_ = nullptr;
+ServerProcess* HybridServingE2E::parsed_ = nullptr;
+ServerProcess* HybridServingE2E::raw_ = nullptr;
+
+TEST_F(HybridServingE2E, StartsAsAHybridModelWithTheReasoningParser) {
+  const std::string log = parsed_->Log();
+  EXPECT_NE(log.find("Reasoning parser: minicpmv (the model's default)"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("disabling prefix caching"), std::string::npos) << log;
+  // One recurrent-state slot per running sequence, out of the cache memory.
+  EXPECT_NE(log.find("Linear-attention state: 8 slots of"), std::string::npos) << log;
+  EXPECT_EQ(raw_->Log().find("Reasoning parser"), std::string::npos);
+}
+
+TEST_F(HybridServingE2E, TemplateOpensThinkingOnlyWhenAskedTo) {
+  for (bool thinking : {false, true}) {
+    Json t = {{"model", "minicpmv"},
+              {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+              {"add_generation_prompt", true}};
+    if (thinking) t["chat_template_kwargs"] = {{"enable_thinking", true}};
+    auto r = e2e::Post(parsed_->port(), "/tokenize", t.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    Json ids = {{"model", "minicpmv"}, {"tokens", r.json()["tokens"]}};
+    auto d = e2e::Post(parsed_->port(), "/detokenize", ids.dump());
+    const std::string prompt = d.json()["prompt"];
+    const std::string tail = thinking ? "<|im_start|>assistant\n<think>\n"
+                                      : "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    ASSERT_GE(prompt.size(), tail.size());
+    EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail) << prompt;
+  }
+}
+
+TEST_F(HybridServingE2E, SplitEqualsTheParserOnTheRawOutput) {
+  for (bool thinking : {false, true}) {
+    const Json raw = Message(raw_, thinking);
+    ASSERT_TRUE(raw["content"].is_string()) << raw.dump();
+    EXPECT_FALSE(raw.contains("reasoning"));
+    auto parser = MakeReasoningParser("minicpmv", thinking);
+    const ReasoningDelta want = parser->Feed(raw["content"].get<std::string>(), true);
+    const Json m = Message(parsed_, thinking);
+    EXPECT_EQ(Str(m["reasoning"]), want.reasoning) << raw.dump();
+    EXPECT_EQ(m["reasoning_content"], m["reasoning"]);
+    EXPECT_EQ(Str(m["content"]), want.content) << raw.dump();
+    if (thinking) {
+      // A random model rarely writes </think>: its whole output is reasoning then.
+      EXPECT_FALSE(want.reasoning.empty());
+    } else {
+      EXPECT_TRUE(m["reasoning"].is_null());
+    }
+  }
+}
+
+TEST_F(HybridServingE2E, StreamedSplitEqualsTheWholeResponse) {
+  for (bool thinking : {false, true}) {
+    const Json m = Message(parsed_, thinking);
+    auto r = e2e::PostStream(parsed_->port(), "/v1/chat/completions", Body(thinking, true).dump());
+    ASSERT_EQ(r.status, 200);
+    std::string reasoning, content;
+    size_t pos = 0;
+    bool done = false;
+    while ((pos = r.body.find("data: ", pos)) != std::string::npos) {
+      const size_t end = r.body.find("\n\n", pos);
+      const std::string data = r.body.substr(pos + 6, end - pos - 6);
+      pos = end;
+      if (data == "[DONE]") {
+        done = true;
+        break;
+      }
+      Json c = Json::parse(data);
+      if (c["choices"].empty()) continue;
+      const Json& d = c["choices"][0]["delta"];
+      if (d.contains("reasoning")) reasoning += d["reasoning"].get<std::string>();
+      if (d.contains("content")) content += d["content"].get<std::string>();
+    }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(reasoning, Str(m["reasoning"]));
+    EXPECT_EQ(content, Str(m["content"]));
+  }
+}
+
+}  // namespace
+}  // namespace cpm
