@@ -241,15 +241,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                   ctx.tokenizer->vocab_size());
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
 
-  ChatPromptInput in;
-  in.messages = req->messages;
-  in.tools = req->tools;
-  in.documents = req->documents;
-  in.add_generation_prompt = req->add_generation_prompt;
-  in.continue_final_message = req->continue_final_message;
-  in.chat_template_kwargs = req->chat_template_kwargs;
-  in.request_chat_template = req->chat_template;
-  auto text = RenderChatPrompt(ctx, in);
+  auto text = RenderChatPrompt(ctx, req->chat);
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
@@ -269,8 +261,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
   job->arrival = arrival;
-  if (req->echo && req->continue_final_message) {
-    const Json& last = req->messages.back();
+  if (req->echo && req->chat.continue_final_message) {
+    const Json& last = req->chat.messages.back();
     auto c = last.find("content");
     if (c != last.end() && c->is_string()) job->echo_prefix = c->get<std::string>();
   }

@@ -48,8 +48,9 @@ StatusOr<Json> NormalizeMessages(const Json& messages) {
 
 }  // namespace
 
-StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx, const ChatPromptInput& in) {
-  if (in.request_chat_template) {
+StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
+                                       const protocol::ChatTemplateFields& in) {
+  if (in.chat_template) {
     return InvalidArgument(
         "Chat template is passed with request, but --trust-request-chat-template is not set. "
         "Refused request with untrusted chat template.");

@@ -10,20 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "server/protocol.h"
 #include "server/server_context.h"
 
 namespace cpm {
 
-struct ChatPromptInput {
-  nlohmann::ordered_json messages;
-  std::optional<nlohmann::ordered_json> tools;
-  std::optional<nlohmann::ordered_json> documents;
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
-  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
-  std::optional<std::string> request_chat_template;  // refused (untrusted)
-};
-
-StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx, const ChatPromptInput& in);
+StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
+                                       const protocol::ChatTemplateFields& in);
 
 }  // namespace cpm

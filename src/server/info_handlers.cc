@@ -51,14 +51,7 @@ HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
   if (Status s = ctx.CheckModel(req->model); !s.ok()) return HttpReply::Error(s);
   std::vector<int32_t> ids;
   if (req->is_chat) {
-    ChatPromptInput in;
-    in.messages = req->messages;
-    in.tools = req->tools;
-    in.add_generation_prompt = req->add_generation_prompt;
-    in.continue_final_message = req->continue_final_message;
-    in.chat_template_kwargs = req->chat_template_kwargs;
-    in.request_chat_template = req->chat_template;
-    auto text = RenderChatPrompt(ctx, in);
+    auto text = RenderChatPrompt(ctx, req->chat);
     if (!text.ok()) return HttpReply::Error(text.status());
     ids = ctx.tokenizer->Encode(*text, req->add_special_tokens.value_or(false));
   } else {

@@ -58,6 +58,33 @@ void ReportUnknown(const JsonReader& r, std::vector<std::string>* ignored) {
 
 }  // namespace
 
+namespace {
+
+// The chat-template fields; `messages` is required and must hold objects with a string role.
+Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields* f) {
+  r.Known("messages");
+  if (!r.Has("messages")) return TypeError("messages", "a valid list (field required)");
+  const Json& messages = j["messages"];
+  if (!messages.is_array()) return TypeError("messages", "a valid list");
+  for (const Json& m : messages) {
+    if (!m.is_object()) return TypeError("messages", "a list of message objects");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return TypeError("messages.role", "a valid string (field required)");
+    }
+  }
+  f->messages = messages;
+  CPM_TRY(r.Bool("add_generation_prompt", &f->add_generation_prompt));
+  CPM_TRY(r.Bool("continue_final_message", &f->continue_final_message));
+  CPM_TRY(r.Object("chat_template_kwargs", &f->chat_template_kwargs));
+  CPM_TRY(r.Any("tools", &f->tools));
+  CPM_TRY(r.Any("documents", &f->documents));
+  CPM_TRY(r.OptString("chat_template", &f->chat_template));
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
                                                            std::vector<std::string>* ignored) {
   CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
@@ -69,31 +96,11 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.OptInt("max_completion_tokens", &max_completion_tokens));
   // vLLM: max_completion_tokens wins; max_tokens is the deprecated spelling.
   req.sampling.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
-  if (!r.Has("messages")) {
-    r.Known("messages");
-    return TypeError("messages", "a valid list (field required)");
-  }
-  const Json& messages = j["messages"];
-  r.Known("messages");
-  if (!messages.is_array()) return TypeError("messages", "a valid list");
-  for (const Json& m : messages) {
-    if (!m.is_object()) return TypeError("messages", "a list of message objects");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) {
-      return TypeError("messages.role", "a valid string (field required)");
-    }
-  }
-  req.messages = messages;
+  CPM_TRY(ParseChatTemplateFields(r, j, &req.chat));
   CPM_TRY(r.Bool("logprobs", &req.logprobs));
   CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs));
-  CPM_TRY(r.Bool("add_generation_prompt", &req.add_generation_prompt));
-  CPM_TRY(r.Bool("continue_final_message", &req.continue_final_message));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
-  CPM_TRY(r.Object("chat_template_kwargs", &req.chat_template_kwargs));
-  CPM_TRY(r.Any("tools", &req.tools));
-  CPM_TRY(r.Any("documents", &req.documents));
-  CPM_TRY(r.OptString("chat_template", &req.chat_template));
   // tool_choice "none" (the default without tools) needs nothing from us.
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
@@ -174,20 +181,7 @@ StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
   CPM_TRY(r.Bool("return_token_strs", &req.return_token_strs));
   if (r.Has("messages")) {
     req.is_chat = true;
-    r.Known("messages");
-    const Json& messages = j["messages"];
-    if (!messages.is_array()) return TypeError("messages", "a valid list");
-    for (const Json& m : messages) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        return TypeError("messages", "a list of message objects with a role");
-      }
-    }
-    req.messages = messages;
-    CPM_TRY(r.Bool("add_generation_prompt", &req.add_generation_prompt));
-    CPM_TRY(r.Bool("continue_final_message", &req.continue_final_message));
-    CPM_TRY(r.Object("chat_template_kwargs", &req.chat_template_kwargs));
-    CPM_TRY(r.Any("tools", &req.tools));
-    CPM_TRY(r.OptString("chat_template", &req.chat_template));
+    CPM_TRY(ParseChatTemplateFields(r, j, &req.chat));
   } else {
     r.Known("prompt");
     if (!r.Has("prompt")) return TypeError("prompt", "a valid string (field required)");

@@ -45,19 +45,24 @@ struct SamplingFields {
   std::optional<int64_t> prompt_logprobs;  // vLLM extra: per prompt token, with top-k
 };
 
-struct ChatCompletionRequest {
-  SamplingFields sampling;
-  Json messages = Json::array();
-  bool logprobs = false;
-  std::optional<int64_t> top_logprobs;
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
-  bool add_special_tokens = false;
-  bool echo = false;  // vLLM extra: prefix the last message's content when continuing it
-  Json chat_template_kwargs = Json::object();
+// What the chat template renders: shared by /v1/chat/completions and /tokenize's chat form.
+struct ChatTemplateFields {
+  Json messages = Json::array();  // objects with a string `role`
   std::optional<Json> tools;
   std::optional<Json> documents;
-  std::optional<std::string> chat_template;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  Json chat_template_kwargs = Json::object();
+  std::optional<std::string> chat_template;  // refused (an untrusted template)
+};
+
+struct ChatCompletionRequest {
+  SamplingFields sampling;
+  ChatTemplateFields chat;
+  bool logprobs = false;
+  std::optional<int64_t> top_logprobs;
+  bool add_special_tokens = false;
+  bool echo = false;  // vLLM extra: prefix the last message's content when continuing it
 };
 
 // One prompt of /v1/completions: text or token ids.
@@ -81,14 +86,9 @@ struct TokenizeRequest {
   std::optional<std::string> model;
   bool is_chat = false;
   std::string prompt;
-  Json messages = Json::array();
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
+  ChatTemplateFields chat;  // the chat form (is_chat)
   std::optional<bool> add_special_tokens;  // default: true for prompt, false for chat
   bool return_token_strs = false;
-  Json chat_template_kwargs = Json::object();
-  std::optional<Json> tools;
-  std::optional<std::string> chat_template;
 };
 
 struct DetokenizeRequest {
