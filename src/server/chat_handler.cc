@@ -36,12 +36,7 @@ struct ChatJob {
 };
 
 Json ChunkBase(const ChatJob& job) {
-  Json c;
-  c["id"] = job.id;
-  c["object"] = "chat.completion.chunk";
-  c["created"] = job.created;
-  c["model"] = job.model;
-  return c;
+  return ResponseHead(job.id, "chat.completion.chunk", job.created, job.model);
 }
 
 Json Chunk(const ChatJob& job, int index, Json delta, Json logprobs, Json finish_reason,
@@ -214,11 +209,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     choice["stop_reason"] = outs[i].stop_reason;
     choices.push_back(std::move(choice));
   }
-  Json r;
-  r["id"] = job.id;
-  r["object"] = "chat.completion";
-  r["created"] = job.created;
-  r["model"] = job.model;
+  Json r = ResponseHead(job.id, "chat.completion", job.created, job.model);
   r["choices"] = std::move(choices);
   r["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
   r["system_fingerprint"] = nullptr;

@@ -37,11 +37,7 @@ Json Chunk(const CompletionJob& job, int index, const std::string& text, Json lo
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
   choice["stop_reason"] = std::move(stop_reason);
-  Json c;
-  c["id"] = job.id;
-  c["object"] = "text_completion";
-  c["created"] = job.created;
-  c["model"] = job.model;
+  Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
   c["choices"] = Json::array({std::move(choice)});
   return c;
 }
@@ -113,11 +109,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
     }
   }
   if (job.include_usage) {
-    Json c;
-    c["id"] = job.id;
-    c["object"] = "text_completion";
-    c["created"] = job.created;
-    c["model"] = job.model;
+    Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
     c["choices"] = Json::array();
     c["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
     if (!write(SseEvent(c))) return;
@@ -165,11 +157,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
     choice["prompt_logprobs"] = prompt_lps[i];
     choices.push_back(std::move(choice));
   }
-  Json r;
-  r["id"] = job.id;
-  r["object"] = "text_completion";
-  r["created"] = job.created;
-  r["model"] = job.model;
+  Json r = ResponseHead(job.id, "text_completion", job.created, job.model);
   r["choices"] = std::move(choices);
   r["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
   r["system_fingerprint"] = nullptr;

@@ -26,6 +26,9 @@ HttpReply HandleVersion();
 
 // Shared by chat and completions.
 nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
+// The head every response and chunk object starts with: {id, object, created, model}.
+nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, int64_t created,
+                                    const std::string& model);
 // stop_reason: the matched stop string, the stop token id, or null.
 nlohmann::ordered_json StopReasonJson(const ChoiceUpdate& u);
 int64_t UnixNow();

@@ -28,6 +28,16 @@ void LogIgnoredFields(const std::vector<std::string>& fields) {
   CPM_LOG_WARN("The following fields were present in the request but ignored: {}}}", set);
 }
 
+Json ResponseHead(const std::string& id, const char* object, int64_t created,
+                  const std::string& model) {
+  Json r;
+  r["id"] = id;
+  r["object"] = object;
+  r["created"] = created;
+  r["model"] = model;
+  return r;
+}
+
 Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
   Json u;
   u["prompt_tokens"] = prompt_tokens;
