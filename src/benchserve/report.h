@@ -1,17 +1,13 @@
 // The flags that pick `cpmserve bench serve`'s statistics and the shape of its report, as
 // `vllm bench serve` has them: --percentile-metrics / --metric-percentiles / --goodput parsing,
 // the result table's rows ("{:<40} {:<10.2f}"), centred section headings and the result-JSON
-// keys of each metric (mean_/median_/std_/p<N>_<metric>_ms). Header-only (inline).
+// keys of each metric (mean_/median_/std_/p<N>_<metric>_ms).
 #pragma once
 
-#include <algorithm>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,108 +16,34 @@
 namespace cpm::benchserve {
 
 // "a,,b" → {"a", "", "b"} (empty items kept, so they can be refused).
-inline std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t begin = 0;
-  for (;;) {
-    const size_t comma = s.find(',', begin);
-    out.push_back(s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
-    if (comma == std::string::npos) return out;
-    begin = comma + 1;
-  }
-}
+std::vector<std::string> SplitCommas(const std::string& s);
 
 // "25,50,99" → {25, 50, 99}; nullopt unless every item is a number in [0, 100].
-inline std::optional<std::vector<double>> ParsePercentiles(const std::string& s) {
-  std::vector<double> out;
-  for (const std::string& item : SplitCommas(s)) {
-    char* end = nullptr;
-    const double p = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(p >= 0) || p > 100) return std::nullopt;
-    out.push_back(p);
-  }
-  if (out.empty()) return std::nullopt;
-  return out;
-}
+std::optional<std::vector<double>> ParsePercentiles(const std::string& s);
 
 // "ttft,tpot,itl,e2el" or a subset; nullopt on an unknown name.
-inline std::optional<std::vector<std::string>> ParseMetricNames(const std::string& s) {
-  std::vector<std::string> out;
-  for (const std::string& item : SplitCommas(s)) {
-    if (item != "ttft" && item != "tpot" && item != "itl" && item != "e2el") return std::nullopt;
-    out.push_back(item);
-  }
-  if (out.empty()) return std::nullopt;
-  return out;
-}
+std::optional<std::vector<std::string>> ParseMetricNames(const std::string& s);
 
 // {"ttft:500", "tpot:50"} → SLOs in ms; nullopt unless each is KEY:MS with KEY one of ttft, tpot,
 // e2el and MS a non-negative number.
-inline std::optional<GoodputSlos> ParseGoodput(const std::vector<std::string>& items) {
-  GoodputSlos slos;
-  for (const std::string& item : items) {
-    const size_t colon = item.find(':');
-    if (colon == std::string::npos) return std::nullopt;
-    const std::string name = item.substr(0, colon), value = item.substr(colon + 1);
-    char* end = nullptr;
-    const double ms = std::strtod(value.c_str(), &end);
-    if ((name != "ttft" && name != "tpot" && name != "e2el") || value.empty() || *end != '\0' ||
-        ms < 0) {
-      return std::nullopt;
-    }
-    slos[name] = ms;
-  }
-  return slos;
-}
+std::optional<GoodputSlos> ParseGoodput(const std::vector<std::string>& items);
 
 // Python's "{:^50}"-style centring with `fill`.
-inline std::string Center(const std::string& s, char fill, size_t width) {
-  // Width in characters: the headings are ASCII.
-  if (s.size() >= width) return s;
-  const size_t left = (width - s.size()) / 2;
-  return std::string(left, fill) + s + std::string(width - s.size() - left, fill);
-}
+std::string Center(const std::string& s, char fill, size_t width);
 
-inline void Row(const std::string& name, int64_t v) {
-  std::printf("%-40s %-10lld\n", name.c_str(), static_cast<long long>(v));
-}
-inline void Row(const std::string& name, double v) {
-  std::printf("%-40s %-10.2f\n", name.c_str(), v);
-}
+// One row of the result table: "{:<40} {:<10}" for counts, "{:<40} {:<10.2f}" for figures.
+void Row(const std::string& name, int64_t v);
+void Row(const std::string& name, double v);
 
 // 99 → "99", 99.9 → "99.9" (as vLLM names the P rows and keys).
-inline std::string PercentileWord(double p) {
-  if (p == std::floor(p)) return std::to_string(static_cast<int64_t>(p));
-  std::ostringstream os;
-  os << p;
-  return os.str();
-}
+std::string PercentileWord(double p);
 
 // Prints one metric's block and adds its figures to `result` (vLLM's names and order).
-inline void ReportMetric(const std::vector<std::string>& selected, const std::string& key,
-                         const std::string& name, const std::string& header, const MetricStats& m,
-                         nlohmann::ordered_json& result) {
-  if (std::find(selected.begin(), selected.end(), key) == selected.end()) return;
-  std::printf("%s\n", Center(header, '-', 50).c_str());
-  Row("Mean " + name + " (ms):", m.mean_ms);
-  Row("Median " + name + " (ms):", m.median_ms);
-  result["mean_" + key + "_ms"] = m.mean_ms;
-  result["median_" + key + "_ms"] = m.median_ms;
-  result["std_" + key + "_ms"] = m.std_ms;
-  for (const auto& [p, v] : m.percentiles_ms) {
-    Row("P" + PercentileWord(p) + " " + name + " (ms):", v);
-    result["p" + PercentileWord(p) + "_" + key + "_ms"] = v;
-  }
-}
+void ReportMetric(const std::vector<std::string>& selected, const std::string& key,
+                  const std::string& name, const std::string& header, const MetricStats& m,
+                  nlohmann::ordered_json& result);
 
 // A request rate as Python prints a float: inf, 2.0, 0.5.
-inline std::string RateText(double rate) {
-  if (std::isinf(rate)) return "inf";
-  std::ostringstream os;
-  os << rate;
-  std::string s = os.str();
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
+std::string RateText(double rate);
 
 }  // namespace cpm::benchserve

@@ -9,8 +9,6 @@
 //   output tokens); goodput = requests meeting every given SLO, per second.
 // Statistics as numpy computes them: mean, median, population std, linear-interpolated
 // percentiles; an empty sample gives 0 everywhere.
-//
-// Header-only (inline): tools/cmd_bench_serve.cc and its unit test include it directly.
 #pragma once
 
 #include <algorithm>
@@ -58,41 +56,17 @@ struct BenchmarkMetrics {
   std::vector<int64_t> output_lens;     // per request (0 for failed ones)
 };
 
-inline double Mean(const std::vector<double>& x) {
-  if (x.empty()) return 0;
-  double s = 0;
-  for (double v : x) s += v;
-  return s / static_cast<double>(x.size());
-}
+// Arithmetic mean.
+double Mean(const std::vector<double>& x);
 
 // Population standard deviation (numpy's default ddof = 0).
-inline double Std(const std::vector<double>& x) {
-  if (x.empty()) return 0;
-  const double m = Mean(x);
-  double s = 0;
-  for (double v : x) s += (v - m) * (v - m);
-  return std::sqrt(s / static_cast<double>(x.size()));
-}
+double Std(const std::vector<double>& x);
 
 // numpy.percentile with linear interpolation: rank p/100 · (n − 1) between the sorted values.
-inline double Percentile(std::vector<double> x, double p) {
-  if (x.empty()) return 0;
-  std::sort(x.begin(), x.end());
-  const double rank = p / 100.0 * static_cast<double>(x.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, x.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return x[lo] + (x[hi] - x[lo]) * frac;
-}
+double Percentile(std::vector<double> x, double p);
 
-inline MetricStats StatsMs(const std::vector<double>& seconds, const std::vector<double>& pcts) {
-  MetricStats s;
-  s.mean_ms = Mean(seconds) * 1000;
-  s.median_ms = Percentile(seconds, 50) * 1000;
-  s.std_ms = Std(seconds) * 1000;
-  for (double p : pcts) s.percentiles_ms.emplace_back(p, Percentile(seconds, p) * 1000);
-  return s;
-}
+// Mean, median, std and the `pcts` percentiles of `seconds`, in milliseconds.
+MetricStats StatsMs(const std::vector<double>& seconds, const std::vector<double>& pcts);
 
 // SLOs in milliseconds by metric name: "ttft", "tpot", "e2el".
 using GoodputSlos = std::map<std::string, double>;
@@ -181,11 +155,9 @@ BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, dou
   return m;
 }
 
-inline BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs,
-                                         double duration_s, const std::vector<double>& percentiles,
-                                         const GoodputSlos& slos = {}) {
-  return CalculateMetrics(outputs, duration_s, percentiles, slos,
-                          [&](size_t i) { return outputs[i].chunks; });
-}
+// The same with the streamed chunk count as the fallback.
+BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, double duration_s,
+                                  const std::vector<double>& percentiles,
+                                  const GoodputSlos& slos = {});
 
 }  // namespace cpm::benchserve

@@ -1,6 +1,8 @@
 // `cpmserve bench serve`'s pieces on synthetic input: the vLLM metric definitions on hand-made
 // timings (every expected figure computed by hand in the comments), the SSE splitter on
 // awkwardly cut streams, and the random dataset / arrival process.
+#include "benchserve/serve_metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "benchserve/random_requests.h"
 #include "benchserve/report.h"
-#include "benchserve/serve_metrics.h"
 #include "benchserve/sse_reader.h"
 
 namespace cpm::benchserve {
