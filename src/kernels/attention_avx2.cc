@@ -1,8 +1,13 @@
-// AVX2 attention for one query row of a GQA group: walks the sequence's KV blocks once, and
-// for each block scores every head of the group, then folds the block into a per-head online
-// softmax (running max m, sum l, output o). Each K/V block is read from memory once for the
-// whole group; the group's queries and outputs (8 heads × 64 dims) stay in L1.
+// AVX2 attention for one query row of a GQA group: walks the sequence's KV blocks once in
+// chunks of up to 16 keys. Each chunk's keys are widened to f32 once for the whole group and
+// transposed (kt[dim][key]), so a head's 16 scores come out of plain FMAs with no horizontal
+// sums (4 heads at a time share each loaded key vector); its values are widened once too. Each
+// head then folds the chunk into its online softmax (running max m, sum l, output o). The
+// group's queries, outputs and the chunk (≤ 2 × 16 KiB) stay in L1.
 // Compiled with -mavx2 -mfma -mf16c.
+//
+// A row's result depends only on its query and its keys (chunks start at the same positions
+// whatever the batch), so attention stays batch invariant.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,7 +21,7 @@ namespace {
 
 constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kMaxGroup = 16;
-constexpr int64_t kChunk = 16;  // keys scored before each softmax update (≤ one block)
+constexpr int64_t kChunk = 16;  // keys per softmax update (≤ one block)
 
 template <bool kBf16>
 inline __m256 LoadKv8(const void* base, int64_t idx) {
@@ -24,10 +29,158 @@ inline __m256 LoadKv8(const void* base, int64_t idx) {
   else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
+// In-register transpose of an 8×8 block of floats (rows r[0..7] become columns).
+inline void Transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// One chunk of n ≤ 16 keys and values widened to f32: kt[j][t] (keys transposed, zero past n)
+// and vc[t][j].
+struct Chunk {
+  alignas(32) float kt[kMaxHeadDim][kChunk];
+  alignas(32) float vc[kChunk][kMaxHeadDim];
+};
+
+// Keys t0..t0+rows (rows ≤ 8) of the chunk, transposed into kt[j][t0..t0+8) (zeros past rows).
+// Loops over the 8 rows are fully unrolled so that the block stays in registers.
+template <bool kBf16>
+inline void TransposeKeys(const KvLayerView& kv, int64_t base, int64_t t0, int64_t rows,
+                          Chunk* c) {
+  const int64_t d = kv.head_dim;
+  for (int64_t j = 0; j < d; j += 8) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      r[t] = t < rows ? LoadKv8<kBf16>(kv.k, base + (t0 + t) * d + j) : _mm256_setzero_ps();
+    }
+    Transpose8x8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) _mm256_store_ps(&c->kt[j + i][t0], r[i]);
+  }
+}
+
+template <bool kBf16>
+void LoadChunk(const KvLayerView& kv, int64_t base, int64_t n, Chunk* c) {
+  const int64_t d = kv.head_dim;
+  TransposeKeys<kBf16>(kv, base, 0, std::min<int64_t>(n, 8), c);
+  TransposeKeys<kBf16>(kv, base, 8, std::max<int64_t>(n - 8, 0), c);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < d; j += 8) {
+      _mm256_store_ps(&c->vc[t][j], LoadKv8<kBf16>(kv.v, base + t * d + j));
+    }
+  }
+}
+
+inline float HMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// One head's online-softmax step over a chunk of n scores s[0..16): returns the factor alpha
+// that rescales the running output, updates the running max m and sum l, and leaves
+// exp(s - m) in s (0 past n).
+inline float SoftmaxStep(float* s, int64_t n, float* m, float* l) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  const __m256i nn = _mm256_set1_epi32(static_cast<int>(n));
+  const __m256i lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(8));
+  __m256 s0 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s),
+                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, lo)));
+  __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s + 8),
+                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, hi)));
+  const float mx = std::max(*m, HMax(_mm256_max_ps(s0, s1)));
+  const float alpha = std::exp(*m - mx);  // 0 on the first chunk (m = -inf)
+  const __m256 vmx = _mm256_set1_ps(mx);
+  s0 = avx2::Exp(_mm256_sub_ps(s0, vmx));
+  s1 = avx2::Exp(_mm256_sub_ps(s1, vmx));
+  _mm256_store_ps(s, s0);
+  _mm256_store_ps(s + 8, s1);
+  *m = mx;
+  *l = *l * alpha + avx2::HSum(_mm256_add_ps(s0, s1));
+  return alpha;
+}
+
+// s[g][0..16) = scale · q_g · k_t for H heads from g0: each key vector feeds H heads.
+template <int H>
+void ScoreHeads(const float* q, int64_t d, int64_t g0, const Chunk& c, float scale,
+                float (*s)[kChunk]) {
+  __m256 acc[H][2];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < d; ++j) {
+    const __m256 k0 = _mm256_load_ps(&c.kt[j][0]), k1 = _mm256_load_ps(&c.kt[j][8]);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m256 b = _mm256_broadcast_ss(q + (g0 + h) * d + j);
+      acc[h][0] = _mm256_fmadd_ps(b, k0, acc[h][0]);
+      acc[h][1] = _mm256_fmadd_ps(b, k1, acc[h][1]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    _mm256_store_ps(&s[g0 + h][0], _mm256_mul_ps(acc[h][0], sc));
+    _mm256_store_ps(&s[g0 + h][8], _mm256_mul_ps(acc[h][1], sc));
+  }
+}
+
+// o[0, 8·NV) = o · alpha + Σ_t p[t] · v_t[j0, j0 + 8·NV) over n keys (NV fixed so that the
+// accumulators stay in registers).
+template <int NV>
+void AccumulateSpan(float* o, int64_t j0, __m256 va, const float* p, int64_t n, const Chunk& c) {
+  __m256 acc[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_mul_ps(_mm256_loadu_ps(o + j0 + 8 * v), va);
+  for (int64_t t = 0; t < n; ++t) {
+    const __m256 b = _mm256_broadcast_ss(p + t);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      acc[v] = _mm256_fmadd_ps(b, _mm256_load_ps(&c.vc[t][j0 + 8 * v]), acc[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + j0 + 8 * v, acc[v]);
+}
+
+// o = o · alpha + Σ_t p[t] · v_t over n keys, 64 dims at a time.
+void AccumulateValues(float* o, int64_t d, float alpha, const float* p, int64_t n,
+                      const Chunk& c) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t j0 = 0;
+  for (; j0 + 64 <= d; j0 += 64) AccumulateSpan<8>(o, j0, va, p, n, c);
+  switch ((d - j0) / 8) {
+    case 0: return;
+    case 1: return AccumulateSpan<1>(o, j0, va, p, n, c);
+    case 2: return AccumulateSpan<2>(o, j0, va, p, n, c);
+    case 3: return AccumulateSpan<3>(o, j0, va, p, n, c);
+    case 4: return AccumulateSpan<4>(o, j0, va, p, n, c);
+    case 5: return AccumulateSpan<5>(o, j0, va, p, n, c);
+    case 6: return AccumulateSpan<6>(o, j0, va, p, n, c);
+    default: return AccumulateSpan<7>(o, j0, va, p, n, c);
+  }
+}
+
 template <bool kBf16>
 void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const KvLayerView& kv,
                const int32_t* block_table, float scale, float* out) {
-  const int64_t d = kv.head_dim, nv = d / 8;
+  const int64_t d = kv.head_dim;
   float m[kMaxGroup], l[kMaxGroup];
   for (int64_t g = 0; g < group; ++g) {
     m[g] = -INFINITY;
@@ -35,61 +188,28 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
     std::fill(out + g * d, out + (g + 1) * d, 0.0f);
   }
   alignas(32) float s[kMaxGroup][kChunk];
+  thread_local Chunk chunk;
   for (int64_t p0 = 0, n = 0; p0 < n_keys; p0 += n) {
     // A chunk stays inside one block (any block_size works; 16 is one chunk per block).
     const int64_t block = block_table[p0 / kv.block_size];
     const int64_t in_block = p0 % kv.block_size;
     n = std::min({kChunk, n_keys - p0, kv.block_size - in_block});
-    const int64_t base = block * kv.BlockStride() + kvh * kv.HeadStride() + in_block * d;
-    // Scores s[g][t] = scale · q_g · k_t.
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t off = base + t * d;
-      for (int64_t g = 0; g < group; ++g) {
-        const float* qg = q + g * d;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int64_t j = 0;
-        for (; j + 2 <= nv; j += 2) {
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * j), LoadKv8<kBf16>(kv.k, off + 8 * j), a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * j + 8),
-                               LoadKv8<kBf16>(kv.k, off + 8 * j + 8), a1);
-        }
-        if (j < nv) {
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * j), LoadKv8<kBf16>(kv.k, off + 8 * j), a0);
-        }
-        s[g][t] = avx2::HSum(_mm256_add_ps(a0, a1)) * scale;
-      }
-    }
+    LoadChunk<kBf16>(kv, block * kv.BlockStride() + kvh * kv.HeadStride() + in_block * d, n,
+                     &chunk);
+    int64_t g = 0;
+    for (; g + 4 <= group; g += 4) ScoreHeads<4>(q, d, g, chunk, scale, s);
+    for (; g < group; ++g) ScoreHeads<1>(q, d, g, chunk, scale, s);
     // Online softmax update and V accumulation, one head at a time (o_g lives in L1).
-    for (int64_t g = 0; g < group; ++g) {
-      float mx = m[g];
-      for (int64_t t = 0; t < n; ++t) mx = std::max(mx, s[g][t]);
-      const float alpha = std::exp(m[g] - mx);  // 0 on the first chunk (m = -inf)
-      m[g] = mx;
-      float sum = 0.0f;
-      for (int64_t t = n; t < kChunk; ++t) s[g][t] = -INFINITY;
-      for (int64_t t = 0; t < kChunk; t += 8) {
-        __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_load_ps(&s[g][t]), _mm256_set1_ps(mx)));
-        _mm256_store_ps(&s[g][t], e);
-      }
-      for (int64_t t = 0; t < n; ++t) sum += s[g][t];
-      l[g] = l[g] * alpha + sum;
-      float* og = out + g * d;
-      const __m256 va = _mm256_set1_ps(alpha);
-      for (int64_t j = 0; j < nv; ++j) {
-        __m256 o = _mm256_mul_ps(_mm256_loadu_ps(og + 8 * j), va);
-        for (int64_t t = 0; t < n; ++t) {
-          o = _mm256_fmadd_ps(_mm256_set1_ps(s[g][t]), LoadKv8<kBf16>(kv.v, base + t * d + 8 * j),
-                              o);
-        }
-        _mm256_storeu_ps(og + 8 * j, o);
-      }
+    for (g = 0; g < group; ++g) {
+      const float alpha = SoftmaxStep(s[g], n, &m[g], &l[g]);
+      AccumulateValues(out + g * d, d, alpha, s[g], n, chunk);
     }
   }
   for (int64_t g = 0; g < group; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
     float* og = out + g * d;
-    for (int64_t j = 0; j < nv; ++j) {
-      _mm256_storeu_ps(og + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(og + 8 * j), inv));
+    for (int64_t j = 0; j < d; j += 8) {
+      _mm256_storeu_ps(og + j, _mm256_mul_ps(_mm256_loadu_ps(og + j), inv));
     }
   }
 }
