@@ -203,14 +203,17 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
   if (n_tiles <= kTilesPerBlock) {
     // Decode-sized m: one row block, x stays in L2 throughout. Panels (a tile's width of them,
     // or pairs when tiles share them from L1) are done one group at a time over all of k, so
-    // the weights are read as a few sequential streams and the prefetch target is the next
-    // k-block of the same panels (past the end of a panel: the next panel's start).
+    // the weights are read as a few sequential streams. The prefetch target is the next
+    // k-block of the same panels, and during the last k-block the first k-block of the next
+    // group's panels, so that no stream starts cold.
     const int64_t group = n_tiles == 1 ? PanelsPerTile(static_cast<int>(m)) : 2;
     for (int64_t p = pb; p < pe; p += group) {
       const int64_t p1 = std::min(pe, p + group);
       for (int64_t k0 = 0; k0 < k; k0 += kKcDecode) {
         const int64_t kc = std::min(kKcDecode, k - k0);
-        RowBlock<kBf16>(xp, m, pw, 0, n_tiles, p, p1, k0, kKcDecode, kc * 16 * esize, y, ys);
+        const int64_t ahead = k0 + kc < k ? kc * 16 * esize
+                                          : (group * pw.panel_elems - k0 * 16) * esize;
+        RowBlock<kBf16>(xp, m, pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys);
       }
     }
     return;
