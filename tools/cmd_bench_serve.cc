@@ -241,91 +241,85 @@ int Fail(const Failure& f) {
   return f.code;
 }
 
-int RunServeBench(const ServeBenchArgs& a) {
-  Failure f{0, ""};
-  // Flags first: every mistake is reported before any request is sent.
-  if (a.num_prompts < 1) return Fail({2, "--num-prompts must be at least 1"});
-  if (a.input_len < 1 || a.output_len < 1)
-    return Fail({2, "--random-input-len and --random-output-len must be at least 1"});
-  if (a.range_ratio < 0 || a.range_ratio >= 1)
-    return Fail({2, "--random-range-ratio must be in [0, 1)"});
-  if (!(a.request_rate > 0)) return Fail({2, "--request-rate must be positive (or inf)"});
-  if (!(a.burstiness > 0)) return Fail({2, "--burstiness must be positive"});
-  if (a.max_concurrency < 0) return Fail({2, "--max-concurrency must be positive"});
-  const auto metrics = benchserve::ParseMetricNames(a.percentile_metrics);
-  if (!metrics) return Fail({2, "--percentile-metrics: a comma list of ttft, tpot, itl, e2el"});
-  const auto percentiles = benchserve::ParsePercentiles(a.metric_percentiles);
-  if (!percentiles) return Fail({2, "--metric-percentiles: a comma list of numbers in [0, 100]"});
-  const auto slos = benchserve::ParseGoodput(a.goodput);
-  if (!slos) return Fail({2, "--goodput: KEY:MS pairs with KEY one of ttft, tpot, e2el"});
-  Api api;
-  if (a.endpoint.ends_with("/chat/completions")) {
-    api = Api::kChat;
-  } else if (a.endpoint.ends_with("/completions")) {
-    api = Api::kCompletions;
-  } else {
-    return Fail({2, "--endpoint must end in /completions or /chat/completions"});
-  }
+// The flags that need parsing beyond CLI11's, checked before any request is sent.
+struct Plan {
+  Api api = Api::kCompletions;
+  std::vector<std::string> metrics;
+  std::vector<double> percentiles;
+  benchserve::GoodputSlos slos;
   Json extra = Json::object();
-  if (!a.extra_body.empty()) {
-    extra = Json::parse(a.extra_body, nullptr, false);
-    if (!extra.is_object()) return Fail({2, "--extra-body must be a JSON object"});
+};
+
+std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
+  auto fail = [&](std::string message) {
+    *f = {2, std::move(message)};
+    return std::nullopt;
+  };
+  if (a.num_prompts < 1) return fail("--num-prompts must be at least 1");
+  if (a.input_len < 1 || a.output_len < 1) {
+    return fail("--random-input-len and --random-output-len must be at least 1");
   }
-  auto server = MakeServer(a, &f);
-  if (!server) return Fail(f);
+  if (a.range_ratio < 0 || a.range_ratio >= 1) return fail("--random-range-ratio must be in [0, 1)");
+  if (!(a.request_rate > 0)) return fail("--request-rate must be positive (or inf)");
+  if (!(a.burstiness > 0)) return fail("--burstiness must be positive");
+  if (a.max_concurrency < 0) return fail("--max-concurrency must be positive");
+  Plan plan;
+  auto metrics = benchserve::ParseMetricNames(a.percentile_metrics);
+  if (!metrics) return fail("--percentile-metrics: a comma list of ttft, tpot, itl, e2el");
+  auto percentiles = benchserve::ParsePercentiles(a.metric_percentiles);
+  if (!percentiles) return fail("--metric-percentiles: a comma list of numbers in [0, 100]");
+  auto slos = benchserve::ParseGoodput(a.goodput);
+  if (!slos) return fail("--goodput: KEY:MS pairs with KEY one of ttft, tpot, e2el");
+  plan.metrics = std::move(*metrics);
+  plan.percentiles = std::move(*percentiles);
+  plan.slos = std::move(*slos);
+  if (a.endpoint.ends_with("/chat/completions")) {
+    plan.api = Api::kChat;
+  } else if (!a.endpoint.ends_with("/completions")) {
+    return fail("--endpoint must end in /completions or /chat/completions");
+  }
+  if (!a.extra_body.empty()) {
+    plan.extra = Json::parse(a.extra_body, nullptr, false);
+    if (!plan.extra.is_object()) return fail("--extra-body must be a JSON object");
+  }
+  return plan;
+}
 
-  auto model = ResolveModel(*server, a, &f);
-  if (!model) return Fail(f);
-  auto vocab = FindVocabulary(*server, a, *model, &f);
-  if (!vocab) return Fail(f);
-  if (vocab->allowed.empty()) return Fail({1, "the vocabulary has no ordinary token"});
-
-  benchserve::RandomDatasetOptions ro{a.num_prompts, a.input_len, a.output_len, a.range_ratio,
-                                      a.seed};
-  const std::vector<SampleRequest> requests = benchserve::SampleRandomRequests(ro, vocab->allowed);
+// Request bodies for the sampled prompts; chat prompts are decoded to text locally or by the
+// server's /detokenize.
+std::optional<std::vector<std::string>> BuildPayloads(const ServeBenchArgs& a, const Plan& plan,
+                                                      const Server& server,
+                                                      const std::string& model,
+                                                      const Vocabulary& vocab,
+                                                      const std::vector<SampleRequest>& requests,
+                                                      Failure* f) {
   std::vector<std::string> payloads;
   for (const SampleRequest& r : requests) {
     std::string text;
-    if (api == Api::kChat) {
-      if (vocab->tokenizer) {
-        text = vocab->tokenizer->Decode(r.prompt, /*skip_special_tokens=*/false);
-      } else {
-        auto [st, body] =
-            server->Post("/detokenize", Dump(Json{{"model", *model}, {"tokens", r.prompt}}));
-        Json j = Json::parse(body, nullptr, false);
-        if (st != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-          return Fail({1, "POST /detokenize failed: " + ErrorText(st, body)});
-        text = j["prompt"].get<std::string>();
+    if (plan.api == Api::kChat && vocab.tokenizer) {
+      text = vocab.tokenizer->Decode(r.prompt, /*skip_special_tokens=*/false);
+    } else if (plan.api == Api::kChat) {
+      auto [st, body] = server.Post("/detokenize", Dump(Json{{"model", model}, {"tokens", r.prompt}}));
+      Json j = Json::parse(body, nullptr, false);
+      if (st != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
+        *f = {1, "POST /detokenize failed: " + ErrorText(st, body)};
+        return std::nullopt;
       }
+      text = j["prompt"].get<std::string>();
     }
-    payloads.push_back(Payload(api, *model, r, text, a, extra));
+    payloads.push_back(Payload(plan.api, model, r, text, a, plan.extra));
   }
-  std::printf(
-      "bench serve: %s%s, model %s, %lld prompts of %lld (±%.0f%%) random tokens from "
-      "%zu ids (%s), %lld output tokens each\n",
-      server->Url("").c_str(), a.endpoint.c_str(), model->c_str(),
-      static_cast<long long>(a.num_prompts), static_cast<long long>(a.input_len),
-      100 * a.range_ratio, vocab->allowed.size(), vocab->source.c_str(),
-      static_cast<long long>(a.output_len));
+  return payloads;
+}
 
-  std::printf("Starting initial single prompt test run...\n");
-  std::fflush(stdout);
-  RequestOutput test = RunRequest(*server, a.endpoint, api, payloads[0],
-                                  static_cast<int64_t>(requests[0].prompt.size()));
-  if (!test.success) {
-    return Fail({1, "initial test run failed (check the flags against the server): " + test.error});
-  }
-  std::printf("Initial test run completed. Starting main benchmark run...\n");
-  std::printf("Traffic request rate: %s\n", RateText(a.request_rate).c_str());
-  std::printf("Burstiness factor: %s (%s)\n", RateText(a.burstiness).c_str(),
-              a.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
-  std::printf("Maximum request concurrency: %s\n",
-              a.max_concurrency > 0 ? std::to_string(a.max_concurrency).c_str() : "None");
-  std::fflush(stdout);
-
+// Sends every request at its arrival offset (under the concurrency cap) and waits for all;
+// returns the benchmark duration.
+double RunTraffic(const ServeBenchArgs& a, const Plan& plan, const Server& server,
+                  const std::vector<SampleRequest>& requests,
+                  const std::vector<std::string>& payloads, std::vector<RequestOutput>* outputs) {
   const std::vector<double> offsets =
       benchserve::ArrivalOffsets(a.num_prompts, a.request_rate, a.burstiness, a.seed);
-  std::vector<RequestOutput> outputs(requests.size());
+  outputs->assign(requests.size(), RequestOutput());
   Gate gate(a.max_concurrency > 0 ? a.max_concurrency : -1);
   std::vector<std::thread> threads;
   const double t_start = Now();
@@ -334,30 +328,17 @@ int RunServeBench(const ServeBenchArgs& a) {
     if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     gate.Enter();
     threads.emplace_back([&, i] {
-      outputs[i] = RunRequest(*server, a.endpoint, api, payloads[i],
-                              static_cast<int64_t>(requests[i].prompt.size()));
+      (*outputs)[i] = RunRequest(server, a.endpoint, plan.api, payloads[i],
+                                 static_cast<int64_t>(requests[i].prompt.size()));
       gate.Leave();
     });
   }
   for (std::thread& t : threads) t.join();
-  const double duration = Now() - t_start;
+  return Now() - t_start;
+}
 
-  auto fallback = [&](size_t i) -> int64_t {  // no usage from the server: count tokens
-    if (vocab->tokenizer) {
-      return static_cast<int64_t>(
-          vocab->tokenizer->Encode(outputs[i].generated_text, false).size());
-    }
-    return outputs[i].chunks;
-  };
-  const BenchmarkMetrics m =
-      benchserve::CalculateMetrics(outputs, duration, *percentiles, *slos, fallback);
-  for (const RequestOutput& o : outputs) {
-    if (!o.success) {
-      std::printf("first failed request: %s\n", o.error.c_str());
-      break;
-    }
-  }
-
+void PrintSummary(const ServeBenchArgs& a, const Plan& plan, const BenchmarkMetrics& m,
+                  double duration) {
   std::printf("%s\n", Center(" Serving Benchmark Result ", '=', 50).c_str());
   Row("Successful requests:", m.completed);
   Row("Failed requests:", m.failed);
@@ -367,23 +348,26 @@ int RunServeBench(const ServeBenchArgs& a) {
   Row("Total input tokens:", m.total_input);
   Row("Total generated tokens:", m.total_output);
   Row("Request throughput (req/s):", m.request_throughput);
-  if (!slos->empty()) Row("Request goodput (req/s):", m.request_goodput);
+  if (!plan.slos.empty()) Row("Request goodput (req/s):", m.request_goodput);
   Row("Output token throughput (tok/s):", m.output_throughput);
   Row("Peak output token throughput (tok/s):", m.max_output_tokens_per_s);
   Row("Peak concurrent requests:", static_cast<double>(m.max_concurrent_requests));
   Row("Total Token throughput (tok/s):", m.total_token_throughput);
+}
 
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", std::localtime(&now));
-  const std::string backend = api == Api::kChat ? "openai-chat" : "openai";
+// vLLM's result JSON (the per-metric entries are added by ReportMetric).
+Json ResultJson(const ServeBenchArgs& a, const Plan& plan, const std::string& model,
+                const std::string& tokenizer_id, const std::string& date,
+                const BenchmarkMetrics& m, const std::vector<RequestOutput>& outputs,
+                double duration) {
+  const std::string backend = plan.api == Api::kChat ? "openai-chat" : "openai";
   Json result;
   result["date"] = date;
   result["endpoint_type"] = backend;
   result["backend"] = backend;
   result["label"] = a.label.empty() ? Json(nullptr) : Json(a.label);
-  result["model_id"] = *model;
-  result["tokenizer_id"] = vocab->source;
+  result["model_id"] = model;
+  result["tokenizer_id"] = tokenizer_id;
   result["num_prompts"] = a.num_prompts;
   result["request_rate"] = std::isinf(a.request_rate) ? Json("inf") : Json(a.request_rate);
   result["burstiness"] = a.burstiness;
@@ -394,7 +378,7 @@ int RunServeBench(const ServeBenchArgs& a) {
   result["total_input_tokens"] = m.total_input;
   result["total_output_tokens"] = m.total_output;
   result["request_throughput"] = m.request_throughput;
-  result["request_goodput"] = slos->empty() ? Json(nullptr) : Json(m.request_goodput);
+  result["request_goodput"] = plan.slos.empty() ? Json(nullptr) : Json(m.request_goodput);
   result["output_throughput"] = m.output_throughput;
   result["total_token_throughput"] = m.total_token_throughput;
   if (a.save_detailed) {
@@ -416,30 +400,108 @@ int RunServeBench(const ServeBenchArgs& a) {
   }
   result["max_output_tokens_per_s"] = m.max_output_tokens_per_s;
   result["max_concurrent_requests"] = m.max_concurrent_requests;
-  ReportMetric(*metrics, "ttft", "TTFT", "Time to First Token", m.ttft, result);
-  ReportMetric(*metrics, "tpot", "TPOT", "Time per Output Token (excl. 1st token)", m.tpot, result);
-  ReportMetric(*metrics, "itl", "ITL", "Inter-token Latency", m.itl, result);
-  ReportMetric(*metrics, "e2el", "E2EL", "End-to-end Latency", m.e2el, result);
-  std::printf("%s\n", std::string(50, '=').c_str());
+  return result;
+}
 
-  if (a.save_result || !a.result_filename.empty()) {
-    std::string name = a.result_filename;
-    if (name.empty()) {
-      const std::string base = model->substr(
-          model->find_last_of('/') == std::string::npos ? 0 : model->find_last_of('/') + 1);
-      name = (a.label.empty() ? backend : a.label) + "-" + RateText(a.request_rate) + "qps" +
-             (a.max_concurrency > 0 ? "-concurrency" + std::to_string(a.max_concurrency) : "") +
-             "-" + base + "-" + date + ".json";
+// --save-result / --result-filename / --result-dir: vLLM's default file name.
+bool SaveResult(const ServeBenchArgs& a, const Plan& plan, const std::string& model,
+                const std::string& date, const Json& result, Failure* f) {
+  std::string name = a.result_filename;
+  if (name.empty()) {
+    const size_t slash = model.find_last_of('/');
+    const std::string base = model.substr(slash == std::string::npos ? 0 : slash + 1);
+    const std::string backend = plan.api == Api::kChat ? "openai-chat" : "openai";
+    name = (a.label.empty() ? backend : a.label) + "-" + RateText(a.request_rate) + "qps" +
+           (a.max_concurrency > 0 ? "-concurrency" + std::to_string(a.max_concurrency) : "") +
+           "-" + base + "-" + date + ".json";
+  }
+  if (!a.result_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.result_dir, ec);
+    name = (std::filesystem::path(a.result_dir) / name).string();
+  }
+  std::ofstream out(name);
+  out << Dump(result) << "\n";
+  if (!out) {
+    *f = {1, "cannot write " + name};
+    return false;
+  }
+  std::printf("result written to %s\n", name.c_str());
+  return true;
+}
+
+int RunServeBench(const ServeBenchArgs& a) {
+  Failure f{0, ""};
+  const std::optional<Plan> plan = CheckFlags(a, &f);
+  if (!plan) return Fail(f);
+  auto server = MakeServer(a, &f);
+  if (!server) return Fail(f);
+  auto model = ResolveModel(*server, a, &f);
+  if (!model) return Fail(f);
+  auto vocab = FindVocabulary(*server, a, *model, &f);
+  if (!vocab) return Fail(f);
+  if (vocab->allowed.empty()) return Fail({1, "the vocabulary has no ordinary token"});
+
+  benchserve::RandomDatasetOptions ro{a.num_prompts, a.input_len, a.output_len, a.range_ratio,
+                                      a.seed};
+  const std::vector<SampleRequest> requests = benchserve::SampleRandomRequests(ro, vocab->allowed);
+  auto payloads = BuildPayloads(a, *plan, *server, *model, *vocab, requests, &f);
+  if (!payloads) return Fail(f);
+  std::printf(
+      "bench serve: %s%s, model %s, %lld prompts of %lld (±%.0f%%) random tokens from "
+      "%zu ids (%s), %lld output tokens each\n",
+      server->Url("").c_str(), a.endpoint.c_str(), model->c_str(),
+      static_cast<long long>(a.num_prompts), static_cast<long long>(a.input_len),
+      100 * a.range_ratio, vocab->allowed.size(), vocab->source.c_str(),
+      static_cast<long long>(a.output_len));
+
+  std::printf("Starting initial single prompt test run...\n");
+  std::fflush(stdout);
+  RequestOutput test = RunRequest(*server, a.endpoint, plan->api, (*payloads)[0],
+                                  static_cast<int64_t>(requests[0].prompt.size()));
+  if (!test.success) {
+    return Fail({1, "initial test run failed (check the flags against the server): " + test.error});
+  }
+  std::printf("Initial test run completed. Starting main benchmark run...\n");
+  std::printf("Traffic request rate: %s\n", RateText(a.request_rate).c_str());
+  std::printf("Burstiness factor: %s (%s)\n", RateText(a.burstiness).c_str(),
+              a.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
+  std::printf("Maximum request concurrency: %s\n",
+              a.max_concurrency > 0 ? std::to_string(a.max_concurrency).c_str() : "None");
+  std::fflush(stdout);
+
+  std::vector<RequestOutput> outputs;
+  const double duration = RunTraffic(a, *plan, *server, requests, *payloads, &outputs);
+  auto fallback = [&](size_t i) -> int64_t {  // no usage from the server: count tokens
+    if (vocab->tokenizer) {
+      return static_cast<int64_t>(
+          vocab->tokenizer->Encode(outputs[i].generated_text, false).size());
     }
-    if (!a.result_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(a.result_dir, ec);
-      name = (std::filesystem::path(a.result_dir) / name).string();
+    return outputs[i].chunks;
+  };
+  const BenchmarkMetrics m =
+      benchserve::CalculateMetrics(outputs, duration, plan->percentiles, plan->slos, fallback);
+  for (const RequestOutput& o : outputs) {
+    if (!o.success) {
+      std::printf("first failed request: %s\n", o.error.c_str());
+      break;
     }
-    std::ofstream out(name);
-    out << Dump(result) << "\n";
-    if (!out) return Fail({1, "cannot write " + name});
-    std::printf("result written to %s\n", name.c_str());
+  }
+
+  PrintSummary(a, *plan, m, duration);
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", std::localtime(&now));
+  Json result = ResultJson(a, *plan, *model, vocab->source, date, m, outputs, duration);
+  ReportMetric(plan->metrics, "ttft", "TTFT", "Time to First Token", m.ttft, result);
+  ReportMetric(plan->metrics, "tpot", "TPOT", "Time per Output Token (excl. 1st token)", m.tpot,
+               result);
+  ReportMetric(plan->metrics, "itl", "ITL", "Inter-token Latency", m.itl, result);
+  ReportMetric(plan->metrics, "e2el", "E2EL", "End-to-end Latency", m.e2el, result);
+  std::printf("%s\n", std::string(50, '=').c_str());
+  if ((a.save_result || !a.result_filename.empty()) &&
+      !SaveResult(a, *plan, *model, date, result, &f)) {
+    return Fail(f);
   }
   return m.completed == a.num_prompts ? 0 : 1;
 }
