@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "server/auth.h"
 #include "server/client_probe.h"
+#include "server/socket_scan.h"
 #include "server/handlers.h"
 
 namespace cpm {
@@ -42,6 +43,25 @@ ClientGoneFn ProbeFor(const httplib::Request& req) {
   auto probe = std::make_shared<ClientProbe>(req.remote_addr, req.remote_port, req.local_addr,
                                              req.local_port);
   return [probe] { return probe->Gone(); };
+}
+
+// cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG is compiled into
+// Debian's library): a burst of clients (a benchmark's 48 concurrent streams) overflows it and
+// some connections fail before any handler runs. Linux lets listen() on the listening socket
+// raise the backlog (capped by net.core.somaxconn).
+void RaiseListenBacklog(int port) {
+  const int fd = FindOwnSocket([port](int fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    std::string addr;
+    int p = 0;
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0 &&
+           SocketEnd(fd, /*peer=*/false, &addr, &p) && p == port;
+  });
+  if (fd < 0 || listen(fd, SOMAXCONN) != 0) {
+    CPM_LOG_WARN("could not raise the listen backlog of port {}; bursts of connections may fail",
+                 port);
+  }
 }
 
 HttpReply Loading() {
@@ -76,9 +96,11 @@ Status HttpServer::Bind(const std::string& host, int port) {
   errno = 0;
   if (port == 0) {
     port_ = svr_->bind_to_any_port(host);
-    if (port_ > 0) return OkStatus();
   } else if (svr_->bind_to_port(host, port)) {
     port_ = port;
+  }
+  if (port_ > 0) {
+    RaiseListenBacklog(port_);
     return OkStatus();
   }
   const int err = errno;

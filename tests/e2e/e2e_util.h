@@ -25,7 +25,7 @@ inline Reply Post(int port, const std::string& path, const std::string& body,
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(120);
   auto r = cli.Post(path, headers, body, "application/json");
-  if (!r) return {};
+  if (!r) return {0, "httplib error: " + httplib::to_string(r.error())};
   return {r->status, r->body};
 }
 

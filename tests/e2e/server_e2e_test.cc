@@ -47,6 +47,7 @@ class ServerE2E : public ::testing::Test {
   static Json Chat(const Json& body, int* status = nullptr) {
     auto r = e2e::Post(port(), "/v1/chat/completions", body.dump());
     if (status) *status = r.status;
+    if (r.status == 0) ADD_FAILURE() << r.body;  // no HTTP answer at all
     return r.json();
   }
   static std::string GreedyChat(const std::string& content, int max_tokens = 8) {
@@ -288,6 +289,26 @@ TEST_F(ServerE2E, BatchingInvariance) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(together, alone);
+}
+
+// A burst of clients connecting at once is answered in full (cpp-httplib's listen backlog of 5
+// used to drop some of them before any handler ran).
+TEST_F(ServerE2E, BurstOfConcurrentStreamsAllAnswered) {
+  constexpr int kClients = 96;
+  std::vector<std::string> bodies(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      bodies[i] = e2e::PostStream(port(), "/v1/completions",
+                                  Json{{"prompt", "burst " + std::to_string(i)},
+                                       {"max_tokens", 4}, {"stream", true}}.dump())
+                      .body;
+    });
+  }
+  for (auto& t : threads) t.join();
+  int answered = 0;
+  for (const std::string& b : bodies) answered += b.find("data: [DONE]") != std::string::npos;
+  EXPECT_EQ(answered, kClients);
 }
 
 TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
