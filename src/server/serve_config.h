@@ -21,7 +21,11 @@ struct ServeConfig {
   int64_t max_num_seqs = 128;                   // vLLM's CPU default (128 x TP x PP)
   // 0: from config.json; -1: the largest length the KV cache can hold ("auto" / -1 in vLLM).
   int64_t max_model_len = 0;
-  int64_t max_num_batched_tokens = 2048;  // vLLM's CPU default (2048 x TP x PP)
+  // vLLM's CPU default is 2048 (x TP x PP); on a small CPU a 2048-token step takes seconds and
+  // stalls every running decode, so the default here is 256: prefill is as efficient per token
+  // at 128-512 tokens, and `bench serve` (16 streams, 256 in / 64 out) measured +19% total
+  // throughput, median TTFT 8 s instead of 22 s and p99 ITL 2.3 s instead of 12 s.
+  int64_t max_num_batched_tokens = 256;
   std::string dtype = "auto";
   double gpu_memory_utilization = 0.9;
   bool gpu_memory_utilization_set = false;  // explicit flag: the free-memory check is strict

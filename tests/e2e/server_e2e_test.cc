@@ -84,7 +84,7 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   for (const char* line : {"Model loading took ", "Available KV cache memory: ",
                            "KV cache size: ", "Maximum concurrency for 256 tokens per request: ",
                            "Using max model len 256",
-                           "Chunked prefill is enabled with max_num_batched_tokens=2048.",
+                           "Chunked prefill is enabled with max_num_batched_tokens=256.",
                            "Starting cpmserve API server on http://127.0.0.1:",
                            "Route: /v1/chat/completions, Methods: POST"}) {
     EXPECT_NE(log.find(line), std::string::npos) << line;
