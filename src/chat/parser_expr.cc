@@ -66,12 +66,14 @@ StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
   return expr;
 }
 
-StatusOr<ExprPtr> Parser::ParseOr() {
-  CPM_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (IsName("or")) {
-    auto node = NewExpr(Expr::Kind::kOr, Cur());
+// `operand (word operand)*`, folded to the left into `kind` nodes ("or" and "and" alike).
+StatusOr<ExprPtr> Parser::ParseLeftAssoc(const char* word, Expr::Kind kind,
+                                         StatusOr<ExprPtr> (Parser::*operand)()) {
+  CPM_ASSIGN_OR_RETURN(ExprPtr left, (this->*operand)());
+  while (IsName(word)) {
+    auto node = NewExpr(kind, Cur());
     Advance();
-    CPM_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
+    CPM_ASSIGN_OR_RETURN(ExprPtr right, (this->*operand)());
     node->items.push_back(std::move(left));
     node->items.push_back(std::move(right));
     left = std::move(node);
@@ -79,17 +81,12 @@ StatusOr<ExprPtr> Parser::ParseOr() {
   return left;
 }
 
+StatusOr<ExprPtr> Parser::ParseOr() {
+  return ParseLeftAssoc("or", Expr::Kind::kOr, &Parser::ParseAnd);
+}
+
 StatusOr<ExprPtr> Parser::ParseAnd() {
-  CPM_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (IsName("and")) {
-    auto node = NewExpr(Expr::Kind::kAnd, Cur());
-    Advance();
-    CPM_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    node->items.push_back(std::move(left));
-    node->items.push_back(std::move(right));
-    left = std::move(node);
-  }
-  return left;
+  return ParseLeftAssoc("and", Expr::Kind::kAnd, &Parser::ParseNot);
 }
 
 StatusOr<ExprPtr> Parser::ParseNot() {

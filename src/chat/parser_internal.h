@@ -76,6 +76,8 @@ class Parser {
 
   StatusOr<ExprPtr> ParseTuple(bool with_condexpr, bool explicit_parens);
   StatusOr<ExprPtr> ParseExpression(bool with_condexpr = true);
+  StatusOr<ExprPtr> ParseLeftAssoc(const char* word, Expr::Kind kind,
+                                   StatusOr<ExprPtr> (Parser::*operand)());
   StatusOr<ExprPtr> ParseOr();
   StatusOr<ExprPtr> ParseAnd();
   StatusOr<ExprPtr> ParseNot();
