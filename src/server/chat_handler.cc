@@ -209,10 +209,9 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     choice["stop_reason"] = outs[i].stop_reason;
     choices.push_back(std::move(choice));
   }
-  Json r = ResponseHead(job.id, "chat.completion", job.created, job.model);
-  r["choices"] = std::move(choices);
-  r["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
-  r["system_fingerprint"] = nullptr;
+  Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
+                            std::move(choices), static_cast<int64_t>(job.prompt.size()),
+                            run.completion_tokens());
   r["prompt_logprobs"] = std::move(prompt_logprobs);
   return HttpReply::Json(r);
 }

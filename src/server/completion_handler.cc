@@ -157,11 +157,9 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
     choice["prompt_logprobs"] = prompt_lps[i];
     choices.push_back(std::move(choice));
   }
-  Json r = ResponseHead(job.id, "text_completion", job.created, job.model);
-  r["choices"] = std::move(choices);
-  r["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
-  r["system_fingerprint"] = nullptr;
-  return HttpReply::Json(r);
+  return HttpReply::Json(CompleteResponse(job.id, "text_completion", job.created, job.model,
+                                          std::move(choices), job.prompt_tokens,
+                                          run.completion_tokens()));
 }
 
 }  // namespace

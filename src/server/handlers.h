@@ -29,6 +29,11 @@ nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_token
 // The head every response and chunk object starts with: {id, object, created, model}.
 nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, int64_t created,
                                     const std::string& model);
+// A whole non-streamed response: head, choices, usage and system_fingerprint (null).
+nlohmann::ordered_json CompleteResponse(const std::string& id, const char* object,
+                                        int64_t created, const std::string& model,
+                                        nlohmann::ordered_json choices, int64_t prompt_tokens,
+                                        int64_t completion_tokens);
 // stop_reason: the matched stop string, the stop token id, or null.
 nlohmann::ordered_json StopReasonJson(const ChoiceUpdate& u);
 int64_t UnixNow();

@@ -38,6 +38,16 @@ Json ResponseHead(const std::string& id, const char* object, int64_t created,
   return r;
 }
 
+Json CompleteResponse(const std::string& id, const char* object, int64_t created,
+                      const std::string& model, Json choices, int64_t prompt_tokens,
+                      int64_t completion_tokens) {
+  Json r = ResponseHead(id, object, created, model);
+  r["choices"] = std::move(choices);
+  r["usage"] = UsageJson(prompt_tokens, completion_tokens);
+  r["system_fingerprint"] = nullptr;
+  return r;
+}
+
 Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
   Json u;
   u["prompt_tokens"] = prompt_tokens;
