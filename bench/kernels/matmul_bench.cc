@@ -106,6 +106,8 @@ BENCHMARK(BM_MatMulPrefill)
     ->Args({128, 4096, 1024})
     ->Args({6, 256, 256})
     ->Args({60, 256, 256})
+    ->Args({16, 256, 256})
+    ->Args({16, 1024, 1024})
     ->MinTime(0.5);
 
 }  // namespace

@@ -60,6 +60,100 @@ struct Prefetch {
   int64_t stride;  // bytes the prefetch address advances per two k steps (≤ 64 covers all)
 };
 
+// The two-k-step loop of the tall bf16 tiles (H = 5 or 6 rows × one panel: prefill and batched
+// decode) in assembly, `pairs` ≥ 1 times, on accumulators loaded from and stored back to
+// acc[H][16]. GCC's version of the same body spills the widening mask and a broadcast (the loop
+// needs all 16 ymm registers: 2·H accumulators, two widened weight vectors, a broadcast, the
+// mask), and the extra loads and moves cost ~10% when the front end is shared with a busy
+// hyperthread. Same arithmetic as the intrinsics: one FMA per element per k, in k order.
+// Registers: row r in ymm(2r) (columns 0..7) and ymm(2r+1) (8..15); ymm12/13 the widened
+// weights, ymm14 the broadcast, ymm15 the mask.
+#define CPM_WIDEN(off)                       \
+  "vmovdqu " #off "(%[pp]), %%ymm12\n\t"     \
+  "vpand %%ymm15, %%ymm12, %%ymm13\n\t"      \
+  "vpslld $16, %%ymm12, %%ymm12\n\t"
+#define CPM_ROW(off, lo, hi)                        \
+  "vbroadcastss " #off "(%[xk]), %%ymm14\n\t"      \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm" #lo "\n\t"  \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm" #hi "\n\t"
+#define CPM_ACC_LOAD(r, lo, hi)                          \
+  "vmovups " #r "*64(%[acc]), %%ymm" #lo "\n\t"          \
+  "vmovups " #r "*64+32(%[acc]), %%ymm" #hi "\n\t"
+#define CPM_ACC_STORE(r, lo, hi)                         \
+  "vmovups %%ymm" #lo ", " #r "*64(%[acc])\n\t"          \
+  "vmovups %%ymm" #hi ", " #r "*64+32(%[acc])\n\t"
+#define CPM_LOOP_HEAD                                                       \
+  "mov $0xffff0000, %%eax\n\tvmovd %%eax, %%xmm15\n\t"                    \
+  "vpbroadcastd %%xmm15, %%ymm15\n\t"                                      \
+  "1:\n\tprefetcht0 (%[ahead])\n\t" CPM_WIDEN(0)
+#define CPM_LOOP_TAIL(xbytes)                          \
+  "add $64, %[pp]\n\tadd $" #xbytes ", %[xk]\n\t"     \
+  "add %[stride], %[ahead]\n\tdec %[n]\n\tjnz 1b\n\t"
+#define CPM_ASM_OPERANDS                                                                \
+  : [pp] "+r"(pp), [xk] "+r"(xk), [ahead] "+r"(ahead), [n] "+r"(pairs)                  \
+  : [stride] "r"(stride), [acc] "r"(acc)                                                \
+  : "cc", "memory", "rax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
+    "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+
+template <int H>
+inline void PairLoopBf16Asm(float* acc, const float*& xk, const uint16_t*& pp,
+                            const char*& ahead, int64_t stride, int64_t pairs) {
+  if constexpr (H == 6) {
+    asm volatile(CPM_ACC_LOAD(0, 0, 1) CPM_ACC_LOAD(1, 2, 3)
+                 CPM_ACC_LOAD(2, 4, 5) CPM_ACC_LOAD(3, 6, 7)
+                 CPM_ACC_LOAD(4, 8, 9) CPM_ACC_LOAD(5, 10, 11)
+                 CPM_LOOP_HEAD
+                 CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
+                 CPM_ROW(16, 8, 9) CPM_ROW(20, 10, 11)
+                 CPM_WIDEN(32)
+                 CPM_ROW(24, 0, 1) CPM_ROW(28, 2, 3) CPM_ROW(32, 4, 5) CPM_ROW(36, 6, 7)
+                 CPM_ROW(40, 8, 9) CPM_ROW(44, 10, 11)
+                 CPM_LOOP_TAIL(48)
+                 CPM_ACC_STORE(0, 0, 1) CPM_ACC_STORE(1, 2, 3) CPM_ACC_STORE(2, 4, 5)
+                 CPM_ACC_STORE(3, 6, 7) CPM_ACC_STORE(4, 8, 9) CPM_ACC_STORE(5, 10, 11)
+                 CPM_ASM_OPERANDS);
+  } else {
+    static_assert(H == 5);
+    asm volatile(CPM_ACC_LOAD(0, 0, 1) CPM_ACC_LOAD(1, 2, 3)
+                 CPM_ACC_LOAD(2, 4, 5) CPM_ACC_LOAD(3, 6, 7)
+                 CPM_ACC_LOAD(4, 8, 9)
+                 CPM_LOOP_HEAD
+                 CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
+                 CPM_ROW(16, 8, 9)
+                 CPM_WIDEN(32)
+                 CPM_ROW(20, 0, 1) CPM_ROW(24, 2, 3) CPM_ROW(28, 4, 5) CPM_ROW(32, 6, 7)
+                 CPM_ROW(36, 8, 9)
+                 CPM_LOOP_TAIL(40)
+                 CPM_ACC_STORE(0, 0, 1) CPM_ACC_STORE(1, 2, 3) CPM_ACC_STORE(2, 4, 5)
+                 CPM_ACC_STORE(3, 6, 7) CPM_ACC_STORE(4, 8, 9)
+                 CPM_ASM_OPERANDS);
+  }
+}
+#undef CPM_WIDEN
+#undef CPM_ROW
+#undef CPM_ACC_LOAD
+#undef CPM_ACC_STORE
+#undef CPM_LOOP_HEAD
+#undef CPM_LOOP_TAIL
+#undef CPM_ASM_OPERANDS
+
+// One k step of a tile: acc[r][q] += x[r] · (panel q's row of 16 weights).
+template <int H, int NP, bool kBf16, typename T>
+__attribute__((always_inline)) inline void Step(__m256 (&acc)[H][NP][2], const float* xk,
+                                                const T* pp, int64_t panel_elems) {
+#pragma GCC unroll 4
+  for (int q = 0; q < NP; ++q) {
+    __m256 w0, w1;
+    LoadPanelRow<kBf16>(pp + q * panel_elems, 0, &w0, &w1);
+#pragma GCC unroll 6
+    for (int r = 0; r < H; ++r) {
+      const __m256 b = _mm256_broadcast_ss(xk + r);
+      acc[r][q][0] = _mm256_fmadd_ps(b, w0, acc[r][q][0]);
+      acc[r][q][1] = _mm256_fmadd_ps(b, w1, acc[r][q][1]);
+    }
+  }
+}
+
 // y[H, NP·16] = (resume ? y : 0) + xp[kc][H] · panels[kc][NP·16], one FMA chain per element in
 // k order. `panel` points at row k0 of the first panel, the next at + `panel_elems`; y is dense
 // in its NP·16 columns (the caller stages a partial last panel).
@@ -83,34 +177,42 @@ void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, f
       }
     }
   }
-  // Two k steps per iteration, pointer increments rather than indexed addresses: the loop is
-  // front-end bound when the core's other hyperthread is busy, so every scalar op counts.
-  // (Written as plain unrolled loops: with a lambda per step GCC spilled accumulators.)
+  // Two k steps per iteration with a fixed trip count and the odd step after the loop: the
+  // loop is front-end bound when the core's other hyperthread is busy (a neighbour on a shared
+  // host), so every scalar op per FMA counts.
   const float* xk = xp;
   const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
-  for (int64_t left = kc; left > 0; left -= 2, ahead += pf.stride) {
-#pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) {
-      const char* a = ahead + q * panel_elems * static_cast<int64_t>(sizeof(T));
-      _mm_prefetch(a, _MM_HINT_T0);
-      if constexpr (!kBf16) _mm_prefetch(a + 64, _MM_HINT_T0);  // f32: 128 B per two steps
-    }
-    const int steps = left >= 2 ? 2 : 1;
-#pragma GCC unroll 2
-    for (int u = 0; u < steps; ++u, xk += H, pp += 16) {
-#pragma GCC unroll 4
-      for (int q = 0; q < NP; ++q) {
-        __m256 w0, w1;
-        LoadPanelRow<kBf16>(pp + q * panel_elems, 0, &w0, &w1);
+  const int64_t elems_bytes = panel_elems * static_cast<int64_t>(sizeof(T));
+  int64_t pairs = kc / 2;
+  if constexpr (kBf16 && NP == 1 && H >= 5) {
+    if (pairs > 0) {
+      alignas(32) float spill[H * 16];
 #pragma GCC unroll 6
-        for (int r = 0; r < H; ++r) {
-          const __m256 b = _mm256_broadcast_ss(xk + r);
-          acc[r][q][0] = _mm256_fmadd_ps(b, w0, acc[r][q][0]);
-          acc[r][q][1] = _mm256_fmadd_ps(b, w1, acc[r][q][1]);
-        }
+      for (int r = 0; r < H; ++r) {
+        _mm256_store_ps(spill + r * 16, acc[r][0][0]);
+        _mm256_store_ps(spill + r * 16 + 8, acc[r][0][1]);
       }
+      PairLoopBf16Asm<H>(spill, xk, pp, ahead, pf.stride, pairs);
+#pragma GCC unroll 6
+      for (int r = 0; r < H; ++r) {
+        acc[r][0][0] = _mm256_load_ps(spill + r * 16);
+        acc[r][0][1] = _mm256_load_ps(spill + r * 16 + 8);
+      }
+      pairs = 0;
     }
   }
+  for (; pairs > 0; --pairs, ahead += pf.stride) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      _mm_prefetch(ahead + q * elems_bytes, _MM_HINT_T0);
+      if constexpr (!kBf16) _mm_prefetch(ahead + q * elems_bytes + 64, _MM_HINT_T0);  // 128 B
+    }
+    Step<H, NP, kBf16>(acc, xk, pp, panel_elems);
+    Step<H, NP, kBf16>(acc, xk + H, pp + 16, panel_elems);
+    xk += 2 * H;
+    pp += 32;
+  }
+  if (kc & 1) Step<H, NP, kBf16>(acc, xk, pp, panel_elems);
 #pragma GCC unroll 6
   for (int r = 0; r < H; ++r) {
 #pragma GCC unroll 4
