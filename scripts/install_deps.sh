@@ -12,7 +12,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config git
       nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
       libsentencepiece-dev sentencepiece libjpeg62-turbo-dev libpng-dev libwebp-dev
-      libcurl4-openssl-dev python3 python3-numpy python3-jinja2 curl nodejs npm)
+      libcurl4-openssl-dev libsimde-dev python3 python3-numpy python3-jinja2 curl nodejs npm)
 
 missing=()
 for p in "${PKGS[@]}"; do

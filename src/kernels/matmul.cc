@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -18,11 +19,20 @@ namespace {
 
 // Unpacked weights: output rows per task.
 constexpr int64_t kRowsPerTask = 64;
-// TODO(kernels): flip once matmul_avx512.cc has been validated on a CPU with AVX-512.
-constexpr bool kHaveAvx512Kernels = false;
+// The AVX-512 kernels (matmul_avx512.cc) are checked against the reference under SIMDe's
+// emulation only: no machine this project is built on has AVX-512, so neither their speed nor
+// their native run has been measured. They are opt-in (CPM_AVX512_MATMUL=1 on a CPU with
+// AVX-512F/BW/VL, and AVX512_BF16 for vdpbf16ps); by default AVX-512 CPUs use the AVX2 kernels.
+bool Avx512MatmulOptedIn() {
+  static const bool on = [] {
+    const char* s = std::getenv("CPM_AVX512_MATMUL");
+    return s != nullptr && std::strcmp(s, "1") == 0;
+  }();
+  return on;
+}
 
 PackedLayout WantedLayout(Isa isa, DType dt) {
-  if (isa == Isa::kAvx512 && kHaveAvx512Kernels) {
+  if (isa == Isa::kAvx512 && Avx512MatmulOptedIn()) {
     return dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
   }
   return dt == DType::kBF16 ? PackedLayout::kPanel16Bf16 : PackedLayout::kPanel16F32;
@@ -75,7 +85,9 @@ void PackPanels(const LinearWeight& w, PackedWeight* pw) {
   }
 }
 
-std::shared_ptr<const void> Pack(const LinearWeight& w, PackedLayout layout) {
+}  // namespace
+
+std::shared_ptr<const void> PackLinear(const LinearWeight& w, PackedLayout layout) {
   auto pw = std::make_shared<PackedWeight>();
   pw->layout = layout;
   pw->width = LayoutIsa(layout) == Isa::kAvx512 ? 32 : 16;
@@ -92,6 +104,8 @@ std::shared_ptr<const void> Pack(const LinearWeight& w, PackedLayout layout) {
   else PackPanels<float>(w, pw.get());
   return pw;
 }
+
+namespace {
 
 // One matmul of a group, as the parallel loop sees it.
 struct Job {
@@ -111,7 +125,7 @@ void PrepareLinear(LinearWeight* w) {
   if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
   const PackedLayout want = WantedLayout(isa, w->dtype);
   if (const PackedWeight* pw = Packed(*w); pw && pw->layout == want) return;
-  w->packed = Pack(*w, want);
+  w->packed = PackLinear(*w, want);
 }
 
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,

@@ -2,13 +2,21 @@
 // bf16 weights are stored as (k, k+1) pairs; with AVX512_BF16 and bf16-exact x (the model's
 // activations are bf16 values) it uses vdpbf16ps, else it widens and uses f32 FMAs.
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma; only called when present.
+// Tests also compile this file over SIMDe's portable AVX-512 (CPM_EMULATE_AVX512, see
+// matmul_avx512_emulated.cc), so that it is checked against the scalar reference on any x86-64.
 //
 // Batch invariance as in matmul_impl.h: one chain per output element in k order (a k-block
 // resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
-// row's result depends on that row alone. Not yet run on a CPU with AVX-512 (matmul.cc); before
-// enabling it, widen 1-3 row tiles over several panels as matmul_avx2.cc does (a 1-row tile
-// has only 2 FMA chains now that k is not split).
+// row's result depends on that row alone. Checked under emulation only, so opt-in (matmul.cc).
+// Known gaps before it can be the default: 1-3 row tiles should widen over several panels as
+// matmul_avx2.cc does (a 1-row tile has only 2 FMA chains now that k is not split), weights are
+// not software-prefetched, and x's bf16 check and pair packing are redone by every task.
+#if defined(CPM_EMULATE_AVX512)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#else
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -21,8 +29,41 @@
 // GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#if defined(CPM_EMULATE_AVX512)
+namespace cpm::kernels::emulated {
+bool g_have_avx512bf16 = true;  // whether the emulated CPU has AVX512_BF16; tests try both
+namespace {
+bool HaveAvx512Bf16() { return g_have_avx512bf16; }
+}  // namespace
+#else
 namespace cpm::kernels {
 namespace {
+bool HaveAvx512Bf16() { return GetCpuFeatures().avx512bf16; }
+}  // namespace
+#endif
+namespace {
+
+// Masked unaligned load/store of 16 floats: masked-off lanes are neither read nor written.
+#if defined(CPM_EMULATE_AVX512)
+// SIMDe 0.7 has no masked unaligned forms; lane-wise equivalents.
+inline __m512 MaskzLoadu(__mmask16 k, const float* p) {
+  alignas(64) float v[16] = {};
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) v[i] = p[i];
+  }
+  return _mm512_load_ps(v);
+}
+inline void MaskStoreu(float* p, __mmask16 k, __m512 a) {
+  alignas(64) float v[16];
+  _mm512_store_ps(v, a);
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) p[i] = v[i];
+  }
+}
+#else
+inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
+inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
+#endif
 
 constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 constexpr int64_t kKc = 256;         // k-block (even, so pair rows never straddle blocks)
@@ -48,8 +89,8 @@ void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, i
   }
   if (accumulate) {  // resume the chains of the earlier k-blocks
     for (int r = 0; r < MR; ++r) {
-      acc[0][r][0] = _mm512_maskz_loadu_ps(m0, y + r * ys);
-      acc[0][r][1] = _mm512_maskz_loadu_ps(m1, y + r * ys + 16);
+      acc[0][r][0] = MaskzLoadu(m0, y + r * ys);
+      acc[0][r][1] = MaskzLoadu(m1, y + r * ys + 16);
     }
   }
   const __m512i hi_mask = _mm512_set1_epi32(-65536);
@@ -106,8 +147,8 @@ void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, i
   }
   for (int r = 0; r < MR; ++r) {
     float* yr = y + r * ys;
-    _mm512_mask_storeu_ps(yr, m0, acc[0][r][0]);
-    _mm512_mask_storeu_ps(yr + 16, m1, acc[0][r][1]);
+    MaskStoreu(yr, m0, acc[0][r][0]);
+    MaskStoreu(yr + 16, m1, acc[0][r][1]);
   }
 }
 
@@ -221,7 +262,7 @@ void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const Packe
   // bf16 dot products are exact only for bf16 x (the check costs m·k against m·k·width FLOPs)
   // and round differently from f32 FMAs, so the choice is made per row, never per call: each
   // run of consecutive rows with the same answer is one call of the tiles.
-  const bool have_dot = GetCpuFeatures().avx512bf16;
+  const bool have_dot = HaveAvx512Bf16();
   std::vector<char> dot(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) {
     dot[i] = have_dot && AllBf16Exact(x + i * x_stride, x_stride, 1, pw.k);
@@ -235,4 +276,4 @@ void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const Packe
   }
 }
 
-}  // namespace cpm::kernels
+}  // namespace cpm::kernels (or cpm::kernels::emulated)

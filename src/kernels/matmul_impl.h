@@ -34,6 +34,10 @@ struct PackedWeight {
   AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t
 };
 
+// `w` re-laid out as `layout` (PrepareLinear picks the layout of the active ISA; tests pick
+// others, e.g. to check the AVX-512 kernels under emulation).
+std::shared_ptr<const void> PackLinear(const LinearWeight& w, PackedLayout layout);
+
 // The packed form of `w`, or null if it has none (PrepareLinear() not called).
 inline const PackedWeight* Packed(const LinearWeight& w) {
   return static_cast<const PackedWeight*>(w.packed.get());

@@ -9,9 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/matmul_impl.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
+// The AVX-512 kernels compiled over SIMDe (matmul_avx512_emulated.cc).
+namespace emulated {
+extern bool g_have_avx512bf16;
+void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
+                        int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride);
+}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;
@@ -248,6 +255,106 @@ TEST(MatMulTest, PrepareIsIdempotentAndKeepsData) {
     EXPECT_NE(packed, nullptr);
   }
 }
+
+// ---- AVX-512 kernels, run over SIMDe's emulation so that they are checked on any CPU. ----
+
+// x rounded to bf16 (the model's activations are bf16 values): the rows vdpbf16ps takes.
+std::vector<float> RoundedToBf16(std::vector<float> v) {
+  for (float& f : v) f = Bf16ToF32(F32ToBf16(f));
+  return v;
+}
+
+// y = x · Wᵀ through the emulated AVX-512 kernel, columns split into tasks of `per_task`
+// panels as MatMulGroup does.
+std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64_t m,
+                                  const PackedWeight& pw, int64_t ys, int64_t per_task) {
+  std::vector<float> y(m * ys, -7.0f);
+  for (int64_t p = 0; p < pw.num_panels; p += per_task) {
+    emulated::MatMulPanelsAvx512(x.data(), xs, m, pw, p, std::min(pw.num_panels, p + per_task),
+                                 y.data(), ys);
+  }
+  return y;
+}
+
+struct Avx512Case {
+  DType dt;
+  bool have_bf16;  // the emulated CPU has AVX512_BF16
+  bool bf16_x;     // x holds bf16 values (vdpbf16ps path when have_bf16)
+};
+
+class EmulatedAvx512Test : public ::testing::TestWithParam<Avx512Case> {
+ protected:
+  void SetUp() override { emulated::g_have_avx512bf16 = GetParam().have_bf16; }
+  void TearDown() override { emulated::g_have_avx512bf16 = true; }
+  static std::string Name(int64_t m, int64_t n, int64_t k) {
+    const Avx512Case& c = GetParam();
+    return std::string("avx512(emulated) ") + ToString(c.dt) + (c.have_bf16 ? " bf16-cpu" : "") +
+           (c.bf16_x ? " bf16-x" : "") + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+           " k=" + std::to_string(k);
+  }
+};
+
+TEST_P(EmulatedAvx512Test, MatchesReferenceOnOddShapes) {
+  const Avx512Case c = GetParam();
+  const PackedLayout layout =
+      c.dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
+  // m past one row block (128) and one tile (8); k odd, past one k-block (256) and past 512.
+  for (int64_t m : {1, 2, 7, 8, 9, 17, 130}) {
+    for (int64_t n : {1, 31, 33, 70}) {
+      for (int64_t k : {1, 2, 7, 33, 259, 515}) {
+        TestWeight t = MakeWeight(c.dt, n, k, static_cast<uint32_t>(m * 131 + n * 7 + k));
+        const auto packed = PackLinear(t.w, layout);
+        const auto& pw = *static_cast<const PackedWeight*>(packed.get());
+        const int64_t xs = k + 3, ys = n + 5;
+        std::vector<float> x = RandomVec(m * xs, static_cast<uint32_t>(k + m));
+        if (c.bf16_x) x = RoundedToBf16(std::move(x));
+        const std::vector<float> y = EmulatedAvx512(x, xs, m, pw, ys, 1);
+        ExpectClose(x.data(), xs, m, t.w, y.data(), ys, Name(m, n, k));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = n; r < ys; ++r) ASSERT_EQ(y[i * ys + r], -7.0f) << "wrote past n";
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Batch invariance as for the other ISAs: a row alone, in any batch and under any split of the
+// columns into tasks gives the same bits.
+TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
+  const Avx512Case c = GetParam();
+  const PackedLayout layout =
+      c.dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
+  constexpr int64_t kRows = 37;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{70, 515}, {33, 7}}) {
+    TestWeight t = MakeWeight(c.dt, n, k, static_cast<uint32_t>(n + k));
+    const auto packed = PackLinear(t.w, layout);
+    const auto& pw = *static_cast<const PackedWeight*>(packed.get());
+    std::vector<float> x = RandomVec(kRows * k, static_cast<uint32_t>(k));
+    if (c.bf16_x) x = RoundedToBf16(std::move(x));
+    const std::vector<float> full = EmulatedAvx512(x, k, kRows, pw, n, pw.num_panels);
+    for (int64_t m : {1, 3, 8, 9, 16}) {
+      const int64_t first = (kRows - m) / 2;
+      const std::vector<float> sub(x.begin() + first * k, x.begin() + (first + m) * k);
+      const std::vector<float> y = EmulatedAvx512(sub, k, m, pw, n, 1);
+      for (int64_t i = 0; i < m; ++i) {
+        ExpectBitwiseEqual(y.data() + i * n, full.data() + (first + i) * n, n,
+                           Name(m, n, k) + " row " + std::to_string(first + i));
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, EmulatedAvx512Test,
+    ::testing::Values(Avx512Case{DType::kF32, true, false}, Avx512Case{DType::kBF16, true, true},
+                      Avx512Case{DType::kBF16, true, false},
+                      Avx512Case{DType::kBF16, false, true}),
+    [](const ::testing::TestParamInfo<Avx512Case>& info) {
+      const Avx512Case& c = info.param;
+      return std::string(c.dt == DType::kBF16 ? "Bf16" : "F32") +
+             (c.have_bf16 ? "CpuBf16" : "NoCpuBf16") + (c.bf16_x ? "XBf16" : "XF32");
+    });
 
 }  // namespace
 }  // namespace cpm::kernels
