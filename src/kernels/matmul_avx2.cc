@@ -60,82 +60,100 @@ struct Prefetch {
   int64_t stride;  // bytes the prefetch address advances per two k steps (≤ 64 covers all)
 };
 
-// The two-k-step loop of the tall bf16 tiles (H = 5 or 6 rows × one panel: prefill and batched
-// decode) in assembly, `pairs` ≥ 1 times, on accumulators loaded from and stored back to
-// acc[H][16]. GCC's version of the same body spills the widening mask and a broadcast (the loop
-// needs all 16 ymm registers: 2·H accumulators, two widened weight vectors, a broadcast, the
-// mask), and the extra loads and moves cost ~10% when the front end is shared with a busy
-// hyperthread. Same arithmetic as the intrinsics: one FMA per element per k, in k order.
-// Registers: row r in ymm(2r) (columns 0..7) and ymm(2r+1) (8..15); ymm12/13 the widened
-// weights, ymm14 the broadcast, ymm15 the mask.
-#define CPM_WIDEN(off)                       \
-  "vmovdqu " #off "(%[pp]), %%ymm12\n\t"     \
-  "vpand %%ymm15, %%ymm12, %%ymm13\n\t"      \
+// The tall bf16 tiles (H = 5 or 6 rows × one panel: prefill and batched decode) in assembly,
+// the whole of Tile() below for them. GCC's version spills the widening mask and a broadcast
+// (the loop needs all 16 ymm registers: 2·H accumulators, two widened weights, a broadcast,
+// the mask), and the extra loads and moves cost ~10% when the front end is shared with a busy
+// hyperthread. Same arithmetic as the intrinsics: one FMA chain per element, in k order.
+// Registers: row r of the tile in ymm(2r) (columns 0..7) and ymm(2r+1) (8..15); ymm12/13 the
+// widened weights, ymm14 the broadcast, ymm15 the mask; rax addresses rows 3..5 of y.
+#define CPM_Y0 "(%[y])"
+#define CPM_Y1 "(%[y],%[ys4],1)"
+#define CPM_Y2 "(%[y],%[ys4],2)"
+#define CPM_Y3 "(%%rax)"
+#define CPM_Y4 "(%%rax,%[ys4],1)"
+#define CPM_Y5 "(%%rax,%[ys4],2)"
+#define CPM_ROW3 "lea (%[y],%[ys4],2), %%rax\n\tadd %[ys4], %%rax\n\t"
+#define CPM_LOAD_Y(r, lo, hi) \
+  "vmovups " CPM_Y##r ", %%ymm" #lo "\n\tvmovups 32" CPM_Y##r ", %%ymm" #hi "\n\t"
+#define CPM_STORE_Y(r, lo, hi) \
+  "vmovups %%ymm" #lo ", " CPM_Y##r "\n\tvmovups %%ymm" #hi ", 32" CPM_Y##r "\n\t"
+#define CPM_ZERO(lo, hi) \
+  "vxorps %%ymm" #lo ", %%ymm" #lo ", %%ymm" #lo "\n\tvxorps %%ymm" #hi ", %%ymm" #hi ", %%ymm" #hi "\n\t"
+#define CPM_WIDEN(off)                   \
+  "vmovdqu " #off "(%[pp]), %%ymm12\n\t" \
+  "vpand %%ymm15, %%ymm12, %%ymm13\n\t"  \
   "vpslld $16, %%ymm12, %%ymm12\n\t"
-#define CPM_ROW(off, lo, hi)                        \
-  "vbroadcastss " #off "(%[xk]), %%ymm14\n\t"      \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm" #lo "\n\t"  \
+#define CPM_ROW(off, lo, hi)                         \
+  "vbroadcastss " #off "(%[xk]), %%ymm14\n\t"        \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm" #lo "\n\t"   \
   "vfmadd231ps %%ymm13, %%ymm14, %%ymm" #hi "\n\t"
-#define CPM_ACC_LOAD(r, lo, hi)                          \
-  "vmovups " #r "*64(%[acc]), %%ymm" #lo "\n\t"          \
-  "vmovups " #r "*64+32(%[acc]), %%ymm" #hi "\n\t"
-#define CPM_ACC_STORE(r, lo, hi)                         \
-  "vmovups %%ymm" #lo ", " #r "*64(%[acc])\n\t"          \
-  "vmovups %%ymm" #hi ", " #r "*64+32(%[acc])\n\t"
-#define CPM_LOOP_HEAD                                                       \
-  "mov $0xffff0000, %%eax\n\tvmovd %%eax, %%xmm15\n\t"                    \
-  "vpbroadcastd %%xmm15, %%ymm15\n\t"                                      \
-  "1:\n\tprefetcht0 (%[ahead])\n\t" CPM_WIDEN(0)
-#define CPM_LOOP_TAIL(xbytes)                          \
-  "add $64, %[pp]\n\tadd $" #xbytes ", %[xk]\n\t"     \
-  "add %[stride], %[ahead]\n\tdec %[n]\n\tjnz 1b\n\t"
-#define CPM_ASM_OPERANDS                                                                \
-  : [pp] "+r"(pp), [xk] "+r"(xk), [ahead] "+r"(ahead), [n] "+r"(pairs)                  \
-  : [stride] "r"(stride), [acc] "r"(acc)                                                \
+// Accumulators from y (flags bit 0: resume) or zero; the mask; the loop over k pairs; the odd
+// last k (flags bit 1); the accumulators back to y.
+#define CPM_TILE_ASM(LOAD, ZERO, STEP0, STEP1, STORE, xbytes)                  \
+  CPM_ROW3 "test $1, %[flags]\n\tjz 2f\n\t" LOAD "jmp 3f\n"                  \
+  "2:\n\t" ZERO "3:\n\t"                                                     \
+  "mov $0xffff0000, %%eax\n\tvmovd %%eax, %%xmm15\n\t"                      \
+  "vpbroadcastd %%xmm15, %%ymm15\n\t"                                        \
+  "test %[n], %[n]\n\tjz 4f\n"                                               \
+  "1:\n\tprefetcht0 (%[ahead])\n\t" CPM_WIDEN(0) STEP0 CPM_WIDEN(32) STEP1   \
+  "add $64, %[pp]\n\tadd $" #xbytes ", %[xk]\n\t"                             \
+  "add %[stride], %[ahead]\n\tdec %[n]\n\tjnz 1b\n"                          \
+  "4:\n\ttest $2, %[flags]\n\tjz 5f\n\t" CPM_WIDEN(0) STEP0                  \
+  "5:\n\t" CPM_ROW3 STORE
+#define CPM_TILE_OPERANDS                                                              \
+  : [pp] "+r"(pp), [xk] "+r"(xk), [ahead] "+r"(ahead), [n] "+r"(pairs)                 \
+  : [stride] "r"(pf.stride), [y] "r"(y), [ys4] "r"(ys * 4), [flags] "r"(flags)         \
   : "cc", "memory", "rax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
     "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
 
 template <int H>
-inline void PairLoopBf16Asm(float* acc, const float*& xk, const uint16_t*& pp,
-                            const char*& ahead, int64_t stride, int64_t pairs) {
+void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t kc, float* y, int64_t ys,
+                 bool resume, Prefetch pf) {
+  const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
+  int64_t pairs = kc / 2;
+  const int64_t flags = (resume ? 1 : 0) | (kc & 1 ? 2 : 0);
   if constexpr (H == 6) {
-    asm volatile(CPM_ACC_LOAD(0, 0, 1) CPM_ACC_LOAD(1, 2, 3)
-                 CPM_ACC_LOAD(2, 4, 5) CPM_ACC_LOAD(3, 6, 7)
-                 CPM_ACC_LOAD(4, 8, 9) CPM_ACC_LOAD(5, 10, 11)
-                 CPM_LOOP_HEAD
-                 CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
-                 CPM_ROW(16, 8, 9) CPM_ROW(20, 10, 11)
-                 CPM_WIDEN(32)
-                 CPM_ROW(24, 0, 1) CPM_ROW(28, 2, 3) CPM_ROW(32, 4, 5) CPM_ROW(36, 6, 7)
-                 CPM_ROW(40, 8, 9) CPM_ROW(44, 10, 11)
-                 CPM_LOOP_TAIL(48)
-                 CPM_ACC_STORE(0, 0, 1) CPM_ACC_STORE(1, 2, 3) CPM_ACC_STORE(2, 4, 5)
-                 CPM_ACC_STORE(3, 6, 7) CPM_ACC_STORE(4, 8, 9) CPM_ACC_STORE(5, 10, 11)
-                 CPM_ASM_OPERANDS);
+    asm volatile(CPM_TILE_ASM(
+        CPM_LOAD_Y(0, 0, 1) CPM_LOAD_Y(1, 2, 3) CPM_LOAD_Y(2, 4, 5) CPM_LOAD_Y(3, 6, 7)
+            CPM_LOAD_Y(4, 8, 9) CPM_LOAD_Y(5, 10, 11),
+        CPM_ZERO(0, 1) CPM_ZERO(2, 3) CPM_ZERO(4, 5) CPM_ZERO(6, 7) CPM_ZERO(8, 9)
+            CPM_ZERO(10, 11),
+        CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
+            CPM_ROW(16, 8, 9) CPM_ROW(20, 10, 11),
+        CPM_ROW(24, 0, 1) CPM_ROW(28, 2, 3) CPM_ROW(32, 4, 5) CPM_ROW(36, 6, 7)
+            CPM_ROW(40, 8, 9) CPM_ROW(44, 10, 11),
+        CPM_STORE_Y(0, 0, 1) CPM_STORE_Y(1, 2, 3) CPM_STORE_Y(2, 4, 5) CPM_STORE_Y(3, 6, 7)
+            CPM_STORE_Y(4, 8, 9) CPM_STORE_Y(5, 10, 11),
+        48) CPM_TILE_OPERANDS);
   } else {
     static_assert(H == 5);
-    asm volatile(CPM_ACC_LOAD(0, 0, 1) CPM_ACC_LOAD(1, 2, 3)
-                 CPM_ACC_LOAD(2, 4, 5) CPM_ACC_LOAD(3, 6, 7)
-                 CPM_ACC_LOAD(4, 8, 9)
-                 CPM_LOOP_HEAD
-                 CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
-                 CPM_ROW(16, 8, 9)
-                 CPM_WIDEN(32)
-                 CPM_ROW(20, 0, 1) CPM_ROW(24, 2, 3) CPM_ROW(28, 4, 5) CPM_ROW(32, 6, 7)
-                 CPM_ROW(36, 8, 9)
-                 CPM_LOOP_TAIL(40)
-                 CPM_ACC_STORE(0, 0, 1) CPM_ACC_STORE(1, 2, 3) CPM_ACC_STORE(2, 4, 5)
-                 CPM_ACC_STORE(3, 6, 7) CPM_ACC_STORE(4, 8, 9)
-                 CPM_ASM_OPERANDS);
+    asm volatile(CPM_TILE_ASM(
+        CPM_LOAD_Y(0, 0, 1) CPM_LOAD_Y(1, 2, 3) CPM_LOAD_Y(2, 4, 5) CPM_LOAD_Y(3, 6, 7)
+            CPM_LOAD_Y(4, 8, 9),
+        CPM_ZERO(0, 1) CPM_ZERO(2, 3) CPM_ZERO(4, 5) CPM_ZERO(6, 7) CPM_ZERO(8, 9),
+        CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7) CPM_ROW(16, 8, 9),
+        CPM_ROW(20, 0, 1) CPM_ROW(24, 2, 3) CPM_ROW(28, 4, 5) CPM_ROW(32, 6, 7)
+            CPM_ROW(36, 8, 9),
+        CPM_STORE_Y(0, 0, 1) CPM_STORE_Y(1, 2, 3) CPM_STORE_Y(2, 4, 5) CPM_STORE_Y(3, 6, 7)
+            CPM_STORE_Y(4, 8, 9),
+        40) CPM_TILE_OPERANDS);
   }
 }
+#undef CPM_Y0
+#undef CPM_Y1
+#undef CPM_Y2
+#undef CPM_Y3
+#undef CPM_Y4
+#undef CPM_Y5
+#undef CPM_ROW3
+#undef CPM_LOAD_Y
+#undef CPM_STORE_Y
+#undef CPM_ZERO
 #undef CPM_WIDEN
 #undef CPM_ROW
-#undef CPM_ACC_LOAD
-#undef CPM_ACC_STORE
-#undef CPM_LOOP_HEAD
-#undef CPM_LOOP_TAIL
-#undef CPM_ASM_OPERANDS
+#undef CPM_TILE_ASM
+#undef CPM_TILE_OPERANDS
 
 // One k step of a tile: acc[r][q] += x[r] · (panel q's row of 16 weights).
 template <int H, int NP, bool kBf16, typename T>
@@ -160,6 +178,9 @@ __attribute__((always_inline)) inline void Step(__m256 (&acc)[H][NP][2], const f
 template <int H, int NP, bool kBf16>
 void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, float* y,
           int64_t ys, bool resume, Prefetch pf) {
+  if constexpr (kBf16 && NP == 1 && H >= 5) {
+    return TileBf16Asm<H>(xp, static_cast<const uint16_t*>(panel), kc, y, ys, resume, pf);
+  }
   using T = std::conditional_t<kBf16, uint16_t, float>;
   const T* pp = static_cast<const T*>(panel);
   // Every loop over the tile is fully unrolled so that `acc` lives in registers (GCC keeps an
@@ -184,23 +205,6 @@ void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, f
   const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
   const int64_t elems_bytes = panel_elems * static_cast<int64_t>(sizeof(T));
   int64_t pairs = kc / 2;
-  if constexpr (kBf16 && NP == 1 && H >= 5) {
-    if (pairs > 0) {
-      alignas(32) float spill[H * 16];
-#pragma GCC unroll 6
-      for (int r = 0; r < H; ++r) {
-        _mm256_store_ps(spill + r * 16, acc[r][0][0]);
-        _mm256_store_ps(spill + r * 16 + 8, acc[r][0][1]);
-      }
-      PairLoopBf16Asm<H>(spill, xk, pp, ahead, pf.stride, pairs);
-#pragma GCC unroll 6
-      for (int r = 0; r < H; ++r) {
-        acc[r][0][0] = _mm256_load_ps(spill + r * 16);
-        acc[r][0][1] = _mm256_load_ps(spill + r * 16 + 8);
-      }
-      pairs = 0;
-    }
-  }
   for (; pairs > 0; --pairs, ahead += pf.stride) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
