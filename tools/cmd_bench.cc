@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
+#include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "kv/state_slots.h"
 #include "model/minicpm_config.h"
@@ -66,6 +67,7 @@ kernels::MachineLimits BestOf(kernels::MachineLimits a, const kernels::MachineLi
   a.f32_fma_gflops = std::max(a.f32_fma_gflops, b.f32_fma_gflops);
   a.f32_fma_gflops_1t = std::max(a.f32_fma_gflops_1t, b.f32_fma_gflops_1t);
   a.bf16_dot_gflops = std::max(a.bf16_dot_gflops, b.bf16_dot_gflops);
+  a.matmul_l1_gflops = std::max(a.matmul_l1_gflops, b.matmul_l1_gflops);
   return a;
 }
 
@@ -373,7 +375,8 @@ int RunBench(const BenchArgs& a) {
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
   if (!a.skip_limits) lim = BestOf(lim, kernels::MeasureMachineLimits(pool));
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.
-  const double peak = lim.f32_fma_gflops * 1e9;
+  const bool bf16_dot = kernels::MatMulUsesBf16Dot();
+  const double peak = (bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
   const double bw = lim.read_gbps * 1e9;
   for (Result& r : results) {
     const double t_bw = bw > 0 ? r.bytes / bw : 0, t_fl = peak > 0 ? r.flops / peak : 0;
@@ -388,6 +391,13 @@ int RunBench(const BenchArgs& a) {
               lim.bf16_dot_gflops > 0
                   ? (", bf16 dot peak " + std::to_string(lim.bf16_dot_gflops) + " GFLOP/s").c_str()
                   : "");
+  if (lim.matmul_l1_gflops > 0 && peak > 0) {
+    std::printf("kernel check: the matmul kernel on an in-L1 problem (6×32×256, bf16) runs at "
+                "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "
+                "core lowers it; the peak loop, FMAs only, barely feels one)\n",
+                lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / peak,
+                bf16_dot ? "bf16 dot" : "FMA");
+  }
   PrintModelLine(dir, *bm);
   std::printf("| test   | batch | tokens/s | ms/step | GB/s  | GFLOP/s | bound     | of bound |\n");
   std::printf("|--------|------:|---------:|--------:|------:|--------:|-----------|---------:|\n");
@@ -434,7 +444,9 @@ int RunBench(const BenchArgs& a) {
           {"read_gb_per_s", lim.read_gbps}, {"read_gb_per_s_1t", lim.read_gbps_1t},
           {"f32_fma_gflop_per_s", lim.f32_fma_gflops},
           {"f32_fma_gflop_per_s_1t", lim.f32_fma_gflops_1t},
-          {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops}}},
+          {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops},
+          {"matmul_l1_gflop_per_s", lim.matmul_l1_gflops},
+          {"prefill_peak", bf16_dot ? "bf16_dot" : "f32_fma"}}},
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
         {"results", jr}};

@@ -5,9 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <memory>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_impl.h"
 
 namespace cpm::kernels {
 namespace {
@@ -94,7 +99,41 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512bf16) {
     out.bf16_dot_gflops = PeakOn(pool, n, repeats, &Bf16DotPeakLoopAvx512);
   }
+  if (isa != Isa::kScalar) out.matmul_l1_gflops = PeakOn(pool, n, repeats, &MatmulL1Loop);
   return out;
+}
+
+double MatmulL1Loop(int64_t iterations) {
+  constexpr int64_t kM = 6, kN = 32, kK = 256;
+  // Packed once for the active ISA (as the model's weights are); bf16 values and a bf16-exact
+  // x, so that an AVX-512 BF16 build takes its dot-product path as the model would.
+  static const LinearWeight w = [] {
+    LinearWeight lw;
+    lw.dtype = DType::kBF16;
+    lw.out_features = kN;
+    lw.in_features = kK;
+    auto data = std::make_shared<std::vector<uint16_t>>(kN * kK, uint16_t{0x3c00});
+    lw.data = data->data();
+    lw.owner = data;
+    PrepareLinear(&lw);
+    return lw;
+  }();
+  const PackedWeight* pw = Packed(w);
+  if (pw == nullptr) return 0;
+  alignas(64) float x[kM * kK], y[kM * kN];
+  std::fill(std::begin(x), std::end(x), 0.5f);
+  // As many FMAs as the register-only loop does in `iterations` (12 vector FMAs each).
+  const int64_t calls = std::max<int64_t>(1, iterations * 12 * 8 / (kM * kN * kK));
+  for (int64_t c = 0; c < calls; ++c) {
+    if (pw->layout == PackedLayout::kPanel16Bf16) {
+      MatMulPanelsAvx2(x, kM, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
+    } else {
+      MatMulPanelsAvx512(x, kK, kM, *pw, 0, pw->num_panels, y, kN);
+    }
+  }
+  volatile float sink = y[0];
+  (void)sink;
+  return static_cast<double>(calls) * 2 * kM * kN * kK;
 }
 
 }  // namespace cpm::kernels

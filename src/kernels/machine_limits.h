@@ -16,6 +16,11 @@ struct MachineLimits {
   double f32_fma_gflops_1t = 0;
   double bf16_dot_gflops = 0;    // vdpbf16ps peak (4 FLOPs per f32 lane); 0 without AVX512_BF16
   const char* fma_isa = "";      // the instructions the peak was measured with
+  // The matmul kernel of the active ISA on a problem that stays in L1 (6 rows × 32 columns ×
+  // k 256, bf16 weights), over all threads: what the core gives the kernel's instruction mix
+  // (loads, broadcasts, widening, FMAs) rather than FMAs alone. On a host whose other
+  // hyperthread is busy the two differ, and that gap is not the cache blocking's. 0 for scalar.
+  double matmul_l1_gflops = 0;
 };
 
 // `buffer_bytes` should be ≥ 8× the LLC. Takes about 1-2 s.
@@ -26,6 +31,8 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes = int6
 double FmaPeakLoopAvx2(int64_t iterations);
 double FmaPeakLoopAvx512(int64_t iterations);
 double Bf16DotPeakLoopAvx512(int64_t iterations);
+// The in-L1 matmul loop behind matmul_l1_gflops.
+double MatmulL1Loop(int64_t iterations);
 // Streams [p, p + bytes) and returns a value that depends on every byte read.
 uint64_t StreamReadAvx2(const void* p, int64_t bytes);
 

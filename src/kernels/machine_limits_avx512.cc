@@ -4,6 +4,9 @@
 
 #include "kernels/machine_limits.h"
 
+// GCC 12 warns about the `undefined` operand inside its own _mm512_reduce_add_ps.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 namespace cpm::kernels {
 
 double FmaPeakLoopAvx512(int64_t iterations) {

@@ -128,6 +128,10 @@ void PrepareLinear(LinearWeight* w) {
   w->packed = PackLinear(*w, want);
 }
 
+bool MatMulUsesBf16Dot() {
+  return ActiveIsa() == Isa::kAvx512 && Avx512MatmulOptedIn() && GetCpuFeatures().avx512bf16;
+}
+
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
             int64_t y_stride, ThreadPool& pool) {
   const LinearWeight* ws[] = {&w};

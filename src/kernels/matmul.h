@@ -36,6 +36,10 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const LinearWeight* const> ws, std::span<float* const> ys,
                  std::span<const int64_t> y_strides, ThreadPool& pool);
 
+// Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps, opted in),
+// so that its FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
+bool MatMulUsesBf16Dot();
+
 // Scalar reference (tests compare every variant with it). Row range [row_begin, row_end) of W.
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
                int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);

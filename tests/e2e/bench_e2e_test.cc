@@ -265,6 +265,11 @@ TEST(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
   EXPECT_EQ(m["attn_flops_per_pair"], 4 * H * hd * full);
   EXPECT_GT(b["machine"]["read_gb_per_s"].get<double>(), 0);
   EXPECT_GT(b["machine"]["f32_fma_gflop_per_s"].get<double>(), 0);
+  // The matmul kernel's own in-L1 speed beside the peak (SIMD builds; AVX-512 is opt-in).
+  if (b["machine"]["isa"] != "scalar") {
+    EXPECT_GT(b["machine"]["matmul_l1_gflop_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(b["machine"]["prefill_peak"], "f32_fma");
 
   ASSERT_EQ(b["results"].size(), 4u);
   for (const Json& r : b["results"]) {
