@@ -8,9 +8,9 @@
 // Batch invariance as in matmul_impl.h: one chain per output element in k order (a k-block
 // resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
 // row's result depends on that row alone. Checked under emulation only, so opt-in (matmul.cc).
-// Known gaps before it can be the default: 1-3 row tiles should widen over several panels as
-// matmul_avx2.cc does (a 1-row tile has only 2 FMA chains now that k is not split), weights are
-// not software-prefetched, and x's bf16 check and pair packing are redone by every task.
+// Short tiles (decode) widen over 2-4 panels; weights are prefetched a fixed distance ahead.
+// Known gap before it can be the default: x's bf16 check and pair packing are redone by every
+// task of a call (O(m·k) each, against O(m·k·32·panels) of work).
 #if defined(CPM_EMULATE_AVX512)
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
@@ -68,102 +68,146 @@ inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(
 constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 constexpr int64_t kKc = 256;         // k-block (even, so pair rows never straddle blocks)
 constexpr int64_t kMc = 128;
+// Software prefetch distance within a panel stream: the hardware prefetchers restart at each
+// k-block and page of a panel (measured for the AVX2 kernel on Zen 3; not measured here).
+constexpr int64_t kPrefetchBytes = 1024;
 
 enum class Mode { kF32, kBf16Widen, kBf16Dot };
 
-// y[MR, 32] = (resume ? y : 0) + x[MR, kc] · panel[kc, 32], one chain per element. For
-// kBf16Dot, x is the pre-packed pair array (uint32 per (row, k pair)) and `kc` counts pairs.
-// KS > 1 would split k over independent accumulators and make a row's order depend on its
-// tile's height, so every tile uses KS = 1 (the template parameter stays for experiments only
-// with the same KS for all heights).
-template <int MR, int KS, Mode kMode>
-void Tile(const void* xv, int64_t xs, const void* panel, int64_t kc, float* y, int64_t ys,
-          int64_t n_valid, bool accumulate) {
+// Panels per tile for MR rows: short tiles (decode) widen over several panels so that there
+// are enough independent accumulator chains (2·MR·NP ≤ 16 of the 32 registers) and several
+// weight streams in flight; k is never split, which would make a row's order depend on its
+// tile's height.
+constexpr int PanelsPerTile(int mr) { return mr <= 2 ? 4 : mr <= 4 ? 2 : 1; }
+
+// y[MR, NP·32] = (resume ? y : 0) + x[MR, kc] · panels[kc, NP·32], one chain per element in
+// k order. Panel q starts `panel_stride` elements after panel q-1. For kBf16Dot, x is the
+// pre-packed pair array (uint32 per (row, k pair)) and `kc` counts pairs. `n_valid` masks the
+// columns of the last panel (NP = 1 only; wider tiles cover whole panels).
+template <int MR, int NP, Mode kMode>
+void Tile(const void* xv, int64_t xs, const void* panel, int64_t panel_stride, int64_t kc,
+          float* y, int64_t ys, int64_t n_valid, bool accumulate) {
+  using T = std::conditional_t<kMode == Mode::kF32, float, uint16_t>;
   const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
   const __mmask16 m1 =
       n_valid >= 32 ? 0xffff
                     : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
-  __m512 acc[KS][MR][2];
-  for (int s = 0; s < KS; ++s) {
-    for (int r = 0; r < MR; ++r) acc[s][r][0] = acc[s][r][1] = _mm512_setzero_ps();
-  }
-  if (accumulate) {  // resume the chains of the earlier k-blocks
-    for (int r = 0; r < MR; ++r) {
-      acc[0][r][0] = MaskzLoadu(m0, y + r * ys);
-      acc[0][r][1] = MaskzLoadu(m1, y + r * ys + 16);
+  __m512 acc[MR][NP][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      if (accumulate) {  // resume the chains of the earlier k-blocks
+        acc[r][q][0] = NP == 1 ? MaskzLoadu(m0, y + r * ys) : _mm512_loadu_ps(y + r * ys + 32 * q);
+        acc[r][q][1] = NP == 1 ? MaskzLoadu(m1, y + r * ys + 16)
+                               : _mm512_loadu_ps(y + r * ys + 32 * q + 16);
+      } else {
+        acc[r][q][0] = acc[r][q][1] = _mm512_setzero_ps();
+      }
     }
   }
   const __m512i hi_mask = _mm512_set1_epi32(-65536);
-  // One step: one k (kF32), one k pair (bf16 modes).
-  auto step = [&](int s, int64_t kk) __attribute__((always_inline)) {
-    if constexpr (kMode == Mode::kF32) {
-      const float* p = static_cast<const float*>(panel) + kk * 32;
-      const __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
-      const float* x = static_cast<const float*>(xv);
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        const __m512 b = _mm512_set1_ps(x[r * xs + kk]);
-        acc[s][r][0] = _mm512_fmadd_ps(b, w0, acc[s][r][0]);
-        acc[s][r][1] = _mm512_fmadd_ps(b, w1, acc[s][r][1]);
-      }
-    } else {
-      const uint16_t* p = static_cast<const uint16_t*>(panel) + kk * 64;
-      const __m512i z0 = _mm512_loadu_si512(p), z1 = _mm512_loadu_si512(p + 32);
-      if constexpr (kMode == Mode::kBf16Dot) {
-        const uint32_t* x = static_cast<const uint32_t*>(xv);
+  const T* base = static_cast<const T*>(panel);
+  constexpr int64_t kStepElems = kMode == Mode::kF32 ? 32 : 64;  // per panel and step
+  for (int64_t kk = 0; kk < kc; ++kk) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      const T* p = base + q * panel_stride + kk * kStepElems;
+      const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      if constexpr (kMode != Mode::kF32) _mm_prefetch(ahead + 64, _MM_HINT_T0);  // 128 B/step
+      if constexpr (kMode == Mode::kF32) {
+        const __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
+        const float* x = static_cast<const float*>(xv);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
-          const __m512i b = _mm512_set1_epi32(static_cast<int>(x[r * xs + kk]));
-          acc[s][r][0] = _mm512_dpbf16_ps(acc[s][r][0], (__m512bh)b, (__m512bh)z0);
-          acc[s][r][1] = _mm512_dpbf16_ps(acc[s][r][1], (__m512bh)b, (__m512bh)z1);
+          const __m512 b = _mm512_set1_ps(x[r * xs + kk]);
+          acc[r][q][0] = _mm512_fmadd_ps(b, w0, acc[r][q][0]);
+          acc[r][q][1] = _mm512_fmadd_ps(b, w1, acc[r][q][1]);
         }
       } else {
-        const float* x = static_cast<const float*>(xv);
-        const __m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(z0, 16));
-        const __m512 w0o = _mm512_castsi512_ps(_mm512_and_si512(z0, hi_mask));
-        const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(z1, 16));
-        const __m512 w1o = _mm512_castsi512_ps(_mm512_and_si512(z1, hi_mask));
+        const __m512i z0 = _mm512_loadu_si512(p), z1 = _mm512_loadu_si512(p + 32);
+        if constexpr (kMode == Mode::kBf16Dot) {
+          const uint32_t* x = static_cast<const uint32_t*>(xv);
 #pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-          const __m512 be = _mm512_set1_ps(x[r * xs + 2 * kk]);
-          const __m512 bo = _mm512_set1_ps(x[r * xs + 2 * kk + 1]);
-          acc[s][r][0] = _mm512_fmadd_ps(bo, w0o, _mm512_fmadd_ps(be, w0e, acc[s][r][0]));
-          acc[s][r][1] = _mm512_fmadd_ps(bo, w1o, _mm512_fmadd_ps(be, w1e, acc[s][r][1]));
+          for (int r = 0; r < MR; ++r) {
+            const __m512i b = _mm512_set1_epi32(static_cast<int>(x[r * xs + kk]));
+            acc[r][q][0] = _mm512_dpbf16_ps(acc[r][q][0], (__m512bh)b, (__m512bh)z0);
+            acc[r][q][1] = _mm512_dpbf16_ps(acc[r][q][1], (__m512bh)b, (__m512bh)z1);
+          }
+        } else {
+          const float* x = static_cast<const float*>(xv);
+          const __m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(z0, 16));
+          const __m512 w0o = _mm512_castsi512_ps(_mm512_and_si512(z0, hi_mask));
+          const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(z1, 16));
+          const __m512 w1o = _mm512_castsi512_ps(_mm512_and_si512(z1, hi_mask));
+#pragma GCC unroll 8
+          for (int r = 0; r < MR; ++r) {
+            const __m512 be = _mm512_set1_ps(x[r * xs + 2 * kk]);
+            const __m512 bo = _mm512_set1_ps(x[r * xs + 2 * kk + 1]);
+            acc[r][q][0] = _mm512_fmadd_ps(bo, w0o, _mm512_fmadd_ps(be, w0e, acc[r][q][0]));
+            acc[r][q][1] = _mm512_fmadd_ps(bo, w1o, _mm512_fmadd_ps(be, w1e, acc[r][q][1]));
+          }
         }
       }
     }
-  };
-  int64_t kk = 0;
-  for (; kk + KS <= kc; kk += KS) {
-#pragma GCC unroll 4
-    for (int s = 0; s < KS; ++s) step(s, kk + s);
   }
-  for (; kk < kc; ++kk) step(0, kk);
-  for (int s = 1; s < KS; ++s) {
-    for (int r = 0; r < MR; ++r) {
-      acc[0][r][0] = _mm512_add_ps(acc[0][r][0], acc[s][r][0]);
-      acc[0][r][1] = _mm512_add_ps(acc[0][r][1], acc[s][r][1]);
-    }
-  }
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     float* yr = y + r * ys;
-    MaskStoreu(yr, m0, acc[0][r][0]);
-    MaskStoreu(yr + 16, m1, acc[0][r][1]);
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      if (NP == 1) {
+        MaskStoreu(yr, m0, acc[r][q][0]);
+        MaskStoreu(yr + 16, m1, acc[r][q][1]);
+      } else {
+        _mm512_storeu_ps(yr + 32 * q, acc[r][q][0]);
+        _mm512_storeu_ps(yr + 32 * q + 16, acc[r][q][1]);
+      }
+    }
+  }
+}
+
+// What a tile works on: rows of x at k-block start, the first of its panels at that k-block,
+// its rows of y at the first panel's column 0.
+struct TileArgs {
+  const void* x;
+  int64_t xs;
+  const void* panel;
+  int64_t panel_stride, kc;
+  float* y;
+  int64_t ys;
+  bool accumulate;
+};
+
+template <int MR, Mode kMode>
+void RowTile(const TileArgs& a, int64_t panels, int64_t n_valid_last) {
+  using T = std::conditional_t<kMode == Mode::kF32, float, uint16_t>;
+  constexpr int NP = PanelsPerTile(MR);
+  const T* panel = static_cast<const T*>(a.panel);
+  int64_t q = 0;
+  // Whole panels NP at a time, then the rest (the matrix's last one possibly partial) singly.
+  for (; q + NP <= panels && (q + NP < panels || n_valid_last == 32); q += NP) {
+    Tile<MR, NP, kMode>(a.x, a.xs, panel + q * a.panel_stride, a.panel_stride, a.kc,
+                        a.y + q * 32, a.ys, 32, a.accumulate);
+  }
+  for (; q < panels; ++q) {
+    Tile<MR, 1, kMode>(a.x, a.xs, panel + q * a.panel_stride, a.panel_stride, a.kc, a.y + q * 32,
+                       a.ys, q + 1 == panels ? n_valid_last : 32, a.accumulate);
   }
 }
 
 template <Mode kMode>
-void RunTile(int64_t rows, const void* x, int64_t xs, const void* panel, int64_t kc, float* y,
-             int64_t ys, int64_t n_valid, bool acc) {
+void RunRowTile(int64_t rows, const TileArgs& a, int64_t panels, int64_t n_valid_last) {
   switch (rows) {
-    case 1: return Tile<1, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 2: return Tile<2, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 3: return Tile<3, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 4: return Tile<4, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 5: return Tile<5, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 6: return Tile<6, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    case 7: return Tile<7, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
-    default: return Tile<8, 1, kMode>(x, xs, panel, kc, y, ys, n_valid, acc);
+    case 1: return RowTile<1, kMode>(a, panels, n_valid_last);
+    case 2: return RowTile<2, kMode>(a, panels, n_valid_last);
+    case 3: return RowTile<3, kMode>(a, panels, n_valid_last);
+    case 4: return RowTile<4, kMode>(a, panels, n_valid_last);
+    case 5: return RowTile<5, kMode>(a, panels, n_valid_last);
+    case 6: return RowTile<6, kMode>(a, panels, n_valid_last);
+    case 7: return RowTile<7, kMode>(a, panels, n_valid_last);
+    default: return RowTile<8, kMode>(a, panels, n_valid_last);
   }
 }
 
@@ -176,7 +220,9 @@ void AddLastColumn(const float* x, int64_t xs, int64_t rows, const uint16_t* pai
 }
 
 // Tiles rows × k-blocks × panels. `x` is f32 [m, xs] or, for kBf16Dot, uint32 pairs [m, xs].
-// k counts steps (k for kF32, pairs otherwise); panel row `kk` is `step_elems` elements.
+// k counts steps (k for kF32, pairs otherwise); panel row `kk` is `step_elems` elements. A
+// single tile (m ≤ 8, decode) passes over all the task's panels per k-block, NP at a time;
+// taller blocks keep one panel's k-block in L1 while all their tiles pass over it.
 template <Mode kMode>
 void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_t pb,
             int64_t pe, float* y, int64_t ys) {
@@ -188,32 +234,39 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
   // x columns per step: 1 (f32 x or packed pairs) or 2 (f32 x against bf16 pairs).
   const int64_t x_per_step = kMode == Mode::kBf16Widen ? 2 : 1;
   const int64_t kc_steps = kMode == Mode::kF32 ? kKc : kKc / 2;
+  // With an odd k the last pair of bf16 widening holds only column k-1 (its partner is
+  // padding), and x has no element k: that pair is done separately.
+  const bool odd_tail = kMode == Mode::kBf16Widen && (pw.k & 1);
   const X* xx = static_cast<const X*>(x);
+  const int64_t n_valid_last = std::min<int64_t>(32, pw.n - (pe - 1) * 32);
   for (int64_t i0 = 0; i0 < m; i0 += kMc) {
     const int64_t rows = std::min(kMc, m - i0);
     const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
     for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
-      int64_t kc = std::min(kc_steps, steps - s0);
-      for (int64_t p = pb; p < pe; ++p) {
+      const int64_t kc = std::min(kc_steps, steps - s0);
+      const bool tail = odd_tail && s0 + kc == steps;
+      // Panel groups: all of the task's panels for a single tile, one at a time otherwise.
+      const int64_t group = n_tiles == 1 ? pe - pb : 1;
+      for (int64_t p = pb; p < pe; p += group) {
+        const int64_t panels = std::min(group, pe - p);
         const T* panel = data + p * pw.panel_elems + s0 * step_elems;
-        const int64_t n_valid = std::min<int64_t>(32, pw.n - p * 32);
+        const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
         int64_t r = 0;
         for (int64_t t = 0; t < n_tiles; ++t) {
           const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
           const int64_t row = i0 + r;
           const X* xt = xx + row * xs + s0 * x_per_step;
           float* yt = y + row * ys + p * 32;
-          // With an odd k the last pair of bf16 widening holds only column k-1 (its partner is
-          // padding), and x has no element k: that pair is done separately.
-          if (kMode == Mode::kBf16Widen && s0 + kc == steps && (pw.k & 1)) {
-            RunTile<kMode>(tr, xt, xs, panel, kc - 1, yt, ys, n_valid, s0 > 0);
-            AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
-                          reinterpret_cast<const uint16_t*>(panel) + (kc - 1) * 64, yt, ys,
-                          n_valid);
-            r += tr;
-            continue;
+          RunRowTile<kMode>(tr, {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ys, s0 > 0},
+                            panels, nv_last);
+          if (tail) {
+            for (int64_t q = 0; q < panels; ++q) {
+              AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
+                            reinterpret_cast<const uint16_t*>(panel + q * pw.panel_elems) +
+                                (kc - 1) * 64,
+                            yt + q * 32, ys, q + 1 == panels ? nv_last : 32);
+            }
           }
-          RunTile<kMode>(tr, xt, xs, panel, kc, yt, ys, n_valid, s0 > 0);
           r += tr;
         }
       }
@@ -221,25 +274,28 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
   }
 }
 
-bool AllBf16Exact(const float* x, int64_t xs, int64_t m, int64_t k) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < k; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, x + i * xs + j, 4);
-      if (bits & 0xffff) return false;
-    }
+// Whether row x[0, k) holds bf16 values only (low 16 bits of every f32 zero); branch-free so
+// that it vectorises.
+bool AllBf16Exact(const float* x, int64_t k) {
+  uint32_t low = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    uint32_t bits;
+    std::memcpy(&bits, x + j, 4);
+    low |= bits & 0xffffu;
   }
-  return true;
+  return low == 0;
 }
 
-// Rows [0, m) of bf16 weights against bf16-exact x (vdpbf16ps) or any x (widening).
+// Rows [0, m) of bf16 weights against bf16-exact x (vdpbf16ps) or any x (widening). The pair
+// array is the calling thread's scratch (only one matmul runs on a thread at a time).
 void Bf16Rows(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
               int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride, bool dot) {
   if (!dot) {
     return Panels<Mode::kBf16Widen>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
   }
   const int64_t pairs = (pw.k + 1) / 2;
-  std::vector<uint32_t> xp(static_cast<size_t>(m * pairs));
+  thread_local std::vector<uint32_t> xp;
+  xp.resize(static_cast<size_t>(m * pairs));
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * x_stride;
     for (int64_t j = 0; j < pairs; ++j) {
@@ -263,10 +319,9 @@ void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const Packe
   // and round differently from f32 FMAs, so the choice is made per row, never per call: each
   // run of consecutive rows with the same answer is one call of the tiles.
   const bool have_dot = HaveAvx512Bf16();
-  std::vector<char> dot(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) {
-    dot[i] = have_dot && AllBf16Exact(x + i * x_stride, x_stride, 1, pw.k);
-  }
+  thread_local std::vector<char> dot;
+  dot.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) dot[i] = have_dot && AllBf16Exact(x + i * x_stride, pw.k);
   for (int64_t i0 = 0; i0 < m;) {
     int64_t i1 = i0 + 1;
     while (i1 < m && dot[i1] == dot[i0]) ++i1;

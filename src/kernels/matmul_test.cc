@@ -299,8 +299,8 @@ TEST_P(EmulatedAvx512Test, MatchesReferenceOnOddShapes) {
   const PackedLayout layout =
       c.dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
   // m past one row block (128) and one tile (8); k odd, past one k-block (256) and past 512.
-  for (int64_t m : {1, 2, 7, 8, 9, 17, 130}) {
-    for (int64_t n : {1, 31, 33, 70}) {
+  for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 130}) {
+    for (int64_t n : {1, 31, 33, 70, 200, 256}) {
       for (int64_t k : {1, 2, 7, 33, 259, 515}) {
         TestWeight t = MakeWeight(c.dt, n, k, static_cast<uint32_t>(m * 131 + n * 7 + k));
         const auto packed = PackLinear(t.w, layout);
@@ -308,10 +308,14 @@ TEST_P(EmulatedAvx512Test, MatchesReferenceOnOddShapes) {
         const int64_t xs = k + 3, ys = n + 5;
         std::vector<float> x = RandomVec(m * xs, static_cast<uint32_t>(k + m));
         if (c.bf16_x) x = RoundedToBf16(std::move(x));
-        const std::vector<float> y = EmulatedAvx512(x, xs, m, pw, ys, 1);
-        ExpectClose(x.data(), xs, m, t.w, y.data(), ys, Name(m, n, k));
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = n; r < ys; ++r) ASSERT_EQ(y[i * ys + r], -7.0f) << "wrote past n";
+        // One panel per task, and tasks of several panels (short tiles then span 2-4).
+        for (int64_t per_task : {int64_t{1}, int64_t{5}}) {
+          const std::vector<float> y = EmulatedAvx512(x, xs, m, pw, ys, per_task);
+          ExpectClose(x.data(), xs, m, t.w, y.data(), ys,
+                      Name(m, n, k) + " panels/task=" + std::to_string(per_task));
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = n; r < ys; ++r) ASSERT_EQ(y[i * ys + r], -7.0f) << "wrote past n";
+          }
         }
         if (HasFailure()) return;
       }
@@ -326,17 +330,18 @@ TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
   const PackedLayout layout =
       c.dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
   constexpr int64_t kRows = 37;
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{70, 515}, {33, 7}}) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{70, 515}, {33, 7}, {200, 259}}) {
     TestWeight t = MakeWeight(c.dt, n, k, static_cast<uint32_t>(n + k));
     const auto packed = PackLinear(t.w, layout);
     const auto& pw = *static_cast<const PackedWeight*>(packed.get());
     std::vector<float> x = RandomVec(kRows * k, static_cast<uint32_t>(k));
     if (c.bf16_x) x = RoundedToBf16(std::move(x));
-    const std::vector<float> full = EmulatedAvx512(x, k, kRows, pw, n, pw.num_panels);
-    for (int64_t m : {1, 3, 8, 9, 16}) {
+    const std::vector<float> full = EmulatedAvx512(x, k, kRows, pw, n, 1);
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16}) {
       const int64_t first = (kRows - m) / 2;
       const std::vector<float> sub(x.begin() + first * k, x.begin() + (first + m) * k);
-      const std::vector<float> y = EmulatedAvx512(sub, k, m, pw, n, 1);
+      // All panels in one task: tiles of ≤ 4 rows span several panels.
+      const std::vector<float> y = EmulatedAvx512(sub, k, m, pw, n, pw.num_panels);
       for (int64_t i = 0; i < m; ++i) {
         ExpectBitwiseEqual(y.data() + i * n, full.data() + (first + i) * n, n,
                            Name(m, n, k) + " row " + std::to_string(first + i));
