@@ -1,10 +1,12 @@
-// Causal depthwise conv1d + SiLU with state continuation (scalar reference, also the kernel used).
+// Causal depthwise conv1d + SiLU with state continuation: dispatch plus the scalar reference.
 #include "kernels/conv1d.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx2.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -12,6 +14,11 @@ namespace cpm::kernels {
 void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                       int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                       float* state, float* y, int64_t y_stride, Round round) {
+  if (ActiveIsa() != Isa::kScalar &&
+      CausalConv1dSiluAvx2(x, x_stride, t, channels, c_begin, c_end, w, kernel, state, y,
+                           y_stride, round)) {
+    return;
+  }
   const int64_t hist = kernel - 1;  // rows of state
   const bool rb = round == Round::kBf16;
   // Row r of xx = state ++ x, for r in [0, hist + t).

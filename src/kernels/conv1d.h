@@ -1,5 +1,6 @@
 // Causal depthwise conv1d over time with SiLU, continuing from a per-sequence state: the
-// short convolution of Gated DeltaNet (Qwen3.5 linear-attention layers). Scalar, f32.
+// short convolution of Gated DeltaNet (Qwen3.5 linear-attention layers). f32; AVX2 (8 channels
+// per vector) for kernels of 2-6 taps, else the scalar reference.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/conv1d.h"
@@ -80,6 +82,49 @@ TEST(Conv1dTest, Bf16RoundsOutput) {
   CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s.data(), y.data(), ch, Round::kBf16);
   CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s32.data(), y32.data(), ch, Round::kNone);
   for (int64_t i = 0; i < t * ch; ++i) EXPECT_EQ(y[i], RoundBf16(y32[i]));
+}
+
+// Every ISA level against the scalar reference: odd channel counts (partial vector groups),
+// kernels of 2..6 taps, pieces shorter than the history, channel ranges split mid-vector.
+TEST(Conv1dTest, EveryIsaMatchesScalarReference) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    for (int64_t K : {2, 3, 4, 6}) {
+      for (int64_t ch : {1, 7, 9, 33, 515}) {
+        for (Round round : {Round::kNone, Round::kBf16}) {
+          const int64_t t = 11;
+          const auto x = RandomVec(t * ch, static_cast<uint32_t>(K * ch), -3, 3);
+          const auto w = RandomVec(ch * K, static_cast<uint32_t>(ch));
+          const auto s0 = RandomVec((K - 1) * ch, static_cast<uint32_t>(K), -1, 1);
+          std::vector<float> s_ref = s0, y_ref(t * ch), s = s0, y(t * ch, -99.0f);
+          ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+          CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s_ref.data(), y_ref.data(),
+                           ch, round);
+          ASSERT_TRUE(SetActiveIsa(isa));
+          int64_t r0 = 0;
+          for (int64_t n : {1, 4, 2, 4}) {
+            const int64_t mid = ch / 2 + 1;
+            for (auto [c0, c1] :
+                 {std::pair<int64_t, int64_t>{0, std::min(ch, mid)}, {std::min(ch, mid), ch}}) {
+              CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, w.data(), K, s.data(),
+                               y.data() + r0 * ch, ch, round);
+            }
+            r0 += n;
+          }
+          ASSERT_EQ(r0, t);
+          const std::string what = std::string(ToString(isa)) + " K=" + std::to_string(K) +
+                                   " ch=" + std::to_string(ch);
+          for (int64_t i = 0; i < t * ch; ++i) {
+            // Vector exp (≤ 2 ulp) and FMA contraction against the scalar's expf and products;
+            // bf16 outputs may then round to neighbours.
+            const float tol = (round == Round::kBf16 ? 8e-3f : 2e-6f) * (1 + std::fabs(y_ref[i]));
+            ASSERT_NEAR(y[i], y_ref[i], tol) << what << " at " << i;
+          }
+          for (size_t i = 0; i < s.size(); ++i) ASSERT_EQ(s[i], s_ref[i]) << what << " state " << i;
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------- delta rule

@@ -27,5 +27,9 @@ float SumExpAvx2(const float* x, int64_t n, float shift);
 void SubAvx2(const float* x, int64_t n, float shift, float* out);
 // First index i >= begin with x[i] > threshold, or n.
 int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshold);
+// CausalConv1dSilu (conv1d.h) for kernels of 2..6 taps; false (nothing done) for others.
+bool CausalConv1dSiluAvx2(const float* x, int64_t x_stride, int64_t t, int64_t channels,
+                          int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
+                          float* state, float* y, int64_t y_stride, Round round);
 
 }  // namespace cpm::kernels
