@@ -60,13 +60,15 @@ struct Prefetch {
   int64_t stride;  // bytes the prefetch address advances per two k steps (≤ 64 covers all)
 };
 
-// The tall bf16 tiles (H = 5 or 6 rows × one panel: prefill and batched decode) in assembly,
-// the whole of Tile() below for them. GCC's version spills the widening mask and a broadcast
-// (the loop needs all 16 ymm registers: 2·H accumulators, two widened weights, a broadcast,
-// the mask), and the extra loads and moves cost ~10% when the front end is shared with a busy
-// hyperthread. Same arithmetic as the intrinsics: one FMA chain per element, in k order.
-// Registers: row r of the tile in ymm(2r) (columns 0..7) and ymm(2r+1) (8..15); ymm12/13 the
-// widened weights, ymm14 the broadcast, ymm15 the mask; rax addresses rows 3..5 of y.
+// The bf16 tiles whose loops need all 16 ymm registers, in assembly: H = 5 or 6 rows × one
+// panel (prefill, batched decode) and 3 rows × two panels (decode batches of 3 and 7). Each is
+// the whole of Tile() below for its shape. GCC's versions spill (the widening mask and a
+// broadcast for the tall tiles, which costs ~10% when the front end is shared with a busy
+// hyperthread; accumulators for 3×2, whose chains then wait on store forwarding). Same
+// arithmetic as the intrinsics: one FMA chain per element, in k order.
+// Registers: the 12 accumulators in ymm0..11 (tall tiles: row r in ymm(2r), ymm(2r+1); 3×2:
+// row r, panel q in ymm(4r+2q), ymm(4r+2q+1), columns 0..7 then 8..15); ymm12/13 the widened
+// weights, ymm14 the broadcast, ymm15 the mask; rax addresses rows 3..5 of y.
 #define CPM_Y0 "(%[y])"
 #define CPM_Y1 "(%[y],%[ys4],1)"
 #define CPM_Y2 "(%[y],%[ys4],2)"
@@ -74,66 +76,99 @@ struct Prefetch {
 #define CPM_Y4 "(%%rax,%[ys4],1)"
 #define CPM_Y5 "(%%rax,%[ys4],2)"
 #define CPM_ROW3 "lea (%[y],%[ys4],2), %%rax\n\tadd %[ys4], %%rax\n\t"
-#define CPM_LOAD_Y(r, lo, hi) \
-  "vmovups " CPM_Y##r ", %%ymm" #lo "\n\tvmovups 32" CPM_Y##r ", %%ymm" #hi "\n\t"
-#define CPM_STORE_Y(r, lo, hi) \
-  "vmovups %%ymm" #lo ", " CPM_Y##r "\n\tvmovups %%ymm" #hi ", 32" CPM_Y##r "\n\t"
+// Row r of y at byte offsets olo and ohi (a panel's two halves).
+#define CPM_LOAD_YO(r, olo, ohi, lo, hi) \
+  "vmovups " #olo CPM_Y##r ", %%ymm" #lo "\n\tvmovups " #ohi CPM_Y##r ", %%ymm" #hi "\n\t"
+#define CPM_STORE_YO(r, olo, ohi, lo, hi) \
+  "vmovups %%ymm" #lo ", " #olo CPM_Y##r "\n\tvmovups %%ymm" #hi ", " #ohi CPM_Y##r "\n\t"
+#define CPM_LOAD_Y(r, lo, hi) CPM_LOAD_YO(r, 0, 32, lo, hi)
+#define CPM_STORE_Y(r, lo, hi) CPM_STORE_YO(r, 0, 32, lo, hi)
 #define CPM_ZERO(lo, hi) \
   "vxorps %%ymm" #lo ", %%ymm" #lo ", %%ymm" #lo "\n\tvxorps %%ymm" #hi ", %%ymm" #hi ", %%ymm" #hi "\n\t"
+// One k step's 16 weights of the first panel (WIDEN) or the second (WIDEN1, `ps` bytes on).
 #define CPM_WIDEN(off)                   \
   "vmovdqu " #off "(%[pp]), %%ymm12\n\t" \
   "vpand %%ymm15, %%ymm12, %%ymm13\n\t"  \
+  "vpslld $16, %%ymm12, %%ymm12\n\t"
+#define CPM_WIDEN1(off)                           \
+  "vmovdqu " #off "(%[pp],%[ps],1), %%ymm12\n\t"  \
+  "vpand %%ymm15, %%ymm12, %%ymm13\n\t"           \
   "vpslld $16, %%ymm12, %%ymm12\n\t"
 #define CPM_ROW(off, lo, hi)                         \
   "vbroadcastss " #off "(%[xk]), %%ymm14\n\t"        \
   "vfmadd231ps %%ymm12, %%ymm14, %%ymm" #lo "\n\t"   \
   "vfmadd231ps %%ymm13, %%ymm14, %%ymm" #hi "\n\t"
-// Accumulators from y (flags bit 0: resume) or zero; the mask; the loop over k pairs; the odd
-// last k (flags bit 1); the accumulators back to y.
-#define CPM_TILE_ASM(LOAD, ZERO, STEP0, STEP1, STORE, xbytes)                  \
+// Accumulators from y (flags bit 0: resume) or zero; the mask; the loop over k pairs (STEP0 and
+// STEP1 widen their weights); the odd last k (flags bit 1); the accumulators back to y.
+#define CPM_TILE_ASM(LOAD, ZERO, PREFETCH, STEP0, STEP1, STORE, xbytes)        \
   CPM_ROW3 "test $1, %[flags]\n\tjz 2f\n\t" LOAD "jmp 3f\n"                  \
   "2:\n\t" ZERO "3:\n\t"                                                     \
   "mov $0xffff0000, %%eax\n\tvmovd %%eax, %%xmm15\n\t"                      \
   "vpbroadcastd %%xmm15, %%ymm15\n\t"                                        \
   "test %[n], %[n]\n\tjz 4f\n"                                               \
-  "1:\n\tprefetcht0 (%[ahead])\n\t" CPM_WIDEN(0) STEP0 CPM_WIDEN(32) STEP1   \
+  "1:\n\t" PREFETCH STEP0 STEP1                                              \
   "add $64, %[pp]\n\tadd $" #xbytes ", %[xk]\n\t"                             \
   "add %[stride], %[ahead]\n\tdec %[n]\n\tjnz 1b\n"                          \
-  "4:\n\ttest $2, %[flags]\n\tjz 5f\n\t" CPM_WIDEN(0) STEP0                  \
+  "4:\n\ttest $2, %[flags]\n\tjz 5f\n\t" STEP0                               \
   "5:\n\t" CPM_ROW3 STORE
+#define CPM_PREFETCH0 "prefetcht0 (%[ahead])\n\t"
+#define CPM_PREFETCH1 "prefetcht0 (%[ahead],%[ps],1)\n\t"
 #define CPM_TILE_OPERANDS                                                              \
   : [pp] "+r"(pp), [xk] "+r"(xk), [ahead] "+r"(ahead), [n] "+r"(pairs)                 \
-  : [stride] "r"(pf.stride), [y] "r"(y), [ys4] "r"(ys * 4), [flags] "r"(flags)         \
+  : [stride] "r"(pf.stride), [y] "r"(y), [ys4] "r"(ys * 4), [flags] "r"(flags),        \
+    [ps] "r"(panel_bytes)                                                              \
   : "cc", "memory", "rax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
     "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
 
-template <int H>
-void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t kc, float* y, int64_t ys,
-                 bool resume, Prefetch pf) {
+// Tile<H, NP, bf16> for (H, NP) = (6, 1), (5, 1), (3, 2); the second panel starts
+// `panel_elems` weights after the first.
+template <int H, int NP>
+void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t panel_elems, int64_t kc, float* y,
+                 int64_t ys, bool resume, Prefetch pf) {
   const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
   int64_t pairs = kc / 2;
   const int64_t flags = (resume ? 1 : 0) | (kc & 1 ? 2 : 0);
-  if constexpr (H == 6) {
+  const int64_t panel_bytes = panel_elems * 2;
+  if constexpr (H == 3 && NP == 2) {
+    asm volatile(CPM_TILE_ASM(
+        CPM_LOAD_YO(0, 0, 32, 0, 1) CPM_LOAD_YO(0, 64, 96, 2, 3) CPM_LOAD_YO(1, 0, 32, 4, 5)
+            CPM_LOAD_YO(1, 64, 96, 6, 7) CPM_LOAD_YO(2, 0, 32, 8, 9)
+                CPM_LOAD_YO(2, 64, 96, 10, 11),
+        CPM_ZERO(0, 1) CPM_ZERO(2, 3) CPM_ZERO(4, 5) CPM_ZERO(6, 7) CPM_ZERO(8, 9)
+            CPM_ZERO(10, 11),
+        CPM_PREFETCH0 CPM_PREFETCH1,
+        CPM_WIDEN(0) CPM_ROW(0, 0, 1) CPM_ROW(4, 4, 5) CPM_ROW(8, 8, 9)
+            CPM_WIDEN1(0) CPM_ROW(0, 2, 3) CPM_ROW(4, 6, 7) CPM_ROW(8, 10, 11),
+        CPM_WIDEN(32) CPM_ROW(12, 0, 1) CPM_ROW(16, 4, 5) CPM_ROW(20, 8, 9)
+            CPM_WIDEN1(32) CPM_ROW(12, 2, 3) CPM_ROW(16, 6, 7) CPM_ROW(20, 10, 11),
+        CPM_STORE_YO(0, 0, 32, 0, 1) CPM_STORE_YO(0, 64, 96, 2, 3) CPM_STORE_YO(1, 0, 32, 4, 5)
+            CPM_STORE_YO(1, 64, 96, 6, 7) CPM_STORE_YO(2, 0, 32, 8, 9)
+                CPM_STORE_YO(2, 64, 96, 10, 11),
+        24) CPM_TILE_OPERANDS);
+  } else if constexpr (H == 6 && NP == 1) {
     asm volatile(CPM_TILE_ASM(
         CPM_LOAD_Y(0, 0, 1) CPM_LOAD_Y(1, 2, 3) CPM_LOAD_Y(2, 4, 5) CPM_LOAD_Y(3, 6, 7)
             CPM_LOAD_Y(4, 8, 9) CPM_LOAD_Y(5, 10, 11),
         CPM_ZERO(0, 1) CPM_ZERO(2, 3) CPM_ZERO(4, 5) CPM_ZERO(6, 7) CPM_ZERO(8, 9)
             CPM_ZERO(10, 11),
-        CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
+        CPM_PREFETCH0,
+        CPM_WIDEN(0) CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
             CPM_ROW(16, 8, 9) CPM_ROW(20, 10, 11),
-        CPM_ROW(24, 0, 1) CPM_ROW(28, 2, 3) CPM_ROW(32, 4, 5) CPM_ROW(36, 6, 7)
+        CPM_WIDEN(32) CPM_ROW(24, 0, 1) CPM_ROW(28, 2, 3) CPM_ROW(32, 4, 5) CPM_ROW(36, 6, 7)
             CPM_ROW(40, 8, 9) CPM_ROW(44, 10, 11),
         CPM_STORE_Y(0, 0, 1) CPM_STORE_Y(1, 2, 3) CPM_STORE_Y(2, 4, 5) CPM_STORE_Y(3, 6, 7)
             CPM_STORE_Y(4, 8, 9) CPM_STORE_Y(5, 10, 11),
         48) CPM_TILE_OPERANDS);
   } else {
-    static_assert(H == 5);
+    static_assert(H == 5 && NP == 1);
     asm volatile(CPM_TILE_ASM(
         CPM_LOAD_Y(0, 0, 1) CPM_LOAD_Y(1, 2, 3) CPM_LOAD_Y(2, 4, 5) CPM_LOAD_Y(3, 6, 7)
             CPM_LOAD_Y(4, 8, 9),
         CPM_ZERO(0, 1) CPM_ZERO(2, 3) CPM_ZERO(4, 5) CPM_ZERO(6, 7) CPM_ZERO(8, 9),
-        CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7) CPM_ROW(16, 8, 9),
-        CPM_ROW(20, 0, 1) CPM_ROW(24, 2, 3) CPM_ROW(28, 4, 5) CPM_ROW(32, 6, 7)
+        CPM_PREFETCH0,
+        CPM_WIDEN(0) CPM_ROW(0, 0, 1) CPM_ROW(4, 2, 3) CPM_ROW(8, 4, 5) CPM_ROW(12, 6, 7)
+            CPM_ROW(16, 8, 9),
+        CPM_WIDEN(32) CPM_ROW(20, 0, 1) CPM_ROW(24, 2, 3) CPM_ROW(28, 4, 5) CPM_ROW(32, 6, 7)
             CPM_ROW(36, 8, 9),
         CPM_STORE_Y(0, 0, 1) CPM_STORE_Y(1, 2, 3) CPM_STORE_Y(2, 4, 5) CPM_STORE_Y(3, 6, 7)
             CPM_STORE_Y(4, 8, 9),
@@ -147,12 +182,17 @@ void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t kc, float* y, int6
 #undef CPM_Y4
 #undef CPM_Y5
 #undef CPM_ROW3
+#undef CPM_LOAD_YO
+#undef CPM_STORE_YO
 #undef CPM_LOAD_Y
 #undef CPM_STORE_Y
 #undef CPM_ZERO
 #undef CPM_WIDEN
+#undef CPM_WIDEN1
 #undef CPM_ROW
 #undef CPM_TILE_ASM
+#undef CPM_PREFETCH0
+#undef CPM_PREFETCH1
 #undef CPM_TILE_OPERANDS
 
 // One k step of a tile: acc[r][q] += x[r] · (panel q's row of 16 weights).
@@ -178,8 +218,9 @@ __attribute__((always_inline)) inline void Step(__m256 (&acc)[H][NP][2], const f
 template <int H, int NP, bool kBf16>
 void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, float* y,
           int64_t ys, bool resume, Prefetch pf) {
-  if constexpr (kBf16 && NP == 1 && H >= 5) {
-    return TileBf16Asm<H>(xp, static_cast<const uint16_t*>(panel), kc, y, ys, resume, pf);
+  if constexpr (kBf16 && ((NP == 1 && H >= 5) || (NP == 2 && H == 3))) {
+    return TileBf16Asm<H, NP>(xp, static_cast<const uint16_t*>(panel), panel_elems, kc, y, ys,
+                              resume, pf);
   }
   using T = std::conditional_t<kBf16, uint16_t, float>;
   const T* pp = static_cast<const T*>(panel);

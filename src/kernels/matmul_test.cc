@@ -109,6 +109,9 @@ TEST(MatMulTest, EveryIsaMatchesReferenceOnOddShapes) {
         CheckShape(isa, dt, pack, 1, 4096 + 3, 515);
         CheckShape(isa, dt, pack, 16, 100, 4096 + 3);
         CheckShape(isa, dt, pack, 129, 67, 1027);
+        // Short tiles that span several panels (tasks of ≥ 4 panels need n ≥ 128): 2 and 3
+        // rows × 2 panels, 3 + 4 rows, the 4-row single-panel tile.
+        for (int64_t m : {2, 3, 4, 7}) CheckShape(isa, dt, pack, m, 300, 259);
         if (HasFailure()) return;
       }
     }
