@@ -132,6 +132,29 @@ bool MatMulUsesBf16Dot() {
   return ActiveIsa() == Isa::kAvx512 && Avx512MatmulOptedIn() && GetCpuFeatures().avx512bf16;
 }
 
+const char* MatMulDescription() {
+  switch (ActiveIsa()) {
+    case Isa::kScalar: return "scalar reference";
+    case Isa::kAvx512:
+      if (Avx512MatmulOptedIn()) {
+        return GetCpuFeatures().avx512bf16
+                   ? "avx512 (CPM_AVX512_MATMUL=1): vdpbf16ps on bf16 weights and bf16 "
+                     "activations, f32 FMAs otherwise"
+                   : "avx512 (CPM_AVX512_MATMUL=1): f32 FMAs on bf16 weights widened in registers";
+      }
+      [[fallthrough]];
+    default: return "avx2: f32 FMAs on bf16 weights widened in registers";
+  }
+}
+
+const char* MatMulHint() {
+  if (BestIsa() != Isa::kAvx512 || !GetCpuFeatures().avx512bf16 || Avx512MatmulOptedIn()) {
+    return nullptr;
+  }
+  return "this CPU has AVX512_BF16: CPM_AVX512_MATMUL=1 switches the matmul to vdpbf16ps (twice "
+         "the FLOPs per instruction; checked under emulation, not yet measured on such a CPU)";
+}
+
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
             int64_t y_stride, ThreadPool& pool) {
   const LinearWeight* ws[] = {&w};

@@ -40,6 +40,12 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
 // so that its FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
 bool MatMulUsesBf16Dot();
 
+// What the matmul runs on this CPU, for start-up logs and benchmarks ("avx2: f32 FMAs on bf16
+// weights widened in registers", ...).
+const char* MatMulDescription();
+// A hint worth logging, or null: the CPU has AVX512_BF16 but the AVX-512 matmul is not opted in.
+const char* MatMulHint();
+
 // Scalar reference (tests compare every variant with it). Row range [row_begin, row_end) of W.
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
                int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);

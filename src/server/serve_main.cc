@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "kernels/matmul.h"
 #include "model/registry.h"
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
@@ -200,6 +201,9 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   const ModelInfo info = (*model)->info();
   CPM_LOG_INFO("Model loading took {:.4f} GiB and {:.6f} seconds", ToGiB(info.weight_bytes),
                load_s);
+  CPM_LOG_INFO("Compute: {} threads; matmul {}", pool.num_threads(),
+               kernels::MatMulDescription());
+  if (const char* hint = kernels::MatMulHint()) CPM_LOG_INFO("{}", hint);
 
   KvBudgetInput in;
   in.memory = memory;
