@@ -245,8 +245,7 @@ void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, f
   const float* xk = xp;
   const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
   const int64_t elems_bytes = panel_elems * static_cast<int64_t>(sizeof(T));
-  int64_t pairs = kc / 2;
-  for (; pairs > 0; --pairs, ahead += pf.stride) {
+  for (int64_t pairs = kc / 2; pairs > 0; --pairs, ahead += pf.stride) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       _mm_prefetch(ahead + q * elems_bytes, _MM_HINT_T0);
