@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/residual.h"
 
 namespace cpm::kernels {
 namespace {
@@ -156,16 +157,16 @@ const char* MatMulHint() {
 }
 
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
-            int64_t y_stride, ThreadPool& pool) {
+            int64_t y_stride, ThreadPool& pool, Round round) {
   const LinearWeight* ws[] = {&w};
   float* ys[] = {y};
   const int64_t strides[] = {y_stride};
-  MatMulGroup(x, x_stride, m, ws, ys, strides, pool);
+  MatMulGroup(x, x_stride, m, ws, ys, strides, pool, round);
 }
 
 void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const LinearWeight* const> ws, std::span<float* const> ys,
-                 std::span<const int64_t> y_strides, ThreadPool& pool) {
+                 std::span<const int64_t> y_strides, ThreadPool& pool, Round round) {
   CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
   if (m == 0 || ws.empty()) return;
   for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
@@ -226,6 +227,12 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     } else {
       MatMulRowsAvx2(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
+    }
+    if (round == Round::kBf16) {
+      // The task's columns of y: `units` are panels (packed) or output features.
+      const int64_t width = j.pw ? j.pw->width : 1;
+      const int64_t c0 = begin * width, c1 = std::min(j.w->out_features, end * width);
+      for (int64_t i = 0; i < m; ++i) RoundBf16InPlace(j.y + i * j.y_stride + c0, c1 - c0);
     }
   });
 }

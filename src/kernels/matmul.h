@@ -8,6 +8,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "kernels/rounding.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -28,13 +29,16 @@ struct LinearWeight {
 void PrepareLinear(LinearWeight* w);
 
 // y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
+// With Round::kBf16 every y element is rounded to bf16 once its sum is complete (by the task
+// that computed it, while its columns are still in cache, rather than in a pass of its own).
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
-            int64_t y_stride, ThreadPool& pool);
+            int64_t y_stride, ThreadPool& pool, Round round = Round::kNone);
 
 // Several weights that share the same input (q/k/v, gate/up) in one pass over x: ys[i][m, out_i].
 void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const LinearWeight* const> ws, std::span<float* const> ys,
-                 std::span<const int64_t> y_strides, ThreadPool& pool);
+                 std::span<const int64_t> y_strides, ThreadPool& pool,
+                 Round round = Round::kNone);
 
 // Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps, opted in),
 // so that its FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.

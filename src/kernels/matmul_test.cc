@@ -245,6 +245,46 @@ TEST(MatMulTest, GroupIsBitwiseEqualToSeparateMatMuls) {
   }
 }
 
+// Round::kBf16 rounds each output once its sum is complete: bitwise what rounding afterwards
+// gives, for every task split (packed panels, unpacked rows, a group) and ISA.
+TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (bool pack : {false, true}) {
+      for (int64_t m : {1, 5, 17}) {
+        const int64_t k = 259;
+        std::vector<TestWeight> ts;
+        for (int64_t n : {300, 33}) ts.push_back(MakeWeight(DType::kBF16, n, k, 7 + n));
+        if (pack) {
+          for (auto& t : ts) PrepareLinear(&t.w);
+        }
+        const std::vector<float> x = RandomVec(m * k, 11);
+        std::vector<std::vector<float>> plain, rounded;
+        std::vector<const LinearWeight*> ws;
+        std::vector<float*> yp;
+        std::vector<int64_t> strides;
+        for (auto& t : ts) {
+          plain.emplace_back(m * t.w.out_features);
+          rounded.emplace_back(m * t.w.out_features);
+          ws.push_back(&t.w);
+          strides.push_back(t.w.out_features);
+          MatMul(x.data(), k, m, t.w, plain.back().data(), t.w.out_features, pool);
+          for (float& v : plain.back()) v = Bf16ToF32(F32ToBf16(v));
+        }
+        for (auto& y : rounded) yp.push_back(y.data());
+        MatMulGroup(x.data(), k, m, ws, yp, strides, pool, Round::kBf16);
+        for (size_t i = 0; i < ts.size(); ++i) {
+          ExpectBitwiseEqual(rounded[i].data(), plain[i].data(), m * ts[i].w.out_features,
+                             std::string(ToString(isa)) + (pack ? " packed" : "") +
+                                 " m=" + std::to_string(m) + " weight " + std::to_string(i));
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulTest, PrepareIsIdempotentAndKeepsData) {
   IsaGuard guard;
   TestWeight t = MakeWeight(DType::kBF16, 40, 24, 3);

@@ -189,10 +189,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
   float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
   const int64_t strides[] = {H * D, KV * D, KV * D};
-  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool);
-  RoundOut(a_.q.data(), t * H * D);
-  RoundOut(a_.k.data(), t * KV * D);
-  RoundOut(a_.v.data(), t * KV * D);
+  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb).
   kernels::RopeNeox(a_.q.data(), H * D, t, H, D, D, a_.cos.data(), a_.sin.data(), round_);
   kernels::RopeNeox(a_.k.data(), KV * D, t, KV, D, D, a_.cos.data(), a_.sin.data(), round_);
@@ -207,8 +204,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
                           a_.attn.data(), H * D, pool);
   RoundOut(a_.attn.data(), t * H * D);
-  kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool);
-  RoundOut(a_.o.data(), t * hd);
+  kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
   // h = bf(h + bf(o · scale_depth/sqrt(L)))
   kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
 }
@@ -220,13 +216,10 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
   float* ys[] = {a_.gate.data(), a_.up.data()};
   const int64_t strides[] = {ffn, ffn};
-  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool);
-  RoundOut(a_.gate.data(), t * ffn);
-  RoundOut(a_.up.data(), t * ffn);
+  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // m = bf(bf(silu(g)) · u), written over gate.
   kernels::SiluMul(a_.gate.data(), ffn, a_.up.data(), ffn, a_.gate.data(), ffn, t, ffn, round_);
-  kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool);
-  RoundOut(a_.o.data(), t * hd);
+  kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool, round_);
   kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
 }
 
@@ -241,8 +234,7 @@ void MiniCpmModel::Head(const ForwardBatch& batch, float* logits, ThreadPool& po
   kernels::RmsNorm(a_.head_in.data(), hd, norm_.data(), a_.head_in.data(), hd, n, hd,
                    {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
   kernels::Scale(a_.head_in.data(), n * hd, static_cast<float>(c_.dim_model_base / c_.hidden_size), round_);
-  kernels::MatMul(a_.head_in.data(), hd, n, lm_head_, logits, c_.vocab_size, pool);
-  RoundOut(logits, n * c_.vocab_size);
+  kernels::MatMul(a_.head_in.data(), hd, n, lm_head_, logits, c_.vocab_size, pool, round_);
 }
 
 Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* /*states*/,

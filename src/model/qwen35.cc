@@ -227,14 +227,9 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
   float* ys[] = {gate_.data(), up_.data()};
   const int64_t strides[] = {F, F};
-  kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool);
-  if (round_ == Round::kBf16) {
-    kernels::RoundBf16InPlace(gate_.data(), t * F);
-    kernels::RoundBf16InPlace(up_.data(), t * F);
-  }
+  kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool, round_);
   kernels::SiluMul(gate_.data(), F, up_.data(), F, gate_.data(), F, t, F, round_);
-  kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool);
-  if (round_ == Round::kBf16) kernels::RoundBf16InPlace(mix_.data(), t * D);
+  kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool, round_);
   kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
 }
 
@@ -247,8 +242,7 @@ void Qwen35Model::Head(const ForwardBatch& batch, float* logits, ThreadPool& poo
     std::copy(src, src + D, head_in_.data() + i * D);
   }
   kernels::RmsNorm(head_in_.data(), D, norm_.data(), head_in_.data(), D, n, D, Norm());
-  kernels::MatMul(head_in_.data(), D, n, lm_head_, logits, c_.vocab_size, pool);
-  if (round_ == Round::kBf16) kernels::RoundBf16InPlace(logits, n * c_.vocab_size);
+  kernels::MatMul(head_in_.data(), D, n, lm_head_, logits, c_.vocab_size, pool, round_);
 }
 
 Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states,

@@ -52,10 +52,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   const kernels::LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
   float* ys[] = {qg_.data(), k_.data(), v_.data()};
   const int64_t strides[] = {qg_width, KV * hd, KV * hd};
-  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool);
-  round_out(qg_);
-  round_out(k_);
-  round_out(v_);
+  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
 
   // q = q_norm(query part of qg) [T·H, hd], k = k_norm(k) [T·KV, hd]: zero-centred, f32, one cast.
   const kernels::RmsNormParams norm{static_cast<float>(c.rms_norm_eps), 1.0f, false, round};
@@ -78,8 +75,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   }
 
   // out = attn · Woᵀ [T, hidden]
-  kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool);
-  if (round == Round::kBf16) kernels::RoundBf16InPlace(out, t * D);
+  kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);
 }
 
 }  // namespace cpm

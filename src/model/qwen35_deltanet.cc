@@ -66,11 +66,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   const kernels::LinearWeight* ws[] = {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a};
   float* ys[] = {m_.data(), z_.data(), b_.data(), a_.data()};
   const int64_t strides[] = {conv_dim, value_dim, Hv, Hv};
-  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool);
-  round_out(m_);
-  round_out(z_);
-  round_out(b_);
-  round_out(a_);
+  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
 
   // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.
   constexpr int64_t kChannelBlock = 512;
@@ -133,8 +129,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
                         static_cast<float>(c.rms_norm_eps), round);
 
   // out = o · W_outᵀ [T, hidden]
-  kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool);
-  if (round == Round::kBf16) kernels::RoundBf16InPlace(out, t * D);
+  kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
 }
 
 }  // namespace cpm
