@@ -6,7 +6,8 @@
 // of an FMA (4 cycles, 2 FMA pipes: 8 chains in flight to saturate) is hidden by independent
 // output elements only: tall tiles use 2·h accumulators of one panel, short tiles (the m = 1..3
 // of decode) widen over 2-4 panels instead of splitting k, which would make the order of a
-// row's sum depend on the height of its tile and so on the batch.
+// row's sum depend on the height of its tile and so on the batch. The tiles whose loops need
+// all 16 ymm registers are inline assembly (TileBf16Asm); the rest are intrinsics.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -35,16 +36,15 @@ constexpr int64_t kPrefillGroup = 1;    // panels a prefill row block passes ove
 // rest hold the widened weights and a broadcast).
 constexpr int PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
 
-// Widens one panel row of 16 weights: w0 = columns 0..7, w1 = columns 8..15.
+// Widens the panel row of 16 weights at `row`: w0 = columns 0..7, w1 = columns 8..15.
 template <bool kBf16>
-inline void LoadPanelRow(const void* panel, int64_t kk, __m256* w0, __m256* w1) {
+inline void LoadPanelRow(const void* row, __m256* w0, __m256* w1) {
   if constexpr (kBf16) {
-    const __m256i v = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(panel) + kk * 16));
+    const __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(row));
     *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     *w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
   } else {
-    const float* p = static_cast<const float*>(panel) + kk * 16;
+    const float* p = static_cast<const float*>(row);
     *w0 = _mm256_loadu_ps(p);
     *w1 = _mm256_loadu_ps(p + 8);
   }
@@ -202,7 +202,7 @@ __attribute__((always_inline)) inline void Step(__m256 (&acc)[H][NP][2], const f
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) {
     __m256 w0, w1;
-    LoadPanelRow<kBf16>(pp + q * panel_elems, 0, &w0, &w1);
+    LoadPanelRow<kBf16>(pp + q * panel_elems, &w0, &w1);
 #pragma GCC unroll 6
     for (int r = 0; r < H; ++r) {
       const __m256 b = _mm256_broadcast_ss(xk + r);
