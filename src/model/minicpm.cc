@@ -12,6 +12,7 @@
 #include "kernels/rope.h"
 #include "model/minicpm_config.h"
 #include "model/rope_table.h"
+#include "model/row_ranges.h"
 #include "model/weight_loader.h"
 
 namespace cpm {
@@ -63,9 +64,15 @@ class MiniCpmModel : public Model {
                  int64_t t, ThreadPool& pool);
   void Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
-  // Rounds a freshly computed GEMM output to bf16 in the bf16 path.
+  // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
+  void AddResidual(int64_t t, ThreadPool& pool);
+  // Rounds an attention output to bf16 in the bf16 path.
   void RoundOut(float* x, int64_t n) const {
     if (round_ == Round::kBf16) kernels::RoundBf16InPlace(x, n);
+  }
+  // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
+  kernels::RmsNormParams NormParams() const {
+    return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
   }
 
   MiniCpmConfig c_;
@@ -183,18 +190,25 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
                              KvCache& kv, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, D = c_.head_dim, H = c_.num_attention_heads,
                 KV = c_.num_key_value_heads;
-  kernels::RmsNorm(a_.h.data(), hd, w.input_layernorm.data(), a_.x.data(), hd, t, hd,
-                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.input_layernorm.data(), a_.x.data() + r0 * hd,
+                     hd, r1 - r0, hd, NormParams());
+  });
   // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
   const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
   float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
   const int64_t strides[] = {H * D, KV * D, KV * D};
   kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb).
-  kernels::RopeNeox(a_.q.data(), H * D, t, H, D, D, a_.cos.data(), a_.sin.data(), round_);
-  kernels::RopeNeox(a_.k.data(), KV * D, t, KV, D, D, a_.cos.data(), a_.sin.data(), round_);
   kernels::KvLayerView view = kv.Layer(layer);
-  kernels::KvWrite(a_.k.data(), KV * D, a_.v.data(), KV * D, a_.slots.data(), t, view);
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    const float* cos = a_.cos.data() + r0 * rope_.half;
+    const float* sin = a_.sin.data() + r0 * rope_.half;
+    kernels::RopeNeox(a_.q.data() + r0 * H * D, H * D, r1 - r0, H, D, D, cos, sin, round_);
+    kernels::RopeNeox(a_.k.data() + r0 * KV * D, KV * D, r1 - r0, KV, D, D, cos, sin, round_);
+    kernels::KvWrite(a_.k.data() + r0 * KV * D, KV * D, a_.v.data() + r0 * KV * D, KV * D,
+                     a_.slots.data() + r0, r1 - r0, view);
+  });
   std::vector<kernels::AttentionSeq> seqs;
   int64_t begin = 0;
   for (const SeqStep& s : batch.seqs) {
@@ -203,24 +217,39 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   }
   kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
                           a_.attn.data(), H * D, pool);
-  RoundOut(a_.attn.data(), t * H * D);
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    RoundOut(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D);
+  });
   kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
   // h = bf(h + bf(o · scale_depth/sqrt(L)))
-  kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
+  AddResidual(t, pool);
+}
+
+void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
+  const int64_t hd = c_.hidden_size;
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    kernels::AddScaled(a_.h.data() + r0 * hd, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd,
+                       residual_scale_, round_);
+  });
 }
 
 void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, ffn = c_.intermediate_size;
-  kernels::RmsNorm(a_.h.data(), hd, w.post_attention_layernorm.data(), a_.x.data(), hd, t, hd,
-                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.post_attention_layernorm.data(),
+                     a_.x.data() + r0 * hd, hd, r1 - r0, hd, NormParams());
+  });
   const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
   float* ys[] = {a_.gate.data(), a_.up.data()};
   const int64_t strides[] = {ffn, ffn};
   kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // m = bf(bf(silu(g)) · u), written over gate.
-  kernels::SiluMul(a_.gate.data(), ffn, a_.up.data(), ffn, a_.gate.data(), ffn, t, ffn, round_);
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    float* g = a_.gate.data() + r0 * ffn;
+    kernels::SiluMul(g, ffn, a_.up.data() + r0 * ffn, ffn, g, ffn, r1 - r0, ffn, round_);
+  });
   kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool, round_);
-  kernels::AddScaled(a_.h.data(), hd, a_.o.data(), hd, t, hd, residual_scale_, round_);
+  AddResidual(t, pool);
 }
 
 // logits = bf(bf(norm(h) / (hidden_size/dim_model_base)) · Eᵀ) for the requested rows only.
@@ -232,7 +261,7 @@ void MiniCpmModel::Head(const ForwardBatch& batch, float* logits, ThreadPool& po
     std::copy(src, src + hd, a_.head_in.data() + i * hd);
   }
   kernels::RmsNorm(a_.head_in.data(), hd, norm_.data(), a_.head_in.data(), hd, n, hd,
-                   {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_});
+                   NormParams());
   kernels::Scale(a_.head_in.data(), n * hd, static_cast<float>(c_.dim_model_base / c_.hidden_size), round_);
   kernels::MatMul(a_.head_in.data(), hd, n, lm_head_, logits, c_.vocab_size, pool, round_);
 }

@@ -21,6 +21,7 @@
 #include "model/qwen35_config.h"
 #include "model/qwen35_deltanet.h"
 #include "model/rope_table.h"
+#include "model/row_ranges.h"
 #include "model/weight_loader.h"
 
 namespace cpm {
@@ -54,6 +55,8 @@ class Qwen35Model : public Model {
   void Embed(const ForwardBatch& batch);
   void PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states);
   void Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool);
+  // h += mix over t rows (rounded in the bf16 path).
+  void AddMix(int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   kernels::RmsNormParams Norm() const {
     return {static_cast<float>(c_.rms_norm_eps), 1.0f, false, round_};
@@ -223,14 +226,27 @@ void Qwen35Model::PrepareStep(const ForwardBatch& batch, int64_t block_size, Sta
 // h += down(silu(gate(x)) ⊙ up(x)), x = norm(h)
 void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   const int64_t D = c_.hidden_size, F = c_.intermediate_size;
-  kernels::RmsNorm(h_.data(), D, w.post_attention_layernorm.data(), x_.data(), D, t, D, Norm());
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(h_.data() + r0 * D, D, w.post_attention_layernorm.data(), x_.data() + r0 * D,
+                     D, r1 - r0, D, Norm());
+  });
   const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
   float* ys[] = {gate_.data(), up_.data()};
   const int64_t strides[] = {F, F};
   kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool, round_);
-  kernels::SiluMul(gate_.data(), F, up_.data(), F, gate_.data(), F, t, F, round_);
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    float* g = gate_.data() + r0 * F;
+    kernels::SiluMul(g, F, up_.data() + r0 * F, F, g, F, r1 - r0, F, round_);
+  });
   kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool, round_);
-  kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
+  AddMix(t, pool);
+}
+
+void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
+  const int64_t D = c_.hidden_size;
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    kernels::AddScaled(h_.data() + r0 * D, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
+  });
 }
 
 // logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.
@@ -264,7 +280,10 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
 
   for (const Qwen35Layer& L : layers_) {
     // x = norm(h); h += Mixer(x)
-    kernels::RmsNorm(h_.data(), D, L.input_layernorm.data(), x_.data(), D, t, D, Norm());
+    ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+      kernels::RmsNorm(h_.data() + r0 * D, D, L.input_layernorm.data(), x_.data() + r0 * D, D,
+                       r1 - r0, D, Norm());
+    });
     if (L.full_attention) {
       attention_.Forward(c_, L.attn, x_.data(), t, attn_seqs_, cos_.data(), sin_.data(),
                          kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);
@@ -276,7 +295,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
       }
       deltanet_.Forward(c_, L.gdn, x_.data(), t, gdn_seqs_, round_, mix_.data(), pool);
     }
-    kernels::AddScaled(h_.data(), D, mix_.data(), D, t, D, 1.0f, round_);
+    AddMix(t, pool);
     // h += MLP(norm(h))
     Mlp(L, t, pool);
   }
