@@ -1,12 +1,13 @@
 // Gated full attention of the Qwen3.5 hybrid, as flat named steps.
-#include "kernels/residual.h"
 #include "model/qwen35_attention.h"
 
 #include <cmath>
 
 #include "kernels/gated_norm.h"
+#include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/row_ranges.h"
 #include "tensor/dtype.h"
 
 namespace cpm {
@@ -44,9 +45,6 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   k_.resize(t * KV * hd);
   v_.resize(t * KV * hd);
   attn_.resize(t * H * hd);
-  auto round_out = [&](std::vector<float>& y) {
-    if (round == Round::kBf16) kernels::RoundBf16InPlace(y.data(), static_cast<int64_t>(y.size()));
-  };
 
   // qg = x · Wqᵀ [T, H, 2·hd], k = x · Wkᵀ [T, KV·hd], v = x · Wvᵀ [T, KV·hd]
   const kernels::LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
@@ -55,24 +53,34 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
 
   // q = q_norm(query part of qg) [T·H, hd], k = k_norm(k) [T·KV, hd]: zero-centred, f32, one cast.
+  // Partial NeoX RoPE over the first rotary_dim dims of every head (cos, sin: [T, rotary_dim/2]).
+  // Cache K (normed, rotated) and V (raw). Row ranges of tokens on the pool (row_ranges.h).
   const kernels::RmsNormParams norm{static_cast<float>(c.rms_norm_eps), 1.0f, false, round};
-  kernels::RmsNorm(qg_.data(), q_stride, w.q_norm.data(), q_.data(), hd, t * H, hd, norm);
-  kernels::RmsNorm(k_.data(), hd, w.k_norm.data(), k_.data(), hd, t * KV, hd, norm);
-
-  // Partial NeoX RoPE over the first rotary_dim dims of every head.
-  kernels::RopeNeox(q_.data(), H * hd, t, H, hd, c.rotary_dim, cos, sin, round);
-  kernels::RopeNeox(k_.data(), KV * hd, t, KV, hd, c.rotary_dim, cos, sin, round);
-
-  // Cache K (normed, rotated) and V (raw), then causal attention over each sequence's cache.
-  kernels::KvWrite(k_.data(), KV * hd, v_.data(), KV * hd, kv_slots, t, kv);
+  const int64_t half = c.rotary_dim / 2;
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    const int64_t n = r1 - r0;
+    float* q = q_.data() + r0 * H * hd;
+    float* k = k_.data() + r0 * KV * hd;
+    kernels::RmsNorm(qg_.data() + r0 * qg_width, q_stride, w.q_norm.data(), q, hd, n * H, hd,
+                     norm);
+    kernels::RmsNorm(k, hd, w.k_norm.data(), k, hd, n * KV, hd, norm);
+    kernels::RopeNeox(q, H * hd, n, H, hd, c.rotary_dim, cos + r0 * half, sin + r0 * half, round);
+    kernels::RopeNeox(k, KV * hd, n, KV, hd, c.rotary_dim, cos + r0 * half, sin + r0 * half,
+                      round);
+    kernels::KvWrite(k, KV * hd, v_.data() + r0 * KV * hd, KV * hd, kv_slots + r0, n, kv);
+  });
+  // Causal attention over each sequence's cache.
   kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv, 1.0f / std::sqrt(static_cast<float>(hd)),
                           attn_.data(), H * hd, pool);
-  round_out(attn_);
-
   // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
-  if (c.attn_output_gate) {
-    kernels::SigmoidMul(attn_.data(), hd, qg_.data() + hd, 2 * hd, t * H, hd, round);
-  }
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    float* a = attn_.data() + r0 * H * hd;
+    if (round == Round::kBf16) kernels::RoundBf16InPlace(a, (r1 - r0) * H * hd);
+    if (c.attn_output_gate) {
+      kernels::SigmoidMul(a, hd, qg_.data() + r0 * qg_width + hd, 2 * hd, (r1 - r0) * H, hd,
+                          round);
+    }
+  });
 
   // out = attn · Woᵀ [T, hidden]
   kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);

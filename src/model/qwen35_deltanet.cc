@@ -1,5 +1,4 @@
 // Gated DeltaNet layer of the Qwen3.5 hybrid, as flat named steps over a mixed batch.
-#include "kernels/residual.h"
 #include "model/qwen35_deltanet.h"
 
 #include <algorithm>
@@ -8,6 +7,8 @@
 #include "kernels/conv1d.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gated_norm.h"
+#include "kernels/residual.h"
+#include "model/row_ranges.h"
 #include "tensor/dtype.h"
 
 namespace cpm {
@@ -58,9 +59,6 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   b_.resize(t * Hv);
   a_.resize(t * Hv);
   o_.resize(t * value_dim);
-  auto round_out = [&](std::vector<float>& v) {
-    if (round == Round::kBf16) kernels::RoundBf16InPlace(v.data(), static_cast<int64_t>(v.size()));
-  };
 
   // m = x · W_qkvᵀ [T, conv_dim], z = x · W_zᵀ [T, value_dim], b, a = x · W_bᵀ, x · W_aᵀ [T, Hv]
   const kernels::LinearWeight* ws[] = {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a};
@@ -79,21 +77,25 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
                               conv_dim, round);
   });
 
-  // β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias), both f32 [T, Hv]
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t h = 0; h < Hv; ++h) {
-      float& b = b_[i * Hv + h];
-      float& a = a_[i * Hv + h];
-      b = 1.0f / (1.0f + std::exp(-b));
-      const float u = a + w.dt_bias[h];
-      const float softplus = u > 20.0f ? u : std::log1p(std::exp(u));  // torch's threshold
-      a = w.neg_a[h] * softplus;
+  // β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias), both f32 [T, Hv];
+  // q <- l2norm(q) · dk^-1/2, k <- l2norm(k), per head, f32 (in place in y). Rows of tokens on
+  // the pool (row_ranges.h).
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      for (int64_t h = 0; h < Hv; ++h) {
+        float& b = b_[i * Hv + h];
+        float& a = a_[i * Hv + h];
+        b = 1.0f / (1.0f + std::exp(-b));
+        const float u = a + w.dt_bias[h];
+        const float softplus = u > 20.0f ? u : std::log1p(std::exp(u));  // torch's threshold
+        a = w.neg_a[h] * softplus;
+      }
     }
-  }
-
-  // q <- l2norm(q) · dk^-1/2, k <- l2norm(k), per head, f32 (in place in y).
-  kernels::L2NormHeads(y_.data(), conv_dim, t, Hk, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
-  kernels::L2NormHeads(y_.data() + key_dim, conv_dim, t, Hk, dk, 1e-6f, 1.0f);
+    float* yr = y_.data() + r0 * conv_dim;
+    kernels::L2NormHeads(yr, conv_dim, r1 - r0, Hk, dk, 1e-6f,
+                         1.0f / std::sqrt(static_cast<float>(dk)));
+    kernels::L2NormHeads(yr + key_dim, conv_dim, r1 - r0, Hk, dk, 1e-6f, 1.0f);
+  });
 
   // o = gated delta rule per (sequence, value head) [T, Hv, dv]; v head h reads k head h / (Hv/Hk).
   const int64_t conv_floats = DeltaNetConvStateFloats(c), heads_per_k = Hv / Hk;
@@ -122,11 +124,13 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
       kernels::GatedDeltaRuleRecurrent(head, s.num_tokens, dk, dv);
     }
   });
-  round_out(o_);
-
-  // o = rmsnorm(o) · w · silu(z) per head [T·Hv, dv]
-  kernels::GatedRmsNorm(o_.data(), dv, z_.data(), dv, w.norm.data(), o_.data(), dv, t * Hv, dv,
-                        static_cast<float>(c.rms_norm_eps), round);
+  // o = rmsnorm(bf(o)) · w · silu(z) per head [T·Hv, dv]
+  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    float* o = o_.data() + r0 * value_dim;
+    if (round == Round::kBf16) kernels::RoundBf16InPlace(o, (r1 - r0) * value_dim);
+    kernels::GatedRmsNorm(o, dv, z_.data() + r0 * value_dim, dv, w.norm.data(), o, dv,
+                          (r1 - r0) * Hv, dv, static_cast<float>(c.rms_norm_eps), round);
+  });
 
   // out = o · W_outᵀ [T, hidden]
   kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
