@@ -199,7 +199,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
   const int64_t strides[] = {H * D, KV * D, KV * D};
   kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
-  // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb).
+  // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb); K and V into the cache.
   kernels::KvLayerView view = kv.Layer(layer);
   ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
     const float* cos = a_.cos.data() + r0 * rope_.half;
