@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <thread>
 
 #include "e2e/e2e_util.h"
@@ -112,21 +113,33 @@ TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
                       {"--host", "127.0.0.1", "--port", "0", "--threads", "2", "--max-model-len",
                        "96", "--block-size", "16", "--kv-cache-memory-bytes", "50000"}));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
+  // Long enough (a prompt of ~10 tokens + 72 = 6 blocks) that at most two sequences fit, and the
+  // eight requests start together: a fast engine could otherwise finish early ones before late
+  // ones arrive, and nothing would need preempting.
+  constexpr int kMaxTokens = 72;
   auto run = [&](int i) {
     const Json body = {{"prompt", "preempt me please, request " + std::to_string(i)},
-                       {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}};
+                       {"max_tokens", kMaxTokens}, {"temperature", 0}, {"ignore_eos", true}};
     return e2e::Post(p.port(), "/v1/completions", body.dump()).json();
   };
   std::vector<Json> alone;
   for (int i = 0; i < 8; ++i) alone.push_back(run(i));
+  ASSERT_TRUE(alone[0].contains("usage")) << alone[0].dump();
+  ASSERT_LE(alone[0]["usage"]["prompt_tokens"].get<int>() + kMaxTokens, 96);
   std::vector<Json> together(8);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { together[i] = run(i); });
+  std::latch start(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      together[i] = run(i);
+    });
+  }
   for (auto& t : threads) t.join();
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(together[i].contains("choices")) << together[i].dump();
     EXPECT_EQ(together[i]["choices"][0]["text"], alone[i]["choices"][0]["text"]) << i;
-    EXPECT_EQ(together[i]["usage"]["completion_tokens"], 48);
+    EXPECT_EQ(together[i]["usage"]["completion_tokens"], kMaxTokens);
   }
   const std::string m = e2e::Get(p.port(), "/metrics").body;
   EXPECT_GT(e2e::Metric(m, "vllm:num_preemptions_total"), 0) << p.Log();
