@@ -86,35 +86,58 @@ void LoadChunk(const KvLayerView& kv, int64_t base, int64_t n, Chunk* c) {
   }
 }
 
-inline float HMax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-// One head's online-softmax step over a chunk of n scores s[0..16): returns the factor alpha
-// that rescales the running output, updates the running max m and sum l, and leaves
-// exp(s - m) in s (0 past n).
-inline float SoftmaxStep(float* s, int64_t n, float* m, float* l) {
+// Online-softmax step over a chunk of n ≤ 16 scores for heads [g0, g0 + nh), nh ≤ 8: updates
+// each head's running max m and sum l, leaves exp(s - m) in s (0 past n) and writes the factor
+// alpha = e^(m_old - m_new) that rescales each head's running output. The heads' chunk maxima
+// and sums come out of one 8×8 transpose each, and the alphas out of one vector exp, instead of
+// a horizontal reduction and a scalar exp per head (the scalar part dominated short chunks).
+// m, l, alpha: arrays of ≥ g0 + 8 floats (lanes past nh are computed and ignored).
+inline void SoftmaxStep8(float (*s)[kChunk], int64_t g0, int64_t nh, int64_t n, float* m,
+                         float* l, float* alpha) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   const __m256i nn = _mm256_set1_epi32(static_cast<int>(n));
   const __m256i lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(8));
-  __m256 s0 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s),
-                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, lo)));
-  __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s + 8),
-                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, hi)));
-  const float mx = std::max(*m, HMax(_mm256_max_ps(s0, s1)));
-  const float alpha = std::exp(*m - mx);  // 0 on the first chunk (m = -inf)
-  const __m256 vmx = _mm256_set1_ps(mx);
-  s0 = avx2::Exp(_mm256_sub_ps(s0, vmx));
-  s1 = avx2::Exp(_mm256_sub_ps(s1, vmx));
-  _mm256_store_ps(s, s0);
-  _mm256_store_ps(s + 8, s1);
-  *m = mx;
-  *l = *l * alpha + avx2::HSum(_mm256_add_ps(s0, s1));
-  return alpha;
+  const __m256 in_lo = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, lo));
+  const __m256 in_hi =
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, _mm256_add_epi32(lo, _mm256_set1_epi32(8))));
+  __m256 r[8];
+  for (int h = 0; h < 8; ++h) {
+    if (h >= nh) {
+      r[h] = _mm256_setzero_ps();  // an unused head: a finite max keeps its lanes NaN-free
+      continue;
+    }
+    const __m256 s0 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s[g0 + h]), in_lo);
+    const __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s[g0 + h] + 8), in_hi);
+    r[h] = _mm256_max_ps(s0, s1);
+  }
+  Transpose8x8(r);  // r[j][h]: lane j of head h
+  __m256 chunk_max = r[0];
+  for (int j = 1; j < 8; ++j) chunk_max = _mm256_max_ps(chunk_max, r[j]);
+  const __m256 m_old = _mm256_loadu_ps(m + g0);
+  const __m256 m_new = _mm256_max_ps(m_old, chunk_max);
+  // 0 on a head's first chunk (m_old = -inf).
+  const __m256 a = avx2::Exp(_mm256_sub_ps(m_old, m_new));
+  _mm256_storeu_ps(m + g0, m_new);
+  _mm256_storeu_ps(alpha + g0, a);
+  alignas(32) float mx[8];
+  _mm256_store_ps(mx, m_new);
+  for (int h = 0; h < 8; ++h) {
+    if (h >= nh) {
+      r[h] = _mm256_setzero_ps();
+      continue;
+    }
+    const __m256 vm = _mm256_set1_ps(mx[h]);
+    const __m256 e0 = _mm256_and_ps(avx2::Exp(_mm256_sub_ps(_mm256_load_ps(s[g0 + h]), vm)), in_lo);
+    const __m256 e1 =
+        _mm256_and_ps(avx2::Exp(_mm256_sub_ps(_mm256_load_ps(s[g0 + h] + 8), vm)), in_hi);
+    _mm256_store_ps(s[g0 + h], e0);
+    _mm256_store_ps(s[g0 + h] + 8, e1);
+    r[h] = _mm256_add_ps(e0, e1);
+  }
+  Transpose8x8(r);
+  __m256 sum = r[0];
+  for (int j = 1; j < 8; ++j) sum = _mm256_add_ps(sum, r[j]);
+  _mm256_storeu_ps(l + g0, _mm256_fmadd_ps(_mm256_loadu_ps(l + g0), a, sum));
 }
 
 // s[g][0..16) = scale · q_g · k_t for H heads from g0: each key vector feeds H heads.
@@ -190,12 +213,11 @@ template <bool kBf16>
 void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const KvLayerView& kv,
                const int32_t* block_table, float scale, float* out) {
   const int64_t d = kv.head_dim;
-  float m[kMaxGroup], l[kMaxGroup];
-  for (int64_t g = 0; g < group; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
-    std::fill(out + g * d, out + (g + 1) * d, 0.0f);
-  }
+  // Running max and sum per head; every slot set, as the softmax step works 8 heads at a time.
+  float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
+  std::fill(m, m + kMaxGroup, -INFINITY);
+  std::fill(l, l + kMaxGroup, 0.0f);
+  std::fill(out, out + group * d, 0.0f);
   alignas(32) float s[kMaxGroup][kChunk];
   thread_local Chunk chunk;
   // A chunk stays inside one block (any block_size works; 16 is one chunk per block).
@@ -221,11 +243,12 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
     int64_t g = 0;
     for (; g + 4 <= group; g += 4) ScoreHeads<4>(q, d, g, chunk, scale, s);
     for (; g < group; ++g) ScoreHeads<1>(q, d, g, chunk, scale, s);
-    // Online softmax update and V accumulation, one head at a time (o_g lives in L1).
-    for (g = 0; g < group; ++g) {
-      const float alpha = SoftmaxStep(s[g], n, &m[g], &l[g]);
-      AccumulateValues(out + g * d, d, alpha, s[g], n, chunk);
+    // Online softmax update 8 heads at a time, then V accumulation one head at a time (o_g
+    // lives in L1).
+    for (g = 0; g < group; g += 8) {
+      SoftmaxStep8(s, g, std::min<int64_t>(8, group - g), n, m, l, alpha);
     }
+    for (g = 0; g < group; ++g) AccumulateValues(out + g * d, d, alpha[g], s[g], n, chunk);
   }
   for (int64_t g = 0; g < group; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / l[g]);

@@ -155,6 +155,8 @@ TEST(AttentionTest, MixedBatchMatchesDenseReference) {
     RunCase({4, 4, 24, 5, dt}, kMixedBatch, 2);     // MHA, odd vector count, odd block size
     RunCase({6, 2, 20, 16, dt}, kMixedBatch, 3);    // head_dim % 8 != 0: scalar fallback
     RunCase({8, 1, 128, 32, dt}, kMixedBatch, 4);   // MQA, big heads
+    RunCase({24, 2, 32, 16, dt}, kMixedBatch, 5);   // group 12: softmax 8 heads + 4 heads
+    RunCase({16, 1, 16, 16, dt}, kMixedBatch, 6);   // group 16: two full 8-head steps
   }
 }
 
