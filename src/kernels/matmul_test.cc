@@ -47,6 +47,24 @@ TestWeight MakeWeight(DType dt, int64_t n, int64_t k, uint32_t seed) {
   return t;
 }
 
+// MatMulGroup over `ts` on m rows of x (row stride k): the outputs, one dense [m, n_i] each.
+std::vector<std::vector<float>> GroupOutputs(const float* x, int64_t k, int64_t m,
+                                             const std::vector<TestWeight>& ts, ThreadPool& pool,
+                                             Round round = Round::kNone) {
+  std::vector<std::vector<float>> ys;
+  std::vector<const LinearWeight*> ws;
+  std::vector<float*> yp;
+  std::vector<int64_t> strides;
+  for (const TestWeight& t : ts) {
+    ys.emplace_back(m * t.w.out_features);
+    ws.push_back(&t.w);
+    strides.push_back(t.w.out_features);
+  }
+  for (auto& y : ys) yp.push_back(y.data());
+  MatMulGroup(x, k, m, ws, yp, strides, pool, round);
+  return ys;
+}
+
 // |y - ref| ≤ 1e-6·sqrt(k)·Σ_j|x_j·w_j|: f32 accumulation-order error only (the reference sees
 // the same bf16 weights). A wrong element is off by O(Σ|x·w| / sqrt(k)), far above this.
 void ExpectClose(const float* x, int64_t xs, int64_t m, const LinearWeight& w, const float* y,
@@ -129,17 +147,7 @@ TEST(MatMulTest, GroupMatchesSeparateMatMuls) {
     PrepareLinear(&ts[0].w);  // mixed: one packed, two unpacked
     for (int64_t m : {1, 7, 40}) {
       std::vector<float> x = RandomVec(m * k, 99);
-      std::vector<std::vector<float>> ys;
-      std::vector<const LinearWeight*> ws;
-      std::vector<float*> yp;
-      std::vector<int64_t> strides;
-      for (auto& t : ts) {
-        ys.emplace_back(m * t.w.out_features);
-        ws.push_back(&t.w);
-        strides.push_back(t.w.out_features);
-      }
-      for (auto& y : ys) yp.push_back(y.data());
-      MatMulGroup(x.data(), k, m, ws, yp, strides, pool);
+      const auto ys = GroupOutputs(x.data(), k, m, ts, pool);
       for (size_t i = 0; i < ts.size(); ++i) {
         ExpectClose(x.data(), k, m, ts[i].w, ys[i].data(), ts[i].w.out_features,
                     std::string("group ") + ToString(isa) + " weight " + std::to_string(i));
@@ -225,19 +233,12 @@ TEST(MatMulTest, GroupIsBitwiseEqualToSeparateMatMuls) {
     PrepareLinear(&ts[0].w);
     PrepareLinear(&ts[1].w);  // the third stays unpacked
     const std::vector<float> x = RandomVec(m * k, 5);
-    std::vector<std::vector<float>> grouped, alone;
-    std::vector<const LinearWeight*> ws;
-    std::vector<float*> yp;
-    std::vector<int64_t> strides;
+    const auto grouped = GroupOutputs(x.data(), k, m, ts, pool);
+    std::vector<std::vector<float>> alone;
     for (auto& t : ts) {
-      grouped.emplace_back(m * t.w.out_features);
       alone.emplace_back(m * t.w.out_features);
-      ws.push_back(&t.w);
-      strides.push_back(t.w.out_features);
       MatMul(x.data(), k, m, t.w, alone.back().data(), t.w.out_features, pool);
     }
-    for (auto& y : grouped) yp.push_back(y.data());
-    MatMulGroup(x.data(), k, m, ws, yp, strides, pool);
     for (size_t i = 0; i < ts.size(); ++i) {
       ExpectBitwiseEqual(grouped[i].data(), alone[i].data(), m * ts[i].w.out_features,
                          std::string("group ") + ToString(isa) + " weight " + std::to_string(i));
@@ -261,20 +262,13 @@ TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
           for (auto& t : ts) PrepareLinear(&t.w);
         }
         const std::vector<float> x = RandomVec(m * k, 11);
-        std::vector<std::vector<float>> plain, rounded;
-        std::vector<const LinearWeight*> ws;
-        std::vector<float*> yp;
-        std::vector<int64_t> strides;
+        const auto rounded = GroupOutputs(x.data(), k, m, ts, pool, Round::kBf16);
+        std::vector<std::vector<float>> plain;
         for (auto& t : ts) {
           plain.emplace_back(m * t.w.out_features);
-          rounded.emplace_back(m * t.w.out_features);
-          ws.push_back(&t.w);
-          strides.push_back(t.w.out_features);
           MatMul(x.data(), k, m, t.w, plain.back().data(), t.w.out_features, pool);
           for (float& v : plain.back()) v = Bf16ToF32(F32ToBf16(v));
         }
-        for (auto& y : rounded) yp.push_back(y.data());
-        MatMulGroup(x.data(), k, m, ws, yp, strides, pool, Round::kBf16);
         for (size_t i = 0; i < ts.size(); ++i) {
           ExpectBitwiseEqual(rounded[i].data(), plain[i].data(), m * ts[i].w.out_features,
                              std::string(ToString(isa)) + (pack ? " packed" : "") +
