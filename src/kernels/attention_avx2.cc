@@ -95,11 +95,8 @@ void LoadChunk(const KvLayerView& kv, int64_t base, int64_t n, Chunk* c) {
 inline void SoftmaxStep8(float (*s)[kChunk], int64_t g0, int64_t nh, int64_t n, float* m,
                          float* l, float* alpha) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-  const __m256i nn = _mm256_set1_epi32(static_cast<int>(n));
-  const __m256i lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 in_lo = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, lo));
-  const __m256 in_hi =
-      _mm256_castsi256_ps(_mm256_cmpgt_epi32(nn, _mm256_add_epi32(lo, _mm256_set1_epi32(8))));
+  const __m256 in_lo = _mm256_castsi256_ps(avx2::FirstLanes(n));
+  const __m256 in_hi = _mm256_castsi256_ps(avx2::FirstLanes(n - 8));
   __m256 r[8];
   for (int h = 0; h < 8; ++h) {
     if (h >= nh) {

@@ -14,18 +14,12 @@
 namespace cpm::kernels {
 namespace {
 
-// Lanes [0, n) of 8.
-inline __m256i LaneMask(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // Channels [c0, c0 + n) (n ≤ 8) over all t rows, kernel K.
 template <int K>
 void Group(const float* x, int64_t x_stride, int64_t t, int64_t channels, int64_t c0, int64_t n,
            const float* w, float* state, float* y, int64_t y_stride, bool round_bf16) {
   constexpr int kHist = K - 1;
-  const __m256i mask = LaneMask(n);
+  const __m256i mask = avx2::FirstLanes(n);
   // wt[j] = taps j of the group's channels (w is [channels, K]); zeros in unused lanes.
   __m256 wt[K];
   for (int j = 0; j < K; ++j) {

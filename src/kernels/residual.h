@@ -15,8 +15,13 @@ void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int
 // x[i] *= scale for i in [0, n), then optional rounding.
 void Scale(float* x, int64_t n, float scale, Round round);
 
-// x[i] = bf(x[i]) for i in [0, n): round-to-nearest-even, NaN stays NaN (as cpm::RoundBf16).
-// Rounds every element of x[0..n) to bf16 in place (the `bf(x)` of the model specs).
+// x[i] = bf(x[i]) for i in [0, n): round-to-nearest-even, NaN stays NaN (as cpm::RoundBf16);
+// the `bf(x)` of the model specs.
 void RoundBf16InPlace(float* x, int64_t n);
+
+// x[0..n) rounded as `round` says: to bf16 for Round::kBf16, untouched for Round::kNone.
+inline void RoundInPlace(float* x, int64_t n, Round round) {
+  if (round == Round::kBf16) RoundBf16InPlace(x, n);
+}
 
 }  // namespace cpm::kernels

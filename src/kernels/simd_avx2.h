@@ -32,6 +32,12 @@ inline float HMax(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
+// All-ones in lanes [0, n) of 8 (n may be ≤ 0 or > 8): the mask of a partial vector.
+inline __m256i FirstLanes(int64_t n) {
+  const int32_t m = static_cast<int32_t>(n < 0 ? 0 : n > 8 ? 8 : n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // f32 -> bf16 -> f32, round to nearest even, as F32ToBf16 (NaN stays NaN).
 inline __m256 RoundBf16(__m256 x) {
   const __m256i b = _mm256_castps_si256(x);

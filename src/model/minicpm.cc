@@ -66,10 +66,6 @@ class MiniCpmModel : public Model {
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
   void AddResidual(int64_t t, ThreadPool& pool);
-  // Rounds an attention output to bf16 in the bf16 path.
-  void RoundOut(float* x, int64_t n) const {
-    if (round_ == Round::kBf16) kernels::RoundBf16InPlace(x, n);
-  }
   // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
   kernels::RmsNormParams NormParams() const {
     return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
@@ -218,7 +214,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
                           a_.attn.data(), H * D, pool);
   ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
-    RoundOut(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D);
+    kernels::RoundInPlace(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D, round_);
   });
   kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
   // h = bf(h + bf(o · scale_depth/sqrt(L)))

@@ -196,7 +196,7 @@ void Qwen35Model::Embed(const ForwardBatch& batch) {
   }
   for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
     std::copy(batch.embeds + i * D, batch.embeds + (i + 1) * D, h_.data() + batch.embed_rows[i] * D);
-    if (round_ == Round::kBf16) kernels::RoundBf16InPlace(h_.data() + batch.embed_rows[i] * D, D);
+    kernels::RoundInPlace(h_.data() + batch.embed_rows[i] * D, D, round_);
   }
 }
 

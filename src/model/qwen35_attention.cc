@@ -75,7 +75,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
   ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
     float* a = attn_.data() + r0 * H * hd;
-    if (round == Round::kBf16) kernels::RoundBf16InPlace(a, (r1 - r0) * H * hd);
+    kernels::RoundInPlace(a, (r1 - r0) * H * hd, round);
     if (c.attn_output_gate) {
       kernels::SigmoidMul(a, hd, qg_.data() + r0 * qg_width + hd, 2 * hd, (r1 - r0) * H, hd,
                           round);

@@ -127,7 +127,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   // o = rmsnorm(bf(o)) · w · silu(z) per head [T·Hv, dv]
   ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
     float* o = o_.data() + r0 * value_dim;
-    if (round == Round::kBf16) kernels::RoundBf16InPlace(o, (r1 - r0) * value_dim);
+    kernels::RoundInPlace(o, (r1 - r0) * value_dim, round);
     kernels::GatedRmsNorm(o, dv, z_.data() + r0 * value_dim, dv, w.norm.data(), o, dv,
                           (r1 - r0) * Hv, dv, static_cast<float>(c.rms_norm_eps), round);
   });
