@@ -391,8 +391,7 @@ int RunBench(const BenchArgs& a) {
               lim.bf16_dot_gflops > 0
                   ? (", bf16 dot peak " + std::to_string(lim.bf16_dot_gflops) + " GFLOP/s").c_str()
                   : "");
-  std::printf("matmul: %s\n", kernels::MatMulDescription());
-  if (const char* hint = kernels::MatMulHint()) std::printf("hint: %s\n", hint);
+  std::printf("matmul: %s\n", kernels::MatMulDescription().c_str());
   if (lim.matmul_l1_gflops > 0 && peak > 0) {
     std::printf("kernel check: the matmul kernel on an in-L1 problem (6×32×256, bf16) runs at "
                 "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "

@@ -122,13 +122,18 @@ double MatmulL1Loop(int64_t iterations) {
   if (pw == nullptr) return 0;
   alignas(64) float x[kM * kK], y[kM * kN];
   std::fill(std::begin(x), std::end(x), 0.5f);
+  // x prepared once, as MatMulGroup does once per call for all its tasks.
+  uint32_t pairs[kM * kK / 2];
+  uint8_t dot[kM];
+  const bool avx2 = pw->layout == PackedLayout::kPanel16Bf16;
+  if (!avx2) PrepareXAvx512(x, kK, kK, 0, kM, dot, pairs);
   // As many FMAs as the register-only loop does in `iterations` (12 vector FMAs each).
   const int64_t calls = std::max<int64_t>(1, iterations * 12 * 8 / (kM * kN * kK));
   for (int64_t c = 0; c < calls; ++c) {
-    if (pw->layout == PackedLayout::kPanel16Bf16) {
+    if (avx2) {
       MatMulPanelsAvx2(x, kM, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
     } else {
-      MatMulPanelsAvx512(x, kK, kM, *pw, 0, pw->num_panels, y, kN);
+      MatMulPanelsAvx512({x, kK, dot, pairs}, kM, *pw, 0, pw->num_panels, y, kN);
     }
   }
   volatile float sink = y[0];

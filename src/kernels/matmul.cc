@@ -5,8 +5,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -20,20 +18,9 @@ namespace {
 
 // Unpacked weights: output rows per task.
 constexpr int64_t kRowsPerTask = 64;
-// The AVX-512 kernels (matmul_avx512.cc) are checked against the reference under SIMDe's
-// emulation only: no machine this project is built on has AVX-512, so neither their speed nor
-// their native run has been measured. They are opt-in (CPM_AVX512_MATMUL=1 on a CPU with
-// AVX-512F/BW/VL, and AVX512_BF16 for vdpbf16ps); by default AVX-512 CPUs use the AVX2 kernels.
-bool Avx512MatmulOptedIn() {
-  static const bool on = [] {
-    const char* s = std::getenv("CPM_AVX512_MATMUL");
-    return s != nullptr && std::strcmp(s, "1") == 0;
-  }();
-  return on;
-}
 
 PackedLayout WantedLayout(Isa isa, DType dt) {
-  if (isa == Isa::kAvx512 && Avx512MatmulOptedIn()) {
+  if (isa == Isa::kAvx512 && Avx512Choice().avx512) {
     return dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
   }
   return dt == DType::kBF16 ? PackedLayout::kPanel16Bf16 : PackedLayout::kPanel16F32;
@@ -118,6 +105,54 @@ struct Job {
   int64_t units_per_task;
 };
 
+bool AnyLayout(std::span<const Job> jobs, bool (*pred)(PackedLayout)) {
+  return std::any_of(jobs.begin(), jobs.end(),
+                     [&](const Job& j) { return j.pw != nullptr && pred(j.pw->layout); });
+}
+
+// x packed for the AVX2 tiles (matmul_impl.h), once per call for every weight and task: the
+// caller's scratch (it keeps the largest m·k seen), as only one thread calls at a time
+// (ThreadPool::ParallelFor is not reentrant). One row needs no packing. The transpose is m·k
+// copies against m·k·n multiply-adds.
+const float* PackXForAvx2(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
+                          ThreadPool& pool) {
+  if (m == 1 || !AnyLayout(jobs, [](PackedLayout l) { return LayoutIsa(l) == Isa::kAvx2; })) {
+    return x;
+  }
+  thread_local AlignedBuffer scratch;
+  const int64_t k = jobs[0].w->in_features;
+  const size_t bytes = static_cast<size_t>(m * k) * sizeof(float);
+  if (scratch.size() < bytes) scratch.Resize(bytes);
+  float* packed_x = scratch.as<float>();
+  pool.ParallelFor(NumRowTiles(m), [&](int64_t t, int) {
+    PackRowTilesAvx2(x, x_stride, m, k, t, t + 1, packed_x);
+  });
+  return packed_x;
+}
+
+// x for the AVX-512 kernels: for bf16 pair panels, each row's bf16 check and pair packing,
+// once per call rather than per task (O(m·k) each; a prefill matmul has dozens of tasks).
+Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
+                          ThreadPool& pool) {
+  Avx512X out{x, x_stride};
+  if (!AnyLayout(jobs, [](PackedLayout l) { return l == PackedLayout::kPanel32Bf16Pairs; })) {
+    return out;
+  }
+  thread_local AlignedBuffer dot, pairs;
+  const int64_t k = jobs[0].w->in_features, pairs_stride = (k + 1) / 2;
+  if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
+  const size_t pair_bytes = static_cast<size_t>(m * pairs_stride) * sizeof(uint32_t);
+  if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
+  constexpr int64_t kPrepRowsPerTask = 16;
+  pool.ParallelFor((m + kPrepRowsPerTask - 1) / kPrepRowsPerTask, [&](int64_t t, int) {
+    PrepareXAvx512(x, x_stride, k, t * kPrepRowsPerTask, std::min(m, (t + 1) * kPrepRowsPerTask),
+                   dot.as<uint8_t>(), pairs.as<uint32_t>());
+  });
+  out.dot = dot.as<uint8_t>();
+  out.pairs = pairs.as<uint32_t>();
+  return out;
+}
+
 }  // namespace
 
 void PrepareLinear(LinearWeight* w) {
@@ -130,30 +165,26 @@ void PrepareLinear(LinearWeight* w) {
 }
 
 bool MatMulUsesBf16Dot() {
-  return ActiveIsa() == Isa::kAvx512 && Avx512MatmulOptedIn() && GetCpuFeatures().avx512bf16;
+  return ActiveIsa() == Isa::kAvx512 && GetCpuFeatures().avx512bf16 && Avx512Choice().avx512;
 }
 
-const char* MatMulDescription() {
+std::string MatMulDescription() {
   switch (ActiveIsa()) {
     case Isa::kScalar: return "scalar reference";
-    case Isa::kAvx512:
-      if (Avx512MatmulOptedIn()) {
-        return GetCpuFeatures().avx512bf16
-                   ? "avx512 (CPM_AVX512_MATMUL=1): vdpbf16ps on bf16 weights and bf16 "
-                     "activations, f32 FMAs otherwise"
-                   : "avx512 (CPM_AVX512_MATMUL=1): f32 FMAs on bf16 weights widened in registers";
+    case Isa::kAvx512: {
+      const KernelChoice& c = Avx512Choice();
+      if (c.avx512) {
+        return std::string(GetCpuFeatures().avx512bf16
+                               ? "avx512: vdpbf16ps on bf16 weights and bf16 activations, f32 "
+                                 "FMAs otherwise"
+                               : "avx512: f32 FMAs on bf16 weights widened in registers") +
+               " (" + c.why + ")";
       }
-      [[fallthrough]];
+      return "avx2: f32 FMAs on bf16 weights widened in registers (AVX-512 kernels not used: " +
+             c.why + ")";
+    }
     default: return "avx2: f32 FMAs on bf16 weights widened in registers";
   }
-}
-
-const char* MatMulHint() {
-  if (BestIsa() != Isa::kAvx512 || !GetCpuFeatures().avx512bf16 || Avx512MatmulOptedIn()) {
-    return nullptr;
-  }
-  return "this CPU has AVX512_BF16: CPM_AVX512_MATMUL=1 switches the matmul to vdpbf16ps (twice "
-         "the FLOPs per instruction; checked under emulation, not yet measured on such a CPU)";
 }
 
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
@@ -181,24 +212,8 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                kRowsPerTask};
     if (pw) total_panels += pw->num_panels;
   }
-  // x packed for the AVX2 tiles (matmul_impl.h), once per call for every weight and task: the
-  // caller's scratch (it keeps the largest m·k seen), as only one thread calls at a time
-  // (ThreadPool::ParallelFor is not reentrant). One row needs no packing. The transpose is m·k
-  // copies against m·k·n multiply-adds.
-  const float* xp = x;
-  if (m > 1 && std::any_of(jobs.begin(), jobs.end(), [](const Job& j) {
-        return j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2;
-      })) {
-    thread_local AlignedBuffer scratch;
-    const int64_t k = ws[0]->in_features;
-    const size_t bytes = static_cast<size_t>(m * k) * sizeof(float);
-    if (scratch.size() < bytes) scratch.Resize(bytes);
-    float* packed_x = scratch.as<float>();
-    pool.ParallelFor(NumRowTiles(m), [&](int64_t t, int) {
-      PackRowTilesAvx2(x, x_stride, m, k, t, t + 1, packed_x);
-    });
-    xp = packed_x;
-  }
+  const float* xp = PackXForAvx2(x, x_stride, m, jobs, pool);
+  const Avx512X x512 = PrepareXForAvx512(x, x_stride, m, jobs, pool);
   // Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels each
   // (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it).
   // Multiples of 4 panels, the widest AVX2 tile (1 row × 4 panels), where there are enough.
@@ -219,7 +234,7 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
     const int64_t end = std::min(j.units, begin + j.units_per_task);
     if (j.pw) {
       if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
-        MatMulPanelsAvx512(x, x_stride, m, *j.pw, begin, end, j.y, j.y_stride);
+        MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
       } else {
         MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride);
       }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "kernels/rounding.h"
@@ -40,15 +41,13 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const int64_t> y_strides, ThreadPool& pool,
                  Round round = Round::kNone);
 
-// Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps, opted in),
-// so that its FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
+// Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps), so that its
+// FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
 bool MatMulUsesBf16Dot();
 
-// What the matmul runs on this CPU, for start-up logs and benchmarks ("avx2: f32 FMAs on bf16
-// weights widened in registers", ...).
-const char* MatMulDescription();
-// A hint worth logging, or null: the CPU has AVX512_BF16 but the AVX-512 matmul is not opted in.
-const char* MatMulHint();
+// What the matmul runs on this CPU and why, for start-up logs and benchmarks ("avx2: f32 FMAs on
+// bf16 weights widened in registers", ...). On an AVX-512 CPU the first call makes the choice.
+std::string MatMulDescription();
 
 // Scalar reference (tests compare every variant with it). Row range [row_begin, row_end) of W.
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,

@@ -478,23 +478,4 @@ void MatMulRowsAvx2(const float* x, int64_t x_stride, int64_t m, const LinearWei
   else Rows<false>(x, x_stride, m, w, row_begin, row_end, y, y_stride);
 }
 
-bool AllBf16ExactAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k) {
-  const __m256i low = _mm256_set1_epi32(0xffff);
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * x_stride;
-    __m256i any = _mm256_setzero_si256();
-    int64_t j = 0;
-    for (; j + 8 <= k; j += 8) {
-      any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xi + j)));
-    }
-    if (!_mm256_testz_si256(any, low)) return false;
-    for (; j < k; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, xi + j, 4);
-      if (bits & 0xffff) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace cpm::kernels

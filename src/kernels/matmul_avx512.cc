@@ -7,10 +7,10 @@
 //
 // Batch invariance as in matmul_impl.h: one chain per output element in k order (a k-block
 // resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
-// row's result depends on that row alone. Checked under emulation only, so opt-in (matmul.cc).
+// row's result depends on that row alone. Tested under emulation only: a CPU runs them once a
+// start-up self-check has found them correct and faster than the AVX2 ones (matmul_choice.cc).
 // Short tiles (decode) widen over 2-4 panels; weights are prefetched a fixed distance ahead.
-// Known gap before it can be the default: x's bf16 check and pair packing are redone by every
-// task of a call (O(m·k) each, against O(m·k·32·panels) of work).
+// x's bf16 check and pair packing are done once per call, for all tasks (PrepareXAvx512).
 #if defined(CPM_EMULATE_AVX512)
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
@@ -274,59 +273,64 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
   }
 }
 
-// Whether row x[0, k) holds bf16 values only (low 16 bits of every f32 zero); branch-free so
-// that it vectorises.
-bool AllBf16Exact(const float* x, int64_t k) {
+// Row x[0, k) as (k, k+1) pairs of bf16 (uint32 lanes, k in the low half; an odd k's last
+// partner 0), and whether it held bf16 values only (low 16 bits of every f32 zero), so that
+// vdpbf16ps on the pairs is exact. The high halves of 32 floats are one word permutation.
+bool PackPairs(const float* x, int64_t k, uint32_t* pairs) {
+  const __m512i high_words = _mm512_set_epi16(
+      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i low_halves = _mm512_set1_epi32(0xffff);
+  __mmask16 inexact = 0;
+  int64_t j = 0;
+  for (; j + 32 <= k; j += 32) {
+    const __m512i a = _mm512_loadu_si512(x + j), b = _mm512_loadu_si512(x + j + 16);
+    inexact |= _mm512_test_epi32_mask(a, low_halves) | _mm512_test_epi32_mask(b, low_halves);
+    _mm512_storeu_si512(pairs + j / 2, _mm512_permutex2var_epi16(a, high_words, b));
+  }
   uint32_t low = 0;
-  for (int64_t j = 0; j < k; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, x + j, 4);
-    low |= bits & 0xffffu;
+  for (; j < k; j += 2) {
+    uint32_t lo, hi = 0;
+    std::memcpy(&lo, x + j, 4);
+    if (j + 1 < k) std::memcpy(&hi, x + j + 1, 4);
+    low |= (lo | hi) & 0xffffu;
+    pairs[j / 2] = (lo >> 16) | (hi & 0xffff0000u);
   }
-  return low == 0;
-}
-
-// Rows [0, m) of bf16 weights against bf16-exact x (vdpbf16ps) or any x (widening). The pair
-// array is the calling thread's scratch (only one matmul runs on a thread at a time).
-void Bf16Rows(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-              int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride, bool dot) {
-  if (!dot) {
-    return Panels<Mode::kBf16Widen>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
-  }
-  const int64_t pairs = (pw.k + 1) / 2;
-  thread_local std::vector<uint32_t> xp;
-  xp.resize(static_cast<size_t>(m * pairs));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * x_stride;
-    for (int64_t j = 0; j < pairs; ++j) {
-      uint32_t lo, hi = 0;
-      std::memcpy(&lo, xi + 2 * j, 4);
-      if (2 * j + 1 < pw.k) std::memcpy(&hi, xi + 2 * j + 1, 4);
-      xp[i * pairs + j] = (lo >> 16) | (hi & 0xffff0000u);
-    }
-  }
-  Panels<Mode::kBf16Dot>(xp.data(), pairs, m, pw, panel_begin, panel_end, y, y_stride);
+  return inexact == 0 && low == 0;
 }
 
 }  // namespace
 
-void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-                        int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride) {
-  if (pw.layout == PackedLayout::kPanel32F32) {
-    return Panels<Mode::kF32>(x, x_stride, m, pw, panel_begin, panel_end, y, y_stride);
-  }
-  // bf16 dot products are exact only for bf16 x (the check costs m·k against m·k·width FLOPs)
-  // and round differently from f32 FMAs, so the choice is made per row, never per call: each
-  // run of consecutive rows with the same answer is one call of the tiles.
+void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
+                    int64_t row_end, uint8_t* dot, uint32_t* pairs) {
   const bool have_dot = HaveAvx512Bf16();
-  thread_local std::vector<char> dot;
-  dot.resize(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) dot[i] = have_dot && AllBf16Exact(x + i * x_stride, pw.k);
+  const int64_t pairs_stride = (k + 1) / 2;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    dot[i] = have_dot && PackPairs(x + i * x_stride, k, pairs + i * pairs_stride);
+  }
+}
+
+void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
+                        int64_t panel_end, float* y, int64_t y_stride) {
+  if (pw.layout == PackedLayout::kPanel32F32) {
+    return Panels<Mode::kF32>(x.x, x.x_stride, m, pw, panel_begin, panel_end, y, y_stride);
+  }
+  // bf16 dot products round differently from f32 FMAs, so the choice is per row (made by
+  // PrepareXAvx512), never per call: each run of consecutive rows with the same answer is one
+  // call of the tiles.
+  const int64_t pairs_stride = (pw.k + 1) / 2;
+  const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
   for (int64_t i0 = 0; i0 < m;) {
     int64_t i1 = i0 + 1;
-    while (i1 < m && dot[i1] == dot[i0]) ++i1;
-    Bf16Rows(x + i0 * x_stride, x_stride, i1 - i0, pw, panel_begin, panel_end,
-             y + i0 * y_stride, y_stride, dot[i0]);
+    while (i1 < m && dot(i1) == dot(i0)) ++i1;
+    float* yi = y + i0 * y_stride;
+    if (dot(i0)) {
+      Panels<Mode::kBf16Dot>(x.pairs + i0 * pairs_stride, pairs_stride, i1 - i0, pw, panel_begin,
+                             panel_end, yi, y_stride);
+    } else {
+      Panels<Mode::kBf16Widen>(x.x + i0 * x.x_stride, x.x_stride, i1 - i0, pw, panel_begin,
+                               panel_end, yi, y_stride);
+    }
     i0 = i1;
   }
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "base/aligned_buffer.h"
 #include "kernels/matmul.h"
@@ -67,9 +69,52 @@ void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, in
 // Weights are read from memory once per call for all m rows (k-blocks stay in L1/L2).
 void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
                       int64_t panel_end, float* y, int64_t y_stride);
-// Computes y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from x as it is.
-void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-                        int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride);
+
+// x as the AVX-512 kernels take it, prepared once per call for all tasks. For bf16 panels, a
+// row that holds bf16 values only (the model's activations) with AVX512_BF16 present goes
+// through vdpbf16ps on its (k, k+1) pairs; other rows through f32 FMAs on x as it is.
+struct Avx512X {
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  const uint8_t* dot = nullptr;     // [m]: row i uses vdpbf16ps; null: no row does
+  const uint32_t* pairs = nullptr;  // [m][(k + 1) / 2] bf16 pairs, k in the low half
+};
+// Fills dot[i] and, where it is set, row i of `pairs` for rows [row_begin, row_end).
+void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
+                    int64_t row_end, uint8_t* dot, uint32_t* pairs);
+// y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from a packed weight.
+void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
+                        int64_t panel_end, float* y, int64_t y_stride);
+
+// ---- AVX-512 or AVX2 kernels on an AVX-512 CPU (matmul_choice.cc) ----
+
+// Whether the AVX-512 kernels (and their packed layouts) are used, decided once per process:
+// CPM_AVX512_MATMUL=1 or =0, else a self-check at first use (CompareMatmulKernels: correct, and
+// at least kMatmulCheckMargin times as fast as the AVX2 kernels). `why` says which, for logs.
+struct KernelChoice {
+  bool avx512 = false;
+  std::string why;
+};
+const KernelChoice& Avx512Choice();
+
+// y[m, n] = x[m, k] · Wᵀ for the self-check's fixed weight (packed when the kernel was made).
+using CheckKernel = std::function<void(const float* x, int64_t m, float* y)>;
+struct MatmulCheck {
+  bool correct = false;
+  double max_error_ratio = 0;  // max |y - MatMulRef| / Σ|x·w| of the element
+  double candidate_gflops = 0, baseline_gflops = 0;
+};
+// A correct kernel's error is reordering only: ~k · 2⁻²⁴ of the terms' scale at worst.
+constexpr double kMatmulCheckTolerance = 1e-4;
+constexpr double kMatmulCheckMargin = 1.1;
+// Runs `candidate` against MatMulRef (bf16-exact x, 1 and 24 rows of bf16 `w`) and times it
+// against `baseline`, alternating. Tests pass emulated or deliberately broken kernels.
+MatmulCheck CompareMatmulKernels(const LinearWeight& w, const CheckKernel& candidate,
+                                 const CheckKernel& baseline);
+bool PrefersCandidate(const MatmulCheck& c);
+// The AVX2 kernels as a CheckKernel over `w` (packed here, once; x packed per call, as
+// MatMulGroup does). Needs AVX2+FMA.
+CheckKernel Avx2CheckKernel(const LinearWeight& w);
 
 // Unpacked fallbacks (weights as loaded): output rows [row_begin, row_end), MatMulRef signature.
 // The AVX2 one sums 8 lanes of k (j ≡ lane mod 8) over whole vectors, then adds the lanes in a
@@ -77,8 +122,5 @@ void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const Packe
 // invariant as the panel kernels, though in a different order.
 void MatMulRowsAvx2(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
                     int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
-
-// True if every x value is exactly a bf16 (low 16 bits zero), so bf16 dot products lose nothing.
-bool AllBf16ExactAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k);
 
 }  // namespace cpm::kernels

@@ -16,8 +16,10 @@ namespace cpm::kernels {
 // The AVX-512 kernels compiled over SIMDe (matmul_avx512_emulated.cc).
 namespace emulated {
 extern bool g_have_avx512bf16;
-void MatMulPanelsAvx512(const float* x, int64_t x_stride, int64_t m, const PackedWeight& pw,
-                        int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride);
+void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
+                    int64_t row_end, uint8_t* dot, uint32_t* pairs);
+void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
+                        int64_t panel_end, float* y, int64_t y_stride);
 }  // namespace emulated
 namespace {
 
@@ -301,14 +303,23 @@ std::vector<float> RoundedToBf16(std::vector<float> v) {
   return v;
 }
 
-// y = x · Wᵀ through the emulated AVX-512 kernel, columns split into tasks of `per_task`
-// panels as MatMulGroup does.
+// y = x · Wᵀ through the emulated AVX-512 kernel as MatMulGroup runs it: x prepared once (in
+// pieces of `prep_rows` rows, as the pool's tasks do), columns split into tasks of `per_task`
+// panels.
 std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64_t m,
-                                  const PackedWeight& pw, int64_t ys, int64_t per_task) {
+                                  const PackedWeight& pw, int64_t ys, int64_t per_task,
+                                  int64_t prep_rows = 16) {
+  std::vector<uint8_t> dot(m, 2);
+  std::vector<uint32_t> pairs(m * ((pw.k + 1) / 2), 0xdeadbeef);
+  for (int64_t i = 0; i < m; i += prep_rows) {
+    emulated::PrepareXAvx512(x.data(), xs, pw.k, i, std::min(m, i + prep_rows), dot.data(),
+                             pairs.data());
+  }
+  const Avx512X x512{x.data(), xs, dot.data(), pairs.data()};
   std::vector<float> y(m * ys, -7.0f);
   for (int64_t p = 0; p < pw.num_panels; p += per_task) {
-    emulated::MatMulPanelsAvx512(x.data(), xs, m, pw, p, std::min(pw.num_panels, p + per_task),
-                                 y.data(), ys);
+    emulated::MatMulPanelsAvx512(x512, m, pw, p, std::min(pw.num_panels, p + per_task), y.data(),
+                                 ys);
   }
   return y;
 }
@@ -385,6 +396,91 @@ TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
       }
     }
   }
+}
+
+// x preparation: a row of bf16 values takes vdpbf16ps with its pairs packed (k in the low half);
+// one value with low bits anywhere (vector part, odd tail) or a CPU without AVX512_BF16 sends
+// the row to the f32 path.
+TEST(EmulatedAvx512PrepareTest, PacksBf16RowsAndFlagsOthers) {
+  for (int64_t k : {1, 2, 31, 32, 33, 64, 67, 515}) {
+    const int64_t pairs_stride = (k + 1) / 2;
+    const std::vector<float> x = RoundedToBf16(RandomVec(k, static_cast<uint32_t>(k)));
+    for (bool have_bf16 : {true, false}) {
+      emulated::g_have_avx512bf16 = have_bf16;
+      uint8_t dot = 2;
+      std::vector<uint32_t> pairs(pairs_stride, 0xdeadbeef);
+      emulated::PrepareXAvx512(x.data(), k, k, 0, 1, &dot, pairs.data());
+      ASSERT_EQ(dot, have_bf16 ? 1 : 0) << "k=" << k;
+      for (int64_t j = 0; have_bf16 && j < pairs_stride; ++j) {
+        const uint32_t lo = F32ToBf16(x[2 * j]), hi = 2 * j + 1 < k ? F32ToBf16(x[2 * j + 1]) : 0;
+        ASSERT_EQ(pairs[j], lo | hi << 16) << "k=" << k << " pair " << j;
+      }
+    }
+    emulated::g_have_avx512bf16 = true;
+    for (int64_t at : {int64_t{0}, k / 2, k - 1}) {
+      std::vector<float> inexact = x;
+      uint32_t bits;
+      std::memcpy(&bits, &inexact[at], 4);
+      bits |= 1;
+      std::memcpy(&inexact[at], &bits, 4);
+      uint8_t dot = 2;
+      std::vector<uint32_t> pairs(pairs_stride);
+      emulated::PrepareXAvx512(inexact.data(), k, k, 0, 1, &dot, pairs.data());
+      EXPECT_EQ(dot, 0) << "k=" << k << " low bits at " << at;
+    }
+  }
+}
+
+// ---- The start-up choice between the AVX-512 and AVX2 kernels (matmul_choice.cc). ----
+
+// The emulated AVX-512 kernels as a CheckKernel (the native ones are what an AVX-512 CPU checks).
+CheckKernel EmulatedAvx512Kernel(const LinearWeight& w) {
+  auto packed = PackLinear(w, PackedLayout::kPanel32Bf16Pairs);
+  return [packed](const float* x, int64_t m, float* y) {
+    const auto& pw = *static_cast<const PackedWeight*>(packed.get());
+    const std::vector<float> xv(x, x + m * pw.k);
+    const std::vector<float> out = EmulatedAvx512(xv, pw.k, m, pw, pw.n, pw.num_panels);
+    std::copy(out.begin(), out.end(), y);
+  };
+}
+
+TEST(MatmulChoiceTest, CorrectKernelsPassTheCheckAndOnlyAClearlyFasterOneIsPreferred) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "needs AVX2";
+  TestWeight t = MakeWeight(DType::kBF16, 64, 256, 5);
+  const CheckKernel avx2 = Avx2CheckKernel(t.w);
+  // The emulated AVX-512 kernels are correct and far slower than native AVX2.
+  const MatmulCheck emulated = CompareMatmulKernels(t.w, EmulatedAvx512Kernel(t.w), avx2);
+  EXPECT_TRUE(emulated.correct) << emulated.max_error_ratio;
+  EXPECT_LT(emulated.max_error_ratio, 1e-5);
+  EXPECT_FALSE(PrefersCandidate(emulated))
+      << emulated.candidate_gflops << " vs " << emulated.baseline_gflops;
+  // The same kernel against itself doing twice the work: correct and ~2x faster.
+  const CheckKernel twice = [&](const float* x, int64_t m, float* y) {
+    avx2(x, m, y);
+    avx2(x, m, y);
+  };
+  const MatmulCheck faster = CompareMatmulKernels(t.w, avx2, twice);
+  EXPECT_TRUE(PrefersCandidate(faster))
+      << faster.candidate_gflops << " vs " << faster.baseline_gflops;
+}
+
+TEST(MatmulChoiceTest, AWrongKernelIsNotPreferredHoweverFast) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "needs AVX2";
+  TestWeight t = MakeWeight(DType::kBF16, 64, 256, 6);
+  const CheckKernel avx2 = Avx2CheckKernel(t.w);
+  // Drops one k step of one output in the batch (a tile-edge bug): fast, slightly wrong.
+  const CheckKernel wrong = [&](const float* x, int64_t m, float* y) {
+    avx2(x, m, y);
+    y[(m - 1) * 64 + 63] -= x[(m - 1) * 256 + 255] * Bf16ToF32(t.bf16[63 * 256 + 255]);
+  };
+  const MatmulCheck c = CompareMatmulKernels(t.w, wrong, [&](const float* x, int64_t m, float* y) {
+    avx2(x, m, y);
+    avx2(x, m, y);
+  });
+  EXPECT_FALSE(c.correct) << c.max_error_ratio;
+  EXPECT_FALSE(PrefersCandidate(c));
+  EXPECT_FALSE(PrefersCandidate({true, 0, 1.05, 1.0})) << "within the margin: keep the baseline";
+  EXPECT_TRUE(PrefersCandidate({true, 0, 2.0, 1.0}));
 }
 
 INSTANTIATE_TEST_SUITE_P(

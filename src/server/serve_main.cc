@@ -203,7 +203,6 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
                load_s);
   CPM_LOG_INFO("Compute: {} threads; matmul {}", pool.num_threads(),
                kernels::MatMulDescription());
-  if (const char* hint = kernels::MatMulHint()) CPM_LOG_INFO("{}", hint);
 
   KvBudgetInput in;
   in.memory = memory;
