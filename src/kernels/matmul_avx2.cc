@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/matmul_impl.h"
 #include "kernels/simd_avx2.h"
@@ -278,8 +279,21 @@ struct TileArgs {
   Prefetch pf;
 };
 
-// Tile<H, NP> at panels [p, p + NP). The last panel of a matrix whose width is not a multiple
-// of 16 goes through a dense staging copy so that nothing past column n is read or written.
+// Tile<H, NP> through a dense staging copy of y, for the last panel of a matrix whose width is
+// not a multiple of 16, so that nothing past column n is read or written. Out of line: the hot
+// path then needs no stack frame for the copy.
+template <int H, int NP, bool kBf16>
+[[gnu::noinline]] void TileStaged(const void* panel, int64_t panel_elems, int64_t n_valid,
+                                  const TileArgs& a, float* yt) {
+  alignas(32) float tmp[H * NP * 16];
+  if (a.resume) {
+    for (int r = 0; r < H; ++r) std::memcpy(tmp + r * NP * 16, yt + r * a.ys, n_valid * 4);
+  }
+  Tile<H, NP, kBf16>(a.xp, panel, panel_elems, a.kc, tmp, NP * 16, a.resume, a.pf);
+  for (int r = 0; r < H; ++r) std::memcpy(yt + r * a.ys, tmp + r * NP * 16, n_valid * 4);
+}
+
+// Tile<H, NP> at panels [p, p + NP).
 template <int H, int NP, bool kBf16>
 void TileAt(const PackedWeight& pw, int64_t p, const TileArgs& a) {
   using T = std::conditional_t<kBf16, uint16_t, float>;
@@ -289,12 +303,7 @@ void TileAt(const PackedWeight& pw, int64_t p, const TileArgs& a) {
   if (n_valid == NP * 16) {
     return Tile<H, NP, kBf16>(a.xp, panel, pw.panel_elems, a.kc, yt, a.ys, a.resume, a.pf);
   }
-  alignas(32) float tmp[H * NP * 16];
-  if (a.resume) {
-    for (int r = 0; r < H; ++r) std::memcpy(tmp + r * NP * 16, yt + r * a.ys, n_valid * 4);
-  }
-  Tile<H, NP, kBf16>(a.xp, panel, pw.panel_elems, a.kc, tmp, NP * 16, a.resume, a.pf);
-  for (int r = 0; r < H; ++r) std::memcpy(yt + r * a.ys, tmp + r * NP * 16, n_valid * 4);
+  TileStaged<H, NP, kBf16>(panel, pw.panel_elems, n_valid, a, yt);
 }
 
 // One row tile of H rows over panels [p0, p1): NP panels at a time, then the 1..NP-1 left over
@@ -326,17 +335,17 @@ void RunRowTile(int64_t h, const PackedWeight& pw, int64_t p0, int64_t p1, const
 
 // Tiles [t0, t1) over panels [p0, p1) and the k-block at k0: every tile passes over the same
 // panel k-blocks (in L1). Each panel's prefetch target is `ahead` bytes past its k-block: tile
-// i of the n takes share i of it.
+// i of the n takes share i of it. `starts[t]` is RowTileStart(m, t), computed once per task.
 template <bool kBf16>
-void RowBlock(const float* xp, int64_t m, const PackedWeight& pw, int64_t t0, int64_t t1,
-              int64_t p0, int64_t p1, int64_t k0, int64_t kc_max, int64_t ahead, float* y,
-              int64_t ys) {
+void RowBlock(const float* xp, const int64_t* starts, const PackedWeight& pw, int64_t t0,
+              int64_t t1, int64_t p0, int64_t p1, int64_t k0, int64_t kc_max, int64_t ahead,
+              float* y, int64_t ys) {
   const int64_t k = pw.k, kc = std::min(kc_max, k - k0), n = t1 - t0;
   const int64_t esize = kBf16 ? 2 : 4;
-  const int64_t block_bytes = kc_max * 16 * esize;
+  const int64_t share = kc_max * 16 * esize / n, stride = 32 * esize / n;
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t r0 = RowTileStart(m, t), h = RowTileStart(m, t + 1) - r0;
-    const Prefetch pf{ahead + (t - t0) * block_bytes / n, 32 * esize / n};
+    const int64_t r0 = starts[t], h = starts[t + 1] - r0;
+    const Prefetch pf{ahead + (t - t0) * share, stride};
     RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, ys, k0 > 0, pf});
   }
 }
@@ -346,6 +355,10 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
             int64_t ys) {
   const int64_t k = pw.k, n_tiles = NumRowTiles(m);
   const int64_t esize = kBf16 ? 2 : 4;
+  // Row tile starts without a division per tile and k-block (they showed in profiles).
+  thread_local std::vector<int64_t> starts;
+  starts.resize(n_tiles + 1);
+  for (int64_t t = 0; t <= n_tiles; ++t) starts[t] = RowTileStart(m, t);
   if (n_tiles <= kTilesPerBlock) {
     // Decode-sized m: one row block, x stays in L2 throughout. Panels (a tile's width of them,
     // or pairs when tiles share them from L1) are done one group at a time over all of k, so
@@ -359,7 +372,7 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
         const int64_t kc = std::min(kKcDecode, k - k0);
         const int64_t ahead = k0 + kc < k ? kc * 16 * esize
                                           : (group * pw.panel_elems - k0 * 16) * esize;
-        RowBlock<kBf16>(xp, m, pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys);
+        RowBlock<kBf16>(xp, starts.data(), pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys);
       }
     }
     return;
@@ -371,8 +384,8 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
     for (int64_t t0 = 0; t0 < n_tiles; t0 += kTilesPerBlock) {
       const int64_t t1 = std::min(n_tiles, t0 + kTilesPerBlock);
       for (int64_t p = pb; p < pe; p += kPrefillGroup) {
-        RowBlock<kBf16>(xp, m, pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0, kKcPrefill,
-                        kPrefillGroup * pw.panel_elems * esize, y, ys);
+        RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0,
+                        kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys);
       }
     }
   }
