@@ -102,8 +102,44 @@ struct Job {
   float* y;
   int64_t y_stride;
   int64_t units;           // panels (packed) or rows (unpacked)
-  int64_t units_per_task;
 };
+
+// A parallel task: units [begin, end) of jobs[job].
+struct Task {
+  size_t job;
+  int64_t begin, end;
+};
+
+// Tasks split columns only, never k, so neither their sizes nor the thread count change any
+// result. Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels
+// each (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it),
+// shrinking towards the end of the group (guided: half of each thread's share of what is
+// left, down to one panel) because the other threads wait for the last task: perf put ~3% of
+// prefill and of batched decode in those waits. Multiples of 4 panels for one row (its AVX2 tile is 4 panels
+// wide). Unpacked: kRowsPerTask rows.
+const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_panels, int64_t m,
+                                   int threads) {
+  thread_local std::vector<Task> tasks;
+  tasks.clear();
+  const int64_t quantum = m == 1 && total_panels >= 8 ? 4 : 1;
+  const int64_t per_task =
+      std::max(quantum, std::clamp<int64_t>(total_panels / (8 * int64_t{threads}), 1, 8) /
+                            quantum * quantum);
+  int64_t left = total_panels;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    for (int64_t b = 0; b < jobs[i].units;) {
+      int64_t n = kRowsPerTask;
+      if (jobs[i].pw != nullptr) {
+        n = std::clamp<int64_t>(left / (2 * int64_t{threads}) / quantum * quantum, quantum,
+                                per_task);
+        left -= std::min(n, jobs[i].units - b);
+      }
+      tasks.push_back({i, b, std::min(jobs[i].units, b + n)});
+      b += n;
+    }
+  }
+  return tasks;
+}
 
 bool AnyLayout(std::span<const Job> jobs, bool (*pred)(PackedLayout)) {
   return std::any_of(jobs.begin(), jobs.end(),
@@ -208,30 +244,16 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
   for (size_t i = 0; i < ws.size(); ++i) {
     const PackedWeight* pw = Packed(*ws[i]);
     if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
-    jobs[i] = {ws[i], pw, ys[i], y_strides[i], pw ? pw->num_panels : ws[i]->out_features,
-               kRowsPerTask};
+    jobs[i] = {ws[i], pw, ys[i], y_strides[i], pw ? pw->num_panels : ws[i]->out_features};
     if (pw) total_panels += pw->num_panels;
   }
   const float* xp = PackXForAvx2(x, x_stride, m, jobs, pool);
   const Avx512X x512 = PrepareXForAvx512(x, x_stride, m, jobs, pool);
-  // Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels each
-  // (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it).
-  // Multiples of 4 panels, the widest AVX2 tile (1 row × 4 panels), where there are enough.
-  // Tasks split columns only, never k, so the thread count does not change any result.
-  int64_t per_task = std::clamp<int64_t>(total_panels / (8 * int64_t{pool.num_threads()}), 1, 8);
-  if (total_panels >= 8) per_task = std::max<int64_t>(4, per_task / 4 * 4);
-  std::vector<int64_t> first_task(jobs.size() + 1, 0);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].pw) jobs[i].units_per_task = per_task;
-    first_task[i + 1] =
-        first_task[i] + (jobs[i].units + jobs[i].units_per_task - 1) / jobs[i].units_per_task;
-  }
-  pool.ParallelFor(first_task.back(), [&](int64_t task, int) {
-    const size_t i =
-        std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1;
-    const Job& j = jobs[i];
-    const int64_t begin = (task - first_task[i]) * j.units_per_task;
-    const int64_t end = std::min(j.units, begin + j.units_per_task);
+  const std::vector<Task>& tasks = MakeTasks(jobs, total_panels, m, pool.num_threads());
+  pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
+    const Task& task = tasks[t];
+    const Job& j = jobs[task.job];
+    const int64_t begin = task.begin, end = task.end;
     if (j.pw) {
       if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
         MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
