@@ -71,11 +71,7 @@ class BenchE2E : public ::testing::Test {
     ASSERT_TRUE(server_->WaitReady()) << server_->Log();
   }
   static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
+    e2e::StopSuiteServer(server_);
     fs::remove_all(*tmp_);
     delete tmp_;
     delete model_;

@@ -1,7 +1,11 @@
-// Small HTTP helpers shared by the e2e tests: JSON posts, SSE streams, metric lookup.
+// Small helpers shared by the e2e tests: JSON posts, SSE streams, metric lookup, and the end
+// of a suite's shared server.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <httplib.h>
+
+#include <csignal>
 
 #include <functional>
 #include <regex>
@@ -10,9 +14,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "e2e/server_process.h"
+
 namespace cpm::e2e {
 
 using Json = nlohmann::ordered_json;
+
+// Ends a suite's shared server: SIGTERM must make it exit cleanly (0); the process object is
+// deleted and the pointer cleared.
+inline void StopSuiteServer(ServerProcess*& server) {
+  if (server != nullptr) {
+    EXPECT_EQ(server->Stop(SIGTERM), 0) << server->Log();
+  }
+  delete server;
+  server = nullptr;
+}
 
 struct Reply {
   int status = 0;

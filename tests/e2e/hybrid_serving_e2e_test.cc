@@ -40,13 +40,8 @@ class HybridServingE2E : public ::testing::Test {
     ASSERT_TRUE(raw_->WaitReady()) << raw_->Log();
   }
   static void TearDownTestSuite() {
-    for (ServerProcess* s : {parsed_, raw_}) {
-      if (s) {
-        EXPECT_EQ(s->Stop(SIGTERM), 0) << s->Log();
-      }
-      delete s;
-    }
-    parsed_ = raw_ = nullptr;
+    e2e::StopSuiteServer(parsed_);
+    e2e::StopSuiteServer(raw_);
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }

@@ -34,11 +34,7 @@ class ServerE2E : public ::testing::Test {
     ASSERT_TRUE(server_->WaitReady()) << server_->Log();
   }
   static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
+    e2e::StopSuiteServer(server_);
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }
