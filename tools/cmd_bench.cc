@@ -385,12 +385,11 @@ int RunBench(const BenchArgs& a) {
   }
 
   std::printf("\nmachine: %d threads, read bandwidth %.1f GB/s (1 thread %.1f), f32 FMA peak "
-              "%.1f GFLOP/s (1 thread %.1f, %s)%s\n",
+              "%.1f GFLOP/s (1 thread %.1f, %s)",
               pool.num_threads(), lim.read_gbps, lim.read_gbps_1t, lim.f32_fma_gflops,
-              lim.f32_fma_gflops_1t, lim.fma_isa,
-              lim.bf16_dot_gflops > 0
-                  ? (", bf16 dot peak " + std::to_string(lim.bf16_dot_gflops) + " GFLOP/s").c_str()
-                  : "");
+              lim.f32_fma_gflops_1t, lim.fma_isa);
+  if (lim.bf16_dot_gflops > 0) std::printf(", bf16 dot peak %.1f GFLOP/s", lim.bf16_dot_gflops);
+  std::printf("\n");
   std::printf("matmul: %s\n", kernels::MatMulDescription().c_str());
   if (lim.matmul_l1_gflops > 0 && peak > 0) {
     std::printf("kernel check: the matmul kernel on an in-L1 problem (6×32×256, bf16) runs at "
