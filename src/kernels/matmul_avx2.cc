@@ -22,13 +22,15 @@
 namespace cpm::kernels {
 namespace {
 
-// Blocking. Decode (m ≤ 120, one row block): a k-block of a pair of panels (2·128·32 B bf16 =
-// 8 KiB) stays in L1 beside the x of all rows (≤ 16·128·4 B = 8 KiB at m = 16) and the lines
-// being prefetched, while every row tile passes over it. Prefill: one panel's k-block (8 KiB)
-// in L1 while the row block's tiles pass, the row block of packed x (≤ 120·256·4 B = 120 KiB)
-// in L2 across the task's panels; longer blocks halve the per-block cost of reloading the
-// accumulators. Results depend on neither: a k-block resumes each chain from y.
-constexpr int64_t kKcDecode = 128;
+// Blocking. Decode (m ≤ 120, one row block): a k-block of a pair of panels (2·256·32 B bf16 =
+// 16 KiB) stays in L1 while every row tile passes over it (a tile's x for the block is ≤ 6 KiB)
+// and the next k-block is prefetched. 256 rather than 128: half the tile calls and twice the
+// prefetch distance; A/B, 3 interleaved rounds twice: batch 16 +11-15%, batch 4 +5%, batch 1
+// within noise; 512 was no better. Prefill: one panel's k-block (8 KiB) in L1 while the row
+// block's tiles pass, the row block of packed x (≤ 120·256·4 B = 120 KiB) in L2 across the
+// task's panels; longer blocks halve the per-block cost of reloading the accumulators.
+// Results depend on neither: a k-block resumes each chain from y.
+constexpr int64_t kKcDecode = 256;
 constexpr int64_t kKcPrefill = 256;
 constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
 constexpr int64_t kPrefillGroup = 1;    // panels a prefill row block passes over together
