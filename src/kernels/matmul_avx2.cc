@@ -26,14 +26,16 @@ namespace {
 // 16 KiB) stays in L1 while every row tile passes over it (a tile's x for the block is ≤ 6 KiB)
 // and the next k-block is prefetched. 256 rather than 128: half the tile calls and twice the
 // prefetch distance; A/B, 3 interleaved rounds twice: batch 16 +11-15%, batch 4 +5%, batch 1
-// within noise; 512 was no better. Prefill: one panel's k-block (8 KiB) in L1 while the row
-// block's tiles pass, the row block of packed x (≤ 120·256·4 B = 120 KiB) in L2 across the
-// task's panels; longer blocks halve the per-block cost of reloading the accumulators.
-// Results depend on neither: a k-block resumes each chain from y.
+// within noise; 512 was no better. Prefill: a pair of panels' k-blocks (16 KiB) in L1 while
+// the row block's tiles pass (each tile's x, 6 KiB, then serves both panels from L1; one panel
+// at a time: pp512 5% slower, 8 interleaved rounds), the row block of packed x
+// (≤ 120·256·4 B = 120 KiB) in L2 across the task's panels; longer blocks halve the per-block
+// cost of reloading the accumulators. Results depend on neither: a k-block resumes each chain
+// from y.
 constexpr int64_t kKcDecode = 256;
 constexpr int64_t kKcPrefill = 256;
 constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
-constexpr int64_t kPrefillGroup = 1;    // panels a prefill row block passes over together
+constexpr int64_t kPrefillGroup = 2;    // panels a prefill row block passes over together
 
 // Panels per tile for h rows: 2·h·NP accumulators, ≥ 8 chains and ≤ 12 registers of 16 (the
 // rest hold the widened weights and a broadcast).
