@@ -115,8 +115,8 @@ struct Task {
 // each (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it),
 // shrinking towards the end of the group (guided: half of each thread's share of what is
 // left, down to one panel) because the other threads wait for the last task: perf put ~3% of
-// prefill and of batched decode in those waits. Multiples of 4 panels for one row (its AVX2 tile is 4 panels
-// wide). Unpacked: kRowsPerTask rows.
+// prefill and of batched decode in those waits. Multiples of 4 panels for one row (its AVX2
+// tile is 4 panels wide). Unpacked: kRowsPerTask rows.
 const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_panels, int64_t m,
                                    int threads) {
   thread_local std::vector<Task> tasks;

@@ -3,14 +3,16 @@
 // blindly, or leaving them unused on the CPUs they were written for, the first use on such a CPU
 // runs both kernel families on one small bf16 problem: the AVX-512 kernels are chosen if they
 // give the reference's results and are clearly faster. CPM_AVX512_MATMUL=1 / =0 overrides.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
-#include "base/aligned_buffer.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
 
