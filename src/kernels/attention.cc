@@ -84,24 +84,33 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
   const int64_t group = n_heads / kv.num_kv_heads;
   const bool simd = ActiveIsa() != Isa::kScalar && kv.head_dim % 8 == 0 &&
                     kv.head_dim <= 256 && group <= 16;
-  // Tasks: every (query row, kv head) pair of every sequence.
-  std::vector<std::pair<int64_t, int64_t>> rows;  // (seq index, row within seq)
+  // Tasks: every (block of query rows, kv head) pair of every sequence; the AVX2 kernel takes
+  // up to kMaxAttendRows consecutive rows at once (they share each K/V chunk's widening).
+  const int64_t rows_per_task = simd ? kMaxAttendRows : 1;
+  struct RowBlock {
+    size_t seq;
+    int64_t first, rows;
+  };
+  std::vector<RowBlock> blocks;
   for (size_t s = 0; s < seqs.size(); ++s) {
-    for (int64_t i = 0; i < seqs[s].q_len; ++i) rows.emplace_back(s, i);
+    for (int64_t i = 0; i < seqs[s].q_len; i += rows_per_task) {
+      blocks.push_back({s, i, std::min(rows_per_task, seqs[s].q_len - i)});
+    }
   }
-  const int64_t n_tasks = static_cast<int64_t>(rows.size()) * kv.num_kv_heads;
+  const int64_t n_tasks = static_cast<int64_t>(blocks.size()) * kv.num_kv_heads;
   std::vector<std::vector<float>> scratch(simd ? 0 : pool.num_threads());
   pool.ParallelFor(n_tasks, [&](int64_t task, int worker) {
     task = n_tasks - 1 - task;  // later rows of a prefill see more keys: start them first
-    const auto [s, i] = rows[task / kv.num_kv_heads];
+    const RowBlock& b = blocks[task / kv.num_kv_heads];
     const int64_t kvh = task % kv.num_kv_heads;
-    const AttentionSeq& seq = seqs[s];
-    const int64_t t = seq.q_begin + i;
-    const int64_t n_keys = seq.kv_len - seq.q_len + i + 1;  // causal: keys up to own position
+    const AttentionSeq& seq = seqs[b.seq];
+    const int64_t t = seq.q_begin + b.first;
+    const int64_t n_keys = seq.kv_len - seq.q_len + b.first + 1;  // causal: up to own position
     const float* qt = q + t * q_stride + kvh * group * kv.head_dim;
     float* ot = out + t * out_stride + kvh * group * kv.head_dim;
     if (simd) {
-      AttendRowAvx2(qt, n_keys, kvh, group, kv, seq.block_table, scale, ot);
+      AttendRowsAvx2(qt, q_stride, b.rows, n_keys, kvh, group, kv, seq.block_table, scale, ot,
+                     out_stride);
     } else {
       AttendRow(qt, n_keys, kvh, group, kv, seq.block_table, scale, ot, scratch[worker]);
     }

@@ -1,9 +1,10 @@
-// AVX2 attention for one query row of a GQA group: walks the sequence's KV blocks once in
+// AVX2 attention for query rows of a GQA group: walks the sequence's KV blocks once in
 // chunks of up to 16 keys. Each chunk's keys are widened to f32 once for the whole group and
 // transposed (kt[dim][key]), so a head's 16 scores come out of plain FMAs with no horizontal
 // sums (4 heads at a time share each loaded key vector); its values are widened once too. Each
 // head then folds the chunk into its online softmax (running max m, sum l, output o). The
-// group's queries, outputs and the chunk (≤ 2 × 16 KiB) stay in L1.
+// group's queries, outputs and the chunk (≤ 2 × 16 KiB) stay in L1. Consecutive rows of a
+// prefill (up to kMaxAttendRows) share each chunk's widening.
 // Compiled with -mavx2 -mfma -mf16c.
 //
 // A row's result depends only on its query and its keys (chunks start at the same positions
@@ -206,64 +207,113 @@ inline void PrefetchRows(const void* base, int64_t first, int64_t count) {
   for (int64_t b = 0; b < count * kSize; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
-template <bool kBf16>
-void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const KvLayerView& kv,
-               const int32_t* block_table, float scale, float* out) {
-  const int64_t d = kv.head_dim;
-  // Running max and sum per head; every slot set, as the softmax step works 8 heads at a time.
+// The online-softmax state of one query row of a GQA group: each head's running max m and
+// sum l, the chunk's scores s (then probabilities) and rescale factors alpha; the running output
+// accumulates in `out` itself.
+struct RowState {
+  const float* q;  // [group][d]
+  float* out;      // [group][d]
+  int64_t n_keys;
   float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
-  std::fill(m, m + kMaxGroup, -INFINITY);
-  std::fill(l, l + kMaxGroup, 0.0f);
-  std::fill(out, out + group * d, 0.0f);
   alignas(32) float s[kMaxGroup][kChunk];
-  thread_local Chunk chunk;
-  // A chunk stays inside one block (any block_size works; 16 is one chunk per block).
-  auto chunk_at = [&](int64_t p0, int64_t* n) {
-    const int64_t in_block = p0 % kv.block_size;
-    *n = std::min({kChunk, n_keys - p0, kv.block_size - in_block});
-    return block_table[p0 / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride() +
-           in_block * d;
-  };
-  for (int64_t p0 = 0, n = 0; p0 < n_keys; p0 += n) {
-    const int64_t base = chunk_at(p0, &n);
-    // The next chunk's keys and values are a few KiB in another block of the cache, which the
-    // hardware prefetchers do not guess: without this, decode attention over a long context
-    // stalls on every chunk's loads (perf: a third of its time on the first V load of a chunk
-    // at 16 sequences × 1024 keys; kernels_bench 31 → 41 GFLOP/s, 4 interleaved rounds).
-    if (p0 + n < n_keys) {
-      int64_t n_next;
-      const int64_t next = chunk_at(p0 + n, &n_next);
-      PrefetchRows<kBf16>(kv.k, next, n_next * d);
-      PrefetchRows<kBf16>(kv.v, next, n_next * d);
-    }
-    LoadChunk<kBf16>(kv, base, n, &chunk);
-    int64_t g = 0;
-    for (; g + 4 <= group; g += 4) ScoreHeads<4>(q, d, g, chunk, scale, s);
-    for (; g < group; ++g) ScoreHeads<1>(q, d, g, chunk, scale, s);
-    // Online softmax update 8 heads at a time, then V accumulation one head at a time (o_g
-    // lives in L1).
-    for (g = 0; g < group; g += 8) {
-      SoftmaxStep8(s, g, std::min<int64_t>(8, group - g), n, m, l, alpha);
-    }
-    for (g = 0; g < group; ++g) AccumulateValues(out + g * d, d, alpha[g], s[g], n, chunk);
+};
+
+void BeginRow(RowState* r, const float* q, float* out, int64_t n_keys, int64_t group,
+              int64_t d) {
+  r->q = q;
+  r->out = out;
+  r->n_keys = n_keys;
+  // Every slot set, as the softmax step works 8 heads at a time.
+  std::fill(r->m, r->m + kMaxGroup, -INFINITY);
+  std::fill(r->l, r->l + kMaxGroup, 0.0f);
+  std::fill(out, out + group * d, 0.0f);
+}
+
+// Folds a chunk of n keys into a row: scores, online-softmax update 8 heads at a time, then V
+// accumulation one head at a time (o_g lives in L1).
+void FoldChunk(RowState* r, const Chunk& c, int64_t n, int64_t group, int64_t d, float scale) {
+  int64_t g = 0;
+  for (; g + 4 <= group; g += 4) ScoreHeads<4>(r->q, d, g, c, scale, r->s);
+  for (; g < group; ++g) ScoreHeads<1>(r->q, d, g, c, scale, r->s);
+  for (g = 0; g < group; g += 8) {
+    SoftmaxStep8(r->s, g, std::min<int64_t>(8, group - g), n, r->m, r->l, r->alpha);
   }
+  for (g = 0; g < group; ++g) AccumulateValues(r->out + g * d, d, r->alpha[g], r->s[g], n, c);
+}
+
+void FinishRow(const RowState& r, int64_t group, int64_t d) {
   for (int64_t g = 0; g < group; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
-    float* og = out + g * d;
+    const __m256 inv = _mm256_set1_ps(1.0f / r.l[g]);
+    float* og = r.out + g * d;
     for (int64_t j = 0; j < d; j += 8) {
       _mm256_storeu_ps(og + j, _mm256_mul_ps(_mm256_loadu_ps(og + j), inv));
     }
   }
 }
 
+// Consecutive query rows of one sequence (row r sees n_keys0 + r keys) for one KV head. Rows
+// share every chunk that they all cut the same way (the chunks full for the first row): it is
+// widened once for them all. Each row then finishes its own last keys alone. A row's chunks, and
+// so its result, are the same as when it is attended alone.
+template <bool kBf16>
+void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0, int64_t kvh,
+                int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,
+                float* out, int64_t out_stride) {
+  const int64_t d = kv.head_dim;
+  thread_local RowState st[kMaxAttendRows];
+  thread_local Chunk chunk;
+  for (int64_t r = 0; r < rows; ++r) {
+    BeginRow(&st[r], q + r * q_stride, out + r * out_stride, n_keys0 + r, group, d);
+  }
+  // A chunk stays inside one block (any block_size works; 16 is one chunk per block).
+  auto chunk_at = [&](int64_t p0, int64_t n_keys, int64_t* n) {
+    const int64_t in_block = p0 % kv.block_size;
+    *n = std::min({kChunk, n_keys - p0, kv.block_size - in_block});
+    return block_table[p0 / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride() +
+           in_block * d;
+  };
+  // One chunk at p0 for rows [r0, r1): the next chunk's keys and values are a few KiB in
+  // another block of the cache, which the hardware prefetchers do not guess: without the
+  // prefetch, decode attention over a long context stalls on every chunk's loads (perf: a third
+  // of its time on the first V load of a chunk at 16 sequences × 1024 keys; kernels_bench
+  // 31 → 41 GFLOP/s, 4 interleaved rounds).
+  auto fold = [&](int64_t p0, int64_t base, int64_t n, int64_t r0, int64_t r1) {
+    const int64_t last_keys = st[r1 - 1].n_keys;
+    if (p0 + n < last_keys) {
+      int64_t n_next;
+      const int64_t next = chunk_at(p0 + n, last_keys, &n_next);
+      PrefetchRows<kBf16>(kv.k, next, n_next * d);
+      PrefetchRows<kBf16>(kv.v, next, n_next * d);
+    }
+    LoadChunk<kBf16>(kv, base, n, &chunk);
+    for (int64_t r = r0; r < r1; ++r) FoldChunk(&st[r], chunk, n, group, d, scale);
+  };
+  int64_t shared_end = 0;
+  for (int64_t n = 0; shared_end < n_keys0; shared_end += n) {
+    const int64_t base = chunk_at(shared_end, n_keys0, &n);
+    if (n < std::min(kChunk, kv.block_size - shared_end % kv.block_size)) break;  // partial
+    fold(shared_end, base, n, 0, rows);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p0 = shared_end, n = 0; p0 < st[r].n_keys; p0 += n) {
+      const int64_t base = chunk_at(p0, st[r].n_keys, &n);
+      fold(p0, base, n, r, r + 1);
+    }
+    FinishRow(st[r], group, d);
+  }
+}
+
 }  // namespace
 
-void AttendRowAvx2(const float* q, int64_t n_keys, int64_t kvh, int64_t group,
-                   const KvLayerView& kv, const int32_t* block_table, float scale, float* out) {
+void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
+                    int64_t kvh, int64_t group, const KvLayerView& kv,
+                    const int32_t* block_table, float scale, float* out, int64_t out_stride) {
   if (kv.dtype == DType::kBF16) {
-    AttendRow<true>(q, n_keys, kvh, group, kv, block_table, scale, out);
+    AttendRows<true>(q, q_stride, rows, n_keys0, kvh, group, kv, block_table, scale, out,
+                     out_stride);
   } else {
-    AttendRow<false>(q, n_keys, kvh, group, kv, block_table, scale, out);
+    AttendRows<false>(q, q_stride, rows, n_keys0, kvh, group, kv, block_table, scale, out,
+                      out_stride);
   }
 }
 
