@@ -258,7 +258,8 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
       if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
         MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
       } else {
-        MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride);
+        // Rounds each tile as it completes, while it is in L1.
+        return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride, round);
       }
     } else if (isa == Isa::kScalar) {
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
@@ -343,20 +344,27 @@ void RunRowTile(int64_t h, const PackedWeight& pw, int64_t p0, int64_t p1, const
 template <bool kBf16>
 void RowBlock(const float* xp, const int64_t* starts, const PackedWeight& pw, int64_t t0,
               int64_t t1, int64_t p0, int64_t p1, int64_t k0, int64_t kc_max, int64_t ahead,
-              float* y, int64_t ys) {
+              float* y, int64_t ys, Round round) {
   const int64_t k = pw.k, kc = std::min(kc_max, k - k0), n = t1 - t0;
   const int64_t esize = kBf16 ? 2 : 4;
   const int64_t share = kc_max * 16 * esize / n, stride = 32 * esize / n;
+  // On the last k-block the tile's sums are complete: rounded while they are still in L1 (a
+  // pass over the task's whole output afterwards read it back from L2 in prefill).
+  const bool round_now = round == Round::kBf16 && k0 + kc == k;
+  const int64_t c0 = p0 * 16, c1 = std::min(pw.n, p1 * 16);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t r0 = starts[t], h = starts[t + 1] - r0;
     const Prefetch pf{ahead + (t - t0) * share, stride};
     RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, ys, k0 > 0, pf});
+    if (round_now) {
+      for (int64_t r = r0; r < r0 + h; ++r) RoundBf16InPlaceAvx2(y + r * ys + c0, c1 - c0);
+    }
   }
 }
 
 template <bool kBf16>
 void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int64_t pe, float* y,
-            int64_t ys) {
+            int64_t ys, Round round) {
   const int64_t k = pw.k, n_tiles = NumRowTiles(m);
   const int64_t esize = kBf16 ? 2 : 4;
   // Row tile starts without a division per tile and k-block (they showed in profiles).
@@ -376,7 +384,8 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
         const int64_t kc = std::min(kKcDecode, k - k0);
         const int64_t ahead = k0 + kc < k ? kc * 16 * esize
                                           : (group * pw.panel_elems - k0 * 16) * esize;
-        RowBlock<kBf16>(xp, starts.data(), pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys);
+        RowBlock<kBf16>(xp, starts.data(), pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys,
+                        round);
       }
     }
     return;
@@ -389,7 +398,7 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
       const int64_t t1 = std::min(n_tiles, t0 + kTilesPerBlock);
       for (int64_t p = pb; p < pe; p += kPrefillGroup) {
         RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0,
-                        kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys);
+                        kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys, round);
       }
     }
   }
@@ -481,11 +490,11 @@ void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, in
 }
 
 void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                      int64_t panel_end, float* y, int64_t y_stride) {
+                      int64_t panel_end, float* y, int64_t y_stride, Round round) {
   if (pw.layout == PackedLayout::kPanel16Bf16) {
-    Panels<true>(xp, m, pw, panel_begin, panel_end, y, y_stride);
+    Panels<true>(xp, m, pw, panel_begin, panel_end, y, y_stride, round);
   } else {
-    Panels<false>(xp, m, pw, panel_begin, panel_end, y, y_stride);
+    Panels<false>(xp, m, pw, panel_begin, panel_end, y, y_stride, round);
   }
 }
 

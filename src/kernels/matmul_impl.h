@@ -66,9 +66,10 @@ void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, in
 
 // y[0, m) × columns [16·panel_begin, min(n, 16·panel_end)) from a packed weight. `xp` is x
 // packed by PackRowTilesAvx2 (for m = 1 the x row itself, which has that layout already).
-// Weights are read from memory once per call for all m rows (k-blocks stay in L1/L2).
+// Weights are read from memory once per call for all m rows (k-blocks stay in L1/L2). With
+// Round::kBf16 each output is rounded to bf16 once its sum is complete.
 void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                      int64_t panel_end, float* y, int64_t y_stride);
+                      int64_t panel_end, float* y, int64_t y_stride, Round round = Round::kNone);
 
 // x as the AVX-512 kernels take it, prepared once per call for all tasks. For bf16 panels, a
 // row that holds bf16 values only (the model's activations) with AVX512_BF16 present goes

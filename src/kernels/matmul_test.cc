@@ -256,7 +256,7 @@ TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
     for (bool pack : {false, true}) {
-      for (int64_t m : {1, 5, 17}) {
+      for (int64_t m : {1, 5, 17, 130}) {  // 130: the prefill path, two row blocks
         const int64_t k = 259;
         std::vector<TestWeight> ts;
         for (int64_t n : {300, 33}) ts.push_back(MakeWeight(DType::kBF16, n, k, 7 + n));
