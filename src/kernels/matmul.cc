@@ -254,24 +254,21 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
     const Task& task = tasks[t];
     const Job& j = jobs[task.job];
     const int64_t begin = task.begin, end = task.end;
+    if (j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2) {
+      // Rounds each tile as it completes, while it is in L1.
+      return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride, round);
+    }
     if (j.pw) {
-      if (LayoutIsa(j.pw->layout) == Isa::kAvx512) {
-        MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
-      } else {
-        // Rounds each tile as it completes, while it is in L1.
-        return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride, round);
-      }
+      MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
     } else if (isa == Isa::kScalar) {
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     } else {
       MatMulRowsAvx2(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     }
-    if (round == Round::kBf16) {
-      // The task's columns of y: `units` are panels (packed) or output features.
-      const int64_t width = j.pw ? j.pw->width : 1;
-      const int64_t c0 = begin * width, c1 = std::min(j.w->out_features, end * width);
-      for (int64_t i = 0; i < m; ++i) RoundBf16InPlace(j.y + i * j.y_stride + c0, c1 - c0);
-    }
+    // The task's columns of y, rounded afterwards: `units` are panels or output features.
+    const int64_t width = j.pw ? j.pw->width : 1;
+    const int64_t c0 = begin * width, c1 = std::min(j.w->out_features, end * width);
+    for (int64_t i = 0; i < m; ++i) RoundInPlace(j.y + i * j.y_stride + c0, c1 - c0, round);
   });
 }
 

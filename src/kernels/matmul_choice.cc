@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
@@ -72,14 +73,14 @@ void TimeBoth(const LinearWeight& w, const CheckKernel& a, const CheckKernel& b,
   }
 }
 
-CheckKernel Avx512CheckKernel(const LinearWeight& w) {
-  auto packed = PackLinear(w, PackedLayout::kPanel32Bf16Pairs);
-  return [packed](const float* x, int64_t m, float* y) {
-    const auto& pw = *static_cast<const PackedWeight*>(packed.get());
-    std::vector<uint8_t> dot(m);
-    std::vector<uint32_t> pairs(m * ((pw.k + 1) / 2));
-    PrepareXAvx512(x, pw.k, pw.k, 0, m, dot.data(), pairs.data());
-    MatMulPanelsAvx512({x, pw.k, dot.data(), pairs.data()}, m, pw, 0, pw.num_panels, y, pw.n);
+// `w` packed as `layout` and multiplied through MatMul, exactly as the model runs it (x prepared
+// once per call, tasks), on one thread.
+CheckKernel PackedKernel(const LinearWeight& w, PackedLayout layout) {
+  auto packed = std::make_shared<LinearWeight>(w);
+  packed->packed = PackLinear(w, layout);
+  auto pool = std::make_shared<ThreadPool>(1);
+  return [packed, pool](const float* x, int64_t m, float* y) {
+    MatMul(x, packed->in_features, m, *packed, y, packed->out_features, *pool);
   };
 }
 
@@ -91,7 +92,8 @@ KernelChoice Decide() {
   std::vector<uint16_t> storage;
   std::mt19937 rng(20261130);
   const LinearWeight w = RandomBf16Weight(&storage, &rng);
-  const MatmulCheck c = CompareMatmulKernels(w, Avx512CheckKernel(w), Avx2CheckKernel(w));
+  const MatmulCheck c = CompareMatmulKernels(w, PackedKernel(w, PackedLayout::kPanel32Bf16Pairs),
+                                             Avx2CheckKernel(w));
   char why[256];
   std::snprintf(why, sizeof why,
                 "self-check on a %lld×%lld×%lld bf16 problem: avx512 %.1f GFLOP/s vs avx2 %.1f, "
@@ -126,13 +128,7 @@ MatmulCheck CompareMatmulKernels(const LinearWeight& w, const CheckKernel& candi
 }
 
 CheckKernel Avx2CheckKernel(const LinearWeight& w) {
-  auto packed = PackLinear(w, PackedLayout::kPanel16Bf16);
-  return [packed](const float* x, int64_t m, float* y) {
-    const auto& pw = *static_cast<const PackedWeight*>(packed.get());
-    std::vector<float> xp(m * pw.k);
-    PackRowTilesAvx2(x, pw.k, m, pw.k, 0, NumRowTiles(m), xp.data());
-    MatMulPanelsAvx2(xp.data(), m, pw, 0, pw.num_panels, y, pw.n);
-  };
+  return PackedKernel(w, PackedLayout::kPanel16Bf16);
 }
 
 bool PrefersCandidate(const MatmulCheck& c) {

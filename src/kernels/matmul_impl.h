@@ -113,8 +113,8 @@ constexpr double kMatmulCheckMargin = 1.1;
 MatmulCheck CompareMatmulKernels(const LinearWeight& w, const CheckKernel& candidate,
                                  const CheckKernel& baseline);
 bool PrefersCandidate(const MatmulCheck& c);
-// The AVX2 kernels as a CheckKernel over `w` (packed here, once; x packed per call, as
-// MatMulGroup does). Needs AVX2+FMA.
+// The AVX2 kernels as a CheckKernel over `w` (packed here, once; run through MatMul on one
+// thread). Needs AVX2+FMA and an active ISA of at least AVX2.
 CheckKernel Avx2CheckKernel(const LinearWeight& w);
 
 // Unpacked fallbacks (weights as loaded): output rows [row_begin, row_end), MatMulRef signature.
