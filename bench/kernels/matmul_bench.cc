@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/ternary.h"
 
 namespace cpm::kernels {
 namespace {
@@ -28,14 +29,17 @@ struct Copies {
   std::vector<LinearWeight> ws;
 };
 
-Copies MakeCopies(int64_t n, int64_t k, bool pack) {
+// `ternary`: BitCPM4-style weights (a scale per row), which PrepareLinear packs as 2-bit codes;
+// copies then total > 128 MiB of codes.
+Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false) {
   Copies c;
-  const int64_t bytes = n * k * 2;
+  const int64_t bytes = ternary ? n * k / 4 : n * k * 2;
   const int64_t count = std::max<int64_t>(1, (int64_t{128} << 20) / bytes + 1);
   std::mt19937 rng(1);
   for (int64_t i = 0; i < count; ++i) {
     c.data.emplace_back(n * k);
     for (auto& v : c.data.back()) v = static_cast<uint16_t>(0x3c00 + (rng() & 0x3ff));
+    if (ternary) FakeQuantizeTernary(c.data.back().data(), n, k, k, false);
   }
   for (auto& d : c.data) {
     LinearWeight w;
@@ -82,10 +86,35 @@ void ModelArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->ArgNames({"m", "n", "k", "packed"})->Apply(ModelArgs)->MinTime(0.3);
 
+// BitCPM4's layers (ternary, 2-bit codes): GB/s counts the codes the kernel streams.
+void BM_MatMulTernary(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  ThreadPool pool(BenchThreads());
+  Copies c = MakeCopies(n, k, true, true);
+  std::vector<float> x(m * k, 0.01f), y(m * n);
+  size_t i = 0;
+  for (auto _ : state) {
+    MatMul(x.data(), k, m, c.ws[i], y.data(), n, pool);
+    i = (i + 1) % c.ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * n * k / 4 / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * 2.0 * m * n * k / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulTernary)
+    ->ArgNames({"m", "n", "k"})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 6, 16, 512}, {4096}, {1024}})
+    ->Args({1, 1024, 4096})
+    ->MinTime(0.3);
+
 void BM_MatMulPrefill(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   ThreadPool pool(BenchThreads());
-  std::vector<uint16_t> data(n * k, 0x3c00);
+  // Not one value throughout: a constant weight is ternary and would run the 2-bit kernels.
+  std::vector<uint16_t> data(n * k);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint16_t>(0x3c00 + i % 7);
   LinearWeight w;
   w.dtype = DType::kBF16;
   w.out_features = n;

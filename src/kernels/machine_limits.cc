@@ -112,7 +112,10 @@ double MatmulL1Loop(int64_t iterations) {
     lw.dtype = DType::kBF16;
     lw.out_features = kN;
     lw.in_features = kK;
-    auto data = std::make_shared<std::vector<uint16_t>>(kN * kK, uint16_t{0x3c00});
+    // Values of several magnitudes: a constant weight would be found ternary (ternary.h) and
+    // packed as codes, and this checks the bf16 tile.
+    auto data = std::make_shared<std::vector<uint16_t>>(kN * kK);
+    for (size_t i = 0; i < data->size(); ++i) (*data)[i] = static_cast<uint16_t>(0x3c00 + i % 7);
     lw.data = data->data();
     lw.owner = data;
     PrepareLinear(&lw);

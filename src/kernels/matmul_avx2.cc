@@ -404,6 +404,111 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
   }
 }
 
+// ---- Ternary weights (ternary.h): 2-bit codes and per-group bf16 scales. ----
+
+// The constants that turn a panel's word of 16 codes into its 16 weights: lane j of the low (high)
+// half shifts column j's (j + 8's) code down to bits 0-1, vpermilps picks the pattern of t ∈ {+0,
+// +1, −1, −0} for it (it reads index bits 0-1 only, so the other codes above do not matter; the
+// 4-entry table sits in both 128-bit halves; one cycle, where the cross-lane vpermps was the
+// bottleneck of batch-1 decode: A/B +3-10%), and `pattern & (s | sign)` is the f32 bits of t · s:
+// 0x7fff0000 keeps s, 0xffff0000 keeps s and the sign, 0x80000000 the sign alone. Exact, no
+// multiply.
+struct TernaryDecoder {
+  __m256i shift_lo = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  __m256i shift_hi = _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30);
+  __m256 patterns = _mm256_castsi256_ps(_mm256_setr_epi32(
+      0, 0x7fff0000, static_cast<int>(0xffff0000u), static_cast<int>(0x80000000u), 0, 0x7fff0000,
+      static_cast<int>(0xffff0000u), static_cast<int>(0x80000000u)));
+
+  // The group's scales of one panel (bf16, lanes (j, j + 8)) as the AND masks s | sign.
+  void Scales(const uint16_t* s, __m256* s0, __m256* s1) const {
+    LoadPanelRow<true>(s, s0, s1);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    *s0 = _mm256_or_ps(*s0, sign);
+    *s1 = _mm256_or_ps(*s1, sign);
+  }
+  // Columns 0..7 and 8..15 of one k step as f32 (each exactly the bf16 weight widened).
+  void Weights(uint32_t word, __m256 s0, __m256 s1, __m256* w0, __m256* w1) const {
+    const __m256i v = _mm256_set1_epi32(static_cast<int>(word));
+    *w0 = _mm256_and_ps(_mm256_permutevar_ps(patterns, _mm256_srlv_epi32(v, shift_lo)), s0);
+    *w1 = _mm256_and_ps(_mm256_permutevar_ps(patterns, _mm256_srlv_epi32(v, shift_hi)), s1);
+  }
+};
+
+// H ≤ 6 rows × NP panels from panel p: each k step's 16 weights per panel decoded in registers (7
+// instructions) and used by every row at once. Over all of k in one pass (no k-blocks: the chain is
+// the same either way); the group's scales as AND masks in memory (vandps takes them as an
+// operand), so that 2·H·NP accumulators, the table, two weight vectors and a broadcast fit the 16
+// registers: NP = 4 for one row, 2 for two, 1 from three rows on. Decoding into bf16 panels in a
+// scratch buffer and running the bf16 tiles on it (tried) was slower at every height (a store and a
+// reload per 16 weights, and the widening): 33-35 vs 49-65 GFLOP/s at 3-4 rows, kernels_bench, one
+// thread.
+template <int H, int NP>
+void TernaryTile(const float* xp, const PackedWeight& pw, int64_t p, float* y, int64_t ys,
+                 Round round) {
+  const TernaryDecoder dec;
+  const int64_t k = pw.k, group = pw.ternary.group;
+  const uint32_t* codes = pw.data.as<uint32_t>() + p * k;
+  const uint16_t* scales = pw.scales.as<uint16_t>() + p * pw.num_groups * 16;
+  __m256 acc[H][NP][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < H; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
+  }
+  alignas(32) float masks[NP][16];
+  const float* xk = xp;
+  for (int64_t c0 = 0, g = 0; c0 < k; c0 += group, ++g) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      __m256 s0, s1;
+      dec.Scales(scales + (q * pw.num_groups + g) * 16, &s0, &s1);
+      _mm256_store_ps(masks[q], s0);
+      _mm256_store_ps(masks[q] + 8, s1);
+    }
+    const uint32_t* cp = codes + c0;
+    for (int64_t c = c0; c < std::min(k, c0 + group); ++c, ++cp, xk += H) {
+#pragma GCC unroll 4
+      for (int q = 0; q < NP; ++q) {
+        __m256 w0, w1;
+        dec.Weights(cp[q * k], _mm256_load_ps(masks[q]), _mm256_load_ps(masks[q] + 8), &w0, &w1);
+#pragma GCC unroll 6
+        for (int r = 0; r < H; ++r) {
+          const __m256 b = _mm256_broadcast_ss(xk + r);
+          acc[r][q][0] = _mm256_fmadd_ps(b, w0, acc[r][q][0]);
+          acc[r][q][1] = _mm256_fmadd_ps(b, w1, acc[r][q][1]);
+        }
+      }
+    }
+  }
+  // Stored through a dense copy: the last panel may be partial.
+  alignas(32) float out[H][NP * 16];
+#pragma GCC unroll 6
+  for (int r = 0; r < H; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      _mm256_store_ps(out[r] + q * 16, acc[r][q][0]);
+      _mm256_store_ps(out[r] + q * 16 + 8, acc[r][q][1]);
+    }
+  }
+  const int64_t n_valid = std::min<int64_t>(NP * 16, pw.n - p * 16);
+  for (int r = 0; r < H; ++r) {
+    float* yr = y + r * ys + p * 16;
+    std::memcpy(yr, out[r], n_valid * sizeof(float));
+    if (round == Round::kBf16) RoundBf16InPlaceAvx2(yr, n_valid);
+  }
+}
+
+// Panels [pb, pe) for H ≤ 6 rows (one row tile): NP at a time, then single panels.
+template <int H>
+void TernaryPanels(const float* xp, const PackedWeight& pw, int64_t pb, int64_t pe, float* y,
+                   int64_t ys, Round round) {
+  constexpr int NP = H == 1 ? 4 : H == 2 ? 2 : 1;
+  int64_t p = pb;
+  for (; p + NP <= pe; p += NP) TernaryTile<H, NP>(xp, pw, p, y, ys, round);
+  for (; p < pe; ++p) TernaryTile<H, 1>(xp, pw, p, y, ys, round);
+}
+
 // xp[k][H] = x[H rows][k]ᵀ: one tile's rows interleaved so a k step broadcasts adjacent floats.
 template <int H>
 void PackTile(const float* x, int64_t xs, int64_t k, float* xp) {
@@ -491,7 +596,27 @@ void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, in
 
 void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
                       int64_t panel_end, float* y, int64_t y_stride, Round round) {
-  if (pw.layout == PackedLayout::kPanel16Bf16) {
+  if (pw.layout == PackedLayout::kPanel16Ternary) {
+    // Up to one row tile on the codes (decode at batch ≤ 6: an 8th of the bytes); more rows on the
+    // same weight as bf16 panels (compute-bound, where decoding in every row tile costs more than
+    // streaming bf16: 68 vs 83 GFLOP/s at 16 rows, one thread). Bitwise the same.
+    switch (m) {
+      case 1:
+        return TernaryPanels<1>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      case 2:
+        return TernaryPanels<2>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      case 3:
+        return TernaryPanels<3>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      case 4:
+        return TernaryPanels<4>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      case 5:
+        return TernaryPanels<5>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      case 6:
+        return TernaryPanels<6>(xp, pw, panel_begin, panel_end, y, y_stride, round);
+      default:
+        return Panels<true>(xp, m, *pw.panels, panel_begin, panel_end, y, y_stride, round);
+    }
+  } else if (pw.layout == PackedLayout::kPanel16Bf16) {
     Panels<true>(xp, m, pw, panel_begin, panel_end, y, y_stride, round);
   } else {
     Panels<false>(xp, m, pw, panel_begin, panel_end, y, y_stride, round);

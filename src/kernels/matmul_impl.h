@@ -8,6 +8,7 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/matmul.h"
+#include "kernels/ternary.h"
 
 namespace cpm::kernels {
 
@@ -25,6 +26,10 @@ enum class PackedLayout : uint8_t {
   // AVX-512 BF16 (vdpbf16ps): [ceil(k/2)][32][2] bf16, each lane the pair (k, k+1) of one column,
   // columns in order; an odd k is padded with a zero row.
   kPanel32Bf16Pairs,
+  // AVX2, ternary bf16 weights (ternary.h): [k] uint32 per panel, column j's 2-bit code in bits
+  // 2j, 2j+1 (0: +0, 1: +s, 2: −s, 3: −0), plus `scales`; and `panels`, the same weight as
+  // kPanel16Bf16 for calls of more than 6 rows.
+  kPanel16Ternary,
 };
 
 struct PackedWeight {
@@ -33,7 +38,17 @@ struct PackedWeight {
   int64_t n = 0, k = 0;     // out_features, in_features
   int64_t num_panels = 0;   // ceil(n / width)
   int64_t panel_elems = 0;  // elements per panel (k·width, or 2·ceil(k/2)·width for pairs)
-  AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t
+  AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t (ternary: uint32_t)
+  // kPanel16Ternary only: s of each group of `ternary.group` inputs as raw bf16 bits,
+  // [num_panels][num_groups][16] with lanes (j, j+8) as the bf16 panels (padding columns 0).
+  TernaryFormat ternary;
+  int64_t num_groups = 0;
+  AlignedBuffer scales;
+  // kPanel16Ternary only: the weight as bf16 panels for calls of more than one AVX2 row tile
+  // (7+ rows), which are compute-bound: decoding the codes again in every row tile costs more
+  // than streaming bf16 (68 vs 83 GFLOP/s at 16 rows, kernels_bench, one thread). Memory
+  // holds both (the codes add an 8th); a decode step of up to 6 rows streams the codes.
+  std::shared_ptr<const PackedWeight> panels;
 };
 
 // `w` re-laid out as `layout` (PrepareLinear picks the layout of the active ISA; tests pick

@@ -1,0 +1,244 @@
+// Ternary weights: detection from the bf16 bits, BitCPM's quantiser (for tiny and dummy
+// checkpoints), and the 2-bit packing the AVX2 matmul reads (matmul_impl.h).
+#include "kernels/ternary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "kernels/matmul_impl.h"
+#include "tensor/dtype.h"
+
+namespace cpm::kernels {
+namespace {
+
+// Detection works on blocks of 32 inputs (the finest grouping tried), coarser groups are runs of
+// blocks. A block's magnitude is its one nonzero |value| as bf16 bits, 0 if it has none.
+constexpr int64_t kBlock = 32;
+constexpr int64_t kCoarseGroups[] = {256, 128, 64};  // tried after per tensor and per row
+constexpr uint16_t kSignBit = 0x8000, kNegativeZero = 0x8000;
+
+bool IsFiniteBf16(uint16_t bits) { return (bits & 0x7f80) != 0x7f80; }
+
+// The block's magnitude; false if it has two different ones or a non-finite value.
+bool BlockMagnitude(const uint16_t* v, int64_t len, uint16_t* mag, bool* negative_zero) {
+  uint16_t m = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    const uint16_t a = v[i] & ~kSignBit;
+    if (a == 0) {
+      *negative_zero |= v[i] == kNegativeZero;
+      continue;
+    }
+    if (m == 0)
+      m = a;
+    else if (a != m)
+      return false;
+  }
+  if (!IsFiniteBf16(m)) return false;
+  *mag = m;
+  return true;
+}
+
+// Whether, in each of `rows` rows of `blocks` block magnitudes, every run of `per` blocks has at
+// most one nonzero magnitude (a block without one agrees with any).
+bool Agrees(const std::vector<uint16_t>& mags, int64_t rows, int64_t blocks, int64_t per) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = mags.data() + r * blocks;
+    for (int64_t g = 0; g < blocks; g += per) {
+      uint16_t m = 0;
+      for (int64_t b = g; b < std::min(blocks, g + per); ++b) {
+        if (row[b] == 0) continue;
+        if (m == 0)
+          m = row[b];
+        else if (row[b] != m)
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
+uint32_t CodeOf(uint16_t v) {
+  if (v == 0) return 0;
+  if (v == kNegativeZero) return 3;
+  return (v & kSignBit) ? 2 : 1;
+}
+
+uint16_t ValueOf(uint32_t code, uint16_t scale) {
+  switch (code) {
+    case 0:
+      return 0;
+    case 1:
+      return scale;
+    case 2:
+      return scale | kSignBit;
+    default:
+      return kNegativeZero;
+  }
+}
+
+// The group's nonzero magnitude (DetectTernary guarantees at most one), 0 if none.
+uint16_t GroupScale(const uint16_t* v, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) {
+    if ((v[i] & ~kSignBit) != 0) return v[i] & ~kSignBit;
+  }
+  return 0;
+}
+
+// Column j of a 16-wide panel as the bf16 panels interleave it: lanes (j, j + 8).
+int64_t PanelLane(int64_t j) { return j < 8 ? 2 * j : 2 * (j - 8) + 1; }
+
+}  // namespace
+
+TernaryFormat DetectTernary(const uint16_t* w, int64_t n, int64_t k) {
+  TernaryFormat f;
+  if (n <= 0 || k <= 0) return f;
+  const int64_t blocks = (k + kBlock - 1) / kBlock;
+  std::vector<uint16_t> mags(n * blocks);
+  bool negative_zero = false;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t c0 = b * kBlock, len = std::min(kBlock, k - c0);
+      if (!BlockMagnitude(w + r * k + c0, len, &mags[r * blocks + b], &negative_zero)) return f;
+    }
+  }
+  f.negative_zero = negative_zero;
+  if (Agrees(mags, n, blocks, blocks)) {
+    f.group = k;
+    f.per_row = true;
+    f.per_tensor = Agrees(mags, 1, n * blocks, n * blocks);
+  } else {
+    f.group = kBlock;
+    for (int64_t g : kCoarseGroups) {
+      if (g < k && Agrees(mags, n, blocks, g / kBlock)) {
+        f.group = g;
+        break;
+      }
+    }
+  }
+  return f;
+}
+
+std::string DescribeTernary(const TernaryFormat& f) {
+  if (!f.ternary()) return "not ternary";
+  if (f.per_tensor) return "per-tensor scale";
+  if (f.per_row) return "per-row scales";
+  return "a scale per " + std::to_string(f.group) + " inputs";
+}
+
+void FakeQuantizeTernary(uint16_t* w, int64_t n, int64_t k, int64_t group, bool per_tensor) {
+  auto mean_abs = [](const uint16_t* v, int64_t len) {
+    double sum = 0;
+    for (int64_t i = 0; i < len; ++i) sum += std::fabs(Bf16ToF32(v[i]));
+    return len > 0 ? sum / static_cast<double>(len) : 0.0;
+  };
+  auto quantize = [](uint16_t* v, int64_t len, double mean) {
+    const float s = RoundBf16(static_cast<float>(std::max(mean, 1e-8)));
+    for (int64_t i = 0; i < len; ++i) {
+      // std::round keeps the sign of a small negative value: −0 · s = −0, as torch gives.
+      const float t = std::clamp(std::round(Bf16ToF32(v[i]) / s), -1.0f, 1.0f);
+      v[i] = F32ToBf16(t * s);
+    }
+  };
+  if (per_tensor) return quantize(w, n * k, mean_abs(w, n * k));
+  const int64_t g = std::min(group, k);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c0 = 0; c0 < k; c0 += g) {
+      uint16_t* v = w + r * k + c0;
+      const int64_t len = std::min(g, k - c0);
+      quantize(v, len, mean_abs(v, len));
+    }
+  }
+}
+
+std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryFormat& f) {
+  auto pw = std::make_shared<PackedWeight>();
+  const int64_t n = w.out_features, k = w.in_features;
+  pw->layout = PackedLayout::kPanel16Ternary;
+  pw->width = 16;
+  pw->n = n;
+  pw->k = k;
+  pw->num_panels = (n + 15) / 16;
+  pw->panel_elems = k;
+  pw->ternary = f;
+  pw->num_groups = (k + f.group - 1) / f.group;
+  pw->data.Resize(static_cast<size_t>(pw->num_panels * k) * sizeof(uint32_t));
+  pw->data.Zero();
+  pw->scales.Resize(static_cast<size_t>(pw->num_panels * pw->num_groups * 16) * 2);
+  pw->scales.Zero();
+  const uint16_t* src = static_cast<const uint16_t*>(w.data);
+  uint32_t* codes = pw->data.as<uint32_t>();
+  uint16_t* scales = pw->scales.as<uint16_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t p = r / 16, j = r % 16;
+    const uint16_t* row = src + r * k;
+    for (int64_t c = 0; c < k; ++c) codes[p * k + c] |= CodeOf(row[c]) << (2 * j);
+    for (int64_t g = 0; g < pw->num_groups; ++g) {
+      const int64_t c0 = g * f.group;
+      scales[(p * pw->num_groups + g) * 16 + PanelLane(j)] =
+          GroupScale(row + c0, std::min(f.group, k - c0));
+    }
+  }
+  pw->panels =
+      std::static_pointer_cast<const PackedWeight>(PackLinear(w, PackedLayout::kPanel16Bf16));
+  return pw;
+}
+
+std::vector<uint16_t> ExpandTernary(const LinearWeight& w) {
+  const PackedWeight* pw = Packed(w);
+  if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) return {};
+  const int64_t n = pw->n, k = pw->k, group = pw->ternary.group;
+  const uint32_t* codes = pw->data.as<uint32_t>();
+  const uint16_t* scales = pw->scales.as<uint16_t>();
+  std::vector<uint16_t> out(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t p = r / 16, j = r % 16;
+    for (int64_t c = 0; c < k; ++c) {
+      const uint16_t s = scales[(p * pw->num_groups + c / group) * 16 + PanelLane(j)];
+      out[r * k + c] = ValueOf((codes[p * k + c] >> (2 * j)) & 3, s);
+    }
+  }
+  return out;
+}
+
+bool TernaryPackingEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("CPM_TERNARY");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+TernaryFormat PackedTernaryFormat(const LinearWeight& w) {
+  const PackedWeight* pw = Packed(w);
+  if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) return {};
+  return pw->ternary;
+}
+
+std::string SummarizeTernary(std::span<const LinearWeight* const> ws) {
+  int64_t count = 0, packed_bytes = 0, bf16_bytes = 0;
+  std::map<std::string, int64_t> formats;
+  for (const LinearWeight* w : ws) {
+    const PackedWeight* pw = Packed(*w);
+    if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) continue;
+    ++count;
+    ++formats[DescribeTernary(pw->ternary)];
+    packed_bytes += static_cast<int64_t>(pw->data.size() + pw->scales.size());
+    bf16_bytes += w->out_features * w->in_features * 2;
+  }
+  if (count == 0) return "";
+  std::string out =
+      std::to_string(count) + " of " + std::to_string(ws.size()) + " linear weights ternary (";
+  for (const auto& [what, n] : formats) {
+    out += (out.back() == '(' ? "" : ", ") + what + ": " + std::to_string(n);
+  }
+  char sizes[96];
+  std::snprintf(sizes, sizeof sizes, "), 2-bit codes + scales %.1f MB instead of %.1f MB of bf16",
+                packed_bytes / 1e6, bf16_bytes / 1e6);
+  return out + sizes;
+}
+
+}  // namespace cpm::kernels

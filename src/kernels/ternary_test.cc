@@ -1,0 +1,190 @@
+// Ternary weights: detection of each granularity from the bits, lossless packing, and the AVX2
+// kernels on 2-bit codes against the same weight's bf16 panels (bitwise) and MatMulRef.
+#include "kernels/ternary.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/test_util.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::IsaGuard;
+using testing::RandomBf16;
+using testing::RandomVec;
+
+struct Granularity {
+  int64_t group;  // inputs per scale; ≥ k: per row
+  bool per_tensor;
+};
+
+// A BitCPM-style weight: random bf16 values quantised by BitCPM's rule.
+std::vector<uint16_t> TernaryWeight(int64_t n, int64_t k, Granularity g, uint32_t seed) {
+  std::vector<uint16_t> w = RandomBf16(n * k, seed);
+  FakeQuantizeTernary(w.data(), n, k, g.group, g.per_tensor);
+  return w;
+}
+
+LinearWeight Bf16Linear(const std::vector<uint16_t>& w, int64_t n, int64_t k) {
+  LinearWeight lw;
+  lw.dtype = DType::kBF16;
+  lw.out_features = n;
+  lw.in_features = k;
+  lw.data = w.data();
+  return lw;
+}
+
+// What DetectTernary should report for a weight quantised with `g`.
+int64_t ExpectedGroup(Granularity g, int64_t k) {
+  return g.per_tensor || g.group >= k ? k : g.group;
+}
+
+const Granularity kGranularities[] = {{0, true},    {1 << 20, false}, {256, false},
+                                      {128, false}, {64, false},      {32, false}};
+
+TEST(TernaryTest, DetectsEachGranularity) {
+  for (const Granularity g : kGranularities) {
+    for (int64_t k : {int64_t{1027}, int64_t{512}}) {  // 1027: a partial last group
+      const int64_t n = 37;
+      const std::vector<uint16_t> w = TernaryWeight(n, k, g, static_cast<uint32_t>(k + g.group));
+      const TernaryFormat f = DetectTernary(w.data(), n, k);
+      const std::string what = "group " + std::to_string(g.group) + " k=" + std::to_string(k);
+      ASSERT_TRUE(f.ternary()) << what;
+      EXPECT_EQ(f.group, ExpectedGroup(g, k)) << what;
+      EXPECT_EQ(f.per_tensor, g.per_tensor) << what;
+      EXPECT_EQ(f.per_row, g.per_tensor || g.group >= k) << what;
+      // Small negative values round to −0 · s, as torch's quantiser gives.
+      EXPECT_TRUE(f.negative_zero) << what;
+    }
+  }
+}
+
+TEST(TernaryTest, RealValuedAndBrokenTensorsAreNotTernary) {
+  const int64_t n = 20, k = 96;
+  EXPECT_FALSE(DetectTernary(RandomBf16(n * k, 1).data(), n, k).ternary());
+  std::vector<uint16_t> w = TernaryWeight(n, k, {32, false}, 2);
+  ASSERT_TRUE(DetectTernary(w.data(), n, k).ternary());
+  // One value of the last row with a second magnitude in its block.
+  std::vector<uint16_t> two = w;
+  two[n * k - 1] = F32ToBf16(0.123f);
+  two[n * k - 2] = F32ToBf16(0.5f);
+  EXPECT_FALSE(DetectTernary(two.data(), n, k).ternary());
+  // A non-finite scale.
+  std::vector<uint16_t> inf = w;
+  for (int64_t c = 0; c < 32; ++c) inf[5 * k + c] = (c % 2) ? 0x7f80 : 0xff80;
+  EXPECT_FALSE(DetectTernary(inf.data(), n, k).ternary());
+  // No −0 anywhere: recorded as absent.
+  std::vector<uint16_t> positive = w;
+  for (uint16_t& v : positive) v = v == 0x8000 ? 0 : v;
+  const TernaryFormat f = DetectTernary(positive.data(), n, k);
+  EXPECT_TRUE(f.ternary());
+  EXPECT_FALSE(f.negative_zero);
+}
+
+TEST(TernaryTest, PackingIsLossless) {
+  for (const Granularity g : kGranularities) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 1027}, {16, 64}, {5, 1}, {100, 300}}) {
+      const std::vector<uint16_t> w = TernaryWeight(n, k, g, static_cast<uint32_t>(n * k));
+      LinearWeight lw = Bf16Linear(w, n, k);
+      const TernaryFormat f = DetectTernary(w.data(), n, k);
+      ASSERT_TRUE(f.ternary());
+      lw.packed = PackTernary(lw, f);
+      const std::vector<uint16_t> back = ExpandTernary(lw);
+      ASSERT_EQ(back.size(), w.size());
+      EXPECT_EQ(std::memcmp(back.data(), w.data(), w.size() * 2), 0)
+          << "group " << g.group << " n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "packing needs AVX2";
+  const int64_t n = 40, k = 64;
+  const std::vector<uint16_t> ternary = TernaryWeight(n, k, {32, false}, 4);
+  const std::vector<uint16_t> real = RandomBf16(n * k, 5);
+  LinearWeight t = Bf16Linear(ternary, n, k), r = Bf16Linear(real, n, k);
+  PrepareLinear(&t);
+  PrepareLinear(&r);
+  EXPECT_EQ(PackedTernaryFormat(t).group, 32);
+  EXPECT_FALSE(PackedTernaryFormat(r).ternary());
+  const void* packed = t.packed.get();
+  PrepareLinear(&t);
+  EXPECT_EQ(t.packed.get(), packed);
+  EXPECT_EQ(t.data,
+            ternary.data());  // the checkpoint's bytes stay for the scalar path
+}
+
+void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      ADD_FAILURE() << what << " element " << i << ": " << a[i] << " vs " << b[i];
+      return;
+    }
+  }
+}
+
+// A ternary weight computes the bf16 panels' bits: on its codes (1..6 rows: 4-, 2- and 1-panel
+// tiles; k with partial groups; n with a partial last panel) and on its bf16 copy for more rows
+// (batched decode, prefill row blocks); bf16 output rounding; one and two threads. The bf16 panels
+// themselves are checked against MatMulRef in matmul_test.
+TEST(TernaryTest, KernelsAreBitwiseTheBf16Panels) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "the ternary kernels need AVX2";
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+  ThreadPool pool1(1), pool2(2);
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 31}, {160, 259}, {17, 1027}, {300, 64}};
+  for (const Granularity g : {Granularity{0, true}, Granularity{1 << 20, false},
+                              Granularity{64, false}, Granularity{32, false}}) {
+    for (auto [n, k] : shapes) {
+      const std::vector<uint16_t> w = TernaryWeight(n, k, g, static_cast<uint32_t>(n + k));
+      LinearWeight codes = Bf16Linear(w, n, k), panels = Bf16Linear(w, n, k);
+      PrepareLinear(&codes);
+      ASSERT_TRUE(PackedTernaryFormat(codes).ternary());
+      panels.packed = PackLinear(panels, PackedLayout::kPanel16Bf16);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 16, 33, 130, 257}) {
+        const std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(m));
+        for (Round round : {Round::kNone, Round::kBf16}) {
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            std::vector<float> a(m * n), b(m * n);
+            MatMul(x.data(), k, m, codes, a.data(), n, *pool, round);
+            MatMul(x.data(), k, m, panels, b.data(), n, *pool, round);
+            ExpectBitwiseEqual(a, b,
+                               "group " + std::to_string(g.group) + " n=" + std::to_string(n) +
+                                   " k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                                   (round == Round::kBf16 ? " rounded" : "") +
+                                   " threads=" + std::to_string(pool->num_threads()));
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A lower ISA level ignores the codes and reads the checkpoint's bf16 values.
+TEST(TernaryTest, ScalarLevelUsesTheBf16Values) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "packing needs AVX2";
+  IsaGuard guard;
+  const int64_t n = 33, k = 70, m = 3;
+  const std::vector<uint16_t> w = TernaryWeight(n, k, {32, false}, 9);
+  LinearWeight lw = Bf16Linear(w, n, k);
+  PrepareLinear(&lw);
+  ASSERT_TRUE(PackedTernaryFormat(lw).ternary());
+  ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+  ThreadPool pool(2);
+  const std::vector<float> x = RandomVec(m * k, 3);
+  std::vector<float> y(m * n), ref(m * n);
+  MatMul(x.data(), k, m, lw, y.data(), n, pool);
+  MatMulRef(x.data(), k, m, lw, 0, n, ref.data(), n);
+  ExpectBitwiseEqual(y, ref, "scalar");
+}
+
+}  // namespace
+}  // namespace cpm::kernels
