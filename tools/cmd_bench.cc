@@ -43,6 +43,7 @@ struct BenchArgs {
   bool pin = false;
   std::string json;
   bool skip_limits = false;
+  bool ternary = false;
 };
 
 // Default model dir: ../shared/models/MiniCPM4-0.5B relative to the repo, found from the working
@@ -91,14 +92,19 @@ struct Cost {
   int64_t state_bytes_per_seq = 0;    // conv + recurrent state of all GDN layers (f32)
 };
 
-Cost CostOf(const MiniCpmConfig& c, int64_t bytes_per_weight) {
+// `ternary`: the layers' weights as BitCPM4's 2-bit codes plus a bf16 scale per output row
+// (what the kernels stream for them), the head bf16.
+Cost CostOf(const MiniCpmConfig& c, bool ternary) {
   Cost k;
   const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
                 kvd = c.num_key_value_heads * c.head_dim, ffn = c.intermediate_size;
   k.layer_params = hd * qd + 2 * hd * kvd + qd * hd + 3 * hd * ffn;
   k.body_params = c.num_hidden_layers * k.layer_params;
   k.head_params = c.vocab_size * hd;
-  k.weight_bytes_per_step = (k.body_params + k.head_params) * bytes_per_weight;
+  const int64_t layer_rows = qd + 2 * kvd + hd + 2 * ffn + hd;
+  const int64_t body_bytes = ternary ? k.body_params / 4 + c.num_hidden_layers * layer_rows * 2
+                                     : k.body_params * 2;
+  k.weight_bytes_per_step = body_bytes + k.head_params * 2;
   k.attn_flops_per_pair = 4 * c.head_dim * c.num_attention_heads * c.num_hidden_layers;
   return k;
 }
@@ -110,7 +116,7 @@ Cost CostOf(const MiniCpmConfig& c, int64_t bytes_per_weight) {
 // 2·conv_dim·kernel. Prefill is counted the same per token (it runs the chunked form of the
 // rule, whose work is of that order). Each decode step reads and writes back every
 // sequence's state once. Full-attention layers: 4·H·hd FLOPs per (q, k) pair, as MiniCPM.
-Cost CostOf(const Qwen35Config& c, int64_t bytes_per_weight) {
+Cost CostOf(const Qwen35Config& c) {
   Cost k;
   const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim,
                 kvd = c.num_key_value_heads * c.head_dim, Hv = c.linear_num_value_heads,
@@ -124,7 +130,7 @@ Cost CostOf(const Qwen35Config& c, int64_t bytes_per_weight) {
   k.linear_layers = c.num_hidden_layers - k.full_layers;
   k.body_params = k.full_layers * k.full_layer_params + k.linear_layers * k.linear_layer_params;
   k.head_params = c.vocab_size * D;
-  k.weight_bytes_per_step = (k.body_params + k.head_params) * bytes_per_weight;
+  k.weight_bytes_per_step = (k.body_params + k.head_params) * 2;  // bf16
   k.attn_flops_per_pair = 4 * hd * H * k.full_layers;
   k.state_flops_per_token =
       k.linear_layers * (7 * Hv * dk * dv + 2 * c.conv_dim() * c.linear_conv_kernel_dim);
@@ -138,12 +144,14 @@ Cost CostOf(const Qwen35Config& c, int64_t bytes_per_weight) {
 struct BenchModel {
   std::string architecture;
   bool hybrid = false;
+  bool ternary = false;  // BitCPM4-style dummy weights (--ternary)
   int64_t vocab_size = 0;
   int64_t num_hidden_layers = 0;
   Cost cost;
 };
 
-StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& path) {
+StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& path,
+                                    bool ternary) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   BenchModel m;
   if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
@@ -153,16 +161,18 @@ StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& 
   if (m.architecture == "MiniCPMV4_6ForConditionalGeneration" ||
       m.architecture == "Qwen3_5ForCausalLM") {
     CPM_ASSIGN_OR_RETURN(Qwen35Config c, ParseQwen35Config(text, path));
+    if (ternary) return InvalidArgument("--ternary: only MiniCPM4 (BitCPM4) has ternary weights");
     m.hybrid = true;
     m.vocab_size = c.vocab_size;
     m.num_hidden_layers = c.num_hidden_layers;
-    m.cost = CostOf(c, 2);
+    m.cost = CostOf(c);
     return m;
   }
   CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
   m.vocab_size = c.vocab_size;
   m.num_hidden_layers = c.num_hidden_layers;
-  m.cost = CostOf(c, 2);
+  m.cost = CostOf(c, ternary);
+  m.ternary = ternary;
   return m;
 }
 
@@ -291,10 +301,12 @@ class Bencher {
 void PrintModelLine(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   if (!m.hybrid) {
-    std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB bf16 weights "
-                "per decode step\n\n",
+    std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB %s per "
+                "decode step\n\n",
                 dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(m.num_hidden_layers),
-                cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6);
+                cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6,
+                m.ternary ? "of weights (layers ternary: 2-bit codes + row scales; head bf16)"
+                          : "bf16 weights");
     return;
   }
   std::printf("model: %s dims (%s, Qwen3.5 hybrid), %.1f M params/Gated DeltaNet layer × %lld + "
@@ -310,6 +322,7 @@ nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   nlohmann::json j = {{"dir", dir}, {"weight_bytes_per_decode_step", cost.weight_bytes_per_step},
                       {"body_params", cost.body_params}, {"head_params", cost.head_params}};
+  if (m.ternary) j["ternary"] = true;
   if (m.hybrid) {
     j["architecture"] = m.architecture;
     j["full_attention_layers"] = cost.full_layers;
@@ -332,7 +345,7 @@ int RunBench(const BenchArgs& a) {
   }
   std::stringstream text;
   text << cf.rdbuf();
-  auto bm = ReadBenchModel(text.str(), dir + "/config.json");
+  auto bm = ReadBenchModel(text.str(), dir + "/config.json", a.ternary);
   if (!bm.ok()) {
     std::fprintf(stderr, "bench: %s\n", bm.status().message().c_str());
     return 2;
@@ -342,6 +355,7 @@ int RunBench(const BenchArgs& a) {
   lo.model_dir = dir;
   lo.load_format = LoadFormat::kDummy;
   lo.dtype = DTypeChoice::kBFloat16;
+  lo.dummy_ternary = a.ternary;
   // Positions the runs reach; a hybrid model's RoPE table would otherwise span 262k positions.
   int64_t max_len = a.tg;
   for (int64_t n : a.pp) max_len = std::max(max_len, n);
@@ -352,8 +366,8 @@ int RunBench(const BenchArgs& a) {
     std::fprintf(stderr, "bench: %s\n", model.status().message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "bench: %s dummy bf16 weights loaded in %.1f s; %d threads, isa %s\n",
-               dir.c_str(), Now() - t_load, pool.num_threads(),
+  std::fprintf(stderr, "bench: %s dummy %s weights loaded in %.1f s; %d threads, isa %s\n",
+               dir.c_str(), a.ternary ? "ternary (BitCPM4-style)" : "bf16", Now() - t_load, pool.num_threads(),
                kernels::ToString(kernels::ActiveIsa()));
   if (bm->hybrid && (*model)->info().state_slot_bytes != bm->cost.state_bytes_per_seq) {
     std::fprintf(stderr, "bench: the cost model's state size (%lld B) differs from the model's "
@@ -479,6 +493,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");
   cmd->add_option("--json", a->json, "also write the results as JSON to this file");
   cmd->add_flag("--skip-limits", a->skip_limits, "do not measure bandwidth and peak");
+  cmd->add_flag("--ternary", a->ternary,
+                "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "
+                "2-bit kernels");
   RegisterBenchServeCommand(*cmd, exit_code);
   cmd->callback([a, cmd, exit_code] {
     if (!cmd->got_subcommand("serve")) *exit_code = RunBench(*a);

@@ -22,7 +22,25 @@ struct MakeTinyArgs {
   std::string dtype = "bfloat16";
   int shards = 1;
   bool untied = false;
+  std::string ternary;  // "", "tensor", "row" or inputs per scale
 };
+
+// --ternary SCALE: tensor | row | 32 | 64 | 128 | 256.
+bool ParseTernary(const std::string& s, TinyCheckpointOptions* o) {
+  if (s.empty()) return true;
+  if (s == "tensor" || s == "row") {
+    o->ternary_group = int64_t{1} << 40;
+    o->ternary_per_tensor = s == "tensor";
+    return true;
+  }
+  for (int64_t g : {32, 64, 128, 256}) {
+    if (s == std::to_string(g)) {
+      o->ternary_group = g;
+      return true;
+    }
+  }
+  return false;
+}
 
 // Writes the tokenizer files first: the model's vocab_size and eos ids follow from them.
 Status WriteTokenizer(const std::string& dir, TinyTokenizerFamily family, const char* chat_eos,
@@ -54,6 +72,11 @@ int RunMakeTiny(const MakeTinyArgs& a) {
   else if (a.dtype == "float16") o.storage = DType::kF16;
   else {
     std::fprintf(stderr, "make-tiny: --dtype must be bfloat16, float32 or float16\n");
+    return 2;
+  }
+  if (!ParseTernary(a.ternary, &o) || (!a.ternary.empty() && a.arch != "minicpm4")) {
+    std::fprintf(stderr, "make-tiny: --ternary takes tensor, row, 32, 64, 128 or 256, and only "
+                         "with --arch minicpm4 (BitCPM4)\n");
     return 2;
   }
   Status s;
@@ -88,6 +111,9 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--shards", args->shards, "number of safetensors shards")->check(CLI::Range(1, 64));
   cmd->add_flag("--untied", args->untied, "write a separate lm_head.weight");
+  cmd->add_option("--ternary", args->ternary,
+                  "BitCPM4-style ternary layer weights with a scale per: tensor, row, 32, 64, "
+                  "128 or 256 inputs");
   cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
 }
 

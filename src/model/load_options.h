@@ -18,6 +18,9 @@ struct LoadOptions {
   int64_t max_model_len = 0;
   // Seed of the per-tensor dummy-weight generators (vLLM uses 1234).
   uint64_t dummy_seed = 1234;
+  // Dummy decoder-layer linear weights made ternary as BitCPM4's are (one scale per row), so
+  // that `bench` can measure the 2-bit kernels at real dimensions. bf16 only.
+  bool dummy_ternary = false;
   int threads = 0;  // for parallel weight conversion; 0 = all CPUs
   bool show_progress = false;  // vLLM's progress bar on stderr while a checkpoint loads
 };

@@ -10,6 +10,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/ternary.h"
 #include "model/minicpm_config.h"
 #include "model/rope_table.h"
 #include "model/row_ranges.h"
@@ -66,6 +67,8 @@ class MiniCpmModel : public Model {
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
   void AddResidual(int64_t t, ThreadPool& pool);
+  // BitCPM4: which linear weights were found ternary and packed as 2-bit codes (ternary.h).
+  void LogTernaryWeights() const;
   // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
   kernels::RmsNormParams NormParams() const {
     return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
@@ -82,6 +85,19 @@ class MiniCpmModel : public Model {
   RopeTable rope_;
   Activations a_;
 };
+
+void MiniCpmModel::LogTernaryWeights() const {
+  std::vector<const LinearWeight*> ws;
+  for (const MiniCpmLayer& L : layers_) {
+    for (const LinearWeight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
+                                  &L.up_proj, &L.down_proj}) {
+      ws.push_back(w);
+    }
+  }
+  ws.push_back(&lm_head_);
+  const std::string summary = kernels::SummarizeTernary(ws);
+  if (!summary.empty()) CPM_LOG_INFO("Ternary weights (BitCPM4): {}", summary);
+}
 
 Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& config,
                           ThreadPool& pool) {
@@ -124,6 +140,7 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
     CPM_ASSIGN_OR_RETURN(lm_head_, wl.Linear("lm_head.weight", c_.vocab_size, hd));
   }
   kernels::PrepareLinear(&lm_head_);
+  LogTernaryWeights();
   const bool tied = c_.tie_word_embeddings;
   CPM_RETURN_IF_ERROR(wl.CheckAllUsed([tied](const std::string& n) {
     // Rotary caches are derived data; a tied checkpoint may still carry a redundant lm_head.

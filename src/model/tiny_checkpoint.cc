@@ -9,6 +9,7 @@
 
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
+#include "kernels/ternary.h"
 
 namespace cpm {
 namespace {
@@ -73,12 +74,20 @@ Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
   if (!o.tie_word_embeddings) config["tie_word_embeddings"] = false;
   CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "config.json").string(), config.dump(2)));
 
+  if (o.ternary_group > 0 && o.storage != DType::kBF16) {
+    return InvalidArgument("make-tiny: ternary weights are stored as bf16 (BitCPM4's format)");
+  }
   std::mt19937_64 rng(o.seed);
   SafetensorsWriter w;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    w.Add(name, o.storage, shape, RandomTensor(rng, n, mean, std, o.storage));
+    std::string bytes = RandomTensor(rng, n, mean, std, o.storage);
+    if (o.ternary_group > 0 && shape.size() == 2 && name.find(".layers.") != std::string::npos) {
+      kernels::FakeQuantizeTernary(reinterpret_cast<uint16_t*>(bytes.data()), shape[0], shape[1],
+                                   o.ternary_group, o.ternary_per_tensor);
+    }
+    w.Add(name, o.storage, shape, std::move(bytes));
   };
   // Embedding spread: wide enough for peaked logits through the tied head, small enough that
   // the layers (not the input token alone) decide the next token.

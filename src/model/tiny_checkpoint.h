@@ -20,6 +20,11 @@ struct TinyCheckpointOptions {
   bool tie_word_embeddings = true;
   std::vector<int32_t> eos_token_id;
   int32_t bos_token_id = 1;
+  // BitCPM4-style: the decoder layers' linear weights quantised to ternary as BitCPM's
+  // quantiser does (kernels/ternary.h), with a scale per `ternary_group` inputs (≥ hidden and
+  // FFN sizes: per row; ternary_per_tensor: one for the tensor). 0: real-valued. bf16 only.
+  int64_t ternary_group = 0;
+  bool ternary_per_tensor = false;
 };
 
 // MiniCPMForCausalLM: hidden 64, 2 layers, 4 heads / 2 KV heads (head_dim 16), FFN 128,

@@ -1,6 +1,8 @@
 #include "kernels/residual.h"
 #include "model/weight_loader.h"
 
+#include "kernels/ternary.h"
+
 #include <cstring>
 #include <memory>
 
@@ -88,6 +90,7 @@ StatusOr<WeightLoader> WeightLoader::Open(const LoadOptions& options, DType dtyp
   w.model_dir_ = options.model_dir;
   w.dtype_ = dtype;
   w.dummy_seed_ = options.dummy_seed;
+  w.dummy_ternary_ = options.dummy_ternary;
   w.pool_ = pool;
   if (options.load_format != LoadFormat::kDummy) {
     CPM_ASSIGN_OR_RETURN(SafetensorsArchive a, SafetensorsArchive::OpenDir(options.model_dir));
@@ -147,6 +150,15 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
   if (!archive_) {
     auto buf = NewBuffer(bytes);
     FillDummy(buf->data(), dtype_, n, dummy_seed_, pool_);
+    if (dummy_ternary_ && dtype_ == DType::kBF16 && name.find(".layers.") != std::string::npos) {
+      // BitCPM4's ternary set: the decoder layers' linear weights (spec minicpm4.md §7.2).
+      uint16_t* v = reinterpret_cast<uint16_t*>(buf->data());
+      auto rows = [&](int64_t b, int64_t e) {
+        kernels::FakeQuantizeTernary(v + b * in, e - b, in, in, false);
+      };
+      if (pool_) pool_->ParallelForRange(out, 16, [&](int64_t b, int64_t e, int) { rows(b, e); });
+      else rows(0, out);
+    }
     w.data = buf->data();
     w.owner = buf;
     return w;

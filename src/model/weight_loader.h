@@ -46,6 +46,7 @@ class WeightLoader {
   std::string model_dir_;
   DType dtype_ = DType::kBF16;
   uint64_t dummy_seed_ = 1234;
+  bool dummy_ternary_ = false;
   ThreadPool* pool_ = nullptr;
   // Shared with every zero-copy weight (LinearWeight::owner) so the mapping outlives the loader.
   std::shared_ptr<SafetensorsArchive> archive_;

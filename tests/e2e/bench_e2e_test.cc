@@ -327,5 +327,38 @@ TEST(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
   fs::remove_all(tmp);
 }
 
+// --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
+// decode bytes are the codes, a bf16 scale per output row and the bf16 head.
+TEST(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
+  const std::string tmp =
+      (fs::temp_directory_path() / ("cpm_bench_t_" + std::to_string(getpid()))).string();
+  fs::create_directories(tmp);
+  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
+  const ProcessRun run =
+      Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8", "--tg", "3", "--batch", "1",
+                "--repeats", "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"},
+               tmp);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  // The tiny config: hidden 64, 4 heads × 16, 2 KV heads, FFN 128, 2 layers.
+  EXPECT_NE(run.err.find("14 of 15 linear weights ternary (per-row scales: 14)"),
+            std::string::npos)
+      << run.err;
+  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+  ASSERT_TRUE(b.is_object());
+  const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
+  const int64_t rows_per_layer = 64 + 2 * 32 + 64 + 2 * 128 + 64;  // q, k, v, o, gate, up, down
+  EXPECT_EQ(body, 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128));
+  EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(),
+            body / 4 + 2 * rows_per_layer * 2 + head * 2);
+  EXPECT_EQ(b["model"]["ternary"], true);
+  // The hybrid model has no ternary release.
+  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpmv4_6", tmp + "/v"}, tmp).rc, 0);
+  const ProcessRun hybrid = Cpmserve(
+      {"bench", "--model", tmp + "/v", "--ternary", "--skip-limits", "--tg", "2"}, tmp);
+  EXPECT_NE(hybrid.rc, 0);
+  EXPECT_NE(hybrid.err.find("only MiniCPM4"), std::string::npos) << hybrid.err;
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace cpm

@@ -167,6 +167,38 @@ def scenario_bf16_path(s):
           {"kl_max": 2e-2}, need_same_tokens=False)
 
 
+def scenario_ternary_bitcpm(s):
+    # BitCPM4-style checkpoints (ternary layer weights in bf16): the engine packs them as 2-bit
+    # codes, and must match the bf16 reference as any bf16 checkpoint does, and its own bf16
+    # kernels (CPM_TERNARY=0) exactly: decode at batch 3 and 1, prefill of 40 tokens.
+    for scale in ("32", "row"):
+        m = s.make_tiny("t" + scale, "--dtype", "bfloat16", "--ternary", scale, seed=37)
+        for prompts in (prompts_of([16, 40, 3], seed=41), prompts_of([21], seed=43)):
+            tag = f"{scale}_{len(prompts)}"
+            env = dict(os.environ, CPM_TERNARY="1")
+            p = subprocess.run([s.binary, "generate", "--model", m, "--prompt-ids", "5,6",
+                                "--max-tokens", "1"], env=env, capture_output=True, text=True)
+            if "Ternary weights (BitCPM4): 14 of 15" not in p.stderr:
+                sys.exit(f"[ternary {scale}] the layers were not packed as ternary:\n{p.stderr}")
+            eng = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="eng_" + tag)
+            # Two bf16 implementations. With ternary weights a layer's sum s·Σ±x of bf16 values
+            # often lies exactly halfway between two bf16 numbers, where f32 and float64
+            # accumulation round apart: single logits move by up to ~1.6% here (real-valued
+            # weights: ~1e-7, bf16_path). So the bounds are on the distribution and the mean;
+            # the kernels' exactness is the next check's business.
+            check(f"ternary_{tag}_vs_bf16_reference", eng,
+                  s.reference(m, prompts, 6, "--dtype", "bfloat16", tag="ref_" + tag),
+                  {"kl_max": 1e-3, "mean_rel_top20": 1e-3}, need_same_tokens=False)
+            os.environ["CPM_TERNARY"] = "0"
+            try:
+                bf16 = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="bf16_" + tag)
+            finally:
+                del os.environ["CPM_TERNARY"]
+            if eng != bf16:
+                sys.exit(f"[ternary {tag}] 2-bit kernels differ from the bf16 kernels")
+            print(f"[ternary {tag}] identical to the bf16 kernels")
+
+
 def expect_failure(cmd, *needles):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 0 or p.returncode < 0:
