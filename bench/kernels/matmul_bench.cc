@@ -54,11 +54,10 @@ Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false) {
   return c;
 }
 
-// Args: m, n, k, packed.
-void BM_MatMul(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+// m rows through the copies in turn; GB/s counts `weight_bytes` per call.
+void RunCopies(benchmark::State& state, int64_t m, const Copies& c, double weight_bytes) {
+  const int64_t n = c.ws[0].out_features, k = c.ws[0].in_features;
   ThreadPool pool(BenchThreads());
-  Copies c = MakeCopies(n, k, state.range(3) != 0);
   std::vector<float> x(m * k, 0.01f), y(m * n);
   size_t i = 0;
   for (auto _ : state) {
@@ -67,9 +66,15 @@ void BM_MatMul(benchmark::State& state) {
   }
   const double iters = static_cast<double>(state.iterations());
   state.counters["GB/s"] =
-      benchmark::Counter(iters * n * k * 2 / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(iters * weight_bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(iters * 2.0 * m * n * k / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Args: m, n, k, packed.
+void BM_MatMul(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  RunCopies(state, m, MakeCopies(n, k, state.range(3) != 0), 2.0 * n * k);
 }
 
 // The linear layers of MiniCPM4-0.5B (hidden 1024, 16 q heads / 2 kv heads of 64, FFN 4096,
@@ -89,19 +94,7 @@ BENCHMARK(BM_MatMul)->ArgNames({"m", "n", "k", "packed"})->Apply(ModelArgs)->Min
 // BitCPM4's layers (ternary, 2-bit codes): GB/s counts the codes the kernel streams.
 void BM_MatMulTernary(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  ThreadPool pool(BenchThreads());
-  Copies c = MakeCopies(n, k, true, true);
-  std::vector<float> x(m * k, 0.01f), y(m * n);
-  size_t i = 0;
-  for (auto _ : state) {
-    MatMul(x.data(), k, m, c.ws[i], y.data(), n, pool);
-    i = (i + 1) % c.ws.size();
-  }
-  const double iters = static_cast<double>(state.iterations());
-  state.counters["GB/s"] =
-      benchmark::Counter(iters * n * k / 4 / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(iters * 2.0 * m * n * k / 1e9, benchmark::Counter::kIsRate);
+  RunCopies(state, m, MakeCopies(n, k, true, true), n * k / 4.0);
 }
 BENCHMARK(BM_MatMulTernary)
     ->ArgNames({"m", "n", "k"})
