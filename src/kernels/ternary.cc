@@ -32,10 +32,8 @@ bool BlockMagnitude(const uint16_t* v, int64_t len, uint16_t* mag, bool* negativ
       *negative_zero |= v[i] == kNegativeZero;
       continue;
     }
-    if (m == 0)
-      m = a;
-    else if (a != m)
-      return false;
+    if (m == 0) m = a;
+    if (a != m) return false;
   }
   if (!IsFiniteBf16(m)) return false;
   *mag = m;
@@ -51,10 +49,8 @@ bool Agrees(const std::vector<uint16_t>& mags, int64_t rows, int64_t blocks, int
       uint16_t m = 0;
       for (int64_t b = g; b < std::min(blocks, g + per); ++b) {
         if (row[b] == 0) continue;
-        if (m == 0)
-          m = row[b];
-        else if (row[b] != m)
-          return false;
+        if (m == 0) m = row[b];
+        if (row[b] != m) return false;
       }
     }
   }

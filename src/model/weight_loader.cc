@@ -1,12 +1,11 @@
-#include "kernels/residual.h"
 #include "model/weight_loader.h"
-
-#include "kernels/ternary.h"
 
 #include <cstring>
 #include <memory>
 
 #include "base/aligned_buffer.h"
+#include "kernels/residual.h"
+#include "kernels/ternary.h"
 
 namespace cpm {
 namespace {
