@@ -23,19 +23,19 @@ constexpr uint16_t kSignBit = 0x8000, kNegativeZero = 0x8000;
 
 bool IsFiniteBf16(uint16_t bits) { return (bits & 0x7f80) != 0x7f80; }
 
-// The block's magnitude; false if it has two different ones or a non-finite value.
+// The block's magnitude; false if it has two different ones or a non-finite value. Branch-free
+// passes (the compiler vectorises them): a BitCPM4-0.5B load scans 360 M values.
 bool BlockMagnitude(const uint16_t* v, int64_t len, uint16_t* mag, bool* negative_zero) {
   uint16_t m = 0;
+  for (int64_t i = 0; i < len; ++i) m = std::max<uint16_t>(m, v[i] & ~kSignBit);
+  bool one = true, neg_zero = false;
   for (int64_t i = 0; i < len; ++i) {
     const uint16_t a = v[i] & ~kSignBit;
-    if (a == 0) {
-      *negative_zero |= v[i] == kNegativeZero;
-      continue;
-    }
-    if (m == 0) m = a;
-    if (a != m) return false;
+    one &= (a == 0) | (a == m);
+    neg_zero |= v[i] == kNegativeZero;
   }
-  if (!IsFiniteBf16(m)) return false;
+  if (!one || !IsFiniteBf16(m)) return false;
+  *negative_zero |= neg_zero;
   *mag = m;
   return true;
 }
@@ -57,10 +57,10 @@ bool Agrees(const std::vector<uint16_t>& mags, int64_t rows, int64_t blocks, int
   return true;
 }
 
+// 0: +0, 1: +s, 2: −s, 3: −0, without branches (packing visits every value).
 uint32_t CodeOf(uint16_t v) {
-  if (v == 0) return 0;
-  if (v == kNegativeZero) return 3;
-  return (v & kSignBit) ? 2 : 1;
+  const uint32_t nonzero = (v & ~kSignBit) != 0, negative = v >> 15;
+  return nonzero + negative * (3 - 2 * nonzero);
 }
 
 uint16_t ValueOf(uint32_t code, uint16_t scale) {
