@@ -367,8 +367,8 @@ int RunBench(const BenchArgs& a) {
     return 1;
   }
   std::fprintf(stderr, "bench: %s dummy %s weights loaded in %.1f s; %d threads, isa %s\n",
-               dir.c_str(), a.ternary ? "ternary (BitCPM4-style)" : "bf16", Now() - t_load, pool.num_threads(),
-               kernels::ToString(kernels::ActiveIsa()));
+               dir.c_str(), a.ternary ? "ternary (BitCPM4-style)" : "bf16", Now() - t_load,
+               pool.num_threads(), kernels::ToString(kernels::ActiveIsa()));
   if (bm->hybrid && (*model)->info().state_slot_bytes != bm->cost.state_bytes_per_seq) {
     std::fprintf(stderr, "bench: the cost model's state size (%lld B) differs from the model's "
                  "(%lld B)\n", static_cast<long long>(bm->cost.state_bytes_per_seq),

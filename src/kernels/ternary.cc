@@ -93,12 +93,17 @@ TernaryFormat DetectTernary(const uint16_t* w, int64_t n, int64_t k) {
   TernaryFormat f;
   if (n <= 0 || k <= 0) return f;
   const int64_t blocks = (k + kBlock - 1) / kBlock;
-  std::vector<uint16_t> mags(n * blocks);
+  // Reserved, filled as scanned: a real-valued weight (the 75 M-value embedding included) is
+  // rejected at its first block without writing the rest.
+  std::vector<uint16_t> mags;
+  mags.reserve(n * blocks);
   bool negative_zero = false;
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t c0 = b * kBlock, len = std::min(kBlock, k - c0);
-      if (!BlockMagnitude(w + r * k + c0, len, &mags[r * blocks + b], &negative_zero)) return f;
+      uint16_t mag = 0;
+      if (!BlockMagnitude(w + r * k + c0, len, &mag, &negative_zero)) return f;
+      mags.push_back(mag);
     }
   }
   f.negative_zero = negative_zero;

@@ -1,5 +1,6 @@
 #include "model/minicpm.h"
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct MiniCpmLayer {
   std::vector<float> post_attention_layernorm;  // [hidden]
   LinearWeight gate_proj, up_proj, down_proj;   // [ffn, hidden] ×2, [hidden, ffn]
 };
+
+// A layer's linear weights (const or not, as the layer is).
+template <typename Layer>
+auto LinearWeights(Layer& L) {
+  return std::array{&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
+                    &L.down_proj};
+}
 
 // Per-step activations, grown on demand and reused (the engine thread is the only caller).
 struct Activations {
@@ -89,10 +97,7 @@ class MiniCpmModel : public Model {
 void MiniCpmModel::LogTernaryWeights() const {
   std::vector<const LinearWeight*> ws;
   for (const MiniCpmLayer& L : layers_) {
-    for (const LinearWeight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
-                                  &L.up_proj, &L.down_proj}) {
-      ws.push_back(w);
-    }
+    for (const LinearWeight* w : LinearWeights(L)) ws.push_back(w);
   }
   ws.push_back(&lm_head_);
   const std::string summary = kernels::SummarizeTernary(ws);
@@ -134,10 +139,7 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   // times kernels and should not share the cores with other packing.
   std::vector<LinearWeight*> linear;
   for (MiniCpmLayer& L : layers_) {
-    for (LinearWeight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
-                            &L.down_proj}) {
-      linear.push_back(w);
-    }
+    for (LinearWeight* w : LinearWeights(L)) linear.push_back(w);
   }
   if (!linear.empty()) kernels::PrepareLinear(linear[0]);
   pool.ParallelFor(static_cast<int64_t>(linear.size()),
