@@ -28,9 +28,9 @@ void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t chann
   for (int64_t i = 0; i < t; ++i) {
     float* yi = y + i * y_stride;
     for (int64_t c = c_begin; c < c_end; ++c) {
-      const float* wc = w + c * kernel;
       float acc = 0.0f;
-      for (int64_t j = 0; j < kernel; ++j) acc += wc[j] * xx(i + j, c);
+      const float* wc = w + (c / kConvGroup) * kernel * kConvGroup + c % kConvGroup;
+      for (int64_t j = 0; j < kernel; ++j) acc += wc[j * kConvGroup] * xx(i + j, c);
       const float s = acc / (1.0f + std::exp(-acc));
       yi[c] = rb ? RoundBf16(s) : s;
     }
@@ -41,6 +41,18 @@ void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t chann
     const int64_t src = t + r;  // row of xx that becomes state row r
     for (int64_t c = c_begin; c < c_end; ++c) state[r * channels + c] = xx(src, c);
   }
+}
+
+std::vector<float> PackConvTaps(std::span<const float> w, int64_t channels, int64_t kernel) {
+  CPM_CHECK(static_cast<int64_t>(w.size()) == channels * kernel);
+  const int64_t groups = (channels + kConvGroup - 1) / kConvGroup;
+  std::vector<float> packed(groups * kernel * kConvGroup, 0.0f);
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t j = 0; j < kernel; ++j) {
+      packed[((c / kConvGroup) * kernel + j) * kConvGroup + c % kConvGroup] = w[c * kernel + j];
+    }
+  }
+  return packed;
 }
 
 }  // namespace cpm::kernels

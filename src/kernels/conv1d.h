@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "kernels/rounding.h"
 
@@ -13,11 +15,18 @@ namespace cpm::kernels {
 //   xx = state ++ x                                   // [kernel-1 + t, channels]
 //   y[i, c] = silu(Σ_j w[c, j] · xx[i + j, c])        // w[c, kernel-1] multiplies the current row
 //   state  <- last kernel-1 rows of xx (zeros at the start of a sequence)
-// x: [t, channels] (row stride x_stride); w: [channels, kernel] f32 (PyTorch [C, 1, K]);
+// x: [t, channels] (row stride x_stride); w: the weight as PackConvTaps lays it out;
 // state: [kernel-1, channels] f32, read then updated in place; y: [t, channels] (y_stride).
 // y must not alias x. With Round::kBf16 y is rounded once after SiLU.
 void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                       int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                       float* state, float* y, int64_t y_stride, Round round);
+
+// PyTorch's depthwise conv weight w[c, j] ([channels, 1, kernel] f32) as CausalConv1dSilu reads
+// it: [ceil(channels / 8), kernel, 8], each group of 8 channels' taps together (zeros past the
+// last channel), so that one tap of a group is one vector load and a group's taps share cache
+// lines (tap-major rows of 24 KiB would fall into one L1 set with the rows of x).
+constexpr int64_t kConvGroup = 8;
+std::vector<float> PackConvTaps(std::span<const float> w, int64_t channels, int64_t kernel);
 
 }  // namespace cpm::kernels

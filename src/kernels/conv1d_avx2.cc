@@ -1,63 +1,93 @@
 // AVX2 causal depthwise conv1d + SiLU (Gated DeltaNet's short convolution): 8 channels per
-// vector, the kernel-1 history rows of the window kept in registers and slid one row per token,
-// taps summed with FMAs in tap order, SiLU through the vector exp. A partial last group of
-// channels uses masked loads and stores, so every channel gets the same lane arithmetic wherever
-// its group starts: a channel's result does not depend on how the channels are split.
+// vector, token by token across the channel range (each window row is read where it lies, in x
+// or in the state: walking one group of channels down a long chunk instead strides 24 KiB per
+// token at conv_dim 6144, a stride every row of which falls into the same L1 set), taps summed
+// with FMAs in tap order, SiLU through the vector exp. A partial last group of channels uses masked loads and stores, so
+// every channel gets the same lane arithmetic wherever its group starts: a channel's result does
+// not depend on how the channels are split.
 // Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
-#include <algorithm>
-
+#include "kernels/conv1d.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
 namespace {
 
-// Channels [c0, c0 + n) (n ≤ 8) over all t rows, kernel K.
-template <int K>
-void Group(const float* x, int64_t x_stride, int64_t t, int64_t channels, int64_t c0, int64_t n,
-           const float* w, float* state, float* y, int64_t y_stride, bool round_bf16) {
-  constexpr int kHist = K - 1;
-  const __m256i mask = avx2::FirstLanes(n);
-  // wt[j] = taps j of the group's channels (w is [channels, K]); zeros in unused lanes.
-  __m256 wt[K];
+// 8 channels' floats at p: all 8 (kFull) or the lanes of `mask`, the rest read as 0 and never
+// written. A masked store is microcoded on AMD (~10× a plain one): only a partial group uses it.
+template <bool kFull>
+inline __m256 Load8(const float* p, __m256i mask) {
+  if constexpr (kFull) return _mm256_loadu_ps(p);
+  return _mm256_maskload_ps(p, mask);
+}
+template <bool kFull>
+inline void Store8(float* p, __m256i mask, __m256 v) {
+  if constexpr (kFull) _mm256_storeu_ps(p, v);
+  else _mm256_maskstore_ps(p, mask, v);
+}
+
+// y[c0 .. c0+8) of one token: silu(Σ_j w[j] · rows[j]) with rows[K-1] the token's own row.
+template <int K, bool kFull>
+inline void Output8(const float* const* rows, const float* w, int64_t c0, __m256i mask,
+                    bool round_bf16, float* y) {
+  const float* wg = w + c0 / kConvGroup * K * kConvGroup;  // the group's taps (PackConvTaps)
+  __m256 acc = _mm256_setzero_ps();
+#pragma GCC unroll 8
   for (int j = 0; j < K; ++j) {
-    alignas(32) float tap[8] = {};
-    for (int64_t l = 0; l < n; ++l) tap[l] = w[(c0 + l) * K + j];
-    wt[j] = _mm256_load_ps(tap);
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(wg + j * kConvGroup), Load8<kFull>(rows[j] + c0, mask),
+                          acc);
   }
-  // win[r] = row r of the window's history (the state's rows at first).
-  __m256 win[kHist > 0 ? kHist : 1];
-#pragma GCC unroll 8
-  for (int r = 0; r < kHist; ++r) win[r] = _mm256_maskload_ps(state + r * channels + c0, mask);
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (int64_t i = 0; i < t; ++i) {
-    const __m256 cur = _mm256_maskload_ps(x + i * x_stride + c0, mask);
-    __m256 acc = _mm256_setzero_ps();
-#pragma GCC unroll 8
-    for (int j = 0; j < kHist; ++j) acc = _mm256_fmadd_ps(wt[j], win[j], acc);
-    acc = _mm256_fmadd_ps(wt[kHist], cur, acc);
-    // silu(a) = a / (1 + e^-a)
-    __m256 s = _mm256_div_ps(acc, _mm256_add_ps(one, avx2::Exp(_mm256_sub_ps(_mm256_setzero_ps(), acc))));
-    if (round_bf16) s = avx2::RoundBf16(s);
-    _mm256_maskstore_ps(y + i * y_stride + c0, mask, s);
-#pragma GCC unroll 8
-    for (int r = 0; r + 1 < kHist; ++r) win[r] = win[r + 1];
-    if constexpr (kHist > 0) win[kHist - 1] = cur;
+  // silu(a) = a / (1 + e^-a)
+  const __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_setzero_ps(), acc));
+  __m256 s = _mm256_div_ps(acc, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  if (round_bf16) s = avx2::RoundBf16(s);
+  Store8<kFull>(y + c0, mask, s);
+}
+
+// Copies row `from` to row `to` for channels [c_begin, c_end).
+inline void CopyChannels(const float* from, float* to, int64_t c_begin, int64_t c_end) {
+  int64_t c = c_begin;
+  for (; c + 8 <= c_end; c += 8) _mm256_storeu_ps(to + c, _mm256_loadu_ps(from + c));
+  if (c < c_end) {
+    const __m256i mask = avx2::FirstLanes(c_end - c);
+    _mm256_maskstore_ps(to + c, mask, _mm256_maskload_ps(from + c, mask));
   }
-  // The new state: the window's history after the last row.
-#pragma GCC unroll 8
-  for (int r = 0; r < kHist; ++r) _mm256_maskstore_ps(state + r * channels + c0, mask, win[r]);
 }
 
 template <int K>
 void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int64_t c_begin,
               int64_t c_end, const float* w, float* state, float* y, int64_t y_stride,
               bool round_bf16) {
-  for (int64_t c0 = c_begin; c0 < c_end; c0 += 8) {
-    Group<K>(x, x_stride, t, channels, c0, std::min<int64_t>(8, c_end - c0), w, state, y,
-             y_stride, round_bf16);
+  constexpr int64_t kHist = K - 1;  // rows of state
+  // Row r of xx = state ++ x.
+  auto xx = [&](int64_t r) {
+    return r < kHist ? state + r * channels : x + (r - kHist) * x_stride;
+  };
+  // Groups of 8 at multiples of 8 (as PackConvTaps groups the taps); the first and last may be
+  // partial when the range starts or ends inside one.
+  auto lanes = [&](int64_t c0) {
+    return _mm256_andnot_si256(avx2::FirstLanes(c_begin - c0), avx2::FirstLanes(c_end - c0));
+  };
+  const int64_t first = c_begin / kConvGroup * kConvGroup;
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (int64_t i = 0; i < t; ++i) {
+    const float* rows[K];
+    for (int j = 0; j < K; ++j) rows[j] = xx(i + j);
+    float* yi = y + i * y_stride;
+    for (int64_t c0 = first; c0 < c_end; c0 += kConvGroup) {
+      if (c0 >= c_begin && c0 + kConvGroup <= c_end) {
+        Output8<K, true>(rows, w, c0, all, round_bf16, yi);
+      } else {
+        Output8<K, false>(rows, w, c0, lanes(c0), round_bf16, yi);
+      }
+    }
+  }
+  // The new state: the last kHist rows of xx. Upwards, a state row still to be read (t < kHist)
+  // lies above the one being written.
+  for (int64_t r = 0; r < kHist; ++r) {
+    CopyChannels(xx(t + r), state + r * channels, c_begin, c_end);
   }
 }
 

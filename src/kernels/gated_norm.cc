@@ -1,8 +1,10 @@
-// Gated RMSNorm, per-head L2 norm and the sigmoid gate (scalar; each a single pass per row).
+// Gated RMSNorm, per-head L2 norm and the sigmoid gate: dispatch plus the scalar references.
 #include "kernels/gated_norm.h"
 
 #include <cmath>
 
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx2.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -10,6 +12,9 @@ namespace cpm::kernels {
 void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
                   const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim, float eps,
                   Round round) {
+  if (ActiveIsa() != Isa::kScalar) {
+    return GatedRmsNormAvx2(x, x_stride, z, z_stride, w, y, y_stride, rows, dim, eps, round);
+  }
   const bool rb = round == Round::kBf16;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
@@ -31,6 +36,9 @@ void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_st
 
 void L2NormHeads(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim, float eps,
                  float scale) {
+  if (ActiveIsa() != Isa::kScalar) {
+    return L2NormHeadsAvx2(x, x_stride, rows, heads, dim, eps, scale);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * x_stride + h * dim;
@@ -44,6 +52,9 @@ void L2NormHeads(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_
 
 void SigmoidMul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride, int64_t rows,
                 int64_t dim, Round round) {
+  if (ActiveIsa() != Isa::kScalar) {
+    return SigmoidMulAvx2(x, x_stride, gate, gate_stride, rows, dim, round);
+  }
   const bool rb = round == Round::kBf16;
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * x_stride;

@@ -46,8 +46,9 @@ std::vector<double> ConvDefinition(const std::vector<float>& x, int64_t t, int64
 TEST(Conv1dTest, OneShotMatchesDefinition) {
   const int64_t t = 13, ch = 37, K = 4;
   const auto x = RandomVec(t * ch, 1, -2, 2), w = RandomVec(ch * K, 2);
+  const auto wt = PackConvTaps(w, ch, K);  // the kernel's layout; the definition reads w
   std::vector<float> state((K - 1) * ch, 0.0f), y(t * ch);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, state.data(), y.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, state.data(), y.data(), ch, Round::kNone);
   const auto ref = ConvDefinition(x, t, ch, w, K);
   for (int64_t i = 0; i < t * ch; ++i) ASSERT_NEAR(y[i], ref[i], 1e-5) << i;
   // The state is the last K-1 input rows.
@@ -58,14 +59,15 @@ TEST(Conv1dTest, OneShotMatchesDefinition) {
 TEST(Conv1dTest, StateContinuationEqualsOneShot) {
   const int64_t t = 19, ch = 21, K = 4;
   const auto x = RandomVec(t * ch, 3, -2, 2), w = RandomVec(ch * K, 4);
+  const auto wt = PackConvTaps(w, ch, K);
   std::vector<float> s1((K - 1) * ch, 0.0f), y1(t * ch);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s1.data(), y1.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s1.data(), y1.data(), ch, Round::kNone);
   // Pieces shorter and longer than K-1, channels split in two ranges.
   std::vector<float> s2((K - 1) * ch, 0.0f), y2(t * ch, -99.0f);
   int64_t r0 = 0;
   for (int64_t n : {1, 2, 1, 5, 3, 7}) {
     for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 8}, {8, ch}}) {
-      CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, w.data(), K, s2.data(),
+      CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, wt.data(), K, s2.data(),
                        y2.data() + r0 * ch, ch, Round::kNone);
     }
     r0 += n;
@@ -78,9 +80,10 @@ TEST(Conv1dTest, StateContinuationEqualsOneShot) {
 TEST(Conv1dTest, Bf16RoundsOutput) {
   const int64_t t = 5, ch = 9, K = 4;
   const auto x = RandomVec(t * ch, 5), w = RandomVec(ch * K, 6);
+  const auto wt = PackConvTaps(w, ch, K);
   std::vector<float> s((K - 1) * ch, 0.0f), y(t * ch), s32 = s, y32(t * ch);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s.data(), y.data(), ch, Round::kBf16);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s32.data(), y32.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s.data(), y.data(), ch, Round::kBf16);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s32.data(), y32.data(), ch, Round::kNone);
   for (int64_t i = 0; i < t * ch; ++i) EXPECT_EQ(y[i], RoundBf16(y32[i]));
 }
 
@@ -94,11 +97,11 @@ TEST(Conv1dTest, EveryIsaMatchesScalarReference) {
         for (Round round : {Round::kNone, Round::kBf16}) {
           const int64_t t = 11;
           const auto x = RandomVec(t * ch, static_cast<uint32_t>(K * ch), -3, 3);
-          const auto w = RandomVec(ch * K, static_cast<uint32_t>(ch));
+          const auto wt = PackConvTaps(RandomVec(ch * K, static_cast<uint32_t>(ch)), ch, K);
           const auto s0 = RandomVec((K - 1) * ch, static_cast<uint32_t>(K), -1, 1);
           std::vector<float> s_ref = s0, y_ref(t * ch), s = s0, y(t * ch, -99.0f);
           ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
-          CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, w.data(), K, s_ref.data(), y_ref.data(),
+          CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s_ref.data(), y_ref.data(),
                            ch, round);
           ASSERT_TRUE(SetActiveIsa(isa));
           int64_t r0 = 0;
@@ -106,7 +109,7 @@ TEST(Conv1dTest, EveryIsaMatchesScalarReference) {
             const int64_t mid = ch / 2 + 1;
             for (auto [c0, c1] :
                  {std::pair<int64_t, int64_t>{0, std::min(ch, mid)}, {std::min(ch, mid), ch}}) {
-              CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, w.data(), K, s.data(),
+              CausalConv1dSilu(x.data() + r0 * ch, ch, n, ch, c0, c1, wt.data(), K, s.data(),
                                y.data() + r0 * ch, ch, round);
             }
             r0 += n;
@@ -299,6 +302,59 @@ TEST(GatedNormTest, SigmoidMulMatchesDefinition) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < dim; ++j)
       ASSERT_NEAR(x[r * dim + j], x0[r * dim + j] / (1 + std::exp(-double(g[r * 2 * dim + dim + j]))), 1e-6);
+}
+
+// Every ISA level against the scalar references: odd widths (partial vectors, scalar tails), the
+// real head sizes, both output roundings, the gated norm in place (y = x) as the layer runs it.
+// Tolerances: sums of squares in another order and the vector exp (≤ 2 ulp) against expf; bf16
+// outputs may then round to a neighbour (≤ 2⁻⁸ relative).
+float IsaTolerance(Round round, float ref) {
+  return (round == Round::kBf16 ? 8e-3f : 4e-6f) * (1 + std::fabs(ref));
+}
+
+TEST(GatedNormTest, EveryIsaMatchesScalarReference) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    for (int64_t dim : {1, 7, 8, 33, 128, 4099}) {
+      for (Round round : {Round::kNone, Round::kBf16}) {
+        const int64_t rows = 3, stride = dim + 5;
+        const std::string what = std::string(ToString(isa)) + " dim=" + std::to_string(dim);
+        const auto x = RandomVec(rows * stride, 50, -3, 3), z = RandomVec(rows * stride, 51, -6, 6),
+                   w = RandomVec(dim, 52, 0.5f, 1.5f), g = RandomVec(rows * 2 * dim, 53, -9, 9);
+        // GatedRmsNorm, y = x.
+        std::vector<float> ref = x, out = x;
+        ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+        GatedRmsNorm(ref.data(), stride, z.data(), stride, w.data(), ref.data(), stride, rows, dim,
+                     1e-6f, round);
+        ASSERT_TRUE(SetActiveIsa(isa));
+        GatedRmsNorm(out.data(), stride, z.data(), stride, w.data(), out.data(), stride, rows, dim,
+                     1e-6f, round);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], IsaTolerance(round, ref[i])) << what << " gated norm " << i;
+        }
+        // L2NormHeads: heads of `dim` in rows of stride 2·dim + 5 (two heads, padding untouched).
+        const int64_t l2_stride = 2 * dim + 5;
+        const auto l2x = RandomVec(rows * l2_stride, 54, -2, 2);
+        ref = l2x, out = l2x;
+        ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+        L2NormHeads(ref.data(), l2_stride, rows, 2, dim, 1e-6f, 0.25f);
+        ASSERT_TRUE(SetActiveIsa(isa));
+        L2NormHeads(out.data(), l2_stride, rows, 2, dim, 1e-6f, 0.25f);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], IsaTolerance(Round::kNone, ref[i])) << what << " l2 " << i;
+        }
+        // SigmoidMul with the gate in the second half of rows twice as wide.
+        ref = x, out = x;
+        ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+        SigmoidMul(ref.data(), stride, g.data() + dim, 2 * dim, rows, dim, round);
+        ASSERT_TRUE(SetActiveIsa(isa));
+        SigmoidMul(out.data(), stride, g.data() + dim, 2 * dim, rows, dim, round);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], IsaTolerance(round, ref[i])) << what << " sigmoid " << i;
+        }
+      }
+    }
+  }
 }
 
 // The AVX2 forms agree with the scalar ones at the real head size (dk = dv = 128).

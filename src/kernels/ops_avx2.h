@@ -32,4 +32,13 @@ bool CausalConv1dSiluAvx2(const float* x, int64_t x_stride, int64_t t, int64_t c
                           int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                           float* state, float* y, int64_t y_stride, Round round);
 
+// gated_norm.h's ops.
+void GatedRmsNormAvx2(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
+                      const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim,
+                      float eps, Round round);
+void L2NormHeadsAvx2(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim,
+                     float eps, float scale);
+void SigmoidMulAvx2(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                    int64_t rows, int64_t dim, Round round);
+
 }  // namespace cpm::kernels

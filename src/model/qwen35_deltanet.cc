@@ -24,7 +24,9 @@ StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35C
   CPM_ASSIGN_OR_RETURN(w.in_proj_b, wl.Linear(p + "in_proj_b.weight", Hv, D));
   CPM_ASSIGN_OR_RETURN(w.in_proj_a, wl.Linear(p + "in_proj_a.weight", Hv, D));
   CPM_ASSIGN_OR_RETURN(w.out_proj, wl.Linear(p + "out_proj.weight", D, c.value_dim()));
-  CPM_ASSIGN_OR_RETURN(w.conv1d, wl.F32(p + "conv1d.weight", {c.conv_dim(), 1, K}));
+  CPM_ASSIGN_OR_RETURN(std::vector<float> conv1d,
+                       wl.F32(p + "conv1d.weight", {c.conv_dim(), 1, K}));
+  w.conv1d_taps = kernels::PackConvTaps(conv1d, c.conv_dim(), K);
   CPM_ASSIGN_OR_RETURN(std::vector<float> a_log, wl.F32(p + "A_log", {Hv}));
   CPM_ASSIGN_OR_RETURN(w.dt_bias, wl.F32(p + "dt_bias", {Hv}));
   CPM_ASSIGN_OR_RETURN(w.norm, wl.F32(p + "norm.weight", {c.linear_value_head_dim}));
@@ -73,7 +75,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
     const DeltaNetSeq& s = seqs[task / blocks];
     const int64_t c0 = (task % blocks) * kChannelBlock, c1 = std::min(conv_dim, c0 + kChannelBlock);
     kernels::CausalConv1dSilu(m_.data() + s.row_begin * conv_dim, conv_dim, s.num_tokens, conv_dim,
-                              c0, c1, w.conv1d.data(), K, s.state, y_.data() + s.row_begin * conv_dim,
+                              c0, c1, w.conv1d_taps.data(), K, s.state, y_.data() + s.row_begin * conv_dim,
                               conv_dim, round);
   });
 

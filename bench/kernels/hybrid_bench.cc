@@ -1,0 +1,90 @@
+// The Qwen3.5 hybrid's small per-token ops at MiniCPM-V-4.6's shapes (conv_dim 6144, kernel 4;
+// 16 value heads of 128; 16 key heads of 128; attention output 8 × 256), one thread: a decode
+// step of `rows` sequences (one token each) or a prefill chunk of `rows` tokens.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/conv1d.h"
+#include "kernels/gated_norm.h"
+
+namespace cpm::kernels {
+namespace {
+
+constexpr int64_t kConvDim = 6144, kKernel = 4, kHeads = 16, kHeadDim = 128, kKeyDim = 2048;
+constexpr int64_t kAttnDim = 8 * 256;
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = u(rng);
+  return v;
+}
+
+// Args: sequences, tokens per sequence. One call per (sequence, block of 512 channels), as the
+// layer's tasks.
+void BM_CausalConv1dSilu(benchmark::State& state) {
+  const int64_t seqs = state.range(0), t = state.range(1), block = 512;
+  const auto x = Random(seqs * t * kConvDim, 1);
+  const auto w = PackConvTaps(Random(kConvDim * kKernel, 2), kConvDim, kKernel);
+  std::vector<float> states(seqs * (kKernel - 1) * kConvDim, 0.5f), y(x.size());
+  for (auto _ : state) {
+    for (int64_t s = 0; s < seqs; ++s) {
+      for (int64_t c0 = 0; c0 < kConvDim; c0 += block) {
+        CausalConv1dSilu(x.data() + s * t * kConvDim, kConvDim, t, kConvDim, c0, c0 + block,
+                         w.data(), kKernel, states.data() + s * (kKernel - 1) * kConvDim,
+                         y.data() + s * t * kConvDim, kConvDim, Round::kBf16);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * seqs * t);
+}
+BENCHMARK(BM_CausalConv1dSilu)->ArgNames({"seqs", "t"})->Args({16, 1})->Args({1, 256});
+
+// Args: token rows. Gated DeltaNet's output norm over every (token, value head).
+void BM_GatedRmsNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0) * kHeads;
+  const auto x = Random(rows * kHeadDim, 3), z = Random(rows * kHeadDim, 4),
+             w = Random(kHeadDim, 5);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    GatedRmsNorm(x.data(), kHeadDim, z.data(), kHeadDim, w.data(), y.data(), kHeadDim, rows,
+                 kHeadDim, 1e-6f, Round::kBf16);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_GatedRmsNorm)->ArgName("tokens")->Arg(16)->Arg(256);
+
+// Args: token rows. q and k of every key head, as the layer normalises them in place.
+void BM_L2NormHeads(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  auto x = Random(rows * kConvDim, 6);
+  for (auto _ : state) {
+    L2NormHeads(x.data(), kConvDim, rows, kHeads, kHeadDim, 1e-6f, 1.0f);
+    L2NormHeads(x.data() + kKeyDim, kConvDim, rows, kHeads, kHeadDim, 1e-6f, 1.0f);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_L2NormHeads)->ArgName("tokens")->Arg(16)->Arg(256);
+
+// Args: token rows. Gated attention's output gate (the gate is the second half of each q row).
+void BM_SigmoidMul(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  auto x = Random(rows * kAttnDim, 7);
+  const auto g = Random(rows * 2 * kAttnDim, 8);
+  for (auto _ : state) {
+    SigmoidMul(x.data(), kAttnDim, g.data() + kAttnDim, 2 * kAttnDim, rows, kAttnDim,
+               Round::kBf16);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_SigmoidMul)->ArgName("tokens")->Arg(16)->Arg(256);
+
+}  // namespace
+}  // namespace cpm::kernels
