@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/conv1d.h"
+#include "kernels/gated_delta_rule.h"
 #include "kernels/gated_norm.h"
 
 namespace cpm::kernels {
@@ -85,6 +86,30 @@ void BM_SigmoidMul(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * rows);
 }
 BENCHMARK(BM_SigmoidMul)->ArgName("tokens")->Arg(16)->Arg(256);
+
+// Args: tokens of one head's prefill chunk. The chunked gated delta rule (chunks of 64, as the
+// layer runs prompts of 64+ tokens) at dk = dv = 128, with the decays and β of a real layer's
+// range; items = tokens.
+void BM_GatedDeltaRuleChunked(benchmark::State& state) {
+  const int64_t t = state.range(0), d = kHeadDim, chunk = 64;
+  auto q = Random(t * d, 9), k = Random(t * d, 10);
+  const auto v = Random(t * d, 11);
+  for (auto* x : {&q, &k}) {  // L2-normalised rows, as the layer feeds them
+    L2NormHeads(x->data(), d, t, 1, d, 1e-6f, 1.0f);
+  }
+  std::vector<float> g(t), beta(t), o(t * d), S(d * d, 0.0f);
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int64_t i = 0; i < t; ++i) g[i] = -0.3f * u(rng), beta[i] = u(rng);
+  std::vector<float> scratch(GatedDeltaRuleChunkedScratch(chunk, d, d));
+  GdnHead h{q.data(), k.data(), d, v.data(), d, g.data(), beta.data(), 1, o.data(), d, S.data()};
+  for (auto _ : state) {
+    GatedDeltaRuleChunked(h, t, d, d, chunk, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * t);
+}
+BENCHMARK(BM_GatedDeltaRuleChunked)->ArgName("tokens")->Arg(256);
 
 }  // namespace
 }  // namespace cpm::kernels

@@ -1,11 +1,13 @@
 // AVX2 gated delta rule: the recurrent form one block of S's columns at a time (columns of S
-// evolve independently, so a [dk, 32] block stays in L1 across all tokens), and a register-tiled
-// row-times-matrix product for the chunked form.
+// evolve independently, so a [dk, 32] block stays in L1 across all tokens), and the chunked
+// form's primitives: register-tiled products, 8×8 transposes, vector decays.
 #include <immintrin.h>
 
 #include <cmath>
 
+#include "kernels/gated_delta_rule_chunked.h"
 #include "kernels/gated_delta_rule_impl.h"
+#include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
 namespace {
@@ -117,14 +119,98 @@ void GatedDeltaRuleRecurrentAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_
   for (; c0 + 8 <= dv; c0 += 8) RecurrentColumns<1>(h, t, dk, dv, c0);
 }
 
-void MatAccAvx2(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
-                float* Y, int64_t ys, int64_t n, float alpha) {
-  // 6×16 tiles (12 accumulator chains: more than FMA latency × ports) where rows allow. Each
-  // Y element is one chain over k from zero whatever the tile, so heights do not change results.
-  int64_t i = 0;
-  for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-  for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-  for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+namespace {
+
+// 8×8 block: dst[c, r] = src[r, c] for r, c < 8.
+inline void Transpose8x8(const float* src, int64_t ss, float* dst, int64_t ds) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+// The chunked form's primitives (gated_delta_rule_chunked.h), AVX2.
+struct Avx2Ops {
+  // 6×16 tiles (12 accumulator chains: more than FMA latency × ports) where rows allow. Each Y
+  // element is one chain over k from zero whatever the tile, so heights do not change results.
+  static void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
+                     float* Y, int64_t ys, int64_t n, float alpha) {
+    int64_t i = 0;
+    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+  }
+
+  static void Scale(const float* src, int64_t n, float a, float* dst) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(va, _mm256_loadu_ps(src + i)));
+    for (; i < n; ++i) dst[i] = a * src[i];
+  }
+
+  static void Transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst,
+                        int64_t ds) {
+    const int64_t r8 = rows & ~int64_t{7}, c8 = cols & ~int64_t{7};
+    for (int64_t r = 0; r < r8; r += 8)
+      for (int64_t c = 0; c < c8; c += 8) Transpose8x8(src + r * ss + c, ss, dst + c * ds + r, ds);
+    for (int64_t r = 0; r < rows; ++r) {  // the edges
+      for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c) dst[c * ds + r] = src[r * ss + c];
+    }
+  }
+
+  static void DecayMasks(const float* gam, const float* bet, int64_t n, int64_t C, float* A,
+                         float* P) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 gi = _mm256_set1_ps(gam[i]), bi = _mm256_set1_ps(bet[i]);
+      const __m256i diag = _mm256_set1_epi32(static_cast<int32_t>(i));
+      float* a = A + i * C;
+      float* p = P + i * C;
+      for (int64_t j = 0; j < n; j += 8) {
+        // Lanes j..j+7 inside n; D up to the diagonal (j ≤ i) for P, strictly below it for A.
+        const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(j)), lane);
+        const __m256i valid = avx2::FirstLanes(n - j);
+        const __m256 below = _mm256_castsi256_ps(_mm256_cmpgt_epi32(diag, col));
+        const __m256 on_or_below =
+            _mm256_or_ps(below, _mm256_castsi256_ps(_mm256_cmpeq_epi32(diag, col)));
+        const __m256 gj = _mm256_maskload_ps(gam + j, valid);
+        const __m256 d = _mm256_and_ps(avx2::Exp(_mm256_sub_ps(gi, gj)), on_or_below);
+        const __m256 pv = _mm256_mul_ps(_mm256_maskload_ps(p + j, valid), d);
+        const __m256 ad = _mm256_mul_ps(_mm256_maskload_ps(a + j, valid), d);
+        const __m256 av = _mm256_and_ps(_mm256_mul_ps(ad, bi), below);
+        if (j + 8 <= n) {  // a masked store is microcoded on AMD
+          _mm256_storeu_ps(p + j, pv);
+          _mm256_storeu_ps(a + j, av);
+        } else {
+          _mm256_maskstore_ps(p + j, valid, pv);
+          _mm256_maskstore_ps(a + j, valid, av);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void GatedDeltaRuleChunkedAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64_t chunk,
+                               float* scratch) {
+  GdnChunked<Avx2Ops>(h, t, dk, dv, chunk, scratch);
 }
 
 }  // namespace cpm::kernels

@@ -11,8 +11,8 @@ namespace cpm::kernels {
 // GatedDeltaRuleRecurrent for dv % 8 == 0.
 void GatedDeltaRuleRecurrentAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
 
-// Y[m, n] += alpha · X[m, k] · B[k, n] (row strides xs, bs, ys).
-void MatAccAvx2(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
-                float* Y, int64_t ys, int64_t n, float alpha);
+// GatedDeltaRuleChunked over AVX2 primitives.
+void GatedDeltaRuleChunkedAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64_t chunk,
+                               float* scratch);
 
 }  // namespace cpm::kernels
