@@ -127,9 +127,9 @@ struct Prefetch {
     "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
 
 // Tile<H, NP, bf16> for (H, NP) = (6, 1), (5, 1), (3, 2); the second panel starts
-// `panel_elems` weights after the first. Inlined into its one caller: called, its eighth
-// argument went through the stack, copied out of TileArgs with a 16-byte load of two 8-byte
-// stores, which cannot be forwarded (a stall per tile call, ~2% of a prefill matmul's samples).
+// `panel_elems` weights after the first. Inlined into its callers: called, its eighth argument
+// went through the stack, copied out of TileArgs with a 16-byte load of two 8-byte stores,
+// which cannot be forwarded (a stall per tile call, ~2% of a prefill matmul's samples).
 template <int H, int NP>
 [[gnu::always_inline]] inline void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t panel_elems, int64_t kc, float* y,
                  int64_t ys, bool resume, Prefetch pf) {
@@ -222,10 +222,12 @@ __attribute__((always_inline)) inline void Step(__m256 (&acc)[H][NP][2], const f
 
 // y[H, NP·16] = (resume ? y : 0) + xp[kc][H] · panels[kc][NP·16], one FMA chain per element in
 // k order. `panel` points at row k0 of the first panel, the next at + `panel_elems`; y is dense
-// in its NP·16 columns (the caller stages a partial last panel).
+// in its NP·16 columns (the caller stages a partial last panel). Inlined into its callers, as
+// the assembly tiles (Prefetch is its eighth argument).
 template <int H, int NP, bool kBf16>
-void Tile(const float* xp, const void* panel, int64_t panel_elems, int64_t kc, float* y,
-          int64_t ys, bool resume, Prefetch pf) {
+[[gnu::always_inline]] inline void Tile(const float* xp, const void* panel, int64_t panel_elems,
+                                        int64_t kc, float* y, int64_t ys, bool resume,
+                                        Prefetch pf) {
   if constexpr (kBf16 && ((NP == 1 && H >= 5) || (NP == 2 && H == 3))) {
     return TileBf16Asm<H, NP>(xp, static_cast<const uint16_t*>(panel), panel_elems, kc, y, ys,
                               resume, pf);
