@@ -24,8 +24,8 @@ void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t chann
 
 // PyTorch's depthwise conv weight w[c, j] ([channels, 1, kernel] f32) as CausalConv1dSilu reads
 // it: [ceil(channels / 8), kernel, 8], each group of 8 channels' taps together (zeros past the
-// last channel), so that one tap of a group is one vector load and a group's taps share cache
-// lines (tap-major rows of 24 KiB would fall into one L1 set with the rows of x).
+// last channel), so that one tap of a group is one vector load (gathering them from [C, K] per
+// call cost more than the convolution itself in a decode step).
 constexpr int64_t kConvGroup = 8;
 std::vector<float> PackConvTaps(std::span<const float> w, int64_t channels, int64_t kernel);
 

@@ -1,10 +1,9 @@
 // AVX2 causal depthwise conv1d + SiLU (Gated DeltaNet's short convolution): 8 channels per
-// vector, token by token across the channel range (each window row is read where it lies, in x
-// or in the state: walking one group of channels down a long chunk instead strides 24 KiB per
-// token at conv_dim 6144, a stride every row of which falls into the same L1 set), taps summed
-// with FMAs in tap order, SiLU through the vector exp. A partial last group of channels uses masked loads and stores, so
-// every channel gets the same lane arithmetic wherever its group starts: a channel's result does
-// not depend on how the channels are split.
+// vector, token by token across the channel range, each of a token's window rows read where it
+// lies (in x or in the state), taps summed with FMAs in tap order, SiLU through the vector exp.
+// A group of 8 that the range only partly covers (its first or last) uses masked loads and
+// stores, so every channel gets the same lane arithmetic wherever the range starts: a channel's
+// result does not depend on how the channels are split.
 // Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 

@@ -160,7 +160,9 @@ struct Avx2Ops {
   static void Scale(const float* src, int64_t n, float a, float* dst) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(va, _mm256_loadu_ps(src + i)));
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(dst + i, _mm256_mul_ps(va, _mm256_loadu_ps(src + i)));
+    }
     for (; i < n; ++i) dst[i] = a * src[i];
   }
 

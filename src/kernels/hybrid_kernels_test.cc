@@ -48,7 +48,8 @@ TEST(Conv1dTest, OneShotMatchesDefinition) {
   const auto x = RandomVec(t * ch, 1, -2, 2), w = RandomVec(ch * K, 2);
   const auto wt = PackConvTaps(w, ch, K);  // the kernel's layout; the definition reads w
   std::vector<float> state((K - 1) * ch, 0.0f), y(t * ch);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, state.data(), y.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, state.data(), y.data(), ch,
+                   Round::kNone);
   const auto ref = ConvDefinition(x, t, ch, w, K);
   for (int64_t i = 0; i < t * ch; ++i) ASSERT_NEAR(y[i], ref[i], 1e-5) << i;
   // The state is the last K-1 input rows.
@@ -61,7 +62,8 @@ TEST(Conv1dTest, StateContinuationEqualsOneShot) {
   const auto x = RandomVec(t * ch, 3, -2, 2), w = RandomVec(ch * K, 4);
   const auto wt = PackConvTaps(w, ch, K);
   std::vector<float> s1((K - 1) * ch, 0.0f), y1(t * ch);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s1.data(), y1.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s1.data(), y1.data(), ch,
+                   Round::kNone);
   // Pieces shorter and longer than K-1, channels split in two ranges.
   std::vector<float> s2((K - 1) * ch, 0.0f), y2(t * ch, -99.0f);
   int64_t r0 = 0;
@@ -83,7 +85,8 @@ TEST(Conv1dTest, Bf16RoundsOutput) {
   const auto wt = PackConvTaps(w, ch, K);
   std::vector<float> s((K - 1) * ch, 0.0f), y(t * ch), s32 = s, y32(t * ch);
   CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s.data(), y.data(), ch, Round::kBf16);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s32.data(), y32.data(), ch, Round::kNone);
+  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s32.data(), y32.data(), ch,
+                   Round::kNone);
   for (int64_t i = 0; i < t * ch; ++i) EXPECT_EQ(y[i], RoundBf16(y32[i]));
 }
 

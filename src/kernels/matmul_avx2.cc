@@ -131,8 +131,9 @@ struct Prefetch {
 // went through the stack, copied out of TileArgs with a 16-byte load of two 8-byte stores,
 // which cannot be forwarded (a stall per tile call, ~2% of a prefill matmul's samples).
 template <int H, int NP>
-[[gnu::always_inline]] inline void TileBf16Asm(const float* xk, const uint16_t* pp, int64_t panel_elems, int64_t kc, float* y,
-                 int64_t ys, bool resume, Prefetch pf) {
+[[gnu::always_inline]] inline void TileBf16Asm(const float* xk, const uint16_t* pp,
+                                               int64_t panel_elems, int64_t kc, float* y,
+                                               int64_t ys, bool resume, Prefetch pf) {
   const char* ahead = reinterpret_cast<const char*>(pp) + pf.offset;
   int64_t pairs = kc / 2;
   const int64_t flags = (resume ? 1 : 0) | (kc & 1 ? 2 : 0);

@@ -75,8 +75,8 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
     const DeltaNetSeq& s = seqs[task / blocks];
     const int64_t c0 = (task % blocks) * kChannelBlock, c1 = std::min(conv_dim, c0 + kChannelBlock);
     kernels::CausalConv1dSilu(m_.data() + s.row_begin * conv_dim, conv_dim, s.num_tokens, conv_dim,
-                              c0, c1, w.conv1d_taps.data(), K, s.state, y_.data() + s.row_begin * conv_dim,
-                              conv_dim, round);
+                              c0, c1, w.conv1d_taps.data(), K, s.state,
+                              y_.data() + s.row_begin * conv_dim, conv_dim, round);
   });
 
   // β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias), both f32 [T, Hv];

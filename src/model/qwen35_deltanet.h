@@ -23,7 +23,7 @@ struct GatedDeltaNetWeights {
   kernels::LinearWeight in_proj_b;    // [Hv, hidden]
   kernels::LinearWeight in_proj_a;    // [Hv, hidden]
   kernels::LinearWeight out_proj;     // [hidden, value_dim]
-  std::vector<float> conv1d_taps;     // [kernel, conv_dim] (stored [conv_dim, 1, kernel])
+  std::vector<float> conv1d_taps;     // stored [conv_dim, 1, kernel], as PackConvTaps lays it out
   std::vector<float> neg_a;           // [Hv] −exp(A_log), f32
   std::vector<float> dt_bias;         // [Hv]
   std::vector<float> norm;            // [dv] plain weight of the gated RMSNorm
