@@ -1,6 +1,6 @@
-// AVX2 gated RMSNorm, per-head L2 norm and sigmoid gate: 8 lanes, the sums of squares in two
-// accumulators, SiLU and sigmoid through the vector exp, and the scalar reference's rounding
-// points (gated_norm.cc); a row's last dim % 8 elements take the scalar formulas.
+// AVX2 gated RMSNorm, per-head L2 norm and sigmoid gate: 8 lanes, sums of squares as RMSNorm's
+// (avx2::SumSquares), SiLU and sigmoid through the vector exp, and the scalar reference's
+// rounding points (gated_norm.cc); a row's last dim % 8 elements take the scalar formulas.
 // Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
@@ -11,24 +11,6 @@
 
 namespace cpm::kernels {
 namespace {
-
-// Σ x[j]² over j < n.
-float SumSquares(const float* x, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const __m256 v0 = _mm256_loadu_ps(x + j), v1 = _mm256_loadu_ps(x + j + 8);
-    a0 = _mm256_fmadd_ps(v0, v0, a0);
-    a1 = _mm256_fmadd_ps(v1, v1, a1);
-  }
-  for (; j + 8 <= n; j += 8) {
-    const __m256 v = _mm256_loadu_ps(x + j);
-    a0 = _mm256_fmadd_ps(v, v, a0);
-  }
-  float ss = avx2::HSum(_mm256_add_ps(a0, a1));
-  for (; j < n; ++j) ss += x[j] * x[j];
-  return ss;
-}
 
 // n / (1 + e^-v), lane-wise: sigmoid(v) for n = 1, silu(v) for n = v (one rounding, as the
 // scalar n / (1 + exp(-v))).
@@ -48,7 +30,7 @@ void GatedRmsNormAvx2(const float* x, int64_t x_stride, const float* z, int64_t 
     const float* xr = x + r * x_stride;
     const float* zr = z + r * z_stride;
     float* yr = y + r * y_stride;
-    const float inv = 1.0f / std::sqrt(SumSquares(xr, dim) / static_cast<float>(dim) + eps);
+    const float inv = 1.0f / std::sqrt(avx2::SumSquares(xr, dim) / static_cast<float>(dim) + eps);
     const __m256 vinv = _mm256_set1_ps(inv);
     int64_t j = 0;
     for (; j < d8; j += 8) {
@@ -74,7 +56,7 @@ void L2NormHeadsAvx2(float* x, int64_t x_stride, int64_t rows, int64_t heads, in
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * x_stride + h * dim;
-      const float f = scale / std::sqrt(SumSquares(v, dim) + eps);
+      const float f = scale / std::sqrt(avx2::SumSquares(v, dim) + eps);
       const __m256 vf = _mm256_set1_ps(f);
       int64_t j = 0;
       for (; j < d8; j += 8) _mm256_storeu_ps(v + j, _mm256_mul_ps(_mm256_loadu_ps(v + j), vf));

@@ -1,4 +1,4 @@
-// AVX2 RMSNorm: 8-lane sum of squares (two accumulators), then the same per-element rounding
+// AVX2 RMSNorm: 8-lane sum of squares (avx2::SumSquares), then the same per-element rounding
 // points as the reference. Built with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
@@ -17,22 +17,11 @@ void RmsNormAvx2(const float* x, int64_t x_stride, const float* w, float* y, int
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     float* yr = y + r * y_stride;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= d8; j += 16) {
-      const __m256 v0 = _mm256_loadu_ps(xr + j), v1 = _mm256_loadu_ps(xr + j + 8);
-      a0 = _mm256_fmadd_ps(v0, v0, a0);
-      a1 = _mm256_fmadd_ps(v1, v1, a1);
-    }
-    for (; j < d8; j += 8) {
-      const __m256 v = _mm256_loadu_ps(xr + j);
-      a0 = _mm256_fmadd_ps(v, v, a0);
-    }
-    float ss = avx2::HSum(_mm256_add_ps(a0, a1));
-    for (; j < dim; ++j) ss += xr[j] * xr[j];
+    const float ss = avx2::SumSquares(xr, dim);
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + p.eps);
     const __m256 vinv = _mm256_set1_ps(inv);
-    for (j = 0; j < d8; j += 8) {
+    int64_t j = 0;
+    for (; j < d8; j += 8) {
       __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + j), vinv);
       if (p.round_normalized) v = avx2::RoundBf16(v);
       v = _mm256_mul_ps(v, _mm256_add_ps(offset, _mm256_loadu_ps(w + j)));

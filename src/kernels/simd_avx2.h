@@ -32,6 +32,24 @@ inline float HMax(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
+// Σ x[j]² over j < n: two 8-lane accumulators, then the last n % 8 in order.
+inline float SumSquares(const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + j), v1 = _mm256_loadu_ps(x + j + 8);
+    a0 = _mm256_fmadd_ps(v0, v0, a0);
+    a1 = _mm256_fmadd_ps(v1, v1, a1);
+  }
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    a0 = _mm256_fmadd_ps(v, v, a0);
+  }
+  float ss = HSum(_mm256_add_ps(a0, a1));
+  for (; j < n; ++j) ss += x[j] * x[j];
+  return ss;
+}
+
 // All-ones in lanes [0, n) of 8 (n may be ≤ 0 or > 8): the mask of a partial vector.
 inline __m256i FirstLanes(int64_t n) {
   const int32_t m = static_cast<int32_t>(n < 0 ? 0 : n > 8 ? 8 : n);
