@@ -1,5 +1,6 @@
-// Paged attention at MiniCPM4-0.5B's head shape (16 query heads, 2 KV heads, 64 dims, bf16 KV):
-// a batch of decode rows over long contexts, and one causal prefill.
+// Paged attention at MiniCPM4-0.5B's head shape (16 query heads, 2 KV heads, 64 dims, bf16 KV)
+// and MiniCPM-V-4.6's full-attention layers' (8, 2, 256): a batch of decode rows over long
+// contexts, and causal prefill chunks.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -9,9 +10,10 @@
 namespace cpm::kernels {
 namespace {
 
-constexpr int64_t kHeads = 16, kKvHeads = 2, kDim = 64, kBlock = 16;
+constexpr int64_t kBlock = 16;
 
 // Args: sequences, new tokens per sequence, context length (kv_len after the step).
+template <int64_t kHeads, int64_t kKvHeads, int64_t kDim>
 void BM_PagedAttention(benchmark::State& state) {
   const int64_t n_seqs = state.range(0), q_len = state.range(1), kv_len = state.range(2);
   const int64_t blocks_per_seq = (kv_len + kBlock - 1) / kBlock;
@@ -39,11 +41,13 @@ void BM_PagedAttention(benchmark::State& state) {
       static_cast<double>(state.iterations()) * pairs * 4 * kDim * kHeads / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_PagedAttention)
+BENCHMARK(BM_PagedAttention<16, 2, 64>)
     ->Args({1, 1, 1024})
     ->Args({16, 1, 1024})
     ->Args({1, 512, 512})
+    ->Args({1, 256, 2048})
     ->UseRealTime();
+BENCHMARK(BM_PagedAttention<8, 2, 256>)->Args({16, 1, 1024})->Args({1, 256, 2048})->UseRealTime();
 
 }  // namespace
 }  // namespace cpm::kernels

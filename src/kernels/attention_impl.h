@@ -9,8 +9,10 @@ namespace cpm::kernels {
 
 // Query rows attended together by one call of the AVX2 kernel (they share each K/V chunk's
 // widening; a prefill's rows come in such groups). perf, pp512: attention 7.0% of samples with
-// 1, 5.9% with 2, 6.1% with 4 (the rows' outputs then crowd the chunk out of L1).
-constexpr int64_t kMaxAttendRows = 2;
+// 1, 5.9% with 2. 4 against 2, kernels_bench medians of 6 interleaved rounds: MiniCPM4 heads
+// +0.5% at 512 rows over 512 keys, +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256
+// over 2048 (their chunks cost more to widen).
+constexpr int64_t kMaxAttendRows = 4;
 
 // For r in [0, rows): out_r[g, :] = softmax(scale · q_r[g] · K[0:n_keys0 + r]ᵀ) · V[0:n_keys0 + r]
 // for the `group` query heads g that share KV head `kvh` (consecutive causal rows of one
