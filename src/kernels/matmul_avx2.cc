@@ -36,6 +36,7 @@ namespace {
 constexpr int64_t kKcDecode = 256;
 constexpr int64_t kKcPrefill = 256;
 constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
+constexpr int64_t kSpanBlocks = 5;      // prefill row blocks per span at most (600 rows)
 constexpr int64_t kPrefillGroup = 2;    // panels a prefill row block passes over together
 
 // Panels per tile for h rows: 2·h·NP accumulators, ≥ 8 chains and ≤ 12 registers of 16 (the
@@ -398,12 +399,22 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
   // Prefill: k-blocks outside row blocks, so a row block of x (L2) serves all the task's panels
   // and the task's panel k-blocks (≤ 8 · kKc · 32 B = 32 KiB, L2) serve all row blocks. What
   // comes next is the next pair of panels at the same k-block: that is the prefetch target.
-  for (int64_t k0 = 0; k0 < k; k0 += kKcPrefill) {
-    for (int64_t t0 = 0; t0 < n_tiles; t0 += kTilesPerBlock) {
-      const int64_t t1 = std::min(n_tiles, t0 + kTilesPerBlock);
-      for (int64_t p = pb; p < pe; p += kPrefillGroup) {
-        RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0,
-                        kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys, round);
+  // Rows in equal spans of at most kSpanBlocks row blocks, each over all of k: every k-block
+  // reloads and stores the span's y, which then stays in L3 (a 2048-row step of MiniCPM4's MLP
+  // otherwise streams 32 MiB of y per k-block through DRAM: pp2048 in one step 100-131 → 117-136
+  // tokens/s, 3 interleaved rounds).
+  constexpr int64_t kSpanTiles = kSpanBlocks * kTilesPerBlock;
+  const int64_t spans = (n_tiles + kSpanTiles - 1) / kSpanTiles;
+  const int64_t span_tiles = (n_tiles + spans - 1) / spans;
+  for (int64_t s0 = 0; s0 < n_tiles; s0 += span_tiles) {
+    const int64_t s1 = std::min(n_tiles, s0 + span_tiles);
+    for (int64_t k0 = 0; k0 < k; k0 += kKcPrefill) {
+      for (int64_t t0 = s0; t0 < s1; t0 += kTilesPerBlock) {
+        const int64_t t1 = std::min(s1, t0 + kTilesPerBlock);
+        for (int64_t p = pb; p < pe; p += kPrefillGroup) {
+          RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0,
+                          kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys, round);
+        }
       }
     }
   }
