@@ -36,6 +36,7 @@ namespace {
 struct BenchArgs {
   std::string model;
   std::vector<int64_t> pp = {128, 512};
+  int64_t ubatch = 512;
   int64_t tg = 128;
   std::vector<int64_t> batches = {1, 4, 16};
   int repeats = 3;
@@ -193,18 +194,28 @@ class Bencher {
   Bencher(Model& model, const BenchModel& m, ThreadPool& pool)
       : model_(model), m_(m), pool_(pool), cost_(m.cost) {}
 
-  // One sequence of n prompt tokens in one step; logits for the last one only.
-  Result Prefill(int64_t n, int repeats) {
+  // One sequence of n prompt tokens in steps of at most `ubatch` (llama-bench's n_ubatch; a
+  // server's chunked prefill); logits for the last one only.
+  Result Prefill(int64_t n, int64_t ubatch, int repeats) {
     KvCache kv(model_.info().kv, Blocks(n), kBlockSize, model_.info().dtype);
     std::unique_ptr<StateSlots> states = Slots(1);
     std::vector<int32_t> table = Table(0, n);
-    std::vector<int32_t> tokens = Tokens(n);
-    std::vector<SeqStep> seqs = {{0, n, table, states ? 0 : -1}};
-    std::vector<int64_t> rows = {n - 1};
     std::vector<float> logits(m_.vocab_size);
+    struct Chunk {
+      std::vector<int32_t> tokens;
+      std::vector<SeqStep> seqs;
+      std::vector<int64_t> rows;
+    };
+    std::vector<Chunk> chunks;
+    for (int64_t p0 = 0; p0 < n; p0 += ubatch) {
+      const int64_t len = std::min(ubatch, n - p0);
+      chunks.push_back({Tokens(len), {{p0, len, table, states ? 0 : -1}}, {}});
+      if (p0 + len == n) chunks.back().rows = {len - 1};
+    }
     Result r{"pp" + std::to_string(n), 1, n};
-    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); },
-                     [&] { Step(tokens, seqs, rows, kv, states.get(), logits); });
+    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
+      for (const Chunk& c : chunks) Step(c.tokens, c.seqs, c.rows, kv, states.get(), logits);
+    });
     r.flops = 2.0 * (cost_.body_params * n + cost_.head_params) +
               double(cost_.attn_flops_per_pair) * n * (n + 1) / 2 +
               double(cost_.state_flops_per_token) * n;
@@ -385,7 +396,7 @@ int RunBench(const BenchArgs& a) {
   const Cost& cost = bm->cost;
   Bencher bench(**model, *bm, pool);
   std::vector<Result> results;
-  for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.repeats));
+  for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
   if (!a.skip_limits) lim = BestOf(lim, kernels::MeasureMachineLimits(pool));
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.
@@ -440,7 +451,8 @@ int RunBench(const BenchArgs& a) {
   }
   std::printf("\ndecode fraction = max(weight bytes/step ÷ bandwidth, FLOPs ÷ peak) ÷ measured "
               "time; prefill FLOPs = 2 × body params × tokens + 2 × head params (last token) + "
-              "attention; best of %d runs\n", a.repeats);
+              "attention, in steps of ≤ %lld prompt tokens (--ubatch); best of %d runs\n",
+              static_cast<long long>(a.ubatch), a.repeats);
   if (bm->hybrid) {
     std::printf("hybrid: decode bytes/step also count 2 × %.1f MB recurrent state per sequence "
                 "(read + written back; GB/s column = weights + state); FLOPs add %.1f MFLOP "
@@ -463,6 +475,7 @@ int RunBench(const BenchArgs& a) {
           {"prefill_peak", bf16_dot ? "bf16_dot" : "f32_fma"}}},
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
+        {"ubatch", a.ubatch},
         {"results", jr}};
     std::ofstream out(a.json);
     out << j.dump(2) << "\n";
@@ -485,6 +498,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "model directory whose config.json gives the dimensions: MiniCPM4 or "
                   "MiniCPM-V-4.6 (default: ../shared/models/MiniCPM4-0.5B)");
   cmd->add_option("--pp", a->pp, "prompt lengths to prefill")->delimiter(',')->capture_default_str();
+  cmd->add_option("--ubatch", a->ubatch,
+                  "prompt tokens per prefill step, as llama-bench's -ub (longer prompts take "
+                  "several steps, as a server's chunked prefill)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--tg", a->tg, "tokens to decode per sequence")->capture_default_str();
   cmd->add_option("--batch", a->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "runs per test (best is reported)")

@@ -327,6 +327,33 @@ TEST(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
   fs::remove_all(tmp);
 }
 
+// --ubatch: a prompt longer than it prefills in several steps (the KV cache, and the hybrid's
+// recurrent state, carried between them), and the JSON says the step size; 0 is refused.
+TEST(OfflineBenchE2E, UbatchSplitsLongPrompts) {
+  const std::string tmp =
+      (fs::temp_directory_path() / ("cpm_bench_ub_" + std::to_string(getpid()))).string();
+  fs::create_directories(tmp);
+  for (const char* arch : {"minicpm4", "minicpmv4_6"}) {
+    const std::string m = tmp + "/" + arch;
+    ASSERT_EQ(Cpmserve({"make-tiny", "--arch", arch, m}, tmp).rc, 0);
+    const ProcessRun run =
+        Cpmserve({"bench", "--model", m, "--pp", "40", "--ubatch", "16", "--tg", "2", "--batch",
+                  "1", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
+                 tmp);
+    ASSERT_EQ(run.rc, 0) << arch << run.out << run.err;
+    EXPECT_NE(run.out.find("in steps of ≤ 16 prompt tokens"), std::string::npos) << run.out;
+    const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+    ASSERT_TRUE(b.is_object());
+    EXPECT_EQ(b["ubatch"], 16);
+    EXPECT_EQ(b["results"][0]["test"], "pp40");
+  }
+  const ProcessRun zero = Cpmserve(
+      {"bench", "--model", tmp + "/minicpm4", "--ubatch", "0", "--skip-limits", "--tg", "2"}, tmp);
+  EXPECT_NE(zero.rc, 0);
+  EXPECT_NE(zero.err.find("--ubatch"), std::string::npos) << zero.err;
+  fs::remove_all(tmp);
+}
+
 // --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
 // decode bytes are the codes, a bf16 scale per output row and the bf16 head.
 TEST(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
