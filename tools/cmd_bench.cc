@@ -37,6 +37,7 @@ struct BenchArgs {
   std::string model;
   std::vector<int64_t> pp = {128, 512};
   int64_t ubatch = 512;
+  int64_t depth = 0;
   int64_t tg = 128;
   std::vector<int64_t> batches = {1, 4, 16};
   int repeats = 3;
@@ -185,21 +186,29 @@ struct Result {
   double flops = 0;        // per run, counted as 2 × params touched + attention (+ GDN state)
   double bytes = 0;        // bytes streamed per run (decode): weights + recurrent state
   double state_bytes = 0;  // the recurrent-state part of `bytes` (hybrid models)
+  double kv_bytes = 0;     // the KV-cache part of `bytes` (decode: every cached K and V read)
   double bound_seconds = 0;
   std::string bound;       // "bandwidth" or "compute"
 };
 
 class Bencher {
  public:
-  Bencher(Model& model, const BenchModel& m, ThreadPool& pool)
-      : model_(model), m_(m), pool_(pool), cost_(m.cost) {}
+  // `depth`: tokens already in every sequence's KV cache when a test starts (llama-bench's -d).
+  Bencher(Model& model, const BenchModel& m, ThreadPool& pool, int64_t depth)
+      : model_(model),
+        m_(m),
+        pool_(pool),
+        cost_(m.cost),
+        depth_(depth),
+        kv_bytes_per_token_(KvCache::BytesPerBlock(model.info().kv, 1, model.info().dtype)) {}
 
   // One sequence of n prompt tokens in steps of at most `ubatch` (llama-bench's n_ubatch; a
-  // server's chunked prefill); logits for the last one only.
+  // server's chunked prefill) after depth_ cached ones; logits for the last one only.
   Result Prefill(int64_t n, int64_t ubatch, int repeats) {
-    KvCache kv(model_.info().kv, Blocks(n), kBlockSize, model_.info().dtype);
+    KvCache kv(model_.info().kv, Blocks(depth_ + n), kBlockSize, model_.info().dtype);
+    FillDepth(kv);
     std::unique_ptr<StateSlots> states = Slots(1);
-    std::vector<int32_t> table = Table(0, n);
+    std::vector<int32_t> table = Table(0, depth_ + n);
     std::vector<float> logits(m_.vocab_size);
     struct Chunk {
       std::vector<int32_t> tokens;
@@ -209,49 +218,76 @@ class Bencher {
     std::vector<Chunk> chunks;
     for (int64_t p0 = 0; p0 < n; p0 += ubatch) {
       const int64_t len = std::min(ubatch, n - p0);
-      chunks.push_back({Tokens(len), {{p0, len, table, states ? 0 : -1}}, {}});
+      chunks.push_back({Tokens(len), {{depth_ + p0, len, table, states ? 0 : -1}}, {}});
       if (p0 + len == n) chunks.back().rows = {len - 1};
     }
-    Result r{"pp" + std::to_string(n), 1, n};
+    Result r{Name("pp", n), 1, n};
     r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
       for (const Chunk& c : chunks) Step(c.tokens, c.seqs, c.rows, kv, states.get(), logits);
     });
     r.flops = 2.0 * (cost_.body_params * n + cost_.head_params) +
-              double(cost_.attn_flops_per_pair) * n * (n + 1) / 2 +
+              double(cost_.attn_flops_per_pair) * (n * depth_ + n * (n + 1) / 2) +
               double(cost_.state_flops_per_token) * n;
     return r;
   }
 
-  // `batch` sequences decode `steps` tokens each from an empty context, one token per step.
+  // `batch` sequences decode `steps` tokens each after depth_ cached ones, one token per step.
   Result Decode(int64_t batch, int64_t steps, int repeats) {
-    KvCache kv(model_.info().kv, batch * Blocks(steps), kBlockSize, model_.info().dtype);
+    const int64_t len = depth_ + steps, blocks = Blocks(len);
+    KvCache kv(model_.info().kv, batch * blocks, kBlockSize, model_.info().dtype);
+    FillDepth(kv);
     std::unique_ptr<StateSlots> states = Slots(batch);
     std::vector<std::vector<int32_t>> tables;
-    for (int64_t b = 0; b < batch; ++b) tables.push_back(Table(b * Blocks(steps), steps));
+    for (int64_t b = 0; b < batch; ++b) tables.push_back(Table(b * blocks, len));
     std::vector<float> logits(batch * m_.vocab_size);
     std::vector<int64_t> rows(batch);
     for (int64_t b = 0; b < batch; ++b) rows[b] = b;
-    Result r{"tg" + std::to_string(steps), batch, batch * steps};
+    Result r{Name("tg", steps), batch, batch * steps};
     r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<SeqStep> seqs;
         for (int64_t b = 0; b < batch; ++b) {
-          seqs.push_back({s, 1, tables[b], states ? static_cast<int32_t>(b) : -1});
+          seqs.push_back({depth_ + s, 1, tables[b], states ? static_cast<int32_t>(b) : -1});
         }
         Step(Tokens(batch), seqs, rows, kv, states.get(), logits);
       }
     });
-    // Each step reads every sequence's recurrent state and writes it back.
+    // Each step reads every sequence's recurrent state and writes it back, and reads the K and
+    // V of every token in its cache (the new one included): (q, k) pairs of the whole run.
+    const double pairs = double(batch) * (steps * depth_ + steps * (steps + 1) / 2);
     r.state_bytes = 2.0 * cost_.state_bytes_per_seq * batch * steps;
-    r.bytes = double(cost_.weight_bytes_per_step) * steps + r.state_bytes;
+    r.kv_bytes = double(kv_bytes_per_token_) * pairs;
+    r.bytes = double(cost_.weight_bytes_per_step) * steps + r.state_bytes + r.kv_bytes;
     r.flops = 2.0 * (cost_.body_params + cost_.head_params) * batch * steps +
-              double(cost_.attn_flops_per_pair) * batch * steps * (steps + 1) / 2 +
+              double(cost_.attn_flops_per_pair) * pairs +
               double(cost_.state_flops_per_token) * batch * steps;
     return r;
   }
 
+  int64_t kv_bytes_per_token() const { return kv_bytes_per_token_; }
+
  private:
   static constexpr int64_t kBlockSize = 16;
+
+  // "pp512", or "pp512@d1024" with a depth (llama-bench's "pp512 @ d1024").
+  std::string Name(const char* kind, int64_t n) const {
+    std::string name = kind + std::to_string(n);
+    if (depth_ > 0) name += "@d" + std::to_string(depth_);
+    return name;
+  }
+  // The depth's keys and values are filler, not a prefill of depth_ tokens (minutes at batch
+  // 16 on a small CPU): attention reads them from memory as it would real ones. Written, not
+  // left as zero pages, which would all map one physical page and stay in cache.
+  void FillDepth(KvCache& kv) const {
+    if (depth_ == 0) return;
+    const size_t esize = DTypeSize(kv.dtype());
+    for (int64_t l = 0; l < kv.spec().num_attention_layers; ++l) {
+      const kernels::KvLayerView v = kv.Layer(l);
+      const size_t bytes = static_cast<size_t>(kv.num_blocks() * v.BlockStride()) * esize;
+      std::memset(v.k, 0x3c, bytes);  // bf16 0x3c3c ≈ 0.0115, f32 ≈ 0.0115 too
+      std::memset(v.v, 0x3c, bytes);
+    }
+  }
 
   static int64_t Blocks(int64_t tokens) { return (tokens + kBlockSize - 1) / kBlockSize; }
   static std::vector<int32_t> Table(int64_t first, int64_t tokens) {
@@ -306,6 +342,8 @@ class Bencher {
   const BenchModel& m_;
   ThreadPool& pool_;
   Cost cost_;
+  int64_t depth_;
+  int64_t kv_bytes_per_token_;  // K and V of one token over all attention layers
   std::mt19937 rng_{7};
 };
 
@@ -370,6 +408,7 @@ int RunBench(const BenchArgs& a) {
   // Positions the runs reach; a hybrid model's RoPE table would otherwise span 262k positions.
   int64_t max_len = a.tg;
   for (int64_t n : a.pp) max_len = std::max(max_len, n);
+  max_len += a.depth;
   if (bm->hybrid) lo.max_model_len = max_len;
   const double t_load = Now();
   auto model = LoadModel(lo, pool);
@@ -394,7 +433,7 @@ int RunBench(const BenchArgs& a) {
   if (!a.skip_limits) lim = kernels::MeasureMachineLimits(pool);
 
   const Cost& cost = bm->cost;
-  Bencher bench(**model, *bm, pool);
+  Bencher bench(**model, *bm, pool, a.depth);
   std::vector<Result> results;
   for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
@@ -424,21 +463,26 @@ int RunBench(const BenchArgs& a) {
                 bf16_dot ? "bf16 dot" : "FMA");
   }
   PrintModelLine(dir, *bm);
-  std::printf("| test   | batch | tokens/s | ms/step | GB/s  | GFLOP/s | bound     | of bound |\n");
-  std::printf("|--------|------:|---------:|--------:|------:|--------:|-----------|---------:|\n");
+  int name_width = 6;  // "pp512@d1024" with a depth
+  for (const Result& r : results) name_width = std::max<int>(name_width, r.test.size());
+  std::printf("| %-*s | batch | tokens/s | ms/step | GB/s  | GFLOP/s | bound     | of bound |\n",
+              name_width, "test");
+  std::printf("|%s|------:|---------:|--------:|------:|--------:|-----------|---------:|\n",
+              std::string(name_width + 2, '-').c_str());
   nlohmann::json jr = nlohmann::json::array();
   for (const Result& r : results) {
     const bool decode = r.bytes > 0;
     const double steps = decode ? double(r.tokens) / r.batch : 1;
     const double frac = r.bound_seconds > 0 ? r.bound_seconds / r.seconds : 0;
-    std::printf("| %-6s | %5lld | %8.1f | %7.2f | %5.1f | %7.1f | %-9s | %7.1f%% |\n",
-                r.test.c_str(), static_cast<long long>(r.batch), r.tokens / r.seconds,
+    std::printf("| %-*s | %5lld | %8.1f | %7.2f | %5.1f | %7.1f | %-9s | %7.1f%% |\n",
+                name_width, r.test.c_str(), static_cast<long long>(r.batch), r.tokens / r.seconds,
                 1e3 * r.seconds / steps, r.bytes / r.seconds / 1e9, r.flops / r.seconds / 1e9,
                 r.bound.c_str(), 100 * frac);
     nlohmann::json e = {
         {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
         {"seconds", r.seconds}, {"tokens_per_s", r.tokens / r.seconds},
-        {"weight_gb_per_s", (r.bytes - r.state_bytes) / r.seconds / 1e9},
+        {"weight_gb_per_s", (r.bytes - r.state_bytes - r.kv_bytes) / r.seconds / 1e9},
+        {"kv_gb_per_s", r.kv_bytes / r.seconds / 1e9},
         {"gflop_per_s", r.flops / r.seconds / 1e9}, {"bound", r.bound},
         {"bound_tokens_per_s", r.bound_seconds > 0 ? r.tokens / r.bound_seconds : 0},
         {"fraction_of_bound", frac}};
@@ -449,14 +493,16 @@ int RunBench(const BenchArgs& a) {
     }
     jr.push_back(std::move(e));
   }
-  std::printf("\ndecode fraction = max(weight bytes/step ÷ bandwidth, FLOPs ÷ peak) ÷ measured "
-              "time; prefill FLOPs = 2 × body params × tokens + 2 × head params (last token) + "
+  std::printf("\ndecode fraction = max((weight + KV cache) bytes/step ÷ bandwidth, FLOPs ÷ peak) "
+              "÷ measured time (KV: K and V of every cached token, %lld B each, %lld cached "
+              "before each test); prefill FLOPs = 2 × body params × tokens + 2 × head params (last token) + "
               "attention, in steps of ≤ %lld prompt tokens (--ubatch); best of %d runs\n",
-              static_cast<long long>(a.ubatch), a.repeats);
+              static_cast<long long>(bench.kv_bytes_per_token()),
+              static_cast<long long>(a.depth), static_cast<long long>(a.ubatch), a.repeats);
   if (bm->hybrid) {
     std::printf("hybrid: decode bytes/step also count 2 × %.1f MB recurrent state per sequence "
-                "(read + written back; GB/s column = weights + state); FLOPs add %.1f MFLOP "
-                "per token for the Gated DeltaNet layers (7·Hv·dk·dv state decay, Sᵀk, "
+                "(read + written back; GB/s column = weights + state + KV cache); FLOPs add "
+                "%.1f MFLOP per token for the Gated DeltaNet layers (7·Hv·dk·dv state decay, Sᵀk, "
                 "rank-1 update, readout + 2·conv_dim·kernel conv per layer, prefill too) and "
                 "attention over the %lld gated full-attention layers only; vision tower and MTP "
                 "not counted\n",
@@ -476,6 +522,7 @@ int RunBench(const BenchArgs& a) {
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
         {"ubatch", a.ubatch},
+        {"depth", a.depth},
         {"results", jr}};
     std::ofstream out(a.json);
     out << j.dump(2) << "\n";
@@ -502,6 +549,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "prompt tokens per prefill step, as llama-bench's -ub (longer prompts take "
                   "several steps, as a server's chunked prefill)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--depth", a->depth,
+                  "tokens already in each sequence's KV cache when a test starts, as "
+                  "llama-bench's -d (decode then also counts reading them)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--tg", a->tg, "tokens to decode per sequence")->capture_default_str();
   cmd->add_option("--batch", a->batches, "decode batch sizes")->delimiter(',')->capture_default_str();

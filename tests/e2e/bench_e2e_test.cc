@@ -287,8 +287,11 @@ TEST(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
     const int64_t batch = r["batch"];
     if (name.rfind("tg", 0) == 0) {
       const int64_t steps = 4;
+      // Each step also reads the K and V (bf16) of every cached token of the full-attention
+      // layers, the new one included: 1 + 2 + 3 + 4 per sequence.
+      const double kv_bytes = 2.0 * KV * hd * full * 2 * batch * steps * (steps + 1) / 2;
       EXPECT_DOUBLE_EQ(r["bytes"].get<double>(),
-                       double(weight_bytes) * steps + 2.0 * state_bytes * batch * steps);
+                       double(weight_bytes) * steps + 2.0 * state_bytes * batch * steps + kv_bytes);
       EXPECT_GT(r["state_gb_per_s"].get<double>(), 0);
       const double flops = 2.0 * (weight_bytes / 2) * batch * steps +
                            4.0 * H * hd * full * batch * steps * (steps + 1) / 2 +
@@ -351,6 +354,37 @@ TEST(OfflineBenchE2E, UbatchSplitsLongPrompts) {
       {"bench", "--model", tmp + "/minicpm4", "--ubatch", "0", "--skip-limits", "--tg", "2"}, tmp);
   EXPECT_NE(zero.rc, 0);
   EXPECT_NE(zero.err.find("--ubatch"), std::string::npos) << zero.err;
+  fs::remove_all(tmp);
+}
+
+// --depth: tests start with that many tokens in every sequence's KV cache (llama-bench's -d);
+// decode counts reading every cached K and V, prefill and decode count attention over them.
+TEST(OfflineBenchE2E, DepthCountsTheCachedKeys) {
+  const std::string tmp =
+      (fs::temp_directory_path() / ("cpm_bench_d_" + std::to_string(getpid()))).string();
+  fs::create_directories(tmp);
+  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
+  const ProcessRun run =
+      Cpmserve({"bench", "--model", tmp + "/m", "--depth", "20", "--pp", "8", "--tg", "3",
+                "--batch", "2", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
+               tmp);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("| pp8@d20 "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| tg3@d20 "), std::string::npos) << run.out;
+  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+  ASSERT_TRUE(b.is_object());
+  EXPECT_EQ(b["depth"], 20);
+  // The tiny config: 2 layers, 2 KV heads × 16 dims, bf16 cache: K and V 256 B per token.
+  // Decode, 2 sequences × 3 steps at positions 20, 21, 22: 2 × (21 + 22 + 23) cached tokens read.
+  const Json& tg = b["results"][1];
+  const double kv_bytes = tg["kv_gb_per_s"].get<double>() * tg["seconds"].get<double>() * 1e9;
+  EXPECT_NEAR(kv_bytes, 256.0 * 2 * (21 + 22 + 23), 1.0);
+  // Attention: 4 · heads · head_dim · layers FLOPs per (q, k) pair, 8 prompt rows over 20 + i keys.
+  const Json& pp = b["results"][0];
+  const double pp_flops = pp["gflop_per_s"].get<double>() * pp["seconds"].get<double>() * 1e9;
+  const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
+  const double pairs = 8 * 20 + 8 * 9 / 2;
+  EXPECT_NEAR(pp_flops, 2.0 * (body * 8 + head) + 4.0 * 4 * 16 * 2 * pairs, 1.0);
   fs::remove_all(tmp);
 }
 
