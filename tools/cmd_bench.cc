@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -184,7 +185,7 @@ struct Result {
   int64_t tokens = 0;      // tokens processed per run
   double seconds = 0;      // best run
   double flops = 0;        // per run, counted as 2 × params touched + attention (+ GDN state)
-  double bytes = 0;        // bytes streamed per run (decode): weights + recurrent state
+  double bytes = 0;        // bytes streamed per run (decode): weights + recurrent state + KV
   double state_bytes = 0;  // the recurrent-state part of `bytes` (hybrid models)
   double kv_bytes = 0;     // the KV-cache part of `bytes` (decode: every cached K and V read)
   double bound_seconds = 0;
@@ -495,8 +496,9 @@ int RunBench(const BenchArgs& a) {
   }
   std::printf("\ndecode fraction = max((weight + KV cache) bytes/step ÷ bandwidth, FLOPs ÷ peak) "
               "÷ measured time (KV: K and V of every cached token, %lld B each, %lld cached "
-              "before each test); prefill FLOPs = 2 × body params × tokens + 2 × head params (last token) + "
-              "attention, in steps of ≤ %lld prompt tokens (--ubatch); best of %d runs\n",
+              "before each test); prefill FLOPs = 2 × body params × tokens + 2 × head params "
+              "(last token) + attention, in steps of ≤ %lld prompt tokens (--ubatch); best of "
+              "%d runs\n",
               static_cast<long long>(bench.kv_bytes_per_token()),
               static_cast<long long>(a.depth), static_cast<long long>(a.ubatch), a.repeats);
   if (bm->hybrid) {

@@ -401,8 +401,8 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
   // comes next is the next pair of panels at the same k-block: that is the prefetch target.
   // Rows in equal spans of at most kSpanBlocks row blocks, each over all of k: every k-block
   // reloads and stores the span's y, which then stays in L3 (a 2048-row step of MiniCPM4's MLP
-  // otherwise streams 32 MiB of y per k-block through DRAM: pp2048 in one step 100-131 → 117-136
-  // tokens/s, 3 interleaved rounds).
+  // otherwise streams 32 MiB of y per k-block through DRAM: pp2048 in one step 119-133 → 126-134
+  // tokens/s, 4 interleaved rounds).
   constexpr int64_t kSpanTiles = kSpanBlocks * kTilesPerBlock;
   const int64_t spans = (n_tiles + kSpanTiles - 1) / kSpanTiles;
   const int64_t span_tiles = (n_tiles + spans - 1) / spans;

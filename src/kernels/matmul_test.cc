@@ -248,6 +248,32 @@ TEST(MatMulTest, GroupIsBitwiseEqualToSeparateMatMuls) {
   }
 }
 
+// Long prefill steps run their rows in spans of ≤ 600 (each over all of k): every row is still
+// bitwise what a short batch gives it, in each ISA, for 2 and 3 spans and a ragged last tile.
+TEST(MatMulTest, LongPrefillSpansMatchShortBatches) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    TestWeight t = MakeWeight(DType::kBF16, 67, 515, 5);
+    PrepareLinear(&t.w);
+    for (int64_t m : {650, 1301}) {
+      const std::vector<float> x = RandomVec(m * 515, static_cast<uint32_t>(m));
+      std::vector<float> y(m * 67), part(129 * 67);
+      MatMul(x.data(), 515, m, t.w, y.data(), 67, pool);
+      for (int64_t r0 = 0; r0 < m; r0 += 129) {
+        const int64_t rows = std::min<int64_t>(129, m - r0);
+        MatMul(x.data() + r0 * 515, 515, rows, t.w, part.data(), 67, pool);
+        for (int64_t i = 0; i < rows; ++i) {
+          ExpectBitwiseEqual(part.data() + i * 67, y.data() + (r0 + i) * 67, 67,
+                             std::string(ToString(isa)) + " m=" + std::to_string(m) + " row " +
+                                 std::to_string(r0 + i));
+        }
+      }
+    }
+  }
+}
+
 // Round::kBf16 rounds each output once its sum is complete: bitwise what rounding afterwards
 // gives, for every task split (packed panels, unpacked rows, a group) and ISA.
 TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
