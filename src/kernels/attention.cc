@@ -21,11 +21,17 @@ inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
   else static_cast<float*>(base)[idx] = v;
 }
 
-// Element offset of (token position `pos`, kv head `kvh`, dim 0) in one layer's K or V.
-inline int64_t KvOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
-                        int64_t kvh) {
+// Element offsets of (token position `pos`, kv head `kvh`, dim 0) in one layer's V, and in its
+// K, whose dims then follow `block_size` apart (KvLayerView).
+inline int64_t VOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
+                       int64_t kvh) {
   const int64_t block = block_table[pos / kv.block_size];
   return block * kv.BlockStride() + kvh * kv.HeadStride() + (pos % kv.block_size) * kv.head_dim;
+}
+inline int64_t KOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
+                       int64_t kvh) {
+  const int64_t block = block_table[pos / kv.block_size];
+  return block * kv.BlockStride() + kvh * kv.HeadStride() + pos % kv.block_size;
 }
 
 // Attention of one query row for the `group` query heads that share KV head `kvh`.
@@ -34,11 +40,13 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
   const int64_t d = kv.head_dim;
   scores.resize(group * n_keys);
   for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t off = KvOffset(kv, block_table, p, kvh);
+    const int64_t off = KOffset(kv, block_table, p, kvh);
     for (int64_t g = 0; g < group; ++g) {
       const float* qh = q + g * d;
       float dot = 0.0f;
-      for (int64_t j = 0; j < d; ++j) dot += qh[j] * LoadKv(kv.k, kv.dtype, off + j);
+      for (int64_t j = 0; j < d; ++j) {
+        dot += qh[j] * LoadKv(kv.k, kv.dtype, off + j * kv.block_size);
+      }
       scores[g * n_keys + p] = dot * scale;
     }
   }
@@ -52,7 +60,7 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
     std::fill(out + g * d, out + (g + 1) * d, 0.0f);
   }
   for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t off = KvOffset(kv, block_table, p, kvh);
+    const int64_t off = VOffset(kv, block_table, p, kvh);
     for (int64_t g = 0; g < group; ++g) {
       const float w = scores[g * n_keys + p];
       float* o = out + g * d;
@@ -69,10 +77,10 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t block = slots[t] / kv.block_size, offset = slots[t] % kv.block_size;
     for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
-      const int64_t dst = block * kv.BlockStride() + h * kv.HeadStride() + offset * d;
+      const int64_t head = block * kv.BlockStride() + h * kv.HeadStride();
       for (int64_t j = 0; j < d; ++j) {
-        StoreKv(kv.k, kv.dtype, dst + j, k[t * k_stride + h * d + j]);
-        StoreKv(kv.v, kv.dtype, dst + j, v[t * v_stride + h * d + j]);
+        StoreKv(kv.k, kv.dtype, head + j * kv.block_size + offset, k[t * k_stride + h * d + j]);
+        StoreKv(kv.v, kv.dtype, head + offset * d + j, v[t * v_stride + h * d + j]);
       }
     }
   }

@@ -58,32 +58,30 @@ struct Chunk {
   alignas(32) float vc[kChunk][kMaxHeadDim];
 };
 
-// Keys t0..t0+rows (rows ≤ 8) of the chunk, transposed into kt[j][t0..t0+8) (zeros past rows).
-// Loops over the 8 rows are fully unrolled so that the block stays in registers.
+// The chunk's n ≤ 16 keys into kt[j][t] (zeros past n) and values into vc[t][j]: `k` and `v`
+// are the element offsets of its first key (dim j then `block_size` further on each, the cache
+// keeping keys transposed) and first value (dims contiguous, the next value d further).
 template <bool kBf16>
-inline void TransposeKeys(const KvLayerView& kv, int64_t base, int64_t t0, int64_t rows,
-                          Chunk* c) {
-  const int64_t d = kv.head_dim;
-  for (int64_t j = 0; j < d; j += 8) {
-    __m256 r[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      r[t] = t < rows ? LoadKv8<kBf16>(kv.k, base + (t0 + t) * d + j) : _mm256_setzero_ps();
+void LoadChunk(const KvLayerView& kv, int64_t k, int64_t v, int64_t n, Chunk* c) {
+  const int64_t d = kv.head_dim, bs = kv.block_size;
+  if (n == kChunk) {
+    for (int64_t j = 0; j < d; ++j) {
+      _mm256_store_ps(&c->kt[j][0], LoadKv8<kBf16>(kv.k, k + j * bs));
+      _mm256_store_ps(&c->kt[j][8], LoadKv8<kBf16>(kv.k, k + j * bs + 8));
     }
-    Transpose8x8(r);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) _mm256_store_ps(&c->kt[j + i][t0], r[i]);
+  } else {
+    for (int64_t j = 0; j < d; ++j) {
+      for (int64_t t = 0; t < kChunk; ++t) {
+        const int64_t i = k + j * bs + t;
+        c->kt[j][t] = t >= n ? 0.0f
+                      : kBf16 ? Bf16ToF32(static_cast<const uint16_t*>(kv.k)[i])
+                              : static_cast<const float*>(kv.k)[i];
+      }
+    }
   }
-}
-
-template <bool kBf16>
-void LoadChunk(const KvLayerView& kv, int64_t base, int64_t n, Chunk* c) {
-  const int64_t d = kv.head_dim;
-  TransposeKeys<kBf16>(kv, base, 0, std::min<int64_t>(n, 8), c);
-  TransposeKeys<kBf16>(kv, base, 8, std::max<int64_t>(n - 8, 0), c);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < d; j += 8) {
-      _mm256_store_ps(&c->vc[t][j], LoadKv8<kBf16>(kv.v, base + t * d + j));
+      _mm256_store_ps(&c->vc[t][j], LoadKv8<kBf16>(kv.v, v + t * d + j));
     }
   }
 }
@@ -293,39 +291,43 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   for (int64_t r = 0; r < rows; ++r) {
     BeginRow(&st[r], q + r * q_stride, out + r * out_stride, n_keys0 + r, group, d);
   }
-  // A chunk stays inside one block (any block_size works; 16 is one chunk per block).
-  auto chunk_at = [&](int64_t p0, int64_t n_keys, int64_t* n) {
+  // A chunk stays inside one block (any block_size works; 16 is one chunk per block): its
+  // head's block starts at element `head` of K and of V, its first key at `in_block` in it.
+  struct ChunkAt {
+    int64_t head, in_block, n;
+  };
+  auto chunk_at = [&](int64_t p0, int64_t n_keys) {
     const int64_t in_block = p0 % kv.block_size;
-    *n = std::min({kChunk, n_keys - p0, kv.block_size - in_block});
-    return block_table[p0 / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride() +
-           in_block * d;
+    return ChunkAt{block_table[p0 / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride(),
+                   in_block, std::min({kChunk, n_keys - p0, kv.block_size - in_block})};
   };
   // One chunk at p0 for rows [r0, r1): the next chunk's keys and values are a few KiB in
   // another block of the cache, which the hardware prefetchers do not guess: without the
   // prefetch, decode attention over a long context stalls on every chunk's loads (perf: a third
   // of its time on the first V load of a chunk at 16 sequences × 1024 keys; kernels_bench
-  // 31 → 41 GFLOP/s, 4 interleaved rounds).
-  auto fold = [&](int64_t p0, int64_t base, int64_t n, int64_t r0, int64_t r1) {
+  // 31 → 41 GFLOP/s, 4 interleaved rounds). The next keys: the head's whole transposed block.
+  auto fold = [&](int64_t p0, const ChunkAt& c, int64_t r0, int64_t r1) {
     const int64_t last_keys = st[r1 - 1].n_keys;
-    if (p0 + n < last_keys) {
-      int64_t n_next;
-      const int64_t next = chunk_at(p0 + n, last_keys, &n_next);
-      PrefetchRows<kBf16>(kv.k, next, n_next * d);
-      PrefetchRows<kBf16>(kv.v, next, n_next * d);
+    if (p0 + c.n < last_keys) {
+      const ChunkAt next = chunk_at(p0 + c.n, last_keys);
+      PrefetchRows<kBf16>(kv.k, next.head, kv.HeadStride());
+      PrefetchRows<kBf16>(kv.v, next.head + next.in_block * d, next.n * d);
     }
-    LoadChunk<kBf16>(kv, base, n, &chunk);
-    FoldRows(st, r0, r1, chunk, n, group, d, scale);
+    LoadChunk<kBf16>(kv, c.head + c.in_block, c.head + c.in_block * d, c.n, &chunk);
+    FoldRows(st, r0, r1, chunk, c.n, group, d, scale);
   };
   int64_t shared_end = 0;
-  for (int64_t n = 0; shared_end < n_keys0; shared_end += n) {
-    const int64_t base = chunk_at(shared_end, n_keys0, &n);
-    if (n < std::min(kChunk, kv.block_size - shared_end % kv.block_size)) break;  // partial
-    fold(shared_end, base, n, 0, rows);
+  while (shared_end < n_keys0) {
+    const ChunkAt c = chunk_at(shared_end, n_keys0);
+    if (c.n < std::min(kChunk, kv.block_size - c.in_block)) break;  // partial
+    fold(shared_end, c, 0, rows);
+    shared_end += c.n;
   }
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p0 = shared_end, n = 0; p0 < st[r].n_keys; p0 += n) {
-      const int64_t base = chunk_at(p0, st[r].n_keys, &n);
-      fold(p0, base, n, r, r + 1);
+    for (int64_t p0 = shared_end; p0 < st[r].n_keys;) {
+      const ChunkAt c = chunk_at(p0, st[r].n_keys);
+      fold(p0, c, r, r + 1);
+      p0 += c.n;
     }
     FinishRow(st[r], group, d);
   }

@@ -183,7 +183,7 @@ TEST(AttentionTest, KvWriteStoresRoundedBf16) {
   const int64_t slot = 6;  // block 1, offset 2
   KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
   for (int64_t j = 0; j < d; ++j) {
-    EXPECT_EQ(k[4 * d + 2 * d + j], F32ToBf16(src[j]));
+    EXPECT_EQ(k[4 * d + j * 4 + 2], F32ToBf16(src[j]));  // keys transposed within the block
     EXPECT_EQ(v[4 * d + 2 * d + j], F32ToBf16(src[j]));
   }
 }

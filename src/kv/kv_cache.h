@@ -1,5 +1,5 @@
-// Paged KV storage: for every attention layer, K and V arrays of fixed-size blocks
-// [num_blocks, num_kv_heads, block_size, head_dim]. Which block belongs to which sequence is
+// Paged KV storage: for every attention layer, K and V arrays of fixed-size blocks (layouts in
+// kernels/attention.h: KvLayerView). Which block belongs to which sequence is
 // the block pool's business (block_pool.h); this class only owns the memory.
 #pragma once
 
