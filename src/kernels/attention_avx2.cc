@@ -1,7 +1,7 @@
 // AVX2 attention for query rows of a GQA group: walks the sequence's KV blocks once in
-// chunks of up to 16 keys. Each chunk's keys are widened to f32 once for the whole group and
-// transposed (kt[dim][key]), so a head's 16 scores come out of plain FMAs with no horizontal
-// sums (up to 6 query vectors, the heads of one or more rows, share each loaded key vector); its
+// chunks of up to 16 keys. Each chunk's keys, which the cache keeps transposed (kt[dim][key]),
+// are widened to f32 once for the whole group, so a head's 16 scores come out of plain FMAs with
+// no horizontal sums (up to 6 query vectors, the heads of one or more rows, share each loaded key vector); its
 // values are widened once too. Each head then folds the chunk into its online softmax (running
 // max m, sum l, output o). The group's queries, outputs and the chunk (≤ 2 × 16 KiB) stay in L1.
 // Consecutive rows of a prefill (up to kMaxAttendRows) share each chunk's widening and scores.
