@@ -217,16 +217,38 @@ TEST_F(BenchE2E, ErrorsAreOneLineAndNonZero) {
   EXPECT_NE(wrong_key.err.find("HTTP 401"), std::string::npos) << wrong_key.err;
 }
 
+// Offline bench runs on tiny checkpoints in a temporary directory of their own.
+class OfflineBenchE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp = (fs::temp_directory_path() /
+           (std::string("cpm_bench_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(getpid())))
+              .string();
+    fs::create_directories(tmp);
+  }
+  void TearDown() override { fs::remove_all(tmp); }
+
+  // A tiny checkpoint of `arch` at tmp/<name>; its directory.
+  std::string Tiny(const std::string& arch, const std::string& name = "m") {
+    const std::string dir = tmp + "/" + name;
+    EXPECT_EQ(Cpmserve({"make-tiny", "--arch", arch, dir}, tmp).rc, 0) << arch;
+    return dir;
+  }
+  ProcessRun Bench(std::vector<std::string> args) {
+    args.insert(args.begin(), "bench");
+    return Cpmserve(args, tmp);
+  }
+
+  std::string tmp;
+};
+
 // Offline bench on a tiny MiniCPM-V-4.6 checkpoint: figures present, finite, and the hybrid
 // cost model equal to a hand count from config.json's text_config.
-TEST(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
-  const std::string tmp =
-      (fs::temp_directory_path() / ("cpm_bench_v46_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
-  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpmv4_6", tmp + "/m"}, tmp).rc, 0);
-  const ProcessRun run = Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8,70", "--tg", "4",
-                                   "--batch", "1,3", "--repeats", "1", "--json", tmp + "/b.json"},
-                                  tmp);
+TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
+  const ProcessRun run = Bench({"--model", Tiny("minicpmv4_6"), "--pp", "8,70", "--tg", "4",
+                                "--batch", "1,3", "--repeats", "1", "--json", tmp + "/b.json"});
   ASSERT_EQ(run.rc, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("Qwen3.5 hybrid"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("| tg4    |     3 |"), std::string::npos) << run.out;
@@ -302,19 +324,12 @@ TEST(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
       EXPECT_EQ(r["bound"], "compute");
     }
   }
-  fs::remove_all(tmp);
 }
 
 // The MiniCPM4 path keeps its figures and JSON shape.
-TEST(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
-  const std::string tmp =
-      (fs::temp_directory_path() / ("cpm_bench_m4_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
-  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
-  const ProcessRun run =
-      Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8", "--tg", "3", "--batch", "2",
-                "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
-               tmp);
+TEST_F(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
+  const ProcessRun run = Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch",
+                                "2", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"});
   ASSERT_EQ(run.rc, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("M params/layer ×"), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("hybrid"), std::string::npos) << run.out;
@@ -327,22 +342,15 @@ TEST(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
                                             "weight_bytes_per_decode_step"}));
   ASSERT_EQ(b["results"].size(), 2u);
   EXPECT_FALSE(b["results"][1].contains("state_gb_per_s"));
-  fs::remove_all(tmp);
 }
 
 // --ubatch: a prompt longer than it prefills in several steps (the KV cache, and the hybrid's
 // recurrent state, carried between them), and the JSON says the step size; 0 is refused.
-TEST(OfflineBenchE2E, UbatchSplitsLongPrompts) {
-  const std::string tmp =
-      (fs::temp_directory_path() / ("cpm_bench_ub_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
+TEST_F(OfflineBenchE2E, UbatchSplitsLongPrompts) {
   for (const char* arch : {"minicpm4", "minicpmv4_6"}) {
-    const std::string m = tmp + "/" + arch;
-    ASSERT_EQ(Cpmserve({"make-tiny", "--arch", arch, m}, tmp).rc, 0);
     const ProcessRun run =
-        Cpmserve({"bench", "--model", m, "--pp", "40", "--ubatch", "16", "--tg", "2", "--batch",
-                  "1", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
-                 tmp);
+        Bench({"--model", Tiny(arch, arch), "--pp", "40", "--ubatch", "16", "--tg", "2",
+               "--batch", "1", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"});
     ASSERT_EQ(run.rc, 0) << arch << run.out << run.err;
     EXPECT_NE(run.out.find("in steps of ≤ 16 prompt tokens"), std::string::npos) << run.out;
     const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
@@ -350,24 +358,18 @@ TEST(OfflineBenchE2E, UbatchSplitsLongPrompts) {
     EXPECT_EQ(b["ubatch"], 16);
     EXPECT_EQ(b["results"][0]["test"], "pp40");
   }
-  const ProcessRun zero = Cpmserve(
-      {"bench", "--model", tmp + "/minicpm4", "--ubatch", "0", "--skip-limits", "--tg", "2"}, tmp);
+  const ProcessRun zero =
+      Bench({"--model", tmp + "/minicpm4", "--ubatch", "0", "--skip-limits", "--tg", "2"});
   EXPECT_NE(zero.rc, 0);
   EXPECT_NE(zero.err.find("--ubatch"), std::string::npos) << zero.err;
-  fs::remove_all(tmp);
 }
 
 // --depth: tests start with that many tokens in every sequence's KV cache (llama-bench's -d);
 // decode counts reading every cached K and V, prefill and decode count attention over them.
-TEST(OfflineBenchE2E, DepthCountsTheCachedKeys) {
-  const std::string tmp =
-      (fs::temp_directory_path() / ("cpm_bench_d_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
-  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
+TEST_F(OfflineBenchE2E, DepthCountsTheCachedKeys) {
   const ProcessRun run =
-      Cpmserve({"bench", "--model", tmp + "/m", "--depth", "20", "--pp", "8", "--tg", "3",
-                "--batch", "2", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"},
-               tmp);
+      Bench({"--model", Tiny("minicpm4"), "--depth", "20", "--pp", "8", "--tg", "3", "--batch",
+             "2", "--repeats", "1", "--skip-limits", "--json", tmp + "/b.json"});
   ASSERT_EQ(run.rc, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("| pp8@d20 "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("| tg3@d20 "), std::string::npos) << run.out;
@@ -385,20 +387,14 @@ TEST(OfflineBenchE2E, DepthCountsTheCachedKeys) {
   const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
   const double pairs = 8 * 20 + 8 * 9 / 2;
   EXPECT_NEAR(pp_flops, 2.0 * (body * 8 + head) + 4.0 * 4 * 16 * 2 * pairs, 1.0);
-  fs::remove_all(tmp);
 }
 
 // --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
 // decode bytes are the codes, a bf16 scale per output row and the bf16 head.
-TEST(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
-  const std::string tmp =
-      (fs::temp_directory_path() / ("cpm_bench_t_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
-  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpm4", tmp + "/m"}, tmp).rc, 0);
+TEST_F(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
   const ProcessRun run =
-      Cpmserve({"bench", "--model", tmp + "/m", "--pp", "8", "--tg", "3", "--batch", "1",
-                "--repeats", "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"},
-               tmp);
+      Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1", "--repeats",
+             "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"});
   ASSERT_EQ(run.rc, 0) << run.out << run.err;
   // The tiny config: hidden 64, 4 heads × 16, 2 KV heads, FFN 128, 2 layers.
   EXPECT_NE(run.err.find("14 of 15 linear weights ternary (per-row scales: 14)"),
@@ -413,12 +409,10 @@ TEST(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
             body / 4 + 2 * rows_per_layer * 2 + head * 2);
   EXPECT_EQ(b["model"]["ternary"], true);
   // The hybrid model has no ternary release.
-  ASSERT_EQ(Cpmserve({"make-tiny", "--arch", "minicpmv4_6", tmp + "/v"}, tmp).rc, 0);
-  const ProcessRun hybrid = Cpmserve(
-      {"bench", "--model", tmp + "/v", "--ternary", "--skip-limits", "--tg", "2"}, tmp);
+  const ProcessRun hybrid =
+      Bench({"--model", Tiny("minicpmv4_6", "v"), "--ternary", "--skip-limits", "--tg", "2"});
   EXPECT_NE(hybrid.rc, 0);
   EXPECT_NE(hybrid.err.find("only MiniCPM4"), std::string::npos) << hybrid.err;
-  fs::remove_all(tmp);
 }
 
 }  // namespace
