@@ -147,13 +147,20 @@ TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
 }
 
 TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
+  // A request far longer than the shutdown takes (the server notices the signal within 50 ms):
+  // 8000 tokens, so the model's context is widened from the tiny checkpoint's 256 (240 tokens
+  // once finished before the abort on a fast run).
+  const std::string config_path = dir_ + "/config.json";
+  Json config = Json::parse(std::ifstream(config_path));
+  config["max_position_embeddings"] = 8192;
+  std::ofstream(config_path) << config.dump(2);
   ServerProcess p;
-  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--max-model-len", "8192"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   bool signalled = false;
   auto r = e2e::PostStream(
       p.port(), "/v1/chat/completions",
-      Json{{"messages", {{{"role", "user"}, {"content", "long"}}}}, {"max_tokens", 240},
+      Json{{"messages", {{{"role", "user"}, {"content", "long"}}}}, {"max_tokens", 8000},
            {"ignore_eos", true}, {"stream", true}}
           .dump(),
       [&](const std::string& all) {
@@ -177,7 +184,7 @@ TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
       finish = c["choices"][0]["finish_reason"];
     }
   }
-  // 240 tokens take longer than the shutdown: the request is cut short with "abort".
+  // Cut short with "abort", long before its 8000 tokens.
   EXPECT_EQ(finish, "abort");
   EXPECT_EQ(p.Wait(30), 0) << p.Log();
   EXPECT_NE(p.Log().find("Shutdown complete"), std::string::npos);
