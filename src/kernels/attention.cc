@@ -11,11 +11,6 @@
 namespace cpm::kernels {
 namespace {
 
-inline float LoadKv(const void* base, DType dt, int64_t idx) {
-  if (dt == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(base)[idx]);
-  return static_cast<const float*>(base)[idx];
-}
-
 inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
   if (dt == DType::kBF16) static_cast<uint16_t*>(base)[idx] = F32ToBf16(v);
   else static_cast<float*>(base)[idx] = v;

@@ -31,26 +31,6 @@ inline __m256 LoadKv8(const void* base, int64_t idx) {
   else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
-// In-register transpose of an 8×8 block of floats (rows r[0..7] become columns).
-inline void Transpose8x8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 // One chunk of n ≤ 16 keys and values widened to f32: kt[j][t] (keys transposed, zero past n)
 // and vc[t][j].
 struct Chunk {
@@ -72,10 +52,7 @@ void LoadChunk(const KvLayerView& kv, int64_t k, int64_t v, int64_t n, Chunk* c)
   } else {
     for (int64_t j = 0; j < d; ++j) {
       for (int64_t t = 0; t < kChunk; ++t) {
-        const int64_t i = k + j * bs + t;
-        c->kt[j][t] = t >= n ? 0.0f
-                      : kBf16 ? Bf16ToF32(static_cast<const uint16_t*>(kv.k)[i])
-                              : static_cast<const float*>(kv.k)[i];
+        c->kt[j][t] = t < n ? LoadKv(kv.k, kv.dtype, k + j * bs + t) : 0.0f;
       }
     }
   }
@@ -107,7 +84,7 @@ inline void SoftmaxStep8(float (*s)[kChunk], int64_t g0, int64_t nh, int64_t n, 
     const __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_load_ps(s[g0 + h] + 8), in_hi);
     r[h] = _mm256_max_ps(s0, s1);
   }
-  Transpose8x8(r);  // r[j][h]: lane j of head h
+  avx2::Transpose8x8(r);  // r[j][h]: lane j of head h
   __m256 chunk_max = r[0];
   for (int j = 1; j < 8; ++j) chunk_max = _mm256_max_ps(chunk_max, r[j]);
   const __m256 m_old = _mm256_loadu_ps(m + g0);
@@ -131,7 +108,7 @@ inline void SoftmaxStep8(float (*s)[kChunk], int64_t g0, int64_t nh, int64_t n, 
     _mm256_store_ps(s[g0 + h] + 8, e1);
     r[h] = _mm256_add_ps(e0, e1);
   }
-  Transpose8x8(r);
+  avx2::Transpose8x8(r);
   __m256 sum = r[0];
   for (int j = 1; j < 8; ++j) sum = _mm256_add_ps(sum, r[j]);
   _mm256_storeu_ps(l + g0, _mm256_fmadd_ps(_mm256_loadu_ps(l + g0), a, sum));

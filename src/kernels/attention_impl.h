@@ -4,8 +4,15 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "tensor/dtype.h"
 
 namespace cpm::kernels {
+
+// Element idx of a K or V array in the cache's dtype, as f32.
+inline float LoadKv(const void* base, DType dt, int64_t idx) {
+  if (dt == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(base)[idx]);
+  return static_cast<const float*>(base)[idx];
+}
 
 // Query rows attended together by one call of the AVX2 kernel (they share each K/V chunk's
 // widening; a prefill's rows come in such groups). perf, pp512: attention 7.0% of samples with

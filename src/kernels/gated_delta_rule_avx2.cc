@@ -123,26 +123,12 @@ namespace {
 
 // 8×8 block: dst[c, r] = src[r, c] for r, c < 8.
 inline void Transpose8x8(const float* src, int64_t ss, float* dst, int64_t ds) {
-  __m256 r[8], t[8];
+  __m256 r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
+  avx2::Transpose8x8(r);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ds, r[i]);
 }
 
 // The chunked form's primitives (gated_delta_rule_chunked.h), AVX2.

@@ -141,9 +141,11 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   for (MiniCpmLayer& L : layers_) {
     for (LinearWeight* w : LinearWeights(L)) linear.push_back(w);
   }
-  if (!linear.empty()) kernels::PrepareLinear(linear[0]);
-  pool.ParallelFor(static_cast<int64_t>(linear.size()),
-                   [&](int64_t i, int) { kernels::PrepareLinear(linear[i]); });
+  if (!linear.empty()) {
+    kernels::PrepareLinear(linear[0]);
+    pool.ParallelFor(static_cast<int64_t>(linear.size()) - 1,
+                     [&](int64_t i, int) { kernels::PrepareLinear(linear[i + 1]); });
+  }
   CPM_ASSIGN_OR_RETURN(norm_, wl.F32("model.norm.weight", {hd}));
   if (c_.tie_word_embeddings) {
     lm_head_ = embed_tokens_;
