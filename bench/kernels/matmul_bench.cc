@@ -1,28 +1,19 @@
 // Matmul at MiniCPM4-0.5B's shapes, m = 1 (decode, memory-bound) to 512 (prefill, compute-bound).
 // Each call uses the next of several copies of the weight totalling > 128 MiB, so weights come
 // from DRAM as in a real step; counters report weight GB/s and GFLOP/s.
-//
-// Time is the calling thread's CPU time (Google Benchmark's default), not wall time: the dev
-// machine is shared with builds, and a descheduled thread would otherwise count as slow kernel
-// time. With CPM_BENCH_THREADS=1 (the robust setting on a loaded machine) that is all the work;
-// with more threads the caller also runs tasks a descheduled worker left, so it stays close.
+// Times and threads: bench_threads.h.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kernels/matmul.h"
 #include "kernels/ternary.h"
 
 namespace cpm::kernels {
 namespace {
-
-// CPM_BENCH_THREADS overrides the pool size (default: all CPUs).
-int BenchThreads() {
-  const char* s = std::getenv("CPM_BENCH_THREADS");
-  return s ? std::atoi(s) : 0;
-}
 
 struct Copies {
   std::vector<std::vector<uint16_t>> data;
