@@ -17,7 +17,7 @@ inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
 }
 
 // Element offsets of (token position `pos`, kv head `kvh`, dim 0) in one layer's V, and in its
-// K, whose dims then follow `block_size` apart (KvLayerView).
+// K, whose dims then follow `block_size` apart (KvLayerView; the key's slot: KeySlot).
 inline int64_t VOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
                        int64_t kvh) {
   const int64_t block = block_table[pos / kv.block_size];
@@ -26,7 +26,8 @@ inline int64_t VOffset(const KvLayerView& kv, const int32_t* block_table, int64_
 inline int64_t KOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
                        int64_t kvh) {
   const int64_t block = block_table[pos / kv.block_size];
-  return block * kv.BlockStride() + kvh * kv.HeadStride() + pos % kv.block_size;
+  return block * kv.BlockStride() + kvh * kv.HeadStride() +
+         KeySlot(pos % kv.block_size, kv.block_size, kv.dtype);
 }
 
 // Attention of one query row for the `group` query heads that share KV head `kvh`.
@@ -71,10 +72,11 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
   const int64_t d = kv.head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t block = slots[t] / kv.block_size, offset = slots[t] % kv.block_size;
+    const int64_t key_slot = KeySlot(offset, kv.block_size, kv.dtype);
     for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
       const int64_t head = block * kv.BlockStride() + h * kv.HeadStride();
       for (int64_t j = 0; j < d; ++j) {
-        StoreKv(kv.k, kv.dtype, head + j * kv.block_size + offset, k[t * k_stride + h * d + j]);
+        StoreKv(kv.k, kv.dtype, head + j * kv.block_size + key_slot, k[t * k_stride + h * d + j]);
         StoreKv(kv.v, kv.dtype, head + offset * d + j, v[t * v_stride + h * d + j]);
       }
     }

@@ -1,10 +1,11 @@
 // AVX2 attention for query rows of a GQA group: walks the sequence's KV blocks once in
-// chunks of up to 16 keys. Each chunk's keys, which the cache keeps transposed (kt[dim][key]),
-// are widened to f32 once for the whole group, so a head's 16 scores come out of plain FMAs with
-// no horizontal sums (up to 6 query vectors, the heads of one or more rows, share each loaded key vector); its
-// values are widened once too. Each head then folds the chunk into its online softmax (running
-// max m, sum l, output o). The group's queries, outputs and the chunk (≤ 2 × 16 KiB) stay in L1.
-// Consecutive rows of a prefill (up to kMaxAttendRows) share each chunk's widening and scores.
+// chunks of up to 16 keys. The cache keeps each block's keys transposed (a dim's keys
+// contiguous), so a head's 16 scores come out of plain FMAs with no horizontal sums, each key
+// vector shared by up to 6 query vectors (the heads of one or more rows); bf16 keys are widened
+// in registers (decode) or once into an f32 copy of the chunk (the rows of a prefill: ChunkKeys).
+// The chunk's values are widened once. Each head then folds the chunk into its online softmax
+// (running max m, sum l, output o). The group's queries, outputs and the chunk (≤ 2 × 16 KiB)
+// stay in L1. Consecutive rows of a prefill (up to kMaxAttendRows) share each chunk.
 // Compiled with -mavx2 -mfma -mf16c.
 //
 // A row's result depends only on its query and its keys (chunks start at the same positions
@@ -31,34 +32,89 @@ inline __m256 LoadKv8(const void* base, int64_t idx) {
   else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
-// One chunk of n ≤ 16 keys and values widened to f32: kt[j][t] (keys transposed, zero past n)
-// and vc[t][j].
+// One chunk of n ≤ 16 values widened to f32, vc[t][j], and its keys kt[j][t] (zero past n) when
+// they are copied (ChunkKeys).
 struct Chunk {
   alignas(32) float kt[kMaxHeadDim][kChunk];
   alignas(32) float vc[kChunk][kMaxHeadDim];
 };
 
-// The chunk's n ≤ 16 keys into kt[j][t] (zeros past n) and values into vc[t][j]: `k` and `v`
-// are the element offsets of its first key (dim j then `block_size` further on each, the cache
-// keeping keys transposed) and first value (dims contiguous, the next value d further).
+// Dim j's 16 keys (0-7 in k0, 8-15 in k1) of a chunk whose dims are `row` elements apart at p:
+// bf16 in KeySlot's pairing (one 32-byte load, widened by a shift and a mask) or f32 in order.
 template <bool kBf16>
-void LoadChunk(const KvLayerView& kv, int64_t k, int64_t v, int64_t n, Chunk* c) {
-  const int64_t d = kv.head_dim, bs = kv.block_size;
-  if (n == kChunk) {
-    for (int64_t j = 0; j < d; ++j) {
-      _mm256_store_ps(&c->kt[j][0], LoadKv8<kBf16>(kv.k, k + j * bs));
-      _mm256_store_ps(&c->kt[j][8], LoadKv8<kBf16>(kv.k, k + j * bs + 8));
-    }
+inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256* k1) {
+  if constexpr (kBf16) {
+    const __m256i v = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + j * row));
+    *k0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *k1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
   } else {
-    for (int64_t j = 0; j < d; ++j) {
-      for (int64_t t = 0; t < kChunk; ++t) {
-        c->kt[j][t] = t < n ? LoadKv(kv.k, kv.dtype, k + j * bs + t) : 0.0f;
-      }
-    }
+    const float* f = static_cast<const float*>(p) + j * row;
+    *k0 = _mm256_loadu_ps(f);
+    *k1 = _mm256_loadu_ps(f + 8);
   }
+}
+
+// Where the score tiles read a chunk's keys: dim j's at p + j·row elements, bf16 (KeySlot's
+// pairing) or f32. Straight from the cache where the chunk is a whole group of 16 slots (always
+// when the block size is a multiple of 16) and the tiles are few: a decode row's heads widen
+// bf16 keys in registers once per tile of ≤ 6 query vectors instead of through a copy, a store
+// and a reload per key vector (with the spread prefetch below: kernels_bench, one thread, 16
+// sequences × 1024 keys +30%, medians of 15 interleaved rounds; perf, batch-16 decode at depth
+// 1024: attention 32% → 29% of the step). The copy (kt, row 16, f32) serves the rows of a
+// prefill (up to 64 query vectors, 11 tiles: widening in every tile cost more than the copy)
+// and a block's shorter last group.
+struct ChunkKeys {
+  const void* p;
+  int64_t row;
+  bool bf16;
+};
+constexpr int64_t kMaxDirectKeyVectors = 8;  // query vectors up to which keys are not copied
+
+// Where the next chunk's keys and values lie, for LoadChunk to prefetch.
+struct NextChunk {
+  const char* k;  // dim 0 of its first key
+  const char* v;  // its first value
+};
+
+// The chunk's n ≤ 16 values into vc[t][j] and, with `copy_keys`, its keys into kt[j][t] (zeros
+// past n): `k` and `v` are the element offsets of its first key (dim j then `block_size`
+// further on each, the cache keeping keys transposed; `whole`: a group of 16 slots in KeySlot's
+// pairing) and first value (dims contiguous, the next value d further). The next chunk is a few
+// KiB in another block of the cache, which the hardware prefetchers do not guess: its lines are
+// requested (into L2) along with this chunk's values, a few per value, rather than in a burst
+// before them, which stalled on the core's outstanding-miss buffers (perf: ~8% of decode
+// attention's samples at 16 sequences × 1024 keys sat on the burst's loop). Two or four chunks
+// ahead instead of one: no better.
+template <bool kBf16>
+void LoadChunk(const KvLayerView& kv, int64_t k, int64_t v, int64_t n, bool whole,
+               bool copy_keys, NextChunk next, Chunk* c) {
+  constexpr int64_t kSize = kBf16 ? 2 : 4;
+  const int64_t d = kv.head_dim, bs = kv.block_size;
+  const int64_t k_row = bs * kSize, v_row = d * kSize;
   for (int64_t t = 0; t < n; ++t) {
+    // The next keys' dims j ≡ t (mod n): all d of them over the n values (a dim's 16 keys are
+    // 32 or 64 bytes; some lines twice, which costs less than a branch).
+    for (int64_t j = t; j < d; j += n) _mm_prefetch(next.k + j * k_row, _MM_HINT_T1);
+    for (int64_t b = 0; b < v_row; b += 64) _mm_prefetch(next.v + t * v_row + b, _MM_HINT_T1);
     for (int64_t j = 0; j < d; j += 8) {
       _mm256_store_ps(&c->vc[t][j], LoadKv8<kBf16>(kv.v, v + t * d + j));
+    }
+  }
+  if (!copy_keys) return;
+  if (whole) {
+    const char* base = static_cast<const char*>(kv.k) + k * kSize;
+    for (int64_t j = 0; j < d; ++j) {
+      __m256 k0, k1;
+      LoadKeys16<kBf16>(base, bs, j, &k0, &k1);
+      _mm256_store_ps(&c->kt[j][0], k0);
+      _mm256_store_ps(&c->kt[j][8], k1);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    for (int64_t t = 0; t < kChunk; ++t) {
+      c->kt[j][t] = t < n ? LoadKv(kv.k, kv.dtype, k + j * bs + t) : 0.0f;
     }
   }
 }
@@ -116,13 +172,16 @@ inline void SoftmaxStep8(float (*s)[kChunk], int64_t g0, int64_t nh, int64_t n, 
 
 // s_i[0..16) = scale · q_i · k_t for H query vectors (any rows' heads of this KV head): each
 // key vector feeds all H. One FMA chain per score over the dims in order, whatever the tile.
-template <int H>
-void ScoreTile(const float* const* q, float* const* s, int64_t d, const Chunk& c, float scale) {
+// Keys past the chunk's n may be any bits (slots not yet written): their scores are never used.
+template <int H, bool kBf16Keys>
+void ScoreTile(const float* const* q, float* const* s, int64_t d, const ChunkKeys& keys,
+               float scale) {
   __m256 acc[H][2];
 #pragma GCC unroll 6
   for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < d; ++j) {
-    const __m256 k0 = _mm256_load_ps(&c.kt[j][0]), k1 = _mm256_load_ps(&c.kt[j][8]);
+    __m256 k0, k1;
+    LoadKeys16<kBf16Keys>(keys.p, keys.row, j, &k0, &k1);
 #pragma GCC unroll 6
     for (int h = 0; h < H; ++h) {
       const __m256 b = _mm256_broadcast_ss(q[h] + j);
@@ -174,15 +233,6 @@ void AccumulateValues(float* o, int64_t d, float alpha, const float* p, int64_t 
   }
 }
 
-// Prefetches elements [first, first + count) of a K or V array into L2, one request per cache
-// line (into L1, a burst of ~64 requests helped less: 31 → 34 GFLOP/s against 31 → 41 here).
-template <bool kBf16>
-inline void PrefetchRows(const void* base, int64_t first, int64_t count) {
-  constexpr int64_t kSize = kBf16 ? 2 : 4;
-  const char* p = static_cast<const char*>(base) + first * kSize;
-  for (int64_t b = 0; b < count * kSize; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
-}
-
 // The online-softmax state of one query row of a GQA group: each head's running max m and
 // sum l, the chunk's scores s (then probabilities) and rescale factors alpha; the running output
 // accumulates in `out` itself.
@@ -223,8 +273,8 @@ void ForTiles(int64_t n, F&& tile) {
 // and output element is one chain in a fixed order, so a row's result does not depend on its
 // companions. (Values across rows too, 6 query vectors × 16 dims per tile, measured slower at
 // decode: 16 sequences × 1024 keys 0.82× the per-head loop, paired medians of 16 rounds.)
-void FoldRows(RowState* st, int64_t r0, int64_t r1, const Chunk& c, int64_t n, int64_t group,
-              int64_t d, float scale) {
+void FoldRows(RowState* st, int64_t r0, int64_t r1, const ChunkKeys& keys, const Chunk& c,
+              int64_t n, int64_t group, int64_t d, float scale) {
   const int64_t nq = (r1 - r0) * group;
   const float* q[kMaxAttendRows * kMaxGroup];
   float* s[kMaxAttendRows * kMaxGroup];
@@ -233,7 +283,11 @@ void FoldRows(RowState* st, int64_t r0, int64_t r1, const Chunk& c, int64_t n, i
     q[i] = r.q + (i % group) * d;
     s[i] = r.s[i % group];
   }
-  ForTiles(nq, [&](auto h, int64_t i) { ScoreTile<h()>(q + i, s + i, d, c, scale); });
+  if (keys.bf16) {
+    ForTiles(nq, [&](auto h, int64_t i) { ScoreTile<h(), true>(q + i, s + i, d, keys, scale); });
+  } else {
+    ForTiles(nq, [&](auto h, int64_t i) { ScoreTile<h(), false>(q + i, s + i, d, keys, scale); });
+  }
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < group; g += 8) {
       SoftmaxStep8(st[r].s, g, std::min<int64_t>(8, group - g), n, st[r].m, st[r].l, st[r].alpha);
@@ -278,20 +332,25 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     return ChunkAt{block_table[p0 / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride(),
                    in_block, std::min({kChunk, n_keys - p0, kv.block_size - in_block})};
   };
-  // One chunk at p0 for rows [r0, r1): the next chunk's keys and values are a few KiB in
-  // another block of the cache, which the hardware prefetchers do not guess: without the
-  // prefetch, decode attention over a long context stalls on every chunk's loads (perf: a third
-  // of its time on the first V load of a chunk at 16 sequences × 1024 keys; kernels_bench
-  // 31 → 41 GFLOP/s, 4 interleaved rounds). The next keys: the head's whole transposed block.
+  // One chunk at p0 for rows [r0, r1), prefetching the next (without, decode attention over a
+  // long context stalls on every chunk's loads: kernels_bench 31 → 41 GFLOP/s at 16 sequences ×
+  // 1024 keys, 4 interleaved rounds).
   auto fold = [&](int64_t p0, const ChunkAt& c, int64_t r0, int64_t r1) {
+    // The last chunk "prefetches" itself: no branch in LoadChunk's loops.
     const int64_t last_keys = st[r1 - 1].n_keys;
-    if (p0 + c.n < last_keys) {
-      const ChunkAt next = chunk_at(p0 + c.n, last_keys);
-      PrefetchRows<kBf16>(kv.k, next.head, kv.HeadStride());
-      PrefetchRows<kBf16>(kv.v, next.head + next.in_block * d, next.n * d);
-    }
-    LoadChunk<kBf16>(kv, c.head + c.in_block, c.head + c.in_block * d, c.n, &chunk);
-    FoldRows(st, r0, r1, chunk, c.n, group, d, scale);
+    const ChunkAt nc = p0 + c.n < last_keys ? chunk_at(p0 + c.n, last_keys) : c;
+    constexpr int64_t kSize = kBf16 ? 2 : 4;
+    const NextChunk next{static_cast<const char*>(kv.k) + (nc.head + nc.in_block) * kSize,
+                         static_cast<const char*>(kv.v) + (nc.head + nc.in_block * d) * kSize};
+    const int64_t k = c.head + c.in_block;
+    const bool whole = c.in_block + kChunk <= kv.block_size;  // KeySlot's group of 16
+    // f32 keys in a whole group read the same from the cache as from a copy.
+    const bool copy = !whole || (kBf16 && (r1 - r0) * group > kMaxDirectKeyVectors);
+    const ChunkKeys keys = copy ? ChunkKeys{&chunk.kt[0][0], kChunk, false}
+                                : ChunkKeys{static_cast<const char*>(kv.k) + k * kSize,
+                                            kv.block_size, kBf16};
+    LoadChunk<kBf16>(kv, k, c.head + c.in_block * d, c.n, whole, copy, next, &chunk);
+    FoldRows(st, r0, r1, keys, chunk, c.n, group, d, scale);
   };
   int64_t shared_end = 0;
   while (shared_end < n_keys0) {

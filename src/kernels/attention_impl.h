@@ -14,6 +14,17 @@ inline float LoadKv(const void* base, DType dt, int64_t idx) {
   return static_cast<const float*>(base)[idx];
 }
 
+// Where the key at `offset` in its block sits in each dim's row of the block's transposed keys
+// (KvLayerView). bf16: within each whole group of 16 slots, keys t and t + 8 share 32-bit lane t
+// (t in the low half), so that the AVX2 kernel widens a dim's 16 keys from one 32-byte load into
+// keys 0-7 and 8-15, in order, with a shift and a mask. f32 keys, and a block's last group when
+// shorter than 16 (block_size % 16), are in order.
+inline int64_t KeySlot(int64_t offset, int64_t block_size, DType dt) {
+  const int64_t group = offset & ~int64_t{15}, t = offset & 15;
+  if (dt != DType::kBF16 || group + 16 > block_size) return offset;
+  return group + (t & 7) * 2 + (t >> 3);
+}
+
 // Query rows attended together by one call of the AVX2 kernel (they share each K/V chunk's
 // widening; a prefill's rows come in such groups). perf, pp512: attention 7.0% of samples with
 // 1, 5.9% with 2. 4 against 2, kernels_bench medians of 6 interleaved rounds: MiniCPM4 heads

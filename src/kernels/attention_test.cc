@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attention_impl.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
@@ -172,6 +173,7 @@ TEST(AttentionTest, MixedBatchMatchesDenseReference) {
     RunCase({8, 1, 128, 32, dt}, kMixedBatch, 4);   // MQA, big heads
     RunCase({24, 2, 32, 16, dt}, kMixedBatch, 5);   // group 12: softmax 8 heads + 4 heads
     RunCase({16, 1, 16, 16, dt}, kMixedBatch, 6);   // group 16: two full 8-head steps
+    RunCase({16, 2, 64, 24, dt}, kMixedBatch, 7);   // blocks of a whole group of 16 and 8 more
   }
 }
 
@@ -185,6 +187,29 @@ TEST(AttentionTest, KvWriteStoresRoundedBf16) {
   for (int64_t j = 0; j < d; ++j) {
     EXPECT_EQ(k[4 * d + j * 4 + 2], F32ToBf16(src[j]));  // keys transposed within the block
     EXPECT_EQ(v[4 * d + 2 * d + j], F32ToBf16(src[j]));
+  }
+}
+
+// bf16 keys of a whole group of 16 slots are stored pairwise (t, t + 8) per 32-bit lane; those of
+// a block's shorter last group, and f32 keys, in order.
+TEST(AttentionTest, KvWritePairsBf16KeysWithinGroupsOf16) {
+  EXPECT_EQ(KeySlot(0, 16, DType::kBF16), 0);
+  EXPECT_EQ(KeySlot(8, 16, DType::kBF16), 1);
+  EXPECT_EQ(KeySlot(9, 16, DType::kBF16), 3);
+  EXPECT_EQ(KeySlot(7, 16, DType::kBF16), 14);
+  EXPECT_EQ(KeySlot(15, 16, DType::kBF16), 15);
+  EXPECT_EQ(KeySlot(24, 32, DType::kBF16), 17);
+  EXPECT_EQ(KeySlot(17, 24, DType::kBF16), 17);  // the last group holds 8 slots
+  EXPECT_EQ(KeySlot(9, 16, DType::kF32), 9);
+  const int64_t d = 8, bs = 16;
+  std::vector<uint16_t> k(2 * bs * d), v(k.size());
+  KvLayerView kv{k.data(), v.data(), DType::kBF16, bs, 1, d};
+  std::vector<float> src = RandomVec(d, 6);
+  const int64_t slot = bs + 9;  // block 1, offset 9: lane 1's high half
+  KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
+  for (int64_t j = 0; j < d; ++j) {
+    EXPECT_EQ(k[bs * d + j * bs + 3], F32ToBf16(src[j]));
+    EXPECT_EQ(v[bs * d + 9 * d + j], F32ToBf16(src[j]));
   }
 }
 
