@@ -165,6 +165,16 @@ const std::vector<SeqSpec> kMixedBatch = {
     {7, 17},   // chunk that starts mid-block
 };
 
+// Contexts over several of the AVX2 kernel's softmax spans (128 keys): prefill chunks whose rows
+// straddle a span's end, and decodes.
+const std::vector<SeqSpec> kLongBatch = {
+    {120, 20},  // rows on both sides of key 128
+    {300, 1},   // decode over three spans
+    {250, 7},   // the first rows' last span is partial, the later rows' full
+    {0, 260},   // fresh prefill of three spans
+    {383, 2},   // decode rows around 384
+};
+
 TEST(AttentionTest, MixedBatchMatchesDenseReference) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     RunCase({16, 2, 64, 16, dt}, kMixedBatch, 1);   // MiniCPM4-0.5B
@@ -175,6 +185,15 @@ TEST(AttentionTest, MixedBatchMatchesDenseReference) {
     RunCase({16, 1, 16, 16, dt}, kMixedBatch, 6);   // group 16: two full 8-head steps
     RunCase({16, 2, 64, 24, dt}, kMixedBatch, 7);   // blocks of a whole group of 16 and 8 more
     RunCase({12, 2, 40, 16, dt}, kMixedBatch, 8);   // group 6: one 6-vector score tile; 5 vectors
+  }
+}
+
+TEST(AttentionTest, LongContextsMatchDenseReference) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    RunCase({16, 2, 64, 16, dt}, kLongBatch, 11);   // MiniCPM4-0.5B
+    RunCase({8, 2, 256, 16, dt}, kLongBatch, 12);   // MiniCPM-V-4.6's full attention
+    RunCase({12, 2, 40, 24, dt}, kLongBatch, 13);   // group 6, blocks of 16 + 8 slots
+    RunCase({4, 4, 24, 5, dt}, kLongBatch, 14);     // MHA, blocks of 5: chunks of 5
   }
 }
 
