@@ -78,7 +78,7 @@ struct ChunkKeys {
 };
 constexpr int64_t kMaxDirectVectors = 8;
 
-// The chunk's n keys as f32 into kt[j][t], zeros past n.
+// The chunk's n keys as f32 into kt[j][t] (past n: whatever the slots hold, or zeros).
 template <bool kBf16>
 void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
@@ -108,7 +108,7 @@ void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
 // value tiles read after its scores. The KV blocks are scattered, so the hardware prefetchers
 // do not guess them: with no prefetch, 16 sequences × 8192 keys (64 MiB, past L3) ran at 0.6×.
 struct Prefetch {
-  const char* k;   // dim 0 of the next chunk's first key
+  const char* k;   // dim 0 of the first key of the chunk kKeysAhead on
   int64_t k_row;   // bytes between its dims
   const char* v;   // this chunk's first value
   int64_t v_step;  // n·element bytes: over the d dims, all n·d values
@@ -118,11 +118,10 @@ struct Prefetch {
 // vector i at qt[j·q_stride + i]: each key vector feeds all H, whose broadcasts for one dim are
 // adjacent floats behind one pointer. One FMA chain per score over the dims in order, whatever
 // the tile. Keys past the chunk's n may be any bits (slots not yet written): their scores are
-// never used.
-// Out of line, as ValueTile.
+// never used. Out of line, as ValueTile.
 template <int H, bool kBf16Keys, bool kPrefetch>
 [[gnu::noinline]] void ScoreTile(const float* qt, int64_t q_stride, float* const* s, int64_t d,
-               const ChunkKeys& keys, float scale, const Prefetch& pf) {
+                                 const ChunkKeys& keys, float scale, const Prefetch& pf) {
   __m256 acc[H][2];
 #pragma GCC unroll 6
   for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
