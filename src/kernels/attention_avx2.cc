@@ -228,7 +228,7 @@ void SpanSoftmax(RowState* r, int64_t group, int64_t n) {
 // rounds (the score tiles too, by less).
 template <int H, int S, bool kBf16>
 [[gnu::noinline]] void ValueTile(RowState& r, int64_t h0, int64_t j0, int64_t d, const void* v,
-               const Chunk* chunks, int64_t n) {
+                                 const Chunk* chunks, int64_t n) {
   __m256 acc[H][S];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
