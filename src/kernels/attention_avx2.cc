@@ -329,8 +329,12 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     for (int64_t p = p0; p < p1; p += chunks[nc++].n) chunks[nc] = chunk_at(p, p1);
     // The chunks after the span's, to prefetch (the last repeats where the keys end).
     for (int64_t a = 0, p = p1; a < kKeysAhead; ++a) {
-      chunks[nc + a] = p < n_last ? chunk_at(p, n_last) : chunks[nc + a - 1];
-      p += chunks[nc + a].n * (p < n_last);
+      if (p < n_last) {
+        chunks[nc + a] = chunk_at(p, n_last);
+        p += chunks[nc + a].n;
+      } else {
+        chunks[nc + a] = chunks[nc + a - 1];
+      }
     }
     for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
       // Rows [r0, rows) see key p0 + o (row r sees n_keys0 + r keys).

@@ -26,10 +26,10 @@ inline int64_t KeySlot(int64_t offset, int64_t block_size, DType dt) {
 }
 
 // Query rows attended together by one call of the AVX2 kernel (they share each chunk's key loads
-// and score tiles; a prefill's rows come in such groups). perf, pp512: attention 7.0% of samples with
-// 1, 5.9% with 2. 4 against 2, kernels_bench medians of 6 interleaved rounds: MiniCPM4 heads
-// +0.5% at 512 rows over 512 keys, +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256
-// over 2048 (their chunks cost more to widen).
+// and score tiles; a prefill's rows come in such groups). Measured when rows shared each chunk's
+// widening: perf, pp512, attention 7.0% of samples with 1, 5.9% with 2; 4 against 2,
+// kernels_bench medians of 6 interleaved rounds: MiniCPM4 heads +0.5% at 512 rows over 512 keys,
+// +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256 over 2048.
 constexpr int64_t kMaxAttendRows = 4;
 
 // For r in [0, rows): out_r[g, :] = softmax(scale · q_r[g] · K[0:n_keys0 + r]ᵀ) · V[0:n_keys0 + r]
