@@ -4,11 +4,11 @@
 // plain FMAs with no horizontal sums, each key vector shared by up to 6 query vectors, the heads
 // of one or more rows; bf16 keys widened in registers, or once into an f32 copy for the rows of
 // a prefill), then per row one online-softmax update over the span (running max m, sum l) and
-// its values: output tiles of 4 heads × 16 dims over all the span's values, read from the cache
+// its values: output tiles of 4 heads × 24 dims over all the span's values, read from the cache
 // and widened in registers. With a softmax update per chunk of 16 keys instead, its fixed cost
 // and the short output chains dominated decode: kernels_bench, one thread, medians of 10
 // interleaved rounds against that: decode 16 sequences × 1024 keys 1.44×, V-4.6 heads 1.56×,
-// prefill 512 rows 1.19×, 256 over 2048 keys 1.30×.
+// prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
 // Compiled with -mavx2 -mfma -mf16c.
 //
 // A row's result depends only on its query and its keys (spans and chunks start at the same
@@ -233,7 +233,7 @@ template <int H, int S, bool kBf16>
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
     const __m256 a = _mm256_set1_ps(r.alpha[h0 + h]);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int i = 0; i < S; ++i) {
       acc[h][i] = _mm256_mul_ps(_mm256_loadu_ps(r.out + (h0 + h) * d + j0 + 8 * i), a);
     }
@@ -242,32 +242,36 @@ template <int H, int S, bool kBf16>
     const int64_t vc = chunks->v + j0, nc = std::min(chunks->n, n - o);
     for (int64_t t = 0; t < nc; ++t, ++o) {
       __m256 vv[S];
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int i = 0; i < S; ++i) vv[i] = LoadKv8<kBf16>(v, vc + t * d + 8 * i);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h) {
         const __m256 p = _mm256_broadcast_ss(&r.s[h0 + h][o]);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int i = 0; i < S; ++i) acc[h][i] = _mm256_fmadd_ps(p, vv[i], acc[h][i]);
       }
     }
   }
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int i = 0; i < S; ++i) _mm256_storeu_ps(r.out + (h0 + h) * d + j0 + 8 * i, acc[h][i]);
   }
 }
 
 // A row's outputs over its n keys of the span: value tiles of 4 heads (fewer for what is left)
-// × 16 dims (8 for the last of an odd count of 8): 8 chains, 2 value loads and 4 broadcasts per
-// 8 FMAs.
+// × 24 dims (then 16 and 8 for what is left): 12 chains, 3 value loads and 4 broadcasts per 12
+// FMAs (against 4 × 16: decode +4-15%, prefill +1-3%, kernels_bench, one thread, 10 rounds).
 template <bool kBf16>
 void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chunk* chunks,
                 int64_t n) {
   const auto heads = [&](auto h, int64_t h0) {
     int64_t j0 = 0;
-    for (; j0 + 16 <= d; j0 += 16) ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, chunks, n);
+    for (; j0 + 24 <= d; j0 += 24) ValueTile<h(), 3, kBf16>(r, h0, j0, d, v, chunks, n);
+    if (j0 + 16 <= d) {
+      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, chunks, n);
+      j0 += 16;
+    }
     if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
   };
   int64_t h0 = 0;
