@@ -184,7 +184,7 @@ TEST(AttentionTest, MixedBatchMatchesDenseReference) {
     RunCase({24, 2, 32, 16, dt}, kMixedBatch, 5);   // group 12: softmax 8 heads + 4 heads
     RunCase({16, 1, 16, 16, dt}, kMixedBatch, 6);   // group 16: two full 8-head steps
     RunCase({16, 2, 64, 24, dt}, kMixedBatch, 7);   // blocks of a whole group of 16 and 8 more
-    RunCase({12, 2, 40, 16, dt}, kMixedBatch, 8);   // group 6: one 6-vector score tile; 5 vectors
+    RunCase({12, 2, 40, 16, dt}, kMixedBatch, 8);   // group 6: value tiles of 4+2 heads, 24+16 dims
   }
 }
 
