@@ -90,7 +90,8 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
   const bool simd = ActiveIsa() != Isa::kScalar && kv.head_dim % 8 == 0 &&
                     kv.head_dim <= 256 && group <= 16;
   // Tasks: every (block of query rows, kv head) pair of every sequence; the AVX2 kernel takes
-  // up to kMaxAttendRows consecutive rows at once (they share each K/V chunk's widening).
+  // up to kMaxAttendRows consecutive rows at once (they share each chunk's key loads and score
+  // tiles).
   const int64_t rows_per_task = simd ? kMaxAttendRows : 1;
   struct RowBlock {
     size_t seq;

@@ -44,10 +44,7 @@ inline __m256 LoadKv8(const void* base, int64_t idx) {
 template <bool kBf16>
 inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256* k1) {
   if constexpr (kBf16) {
-    const __m256i v = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + j * row));
-    *k0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    *k1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
+    avx2::LoadBf16Pairs(static_cast<const uint16_t*>(p) + j * row, k0, k1);
   } else {
     const float* f = static_cast<const float*>(p) + j * row;
     *k0 = _mm256_loadu_ps(f);

@@ -47,9 +47,7 @@ constexpr int PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
 template <bool kBf16>
 inline void LoadPanelRow(const void* row, __m256* w0, __m256* w1) {
   if constexpr (kBf16) {
-    const __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(row));
-    *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    *w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
+    avx2::LoadBf16Pairs(static_cast<const uint16_t*>(row), w0, w1);
   } else {
     const float* p = static_cast<const float*>(row);
     *w0 = _mm256_loadu_ps(p);

@@ -16,6 +16,14 @@ inline __m256 LoadBf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+// 16 bf16 values stored pairwise, (j, j + 8) in 32-bit lane j (the matmul's panels, the KV cache's
+// keys), widened to f32 by one load, a shift and a mask: lo = values 0..7, hi = values 8..15.
+inline void LoadBf16Pairs(const uint16_t* p, __m256* lo, __m256* hi) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  *lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  *hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
+}
+
 inline float HSum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
