@@ -44,11 +44,15 @@ void BM_PagedAttention(benchmark::State& state) {
 }
 BENCHMARK(BM_PagedAttention<16, 2, 64>)
     ->Args({1, 1, 1024})
+    ->Args({1, 1, 8192})
     ->Args({16, 1, 1024})
     ->Args({16, 1, 8192})
     ->Args({1, 512, 512})
     ->Args({1, 256, 2048});
-BENCHMARK(BM_PagedAttention<8, 2, 256>)->Args({16, 1, 1024})->Args({1, 256, 2048});
+BENCHMARK(BM_PagedAttention<8, 2, 256>)
+    ->Args({1, 1, 8192})
+    ->Args({16, 1, 1024})
+    ->Args({1, 256, 2048});
 
 }  // namespace
 }  // namespace cpm::kernels

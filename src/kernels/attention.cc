@@ -65,6 +65,41 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
   }
 }
 
+// Query rows [first, first + rows) of seqs[seq], attended together; with parts > 1 their keys
+// span several partitions, whose partial results start at float `partials` of the scratch.
+struct RowBlock {
+  size_t seq;
+  int64_t first, rows, parts, partials;
+};
+
+// A row's output for its `group` heads from the partial results of its n partitions
+// (AttendRowsAvx2: [o: group·d][m: group][l: group], `stride` floats apart), in order: with
+// m = max m_j and w_j = e^(m_j − m), out = Σ o_j·w_j · (1 / Σ l_j·w_j). Partitions without keys
+// of the row (l = 0) are skipped, so a row whose keys lie in one gets exactly o · (1 / l), as
+// when its kernel call finishes it: its bits do not depend on the partitions of its row block.
+void MergePartitions(const float* parts, int64_t stride, int64_t n, int64_t group, int64_t d,
+                     float* out) {
+  for (int64_t g = 0; g < group; ++g) {
+    const auto m_of = [&](int64_t j) { return parts[j * stride + group * d + g]; };
+    const auto l_of = [&](int64_t j) { return parts[j * stride + group * d + group + g]; };
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, m_of(j));
+    float* o = out + g * d;
+    float l = 0.0f;
+    bool first = true;
+    for (int64_t j = 0; j < n; ++j) {
+      if (l_of(j) == 0.0f) continue;
+      const float w = std::exp(m_of(j) - m);
+      const float* oj = parts + j * stride + g * d;
+      for (int64_t i = 0; i < d; ++i) o[i] = first ? oj[i] * w : o[i] + oj[i] * w;
+      l = first ? l_of(j) * w : l + l_of(j) * w;
+      first = false;
+    }
+    const float inv = 1.0f / l;
+    for (int64_t i = 0; i < d; ++i) o[i] *= inv;
+  }
+}
+
 }  // namespace
 
 void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -86,39 +121,79 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
 void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
                     std::span<const AttentionSeq> seqs, const KvLayerView& kv, float scale,
                     float* out, int64_t out_stride, ThreadPool& pool) {
-  const int64_t group = n_heads / kv.num_kv_heads;
-  const bool simd = ActiveIsa() != Isa::kScalar && kv.head_dim % 8 == 0 &&
-                    kv.head_dim <= 256 && group <= 16;
-  // Tasks: every (block of query rows, kv head) pair of every sequence; the AVX2 kernel takes
-  // up to kMaxAttendRows consecutive rows at once (they share each chunk's key loads and score
-  // tiles).
+  const int64_t group = n_heads / kv.num_kv_heads, d = kv.head_dim;
+  const bool simd = ActiveIsa() != Isa::kScalar && d % 8 == 0 && d <= 256 && group <= 16;
+  // Tasks: every (block of query rows, kv head, partition of the block's keys) of every
+  // sequence; the AVX2 kernel takes up to kMaxAttendRows consecutive rows at once (they share
+  // each chunk's key loads and score tiles). A block whose keys span several partitions leaves
+  // each partition's partial results in `partials`, merged once all are done.
   const int64_t rows_per_task = simd ? kMaxAttendRows : 1;
-  struct RowBlock {
-    size_t seq;
-    int64_t first, rows;
-  };
+  const int64_t partial_row = group * (d + 2);  // floats: [o: group·d][m: group][l: group]
   std::vector<RowBlock> blocks;
+  int64_t n_partials = 0;  // floats
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int64_t i = 0; i < seqs[s].q_len; i += rows_per_task) {
-      blocks.push_back({s, i, std::min(rows_per_task, seqs[s].q_len - i)});
+      const int64_t rows = std::min(rows_per_task, seqs[s].q_len - i);
+      const int64_t n_last = seqs[s].kv_len - seqs[s].q_len + i + rows;  // its last row's keys
+      const int64_t parts = simd ? (n_last + kPartitionKeys - 1) / kPartitionKeys : 1;
+      blocks.push_back({s, i, rows, parts, n_partials});
+      if (parts > 1) n_partials += parts * kv.num_kv_heads * rows * partial_row;
     }
   }
-  const int64_t n_tasks = static_cast<int64_t>(blocks.size()) * kv.num_kv_heads;
+  struct Task {
+    int64_t block, kvh, part;
+  };
+  std::vector<Task> tasks;
+  for (int64_t b = 0; b < static_cast<int64_t>(blocks.size()); ++b) {
+    for (int64_t kvh = 0; kvh < kv.num_kv_heads; ++kvh) {
+      for (int64_t p = 0; p < blocks[b].parts; ++p) tasks.push_back({b, kvh, p});
+    }
+  }
+  // The caller's scratch, kept (only one thread calls at a time: ParallelFor is not reentrant).
+  thread_local std::vector<float> scratch_partials;
+  if (static_cast<int64_t>(scratch_partials.size()) < n_partials) {
+    scratch_partials.resize(n_partials);
+  }
+  float* const partials = scratch_partials.data();  // the tasks run on other threads too
+  // A block's partials for kv head kvh, partition p: [rows][partial_row].
+  const auto partial_at = [&](const RowBlock& b, int64_t kvh, int64_t p) {
+    return partials + b.partials + (kvh * b.parts + p) * b.rows * partial_row;
+  };
+  const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   std::vector<std::vector<float>> scratch(simd ? 0 : pool.num_threads());
   pool.ParallelFor(n_tasks, [&](int64_t task, int worker) {
-    task = n_tasks - 1 - task;  // later rows of a prefill see more keys: start them first
-    const RowBlock& b = blocks[task / kv.num_kv_heads];
-    const int64_t kvh = task % kv.num_kv_heads;
+    // Later rows of a prefill see more keys: start them first.
+    const Task& tk = tasks[n_tasks - 1 - task];
+    const RowBlock& b = blocks[tk.block];
     const AttentionSeq& seq = seqs[b.seq];
     const int64_t t = seq.q_begin + b.first;
     const int64_t n_keys = seq.kv_len - seq.q_len + b.first + 1;  // causal: up to own position
-    const float* qt = q + t * q_stride + kvh * group * kv.head_dim;
-    float* ot = out + t * out_stride + kvh * group * kv.head_dim;
-    if (simd) {
-      AttendRowsAvx2(qt, q_stride, b.rows, n_keys, kvh, group, kv, seq.block_table, scale, ot,
-                     out_stride);
-    } else {
-      AttendRow(qt, n_keys, kvh, group, kv, seq.block_table, scale, ot, scratch[worker]);
+    const float* qt = q + t * q_stride + tk.kvh * group * d;
+    float* ot = out + t * out_stride + tk.kvh * group * d;
+    if (!simd) return AttendRow(qt, n_keys, tk.kvh, group, kv, seq.block_table, scale, ot,
+                                scratch[worker]);
+    if (b.parts == 1) {
+      const int64_t n_last = n_keys + b.rows - 1;
+      return AttendRowsAvx2(qt, q_stride, b.rows, n_keys, 0, n_last, true, tk.kvh, group, kv,
+                            seq.block_table, scale, ot, out_stride);
+    }
+    AttendRowsAvx2(qt, q_stride, b.rows, n_keys, tk.part * kPartitionKeys,
+                   (tk.part + 1) * kPartitionKeys, false, tk.kvh, group, kv, seq.block_table,
+                   scale, partial_at(b, tk.kvh, tk.part), partial_row);
+  });
+  if (n_partials == 0) return;
+  // One merge per (row block, kv head) with partitions: their tasks' first partitions.
+  std::vector<const Task*> merges;
+  for (const Task& tk : tasks) {
+    if (blocks[tk.block].parts > 1 && tk.part == 0) merges.push_back(&tk);
+  }
+  pool.ParallelFor(static_cast<int64_t>(merges.size()), [&](int64_t i, int) {
+    const Task& tk = *merges[i];
+    const RowBlock& b = blocks[tk.block];
+    const int64_t t = seqs[b.seq].q_begin + b.first;
+    for (int64_t r = 0; r < b.rows; ++r) {
+      MergePartitions(partial_at(b, tk.kvh, 0) + r * partial_row, b.rows * partial_row, b.parts,
+                      group, d, out + (t + r) * out_stride + tk.kvh * group * d);
     }
   });
 }

@@ -29,6 +29,7 @@ constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kMaxGroup = 16;
 constexpr int64_t kChunk = 16;  // keys per score tile: ≤ one block's group of 16 (KeySlot)
 constexpr int64_t kSpan = 128;  // keys per softmax update; spans start at multiples of it
+static_assert(kPartitionKeys % kSpan == 0, "partitions start at a span");
 // Chunks ahead whose keys a chunk's first score tile prefetches (kernels_bench decode, one
 // thread: 1 → 2 +5-10%; 4 and 8 no better).
 constexpr int64_t kKeysAhead = 2;
@@ -277,6 +278,12 @@ void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chun
   for (; h0 < group; ++h0) heads(std::integral_constant<int, 1>{}, h0);
 }
 
+// The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.
+void StorePartial(const RowState& r, int64_t group, int64_t d) {
+  std::copy(r.m, r.m + group, r.out + group * d);
+  std::copy(r.l, r.l + group, r.out + group * d + group);
+}
+
 void FinishRow(const RowState& r, int64_t group, int64_t d) {
   for (int64_t g = 0; g < group; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / r.l[g]);
@@ -287,16 +294,18 @@ void FinishRow(const RowState& r, int64_t group, int64_t d) {
   }
 }
 
-// Consecutive query rows of one sequence (row r sees n_keys0 + r keys) for one KV head, span by
-// span (keys [p, p + 128) at multiples of 128): the scores of every chunk of the span for every
-// row that sees any of its keys (each key vector feeding up to six query vectors, across rows),
-// then per row the softmax update over its keys of the span and its values. A row's spans,
-// chunks and every chain in them are the same as when it is attended alone, so its result is
-// too.
+// Consecutive query rows of one sequence (row r sees n_keys0 + r keys) for one KV head, over the
+// keys of one partition [key_begin, key_end), span by span (keys [p, p + 128) at multiples of
+// 128): the scores of every chunk of the span for every row that sees any of its keys (each key
+// vector feeding up to six query vectors, across rows), then per row the softmax update over its
+// keys of the span and its values; at the end each row's result, or with !finish its partial
+// one (AttendRowsAvx2). A row's spans, chunks and every chain in them are the same as when it
+// is attended alone, so its result is too.
 template <bool kBf16>
-void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0, int64_t kvh,
-                int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,
-                float* out, int64_t out_stride) {
+void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
+                int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
+                const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
+                int64_t out_stride) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
   thread_local RowState st[kMaxAttendRows];
@@ -322,9 +331,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                  std::min(n_keys - p, group_end - in_block),
                  in_block % kChunk == 0 && in_block + kChunk <= bs};
   };
-  const int64_t n_last = n_keys0 + rows - 1;  // keys of the last row: the most
+  // Keys of the last row (the most) within the partition.
+  const int64_t n_last = std::min(n_keys0 + rows - 1, key_end);
   float* s[kMaxAttendRows * kMaxGroup];
-  for (int64_t p0 = 0; p0 < n_last; p0 += kSpan) {
+  for (int64_t p0 = key_begin; p0 < n_last; p0 += kSpan) {
     const int64_t p1 = std::min(p0 + kSpan, n_last);
     int64_t nc = 0;
     for (int64_t p = p0; p < p1; p += chunks[nc++].n) chunks[nc] = chunk_at(p, p1);
@@ -366,21 +376,21 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) FinishRow(st[r], group, d);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (finish) FinishRow(st[r], group, d);
+    else StorePartial(st[r], group, d);
+  }
 }
 
 }  // namespace
 
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
-                    int64_t kvh, int64_t group, const KvLayerView& kv,
-                    const int32_t* block_table, float scale, float* out, int64_t out_stride) {
-  if (kv.dtype == DType::kBF16) {
-    AttendRows<true>(q, q_stride, rows, n_keys0, kvh, group, kv, block_table, scale, out,
-                     out_stride);
-  } else {
-    AttendRows<false>(q, q_stride, rows, n_keys0, kvh, group, kv, block_table, scale, out,
-                      out_stride);
-  }
+                    int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
+                    const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
+                    int64_t out_stride) {
+  const auto run = kv.dtype == DType::kBF16 ? AttendRows<true> : AttendRows<false>;
+  run(q, q_stride, rows, n_keys0, key_begin, key_end, finish, kvh, group, kv, block_table, scale,
+      out, out_stride);
 }
 
 }  // namespace cpm::kernels

@@ -32,13 +32,29 @@ inline int64_t KeySlot(int64_t offset, int64_t block_size, DType dt) {
 // +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256 over 2048.
 constexpr int64_t kMaxAttendRows = 4;
 
+// Keys per partition of a long context. A query row attends its keys partition by partition (at
+// multiples of kPartitionKeys, each from a fresh softmax state); the partitions' partial results
+// are then merged in order (attention.cc: MergePartitions). Each partition is a task of its own,
+// so a decode over a long context is spread over the threads, where one task per (sequence, KV
+// head) gave a batch-1 decode two tasks for these models whatever the thread count (measured on
+// two threads with one KV head, so one task before: 8192 keys 1.5×). Partitions sit at fixed
+// positions, so a row's result still does not depend on its batch. A multiple of the AVX2
+// kernel's softmax span; contexts of up to 1024 keys are a single partition, with no merge.
+constexpr int64_t kPartitionKeys = 1024;
+
 // For r in [0, rows): out_r[g, :] = softmax(scale · q_r[g] · K[0:n_keys0 + r]ᵀ) · V[0:n_keys0 + r]
 // for the `group` query heads g that share KV head `kvh` (consecutive causal rows of one
 // sequence); q_r = q + r·q_stride and out_r = out + r·out_stride hold [group, head_dim]
 // contiguously. head_dim % 8 == 0, rows ≤ kMaxAttendRows. Each row's result is bitwise what it
 // would be alone (rows = 1).
+// Only the keys in [key_begin, key_end) (a partition: multiples of kPartitionKeys, or 0 and
+// past the last key): with `finish`, out_r is the result as above; without, the partition's
+// partial result: out_r = [o: group·head_dim][m: group][l: group], each head's output before
+// the division by its softmax sum l, with m the scores' max (a row with no keys there: o = 0,
+// m = -inf, l = 0).
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
-                    int64_t kvh, int64_t group, const KvLayerView& kv,
-                    const int32_t* block_table, float scale, float* out, int64_t out_stride);
+                    int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
+                    const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
+                    int64_t out_stride);
 
 }  // namespace cpm::kernels

@@ -175,6 +175,18 @@ const std::vector<SeqSpec> kLongBatch = {
     {383, 2},   // decode rows around 384
 };
 
+// Contexts over several partitions (kPartitionKeys = 1024 keys), attended as separate tasks and
+// merged: prefill rows on both sides of a partition's end (their row blocks have one or two
+// partitions, the rows alone one or two), decodes over three, exactly one partition's keys, one
+// key into the second.
+const std::vector<SeqSpec> kPartitionBatch = {
+    {1000, 40},
+    {2100, 1},
+    {2044, 8},
+    {1023, 1},
+    {1024, 1},
+};
+
 TEST(AttentionTest, MixedBatchMatchesDenseReference) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     RunCase({16, 2, 64, 16, dt}, kMixedBatch, 1);   // MiniCPM4-0.5B
@@ -194,6 +206,15 @@ TEST(AttentionTest, LongContextsMatchDenseReference) {
     RunCase({8, 2, 256, 16, dt}, kLongBatch, 12);   // MiniCPM-V-4.6's full attention
     RunCase({12, 2, 40, 24, dt}, kLongBatch, 13);   // group 6, blocks of 16 + 8 slots
     RunCase({4, 4, 24, 5, dt}, kLongBatch, 14);     // MHA, blocks of 5: chunks of 5
+  }
+}
+
+TEST(AttentionTest, PartitionedContextsMatchDenseReference) {
+  static_assert(kPartitionKeys == 1024, "kPartitionBatch's contexts straddle 1024 and 2048");
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    RunCase({16, 2, 64, 16, dt}, kPartitionBatch, 21);  // MiniCPM4-0.5B
+    RunCase({8, 2, 256, 16, dt}, kPartitionBatch, 22);  // MiniCPM-V-4.6's full attention
+    RunCase({4, 4, 24, 5, dt}, kPartitionBatch, 23);    // MHA, blocks of 5
   }
 }
 

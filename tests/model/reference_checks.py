@@ -143,6 +143,22 @@ def scenario_long_positions(s):
           s.reference(m, short, 4, "--max-model-len", "64", tag="ref_short"), F32_BOUNDS)
 
 
+def scenario_long_context(s):
+    # Contexts past the attention's partitions of 1024 keys (kPartitionKeys), which are attended
+    # as separate tasks and merged: prefill chunks whose rows straddle key 1024 and decodes past
+    # it, every position's logprobs against the reference.
+    m = s.make_tiny("m", "--dtype", "float32", seed=23)
+    config = os.path.join(m, "config.json")
+    with open(config) as f:
+        c = json.load(f)
+    c["max_position_embeddings"] = 2048
+    with open(config, "w") as f:
+        json.dump(c, f)
+    prompts = prompts_of([1100, 1030], seed=37)
+    check("long_context", s.engine(m, prompts, 4, "--dtype", "float32", "--prefill-chunk", "200"),
+          s.reference(m, prompts, 4), F32_BOUNDS)
+
+
 def scenario_storage_variants(s):
     prompts = prompts_of([12, 30], seed=19)
     for name, flags in (("bf16_storage", ["--dtype", "bfloat16"]),
