@@ -23,6 +23,8 @@ void RoundBf16InPlaceAvx2(float* x, int64_t n);
 float MaxAvx2(const float* x, int64_t n);
 // Σ exp(x[i] - shift).
 float SumExpAvx2(const float* x, int64_t n, float shift);
+// out[i] = exp((x[i] - shift) · scale); returns Σ out[i].
+float ExpScaledAvx2(const float* x, int64_t n, float shift, float scale, float* out);
 // out[i] = x[i] - shift.
 void SubAvx2(const float* x, int64_t n, float shift, float* out);
 // First index i >= begin with x[i] > threshold, or n.

@@ -13,13 +13,6 @@ namespace {
 
 bool Simd() { return ActiveIsa() != Isa::kScalar; }
 
-float Max(const float* x, int64_t n) {
-  if (Simd()) return MaxAvx2(x, n);
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
 float SumExp(const float* x, int64_t n, float shift) {
   if (Simd()) return SumExpAvx2(x, n, shift);
   float s = 0.0f;
@@ -37,6 +30,13 @@ int64_t FindGreater(const float* x, int64_t begin, int64_t n, float threshold) {
 
 }  // namespace
 
+float Max(const float* x, int64_t n) {
+  if (Simd()) return MaxAvx2(x, n);
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 float LogSoftmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
   const float log_z = std::log(SumExp(x, n, mx));
@@ -47,6 +47,13 @@ float LogSoftmax(const float* x, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift;
   }
   return shift;
+}
+
+float ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  if (Simd()) return ExpScaledAvx2(x, n, shift, scale, out);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += out[i] = std::exp((x[i] - shift) * scale);
+  return s;
 }
 
 void Softmax(const float* x, int64_t n, float* out) {

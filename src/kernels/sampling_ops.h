@@ -6,12 +6,19 @@
 
 namespace cpm::kernels {
 
+// max(x[0, n)); -inf for n = 0.
+float Max(const float* x, int64_t n);
+
 // out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))). out may alias x. n >= 1.
 // Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.
 float LogSoftmax(const float* x, int64_t n, float* out);
 
 // out[i] = exp(x[i] - max(x)) / Σ_j exp(x[j] - max(x)). out may alias x. n >= 1.
 void Softmax(const float* x, int64_t n, float* out);
+
+// out[i] = exp((x[i] - shift) · scale) (softmax with temperature 1/scale, unnormalised, for
+// shift = max(x)); returns Σ out[i]. out may alias x.
+float ExpScaled(const float* x, int64_t n, float shift, float scale, float* out);
 
 // The k largest values of x[0, n) in descending order, ties broken by the lower index (as a
 // stable sort would); NaNs are never selected. Writes min(k, n) entries; returns that count.

@@ -34,6 +34,23 @@ float SumExpAvx2(const float* x, int64_t n, float shift) {
   return s;
 }
 
+float ExpScaledAvx2(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m256 vs = _mm256_set1_ps(shift), vc = _mm256_set1_ps(scale);
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = avx2::Exp(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs), vc));
+    const __m256 e1 = avx2::Exp(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vs), vc));
+    _mm256_storeu_ps(out + i, e0);
+    _mm256_storeu_ps(out + i + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  float s = avx2::HSum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += out[i] = std::exp((x[i] - shift) * scale);
+  return s;
+}
+
 void SubAvx2(const float* x, int64_t n, float shift, float* out) {
   const __m256 vs = _mm256_set1_ps(shift);
   int64_t i = 0;

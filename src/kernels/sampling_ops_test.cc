@@ -45,6 +45,29 @@ TEST(SamplingOpsTest, LogSoftmaxMatchesDoubleReference) {
   }
 }
 
+TEST(SamplingOpsTest, ExpScaledMatchesDoubleReference) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 33, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n) + 5, -30, 30);
+      const float mx = Max(x.data(), n), scale = 1.0f / 0.7f;
+      EXPECT_EQ(mx, *std::max_element(x.begin(), x.end()));
+      std::vector<float> out(n);
+      const float sum = ExpScaled(x.data(), n, mx, scale, out.data());
+      double want_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double arg = (double{x[i]} - mx) * scale, want = std::exp(arg);
+        want_sum += want;
+        // The f32 argument's two roundings (relative 6e-8 each, times |arg|) and exp's own.
+        ASSERT_NEAR(out[i], want, want * (2.5e-7 * std::fabs(arg) + 5e-7))
+            << ToString(isa) << " n=" << n << " i=" << i;
+      }
+      EXPECT_NEAR(sum, want_sum, 5e-5 * want_sum) << ToString(isa) << " n=" << n;  // f32 lanes
+    }
+  }
+}
+
 TEST(SamplingOpsTest, TopKMatchesStableSort) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <vector>
 
 namespace cpm {
 namespace {
@@ -48,6 +50,93 @@ TEST(SamplerTest, SeededDrawsRepeatAndFollowTheDistribution) {
     counts[x]++;
   }
   EXPECT_NEAR(counts[1] / 4000.0, 0.75, 0.03);
+}
+
+// A vocabulary of MiniCPM4's size with `n_top` tokens at logit 0 and the rest at `rest`.
+std::vector<float> FlatTop(int64_t n_top, float rest) {
+  std::vector<float> logits(73448, rest);
+  for (int64_t i = 0; i < n_top; ++i) logits[i * 7] = 0.0f;  // spread: not a prefix of ids
+  return logits;
+}
+
+TEST(SamplerTest, FullVocabularyDrawFollowsTheDistribution) {
+  std::vector<float> logits(73448, -30.0f);
+  logits[100] = std::log(3.0f);  // p ≈ 0.75 and 0.25 (the rest ≈ 73448·e^-30 ≈ 7e-9)
+  logits[70000] = 0.0f;
+  SamplingParams p;
+  Rng rng(3);
+  std::map<int, int> counts;
+  for (int i = 0; i < 4000; ++i) counts[SampleToken(logits.data(), 73448, p, rng)]++;
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_NEAR(counts[100] / 4000.0, 0.75, 0.03);
+  p.temperature = 0.5f;  // p ∝ 9 : 1
+  counts.clear();
+  for (int i = 0; i < 4000; ++i) counts[SampleToken(logits.data(), 73448, p, rng)]++;
+  EXPECT_NEAR(counts[100] / 4000.0, 0.9, 0.03);
+}
+
+// top-p and min-p without top-k keep a sorted prefix of the vocabulary that can be longer than
+// the first candidates sorted (256): 1500 and 1000 of equal tokens here.
+TEST(SamplerTest, TopPAndMinPKeepLongPrefixes) {
+  SamplingParams p;
+  Rng rng(5);
+  std::vector<float> logits = FlatTop(3000, -40.0f);
+  p.top_p = 0.5f;  // half of the 3000: the 1500 (or 1501, rounding) of lowest ids
+  int64_t high = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
+    ASSERT_EQ(logits[t], 0.0f);
+    ASSERT_LE(t, 1500 * 7);
+    high += t >= 256 * 7;
+  }
+  EXPECT_GT(high, 300);  // ~83% of the kept tokens lie past the first 256
+  p.top_p = 1.0f;
+  p.min_p = 0.01f;  // e^-10 < 0.01: exactly the 1000 tokens at 0
+  logits = FlatTop(1000, -10.0f);
+  high = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
+    ASSERT_EQ(logits[t], 0.0f);
+    high += t >= 256 * 7;
+  }
+  EXPECT_GT(high, 250);  // ~74%
+}
+
+TEST(SamplerTest, LargeTopKKeepsTheLargest) {
+  std::vector<float> logits = FlatTop(1000, -1.0f);  // 72448 tokens at e^-1 of the top ones
+  SamplingParams p;
+  p.top_k = 1000;
+  Rng rng(9);
+  for (int i = 0; i < 400; ++i) ASSERT_EQ(logits[SampleToken(logits.data(), 73448, p, rng)], 0.0f);
+  // With top-p, over the top-k's probabilities: half of the 1000 (or 501, rounding).
+  logits = FlatTop(3000, -40.0f);
+  p.top_p = 0.5f;
+  int64_t high = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
+    ASSERT_EQ(logits[t], 0.0f);
+    ASSERT_LE(t, 501 * 7);
+    high += t >= 256 * 7;
+  }
+  EXPECT_GT(high, 120);  // ~49%
+}
+
+TEST(SamplerTest, TopKMatchesStableSortAndSkipsNaN) {
+  std::vector<float> v(5000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 613);  // ties
+  v[17] = std::nanf("");
+  std::vector<int32_t> order(v.size());
+  for (size_t i = 0; i < v.size(); ++i) order[i] = static_cast<int32_t>(i);
+  order.erase(order.begin() + 17);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return v[a] > v[b]; });
+  for (int64_t k : {1, 20, 256, 257, 3000, 4999, 5000}) {
+    const auto top = TopK(v.data(), 5000, k);
+    ASSERT_EQ(static_cast<int64_t>(top.size()), std::min<int64_t>(k, 4999)) << k;
+    for (size_t i = 0; i < top.size(); ++i) {
+      ASSERT_EQ(top[i].first, order[i]) << "k=" << k << " i=" << i;
+      ASSERT_EQ(top[i].second, v[order[i]]);
+    }
+  }
 }
 
 TEST(SamplerTest, PenaltiesFollowVllm) {
