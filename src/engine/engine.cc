@@ -67,7 +67,7 @@ class Engine::Impl {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   StepLogits step_logits_;
-  std::vector<float> scratch_;
+  std::vector<std::vector<float>> scratch_;  // per pool worker, for sampling
   // Events of this step, pushed after the stats snapshot so that a client that sees its
   // finished event also sees the freed blocks in Stats().
   std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> pending_events_;
@@ -342,13 +342,28 @@ void Engine::Impl::Step() {
   }
   const Clock::time_point done = Clock::now();
   const int64_t vocab = model_->info().vocab_size;
-  for (size_t i = 0; i < step_logits_.rows.size(); ++i) {
+  const size_t n_rows = step_logits_.rows.size();
+  // Per row, over the pool: a prompt row's log-prob entry, or its request's next token. Each
+  // request draws from its own generator and has at most one sampled row per step, so no token
+  // depends on the thread that draws it (a sampled row costs 0.1-3 ms at 73k entries).
+  std::vector<TokenLogprobs> scored(n_rows);
+  std::vector<SampledToken> drawn(n_rows);
+  scratch_.resize(pool_->num_threads());
+  pool_->ParallelFor(static_cast<int64_t>(n_rows), [&](int64_t i, int worker) {
     RequestState* r = step_logits_.rows[i].req;
     float* row = step_logits_.logits.data() + i * vocab;
     if (const int64_t p = step_logits_.rows[i].prompt_position; p >= 0) {
+      scored[i] = ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs,
+                             &scratch_[worker]);
+    } else if (r->req.max_tokens != 0) {
+      drawn[i] = SampleForRequest(*r, row, vocab, &scratch_[worker]);
+    }
+  });
+  for (size_t i = 0; i < n_rows; ++i) {
+    RequestState* r = step_logits_.rows[i].req;
+    if (const int64_t p = step_logits_.rows[i].prompt_position; p >= 0) {
       CPM_CHECK(p == static_cast<int64_t>(r->prompt_logprobs.size()));
-      r->prompt_logprobs.push_back(
-          ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs, &scratch_));
+      r->prompt_logprobs.push_back(std::move(scored[i]));
       continue;
     }
     const bool first = r->num_output_tokens() == 0;
@@ -360,7 +375,7 @@ void Engine::Impl::Step() {
       Finish(r, std::move(e));
       continue;
     }
-    SampledToken sampled = SampleForRequest(*r, row, vocab, &scratch_);
+    SampledToken& sampled = drawn[i];
     if (first) r->times.first_token = done;
     r->tokens.push_back(sampled.token);
     r->times.token_time = done;

@@ -330,7 +330,8 @@ TEST(EngineTest, LogprobsAreTheModelsDistributionBeforePenalties) {
 
 TEST(EngineTest, SeededSamplingIgnoresBatchComposition) {
   FakeModel* fake = nullptr;
-  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  ThreadPool pool(2);  // a step's rows are sampled on both threads
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake, &pool);
   EngineRequest s = Req("seeded", {11, 12, 13}, 16);
   s.sampling.temperature = 1.0f;
   s.sampling.seed = 1234;

@@ -77,13 +77,14 @@ inline EngineConfig SmallConfig() {
   return c;
 }
 
+// `pool`: the engine's compute threads (null: one of its own); it samples a step's rows on them.
 inline std::unique_ptr<Engine> MakeFakeEngine(const EngineConfig& config_in, const FakeModelOptions& options,
-                                              FakeModel** fake_out) {
+                                              FakeModel** fake_out, ThreadPool* pool = nullptr) {
   EngineConfig config = config_in;
   if (config.num_kv_blocks == 0) config = SmallConfig();
   auto fake = std::make_unique<FakeModel>(options);
   if (fake_out) *fake_out = fake.get();
-  auto engine = Engine::Create(std::move(fake), config, nullptr);
+  auto engine = Engine::Create(std::move(fake), config, pool);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
 }
