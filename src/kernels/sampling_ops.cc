@@ -13,9 +13,9 @@ namespace {
 
 bool Simd() { return ActiveIsa() != Isa::kScalar; }
 
-float SumExp(const float* x, int64_t n, float shift) {
+double SumExp(const float* x, int64_t n, float shift) {
   if (Simd()) return SumExpAvx2(x, n, shift);
-  float s = 0.0f;
+  double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - shift);
   return s;
 }
@@ -39,7 +39,7 @@ float Max(const float* x, int64_t n) {
 
 float LogSoftmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
-  const float log_z = std::log(SumExp(x, n, mx));
+  const float log_z = static_cast<float>(std::log(SumExp(x, n, mx)));
   const float shift = mx + log_z;
   if (Simd()) {
     SubAvx2(x, n, shift, out);
@@ -58,7 +58,7 @@ float ExpScaled(const float* x, int64_t n, float shift, float scale, float* out)
 
 void Softmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
-  const float inv = 1.0f / SumExp(x, n, mx);
+  const float inv = static_cast<float>(1.0 / SumExp(x, n, mx));
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i] - mx) * inv;
 }
 

@@ -9,7 +9,7 @@ namespace cpm::kernels {
 // max(x[0, n)); -inf for n = 0.
 float Max(const float* x, int64_t n);
 
-// out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))). out may alias x. n >= 1.
+// out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))), the sum in f64. out may alias x. n >= 1.
 // Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.
 float LogSoftmax(const float* x, int64_t n, float* out);
 

@@ -28,9 +28,9 @@ TEST(SamplingOpsTest, LogSoftmaxMatchesDoubleReference) {
       const double log_z = mx + std::log(z);
       std::vector<float> out(n);
       const float got_log_z = LogSoftmax(x.data(), n, out.data());
-      EXPECT_NEAR(got_log_z, log_z, 1e-5 * (1 + std::fabs(log_z))) << ToString(isa);
+      EXPECT_NEAR(got_log_z, log_z, 1e-6 * (1 + std::fabs(log_z))) << ToString(isa);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(out[i], x[i] - log_z, 2e-5 * (1 + std::fabs(x[i] - log_z)))
+        ASSERT_NEAR(out[i], x[i] - log_z, 1e-6 * (1 + std::fabs(x[i] - log_z)))
             << ToString(isa) << " n=" << n << " i=" << i;
       }
       std::vector<float> p(n);

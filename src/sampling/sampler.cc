@@ -53,11 +53,7 @@ int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
 }  // namespace
 
 void LogSoftmax(const float* logits, int64_t n, float* out) {
-  const float mx = *std::max_element(logits, logits + n);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  const float lse = mx + static_cast<float>(std::log(sum));
-  for (int64_t i = 0; i < n; ++i) out[i] = logits[i] - lse;
+  kernels::LogSoftmax(logits, n, out);
 }
 
 std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int64_t k) {

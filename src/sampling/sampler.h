@@ -15,7 +15,7 @@ namespace cpm {
 
 using Rng = std::mt19937_64;
 
-// out[i] = logits[i] − logsumexp(logits), in f64 accumulation for the sum.
+// out[i] = logits[i] − logsumexp(logits), the sum accumulated in f64 (kernels::LogSoftmax).
 void LogSoftmax(const float* logits, int64_t n, float* out);
 
 // The k largest entries (index, value), largest first; ties go to the lower index.
