@@ -59,6 +59,21 @@ std::vector<float> FlatTop(int64_t n_top, float rest) {
   return logits;
 }
 
+// 400 draws, each of which must be a token at logit 0 with an id ≤ max_id; returns how many
+// lie past the first 256 of those (ids ≥ 256·7), which only a candidate prefix grown past 256
+// reaches.
+int64_t DrawsPastFirst256(const std::vector<float>& logits, const SamplingParams& p, Rng& rng,
+                          int32_t max_id) {
+  int64_t high = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(logits.data(), static_cast<int64_t>(logits.size()), p, rng);
+    EXPECT_EQ(logits[t], 0.0f);
+    EXPECT_LE(t, max_id);
+    high += t >= 256 * 7;
+  }
+  return high;
+}
+
 TEST(SamplerTest, FullVocabularyDrawFollowsTheDistribution) {
   std::vector<float> logits(73448, -30.0f);
   logits[100] = std::log(3.0f);  // p ≈ 0.75 and 0.25 (the rest ≈ 73448·e^-30 ≈ 7e-9)
@@ -80,26 +95,11 @@ TEST(SamplerTest, FullVocabularyDrawFollowsTheDistribution) {
 TEST(SamplerTest, TopPAndMinPKeepLongPrefixes) {
   SamplingParams p;
   Rng rng(5);
-  std::vector<float> logits = FlatTop(3000, -40.0f);
   p.top_p = 0.5f;  // half of the 3000: the 1500 (or 1501, rounding) of lowest ids
-  int64_t high = 0;
-  for (int i = 0; i < 400; ++i) {
-    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
-    ASSERT_EQ(logits[t], 0.0f);
-    ASSERT_LE(t, 1500 * 7);
-    high += t >= 256 * 7;
-  }
-  EXPECT_GT(high, 300);  // ~83% of the kept tokens lie past the first 256
+  EXPECT_GT(DrawsPastFirst256(FlatTop(3000, -40.0f), p, rng, 1501 * 7), 300);  // ~83%
   p.top_p = 1.0f;
   p.min_p = 0.01f;  // e^-10 < 0.01: exactly the 1000 tokens at 0
-  logits = FlatTop(1000, -10.0f);
-  high = 0;
-  for (int i = 0; i < 400; ++i) {
-    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
-    ASSERT_EQ(logits[t], 0.0f);
-    high += t >= 256 * 7;
-  }
-  EXPECT_GT(high, 250);  // ~74%
+  EXPECT_GT(DrawsPastFirst256(FlatTop(1000, -10.0f), p, rng, 999 * 7), 250);  // ~74%
 }
 
 TEST(SamplerTest, LargeTopKKeepsTheLargest) {
@@ -109,16 +109,8 @@ TEST(SamplerTest, LargeTopKKeepsTheLargest) {
   Rng rng(9);
   for (int i = 0; i < 400; ++i) ASSERT_EQ(logits[SampleToken(logits.data(), 73448, p, rng)], 0.0f);
   // With top-p, over the top-k's probabilities: half of the 1000 (or 501, rounding).
-  logits = FlatTop(3000, -40.0f);
   p.top_p = 0.5f;
-  int64_t high = 0;
-  for (int i = 0; i < 400; ++i) {
-    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
-    ASSERT_EQ(logits[t], 0.0f);
-    ASSERT_LE(t, 501 * 7);
-    high += t >= 256 * 7;
-  }
-  EXPECT_GT(high, 120);  // ~49%
+  EXPECT_GT(DrawsPastFirst256(FlatTop(3000, -40.0f), p, rng, 501 * 7), 120);  // ~49%
 }
 
 TEST(SamplerTest, TopKMatchesStableSortAndSkipsNaN) {
