@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <unordered_map>
 
 #include "kernels/sampling_ops.h"
