@@ -12,12 +12,12 @@ namespace {
 
 // TopK scans for up to this many (kernels::TopK's buffer insertions grow with k); more select.
 constexpr int64_t kScanTopK = 256;
-// Candidates first sorted when min-p or top-p filter the whole vocabulary (grown 8× while
-// their kept prefix has not ended within them).
+// Candidates sorted first when min-p or top-p filter the whole vocabulary: a trained model's
+// kept prefix usually ends within them; otherwise the whole vocabulary is selected from.
 constexpr int64_t kFirstCandidates = 256;
 
-// Σ_i exp((x_i − mx)·t) over the vocabulary (mx = max x), vectorised, in f32 lanes.
-double SumExpScaled(const float* x, int64_t n, float mx, float t) {
+// Σ_i exp((x_i − mx)·t) over the vocabulary (mx = max x), the exps vectorised.
+double VocabSum(const float* x, int64_t n, float mx, float t) {
   thread_local std::vector<float> e;
   e.resize(n);
   return kernels::ExpScaled(x, n, mx, t, e.data());
@@ -28,6 +28,78 @@ double SumExpScaled(const float* x, int64_t n, float mx, float t) {
 bool EndsWithin(const std::vector<double>& probs, double mass, const SamplingParams& p) {
   if (p.min_p > 0.0f && probs.back() < p.min_p * probs[0]) return true;
   return p.top_p < 1.0f && mass >= p.top_p;
+}
+
+// 64-bit keys that order as (value descending, index ascending) when sorted ascending, the
+// index in the low half; NaNs left out.
+std::vector<uint64_t> SortKeys(const float* values, int64_t n) {
+  std::vector<uint64_t> keys;
+  keys.reserve(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(values[i])) continue;
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    // Order-preserving as unsigned: negative floats reversed, positive ones above them.
+    const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    keys.push_back((uint64_t{~ordered} << 32) | static_cast<uint32_t>(i));
+  }
+  return keys;
+}
+inline int32_t KeyIndex(uint64_t key) { return static_cast<int32_t>(key & 0xffffffffu); }
+
+// A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
+// than the first candidates: top-p's set (the smallest prefix, in sorted order, whose mass
+// reaches top_p) is found by halving the candidates with a selection each round, O(n) against
+// the sort's O(n log n), then min-p's floor filters it, and the draw goes over the set in any
+// order (the same distribution as over the sorted prefix).
+int32_t SampleSelected(const float* x, int64_t n, float t, const SamplingParams& p, Rng& rng) {
+  thread_local std::vector<float> w;  // unnormalised probabilities, by token id
+  w.resize(n);
+  kernels::ExpScaled(x, n, kernels::Max(x, n), t, w.data());
+  std::vector<uint64_t> keys = SortKeys(x, n);
+  if (keys.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
+  const auto mass = [&](size_t b, size_t e) {
+    double m = 0.0;
+    for (size_t i = b; i < e; ++i) m += w[KeyIndex(keys[i])];
+    return m;
+  };
+  size_t end = keys.size();  // top-p's set: keys[0, end), unsorted
+  if (p.top_p < 1.0f) {
+    double need = p.top_p * mass(0, keys.size());
+    size_t lo = 0, hi = keys.size();  // the set's last token lies in [lo, hi)
+    while (hi - lo > 64) {
+      const size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(keys.begin() + lo, keys.begin() + mid, keys.begin() + hi);
+      const double left = mass(lo, mid);
+      if (left >= need) {
+        hi = mid;
+      } else {
+        need -= left;
+        lo = mid;
+      }
+    }
+    std::sort(keys.begin() + lo, keys.begin() + hi);
+    for (end = lo; end < hi;) {
+      need -= w[KeyIndex(keys[end++])];
+      if (need <= 0.0) break;
+    }
+  }
+  // min-p: the largest probability is w = 1 (at the max).
+  double kept = 0.0;
+  size_t n_kept = 0;
+  for (size_t i = 0; i < end; ++i) {
+    if (w[KeyIndex(keys[i])] >= p.min_p) {
+      keys[n_kept++] = keys[i];
+      kept += w[KeyIndex(keys[i])];
+    }
+  }
+  std::uniform_real_distribution<double> u(0.0, kept);
+  double r = u(rng), acc = 0.0;
+  for (size_t i = 0; i < n_kept; ++i) {
+    acc += w[KeyIndex(keys[i])];
+    if (r < acc) return KeyIndex(keys[i]);
+  }
+  return KeyIndex(keys[n_kept - 1]);
 }
 
 // A draw from softmax(x·t) over the whole vocabulary, in index order: the same distribution as
@@ -66,27 +138,14 @@ std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int6
     for (int64_t i = 0; i < k; ++i) out.emplace_back(idx[i], val[i]);
     return out;
   }
-  // Larger k: select, then sort only the k selected (O(n + k log k)), on 64-bit keys that order
-  // as (value descending, index ascending): 2-3× faster than sorting indices through a
-  // comparator that loads both values. NaNs are left out.
-  std::vector<uint64_t> keys;
-  keys.reserve(n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(values[i])) continue;
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], 4);
-    // Order-preserving as unsigned: negative floats reversed, positive ones above them.
-    const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-    keys.push_back((uint64_t{~ordered} << 32) | static_cast<uint32_t>(i));
-  }
+  // Larger k: select, then sort only the k selected (O(n + k log k)), on packed keys: 2-3×
+  // faster than sorting indices through a comparator that loads both values.
+  std::vector<uint64_t> keys = SortKeys(values, n);
   k = std::min<int64_t>(k, static_cast<int64_t>(keys.size()));
   if (k == 0) return out;
   std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
   std::sort(keys.begin(), keys.begin() + k);
-  for (int64_t i = 0; i < k; ++i) {
-    const auto idx = static_cast<int32_t>(keys[i] & 0xffffffffu);
-    out.emplace_back(idx, values[idx]);
-  }
+  for (int64_t i = 0; i < k; ++i) out.emplace_back(KeyIndex(keys[i]), values[KeyIndex(keys[i])]);
   return out;
 }
 
@@ -118,25 +177,20 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
   const int64_t k = (p.top_k > 0 && p.top_k < n) ? p.top_k : n;
   if (k == n && p.top_p >= 1.0f && p.min_p <= 0.0f) return SampleAll(logits, n, inv_t, rng);
   // Candidates sorted by logit (descending), then filtered by top-k, min-p and top-p. Without
-  // top-k only a sorted prefix of the vocabulary can be kept: the largest `m` logits, m grown
-  // until min-p or top-p ends the kept prefix inside them, with probabilities normalised over
-  // the whole vocabulary (its sum from one vectorised pass).
+  // top-k: the first candidates if the kept prefix ends within them, with probabilities
+  // normalised over the whole vocabulary, else a selection over all of it (SampleSelected).
   const float mx = kernels::Max(logits, n);
-  const double vocab_sum = k == n ? SumExpScaled(logits, n, mx, inv_t) : 0.0;
-  std::vector<std::pair<int32_t, float>> cand;
-  std::vector<double> probs;
-  // (With top-k, probabilities are normalised over its k candidates: all of them at once.)
-  for (int64_t m = k < n ? k : std::min(n, kFirstCandidates);; m = std::min(k, m * 8)) {
-    cand = TopK(logits, n, m);
-    probs.resize(cand.size());
-    double sum = 0.0;
-    for (size_t i = 0; i < cand.size(); ++i) {
-      sum += probs[i] = std::exp(static_cast<double>((cand[i].second - mx) * inv_t));
-    }
-    const double norm = k == n ? vocab_sum : sum;
-    for (double& q : probs) q /= norm;
-    if (cand.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
-    if (m == k || EndsWithin(probs, sum / norm, p)) break;
+  std::vector<std::pair<int32_t, float>> cand = TopK(logits, n, k < n ? k : kFirstCandidates);
+  if (cand.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
+  std::vector<double> probs(cand.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < cand.size(); ++i) {
+    sum += probs[i] = std::exp(static_cast<double>((cand[i].second - mx) * inv_t));
+  }
+  const double norm = k < n ? sum : VocabSum(logits, n, mx, inv_t);
+  for (double& q : probs) q /= norm;
+  if (k == n && static_cast<int64_t>(cand.size()) < n && !EndsWithin(probs, sum / norm, p)) {
+    return SampleSelected(logits, n, inv_t, p, rng);
   }
   size_t keep = probs.size();
   if (p.min_p > 0.0f) {

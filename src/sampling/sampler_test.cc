@@ -102,6 +102,40 @@ TEST(SamplerTest, TopPAndMinPKeepLongPrefixes) {
   EXPECT_GT(DrawsPastFirst256(FlatTop(1000, -10.0f), p, rng, 999 * 7), 250);  // ~74%
 }
 
+// Unequal probabilities over a kept set of thousands: every draw lies in the set a sort and a
+// running sum find (the brute-force definition), and draws reach its far end.
+TEST(SamplerTest, TopPOverThousandsMatchesTheSortedPrefix) {
+  std::vector<float> logits(73448, -60.0f);
+  for (int32_t i = 0; i < 20000; ++i) logits[(i * 3) % 73448] = -0.0004f * static_cast<float>(i);
+  SamplingParams p;
+  p.top_p = 0.9f;
+  p.temperature = 0.8f;
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const float mx = logits[order[0]];
+  double total = 0;
+  for (int32_t t : order) total += std::exp(static_cast<double>((logits[t] - mx) / 0.8f));
+  std::vector<int64_t> rank(logits.size(), -1);
+  double cum = 0;
+  int64_t size = 0;
+  for (int32_t t : order) {
+    rank[t] = size++;
+    cum += std::exp(static_cast<double>((logits[t] - mx) / 0.8f)) / total;
+    if (cum >= 0.9) break;
+  }
+  Rng rng(11);
+  int64_t far = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(logits.data(), 73448, p, rng);
+    ASSERT_GE(rank[t], 0) << "token " << t << " outside the top-p set of " << size;
+    far += rank[t] >= size * 3 / 4;
+  }
+  EXPECT_GT(size, 4000);  // 4605
+  EXPECT_GT(far, 15);     // the last quarter of the set holds ~8.6% of its mass: ~35 draws
+}
+
 TEST(SamplerTest, LargeTopKKeepsTheLargest) {
   std::vector<float> logits = FlatTop(1000, -1.0f);  // 72448 tokens at e^-1 of the top ones
   SamplingParams p;
