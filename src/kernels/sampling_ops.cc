@@ -37,6 +37,17 @@ float Max(const float* x, int64_t n) {
   return m;
 }
 
+int64_t ArgMax(const float* x, int64_t n) {
+  const float mx = Max(x, n);
+  // The first element ≥ the largest float below mx, which is mx itself.
+  const int64_t i = FindGreater(x, 0, n, std::nextafter(mx, -INFINITY));
+  if (i < n) return i;
+  for (int64_t j = 0; j < n; ++j) {  // mx = -inf: every element -inf or NaN
+    if (x[j] == mx) return j;
+  }
+  return 0;
+}
+
 float LogSoftmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
   const float log_z = static_cast<float>(std::log(SumExp(x, n, mx)));

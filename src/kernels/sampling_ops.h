@@ -6,8 +6,12 @@
 
 namespace cpm::kernels {
 
-// max(x[0, n)); -inf for n = 0.
+// max(x[0, n)), NaNs ignored; -inf for n = 0.
 float Max(const float* x, int64_t n);
+
+// The lowest index of max(x[0, n)) (greedy decoding's token, as std::max_element picks it),
+// NaNs ignored; 0 when there is no such index (n = 0, or only NaNs).
+int64_t ArgMax(const float* x, int64_t n);
 
 // out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))), the sum in f64. out may alias x. n >= 1.
 // Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.

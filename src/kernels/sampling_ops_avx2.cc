@@ -13,8 +13,9 @@ float MaxAvx2(const float* x, int64_t n) {
   __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    // maxps returns its second operand where either is NaN: the running max, so NaNs are ignored.
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
   }
   float m = avx2::HMax(_mm256_max_ps(m0, m1));
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;

@@ -68,6 +68,33 @@ TEST(SamplingOpsTest, ExpScaledMatchesDoubleReference) {
   }
 }
 
+TEST(SamplingOpsTest, ArgMaxIsTheFirstLargestIgnoringNaN) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 33, 4099, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 3), -20, 20);
+      for (int64_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);  // ties
+      const auto first_largest = [&] {
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; ++i) {
+          if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+        }
+        return best < 0 ? 0 : best;
+      };
+      EXPECT_EQ(ArgMax(x.data(), n), first_largest()) << ToString(isa) << " n=" << n;
+      x[n - 1] = NAN;  // NaNs in the scalar tail and the last whole vector; the largest twice
+      if (n >= 16) x[n / 16 * 16 - 1] = NAN;
+      x[n / 2] = x[n / 3] = 25.0f;
+      EXPECT_EQ(ArgMax(x.data(), n), n / 3) << ToString(isa) << " n=" << n;
+      EXPECT_EQ(Max(x.data(), n), 25.0f) << ToString(isa) << " n=" << n;
+      std::fill(x.begin(), x.end(), -INFINITY);  // nothing but -inf and a NaN
+      x[n / 2] = NAN;
+      EXPECT_EQ(ArgMax(x.data(), n), 0) << ToString(isa) << " n=" << n;  // the first -inf
+    }
+  }
+}
+
 TEST(SamplingOpsTest, TopKMatchesStableSort) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
