@@ -64,7 +64,7 @@ struct Chunk {
 };
 
 // Where the score tiles read a chunk's keys: dim j's at p + j·row elements, bf16 (KeySlot's
-// pairing) or f32. Straight from the cache for a decode row (≤ kMaxDirectVectors query
+// pairing) or f32 (the tiles' kBf16Keys says which). Straight from the cache for a decode row (≤ kMaxDirectVectors query
 // vectors): its heads widen bf16 keys in registers once per score tile of ≤ 6 query vectors
 // instead of through a copy, a store and a reload per key vector. The copy (f32, row 16) serves
 // the rows of a prefill (up to 64 query vectors, 11 tiles: widening in every tile cost more
@@ -72,7 +72,6 @@ struct Chunk {
 struct ChunkKeys {
   const void* p;
   int64_t row;
-  bool bf16;
 };
 constexpr int64_t kMaxDirectVectors = 8;
 
@@ -360,12 +359,12 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       if (copy) CopyKeys<kBf16>(kv, ch, kt);
       const float* qr = qt + r0 * group;
       if (!copy && kBf16) {
-        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + ch.head + ch.in_block, bs, true};
+        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + ch.head + ch.in_block, bs};
         ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
       } else {
-        const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk, false}
+        const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk}
                                     : ChunkKeys{static_cast<const float*>(kv.k) + ch.head +
-                                                    ch.in_block, bs, false};
+                                                    ch.in_block, bs};
         ScoreTiles<false>(qr, qt_stride, s, nq, d, keys, scale, pf);
       }
     }
