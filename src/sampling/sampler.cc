@@ -16,11 +16,17 @@ constexpr int64_t kScanTopK = 256;
 // kept prefix usually ends within them; otherwise the whole vocabulary is selected from.
 constexpr int64_t kFirstCandidates = 256;
 
-// Σ_i exp((x_i − mx)·t) over the vocabulary (mx = max x), the exps vectorised.
-double VocabSum(const float* x, int64_t n, float mx, float t) {
-  thread_local std::vector<float> e;
-  e.resize(n);
-  return kernels::ExpScaled(x, n, mx, t, e.data());
+// w_i = exp((x_i − mx)·t) over the vocabulary (mx = max x: unnormalised probabilities),
+// vectorised into a per-thread buffer, and their sum.
+struct VocabExps {
+  const float* w;
+  double sum;
+};
+VocabExps ExpsOf(const float* x, int64_t n, float mx, float t) {
+  thread_local std::vector<float> w;
+  w.resize(n);
+  const double sum = kernels::ExpScaled(x, n, mx, t, w.data());
+  return {w.data(), sum};
 }
 
 // Whether the kept prefix of sorted candidates `probs` (normalised; together `mass` of the
@@ -52,10 +58,9 @@ inline int32_t KeyIndex(uint64_t key) { return static_cast<int32_t>(key & 0xffff
 // reaches top_p) is found by halving the candidates with a selection each round, O(n) against
 // the sort's O(n log n), then min-p's floor filters it, and the draw goes over the set in any
 // order (the same distribution as over the sorted prefix).
-int32_t SampleSelected(const float* x, int64_t n, float t, const SamplingParams& p, Rng& rng) {
-  thread_local std::vector<float> w;  // unnormalised probabilities, by token id
-  w.resize(n);
-  kernels::ExpScaled(x, n, kernels::Max(x, n), t, w.data());
+// w: the tokens' unnormalised probabilities (ExpsOf).
+int32_t SampleSelected(const float* x, int64_t n, const float* w, const SamplingParams& p,
+                       Rng& rng) {
   std::vector<uint64_t> keys = SortKeys(x, n);
   if (keys.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
   const auto mass = [&](size_t b, size_t e) {
@@ -106,9 +111,7 @@ int32_t SampleSelected(const float* x, int64_t n, float t, const SamplingParams&
 // a draw over the sorted candidates, without sorting them (at 73448 entries 0.1 ms against the
 // sort's 14 ms, per sampled token).
 int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
-  thread_local std::vector<float> w;  // unnormalised probabilities
-  w.resize(n);
-  const float mass = kernels::ExpScaled(x, n, kernels::Max(x, n), t, w.data());
+  const auto [w, mass] = ExpsOf(x, n, kernels::Max(x, n), t);
   std::uniform_real_distribution<double> u(0.0, mass);
   double r = u(rng), acc = 0.0;
   int64_t last = 0;  // the last token that can be drawn (a token of probability 0 cannot)
@@ -187,10 +190,11 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
   for (size_t i = 0; i < cand.size(); ++i) {
     sum += probs[i] = std::exp(static_cast<double>((cand[i].second - mx) * inv_t));
   }
-  const double norm = k < n ? sum : VocabSum(logits, n, mx, inv_t);
+  const VocabExps exps = k < n ? VocabExps{nullptr, sum} : ExpsOf(logits, n, mx, inv_t);
+  const double norm = exps.sum;
   for (double& q : probs) q /= norm;
   if (k == n && static_cast<int64_t>(cand.size()) < n && !EndsWithin(probs, sum / norm, p)) {
-    return SampleSelected(logits, n, inv_t, p, rng);
+    return SampleSelected(logits, n, exps.w, p, rng);
   }
   size_t keep = probs.size();
   if (p.min_p > 0.0f) {
