@@ -181,13 +181,17 @@ Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span
   if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
   const size_t pair_bytes = static_cast<size_t>(m * pairs_stride) * sizeof(uint32_t);
   if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
+  // The pointers are taken on this thread: inside the lambda, `dot` and `pairs` would name the
+  // workers' own (empty) thread_local buffers.
+  uint8_t* dot_rows = dot.as<uint8_t>();
+  uint32_t* pair_rows = pairs.as<uint32_t>();
   constexpr int64_t kPrepRowsPerTask = 16;
   pool.ParallelFor((m + kPrepRowsPerTask - 1) / kPrepRowsPerTask, [&](int64_t t, int) {
     PrepareXAvx512(x, x_stride, k, t * kPrepRowsPerTask, std::min(m, (t + 1) * kPrepRowsPerTask),
-                   dot.as<uint8_t>(), pairs.as<uint32_t>());
+                   dot_rows, pair_rows);
   });
-  out.dot = dot.as<uint8_t>();
-  out.pairs = pairs.as<uint32_t>();
+  out.dot = dot_rows;
+  out.pairs = pair_rows;
   return out;
 }
 
