@@ -11,6 +11,7 @@
 #include "bench_threads.h"
 #include "kernels/matmul.h"
 #include "kernels/ternary.h"
+#include "tensor/dtype.h"
 
 namespace cpm::kernels {
 namespace {
@@ -49,7 +50,8 @@ Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false) {
 void RunCopies(benchmark::State& state, int64_t m, const Copies& c, double weight_bytes) {
   const int64_t n = c.ws[0].out_features, k = c.ws[0].in_features;
   ThreadPool pool(BenchThreads());
-  std::vector<float> x(m * k, 0.01f), y(m * n);
+  // bf16 values, as the model's activations: AVX-512 BF16 then runs its dot products.
+  std::vector<float> x(m * k, RoundBf16(0.01f)), y(m * n);
   size_t i = 0;
   for (auto _ : state) {
     MatMul(x.data(), k, m, c.ws[i], y.data(), n, pool);
@@ -106,7 +108,7 @@ void BM_MatMulPrefill(benchmark::State& state) {
   w.data = data.data();
   PrepareLinear(&w);
   const int64_t xs = k + (std::getenv("CPM_BENCH_PAD") ? 16 : 0);
-  std::vector<float> x(m * xs, 0.01f), y(m * n);
+  std::vector<float> x(m * xs, RoundBf16(0.01f)), y(m * n);
   for (auto _ : state) MatMul(x.data(), xs, m, w, y.data(), n, pool);
   state.counters["GFLOP/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2.0 * m * n * k / 1e9,

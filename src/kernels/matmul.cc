@@ -177,7 +177,7 @@ Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span
     return out;
   }
   thread_local AlignedBuffer dot, pairs;
-  const int64_t k = jobs[0].w->in_features, pairs_stride = (k + 1) / 2;
+  const int64_t k = jobs[0].w->in_features, pairs_stride = PairsStride(k);
   if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
   const size_t pair_bytes = static_cast<size_t>(m * pairs_stride) * sizeof(uint32_t);
   if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);

@@ -67,9 +67,12 @@ inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(
 constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 constexpr int64_t kKc = 256;         // k-block (even, so pair rows never straddle blocks)
 constexpr int64_t kMc = 128;
-// Software prefetch distance within a panel stream: the hardware prefetchers restart at each
-// k-block and page of a panel (measured for the AVX2 kernel on Zen 3; not measured here).
-constexpr int64_t kPrefetchBytes = 1024;
+// Software prefetch distance, in bytes of weights per thread, split over the NP panel streams
+// a tile reads: a decode tile computes faster than one thread's share of DRAM bandwidth
+// delivers, so bytes must be requested well ahead. Measured on a Zen 5 (2 threads, MiniCPM4
+// dims, interleaved runs): 1 KiB → 8 KiB raised batch-4 decode ~20% and batch-16 ~40%; 16 KiB
+// and an extra far prefetch into L2 were slower.
+constexpr int64_t kPrefetchBytes = 8192;
 
 enum class Mode { kF32, kBf16Widen, kBf16Dot };
 
@@ -112,7 +115,7 @@ void Tile(const void* xv, int64_t xs, const void* panel, int64_t panel_stride, i
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       const T* p = base + q * panel_stride + kk * kStepElems;
-      const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+      const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes / NP;
       _mm_prefetch(ahead, _MM_HINT_T0);
       if constexpr (kMode != Mode::kF32) _mm_prefetch(ahead + 64, _MM_HINT_T0);  // 128 B/step
       if constexpr (kMode == Mode::kF32) {
@@ -219,9 +222,12 @@ void AddLastColumn(const float* x, int64_t xs, int64_t rows, const uint16_t* pai
 }
 
 // Tiles rows × k-blocks × panels. `x` is f32 [m, xs] or, for kBf16Dot, uint32 pairs [m, xs].
-// k counts steps (k for kF32, pairs otherwise); panel row `kk` is `step_elems` elements. A
-// single tile (m ≤ 8, decode) passes over all the task's panels per k-block, NP at a time;
-// taller blocks keep one panel's k-block in L1 while all their tiles pass over it.
+// k counts steps (k for kF32, pairs otherwise); panel row `kk` is `step_elems` elements.
+// Decode-sized blocks (one or two tiles) read the task's weights in memory order, one sequential
+// stream for the prefetches to run ahead of (a panel's k-blocks are contiguous and the next
+// panel follows): a single tile passes over all of k, NP panels at a time; two tiles share each
+// k-block of a panel from L1. Taller blocks keep one panel's k-block in L1 while all their tiles
+// pass over it. The order never changes a result: every chain runs in k order.
 template <Mode kMode>
 void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_t pb,
             int64_t pe, float* y, int64_t ys) {
@@ -241,33 +247,41 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
   for (int64_t i0 = 0; i0 < m; i0 += kMc) {
     const int64_t rows = std::min(kMc, m - i0);
     const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
-    for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
-      const int64_t kc = std::min(kc_steps, steps - s0);
+    // All tiles of the block over panels [p, p + panels), k-steps [s0, s0 + kc).
+    const auto pass = [&](int64_t p, int64_t panels, int64_t s0, int64_t kc) {
       const bool tail = odd_tail && s0 + kc == steps;
-      // Panel groups: all of the task's panels for a single tile, one at a time otherwise.
-      const int64_t group = n_tiles == 1 ? pe - pb : 1;
-      for (int64_t p = pb; p < pe; p += group) {
-        const int64_t panels = std::min(group, pe - p);
-        const T* panel = data + p * pw.panel_elems + s0 * step_elems;
-        const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
-        int64_t r = 0;
-        for (int64_t t = 0; t < n_tiles; ++t) {
-          const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
-          const int64_t row = i0 + r;
-          const X* xt = xx + row * xs + s0 * x_per_step;
-          float* yt = y + row * ys + p * 32;
-          RunRowTile<kMode>(tr, {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ys, s0 > 0},
-                            panels, nv_last);
-          if (tail) {
-            for (int64_t q = 0; q < panels; ++q) {
-              AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
-                            reinterpret_cast<const uint16_t*>(panel + q * pw.panel_elems) +
-                                (kc - 1) * 64,
-                            yt + q * 32, ys, q + 1 == panels ? nv_last : 32);
-            }
+      const T* panel = data + p * pw.panel_elems + s0 * step_elems;
+      const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
+      int64_t r = 0;
+      for (int64_t t = 0; t < n_tiles; ++t) {
+        const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
+        const int64_t row = i0 + r;
+        const X* xt = xx + row * xs + s0 * x_per_step;
+        float* yt = y + row * ys + p * 32;
+        RunRowTile<kMode>(tr, {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ys, s0 > 0},
+                          panels, nv_last);
+        if (tail) {
+          for (int64_t q = 0; q < panels; ++q) {
+            AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
+                          reinterpret_cast<const uint16_t*>(panel + q * pw.panel_elems) +
+                              (kc - 1) * 64,
+                          yt + q * 32, ys, q + 1 == panels ? nv_last : 32);
           }
-          r += tr;
         }
+        r += tr;
+      }
+    };
+    if (n_tiles == 1) {
+      pass(pb, pe - pb, 0, steps);
+    } else if (n_tiles == 2) {
+      for (int64_t p = pb; p < pe; ++p) {
+        for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
+          pass(p, 1, s0, std::min(kc_steps, steps - s0));
+        }
+      }
+    } else {
+      for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
+        for (int64_t p = pb; p < pe; ++p) pass(p, 1, s0, std::min(kc_steps, steps - s0));
       }
     }
   }
@@ -304,7 +318,7 @@ bool PackPairs(const float* x, int64_t k, uint32_t* pairs) {
 void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
                     int64_t row_end, uint8_t* dot, uint32_t* pairs) {
   const bool have_dot = HaveAvx512Bf16();
-  const int64_t pairs_stride = (k + 1) / 2;
+  const int64_t pairs_stride = PairsStride(k);
   for (int64_t i = row_begin; i < row_end; ++i) {
     dot[i] = have_dot && PackPairs(x + i * x_stride, k, pairs + i * pairs_stride);
   }
@@ -318,7 +332,7 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
   // bf16 dot products round differently from f32 FMAs, so the choice is per row (made by
   // PrepareXAvx512), never per call: each run of consecutive rows with the same answer is one
   // call of the tiles.
-  const int64_t pairs_stride = (pw.k + 1) / 2;
+  const int64_t pairs_stride = PairsStride(pw.k);
   const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
   for (int64_t i0 = 0; i0 < m;) {
     int64_t i1 = i0 + 1;

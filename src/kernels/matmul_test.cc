@@ -336,7 +336,7 @@ std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64
                                   const PackedWeight& pw, int64_t ys, int64_t per_task,
                                   int64_t prep_rows = 16) {
   std::vector<uint8_t> dot(m, 2);
-  std::vector<uint32_t> pairs(m * ((pw.k + 1) / 2), 0xdeadbeef);
+  std::vector<uint32_t> pairs(m * PairsStride(pw.k), 0xdeadbeef);
   for (int64_t i = 0; i < m; i += prep_rows) {
     emulated::PrepareXAvx512(x.data(), xs, pw.k, i, std::min(m, i + prep_rows), dot.data(),
                              pairs.data());
