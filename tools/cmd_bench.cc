@@ -457,7 +457,8 @@ int RunBench(const BenchArgs& a) {
   std::printf("\n");
   std::printf("matmul: %s\n", kernels::MatMulDescription().c_str());
   if (lim.matmul_l1_gflops > 0 && peak > 0) {
-    std::printf("kernel check: the matmul kernel on an in-L1 problem (6×32×256, bf16) runs at "
+    std::printf("kernel check: the matmul kernel on an in-L1 problem (one prefill tile's rows × 32 "
+                "× 256, bf16) runs at "
                 "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "
                 "core lowers it; the peak loop, FMAs only, barely feels one)\n",
                 lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / peak,

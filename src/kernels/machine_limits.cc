@@ -104,7 +104,8 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
 }
 
 double MatmulL1Loop(int64_t iterations) {
-  constexpr int64_t kM = 6, kN = 32, kK = 256;
+  // Rows: the height of the ISA's prefill tile (AVX2 6, AVX-512 8).
+  constexpr int64_t kMaxM = 8, kN = 32, kK = 256;
   // Packed once for the active ISA (as the model's weights are); bf16 values and a bf16-exact
   // x, so that an AVX-512 BF16 build takes its dot-product path as the model would.
   static const LinearWeight w = [] {
@@ -123,25 +124,27 @@ double MatmulL1Loop(int64_t iterations) {
   }();
   const PackedWeight* pw = Packed(w);
   if (pw == nullptr) return 0;
-  alignas(64) float x[kM * kK], y[kM * kN];
+  const bool avx2 = pw->layout == PackedLayout::kPanel16Bf16;
+  const int64_t rows = avx2 ? 6 : 8;
+  alignas(64) float x[kMaxM * kK], y[kMaxM * kN];
   std::fill(std::begin(x), std::end(x), 0.5f);
   // x prepared once, as MatMulGroup does once per call for all its tasks.
-  uint32_t pairs[kM * kK / 2];
-  uint8_t dot[kM];
-  const bool avx2 = pw->layout == PackedLayout::kPanel16Bf16;
-  if (!avx2) PrepareXAvx512(x, kK, kK, 0, kM, dot, pairs);
+  std::vector<uint32_t> pairs(kMaxM * PairsStride(kK));
+  uint8_t dot[kMaxM];
+  if (!avx2) PrepareXAvx512(x, kK, kK, 0, rows, dot, pairs.data());
   // As many FMAs as the register-only loop does in `iterations` (12 vector FMAs each).
-  const int64_t calls = std::max<int64_t>(1, iterations * 12 * 8 / (kM * kN * kK));
+  const int64_t calls = std::max<int64_t>(1, iterations * 12 * 8 / (rows * kN * kK));
   for (int64_t c = 0; c < calls; ++c) {
     if (avx2) {
-      MatMulPanelsAvx2(x, kM, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
+      MatMulPanelsAvx2(x, rows, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
     } else {
-      MatMulPanelsAvx512({x, kK, dot, pairs}, kM, *pw, 0, pw->num_panels, y, kN);
+      MatMulPanelsAvx512({x, kK, dot, pairs.data()}, rows, *pw, 0, pw->num_panels, y, kN,
+                         Round::kNone);
     }
   }
   volatile float sink = y[0];
   (void)sink;
-  return static_cast<double>(calls) * 2 * kM * kN * kK;
+  return static_cast<double>(calls) * 2 * rows * kN * kK;
 }
 
 }  // namespace cpm::kernels

@@ -273,21 +273,18 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
     const Task& task = tasks[t];
     const Job& j = jobs[task.job];
     const int64_t begin = task.begin, end = task.end;
+    // Packed kernels round each tile as they store it, while it is in registers or L1.
     if (j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2) {
-      // Rounds each tile as it completes, while it is in L1.
       return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride, round);
     }
-    if (j.pw) {
-      MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride);
-    } else if (isa == Isa::kScalar) {
+    if (j.pw) return MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride, round);
+    if (isa == Isa::kScalar) {
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     } else {
       MatMulRowsAvx2(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     }
-    // The task's columns of y, rounded afterwards: `units` are panels or output features.
-    const int64_t width = j.pw ? j.pw->width : 1;
-    const int64_t c0 = begin * width, c1 = std::min(j.w->out_features, end * width);
-    for (int64_t i = 0; i < m; ++i) RoundInPlace(j.y + i * j.y_stride + c0, c1 - c0, round);
+    // The task's output features of y, rounded afterwards.
+    for (int64_t i = 0; i < m; ++i) RoundInPlace(j.y + i * j.y_stride + begin, end - begin, round);
   });
 }
 

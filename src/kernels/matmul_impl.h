@@ -104,7 +104,7 @@ void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_beg
                     int64_t row_end, uint8_t* dot, uint32_t* pairs);
 // y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from a packed weight.
 void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                        int64_t panel_end, float* y, int64_t y_stride);
+                        int64_t panel_end, float* y, int64_t y_stride, Round round);
 
 // ---- AVX-512 or AVX2 kernels on an AVX-512 CPU (matmul_choice.cc) ----
 

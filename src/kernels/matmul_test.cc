@@ -19,7 +19,7 @@ extern bool g_have_avx512bf16;
 void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
                     int64_t row_end, uint8_t* dot, uint32_t* pairs);
 void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                        int64_t panel_end, float* y, int64_t y_stride);
+                        int64_t panel_end, float* y, int64_t y_stride, Round round);
 }  // namespace emulated
 namespace {
 
@@ -274,6 +274,12 @@ TEST(MatMulTest, LongPrefillSpansMatchShortBatches) {
   }
 }
 
+// x rounded to bf16 (the model's activations are bf16 values): the rows vdpbf16ps takes.
+std::vector<float> RoundedToBf16(std::vector<float> v) {
+  for (float& f : v) f = Bf16ToF32(F32ToBf16(f));
+  return v;
+}
+
 // Round::kBf16 rounds each output once its sum is complete: bitwise what rounding afterwards
 // gives, for every task split (packed panels, unpacked rows, a group) and ISA.
 TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
@@ -282,14 +288,19 @@ TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
     for (bool pack : {false, true}) {
-      for (int64_t m : {1, 5, 17, 130}) {  // 130: the prefill path, two row blocks
+      // 9, 16: two row tiles (AVX-512); 130: the prefill path, two row blocks. x of bf16 values
+      // (AVX-512 BF16's vdpbf16ps) and not, each with a NaN (a NaN's rounding keeps its sign).
+      for (auto [m, bf16_x] : {std::pair<int64_t, bool>{1, false}, {5, false}, {9, true},
+                               {16, true}, {17, false}, {130, true}, {130, false}}) {
         const int64_t k = 259;
         std::vector<TestWeight> ts;
         for (int64_t n : {300, 33}) ts.push_back(MakeWeight(DType::kBF16, n, k, 7 + n));
         if (pack) {
           for (auto& t : ts) PrepareLinear(&t.w);
         }
-        const std::vector<float> x = RandomVec(m * k, 11);
+        std::vector<float> x = RandomVec(m * k, 11);
+        if (bf16_x) x = RoundedToBf16(std::move(x));
+        x[(m - 1) * k + 3] = -NAN;
         const auto rounded = GroupOutputs(x.data(), k, m, ts, pool, Round::kBf16);
         std::vector<std::vector<float>> plain;
         for (auto& t : ts) {
@@ -323,18 +334,12 @@ TEST(MatMulTest, PrepareIsIdempotentAndKeepsData) {
 
 // ---- AVX-512 kernels, run over SIMDe's emulation so that they are checked on any CPU. ----
 
-// x rounded to bf16 (the model's activations are bf16 values): the rows vdpbf16ps takes.
-std::vector<float> RoundedToBf16(std::vector<float> v) {
-  for (float& f : v) f = Bf16ToF32(F32ToBf16(f));
-  return v;
-}
-
 // y = x · Wᵀ through the emulated AVX-512 kernel as MatMulGroup runs it: x prepared once (in
 // pieces of `prep_rows` rows, as the pool's tasks do), columns split into tasks of `per_task`
 // panels.
 std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64_t m,
                                   const PackedWeight& pw, int64_t ys, int64_t per_task,
-                                  int64_t prep_rows = 16) {
+                                  int64_t prep_rows = 16, Round round = Round::kNone) {
   std::vector<uint8_t> dot(m, 2);
   std::vector<uint32_t> pairs(m * PairsStride(pw.k), 0xdeadbeef);
   for (int64_t i = 0; i < m; i += prep_rows) {
@@ -345,7 +350,7 @@ std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64
   std::vector<float> y(m * ys, -7.0f);
   for (int64_t p = 0; p < pw.num_panels; p += per_task) {
     emulated::MatMulPanelsAvx512(x512, m, pw, p, std::min(pw.num_panels, p + per_task), y.data(),
-                                 ys);
+                                 ys, round);
   }
   return y;
 }
@@ -389,6 +394,13 @@ TEST_P(EmulatedAvx512Test, MatchesReferenceOnOddShapes) {
                       Name(m, n, k) + " panels/task=" + std::to_string(per_task));
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = n; r < ys; ++r) ASSERT_EQ(y[i * ys + r], -7.0f) << "wrote past n";
+          }
+          // Rounding to bf16 as the tiles store y: bitwise rounding afterwards.
+          if (per_task > 1) {
+            std::vector<float> rounded = RoundedToBf16(y);
+            const std::vector<float> yr = EmulatedAvx512(x, xs, m, pw, ys, per_task, 16, Round::kBf16);
+            for (int64_t i = 0; i < m; ++i) std::fill_n(rounded.begin() + i * ys + n, ys - n, -7.0f);
+            ExpectBitwiseEqual(yr.data(), rounded.data(), m * ys, Name(m, n, k) + " rounded");
           }
         }
         if (HasFailure()) return;
