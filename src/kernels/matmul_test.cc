@@ -95,13 +95,18 @@ void ExpectClose(const float* x, int64_t xs, int64_t m, const LinearWeight& w, c
   }
 }
 
-void CheckShape(Isa isa, DType dt, bool pack, int64_t m, int64_t n, int64_t k) {
+// `bf16_x`: x of bf16 values, as the model's activations (AVX-512 BF16 then takes vdpbf16ps).
+void CheckShape(Isa isa, DType dt, bool pack, int64_t m, int64_t n, int64_t k,
+                bool bf16_x = false) {
   ThreadPool pool(2);
   TestWeight t = MakeWeight(dt, n, k, static_cast<uint32_t>(m * 131 + n * 7 + k));
   if (pack) PrepareLinear(&t.w);
   // Padded strides catch kernels that assume dense rows.
   const int64_t xs = k + 3, ys = n + 5;
   std::vector<float> x = RandomVec(m * xs, static_cast<uint32_t>(k + m));
+  if (bf16_x) {
+    for (float& v : x) v = Bf16ToF32(F32ToBf16(v));
+  }
   std::vector<float> y(m * ys, -7.0f);
   MatMul(x.data(), xs, m, t.w, y.data(), ys, pool);
   ExpectClose(x.data(), xs, m, t.w, y.data(), ys,
@@ -129,6 +134,11 @@ TEST(MatMulTest, EveryIsaMatchesReferenceOnOddShapes) {
         CheckShape(isa, dt, pack, 1, 4096 + 3, 515);
         CheckShape(isa, dt, pack, 16, 100, 4096 + 3);
         CheckShape(isa, dt, pack, 129, 67, 1027);
+        // Past AVX-512's prefill k-block (2048), both x kinds; two decode tiles over k-blocks.
+        for (bool bf16_x : {false, true}) {
+          CheckShape(isa, dt, pack, 129, 67, 4096 + 3, bf16_x);
+          CheckShape(isa, dt, pack, 12, 67, 1027, bf16_x);
+        }
         // Short tiles that span several panels (tasks of ≥ 4 panels need n ≥ 128): 2 and 3
         // rows × 2 panels, 3 + 4 rows, the 4-row single-panel tile.
         for (int64_t m : {2, 3, 4, 7}) CheckShape(isa, dt, pack, m, 300, 259);
@@ -407,6 +417,21 @@ TEST_P(EmulatedAvx512Test, MatchesReferenceOnOddShapes) {
       }
     }
   }
+}
+
+// The prefill path past its k-block (2048 elements): rows resume from y at each block.
+TEST_P(EmulatedAvx512Test, TallRowBlocksSpanSeveralKBlocks) {
+  const Avx512Case c = GetParam();
+  const PackedLayout layout =
+      c.dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
+  const int64_t m = 40, n = 33, k = 4096 + 3, xs = k + 3, ys = n + 5;
+  TestWeight t = MakeWeight(c.dt, n, k, 5);
+  const auto packed = PackLinear(t.w, layout);
+  const auto& pw = *static_cast<const PackedWeight*>(packed.get());
+  std::vector<float> x = RandomVec(m * xs, 6);
+  if (c.bf16_x) x = RoundedToBf16(std::move(x));
+  const std::vector<float> y = EmulatedAvx512(x, xs, m, pw, ys, 1);
+  ExpectClose(x.data(), xs, m, t.w, y.data(), ys, Name(m, n, k));
 }
 
 // Batch invariance as for the other ISAs: a row alone, in any batch and under any split of the
