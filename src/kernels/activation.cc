@@ -5,14 +5,19 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
 
 void SiluMul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
              float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round) {
-  if (ActiveIsa() != Isa::kScalar) {
-    return SiluMulAvx2(gate, gate_stride, up, up_stride, out, out_stride, rows, dim, round);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return SiluMulAvx512(gate, gate_stride, up, up_stride, out, out_stride, rows, dim, round);
+    case Isa::kAvx2:
+      return SiluMulAvx2(gate, gate_stride, up, up_stride, out, out_stride, rows, dim, round);
+    default: break;
   }
   const bool rb = round == Round::kBf16;
   for (int64_t r = 0; r < rows; ++r) {

@@ -11,22 +11,13 @@
 // start-up self-check has found them correct and faster than the AVX2 ones (matmul_choice.cc).
 // Short tiles (decode) widen over 2-4 panels; weights are prefetched a fixed distance ahead.
 // x's bf16 check and pair packing are done once per call, for all tasks (PrepareXAvx512).
-#if defined(CPM_EMULATE_AVX512)
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-#else
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
-
-// GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/simd_avx512.h"
 
 #if defined(CPM_EMULATE_AVX512)
 namespace cpm::kernels::emulated {
@@ -100,19 +91,6 @@ struct TileArgs {
   bool round;       // the last k-block of a bf16-rounded output: round as y is stored
   int64_t prefetch;  // bytes of weights requested ahead, split over the tile's panel streams
 };
-
-// f32 → bf16 → f32, round to nearest even; a NaN keeps its top half with the quiet bit set (as
-// F32ToBf16).
-inline __m512 RoundBf16Zmm(__m512 v) {
-  const __m512i b = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-  const __m512i top = _mm512_set1_epi32(-65536);
-  const __m512i r =
-      _mm512_and_si512(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), top);
-  const __m512i qnan = _mm512_or_si512(_mm512_and_si512(b, top), _mm512_set1_epi32(0x400000));
-  return _mm512_castsi512_ps(
-      _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
-}
 
 // y[MR, NP·32] = (resume ? y : 0) + x[MR, kc] · panels[kc, NP·32], one chain per element in
 // k order, from `panel` into `y`. Panel q starts `panel_stride` elements after panel q-1. For
@@ -193,8 +171,8 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
     for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) {
-        acc[r][q][0] = RoundBf16Zmm(acc[r][q][0]);
-        acc[r][q][1] = RoundBf16Zmm(acc[r][q][1]);
+        acc[r][q][0] = avx512::RoundBf16(acc[r][q][0]);
+        acc[r][q][1] = avx512::RoundBf16(acc[r][q][1]);
       }
     }
   }

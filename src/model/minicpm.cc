@@ -216,7 +216,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
                              KvCache& kv, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, D = c_.head_dim, H = c_.num_attention_heads,
                 KV = c_.num_key_value_heads;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
     kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.input_layernorm.data(), a_.x.data() + r0 * hd,
                      hd, r1 - r0, hd, NormParams());
   });
@@ -227,7 +227,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb); K and V into the cache.
   kernels::KvLayerView view = kv.Layer(layer);
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
     const float* cos = a_.cos.data() + r0 * rope_.half;
     const float* sin = a_.sin.data() + r0 * rope_.half;
     kernels::RopeNeox(a_.q.data() + r0 * H * D, H * D, r1 - r0, H, D, D, cos, sin, round_);
@@ -243,7 +243,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   }
   kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
                           a_.attn.data(), H * D, pool);
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
     kernels::RoundInPlace(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D, round_);
   });
   kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
@@ -253,7 +253,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
 
 void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
     kernels::AddScaled(a_.h.data() + r0 * hd, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd,
                        residual_scale_, round_);
   });
@@ -261,7 +261,7 @@ void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
 
 void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, ffn = c_.intermediate_size;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
     kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.post_attention_layernorm.data(),
                      a_.x.data() + r0 * hd, hd, r1 - r0, hd, NormParams());
   });
@@ -270,7 +270,7 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   const int64_t strides[] = {ffn, ffn};
   kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   // m = bf(bf(silu(g)) · u), written over gate.
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, ffn, [&](int64_t r0, int64_t r1) {
     float* g = a_.gate.data() + r0 * ffn;
     kernels::SiluMul(g, ffn, a_.up.data() + r0 * ffn, ffn, g, ffn, r1 - r0, ffn, round_);
   });

@@ -226,7 +226,7 @@ void Qwen35Model::PrepareStep(const ForwardBatch& batch, int64_t block_size, Sta
 // h += down(silu(gate(x)) ⊙ up(x)), x = norm(h)
 void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   const int64_t D = c_.hidden_size, F = c_.intermediate_size;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
     kernels::RmsNorm(h_.data() + r0 * D, D, w.post_attention_layernorm.data(), x_.data() + r0 * D,
                      D, r1 - r0, D, Norm());
   });
@@ -234,7 +234,7 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   float* ys[] = {gate_.data(), up_.data()};
   const int64_t strides[] = {F, F};
   kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool, round_);
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, F, [&](int64_t r0, int64_t r1) {
     float* g = gate_.data() + r0 * F;
     kernels::SiluMul(g, F, up_.data() + r0 * F, F, g, F, r1 - r0, F, round_);
   });
@@ -244,7 +244,7 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
 
 void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
   const int64_t D = c_.hidden_size;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
     kernels::AddScaled(h_.data() + r0 * D, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
   });
 }
@@ -280,7 +280,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
 
   for (const Qwen35Layer& L : layers_) {
     // x = norm(h); h += Mixer(x)
-    ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+    ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
       kernels::RmsNorm(h_.data() + r0 * D, D, L.input_layernorm.data(), x_.data() + r0 * D, D,
                        r1 - r0, D, Norm());
     });

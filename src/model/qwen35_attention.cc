@@ -57,7 +57,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   // Cache K (normed, rotated) and V (raw). Row ranges of tokens on the pool (row_ranges.h).
   const kernels::RmsNormParams norm{static_cast<float>(c.rms_norm_eps), 1.0f, false, round};
   const int64_t half = c.rotary_dim / 2;
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, (H + KV) * hd, [&](int64_t r0, int64_t r1) {
     const int64_t n = r1 - r0;
     float* q = q_.data() + r0 * H * hd;
     float* k = k_.data() + r0 * KV * hd;
@@ -73,7 +73,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv, 1.0f / std::sqrt(static_cast<float>(hd)),
                           attn_.data(), H * hd, pool);
   // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, H * hd, [&](int64_t r0, int64_t r1) {
     float* a = attn_.data() + r0 * H * hd;
     kernels::RoundInPlace(a, (r1 - r0) * H * hd, round);
     if (c.attn_output_gate) {

@@ -82,7 +82,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   // β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias), both f32 [T, Hv];
   // q <- l2norm(q) · dk^-1/2, k <- l2norm(k), per head, f32 (in place in y). Rows of tokens on
   // the pool (row_ranges.h).
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, Hv, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       for (int64_t h = 0; h < Hv; ++h) {
         float& b = b_[i * Hv + h];
@@ -127,7 +127,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
     }
   });
   // o = rmsnorm(bf(o)) · w · silu(z) per head [T·Hv, dv]
-  ForRowRanges(pool, t, [&](int64_t r0, int64_t r1) {
+  ForRowRanges(pool, t, value_dim, [&](int64_t r0, int64_t r1) {
     float* o = o_.data() + r0 * value_dim;
     kernels::RoundInPlace(o, (r1 - r0) * value_dim, round);
     kernels::GatedRmsNorm(o, dv, z_.data() + r0 * value_dim, dv, w.norm.data(), o, dv,

@@ -1,0 +1,58 @@
+// AVX-512 vector helpers shared by the AVX-512 kernel files (compiled with CPM_AVX512_FLAGS). A
+// file compiled over SIMDe's emulation (CPM_EMULATE_AVX512, tests) gets the same code on SIMDe's
+// types.
+#pragma once
+
+#if defined(CPM_EMULATE_AVX512)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#else
+#include <immintrin.h>
+#endif
+
+// GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace cpm::kernels::avx512 {
+
+// f32 → bf16 → f32, round to nearest even; a NaN keeps its top half with the quiet bit set (as
+// F32ToBf16 and avx2::RoundBf16).
+inline __m512 RoundBf16(__m512 v) {
+  const __m512i b = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+  const __m512i top = _mm512_set1_epi32(-65536);
+  const __m512i r =
+      _mm512_and_si512(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), top);
+  const __m512i qnan = _mm512_or_si512(_mm512_and_si512(b, top), _mm512_set1_epi32(0x400000));
+  return _mm512_castsi512_ps(
+      _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+}
+
+// e^x: avx2::Exp's reduction and polynomial, operation for operation, on 16 lanes (so both give
+// the same bits); ≤ ~2 ulp from expf on [-87, 88], 0 below -87.3.
+inline __m512 Exp(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  // 2^n in two halves, so that n = 128 does not overflow the exponent.
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i h1 = _mm512_srai_epi32(ni, 1), h2 = _mm512_sub_epi32(ni, h1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h2, bias), 23));
+  p = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), p);
+}
+
+}  // namespace cpm::kernels::avx512
