@@ -25,6 +25,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 #include "kernels/matmul.h"
+#include "kernels/ternary.h"
 #include "kv/kv_cache.h"
 #include "kv/state_slots.h"
 #include "model/minicpm_config.h"
@@ -148,13 +149,14 @@ struct BenchModel {
   std::string architecture;
   bool hybrid = false;
   bool ternary = false;  // BitCPM4-style dummy weights (--ternary)
+  bool codes = false;    // ... run as 2-bit codes (kernels::TernaryPackingEnabled)
   int64_t vocab_size = 0;
   int64_t num_hidden_layers = 0;
   Cost cost;
 };
 
 StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& path,
-                                    bool ternary) {
+                                    bool ternary, bool codes) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   BenchModel m;
   if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
@@ -174,8 +176,9 @@ StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& 
   CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
   m.vocab_size = c.vocab_size;
   m.num_hidden_layers = c.num_hidden_layers;
-  m.cost = CostOf(c, ternary);
+  m.cost = CostOf(c, codes);
   m.ternary = ternary;
+  m.codes = codes;
   return m;
 }
 
@@ -355,8 +358,10 @@ void PrintModelLine(const std::string& dir, const BenchModel& m) {
                 "decode step\n\n",
                 dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(m.num_hidden_layers),
                 cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6,
-                m.ternary ? "of weights (layers ternary: 2-bit codes + row scales; head bf16)"
-                          : "bf16 weights");
+                m.codes     ? "of weights (layers ternary: 2-bit codes + row scales; head bf16)"
+                : m.ternary ? "bf16 weights (layers ternary, run as bf16: the AVX-512 BF16 "
+                              "matmul beats the 2-bit kernels; CPM_TERNARY=1 forces them)"
+                            : "bf16 weights");
     return;
   }
   std::printf("model: %s dims (%s, Qwen3.5 hybrid), %.1f M params/Gated DeltaNet layer × %lld + "
@@ -372,7 +377,10 @@ nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   nlohmann::json j = {{"dir", dir}, {"weight_bytes_per_decode_step", cost.weight_bytes_per_step},
                       {"body_params", cost.body_params}, {"head_params", cost.head_params}};
-  if (m.ternary) j["ternary"] = true;
+  if (m.ternary) {
+    j["ternary"] = true;
+    j["ternary_codes"] = m.codes;
+  }
   if (m.hybrid) {
     j["architecture"] = m.architecture;
     j["full_attention_layers"] = cost.full_layers;
@@ -395,7 +403,9 @@ int RunBench(const BenchArgs& a) {
   }
   std::stringstream text;
   text << cf.rdbuf();
-  auto bm = ReadBenchModel(text.str(), dir + "/config.json", a.ternary);
+  // Ternary dummy weights are streamed as 2-bit codes only where PrepareLinear packs them so.
+  const bool codes = a.ternary && kernels::TernaryPackingEnabled();
+  auto bm = ReadBenchModel(text.str(), dir + "/config.json", a.ternary, codes);
   if (!bm.ok()) {
     std::fprintf(stderr, "bench: %s\n", bm.status().message().c_str());
     return 2;
@@ -568,7 +578,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--skip-limits", a->skip_limits, "do not measure bandwidth and peak");
   cmd->add_flag("--ternary", a->ternary,
                 "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "
-                "2-bit kernels");
+                "2-bit kernels where they are used (CPM_TERNARY)");
   RegisterBenchServeCommand(*cmd, exit_code);
   cmd->callback([a, cmd, exit_code] {
     if (!cmd->got_subcommand("serve")) *exit_code = RunBench(*a);

@@ -203,9 +203,8 @@ void PrepareLinear(LinearWeight* w) {
   if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
   const PackedWeight* packed = Packed(*w);
   if (packed && packed->layout == PackedLayout::kPanel16Ternary) return;
-  // Ternary bf16 weights (BitCPM4) as 2-bit codes, on every ISA with AVX2: the AVX2 kernels
-  // run them at an 8th of the bytes, which beats any bf16 kernel where decode is memory-bound.
-  // Real-valued weights fail the scan within their first 32 values.
+  // Ternary bf16 weights (BitCPM4) as 2-bit codes (TernaryPackingEnabled). Real-valued weights
+  // fail the scan within their first 32 values.
   if (w->dtype == DType::kBF16 && TernaryPackingEnabled() && packed == nullptr) {
     const TernaryFormat f =
         DetectTernary(static_cast<const uint16_t*>(w->data), w->out_features, w->in_features);
@@ -217,6 +216,15 @@ void PrepareLinear(LinearWeight* w) {
   const PackedLayout want = WantedLayout(isa, w->dtype);
   if (packed && packed->layout == want) return;
   w->packed = PackLinear(*w, want);
+}
+
+// The codes where the AVX2 kernels are the matmul: they run them at an 8th of the bytes, which
+// beats their bf16 panels wherever decode is memory-bound. The AVX-512 BF16 matmul beats the
+// codes' unpacking (Zen 5, 2 threads, ~70 GB/s: codes 193 / 64 / 184 tokens/s at pp512 / batch 1
+// / batch 16, its bf16 panels 742 / 68 / 491), so there the weights stay bf16.
+bool TernaryPackingEnabled() {
+  return TernaryPackingOverride().value_or(
+      ActiveIsa() != Isa::kScalar && LayoutIsa(WantedLayout(ActiveIsa(), DType::kBF16)) == Isa::kAvx2);
 }
 
 bool MatMulUsesBf16Dot() {

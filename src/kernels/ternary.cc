@@ -205,12 +205,13 @@ std::vector<uint16_t> ExpandTernary(const LinearWeight& w) {
   return out;
 }
 
-bool TernaryPackingEnabled() {
-  static const bool enabled = [] {
+std::optional<bool> TernaryPackingOverride() {
+  static const std::optional<bool> on = []() -> std::optional<bool> {
     const char* v = std::getenv("CPM_TERNARY");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::strcmp(v, "0") != 0;
   }();
-  return enabled;
+  return on;
 }
 
 TernaryFormat PackedTernaryFormat(const LinearWeight& w) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,8 +53,11 @@ std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryForm
 // checkpoint's, which tests compare).
 std::vector<uint16_t> ExpandTernary(const LinearWeight& w);
 
-// Whether PrepareLinear() packs ternary bf16 weights as 2-bit codes: yes, unless CPM_TERNARY=0 (for
-// A/B runs against the bf16 kernels).
+// CPM_TERNARY=1 / =0 when set: PrepareLinear() then packs ternary bf16 weights as 2-bit codes, or
+// never does (A/B runs against the bf16 kernels).
+std::optional<bool> TernaryPackingOverride();
+// Whether PrepareLinear() packs ternary bf16 weights as 2-bit codes at the active ISA: the
+// override when set, else where the AVX2 kernels are the matmul (matmul.cc says why).
 bool TernaryPackingEnabled();
 
 // The format a prepared weight was packed with (group 0: not packed as ternary).

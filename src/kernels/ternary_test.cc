@@ -15,6 +15,7 @@ namespace cpm::kernels {
 namespace {
 
 using testing::IsaGuard;
+using testing::IsasToTest;
 using testing::RandomBf16;
 using testing::RandomVec;
 
@@ -104,6 +105,8 @@ TEST(TernaryTest, PackingIsLossless) {
 
 TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
   if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "packing needs AVX2";
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));  // where the AVX2 kernels are the matmul
   const int64_t n = 40, k = 64;
   const std::vector<uint16_t> ternary = TernaryWeight(n, k, {32, false}, 4);
   const std::vector<uint16_t> real = RandomBf16(n * k, 5);
@@ -117,6 +120,28 @@ TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
   EXPECT_EQ(t.packed.get(), packed);
   EXPECT_EQ(t.data,
             ternary.data());  // the checkpoint's bytes stay for the scalar path
+}
+
+// The policy: codes where the AVX2 kernels are the matmul, the AVX-512 BF16 matmul's bf16 pairs
+// where it is chosen (it beats the codes' unpacking), never at the scalar level.
+TEST(TernaryTest, PackedAsCodesOnlyWhereTheAvx2KernelsRun) {
+  if (TernaryPackingOverride().has_value()) GTEST_SKIP() << "CPM_TERNARY is set";
+  IsaGuard guard;
+  const int64_t n = 40, k = 64;
+  const std::vector<uint16_t> ternary = TernaryWeight(n, k, {32, false}, 4);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    LinearWeight t = Bf16Linear(ternary, n, k);
+    PrepareLinear(&t);
+    const bool avx512_matmul = isa == Isa::kAvx512 && Avx512Choice().avx512;
+    const bool codes = isa != Isa::kScalar && !avx512_matmul;
+    EXPECT_EQ(TernaryPackingEnabled(), codes) << ToString(isa);
+    EXPECT_EQ(PackedTernaryFormat(t).ternary(), codes) << ToString(isa);
+    if (avx512_matmul) {
+      ASSERT_NE(Packed(t), nullptr);
+      EXPECT_EQ(Packed(t)->layout, PackedLayout::kPanel32Bf16Pairs);
+    }
+  }
 }
 
 void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b,
@@ -172,6 +197,7 @@ TEST(TernaryTest, KernelsAreBitwiseTheBf16Panels) {
 TEST(TernaryTest, ScalarLevelUsesTheBf16Values) {
   if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "packing needs AVX2";
   IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
   const int64_t n = 33, k = 70, m = 3;
   const std::vector<uint16_t> w = TernaryWeight(n, k, {32, false}, 9);
   LinearWeight lw = Bf16Linear(w, n, k);

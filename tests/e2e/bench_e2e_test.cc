@@ -394,23 +394,32 @@ TEST_F(OfflineBenchE2E, DepthCountsTheCachedKeys) {
 
 // --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
 // decode bytes are the codes, a bf16 scale per output row and the bf16 head.
-TEST_F(OfflineBenchE2E, TernaryCountsTheCodesBytes) {
-  const ProcessRun run =
-      Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1", "--repeats",
-             "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"});
-  ASSERT_EQ(run.rc, 0) << run.out << run.err;
-  // The tiny config: hidden 64, 4 heads × 16, 2 KV heads, FFN 128, 2 layers.
-  EXPECT_NE(run.err.find("14 of 15 linear weights ternary (per-row scales: 14)"),
-            std::string::npos)
-      << run.err;
-  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
-  ASSERT_TRUE(b.is_object());
-  const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
-  const int64_t rows_per_layer = 64 + 2 * 32 + 64 + 2 * 128 + 64;  // q, k, v, o, gate, up, down
-  EXPECT_EQ(body, 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128));
-  EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(),
-            body / 4 + 2 * rows_per_layer * 2 + head * 2);
-  EXPECT_EQ(b["model"]["ternary"], true);
+// With the 2-bit kernels forced (CPM_TERNARY=1) the bench counts the codes' bytes, with them
+// off (=0) the bf16 panels'; unset, whichever this CPU's policy picks.
+TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
+  for (const char* forced : {"1", "0"}) {
+    setenv("CPM_TERNARY", forced, 1);
+    const ProcessRun run =
+        Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1",
+               "--repeats", "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"});
+    unsetenv("CPM_TERNARY");
+    ASSERT_EQ(run.rc, 0) << run.out << run.err;
+    const bool codes = std::string(forced) == "1";
+    // The tiny config: hidden 64, 4 heads × 16, 2 KV heads, FFN 128, 2 layers.
+    EXPECT_EQ(run.err.find("14 of 15 linear weights ternary (per-row scales: 14)") !=
+                  std::string::npos,
+              codes)
+        << run.err;
+    const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+    ASSERT_TRUE(b.is_object());
+    const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
+    const int64_t rows_per_layer = 64 + 2 * 32 + 64 + 2 * 128 + 64;  // q, k, v, o, gate, up, down
+    EXPECT_EQ(body, 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128));
+    EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(),
+              (codes ? body / 4 + 2 * rows_per_layer * 2 : body * 2) + head * 2);
+    EXPECT_EQ(b["model"]["ternary"], true);
+    EXPECT_EQ(b["model"]["ternary_codes"], codes);
+  }
   // The hybrid model has no ternary release.
   const ProcessRun hybrid =
       Bench({"--model", Tiny("minicpmv4_6", "v"), "--ternary", "--skip-limits", "--tg", "2"});
