@@ -15,6 +15,11 @@
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
+// activation_avx512.cc compiled over SIMDe (activation_avx512_emulated.cc).
+namespace emulated {
+void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                   float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
+}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;
@@ -29,9 +34,34 @@ uint32_t Bits(float f) {
   return b;
 }
 
+// `got` against `ref`: `tol_rel` 0 means bit-exact; otherwise each element must be within
+// tol_rel·(1 + |ref|), or (rounded outputs) within one bf16 step for a few elements.
+void ExpectMatches(const std::vector<float>& got, const std::vector<float>& ref, double tol_rel,
+                   bool bf16_out, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size());
+  int64_t off_by_one_step = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (Bits(got[i]) == Bits(ref[i])) continue;
+    if (tol_rel == 0) {
+      FAIL() << what << " elem " << i << ": " << got[i] << " vs " << ref[i]
+             << " (must be bit-exact)";
+    }
+    const double diff = std::fabs(double{got[i]} - ref[i]);
+    if (bf16_out) {
+      // One bf16 step at |ref| is 2^-7 relative (at most): a rounding boundary was crossed.
+      ASSERT_LE(diff, std::fabs(double{ref[i]}) * (1.0 / 128) + 1e-30) << what << " elem " << i;
+      ++off_by_one_step;
+    } else {
+      ASSERT_LE(diff, tol_rel * (1 + std::fabs(double{ref[i]})))
+          << what << " elem " << i << ": " << got[i] << " vs " << ref[i];
+    }
+  }
+  // Crossing a bf16 rounding boundary needs an f32 difference right at the boundary: rare.
+  EXPECT_LE(off_by_one_step, static_cast<int64_t>(ref.size() / 100 + 2)) << what;
+}
+
 // Runs `op` (which writes its result into the vector it gets) under the scalar level and under
-// every other level, and compares. `tol_rel` 0 means bit-exact; otherwise each element must be
-// within tol_rel·(1 + |ref|), or (rounded outputs) within one bf16 step for a few elements.
+// every other level, and compares (ExpectMatches).
 void Compare(const std::function<void(std::vector<float>&)>& op, double tol_rel, bool bf16_out,
              const std::string& what) {
   IsaGuard guard;
@@ -43,27 +73,8 @@ void Compare(const std::function<void(std::vector<float>&)>& op, double tol_rel,
     ASSERT_TRUE(SetActiveIsa(isa));
     std::vector<float> got;
     op(got);
-    ASSERT_EQ(got.size(), ref.size());
-    int64_t off_by_one_step = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      if (Bits(got[i]) == Bits(ref[i])) continue;
-      if (tol_rel == 0) {
-        FAIL() << what << " " << ToString(isa) << " elem " << i << ": " << got[i] << " vs "
-               << ref[i] << " (must be bit-exact)";
-      }
-      const double diff = std::fabs(double{got[i]} - ref[i]);
-      if (bf16_out) {
-        // One bf16 step at |ref| is 2^-7 relative (at most): a rounding boundary was crossed.
-        ASSERT_LE(diff, std::fabs(double{ref[i]}) * (1.0 / 128) + 1e-30)
-            << what << " " << ToString(isa) << " elem " << i;
-        ++off_by_one_step;
-      } else {
-        ASSERT_LE(diff, tol_rel * (1 + std::fabs(double{ref[i]})))
-            << what << " " << ToString(isa) << " elem " << i << ": " << got[i] << " vs " << ref[i];
-      }
-    }
-    // Crossing a bf16 rounding boundary needs an f32 difference right at the boundary: rare.
-    EXPECT_LE(off_by_one_step, static_cast<int64_t>(ref.size() / 100 + 2)) << what;
+    ExpectMatches(got, ref, tol_rel, bf16_out, what + " " + ToString(isa));
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -139,6 +150,25 @@ TEST(ElementwiseTest, SiluMul) {
         o.assign(rows * (dim + 5), -7.0f);
         SiluMul(g.data(), dim, u.data(), dim, o.data(), dim + 5, rows, dim, r);
       }, 1e-6, r == Round::kBf16, "silu dim=" + std::to_string(dim));
+    }
+  }
+}
+
+// The AVX-512 variant compiled over SIMDe (activation_avx512_emulated.cc), so that CPUs without
+// AVX-512 check it too.
+TEST(ElementwiseTest, SiluMulAvx512EmulatedMatchesScalar) {
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+  for (int64_t dim : kDims) {
+    for (Round r : {Round::kNone, Round::kBf16}) {
+      const int64_t rows = 2, os = dim + 5;
+      const std::vector<float> g = RandomVec(rows * dim, 6, -12, 12);
+      const std::vector<float> u = RandomVec(rows * dim, 7, -2, 2);
+      std::vector<float> ref(rows * os, -7.0f), got(rows * os, -7.0f);
+      SiluMul(g.data(), dim, u.data(), dim, ref.data(), os, rows, dim, r);
+      emulated::SiluMulAvx512(g.data(), dim, u.data(), dim, got.data(), os, rows, dim, r);
+      ExpectMatches(got, ref, 1e-6, r == Round::kBf16,
+                    "silu avx512(emulated) dim=" + std::to_string(dim));
     }
   }
 }

@@ -33,28 +33,6 @@ bool HaveAvx512Bf16() { return GetCpuFeatures().avx512bf16; }
 #endif
 namespace {
 
-// Masked unaligned load/store of 16 floats: masked-off lanes are neither read nor written.
-#if defined(CPM_EMULATE_AVX512)
-// SIMDe 0.7 has no masked unaligned forms; lane-wise equivalents.
-inline __m512 MaskzLoadu(__mmask16 k, const float* p) {
-  alignas(64) float v[16] = {};
-  for (int i = 0; i < 16; ++i) {
-    if ((k >> i) & 1) v[i] = p[i];
-  }
-  return _mm512_load_ps(v);
-}
-inline void MaskStoreu(float* p, __mmask16 k, __m512 a) {
-  alignas(64) float v[16];
-  _mm512_store_ps(v, a);
-  for (int i = 0; i < 16; ++i) {
-    if ((k >> i) & 1) p[i] = v[i];
-  }
-}
-#else
-inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
-inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
-#endif
-
 constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 // k-blocks, in elements of k (even, so pair rows never straddle blocks). Two decode tiles share
 // a panel's block from L1 (16 KiB of bf16 pairs). Taller blocks reload and store y at each
@@ -112,8 +90,8 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       if (a.accumulate) {
-        acc[r][q][0] = NP == 1 ? MaskzLoadu(m0, y + r * ys) : _mm512_loadu_ps(y + r * ys + 32 * q);
-        acc[r][q][1] = NP == 1 ? MaskzLoadu(m1, y + r * ys + 16)
+        acc[r][q][0] = NP == 1 ? avx512::MaskzLoadu(m0, y + r * ys) : _mm512_loadu_ps(y + r * ys + 32 * q);
+        acc[r][q][1] = NP == 1 ? avx512::MaskzLoadu(m1, y + r * ys + 16)
                                : _mm512_loadu_ps(y + r * ys + 32 * q + 16);
       } else {
         acc[r][q][0] = acc[r][q][1] = _mm512_setzero_ps();
@@ -182,8 +160,8 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       if (NP == 1) {
-        MaskStoreu(yr, m0, acc[r][q][0]);
-        MaskStoreu(yr + 16, m1, acc[r][q][1]);
+        avx512::MaskStoreu(yr, m0, acc[r][q][0]);
+        avx512::MaskStoreu(yr + 16, m1, acc[r][q][1]);
       } else {
         _mm512_storeu_ps(yr + 32 * q, acc[r][q][0]);
         _mm512_storeu_ps(yr + 32 * q + 16, acc[r][q][1]);

@@ -15,6 +15,28 @@
 
 namespace cpm::kernels::avx512 {
 
+// Masked unaligned load/store of 16 floats: masked-off lanes are neither read nor written.
+#if defined(CPM_EMULATE_AVX512)
+// SIMDe 0.7 has no masked unaligned forms; lane-wise equivalents.
+inline __m512 MaskzLoadu(__mmask16 k, const float* p) {
+  alignas(64) float v[16] = {};
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) v[i] = p[i];
+  }
+  return _mm512_load_ps(v);
+}
+inline void MaskStoreu(float* p, __mmask16 k, __m512 a) {
+  alignas(64) float v[16];
+  _mm512_store_ps(v, a);
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) p[i] = v[i];
+  }
+}
+#else
+inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
+inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
+#endif
+
 // f32 → bf16 → f32, round to nearest even; a NaN keeps its top half with the quiet bit set (as
 // F32ToBf16 and avx2::RoundBf16).
 inline __m512 RoundBf16(__m512 v) {
@@ -28,14 +50,19 @@ inline __m512 RoundBf16(__m512 v) {
       _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
 }
 
-// e^x: avx2::Exp's reduction and polynomial, operation for operation, on 16 lanes (so both give
-// the same bits); ≤ ~2 ulp from expf on [-87, 88], 0 below -87.3.
+// e^x: avx2::Exp's reduction and polynomial on 16 lanes; ≤ ~2 ulp from expf on [-87, 88], 0
+// below -87.3. Written with operations SIMDe 0.7 emulates exactly (it has no 512-bit float → int
+// conversion or arithmetic shift, and its roundscale toward −∞ returned −8.5 for −8.26), so that
+// the emulated build tests the same arithmetic.
 inline __m512 Exp(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // n = round-to-nearest-even(x · log2 e), as _mm256_round_ps: adding 1.5 · 2^23 leaves the
+  // integer in the low mantissa bits (|n| ≤ 128), subtracting it gives n as a float.
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic);
+  const __m512 n = _mm512_sub_ps(shifted, magic);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
@@ -45,9 +72,12 @@ inline __m512 Exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  // 2^n in two halves, so that n = 128 does not overflow the exponent.
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i h1 = _mm512_srai_epi32(ni, 1), h2 = _mm512_sub_epi32(ni, h1);
+  // 2^n in two halves, so that n = 128 does not overflow the exponent: h1 = floor(n / 2) (avx2's
+  // n >> 1, from a logical shift of n + 128 ≥ 0), h2 = n − h1.
+  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(magic));
+  const __m512i h1 = _mm512_sub_epi32(
+      _mm512_srli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(128)), 1), _mm512_set1_epi32(64));
+  const __m512i h2 = _mm512_sub_epi32(ni, h1);
   const __m512i bias = _mm512_set1_epi32(127);
   const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h1, bias), 23));
   const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h2, bias), 23));
