@@ -223,8 +223,9 @@ void PrepareLinear(LinearWeight* w) {
 // codes' unpacking (Zen 5, 2 threads, ~70 GB/s: codes 193 / 64 / 184 tokens/s at pp512 / batch 1
 // / batch 16, its bf16 panels 742 / 68 / 491), so there the weights stay bf16.
 bool TernaryPackingEnabled() {
+  const Isa isa = ActiveIsa();
   return TernaryPackingOverride().value_or(
-      ActiveIsa() != Isa::kScalar && LayoutIsa(WantedLayout(ActiveIsa(), DType::kBF16)) == Isa::kAvx2);
+      isa != Isa::kScalar && LayoutIsa(WantedLayout(isa, DType::kBF16)) == Isa::kAvx2);
 }
 
 bool MatMulUsesBf16Dot() {

@@ -7,9 +7,10 @@
 //
 // Batch invariance as in matmul_impl.h: one chain per output element in k order (a k-block
 // resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
-// row's result depends on that row alone. Tested under emulation only: a CPU runs them once a
-// start-up self-check has found them correct and faster than the AVX2 ones (matmul_choice.cc).
-// Short tiles (decode) widen over 2-4 panels; weights are prefetched a fixed distance ahead.
+// row's result depends on that row alone. Tested natively where the CPU has AVX-512 and under
+// emulation everywhere; a CPU runs them once a start-up self-check has found them correct and
+// faster than the AVX2 ones (matmul_choice.cc). Short tiles (decode) widen over 2-4 panels;
+// weights are prefetched a fixed distance ahead. Outputs are rounded to bf16 as they are stored.
 // x's bf16 check and pair packing are done once per call, for all tasks (PrepareXAvx512).
 #include <algorithm>
 #include <cstring>
@@ -90,7 +91,8 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       if (a.accumulate) {
-        acc[r][q][0] = NP == 1 ? avx512::MaskzLoadu(m0, y + r * ys) : _mm512_loadu_ps(y + r * ys + 32 * q);
+        acc[r][q][0] = NP == 1 ? avx512::MaskzLoadu(m0, y + r * ys)
+                               : _mm512_loadu_ps(y + r * ys + 32 * q);
         acc[r][q][1] = NP == 1 ? avx512::MaskzLoadu(m1, y + r * ys + 16)
                                : _mm512_loadu_ps(y + r * ys + 32 * q + 16);
       } else {
@@ -213,8 +215,8 @@ void AddLastColumn(const float* x, int64_t xs, int64_t rows, const uint16_t* pai
 // Decode-sized blocks (one or two tiles) read the task's weights in memory order, one sequential
 // stream for the prefetches to run ahead of (a panel's k-blocks are contiguous and the next
 // panel follows): a single tile passes over all of k, NP panels at a time; two tiles share each
-// k-block of a panel from L1. Taller blocks keep one panel's k-block in L1 while all their tiles
-// pass over it. The order never changes a result: every chain runs in k order.
+// k-block of a panel from L1. Taller blocks keep one panel's k-block (128 KiB, in L2) while all
+// their tiles pass over it. The order never changes a result: every chain runs in k order.
 template <Mode kMode>
 void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_t pb,
             int64_t pe, float* y, int64_t ys, Round round) {

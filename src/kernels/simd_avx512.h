@@ -61,7 +61,8 @@ inline __m512 Exp(__m512 x) {
   // n = round-to-nearest-even(x · log2 e), as _mm256_round_ps: adding 1.5 · 2^23 leaves the
   // integer in the low mantissa bits (|n| ≤ 128), subtracting it gives n as a float.
   const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic);
+  const __m512 shifted =
+      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic);
   const __m512 n = _mm512_sub_ps(shifted, magic);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
