@@ -19,20 +19,21 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/attention_impl.h"
+#include "kernels/attention_tiles.h"
+#include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
 namespace {
 
-constexpr int64_t kMaxHeadDim = 256;
-constexpr int64_t kMaxGroup = 16;
-constexpr int64_t kChunk = 16;  // keys per score tile: ≤ one block's group of 16 (KeySlot)
-constexpr int64_t kSpan = 128;  // keys per softmax update; spans start at multiples of it
-static_assert(kPartitionKeys % kSpan == 0, "partitions start at a span");
-// Chunks ahead whose keys a chunk's first score tile prefetches (kernels_bench decode, one
-// thread: 1 → 2 +5-10%; 4 and 8 no better).
-constexpr int64_t kKeysAhead = 2;
+using attn::Chunk;
+using attn::kChunk;
+using attn::kKeysAhead;
+using attn::kMaxGroup;
+using attn::kMaxHeadDim;
+using attn::kSpan;
+using attn::Prefetch;
+using attn::RowState;
 
 template <bool kBf16>
 inline __m256 LoadKv8(const void* base, int64_t idx) {
@@ -52,16 +53,6 @@ inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256
     *k1 = _mm256_loadu_ps(f + 8);
   }
 }
-
-// A piece of a span inside one group of 16 slots of a block (KeySlot): the element offset of its
-// head's keys in the block (dim j's slots at + j·block_size), the slot of its first key, the
-// element offset of its first value, its keys (≤ 16), and whether it is a whole group, whose
-// keys the tiles can read in KeySlot's pairing (not a block's shorter last group, nor part of a
-// group, as where a span starts inside one when the block size is not a multiple of 16).
-struct Chunk {
-  int64_t head, in_block, v, n;
-  bool whole;
-};
 
 // Where the score tiles read a chunk's keys: dim j's at p + j·row elements, bf16 (KeySlot's
 // pairing) or f32 (the tiles' kBf16Keys says which). Straight from the cache for a decode row (≤ kMaxDirectVectors query
@@ -97,19 +88,6 @@ void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
     }
   }
 }
-
-// What a chunk's first score tile prefetches (into L2), one line request per dim, spread over
-// the tile's loop rather than in a burst, which stalled on the core's outstanding-miss buffers
-// (perf: ~8% of decode attention's samples at 16 sequences × 1024 keys sat on a burst's loop):
-// dim j's keys of the chunk kKeysAhead on, and a d-th of this chunk's values, which the span's
-// value tiles read after its scores. The KV blocks are scattered, so the hardware prefetchers
-// do not guess them: with no prefetch, 16 sequences × 8192 keys (64 MiB, past L3) ran at 0.6×.
-struct Prefetch {
-  const char* k;   // dim 0 of the first key of the chunk kKeysAhead on
-  int64_t k_row;   // bytes between its dims
-  const char* v;   // this chunk's first value
-  int64_t v_step;  // n·element bytes: over the d dims, all n·d values
-};
 
 // s_i[0..16) = scale · q_i · k_t for H query vectors (any rows' heads of this KV head), dim j of
 // vector i at qt[j·q_stride + i]: each key vector feeds all H, whose broadcasts for one dim are
@@ -163,16 +141,6 @@ void ScoreTiles(const float* qt, int64_t q_stride, float* const* s, int64_t nq, 
   while (i + 2 <= nq) tile(std::integral_constant<int, 2>{});
   while (i < nq) tile(std::integral_constant<int, 1>{});
 }
-
-// The online-softmax state of one query row of a GQA group: each head's running max m and
-// sum l, and the span's scores s (then probabilities); the running output accumulates in `out`
-// itself. s has a chunk's room past the span: a chunk's tile writes 16 scores whatever its n.
-struct RowState {
-  float* out;  // [group][d]
-  int64_t n_keys;
-  alignas(32) float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
-  alignas(32) float s[kMaxGroup][kSpan + kChunk];
-};
 
 void BeginRow(RowState* r, float* out, int64_t n_keys, int64_t group, int64_t d) {
   r->out = out;
@@ -307,6 +275,11 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                 int64_t out_stride) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
+  // At the AVX-512 level: its tiles for f32 keys (a prefill's copies, f32 caches) and for the
+  // values; bitwise the AVX2 tiles' results (attention_tiles.h). Decode rows' bf16 keys stay
+  // with the AVX2 tiles, which widen them from KeySlot's pairing.
+  const bool wide = ActiveIsa() == Isa::kAvx512;
+  const bool wide_values = wide && d % 16 == 0;
   thread_local RowState st[kMaxAttendRows];
   // The rows' query vectors transposed, qt[j][r·group + g] (row stride kMaxAttendRows·group), for
   // the score tiles: read through per-vector pointers, the tiles ran out of registers and
@@ -365,14 +338,20 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk}
                                     : ChunkKeys{static_cast<const float*>(kv.k) + ch.head +
                                                     ch.in_block, bs};
-        ScoreTiles<false>(qr, qt_stride, s, nq, d, keys, scale, pf);
+        if (wide) {
+          attn::ScoreTilesF32Avx512(qr, qt_stride, s, nq, d, static_cast<const float*>(keys.p),
+                                    keys.row, scale, pf);
+        } else {
+          ScoreTiles<false>(qr, qt_stride, s, nq, d, keys, scale, pf);
+        }
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
       SpanSoftmax(&st[r], group, n);
-      SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
+      if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, chunks, n);
+      else SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {

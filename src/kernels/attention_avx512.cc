@@ -1,0 +1,127 @@
+// AVX-512 tiles of the attention kernel (attention_tiles.h): a chunk's 16 keys in one zmm per
+// query vector, and 16 output dims per zmm. Each computes the AVX2 tiles' chains (one FMA chain
+// per score over the dims in order; per output element, the running output times alpha, then
+// one FMA per key in order), so the results are bitwise the AVX2 kernel's and a row's result
+// still does not depend on its batch. Compiled with CPM_AVX512_FLAGS; called at the AVX-512
+// level only.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/attention_tiles.h"
+#include "kernels/simd_avx512.h"
+
+namespace cpm::kernels::attn {
+namespace {
+
+// H query vectors' scores against a chunk's 16 f32 keys. H ≤ 12: 12 chains cover the FMA
+// latency × ports; each key vector is loaded once per dim and feeds all H.
+template <int H, bool kPrefetch>
+[[gnu::noinline]] void ScoreTile(const float* qt, int64_t q_stride, float* const* s, int64_t d,
+                                 const float* keys, int64_t row, float scale,
+                                 const Prefetch& pf) {
+  __m512 acc[H];
+#pragma GCC unroll 12
+  for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < d; ++j, qt += q_stride) {
+    if constexpr (kPrefetch) {
+      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T1);
+      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T1);
+    }
+    const __m512 k = _mm512_loadu_ps(keys + j * row);
+#pragma GCC unroll 12
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(qt[h]), k, acc[h]);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 12
+  for (int h = 0; h < H; ++h) _mm512_storeu_ps(s[h], _mm512_mul_ps(acc[h], sc));
+}
+
+// o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_t p_h[t] · v_t[j0, j0 + 16·S) for H heads from h0
+// (the AVX2 ValueTile on 16 lanes).
+template <int H, int S, bool kBf16>
+[[gnu::noinline]] void ValueTile(RowState& r, int64_t h0, int64_t j0, int64_t d, const void* v,
+                                 const Chunk* chunks, int64_t n) {
+  __m512 acc[H][S];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) {
+      acc[h][i] = _mm512_mul_ps(_mm512_loadu_ps(r.out + (h0 + h) * d + j0 + 16 * i), a);
+    }
+  }
+  for (int64_t o = 0; o < n; ++chunks) {
+    const int64_t vc = chunks->v + j0, nc = std::min(chunks->n, n - o);
+    for (int64_t t = 0; t < nc; ++t, ++o) {
+      __m512 vv[S];
+#pragma GCC unroll 4
+      for (int i = 0; i < S; ++i) {
+        const int64_t idx = vc + t * d + 16 * i;
+        if constexpr (kBf16) {
+          const __m256i h = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(v) + idx));
+          vv[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        } else {
+          vv[i] = _mm512_loadu_ps(static_cast<const float*>(v) + idx);
+        }
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m512 p = _mm512_set1_ps(r.s[h0 + h][o]);
+#pragma GCC unroll 4
+        for (int i = 0; i < S; ++i) acc[h][i] = _mm512_fmadd_ps(p, vv[i], acc[h][i]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) _mm512_storeu_ps(r.out + (h0 + h) * d + j0 + 16 * i, acc[h][i]);
+  }
+}
+
+template <bool kBf16>
+void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chunk* chunks,
+                int64_t n) {
+  // Tiles of 4 heads × 64 dims (16 chains, 4 value loads and 4 broadcasts per 16 FMAs), then
+  // 32 and 16 dims, and 2 and 1 heads for what is left.
+  const auto heads = [&](auto h, int64_t h0) {
+    int64_t j0 = 0;
+    for (; j0 + 64 <= d; j0 += 64) ValueTile<h(), 4, kBf16>(r, h0, j0, d, v, chunks, n);
+    if (j0 + 32 <= d) {
+      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, chunks, n);
+      j0 += 32;
+    }
+    if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
+  };
+  int64_t h0 = 0;
+  for (; h0 + 4 <= group; h0 += 4) heads(std::integral_constant<int, 4>{}, h0);
+  for (; h0 + 2 <= group; h0 += 2) heads(std::integral_constant<int, 2>{}, h0);
+  for (; h0 < group; ++h0) heads(std::integral_constant<int, 1>{}, h0);
+}
+
+}  // namespace
+
+void ScoreTilesF32Avx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq,
+                         int64_t d, const float* keys, int64_t row, float scale,
+                         const Prefetch& pf) {
+  int64_t i = 0;
+  auto tile = [&](auto h) {
+    if (i == 0) ScoreTile<h(), true>(qt, q_stride, s, d, keys, row, scale, pf);
+    else ScoreTile<h(), false>(qt + i, q_stride, s + i, d, keys, row, scale, pf);
+    i += h();
+  };
+  while (i + 12 <= nq) tile(std::integral_constant<int, 12>{});
+  while (i + 8 <= nq) tile(std::integral_constant<int, 8>{});
+  while (i + 4 <= nq) tile(std::integral_constant<int, 4>{});
+  while (i + 2 <= nq) tile(std::integral_constant<int, 2>{});
+  while (i < nq) tile(std::integral_constant<int, 1>{});
+}
+
+void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
+                      const Chunk* chunks, int64_t n) {
+  if (bf16) return SpanValues<true>(r, group, d, v, chunks, n);
+  SpanValues<false>(r, group, d, v, chunks, n);
+}
+
+}  // namespace cpm::kernels::attn

@@ -1,0 +1,66 @@
+// Internals shared by the attention kernels' ISA variants (attention_avx2.cc drives the spans;
+// attention_avx512.cc has 16-lane score and value tiles that compute the AVX2 tiles' chains).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention_impl.h"
+
+namespace cpm::kernels::attn {
+
+constexpr int64_t kMaxHeadDim = 256;
+constexpr int64_t kMaxGroup = 16;
+constexpr int64_t kChunk = 16;  // keys per score tile: ≤ one block's group of 16 (KeySlot)
+constexpr int64_t kSpan = 128;  // keys per softmax update; spans start at multiples of it
+static_assert(kPartitionKeys % kSpan == 0, "partitions start at a span");
+// Chunks ahead whose keys a chunk's first score tile prefetches (kernels_bench decode, one
+// thread: 1 → 2 +5-10%; 4 and 8 no better).
+constexpr int64_t kKeysAhead = 2;
+
+// A piece of a span inside one group of 16 slots of a block (KeySlot): the element offset of its
+// head's keys in the block (dim j's slots at + j·block_size), the slot of its first key, the
+// element offset of its first value, its keys (≤ 16), and whether it is a whole group, whose
+// keys the tiles can read in KeySlot's pairing (not a block's shorter last group, nor part of a
+// group, as where a span starts inside one when the block size is not a multiple of 16).
+struct Chunk {
+  int64_t head, in_block, v, n;
+  bool whole;
+};
+
+// What a chunk's first score tile prefetches (into L2), one line request per dim, spread over
+// the tile's loop rather than in a burst, which stalled on the core's outstanding-miss buffers
+// (perf: ~8% of decode attention's samples at 16 sequences × 1024 keys sat on a burst's loop):
+// dim j's keys of the chunk kKeysAhead on, and a d-th of this chunk's values, which the span's
+// value tiles read after its scores. The KV blocks are scattered, so the hardware prefetchers
+// do not guess them: with no prefetch, 16 sequences × 8192 keys (64 MiB, past L3) ran at 0.6×.
+struct Prefetch {
+  const char* k;   // dim 0 of the first key of the chunk kKeysAhead on
+  int64_t k_row;   // bytes between its dims
+  const char* v;   // this chunk's first value
+  int64_t v_step;  // n·element bytes: over the d dims, all n·d values
+};
+
+// The online-softmax state of one query row of a GQA group: each head's running max m and
+// sum l, and the span's scores s (then probabilities); the running output accumulates in `out`
+// itself. s has a chunk's room past the span: a chunk's tile writes 16 scores whatever its n.
+struct RowState {
+  float* out;  // [group][d]
+  int64_t n_keys;
+  alignas(32) float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
+  alignas(32) float s[kMaxGroup][kSpan + kChunk];
+};
+
+// AVX-512 tiles (attention_avx512.cc), used at the AVX-512 level. Each computes the AVX2 tiles'
+// chains on 16 lanes: one FMA chain per score over the dims in order, one per output element over
+// the span's keys in order, so the results are bitwise the AVX2 kernel's (tested).
+//
+// s_i[0..16) = scale · q_i · k_t for the nq query vectors at qt (dim j of vector i at
+// qt[j·q_stride + i]), f32 keys (dim j's 16 keys at keys + j·row); the first tile prefetches pf.
+void ScoreTilesF32Avx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq,
+                         int64_t d, const float* keys, int64_t row, float scale,
+                         const Prefetch& pf);
+// The row's outputs over its n keys of the span (SpanValues), d % 16 == 0.
+void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
+                      const Chunk* chunks, int64_t n);
+
+}  // namespace cpm::kernels::attn
