@@ -9,7 +9,8 @@
 // and the short output chains dominated decode: kernels_bench, one thread, medians of 10
 // interleaved rounds against that: decode 16 sequences × 1024 keys 1.44×, V-4.6 heads 1.56×,
 // prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
-// Compiled with -mavx2 -mfma -mf16c.
+// Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the f32-key score tiles and the value
+// tiles are attention_avx512.cc's 16-lane ones, which give the same bits.
 //
 // A row's result depends only on its query and its keys (spans and chunks start at the same
 // positions whatever the batch), so attention stays batch invariant.
