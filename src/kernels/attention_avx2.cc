@@ -9,8 +9,8 @@
 // and the short output chains dominated decode: kernels_bench, one thread, medians of 10
 // interleaved rounds against that: decode 16 sequences × 1024 keys 1.44×, V-4.6 heads 1.56×,
 // prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
-// Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the f32-key score tiles and the value
-// tiles are attention_avx512.cc's 16-lane ones, which give the same bits.
+// Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the score and value tiles are
+// attention_avx512.cc's 16-lane ones, which give the same bits.
 //
 // A row's result depends only on its query and its keys (spans and chunks start at the same
 // positions whatever the batch), so attention stays batch invariant.
@@ -276,9 +276,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                 int64_t out_stride) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
-  // At the AVX-512 level: its tiles for f32 keys (a prefill's copies, f32 caches) and for the
-  // values; bitwise the AVX2 tiles' results (attention_tiles.h). Decode rows' bf16 keys stay
-  // with the AVX2 tiles, which widen them from KeySlot's pairing.
+  // At the AVX-512 level: its score and value tiles, bitwise the AVX2 tiles' results
+  // (attention_tiles.h).
   const bool wide = ActiveIsa() == Isa::kAvx512;
   const bool wide_values = wide && d % 16 == 0;
   thread_local RowState st[kMaxAttendRows];
@@ -334,14 +333,14 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       const float* qr = qt + r0 * group;
       if (!copy && kBf16) {
         const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + ch.head + ch.in_block, bs};
-        ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
+        if (wide) attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, bs, true, scale, pf);
+        else ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
       } else {
         const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk}
                                     : ChunkKeys{static_cast<const float*>(kv.k) + ch.head +
                                                     ch.in_block, bs};
         if (wide) {
-          attn::ScoreTilesF32Avx512(qr, qt_stride, s, nq, d, static_cast<const float*>(keys.p),
-                                    keys.row, scale, pf);
+          attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, keys.row, false, scale, pf);
         } else {
           ScoreTiles<false>(qr, qt_stride, s, nq, d, keys, scale, pf);
         }

@@ -13,11 +13,35 @@
 namespace cpm::kernels::attn {
 namespace {
 
-// H query vectors' scores against a chunk's 16 f32 keys. H ≤ 12: 12 chains cover the FMA
-// latency × ports; each key vector is loaded once per dim and feeds all H.
-template <int H, bool kPrefetch>
+// Dim j's 16 keys of a chunk, in order: f32, or bf16 in KeySlot's pairing (keys t and t + 8 in
+// 32-bit lane t), widened exactly. The 32 bytes go to both 256-bit halves (one broadcast load),
+// and one byte shuffle puts keys 0-7 (low halves) into lanes 0-7 and keys 8-15 (high halves)
+// into lanes 8-15, each as the top half of an f32.
+template <bool kBf16>
+inline __m512 LoadKeys16(const void* keys, int64_t row, int64_t j) {
+  if constexpr (kBf16) {
+    const uint16_t* p = static_cast<const uint16_t*>(keys) + j * row;
+    const __m512i both =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    // Per dword k of each 128-bit lane (vpshufb indexes within the lane): bytes 4k+2, 4k+3 from
+    // 4k, 4k+1 (lanes 0-7: low halves) or from 4k+2, 4k+3 (lanes 8-15: high halves); 4k, 4k+1
+    // zero (-1).
+    const __m512i to_f32 = _mm512_set_epi8(
+        15, 14, -1, -1, 11, 10, -1, -1, 7, 6, -1, -1, 3, 2, -1, -1,  // lanes 12-15
+        15, 14, -1, -1, 11, 10, -1, -1, 7, 6, -1, -1, 3, 2, -1, -1,  // lanes 8-11
+        13, 12, -1, -1, 9, 8, -1, -1, 5, 4, -1, -1, 1, 0, -1, -1,  // lanes 4-7
+        13, 12, -1, -1, 9, 8, -1, -1, 5, 4, -1, -1, 1, 0, -1, -1);  // lanes 0-3
+    return _mm512_castsi512_ps(_mm512_shuffle_epi8(both, to_f32));
+  } else {
+    return _mm512_loadu_ps(static_cast<const float*>(keys) + j * row);
+  }
+}
+
+// H query vectors' scores against a chunk's 16 keys. H ≤ 12: 12 chains cover the FMA latency ×
+// ports; each key vector is loaded once per dim and feeds all H.
+template <int H, bool kBf16, bool kPrefetch>
 [[gnu::noinline]] void ScoreTile(const float* qt, int64_t q_stride, float* const* s, int64_t d,
-                                 const float* keys, int64_t row, float scale,
+                                 const void* keys, int64_t row, float scale,
                                  const Prefetch& pf) {
   __m512 acc[H];
 #pragma GCC unroll 12
@@ -27,7 +51,7 @@ template <int H, bool kPrefetch>
       _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T1);
       _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T1);
     }
-    const __m512 k = _mm512_loadu_ps(keys + j * row);
+    const __m512 k = LoadKeys16<kBf16>(keys, row, j);
 #pragma GCC unroll 12
     for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(qt[h]), k, acc[h]);
   }
@@ -100,15 +124,13 @@ void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chun
   for (; h0 < group; ++h0) heads(std::integral_constant<int, 1>{}, h0);
 }
 
-}  // namespace
-
-void ScoreTilesF32Avx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq,
-                         int64_t d, const float* keys, int64_t row, float scale,
-                         const Prefetch& pf) {
+template <bool kBf16>
+void ScoreTiles(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
+                const void* keys, int64_t row, float scale, const Prefetch& pf) {
   int64_t i = 0;
   auto tile = [&](auto h) {
-    if (i == 0) ScoreTile<h(), true>(qt, q_stride, s, d, keys, row, scale, pf);
-    else ScoreTile<h(), false>(qt + i, q_stride, s + i, d, keys, row, scale, pf);
+    if (i == 0) ScoreTile<h(), kBf16, true>(qt, q_stride, s, d, keys, row, scale, pf);
+    else ScoreTile<h(), kBf16, false>(qt + i, q_stride, s + i, d, keys, row, scale, pf);
     i += h();
   };
   while (i + 12 <= nq) tile(std::integral_constant<int, 12>{});
@@ -116,6 +138,14 @@ void ScoreTilesF32Avx512(const float* qt, int64_t q_stride, float* const* s, int
   while (i + 4 <= nq) tile(std::integral_constant<int, 4>{});
   while (i + 2 <= nq) tile(std::integral_constant<int, 2>{});
   while (i < nq) tile(std::integral_constant<int, 1>{});
+}
+
+}  // namespace
+
+void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
+                      const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf) {
+  if (bf16) return ScoreTiles<true>(qt, q_stride, s, nq, d, keys, row, scale, pf);
+  ScoreTiles<false>(qt, q_stride, s, nq, d, keys, row, scale, pf);
 }
 
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,

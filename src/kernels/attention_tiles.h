@@ -55,10 +55,10 @@ struct RowState {
 // the span's keys in order, so the results are bitwise the AVX2 kernel's (tested).
 //
 // s_i[0..16) = scale · q_i · k_t for the nq query vectors at qt (dim j of vector i at
-// qt[j·q_stride + i]), f32 keys (dim j's 16 keys at keys + j·row); the first tile prefetches pf.
-void ScoreTilesF32Avx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq,
-                         int64_t d, const float* keys, int64_t row, float scale,
-                         const Prefetch& pf);
+// qt[j·q_stride + i]); dim j's 16 keys at keys + j·row elements, f32 in order or bf16 in
+// KeySlot's pairing (a whole group of 16); the first tile prefetches pf.
+void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
+                      const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf);
 // The row's outputs over its n keys of the span (SpanValues), d % 16 == 0.
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
                       const Chunk* chunks, int64_t n);
