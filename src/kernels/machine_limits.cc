@@ -129,17 +129,16 @@ double MatmulL1Loop(int64_t iterations) {
   alignas(64) float x[kMaxM * kK], y[kMaxM * kN];
   std::fill(std::begin(x), std::end(x), 0.5f);
   // x prepared once, as MatMulGroup does once per call for all its tasks.
-  std::vector<uint32_t> pairs(kMaxM * PairsStride(kK));
+  uint32_t pairs[kMaxM * PairsStride(kK)];
   uint8_t dot[kMaxM];
-  if (!avx2) PrepareXAvx512(x, kK, kK, 0, rows, dot, pairs.data());
+  if (!avx2) PrepareXAvx512(x, kK, kK, 0, rows, dot, pairs);
   // As many FMAs as the register-only loop does in `iterations` (12 vector FMAs each).
   const int64_t calls = std::max<int64_t>(1, iterations * 12 * 8 / (rows * kN * kK));
   for (int64_t c = 0; c < calls; ++c) {
     if (avx2) {
       MatMulPanelsAvx2(x, rows, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
     } else {
-      MatMulPanelsAvx512({x, kK, dot, pairs.data()}, rows, *pw, 0, pw->num_panels, y, kN,
-                         Round::kNone);
+      MatMulPanelsAvx512({x, kK, dot, pairs}, rows, *pw, 0, pw->num_panels, y, kN, Round::kNone);
     }
   }
   volatile float sink = y[0];

@@ -98,7 +98,7 @@ struct Avx512X {
 // Elements between consecutive rows of the pair array: a cache line more than a row needs, so
 // that the rows a tile broadcasts from do not share L1 sets (a row is 2 KiB or 8 KiB at these
 // models' widths, and rows a multiple of 4 KiB apart all land in the same set).
-inline int64_t PairsStride(int64_t k) { return (k + 1) / 2 + 16; }
+constexpr int64_t PairsStride(int64_t k) { return (k + 1) / 2 + 16; }
 // Fills dot[i] and, where it is set, row i of `pairs` for rows [row_begin, row_end).
 void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
                     int64_t row_end, uint8_t* dot, uint32_t* pairs);
