@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/exp_poly.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels::avx2 {
@@ -100,19 +101,17 @@ inline __m256 RoundBf16(__m256 x) {
 // e^x, relative error ≤ ~2 ulp for x in [-87, 88]; x < -87.3 gives 0 (the scalar expf gives a
 // denormal there, an absolute difference below 1e-38). Cody-Waite reduction + degree-6 poly.
 inline __m256 Exp(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
+  namespace c = exp_poly;
+  const __m256 lo = _mm256_set1_ps(c::kLo), hi = _mm256_set1_ps(c::kHi);
   const __m256 too_small = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(c::kP[0]);
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP[i]));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   // 2^n built in two halves so that n = 128 (x near the top) does not overflow the exponent.
   const __m256i ni = _mm256_cvtps_epi32(n);

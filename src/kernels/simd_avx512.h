@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/exp_poly.h"
+
 // GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -55,23 +57,21 @@ inline __m512 RoundBf16(__m512 v) {
 // conversion or arithmetic shift, and its roundscale toward −∞ returned −8.5 for −8.26), so that
 // the emulated build tests the same arithmetic.
 inline __m512 Exp(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
+  namespace c = exp_poly;
+  const __m512 lo = _mm512_set1_ps(c::kLo), hi = _mm512_set1_ps(c::kHi);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
   // n = round-to-nearest-even(x · log2 e), as _mm256_round_ps: adding 1.5 · 2^23 leaves the
   // integer in the low mantissa bits (|n| ≤ 128), subtracting it gives n as a float.
   const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512 shifted =
-      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic);
+      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)), magic);
   const __m512 n = _mm512_sub_ps(shifted, magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(c::kP[0]);
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP[i]));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   // 2^n in two halves, so that n = 128 does not overflow the exponent: h1 = floor(n / 2) (avx2's
   // n >> 1, from a logical shift of n + 128 ≥ 0), h2 = n − h1.
