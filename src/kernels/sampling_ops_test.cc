@@ -17,6 +17,13 @@ using testing::IsaGuard;
 using testing::IsasToTest;
 using testing::RandomVec;
 
+// n values in [-20, 20), every third rounded to an integer, so that the largest ones tie.
+std::vector<float> RandomWithTies(int64_t n, uint32_t seed) {
+  std::vector<float> x = RandomVec(n, seed, -20, 20);
+  for (int64_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);
+  return x;
+}
+
 TEST(SamplingOpsTest, LogSoftmaxMatchesDoubleReference) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
@@ -73,8 +80,7 @@ TEST(SamplingOpsTest, ArgMaxIsTheFirstLargestIgnoringNaN) {
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
     for (int64_t n : {1, 7, 33, 4099, 73448}) {
-      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 3), -20, 20);
-      for (int64_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);  // ties
+      std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 3));
       const auto first_largest = [&] {
         int64_t best = -1;
         for (int64_t i = 0; i < n; ++i) {
@@ -100,18 +106,19 @@ TEST(SamplingOpsTest, TopKMatchesStableSort) {
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
     for (int64_t n : {1, 7, 33, 4099, 73448}) {
-      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 1), -20, 20);
-      // Ties (quantised values), a NaN and an -inf to test the rules.
-      for (int64_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);
+      // Ties, a NaN and an -inf to test the rules.
+      std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 1));
       if (n > 5) {
         x[2] = NAN;
         x[4] = -INFINITY;
       }
       std::vector<int32_t> order(n);
       std::iota(order.begin(), order.end(), 0);
-      order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t i) { return std::isnan(x[i]); }),
+      order.erase(std::remove_if(order.begin(), order.end(),
+                                 [&](int32_t i) { return std::isnan(x[i]); }),
                   order.end());
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return x[a] > x[b]; });
       for (int64_t k : {1, 5, 20, 64}) {
         std::vector<int32_t> idx(k, -1);
         std::vector<float> val(k);
