@@ -15,6 +15,7 @@ void BM_MachineLimits(benchmark::State& state) {
   for (auto _ : state) l = MeasureMachineLimits(pool, int64_t{512} << 20, 3);
   state.counters["read_GB/s"] = l.read_gbps;
   state.counters["read_GB/s_1t"] = l.read_gbps_1t;
+  state.counters["read_prefetch_B"] = static_cast<double>(l.read_prefetch_bytes);
   state.counters["fma_GFLOP/s"] = l.f32_fma_gflops;
   state.counters["fma_GFLOP/s_1t"] = l.f32_fma_gflops_1t;
   state.counters["bf16_GFLOP/s"] = l.bf16_dot_gflops;
@@ -32,17 +33,18 @@ void BM_FmaPeakCpuTime(benchmark::State& state) {
 }
 BENCHMARK(BM_FmaPeakCpuTime)->MinTime(0.3);
 
+// Arg: software-prefetch distance per stream (bytes; 0: none).
 void BM_StreamReadCpuTime(benchmark::State& state) {
   const int64_t bytes = int64_t{512} << 20;
   AlignedBuffer buf(bytes);
   std::memset(buf.data(), 1, bytes);  // touch every page before timing
   uint64_t sink = 0;
-  for (auto _ : state) sink ^= StreamReadAvx2(buf.data(), bytes);
+  for (auto _ : state) sink ^= StreamReadAvx2(buf.data(), bytes, state.range(0));
   benchmark::DoNotOptimize(sink);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * bytes / 1e9,
                                               benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_StreamReadCpuTime)->MinTime(0.5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamReadCpuTime)->Arg(0)->Arg(1024)->MinTime(0.5)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace cpm::kernels

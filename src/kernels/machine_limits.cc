@@ -55,18 +55,30 @@ uint64_t StreamReadScalar(const void* p, int64_t bytes) {
   return s;
 }
 
-double ReadOn(ThreadPool& pool, int threads, int repeats, const AlignedBuffer& buf) {
+struct Read {
+  double gbps = 0;
+  int64_t prefetch_bytes = 0;
+};
+
+// The best streaming read on `threads` threads over the prefetch distances, best of `repeats`
+// at each. Distances are tried in turn, not interleaved: each pass is ~10 ms of DRAM traffic,
+// long against the host's slow swings.
+Read ReadOn(ThreadPool& pool, int threads, int repeats, const AlignedBuffer& buf) {
   const Isa isa = ActiveIsa();
   const int64_t per = static_cast<int64_t>(buf.size()) / threads / 4096 * 4096;
-  double best = 0;
+  Read best;
   std::atomic<uint64_t> sink{0};
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.ParallelFor(threads, [&](int64_t t, int) {
-      const std::byte* p = buf.data() + t * per;
-      sink ^= isa == Isa::kScalar ? StreamReadScalar(p, per) : StreamReadAvx2(p, per);
-    });
-    best = std::max(best, static_cast<double>(per) * threads / Seconds(t0) / 1e9);
+  for (const int64_t distance : kReadPrefetchDistances) {
+    if (isa == Isa::kScalar && distance > 0) break;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.ParallelFor(threads, [&](int64_t t, int) {
+        const std::byte* p = buf.data() + t * per;
+        sink ^= isa == Isa::kScalar ? StreamReadScalar(p, per) : StreamReadAvx2(p, per, distance);
+      });
+      const double gbps = static_cast<double>(per) * threads / Seconds(t0) / 1e9;
+      if (gbps > best.gbps) best = {gbps, distance};
+    }
   }
   return best;
 }
@@ -81,8 +93,10 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   pool.ParallelForRange(buffer_bytes, 1 << 20, [&](int64_t b, int64_t e, int) {
     std::memset(buf.data() + b, 0x5a, static_cast<size_t>(e - b));
   });
-  out.read_gbps_1t = ReadOn(pool, 1, repeats, buf);
-  out.read_gbps = ReadOn(pool, n, repeats, buf);
+  out.read_gbps_1t = ReadOn(pool, 1, repeats, buf).gbps;
+  const Read all = ReadOn(pool, n, repeats, buf);
+  out.read_gbps = all.gbps;
+  out.read_prefetch_bytes = all.prefetch_bytes;
 
   const Isa isa = ActiveIsa();
   double (*fma)(int64_t) = &FmaLoopScalar;

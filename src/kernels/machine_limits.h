@@ -10,8 +10,13 @@
 namespace cpm::kernels {
 
 struct MachineLimits {
-  double read_gbps = 0;          // best multi-threaded streaming read, GB/s (1e9 B/s)
-  double read_gbps_1t = 0;       // the same on one thread
+  // Streaming reads: the best over software-prefetch distances (kReadPrefetchDistances). A
+  // bound that the decode kernels (which prefetch their weights) could beat would be no bound:
+  // on a Zen 5 the plain read reached 70 GB/s, the one prefetching 1 KiB ahead 75-81 and the
+  // batch-1 matmul 74-82.
+  double read_gbps = 0;             // best multi-threaded streaming read, GB/s (1e9 B/s)
+  double read_gbps_1t = 0;          // the same on one thread
+  int64_t read_prefetch_bytes = 0;  // the distance of read_gbps: bytes ahead of each stream
   double f32_fma_gflops = 0;     // f32 FMA peak over all threads (2 FLOPs per lane per FMA)
   double f32_fma_gflops_1t = 0;
   double bf16_dot_gflops = 0;    // vdpbf16ps peak (4 FLOPs per f32 lane); 0 without AVX512_BF16
@@ -23,7 +28,7 @@ struct MachineLimits {
   double matmul_l1_gflops = 0;
 };
 
-// `buffer_bytes` should be ≥ 8× the LLC. Takes about 1-2 s.
+// `buffer_bytes` should be ≥ 8× the LLC. Takes about 2-3 s.
 MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes = int64_t{1} << 30,
                                    int repeats = 5);
 
@@ -33,7 +38,10 @@ double FmaPeakLoopAvx512(int64_t iterations);
 double Bf16DotPeakLoopAvx512(int64_t iterations);
 // The in-L1 matmul loop behind matmul_l1_gflops.
 double MatmulL1Loop(int64_t iterations);
-// Streams [p, p + bytes) and returns a value that depends on every byte read.
-uint64_t StreamReadAvx2(const void* p, int64_t bytes);
+// Software-prefetch distances the read is measured at (0: the hardware prefetchers alone).
+inline constexpr int64_t kReadPrefetchDistances[] = {0, 512, 1024, 2048};
+// Streams [p, p + bytes / 512 · 512) as four streams, each prefetched `prefetch_bytes` ahead
+// (0: not), and returns the XOR of its 64-bit words.
+uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes);
 
 }  // namespace cpm::kernels
