@@ -60,9 +60,8 @@ struct Read {
   int64_t prefetch_bytes = 0;
 };
 
-// The best streaming read on `threads` threads over the prefetch distances, best of `repeats`
-// at each. Distances are tried in turn, not interleaved: each pass is ~10 ms of DRAM traffic,
-// long against the host's slow swings.
+// The best streaming read on `threads` threads: `repeats` passes at each prefetch distance, the
+// fastest pass kept with its distance (a busy neighbour only ever slows a pass down).
 Read ReadOn(ThreadPool& pool, int threads, int repeats, const AlignedBuffer& buf) {
   const Isa isa = ActiveIsa();
   const int64_t per = static_cast<int64_t>(buf.size()) / threads / 4096 * 4096;

@@ -1,5 +1,6 @@
 // AVX2 loops for machine_limits: FMAs on 12 independent registers (more chains than latency ×
-// ports, so only throughput limits them) and a streaming read, optionally software-prefetched. Built with -mavx2 -mfma.
+// ports, so only throughput limits them) and a streaming read, optionally software-prefetched.
+// Built with -mavx2 -mfma.
 #include <immintrin.h>
 
 #include "kernels/machine_limits.h"
