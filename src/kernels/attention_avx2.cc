@@ -28,6 +28,7 @@ namespace cpm::kernels {
 namespace {
 
 using attn::Chunk;
+using attn::ForHeadTiles;
 using attn::kChunk;
 using attn::kKeysAhead;
 using attn::kMaxGroup;
@@ -240,10 +241,7 @@ void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chun
     }
     if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
   };
-  int64_t h0 = 0;
-  for (; h0 + 4 <= group; h0 += 4) heads(std::integral_constant<int, 4>{}, h0);
-  for (; h0 + 2 <= group; h0 += 2) heads(std::integral_constant<int, 2>{}, h0);
-  for (; h0 < group; ++h0) heads(std::integral_constant<int, 1>{}, h0);
+  ForHeadTiles(group, heads);
 }
 
 // The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.

@@ -118,10 +118,7 @@ void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chun
     }
     if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
   };
-  int64_t h0 = 0;
-  for (; h0 + 4 <= group; h0 += 4) heads(std::integral_constant<int, 4>{}, h0);
-  for (; h0 + 2 <= group; h0 += 2) heads(std::integral_constant<int, 2>{}, h0);
-  for (; h0 < group; ++h0) heads(std::integral_constant<int, 1>{}, h0);
+  ForHeadTiles(group, heads);
 }
 
 template <bool kBf16>

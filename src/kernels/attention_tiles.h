@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention_impl.h"
 
@@ -49,6 +50,16 @@ struct RowState {
   alignas(32) float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
   alignas(32) float s[kMaxGroup][kSpan + kChunk];
 };
+
+// f(std::integral_constant<int, H>{}, h0) over a GQA group's heads [0, group) in tiles of H = 4
+// heads, then 2 and 1 for what is left: the head counts both ISAs' value tiles are built for.
+template <typename F>
+inline void ForHeadTiles(int64_t group, F&& f) {
+  int64_t h0 = 0;
+  for (; h0 + 4 <= group; h0 += 4) f(std::integral_constant<int, 4>{}, h0);
+  for (; h0 + 2 <= group; h0 += 2) f(std::integral_constant<int, 2>{}, h0);
+  for (; h0 < group; ++h0) f(std::integral_constant<int, 1>{}, h0);
+}
 
 // AVX-512 tiles (attention_avx512.cc), used at the AVX-512 level. Each computes the AVX2 tiles'
 // chains on 16 lanes: one FMA chain per score over the dims in order, one per output element over
