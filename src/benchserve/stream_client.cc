@@ -80,6 +80,7 @@ RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
     }
     const bool has_choice =
         j.contains("choices") && j["choices"].is_array() && !j["choices"].empty();
+    const bool has_usage = j.contains("usage") && j["usage"].is_object();
     if (has_choice) {
       const nlohmann::json& c = j["choices"][0];
       if (first) {
@@ -96,10 +97,15 @@ RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
       }
       if (text && text->is_string()) out.generated_text += text->get<std::string>();
       last = now;
-    } else if (j.contains("usage") && j["usage"].is_object()) {
+    } else if (has_usage && api == Api::kChat) {
+      last = now;  // chat's E2EL ends at its usage event
+    }
+    // OpenAI and vLLM send usage in an event of its own (no choices); llama.cpp's server puts
+    // it on its last choice event. vLLM's client reads the first kind only and would count
+    // llama.cpp's tokens by re-tokenising the text, which random token ids do not survive.
+    if (has_usage) {
       const auto& n = j["usage"]["completion_tokens"];
-      out.output_tokens = n.is_number_integer() ? n.get<int64_t>() : 0;
-      if (api == Api::kChat) last = now;
+      if (n.is_number_integer()) out.output_tokens = n.get<int64_t>();
     }
   };
   req.response_handler = [&](const httplib::Response& r) {

@@ -2,8 +2,9 @@
 // functions time it (vllm/benchmarks/lib/endpoint_request_func.py): the clock starts when the
 // request is sent; TTFT at the first streamed event that carries a choice, an ITL for each later
 // one; E2EL at the last such event for /v1/completions, at the last event of any kind (the
-// usage event included) for /v1/chat/completions; output tokens from the usage event
-// (stream_options.include_usage). cpp-httplib's client, one connection per request.
+// usage event included) for /v1/chat/completions; output tokens from the usage
+// (stream_options.include_usage), in an event of its own or, as llama.cpp's server sends it, on
+// the last choice event. cpp-httplib's client, one connection per request.
 #pragma once
 
 #include <httplib.h>
