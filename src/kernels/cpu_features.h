@@ -12,6 +12,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512bf16 = false;
   bool avx512vnni = false;
+  bool avx512vbmi = false;
 };
 
 // Read once from cpuid (and the OS's XSAVE state) on first use.

@@ -173,7 +173,9 @@ const float* PackXForAvx2(const float* x, int64_t x_stride, int64_t m, std::span
 Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
                           ThreadPool& pool) {
   Avx512X out{x, x_stride};
-  if (!AnyLayout(jobs, [](PackedLayout l) { return l == PackedLayout::kPanel32Bf16Pairs; })) {
+  if (!AnyLayout(jobs, [](PackedLayout l) {
+        return l == PackedLayout::kPanel32Bf16Pairs || l == PackedLayout::kPanel32Ternary;
+      })) {
     return out;
   }
   thread_local AlignedBuffer dot, pairs;
@@ -202,14 +204,14 @@ void PrepareLinear(LinearWeight* w) {
   if (isa == Isa::kScalar || w->data == nullptr) return;
   if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
   const PackedWeight* packed = Packed(*w);
-  if (packed && packed->layout == PackedLayout::kPanel16Ternary) return;
+  if (packed && IsTernaryLayout(packed->layout)) return;
   // Ternary bf16 weights (BitCPM4) as 2-bit codes (TernaryPackingEnabled). Real-valued weights
   // fail the scan within their first 32 values.
   if (w->dtype == DType::kBF16 && TernaryPackingEnabled() && packed == nullptr) {
     const TernaryFormat f =
         DetectTernary(static_cast<const uint16_t*>(w->data), w->out_features, w->in_features);
     if (f.ternary()) {
-      w->packed = PackTernary(*w, f);
+      w->packed = PackTernary(*w, f, TernaryCodesLayout(isa));
       return;
     }
   }
@@ -218,14 +220,23 @@ void PrepareLinear(LinearWeight* w) {
   w->packed = PackLinear(*w, want);
 }
 
-// The codes where the AVX2 kernels are the matmul: they run them at an 8th of the bytes, which
-// beats their bf16 panels wherever decode is memory-bound. The AVX-512 BF16 matmul beats the
-// codes' unpacking (Zen 5, 2 threads, ~70 GB/s: codes 193 / 64 / 184 tokens/s at pp512 / batch 1
-// / batch 16, its bf16 panels 742 / 68 / 491), so there the weights stay bf16.
+// The codes wherever a kernel for them matches the matmul: an 8th of the bytes beats bf16 panels
+// wherever decode is memory-bound. The AVX2 codes lose to the AVX-512 BF16 matmul (Zen 5, 2
+// threads: 193 / 64 / 184 tokens/s at pp512 / batch 1 / batch 16 against 742 / 68 / 491); the
+// AVX-512 codes, decoded to its own bf16 pairs, beat it up to 16 rows (batch 1 ~155 vs ~70).
+// VBMI: the AVX-512 decode's byte selects. Without it (or vdpbf16ps) an AVX-512 matmul keeps
+// bf16 pairs, and runs the AVX2 codes only when CPM_TERNARY=1 asks for codes.
+PackedLayout TernaryCodesLayout(Isa isa) {
+  const bool avx512_dot = isa == Isa::kAvx512 && Avx512Choice().avx512 &&
+                          GetCpuFeatures().avx512bf16 && GetCpuFeatures().avx512vbmi;
+  return avx512_dot ? PackedLayout::kPanel32Ternary : PackedLayout::kPanel16Ternary;
+}
+
 bool TernaryPackingEnabled() {
   const Isa isa = ActiveIsa();
   return TernaryPackingOverride().value_or(
-      isa != Isa::kScalar && LayoutIsa(WantedLayout(isa, DType::kBF16)) == Isa::kAvx2);
+      isa != Isa::kScalar && (LayoutIsa(WantedLayout(isa, DType::kBF16)) == Isa::kAvx2 ||
+                              TernaryCodesLayout(isa) == PackedLayout::kPanel32Ternary));
 }
 
 bool MatMulUsesBf16Dot() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/aligned_buffer.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/ternary.h"
 
@@ -30,7 +31,17 @@ enum class PackedLayout : uint8_t {
   // 2j, 2j+1 (0: +0, 1: +s, 2: −s, 3: −0), plus `scales`; and `panels`, the same weight as
   // kPanel16Bf16 for calls of more than 6 rows.
   kPanel16Ternary,
+  // AVX-512 BF16 + VBMI, ternary bf16 weights: the 2-bit codes of kPanel32Bf16Pairs's lanes,
+  // [ceil(k/2)][2] uint64 per panel (word h: columns 16h..16h+15, the code of column 16h + l at
+  // k = 2·kk + e in bits 2·(2l + e), 2·(2l + e) + 1; same codes as above); `scales`
+  // [panel][group][2][32] uint16 as AND masks s | sign in the pair lanes' order; and `panels`,
+  // the same weight as kPanel32Bf16Pairs for calls of more rows and for rows that are not bf16.
+  kPanel32Ternary,
 };
+
+inline bool IsTernaryLayout(PackedLayout l) {
+  return l == PackedLayout::kPanel16Ternary || l == PackedLayout::kPanel32Ternary;
+}
 
 struct PackedWeight {
   PackedLayout layout = PackedLayout::kPanel16F32;
@@ -39,15 +50,16 @@ struct PackedWeight {
   int64_t num_panels = 0;   // ceil(n / width)
   int64_t panel_elems = 0;  // elements per panel (k·width, or 2·ceil(k/2)·width for pairs)
   AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t (ternary: uint32_t)
-  // kPanel16Ternary only: s of each group of `ternary.group` inputs as raw bf16 bits,
-  // [num_panels][num_groups][16] with lanes (j, j+8) as the bf16 panels (padding columns 0).
+  // kPanel16Ternary: s of each group of `ternary.group` inputs as raw bf16 bits,
+  // [num_panels][num_groups][16] with lanes (j, j+8) as the bf16 panels (padding columns 0);
+  // kPanel32Ternary: the masks described there.
   TernaryFormat ternary;
   int64_t num_groups = 0;
   AlignedBuffer scales;
-  // kPanel16Ternary only: the weight as bf16 panels for calls of more than one AVX2 row tile
-  // (7+ rows), which are compute-bound: decoding the codes again in every row tile costs more
-  // than streaming bf16 (68 vs 83 GFLOP/s at 16 rows, kernels_bench, one thread). Memory
-  // holds both (the codes add an 8th); a decode step of up to 6 rows streams the codes.
+  // Ternary layouts: the weight as bf16 panels for calls of more rows than the codes serve
+  // (AVX2: more than one row tile, 7+; AVX-512: 17+), which are compute-bound: decoding the
+  // codes again in every row tile costs more than streaming bf16 (AVX2: 68 vs 83 GFLOP/s at 16
+  // rows, kernels_bench, one thread). Memory holds both (the codes add an 8th).
   std::shared_ptr<const PackedWeight> panels;
 };
 
@@ -116,6 +128,10 @@ struct KernelChoice {
   std::string why;
 };
 const KernelChoice& Avx512Choice();
+// The layout ternary bf16 weights are packed as at `isa` when TernaryPackingEnabled():
+// kPanel32Ternary where the AVX-512 matmul runs vdpbf16ps and the CPU has VBMI, else
+// kPanel16Ternary.
+PackedLayout TernaryCodesLayout(Isa isa);
 
 // y[m, n] = x[m, k] · Wᵀ for the self-check's fixed weight (packed when the kernel was made).
 using CheckKernel = std::function<void(const float* x, int64_t m, float* y)>;

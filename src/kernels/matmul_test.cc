@@ -464,6 +464,51 @@ TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
   }
 }
 
+// Ternary weights' AVX-512 codes (kPanel32Ternary) under emulation: bitwise the bf16 pairs of
+// the same weight for runs of 1-16 bf16 rows (one or two decode tiles of at most 8 rows), and the
+// pairs copy for longer runs and for a row that is not bf16 (row 1 from three rows on); partial
+// last panels, odd k, per-row and 64- and 32-input scale groups, tasks of 1 and 3 panels, bf16
+// output rounding. (ternary_test.cc runs the native kernels the same way.)
+TEST(EmulatedAvx512TernaryTest, CodesAreBitwiseThePairs) {
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 31}, {160, 259}, {17, 1027}, {70, 64}};
+  for (auto [n, k] : shapes) {
+    for (int64_t group : {int64_t{1} << 20, int64_t{64}, int64_t{32}}) {
+      std::vector<uint16_t> w = RandomBf16(n * k, static_cast<uint32_t>(n * k + group));
+      FakeQuantizeTernary(w.data(), n, k, group, false);
+      LinearWeight lw;
+      lw.dtype = DType::kBF16;
+      lw.out_features = n;
+      lw.in_features = k;
+      lw.data = w.data();
+      const TernaryFormat f = DetectTernary(w.data(), n, k);
+      ASSERT_TRUE(f.ternary());
+      const auto codes = PackTernary(lw, f, PackedLayout::kPanel32Ternary);
+      const auto pairs = PackLinear(lw, PackedLayout::kPanel32Bf16Pairs);
+      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17}) {
+        std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(m));
+        for (int64_t i = 0; i < m * k; ++i) {
+          if (m < 3 || i / k != 1) x[i] = RoundBf16(x[i]);
+        }
+        for (int64_t per_task : {1, 3}) {
+          for (Round round : {Round::kNone, Round::kBf16}) {
+            const auto run = [&](const std::shared_ptr<const void>& packed) {
+              return EmulatedAvx512(x, k, m, *static_cast<const PackedWeight*>(packed.get()), n,
+                                    per_task, 16, round);
+            };
+            const std::vector<float> a = run(codes), b = run(pairs);
+            ExpectBitwiseEqual(a.data(), b.data(), m * n,
+                               "n=" + std::to_string(n) + " k=" + std::to_string(k) + " group " +
+                                   std::to_string(group) + " m=" + std::to_string(m) +
+                                   " per_task=" + std::to_string(per_task) +
+                                   (round == Round::kBf16 ? " rounded" : ""));
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 // x preparation: a row of bf16 values takes vdpbf16ps with its pairs packed (k in the low half);
 // one value with low bits anywhere (vector part, odd tail) or a CPU without AVX512_BF16 sends
 // the row to the f32 path.

@@ -1,5 +1,5 @@
 // Ternary weights: detection from the bf16 bits, BitCPM's quantiser (for tiny and dummy
-// checkpoints), and the 2-bit packing the AVX2 matmul reads (matmul_impl.h).
+// checkpoints), and the 2-bit packings the AVX2 and AVX-512 matmuls read (matmul_impl.h).
 #include "kernels/ternary.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/check.h"
 #include "kernels/matmul_impl.h"
 #include "tensor/dtype.h"
 
@@ -87,6 +88,27 @@ uint16_t GroupScale(const uint16_t* v, int64_t len) {
 // Column j of a 16-wide panel as the bf16 panels interleave it: lanes (j, j + 8).
 int64_t PanelLane(int64_t j) { return j < 8 ? 2 * j : 2 * (j - 8) + 1; }
 
+// Where weight (row r, input c) keeps its 2-bit code: a bit offset into `data` (codes never
+// straddle bytes). kPanel16Ternary: word c of panel r / 16, bits 2j. kPanel32Ternary: word
+// 2·(c / 2) + h of panel r / 32, as its bf16 pair lane 2l + e (column 32p + 16h + l, c = 2kk + e).
+int64_t CodeBit(const PackedWeight& pw, int64_t r, int64_t c) {
+  const int64_t p = r / pw.width, j = r % pw.width;
+  const int64_t panel_bits = pw.panel_elems * pw.width * 2;
+  if (pw.layout == PackedLayout::kPanel16Ternary) return p * panel_bits + c * 32 + 2 * j;
+  const int64_t h = j / 16, l = j % 16;
+  return p * panel_bits + ((c / 2) * 2 + h) * 64 + 2 * (2 * l + (c & 1));
+}
+
+// Index into `scales` of row r's scale for group g: kPanel16Ternary its lane of the panel's
+// group; kPanel32Ternary its mask word for input parity e (both hold s | sign).
+int64_t ScaleIndex(const PackedWeight& pw, int64_t r, int64_t g, int e) {
+  const int64_t p = r / pw.width, j = r % pw.width;
+  if (pw.layout == PackedLayout::kPanel16Ternary) {
+    return (p * pw.num_groups + g) * 16 + PanelLane(j);
+  }
+  return ((p * pw.num_groups + g) * 2 + j / 16) * 32 + 2 * (j % 16) + e;
+}
+
 }  // namespace
 
 TernaryFormat DetectTernary(const uint16_t* w, int64_t n, int64_t k) {
@@ -155,51 +177,61 @@ void FakeQuantizeTernary(uint16_t* w, int64_t n, int64_t k, int64_t group, bool 
   }
 }
 
-std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryFormat& f) {
+std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryFormat& f,
+                                        PackedLayout layout) {
+  CPM_CHECK(IsTernaryLayout(layout));
   auto pw = std::make_shared<PackedWeight>();
   const int64_t n = w.out_features, k = w.in_features;
-  pw->layout = PackedLayout::kPanel16Ternary;
-  pw->width = 16;
+  const bool wide = layout == PackedLayout::kPanel32Ternary;
+  pw->layout = layout;
+  pw->width = wide ? 32 : 16;
   pw->n = n;
   pw->k = k;
-  pw->num_panels = (n + 15) / 16;
-  pw->panel_elems = k;
+  pw->num_panels = (n + pw->width - 1) / pw->width;
+  pw->panel_elems = wide ? (k + 1) / 2 * 2 : k;  // codes per column (k, or k in whole pairs)
   pw->ternary = f;
   pw->num_groups = (k + f.group - 1) / f.group;
-  pw->data.Resize(static_cast<size_t>(pw->num_panels * k) * sizeof(uint32_t));
+  pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems * pw->width / 4));
   pw->data.Zero();
-  pw->scales.Resize(static_cast<size_t>(pw->num_panels * pw->num_groups * 16) * 2);
+  pw->scales.Resize(static_cast<size_t>(pw->num_panels * pw->num_groups * pw->width) *
+                    (wide ? 4 : 2));
   pw->scales.Zero();
   const uint16_t* src = static_cast<const uint16_t*>(w.data);
-  uint32_t* codes = pw->data.as<uint32_t>();
+  uint8_t* codes = pw->data.as<uint8_t>();
   uint16_t* scales = pw->scales.as<uint16_t>();
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t p = r / 16, j = r % 16;
     const uint16_t* row = src + r * k;
-    for (int64_t c = 0; c < k; ++c) codes[p * k + c] |= CodeOf(row[c]) << (2 * j);
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t bit = CodeBit(*pw, r, c);
+      codes[bit / 8] |= static_cast<uint8_t>(CodeOf(row[c]) << (bit % 8));
+    }
     for (int64_t g = 0; g < pw->num_groups; ++g) {
       const int64_t c0 = g * f.group;
-      scales[(p * pw->num_groups + g) * 16 + PanelLane(j)] =
-          GroupScale(row + c0, std::min(f.group, k - c0));
+      const uint16_t s = GroupScale(row + c0, std::min(f.group, k - c0));
+      if (wide) {
+        for (int e = 0; e < 2; ++e) scales[ScaleIndex(*pw, r, g, e)] = s | kSignBit;
+      } else {
+        scales[ScaleIndex(*pw, r, g, 0)] = s;
+      }
     }
   }
-  pw->panels =
-      std::static_pointer_cast<const PackedWeight>(PackLinear(w, PackedLayout::kPanel16Bf16));
+  pw->panels = std::static_pointer_cast<const PackedWeight>(PackLinear(
+      w, wide ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel16Bf16));
   return pw;
 }
 
 std::vector<uint16_t> ExpandTernary(const LinearWeight& w) {
   const PackedWeight* pw = Packed(w);
-  if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) return {};
+  if (pw == nullptr || !IsTernaryLayout(pw->layout)) return {};
   const int64_t n = pw->n, k = pw->k, group = pw->ternary.group;
-  const uint32_t* codes = pw->data.as<uint32_t>();
+  const uint8_t* codes = pw->data.as<uint8_t>();
   const uint16_t* scales = pw->scales.as<uint16_t>();
   std::vector<uint16_t> out(n * k);
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t p = r / 16, j = r % 16;
     for (int64_t c = 0; c < k; ++c) {
-      const uint16_t s = scales[(p * pw->num_groups + c / group) * 16 + PanelLane(j)];
-      out[r * k + c] = ValueOf((codes[p * k + c] >> (2 * j)) & 3, s);
+      const int64_t bit = CodeBit(*pw, r, c);
+      const uint16_t s = scales[ScaleIndex(*pw, r, c / group, c & 1)] & ~kSignBit;
+      out[r * k + c] = ValueOf((codes[bit / 8] >> (bit % 8)) & 3, s);
     }
   }
   return out;
@@ -216,7 +248,7 @@ std::optional<bool> TernaryPackingOverride() {
 
 TernaryFormat PackedTernaryFormat(const LinearWeight& w) {
   const PackedWeight* pw = Packed(w);
-  if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) return {};
+  if (pw == nullptr || !IsTernaryLayout(pw->layout)) return {};
   return pw->ternary;
 }
 
@@ -225,7 +257,7 @@ std::string SummarizeTernary(std::span<const LinearWeight* const> ws) {
   std::map<std::string, int64_t> formats;
   for (const LinearWeight* w : ws) {
     const PackedWeight* pw = Packed(*w);
-    if (pw == nullptr || pw->layout != PackedLayout::kPanel16Ternary) continue;
+    if (pw == nullptr || !IsTernaryLayout(pw->layout)) continue;
     ++count;
     ++formats[DescribeTernary(pw->ternary)];
     packed_bytes += static_cast<int64_t>(pw->data.size() + pw->scales.size());

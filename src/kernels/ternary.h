@@ -6,7 +6,8 @@
 //
 // Why the kernels can be bitwise the bf16 path: a code selects t ∈ {+0, +1, −1, −0}, and t · s in
 // f32 is exactly the widened bf16 weight (±s or ±0), so the same FMA chain over k gives the same
-// sums (see matmul_impl.h on batch invariance).
+// sums (see matmul_impl.h on batch invariance); the AVX-512 kernels rebuild the weight's very
+// bf16 bits in registers and run the bf16 panels' vdpbf16ps chain on them.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +46,12 @@ std::string DescribeTernary(const TernaryFormat& f);
 // BitCPM-style weights.
 void FakeQuantizeTernary(uint16_t* w, int64_t n, int64_t k, int64_t group, bool per_tensor);
 
-// The packed form (PackedLayout::kPanel16Ternary) of a bf16 weight that DetectTernary() found
-// ternary with format `f`.
-std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryFormat& f);
+enum class PackedLayout : uint8_t;  // matmul_impl.h
+
+// The packed form of a bf16 weight that DetectTernary() found ternary with format `f`:
+// PackedLayout::kPanel16Ternary (the AVX2 kernels') or kPanel32Ternary (AVX-512 BF16's).
+std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryFormat& f,
+                                        PackedLayout layout);
 
 // The bf16 weight [n][k] back from the packed codes and scales (lossless: the same bytes as the
 // checkpoint's, which tests compare).

@@ -1,5 +1,6 @@
-// Ternary weights: detection of each granularity from the bits, lossless packing, and the AVX2
-// kernels on 2-bit codes against the same weight's bf16 panels (bitwise) and MatMulRef.
+// Ternary weights: detection of each granularity from the bits, lossless packing (both layouts),
+// and the AVX2 and native AVX-512 kernels on 2-bit codes against the same weight's bf16 panels
+// (bitwise; matmul_test.cc checks the AVX-512 ones under emulation too).
 #include "kernels/ternary.h"
 
 #include <gtest/gtest.h>
@@ -94,11 +95,14 @@ TEST(TernaryTest, PackingIsLossless) {
       LinearWeight lw = Bf16Linear(w, n, k);
       const TernaryFormat f = DetectTernary(w.data(), n, k);
       ASSERT_TRUE(f.ternary());
-      lw.packed = PackTernary(lw, f);
-      const std::vector<uint16_t> back = ExpandTernary(lw);
-      ASSERT_EQ(back.size(), w.size());
-      EXPECT_EQ(std::memcmp(back.data(), w.data(), w.size() * 2), 0)
-          << "group " << g.group << " n=" << n << " k=" << k;
+      for (PackedLayout layout : {PackedLayout::kPanel16Ternary, PackedLayout::kPanel32Ternary}) {
+        lw.packed = PackTernary(lw, f, layout);
+        const std::vector<uint16_t> back = ExpandTernary(lw);
+        ASSERT_EQ(back.size(), w.size());
+        EXPECT_EQ(std::memcmp(back.data(), w.data(), w.size() * 2), 0)
+            << "group " << g.group << " n=" << n << " k=" << k << " layout "
+            << static_cast<int>(layout);
+      }
     }
   }
 }
@@ -122,25 +126,30 @@ TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
             ternary.data());  // the checkpoint's bytes stay for the scalar path
 }
 
-// The policy: codes where the AVX2 kernels are the matmul, the AVX-512 BF16 matmul's bf16 pairs
-// where it is chosen (it beats the codes' unpacking), never at the scalar level.
-TEST(TernaryTest, PackedAsCodesOnlyWhereTheAvx2KernelsRun) {
+// The policy: the AVX2 codes where the AVX2 kernels are the matmul, the AVX-512 codes where the
+// AVX-512 matmul runs vdpbf16ps and the CPU has VBMI, the bf16 pairs where it runs without them,
+// never at the scalar level.
+TEST(TernaryTest, CodesLayoutFollowsTheMatmul) {
   if (TernaryPackingOverride().has_value()) GTEST_SKIP() << "CPM_TERNARY is set";
   IsaGuard guard;
   const int64_t n = 40, k = 64;
   const std::vector<uint16_t> ternary = TernaryWeight(n, k, {32, false}, 4);
+  const CpuFeatures& cpu = GetCpuFeatures();
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
     LinearWeight t = Bf16Linear(ternary, n, k);
     PrepareLinear(&t);
     const bool avx512_matmul = isa == Isa::kAvx512 && Avx512Choice().avx512;
-    const bool codes = isa != Isa::kScalar && !avx512_matmul;
+    const bool avx512_codes = avx512_matmul && cpu.avx512bf16 && cpu.avx512vbmi;
+    const bool codes = isa != Isa::kScalar && (!avx512_matmul || avx512_codes);
     EXPECT_EQ(TernaryPackingEnabled(), codes) << ToString(isa);
     EXPECT_EQ(PackedTernaryFormat(t).ternary(), codes) << ToString(isa);
-    if (avx512_matmul) {
-      ASSERT_NE(Packed(t), nullptr);
-      EXPECT_EQ(Packed(t)->layout, PackedLayout::kPanel32Bf16Pairs);
-    }
+    if (isa == Isa::kScalar) continue;
+    ASSERT_NE(Packed(t), nullptr);
+    const PackedLayout want = !avx512_matmul ? PackedLayout::kPanel16Ternary
+                              : avx512_codes ? PackedLayout::kPanel32Ternary
+                                             : PackedLayout::kPanel32Bf16Pairs;
+    EXPECT_EQ(Packed(t)->layout, want) << ToString(isa);
   }
 }
 
@@ -159,10 +168,15 @@ void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b
 // tiles; k with partial groups; n with a partial last panel) and on its bf16 copy for more rows
 // (batched decode, prefill row blocks); bf16 output rounding; one and two threads. The bf16 panels
 // themselves are checked against MatMulRef in matmul_test.
-TEST(TernaryTest, KernelsAreBitwiseTheBf16Panels) {
-  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "the ternary kernels need AVX2";
+//
+// At the AVX-512 level (where the CPU has the codes' kernel) x holds bf16 values, as the model's
+// activations do, so that rows run vdpbf16ps, 1-4 of them on the codes, except row 1 of three or
+// more, which is not bf16 (f32 FMAs on the pairs copy): the runs of rows either side of it take
+// the codes or the copy by their own length.
+void ExpectCodesBitwiseThePanels(Isa isa, PackedLayout panels_layout) {
   IsaGuard guard;
-  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+  ASSERT_TRUE(SetActiveIsa(isa));
+  const bool bf16_x = isa == Isa::kAvx512;
   ThreadPool pool1(1), pool2(2);
   const std::pair<int64_t, int64_t> shapes[] = {{37, 31}, {160, 259}, {17, 1027}, {300, 64}};
   for (const Granularity g : {Granularity{0, true}, Granularity{1 << 20, false},
@@ -172,25 +186,46 @@ TEST(TernaryTest, KernelsAreBitwiseTheBf16Panels) {
       LinearWeight codes = Bf16Linear(w, n, k), panels = Bf16Linear(w, n, k);
       PrepareLinear(&codes);
       ASSERT_TRUE(PackedTernaryFormat(codes).ternary());
-      panels.packed = PackLinear(panels, PackedLayout::kPanel16Bf16);
+      panels.packed = PackLinear(panels, panels_layout);
       for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 16, 33, 130, 257}) {
-        const std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(m));
+        std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(m));
+        for (int64_t i = 0; bf16_x && i < m * k; ++i) {
+          if (m < 3 || i / k != 1) x[i] = RoundBf16(x[i]);
+        }
         for (Round round : {Round::kNone, Round::kBf16}) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             std::vector<float> a(m * n), b(m * n);
             MatMul(x.data(), k, m, codes, a.data(), n, *pool, round);
             MatMul(x.data(), k, m, panels, b.data(), n, *pool, round);
             ExpectBitwiseEqual(a, b,
-                               "group " + std::to_string(g.group) + " n=" + std::to_string(n) +
+                               std::string(ToString(isa)) + " group " + std::to_string(g.group) +
+                                   " n=" + std::to_string(n) +
                                    " k=" + std::to_string(k) + " m=" + std::to_string(m) +
                                    (round == Round::kBf16 ? " rounded" : "") +
                                    " threads=" + std::to_string(pool->num_threads()));
-            if (HasFailure()) return;
+            if (::testing::Test::HasFailure()) return;
           }
         }
       }
     }
   }
+}
+
+TEST(TernaryTest, Avx2KernelsAreBitwiseTheBf16Panels) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "the ternary kernels need AVX2";
+  ExpectCodesBitwiseThePanels(Isa::kAvx2, PackedLayout::kPanel16Bf16);
+}
+
+TEST(TernaryTest, Avx512KernelsAreBitwiseTheBf16Pairs) {
+  if (BestIsa() != Isa::kAvx512) GTEST_SKIP() << "no AVX-512 here (matmul_test emulates it)";
+  {
+    IsaGuard guard;
+    ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
+    if (TernaryCodesLayout(Isa::kAvx512) != PackedLayout::kPanel32Ternary) {
+      GTEST_SKIP() << "the AVX-512 matmul here has no vdpbf16ps or VBMI";
+    }
+  }
+  ExpectCodesBitwiseThePanels(Isa::kAvx512, PackedLayout::kPanel32Bf16Pairs);
 }
 
 // A lower ISA level ignores the codes and reads the checkpoint's bf16 values.
