@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
@@ -73,6 +74,40 @@ struct TileArgs {
   int64_t prefetch;  // bytes of weights requested ahead, split over the tile's panel streams
 };
 
+// Masks of a panel's valid columns in its two 16-column halves (the last panel may be partial).
+[[gnu::always_inline]] inline std::pair<__mmask16, __mmask16> ValidColumns(int64_t n_valid) {
+  const auto first = [](int64_t n) {  // the first n of 16 columns
+    return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << std::max<int64_t>(0, n)) - 1);
+  };
+  return {first(n_valid), first(n_valid - 16)};
+}
+
+// Stores a tile's accumulators [MR][NP][2 halves] at y (row stride ys), rounded to bf16 first
+// when `round`; a one-panel tile stores only the columns of m0 and m1. Inlined, so that the
+// accumulators are stored from their registers.
+template <int MR, int NP>
+[[gnu::always_inline]] inline void StoreTile(__m512 (&acc)[MR][NP][2], float* y, int64_t ys, bool round, __mmask16 m0,
+               __mmask16 m1) {
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    float* yr = y + r * ys;
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      if (round) {
+        acc[r][q][0] = avx512::RoundBf16(acc[r][q][0]);
+        acc[r][q][1] = avx512::RoundBf16(acc[r][q][1]);
+      }
+      if (NP == 1) {
+        avx512::MaskStoreu(yr, m0, acc[r][q][0]);
+        avx512::MaskStoreu(yr + 16, m1, acc[r][q][1]);
+      } else {
+        _mm512_storeu_ps(yr + 32 * q, acc[r][q][0]);
+        _mm512_storeu_ps(yr + 32 * q + 16, acc[r][q][1]);
+      }
+    }
+  }
+}
+
 // y[MR, NP·32] = (resume ? y : 0) + x[MR, kc] · panels[kc, NP·32], one chain per element in
 // k order, from `panel` into `y`. Panel q starts `panel_stride` elements after panel q-1. For
 // kBf16Dot, x is the pre-packed pair array (uint32 per (row, k pair)) and `kc` counts pairs.
@@ -83,10 +118,7 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
   const void* xv = a.x;
   const int64_t xs = a.xs, panel_stride = a.panel_stride, kc = a.kc, ys = a.ys;
   const int64_t ahead_bytes = a.prefetch / NP;
-  const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
-  const __mmask16 m1 =
-      n_valid >= 32 ? 0xffff
-                    : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
+  const auto [m0, m1] = ValidColumns(n_valid);
   __m512 acc[MR][NP][2];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -148,30 +180,7 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
       }
     }
   }
-  if (a.round) {
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 4
-      for (int q = 0; q < NP; ++q) {
-        acc[r][q][0] = avx512::RoundBf16(acc[r][q][0]);
-        acc[r][q][1] = avx512::RoundBf16(acc[r][q][1]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    float* yr = y + r * ys;
-#pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) {
-      if (NP == 1) {
-        avx512::MaskStoreu(yr, m0, acc[r][q][0]);
-        avx512::MaskStoreu(yr + 16, m1, acc[r][q][1]);
-      } else {
-        _mm512_storeu_ps(yr + 32 * q, acc[r][q][0]);
-        _mm512_storeu_ps(yr + 32 * q + 16, acc[r][q][1]);
-      }
-    }
-  }
+  StoreTile<MR, NP>(acc, y, ys, a.round, m0, m1);
 }
 
 template <int MR, Mode kMode>
@@ -338,10 +347,7 @@ void TernaryTile(const uint32_t* x, int64_t xs, const PackedWeight& pw, int64_t 
   const uint64_t* codes = pw.data.as<uint64_t>() + p * steps * 2;
   const __m512i* masks = reinterpret_cast<const __m512i*>(pw.scales.as<uint16_t>()) +
                          p * num_groups * 2;
-  const __mmask16 m0 = n_valid >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_valid) - 1);
-  const __mmask16 m1 =
-      n_valid >= 32 ? 0xffff
-                    : static_cast<__mmask16>((1u << std::max<int64_t>(0, n_valid - 16)) - 1);
+  const auto [m0, m1] = ValidColumns(n_valid);
   __m512 acc[MR][NP][2];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -373,23 +379,7 @@ void TernaryTile(const uint32_t* x, int64_t xs, const PackedWeight& pw, int64_t 
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    float* yr = y + r * ys;
-#pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) {
-      for (int h = 0; h < 2; ++h) {
-        if (round) acc[r][q][h] = avx512::RoundBf16(acc[r][q][h]);
-      }
-      if (NP == 1) {
-        avx512::MaskStoreu(yr, m0, acc[r][q][0]);
-        avx512::MaskStoreu(yr + 16, m1, acc[r][q][1]);
-      } else {
-        _mm512_storeu_ps(yr + 32 * q, acc[r][q][0]);
-        _mm512_storeu_ps(yr + 32 * q + 16, acc[r][q][1]);
-      }
-    }
-  }
+  StoreTile<MR, NP>(acc, y, ys, round, m0, m1);
 }
 
 // Panels [pb, pe) of a ternary weight for MR ≤ 8 rows, NP at a time as the bf16 row tiles go,
