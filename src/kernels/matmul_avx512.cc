@@ -86,8 +86,8 @@ struct TileArgs {
 // when `round`; a one-panel tile stores only the columns of m0 and m1. Inlined, so that the
 // accumulators are stored from their registers.
 template <int MR, int NP>
-[[gnu::always_inline]] inline void StoreTile(__m512 (&acc)[MR][NP][2], float* y, int64_t ys, bool round, __mmask16 m0,
-               __mmask16 m1) {
+[[gnu::always_inline]] inline void StoreTile(__m512 (&acc)[MR][NP][2], float* y, int64_t ys,
+                                             bool round, __mmask16 m0, __mmask16 m1) {
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     float* yr = y + r * ys;

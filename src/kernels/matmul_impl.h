@@ -49,7 +49,7 @@ struct PackedWeight {
   int64_t n = 0, k = 0;     // out_features, in_features
   int64_t num_panels = 0;   // ceil(n / width)
   int64_t panel_elems = 0;  // elements per panel (k·width, or 2·ceil(k/2)·width for pairs)
-  AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t (ternary: uint32_t)
+  AlignedBuffer data;       // [num_panels][panel_elems] of f32 or uint16_t (ternary: codes)
   // kPanel16Ternary: s of each group of `ternary.group` inputs as raw bf16 bits,
   // [num_panels][num_groups][16] with lanes (j, j+8) as the bf16 panels (padding columns 0);
   // kPanel32Ternary: the masks described there.

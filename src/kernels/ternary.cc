@@ -100,7 +100,7 @@ int64_t CodeBit(const PackedWeight& pw, int64_t r, int64_t c) {
 }
 
 // Index into `scales` of row r's scale for group g: kPanel16Ternary its lane of the panel's
-// group; kPanel32Ternary its mask word for input parity e (both hold s | sign).
+// group (s), kPanel32Ternary its mask word for input parity e (s | sign).
 int64_t ScaleIndex(const PackedWeight& pw, int64_t r, int64_t g, int e) {
   const int64_t p = r / pw.width, j = r % pw.width;
   if (pw.layout == PackedLayout::kPanel16Ternary) {
