@@ -36,6 +36,7 @@ CpuFeatures Detect() {
   f.avx512vl = zmm_ok && (b & bit_AVX512VL);
   f.avx512vnni = zmm_ok && (c & bit_AVX512VNNI);
   f.avx512vbmi = zmm_ok && (c & bit_AVX512VBMI);
+  f.bmi2 = b & bit_BMI2;
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm_ok && (a & bit_AVX512BF16);
   return f;
 }

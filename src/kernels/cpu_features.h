@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool avx512bf16 = false;
   bool avx512vnni = false;
   bool avx512vbmi = false;
+  bool bmi2 = false;
 };
 
 // Read once from cpuid (and the OS's XSAVE state) on first use.

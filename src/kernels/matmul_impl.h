@@ -31,7 +31,7 @@ enum class PackedLayout : uint8_t {
   // 2j, 2j+1 (0: +0, 1: +s, 2: −s, 3: −0), plus `scales`; and `panels`, the same weight as
   // kPanel16Bf16 for calls of more than 6 rows.
   kPanel16Ternary,
-  // AVX-512 BF16 + VBMI, ternary bf16 weights: the 2-bit codes of kPanel32Bf16Pairs's lanes,
+  // AVX-512 BF16 + VBMI (+ BMI2), ternary bf16 weights: the 2-bit codes of kPanel32Bf16Pairs's lanes,
   // [ceil(k/2)][2] uint64 per panel (word h: columns 16h..16h+15, the code of column 16h + l at
   // k = 2·kk + e in bits 2·(2l + e), 2·(2l + e) + 1; same codes as above); `scales`
   // [panel][group][2][32] uint16 as AND masks s | sign in the pair lanes' order; and `panels`,
@@ -129,7 +129,7 @@ struct KernelChoice {
 };
 const KernelChoice& Avx512Choice();
 // The layout ternary bf16 weights are packed as at `isa` when TernaryPackingEnabled():
-// kPanel32Ternary where the AVX-512 matmul runs vdpbf16ps and the CPU has VBMI, else
+// kPanel32Ternary where the AVX-512 matmul runs vdpbf16ps and the CPU has VBMI and BMI2, else
 // kPanel16Ternary.
 PackedLayout TernaryCodesLayout(Isa isa);
 

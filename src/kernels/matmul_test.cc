@@ -465,7 +465,8 @@ TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
 }
 
 // Ternary weights' AVX-512 codes (kPanel32Ternary) under emulation: bitwise the bf16 pairs of
-// the same weight for runs of 1-16 bf16 rows (one or two decode tiles of at most 8 rows), and the
+// the same weight for runs of 1-16 bf16 rows (one or two decode tiles of at most 8 rows; the
+// 7-8-row tiles decode through mask registers, the others by byte shuffles), and the
 // pairs copy for longer runs and for a row that is not bf16 (row 1 from three rows on); partial
 // last panels, odd k, per-row and 64- and 32-input scale groups, tasks of 1 and 3 panels, bf16
 // output rounding. (ternary_test.cc runs the native kernels the same way.)
@@ -482,6 +483,7 @@ TEST(EmulatedAvx512TernaryTest, CodesAreBitwiseThePairs) {
       lw.data = w.data();
       const TernaryFormat f = DetectTernary(w.data(), n, k);
       ASSERT_TRUE(f.ternary());
+      ASSERT_TRUE(f.negative_zero);  // code 3 (−0), which the 7-8-row tiles decode as +0
       const auto codes = PackTernary(lw, f, PackedLayout::kPanel32Ternary);
       const auto pairs = PackLinear(lw, PackedLayout::kPanel32Bf16Pairs);
       for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17}) {

@@ -127,8 +127,8 @@ TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
 }
 
 // The policy: the AVX2 codes where the AVX2 kernels are the matmul, the AVX-512 codes where the
-// AVX-512 matmul runs vdpbf16ps and the CPU has VBMI, the bf16 pairs where it runs without them,
-// never at the scalar level.
+// AVX-512 matmul runs vdpbf16ps and the CPU has VBMI and BMI2, the bf16 pairs where it runs
+// without them, never at the scalar level.
 TEST(TernaryTest, CodesLayoutFollowsTheMatmul) {
   if (TernaryPackingOverride().has_value()) GTEST_SKIP() << "CPM_TERNARY is set";
   IsaGuard guard;
@@ -140,7 +140,7 @@ TEST(TernaryTest, CodesLayoutFollowsTheMatmul) {
     LinearWeight t = Bf16Linear(ternary, n, k);
     PrepareLinear(&t);
     const bool avx512_matmul = isa == Isa::kAvx512 && Avx512Choice().avx512;
-    const bool avx512_codes = avx512_matmul && cpu.avx512bf16 && cpu.avx512vbmi;
+    const bool avx512_codes = avx512_matmul && cpu.avx512bf16 && cpu.avx512vbmi && cpu.bmi2;
     const bool codes = isa != Isa::kScalar && (!avx512_matmul || avx512_codes);
     EXPECT_EQ(TernaryPackingEnabled(), codes) << ToString(isa);
     EXPECT_EQ(PackedTernaryFormat(t).ternary(), codes) << ToString(isa);
@@ -222,7 +222,7 @@ TEST(TernaryTest, Avx512KernelsAreBitwiseTheBf16Pairs) {
     IsaGuard guard;
     ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
     if (TernaryCodesLayout(Isa::kAvx512) != PackedLayout::kPanel32Ternary) {
-      GTEST_SKIP() << "the AVX-512 matmul here has no vdpbf16ps or VBMI";
+      GTEST_SKIP() << "the AVX-512 matmul here lacks vdpbf16ps, VBMI or BMI2";
     }
   }
   ExpectCodesBitwiseThePanels(Isa::kAvx512, PackedLayout::kPanel32Bf16Pairs);
