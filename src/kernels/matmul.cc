@@ -223,7 +223,7 @@ void PrepareLinear(LinearWeight* w) {
 // The codes wherever a kernel for them matches the matmul: an 8th of the bytes beats bf16 panels
 // wherever decode is memory-bound. The AVX2 codes lose to the AVX-512 BF16 matmul (Zen 5, 2
 // threads: 193 / 64 / 184 tokens/s at pp512 / batch 1 / batch 16 against 742 / 68 / 491); the
-// AVX-512 codes, decoded to its own bf16 pairs, beat it up to 16 rows (batch 1 ~155 vs ~70).
+// AVX-512 codes, decoded to its own bf16 pairs, beat it up to 32 rows (batch 1 ~155 vs ~70).
 // VBMI and BMI2: the AVX-512 decode's byte selects and bit gathers. Without them (or vdpbf16ps)
 // an AVX-512 matmul keeps bf16 pairs, and runs the AVX2 codes only when CPM_TERNARY=1 asks.
 PackedLayout TernaryCodesLayout(Isa isa) {

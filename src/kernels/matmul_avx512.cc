@@ -1,7 +1,7 @@
 // AVX-512 matmul over packed panels of 32 output columns: register tile ≤ 8 rows × 32 columns.
 // bf16 weights are stored as (k, k+1) pairs; with AVX512_BF16 and bf16-exact x (the model's
 // activations are bf16 values) it uses vdpbf16ps, else it widens and uses f32 FMAs.
-// Ternary weights (BitCPM4) on up to 16 rows run on 2-bit codes decoded to those very bf16
+// Ternary weights (BitCPM4) on up to 32 rows run on 2-bit codes decoded to those very bf16
 // pairs in registers (VBMI, BMI2). Compiled with -mavx512f/bw/vl/bf16/vbmi -mbmi2 -mfma; only
 // called when the CPU has them.
 // Tests also compile this file over SIMDe's portable AVX-512 (CPM_EMULATE_AVX512, see
@@ -305,8 +305,10 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
 // Rows per call that run on the codes, in tiles of ≤ 8 rows that each decode them; taller calls
 // read the bf16 pairs copy (`pw.panels`), where the decoding repeated by every row tile costs
 // more than the bytes it saves. BitCPM4-0.5B dims, Zen 5, 2 threads: codes vs pairs 2.2x at
-// batch 1, 1.25x at 8, 1.05-1.2x at 12-16; at 32 rows and in prefill the pairs are 1.1-1.3x.
-constexpr int64_t kTernaryMaxRows = 16;
+// batch 1, 1.25x at 8 (1.4x with the mask decode below), 1.05-1.2x at 12-16; with the mask
+// decode a limit of 32 beat 16 at 24 and 32 rows (+2-13%, 3 of 3 interleaved rounds) and at
+// 64 rows and in 512-row prefill the pairs are 1.1-1.3x ahead.
+constexpr int64_t kTernaryMaxRows = 32;
 
 // A word of 32 codes → the 32 bf16 weights of one zmm of pair lanes, exactly: vpmultishiftqb
 // copies the byte window at code j (bits 2j...) into both bytes of word j, vpternlogd keeps its

@@ -57,7 +57,7 @@ struct PackedWeight {
   int64_t num_groups = 0;
   AlignedBuffer scales;
   // Ternary layouts: the weight as bf16 panels for calls of more rows than the codes serve
-  // (AVX2: more than one row tile, 7+; AVX-512: 17+), which are compute-bound: decoding the
+  // (AVX2: more than one row tile, 7+; AVX-512: 33+), which are compute-bound: decoding the
   // codes again in every row tile costs more than streaming bf16 (AVX2: 68 vs 83 GFLOP/s at 16
   // rows, kernels_bench, one thread). Memory holds both (the codes add an 8th).
   std::shared_ptr<const PackedWeight> panels;

@@ -465,7 +465,7 @@ TEST_P(EmulatedAvx512Test, RowsAreBitwiseIndependentOfBatchAndTasks) {
 }
 
 // Ternary weights' AVX-512 codes (kPanel32Ternary) under emulation: bitwise the bf16 pairs of
-// the same weight for runs of 1-16 bf16 rows (one or two decode tiles of at most 8 rows; the
+// the same weight for runs of 1-32 bf16 rows (decode tiles of at most 8 rows; the
 // 7-8-row tiles decode through mask registers, the others by byte shuffles), and the
 // pairs copy for longer runs and for a row that is not bf16 (row 1 from three rows on); partial
 // last panels, odd k, per-row and 64- and 32-input scale groups, tasks of 1 and 3 panels, bf16
@@ -486,7 +486,7 @@ TEST(EmulatedAvx512TernaryTest, CodesAreBitwiseThePairs) {
       ASSERT_TRUE(f.negative_zero);  // code 3 (−0), which the 7-8-row tiles decode as +0
       const auto codes = PackTernary(lw, f, PackedLayout::kPanel32Ternary);
       const auto pairs = PackLinear(lw, PackedLayout::kPanel32Bf16Pairs);
-      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 32, 34, 35}) {
         std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(m));
         for (int64_t i = 0; i < m * k; ++i) {
           if (m < 3 || i / k != 1) x[i] = RoundBf16(x[i]);

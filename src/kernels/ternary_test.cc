@@ -170,7 +170,7 @@ void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b
 // themselves are checked against MatMulRef in matmul_test.
 //
 // At the AVX-512 level (where the CPU has the codes' kernel) x holds bf16 values, as the model's
-// activations do, so that rows run vdpbf16ps, runs of up to 16 on the codes (tiles of at most 8),
+// activations do, so that rows run vdpbf16ps, runs of up to 32 on the codes (tiles of at most 8),
 // except row 1 of three or more, which is not bf16 (f32 FMAs on the pairs copy): the runs of rows
 // either side of it take the codes or the copy by their own length.
 void ExpectCodesBitwiseThePanels(Isa isa, PackedLayout panels_layout) {
