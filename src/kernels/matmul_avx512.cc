@@ -306,8 +306,9 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
 // read the bf16 pairs copy (`pw.panels`), where the decoding repeated by every row tile costs
 // more than the bytes it saves. BitCPM4-0.5B dims, Zen 5, 2 threads: codes vs pairs 2.2x at
 // batch 1, 1.25x at 8 (1.4x with the mask decode below), 1.05-1.2x at 12-16; with the mask
-// decode a limit of 32 beat 16 at 24 and 32 rows (+2-13%, 3 of 3 interleaved rounds) and at
-// 64 rows and in 512-row prefill the pairs are 1.1-1.3x ahead.
+// decode a limit of 32 beat 16 at 24 and 32 rows (+2-13%, 3 of 3 interleaved rounds). Before
+// it, 64 rows and 512-row prefill ran 1.1-1.3x faster on the pairs; with it, 64 was level in
+// two rounds, so longer runs stay on the pairs.
 constexpr int64_t kTernaryMaxRows = 32;
 
 // A word of 32 codes → the 32 bf16 weights of one zmm of pair lanes, exactly: vpmultishiftqb
