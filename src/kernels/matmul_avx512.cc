@@ -54,6 +54,10 @@ constexpr int64_t kPrefetchBytes = 8192;
 
 enum class Mode { kF32, kBf16Widen, kBf16Dot };
 
+// Rows of the next of `parts` tiles that share `rows` rows as evenly as possible (16 rows in
+// two tiles are 8 + 8, 12 rows 6 + 6; a short tile has fewer chains to hide latency).
+constexpr int64_t EvenShare(int64_t rows, int64_t parts) { return (rows + parts - 1) / parts; }
+
 // Panels per tile for MR rows: short tiles (decode) widen over several panels so that there
 // are enough independent accumulator chains (2·MR·NP ≤ 16 of the 32 registers) and several
 // weight streams in flight; k is never split, which would make a row's order depend on its
@@ -256,7 +260,7 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
       const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
       int64_t r = 0;
       for (int64_t t = 0; t < n_tiles; ++t) {
-        const int64_t tr = (rows - r + (n_tiles - t) - 1) / (n_tiles - t);
+        const int64_t tr = EvenShare(rows - r, n_tiles - t);
         const int64_t row = i0 + r;
         const X* xt = xx + row * xs + s0 * x_per_step;
         float* yt = y + row * ys + p * 32;
@@ -317,19 +321,24 @@ constexpr int64_t kTernaryMaxRows = 32;
 // 0, +s: 0x7fff, −s: 0xffff, −0: 0x8000), and the group's mask s | sign leaves s, s | sign or
 // the sign alone: the checkpoint's bits. Five instructions per 32 weights, no multiply.
 struct TernaryDecoder {
-  __m512i windows, two_bits, high_byte, patterns;
-  TernaryDecoder() {
-    alignas(64) uint8_t offsets[64];
-    for (int b = 0; b < 64; ++b) offsets[b] = static_cast<uint8_t>(b & ~1);  // word b/2's code
-    windows = _mm512_load_si512(offsets);
-    two_bits = _mm512_set1_epi8(3);
-    high_byte = _mm512_set1_epi16(0x0400);
-    // In each 16-byte lane, bytes 0-3: the patterns' low bytes by code; 4-7: their high bytes.
+  // Built at compile time, so that a tile's decoder is four loads.
+  struct Bytes {
+    alignas(64) uint8_t v[64];
+  };
+  static constexpr Bytes kOffsets = [] {  // byte b reads word b/2's code: bit offset b & ~1
+    Bytes o{};
+    for (int b = 0; b < 64; ++b) o.v[b] = static_cast<uint8_t>(b & ~1);
+    return o;
+  }();
+  static constexpr Bytes kPatterns = [] {  // per 16-byte lane: low bytes by code, then high
     constexpr uint8_t kLane[8] = {0x00, 0xff, 0xff, 0x00, 0x00, 0x7f, 0xff, 0x80};
-    alignas(64) uint8_t table[64] = {};
-    for (int b = 0; b < 64; ++b) table[b] = b % 16 < 8 ? kLane[b % 16] : 0;
-    patterns = _mm512_load_si512(table);
-  }
+    Bytes t{};
+    for (int b = 0; b < 64; ++b) t.v[b] = b % 16 < 8 ? kLane[b % 16] : 0;
+    return t;
+  }();
+  __m512i windows = _mm512_load_si512(kOffsets.v), two_bits = _mm512_set1_epi8(3),
+          high_byte = _mm512_set1_epi16(0x0400), patterns = _mm512_load_si512(kPatterns.v);
+
   __m512i Weights(uint64_t codes, __m512i mask) const {
     const __m512i v = _mm512_set1_epi64(static_cast<long long>(codes));
     const __m512i window = _mm512_multishift_epi64_epi8(windows, v);
@@ -508,7 +517,7 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
     if (dot(i0) && codes && i1 - i0 <= kTernaryMaxRows) {
       const int64_t rows = i1 - i0, chunks = (rows + kMaxTileRows - 1) / kMaxTileRows;
       for (int64_t c = 0, r = 0; c < chunks; ++c) {
-        const int64_t cr = (rows - r + (chunks - c) - 1) / (chunks - c);
+        const int64_t cr = EvenShare(rows - r, chunks - c);
         RunTernaryPanels(cr, x.pairs + (i0 + r) * pairs_stride, pairs_stride, pw, panel_begin,
                          panel_end, yi + r * y_stride + panel_begin * 32, y_stride,
                          round == Round::kBf16);
