@@ -1,0 +1,22 @@
+// HTTP(S) GET of a whole body into memory through libcurl, with the limits a server needs when
+// clients name the URL: a total timeout, a size cap enforced while downloading, redirects
+// followed but only to http/https.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace cpm {
+
+struct HttpFetchLimits {
+  int64_t timeout_s = 5;
+  int64_t max_bytes = 64 << 20;
+};
+
+// The body of a 2xx response. Anything else (no connection, timeout, non-2xx status, body over
+// max_bytes) is InvalidArgument naming the URL and the cause. Thread-safe.
+StatusOr<std::string> HttpGet(const std::string& url, const HttpFetchLimits& limits);
+
+}  // namespace cpm

@@ -1,0 +1,135 @@
+#include "multimodal/image_source.h"
+
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+
+#include "multimodal/base64.h"
+#include "multimodal/http_fetch.h"
+
+namespace cpm {
+namespace {
+
+bool HasPrefixNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+// Data URLs can be megabytes long; errors quote only their start.
+std::string Quote(std::string_view url) {
+  constexpr size_t kMax = 80;
+  if (url.size() <= kMax) return "'" + std::string(url) + "'";
+  return "'" + std::string(url.substr(0, kMax)) + "...'";
+}
+
+std::string TooBig(int64_t max_bytes) {
+  return "image_url: the image is larger than " + std::to_string(max_bytes) + " bytes";
+}
+
+// data:[<media type>][;base64],<data>. Only base64 payloads, as vLLM.
+StatusOr<std::string> FromDataUrl(std::string_view url, const MediaOptions& options) {
+  const size_t comma = url.find(',');
+  if (comma == std::string_view::npos) {
+    return InvalidArgument("image_url: malformed data URL " + Quote(url) + " (no ',')");
+  }
+  const std::string_view spec = url.substr(5, comma - 5);  // after "data:"
+  const size_t semicolon = spec.rfind(';');
+  if (semicolon == std::string_view::npos || spec.substr(semicolon + 1) != "base64") {
+    return InvalidArgument("image_url: only base64 data URLs are supported "
+                           "(data:<media type>;base64,<data>), got " + Quote(url));
+  }
+  const std::string_view payload = url.substr(comma + 1);
+  if (static_cast<int64_t>(payload.size()) / 4 * 3 > options.max_bytes) {
+    return InvalidArgument(TooBig(options.max_bytes));
+  }
+  StatusOr<std::string> bytes = DecodeBase64(payload);
+  if (!bytes.ok()) return bytes.status().WithPrefix("image_url: data URL");
+  return bytes;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX escapes, as Python's url2pathname undoes them.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// realpath(3): absolute, symlinks and ".." resolved; empty if the path does not exist.
+std::string RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) ? std::string(resolved) : std::string();
+}
+
+StatusOr<std::string> ReadFileLimited(const std::string& path, int64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return InvalidArgument("image_url: cannot read local file " + path);
+  const std::streamoff size = in.tellg();
+  if (size < 0) return InvalidArgument("image_url: cannot read local file " + path);
+  if (size > max_bytes) return InvalidArgument(TooBig(max_bytes));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) return InvalidArgument("image_url: cannot read local file " + path);
+  return bytes;
+}
+
+// file://[localhost]/path, allowed only below --allowed-local-media-path (after resolving
+// symlinks and "..", so neither can lead outside it). Texts as vLLM's.
+StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& options) {
+  if (options.allowed_local_media_path.empty()) {
+    return InvalidArgument("Cannot load local files without `--allowed-local-media-path`.");
+  }
+  std::string_view rest = url.substr(7);  // after "file://"
+  if (HasPrefixNoCase(rest, "localhost/")) rest.remove_prefix(9);
+  if (rest.empty() || rest[0] != '/') {
+    return InvalidArgument("image_url: file URLs must name an absolute local path, got " + Quote(url));
+  }
+  const std::string path = PercentDecode(rest);
+  const std::string allowed = RealPath(options.allowed_local_media_path);
+  if (allowed.empty()) {
+    return InvalidArgument("image_url: --allowed-local-media-path " +
+                           options.allowed_local_media_path + " does not exist");
+  }
+  const std::string real = RealPath(path);
+  if (real.empty()) return InvalidArgument("image_url: local file " + path + " does not exist");
+  const std::string prefix = allowed == "/" ? allowed : allowed + "/";
+  if (real.compare(0, prefix.size(), prefix) != 0) {
+    return InvalidArgument("The file path " + path + " must be a subpath of "
+                           "`--allowed-local-media-path` " + options.allowed_local_media_path + ".");
+  }
+  return ReadFileLimited(real, options.max_bytes);
+}
+
+}  // namespace
+
+StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions& options) {
+  if (HasPrefixNoCase(url, "data:")) return FromDataUrl(url, options);
+  if (HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://")) {
+    StatusOr<std::string> body = HttpGet(url, {options.fetch_timeout_s, options.max_bytes});
+    if (!body.ok()) return body.status().WithPrefix("image_url");
+    return body;
+  }
+  if (HasPrefixNoCase(url, "file://")) return FromFileUrl(url, options);
+  return InvalidArgument("image_url: the URL must be either a HTTP, data or file URL, got " +
+                         Quote(url));
+}
+
+}  // namespace cpm
