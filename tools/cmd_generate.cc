@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "commands.h"
 #include "engine/offline_generator.h"
 #include "model/registry.h"
+#include "multimodal/image_processor.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cpm {
@@ -28,6 +30,8 @@ struct GenerateArgs {
   int threads = 0;
   std::vector<std::string> prompt_ids;
   std::vector<std::string> prompts;  // text, encoded with the model's tokenizer
+  std::vector<std::string> images;   // files; each <|image_pad|> of the text prompts takes one
+  std::string dump_image_features;   // the images' embedding rows, as JSON
   int64_t max_tokens = 16;
   float temperature = 0.0f;
   int32_t top_k = 0;
@@ -74,6 +78,46 @@ Status WriteDump(const std::string& path, const std::vector<GenerateRequest>& re
   if (!out) return InvalidArgument(path + ": cannot create");
   out << nlohmann::json{{"dtype", ToString(dtype)}, {"sequences", seqs}}.dump();
   return out ? OkStatus() : DataLoss(path + ": write error");
+}
+
+// Expands the <|image_pad|> of each text prompt (in order, over all prompts) with the next of
+// `files`, tokenizes, and encodes the images into the requests' embeddings (as the server does,
+// with the encoder run here on `pool`). `reqs` holds the text prompts' requests, in order.
+// With `features`, each image-bearing prompt's embedding rows are appended to it (in order).
+Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, const LoadOptions& lo,
+                    ThreadPool& pool, std::vector<GenerateRequest*> reqs, nlohmann::json* features) {
+  CPM_ASSIGN_OR_RETURN(std::shared_ptr<VisionEncoder> vision, LoadVisionEncoder(lo, model.info(), pool));
+  if (!vision) return InvalidArgument("--image: " + model.info().architecture + " takes no images");
+  MediaOptions media;
+  media.allowed_local_media_path = "/";
+  CPM_ASSIGN_OR_RETURN(std::unique_ptr<ImageProcessor> proc, ImageProcessor::Create(a.model, vision, media));
+  size_t next = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::string& text = a.prompts[i];
+    std::vector<PreparedImage> images;
+    const std::string pad = ImageProcessor::kPadText;
+    for (size_t at = text.find(pad); at != std::string::npos; at = text.find(pad, at + pad.size())) {
+      if (next >= a.images.size()) return InvalidArgument("--image: more <|image_pad|> than images");
+      const std::string path = std::filesystem::absolute(a.images[next++]).string();
+      CPM_ASSIGN_OR_RETURN(PreparedImage image, proc->Load("file://" + path));
+      images.push_back(std::move(image));
+    }
+    if (images.empty()) continue;
+    CPM_ASSIGN_OR_RETURN(std::string expanded, proc->Expand(text, images));
+    reqs[i]->prompt = tok.Encode(expanded);
+    CPM_ASSIGN_OR_RETURN(MultimodalInputs in, proc->Bind(reqs[i]->prompt, std::move(images)));
+    reqs[i]->embed_rows = in.embed_rows;
+    CPM_RETURN_IF_ERROR(in.encode(pool, &reqs[i]->embeds));
+    if (features) {
+      const int64_t dim = vision->output_dim();
+      nlohmann::json rows = nlohmann::json::array();
+      for (size_t r = 0; r < reqs[i]->embed_rows.size(); ++r)
+        rows.push_back(std::vector<float>(reqs[i]->embeds.begin() + r * dim, reqs[i]->embeds.begin() + (r + 1) * dim));
+      features->push_back({{"prompt", i}, {"features", std::move(rows)}});
+    }
+  }
+  if (next != a.images.size()) return InvalidArgument("--image: more images than <|image_pad|> in the prompts");
+  return OkStatus();
 }
 
 int RunGenerate(const GenerateArgs& a) {
@@ -143,6 +187,22 @@ int RunGenerate(const GenerateArgs& a) {
       }
     }
   }
+  if (!a.images.empty()) {
+    std::vector<GenerateRequest*> text_reqs;  // the --prompt requests come after --prompt-ids
+    for (size_t i = a.prompt_ids.size(); i < reqs.size(); ++i) text_reqs.push_back(&reqs[i]);
+    nlohmann::json features = nlohmann::json::array();
+    Status s = AttachImages(a, *tokenizer, **model, lo, pool, text_reqs,
+                            a.dump_image_features.empty() ? nullptr : &features);
+    if (s.ok() && !a.dump_image_features.empty()) {
+      std::ofstream out(a.dump_image_features);
+      out << nlohmann::json{{"sequences", features}}.dump();
+      if (!out) s = InvalidArgument(a.dump_image_features + ": cannot write");
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
   OfflineGeneratorOptions go;
   go.block_size = a.block_size;
   go.prefill_chunk = a.prefill_chunk;
@@ -190,6 +250,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
   cmd->add_option("--prompt", a->prompts, "a text prompt (tokenizer of the model); repeat for a batch");
   cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids; repeat for a batch");
+  cmd->add_option("--dump-image-features", a->dump_image_features, "write each --prompt's image embedding rows as JSON to this file");
+  cmd->add_option("--image", a->images, "an image file for the next <|image_pad|> of the --prompt texts (MiniCPM-V-4.6); repeatable");
   cmd->add_option("--max-tokens", a->max_tokens, "tokens to generate per prompt")->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "0 = off");

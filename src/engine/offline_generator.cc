@@ -30,6 +30,19 @@ void RecordRow(SeqState& s, const std::vector<float>& logprobs, int64_t prompt_p
   }
 }
 
+// The multimodal rows of `r` among its tokens [computed, computed + n), placed at batch rows
+// from `first_row` on.
+void AddEmbedRows(const GenerateRequest& r, int64_t computed, int64_t n, int64_t first_row,
+                  int64_t hidden, std::vector<int64_t>* rows, std::vector<float>* embeds) {
+  for (size_t j = 0; j < r.embed_rows.size(); ++j) {
+    const int64_t row = r.embed_rows[j];
+    if (row < computed || row >= computed + n) continue;
+    rows->push_back(first_row + row - computed);
+    const float* e = r.embeds.data() + static_cast<int64_t>(j) * hidden;
+    embeds->insert(embeds->end(), e, e + hidden);
+  }
+}
+
 }  // namespace
 
 StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
@@ -39,6 +52,8 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
   int64_t total_blocks = 0;
   for (const GenerateRequest& r : requests) {
     if (r.prompt.empty()) return InvalidArgument("a prompt needs at least one token");
+    if (r.embeds.size() != r.embed_rows.size() * static_cast<size_t>(info.hidden_size))
+      return InvalidArgument("embeds must hold embed_rows.size() x hidden_size floats");
     total_blocks += BlocksForTokens(static_cast<int64_t>(r.prompt.size()) + r.max_tokens, bs);
   }
   KvCache kv(info.kv, std::max<int64_t>(1, total_blocks), bs, info.dtype);
@@ -70,11 +85,16 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
   std::vector<int64_t> logit_rows;
   std::vector<std::pair<size_t, int64_t>> row_owner;  // (seq, prompt position or -1 if last)
   std::vector<float> logits, logprobs(vocab);
+  std::vector<int64_t> embed_rows;  // this step's multimodal rows and their embeddings
+  std::vector<float> embeds;
+  const int64_t hidden = model_.info().hidden_size;
   for (;;) {
     tokens.clear();
     steps.clear();
     logit_rows.clear();
     row_owner.clear();
+    embed_rows.clear();
+    embeds.clear();
     std::vector<size_t> in_step;
     for (size_t i = 0; i < seqs.size(); ++i) {
       SeqState& s = seqs[i];
@@ -87,6 +107,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       if (!blocks.AllocateN(need, &s.blocks)) return Internal("KV blocks ran out");
       const int64_t first_row = static_cast<int64_t>(tokens.size());
       tokens.insert(tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
+      AddEmbedRows(*s.req, s.computed, n, first_row, hidden, &embed_rows, &embeds);
       steps.push_back({s.computed, n, s.blocks, s.state_slot});
       const bool reaches_end = s.computed + n == total;
       if (s.req->record_logprob_rows && s.req->all_prompt_positions) {
@@ -111,6 +132,8 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
     batch.tokens = tokens;
     batch.seqs = steps;
     batch.logit_rows = logit_rows;
+    batch.embed_rows = embed_rows;
+    batch.embeds = embeds.empty() ? nullptr : embeds.data();
     CPM_RETURN_IF_ERROR(model_.Forward(batch, kv, states.get(), logits.data(), pool_));
 
     for (size_t r = 0; r < row_owner.size(); ++r) {

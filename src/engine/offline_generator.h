@@ -23,6 +23,9 @@ struct GenerateRequest {
   int32_t top_logprobs = 0;             // top-k log-probs recorded per generated token
   bool record_logprob_rows = false;     // keep full-vocabulary log-prob rows (tests, eval)
   bool all_prompt_positions = false;    // with rows: one per prompt position, not just the last
+  // Multimodal: prompt rows (ascending) whose embedding is replaced, and the embeddings.
+  std::vector<int64_t> embed_rows;
+  std::vector<float> embeds;            // [embed_rows.size(), hidden]
 };
 
 struct TokenLogprobs {

@@ -14,6 +14,8 @@ void RmsNormAvx2(const float* x, int64_t x_stride, const float* w, float* y, int
 void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                   int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
                   Round round);
+// x = gelu_tanh(x) in place (vision_ops.h GeluTanh).
+void GeluTanhAvx2(float* x, int64_t n, Round round);
 void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                  float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
 void AddScaledAvx2(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,

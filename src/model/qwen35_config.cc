@@ -149,6 +149,16 @@ StatusOr<MiniCpmV46VisionConfig> ParseMiniCpmV46VisionConfig(const std::string& 
   CPM_RETURN_IF_ERROR(f.Int("image_size", &v.image_size));
   CPM_RETURN_IF_ERROR(f.OptInt("num_channels", &v.num_channels));
   CPM_RETURN_IF_ERROR(top.OptInt("insert_layer_id", &v.insert_layer_id));
+  CPM_RETURN_IF_ERROR(f.OptFloat("layer_norm_eps", &v.layer_norm_eps));
+  CPM_RETURN_IF_ERROR(top.OptBool("drop_vision_last_layer", &v.drop_vision_last_layer));
+  std::string act = "gelu_pytorch_tanh", mode = "16x";
+  CPM_RETURN_IF_ERROR(f.OptString("hidden_act", &act));
+  CPM_RETURN_IF_ERROR(top.OptString("downsample_mode", &mode));
+  if (act != "gelu_pytorch_tanh")
+    return InvalidArgument(f.where() + ": field 'hidden_act' must be \"gelu_pytorch_tanh\", got \"" + act + "\"");
+  if (mode != "16x" && mode != "4x")
+    return InvalidArgument(path + ": field 'downsample_mode' must be \"16x\" or \"4x\", got \"" + mode + "\"");
+  v.vit_merger = mode == "16x";
   for (auto [name, x] : {std::pair{"hidden_size", v.hidden_size},
                          {"intermediate_size", v.intermediate_size},
                          {"num_hidden_layers", v.num_hidden_layers},

@@ -8,7 +8,9 @@
 
 #include "io/mmap_file.h"
 #include "model/minicpm.h"
+#include "model/minicpmv46_vision.h"
 #include "model/qwen35.h"
+#include "model/qwen35_config.h"
 
 namespace cpm {
 namespace {
@@ -52,6 +54,15 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPoo
                            "' is not supported (supported: " + known + ")");
   }
   return it->second(options, text, path, pool);
+}
+
+StatusOr<std::unique_ptr<VisionEncoder>> LoadVisionEncoder(const LoadOptions& options,
+                                                           const ModelInfo& info, ThreadPool& pool) {
+  if (info.architecture != "MiniCPMV4_6ForConditionalGeneration") return std::unique_ptr<VisionEncoder>();
+  const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  CPM_ASSIGN_OR_RETURN(MiniCpmV46VisionConfig vision, ParseMiniCpmV46VisionConfig(text, path));
+  return LoadMiniCpmV46Vision(options, vision, info.hidden_size, info.dtype, pool);
 }
 
 }  // namespace cpm

@@ -10,10 +10,16 @@
 #include "base/thread_pool.h"
 #include "model/load_options.h"
 #include "model/model.h"
+#include "model/vision_encoder.h"
 
 namespace cpm {
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPool& pool);
+
+// The image encoder of a model that has one (MiniCPM-V-4.6), in the compute dtype of the loaded
+// language model `info`; null for text-only architectures.
+StatusOr<std::unique_ptr<VisionEncoder>> LoadVisionEncoder(const LoadOptions& options,
+                                                           const ModelInfo& info, ThreadPool& pool);
 
 // The architectures LoadModel accepts.
 std::vector<std::string> SupportedArchitectures();

@@ -101,7 +101,7 @@ MiniCpmV46VisionConfig TinyVision() {
   MiniCpmV46VisionConfig v;
   v.hidden_size = 32;
   v.intermediate_size = 64;
-  v.num_hidden_layers = 2;
+  v.num_hidden_layers = 3;  // one layer runs after the ViT merger
   v.num_attention_heads = 2;
   v.patch_size = 14;
   v.image_size = 112;
@@ -208,6 +208,19 @@ Status WriteTinyQwen35(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) 
     config["bos_token_id"] = o.bos_token_id;
   }
   CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "config.json").string(), config.dump(2)));
+  if (d.minicpmv) {
+    // The released preprocessor_config.json's values: real slicing on a tiny tower.
+    const Json pre = {{"image_processor_type", "MiniCPMV4_6ImageProcessor"},
+                      {"processor_class", "MiniCPMV4_6Processor"},
+                      {"max_slice_nums", 9},
+                      {"scale_resolution", 448},
+                      {"patch_size", vision.patch_size},
+                      {"use_image_id", true},
+                      {"slice_mode", true},
+                      {"image_mean", {0.5, 0.5, 0.5}},
+                      {"image_std", {0.5, 0.5, 0.5}}};
+    CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "preprocessor_config.json").string(), pre.dump(2)));
+  }
 
   TensorSink s(o.seed, o.storage);
   const int64_t D = d.hidden_size;

@@ -275,6 +275,83 @@ def scenario_hybrid_generate(s):
     check("hybrid_generate", eng, ref, F32_BOUNDS)
 
 
+def scenario_vision_generate(s):
+    # MiniCPM-V-4.6 with images: preprocessing (PIL-exact slicing), the vision tower and mergers,
+    # the placeholder layout and the embeddings' rows, against the numpy reference
+    # (minicpmv46_vision_ref.py), one prompt with one image and one with two; prefill chunks of
+    # 50 tokens cut through the image rows.
+    from PIL import Image
+    d = os.path.join(s.tmp, "v46")
+    run([s.binary, "make-tiny", "--arch", "minicpmv4_6", d])
+    images = []
+    for i, (w, h) in enumerate([(200, 150), (900, 500), (60, 400)]):
+        path = os.path.join(s.tmp, f"img{i}.png")
+        x = 7 + i
+        pixels = []
+        for _ in range(w * h):
+            x = (x * 1103515245 + 12345) % (1 << 31)
+            pixels.append(((x >> 8) & 255, (x >> 16) & 255, (x >> 4) & 255))
+        img = Image.new("RGB", (w, h))
+        img.putdata(pixels)
+        img.save(path)
+        images.append(path)
+    prompts = ["<|im_start|>user\n<|image_pad|>\nWhat is this?<|im_end|>\n<|im_start|>assistant\n",
+               "<|im_start|>user\n<|image_pad|>\n<|image_pad|>\nCompare.<|im_end|>\n<|im_start|>assistant\n"]
+    out = os.path.join(s.tmp, "vis_eng.json")
+    feats_out = os.path.join(s.tmp, "vis_eng_features.json")
+    cmd = [s.binary, "generate", "--model", d, "--dtype", "float32", "--max-tokens", "4",
+           "--dump-logprobs", out, "--all-positions", "--ignore-eos", "--threads", "2",
+           "--prefill-chunk", "50", "--dump-image-features", feats_out]
+    for p in prompts:
+        cmd += ["--prompt", p]
+    for path in images:
+        cmd += ["--image", path]
+    run(cmd)
+    with open(out) as f:
+        eng = json.load(f)
+    ref_out = os.path.join(s.tmp, "vis_ref.json")
+    ref_feats_out = os.path.join(s.tmp, "vis_ref_features.json")
+    cmd = [sys.executable, os.path.join(REF_DIR, "minicpmv46_vision_ref.py"), "--model", d,
+           "--generate", "4", "--images-per-prompt", "1,2", "--out", ref_out,
+           "--features-out", ref_feats_out]
+    for path in images:
+        cmd += ["--image", path]
+    for seq in eng["sequences"]:
+        cmd += ["--prompt-ids", ",".join(map(str, seq["prompt_ids"]))]
+    run(cmd)
+    with open(ref_out) as f:
+        ref = json.load(f)
+    with open(os.path.join(d, "config.json")) as f:
+        pad_id = json.load(f)["image_token_id"]
+    pads = [seq["prompt_ids"].count(pad_id) for seq in eng["sequences"]]
+    print(f"image placeholder tokens per prompt: {pads}")
+    # The image features themselves (the vision tower and mergers, f32 vs float64).
+    with open(feats_out) as f:
+        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
+    with open(ref_feats_out) as f:
+        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
+    if len(eng_feats) != len(ref_feats):
+        sys.exit(f"[vision_generate] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
+    worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
+    print(f"[vision_generate] image features: {len(eng_feats)} rows, max |diff| {worst:.3e}")
+    if worst > 1e-5:
+        sys.exit(f"[vision_generate] FAILED: image features differ by {worst:.3e} > 1e-5")
+    check("vision_generate", eng, ref, F32_BOUNDS)
+    # The bf16 tower (weights, activations and attention in bf16, as a bf16 PyTorch model runs
+    # it): the same features within bf16 precision.
+    bf16_feats = os.path.join(s.tmp, "vis_bf16_features.json")
+    run([s.binary, "generate", "--model", d, "--dtype", "bfloat16", "--max-tokens", "1", "--threads", "2",
+         "--dump-image-features", bf16_feats, "--prompt", prompts[0], "--image", images[0]])
+    with open(bf16_feats) as f:
+        got = json.load(f)["sequences"][0]["features"]
+    want = ref_feats[:len(got)]
+    scale = max(abs(v) for row in want for v in row)
+    worst = max(abs(a - b) for gr, wr in zip(got, want) for a, b in zip(gr, wr))
+    print(f"[vision_generate] bf16 image features: max |diff| {worst:.3e} (features up to {scale:.3f})")
+    if len(got) != len(want) or worst > 0.03 * scale:
+        sys.exit(f"[vision_generate] FAILED: bf16 features differ by {worst:.3e} > 3% of {scale:.3f}")
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
 
 

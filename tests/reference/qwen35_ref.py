@@ -308,16 +308,40 @@ def gated_deltanet(d, W, a, x, mode, rnd=identity):
     return rnd(o.reshape(T, Hv * dv) @ W[a + "out_proj.weight"].T)
 
 
-def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64"):
+def embed_override(input_embeds, T, D):
+    """input_embeds: {row: vector} or (rows, array [len(rows), D]) -> (row index array, [n, D] array).
+    Rows must lie in [0, T) and be distinct."""
+    if isinstance(input_embeds, dict):
+        rows = sorted(input_embeds)
+        vals = np.array([np.asarray(input_embeds[r], dtype=np.float64).reshape(-1) for r in rows]) if rows \
+            else np.zeros((0, D))
+    else:
+        rows, vals = input_embeds
+        vals = np.asarray(vals, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if vals.shape != (rows.size, D):
+        raise ValueError(f"input_embeds: {rows.size} rows need values of shape ({rows.size}, {D}), got {vals.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= T or np.unique(rows).size != rows.size):
+        raise ValueError(f"input_embeds: rows must be distinct and in [0, {T})")
+    return rows, vals
+
+
+def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None):
     """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V].
-    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded."""
+    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded.
+    input_embeds (optional): {row: vector} or (rows, [n, D] array); these rows' input embeddings
+    replace embed_tokens[token_ids[row]] (the multimodal scatter of minicpmv46.md §2; rounded to
+    bf16 in bfloat16 mode). None leaves the forward exactly as without it."""
     rnd = precision.rounder(dtype)
     W = precision.weights_for(W, dtype)
     d = dims(c)
     pre = prefix_of(W)
     ids = np.asarray(token_ids, dtype=np.int64)
     positions = np.arange(ids.size)
-    h = W[pre + "embed_tokens.weight"][ids]                              # [T, D]
+    h = W[pre + "embed_tokens.weight"][ids]                              # [T, D], a copy
+    if input_embeds is not None:
+        rows, vals = embed_override(input_embeds, ids.size, d["D"])
+        h[rows] = rnd(vals)
     for i, kind in enumerate(d["layer_types"]):
         p = f"{pre}layers.{i}."
         x = rms_norm_1p(h, W[p + "input_layernorm.weight"], d["eps"], rnd)
@@ -333,9 +357,9 @@ def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64"):
     return rnd(h @ lm_head(c, W).T)                                      # [T, V]
 
 
-def forward_logprobs(c, W, token_ids, gdn_mode="recurrent", dtype="float64"):
+def forward_logprobs(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None):
     """Log-softmax (float64) of forward_logits."""
-    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode, dtype))
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode, dtype, input_embeds))
 
 
 def main(argv=None):

@@ -10,7 +10,13 @@ compare_logprobs run end to end on written tiny checkpoints (both dtypes); (g) t
 emulation: bf16_round on hand values (ties to even, signed zero, subnormal, overflow, NaN) and
 against a brute-force nearest-bf16 search, hand-computed rounding points (two roundings in MiniCPM's
 RMSNorm, one in Qwen3.5's), bf16 logits, weights rounded once, float64 mode unchanged, bf16 log-probs
-close to but not equal to float64, top-1 kept where the logits are peaked.
+close to but not equal to float64, top-1 kept where the logits are peaked; (h) MiniCPM-V-4.6 vision
+(minicpmv46_vision_ref): the §6.1 worked examples, ensure_divide half-even, grid ties, slice_mode
+off, the §6.2 placeholder text and its token ids, position buckets (HF float32 form == integer rule),
+hand GELU/LayerNorm values, 2x2 grouping order, patch embedding == a conv loop, window attention ==
+full attention with a block-diagonal mask, per-slice forward == an independent packed multi-slice
+forward with block masks, PIL BICUBIC thumbnail/tiles, qwen35 input_embeds override, the vision CLI
+end to end (rows replaced, count and layout errors, --layout, --features-out).
 
 Run: /usr/bin/python3 tests/reference/self_test.py   (exit 0 = all passed). Takes a few seconds.
 Must not depend on cpmserve code; numpy + stdlib only.
@@ -31,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_logprobs  # noqa: E402
 import incremental_ref  # noqa: E402
 import minicpm_ref as M  # noqa: E402
+import minicpmv46_vision_ref as V  # noqa: E402
 import precision  # noqa: E402
 import qwen35_ref as Q  # noqa: E402
 import ref_cli  # noqa: E402
@@ -543,6 +550,361 @@ def test_bf16_mode():
               f"peaked rows, {int(same.sum())}/60 rows overall)")
 
 
+# ----------------------------------------------------------------------------- (h) MiniCPM-V-4.6 vision
+
+# §6.1 worked examples: (H, W) -> grid (rows, cols) | None, thumbnail (H, W), thumbnail tokens,
+# slice (H, W) | None, tokens per slice, total tokens (16x, S = 448, P = 14, M = 9)
+SLICING_TABLE = [
+    ((896, 1344), (2, 3), (392, 560), 70, (448, 448), 64, 454),
+    ((720, 1280), (2, 3), (336, 616), 66, (392, 504), 63, 444),
+    ((1080, 1920), (2, 4), (336, 616), 66, (448, 448), 64, 578),
+    ((3000, 1000), (4, 2), (784, 280), 70, (560, 392), 70, 630),
+    ((100, 100), None, (448, 448), 64, None, 0, 64),
+]
+
+
+def vision_model_config(**over):
+    """Tiny MiniCPM-V-4.6: vision hidden 16, 2 heads, 3 layers with the vit_merger after layer 1 (so
+    one layer runs on the downsampled grid), 8x8 position table; the tiny Qwen3.5 text model."""
+    c = qwen_config()
+    c.update({"model_type": "minicpmv4_6", "insert_layer_id": 1, "image_token_id": 290, "video_token_id": 291,
+              "vision_config": {"model_type": "minicpmv4_6_vision", "hidden_size": 16, "intermediate_size": 24,
+                                "num_hidden_layers": 3, "num_attention_heads": 2, "patch_size": 14,
+                                "image_size": 112, "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh",
+                                "num_channels": 3}})
+    c.update(over)
+    return c
+
+
+def vision_weights(c, seed):
+    """Random vision + merger weights: LayerNorm weights near 1, biases small, matrices / sqrt(fan_in)."""
+    rng = np.random.default_rng(seed)
+    W = {}
+    for name, shape in sorted(V.vision_shapes(c).items()):
+        if "norm" in name and name.endswith(".weight"):
+            W[name] = 1.0 + 0.2 * rng.standard_normal(shape)
+        elif name.endswith("bias") or "position_embedding" in name:
+            W[name] = 0.2 * rng.standard_normal(shape)
+        else:
+            W[name] = rng.standard_normal(shape) / math.sqrt(int(np.prod(shape[1:])))
+    return W
+
+
+def vision_model(seed=0, **over):
+    c = vision_model_config(**over)
+    W = random_weights(Q.expected_shapes(c, "model.language_model."), seed)
+    W.update(vision_weights(c, seed + 1000))
+    return c, W
+
+
+def masked_attention(x, W, p, heads, allowed):
+    """Independent MHA over one sequence x [T, D] where token i sees token j iff allowed[i, j]."""
+    T, D = x.shape
+    hd = D // heads
+    q = x @ W[p + "q_proj.weight"].T + W[p + "q_proj.bias"]
+    k = x @ W[p + "k_proj.weight"].T + W[p + "k_proj.bias"]
+    v = x @ W[p + "v_proj.weight"].T + W[p + "v_proj.bias"]
+    o = np.zeros((T, D))
+    for h in range(heads):
+        s = slice(h * hd, (h + 1) * hd)
+        scores = np.where(allowed, q[:, s] @ k[:, s].T / math.sqrt(hd), -np.inf)
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        o[:, s] = (e / e.sum(axis=1, keepdims=True)) @ v[:, s]
+    return o @ W[p + "out_proj.weight"].T + W[p + "out_proj.bias"]
+
+
+def packed_vision_forward(c, W, slices):
+    """A second, independently structured vision forward in HF's packed style: all slices' tokens in
+    one sequence, attention restricted by block-diagonal masks (slice id in the encoder, (slice,
+    window) in the vit_merger), merges by explicit index lists instead of reshapes."""
+    vc, P = c["vision_config"], c["vision_config"]["patch_size"]
+    side, eps, heads = vc["image_size"] // P, vc["layer_norm_eps"], vc["num_attention_heads"]
+    ln = lambda x, n, e=eps: V.layer_norm(x, W[n + ".weight"], W[n + ".bias"], e)  # noqa: E731
+    lin = lambda x, n: x @ W[n + ".weight"].T + W[n + ".bias"]  # noqa: E731
+    tokens, meta = [], []                                   # meta: (slice, row, col) per token
+    kernel = W[V.VISION + "embeddings.patch_embedding.weight"]
+    for s, img in enumerate(slices):
+        h, w = img.shape[0] // P, img.shape[1] // P
+        for r in range(h):
+            for col in range(w):
+                patch = img[r * P:(r + 1) * P, col * P:(col + 1) * P].transpose(2, 0, 1)  # [C, P, P]
+                e = np.einsum("dcij,cij->d", kernel, patch) + W[V.VISION + "embeddings.patch_embedding.bias"]
+                pos = math.floor(side * r / h) * side + math.floor(side * col / w)
+                tokens.append(e + W[V.VISION + "embeddings.position_embedding.weight"][pos])
+                meta.append((s, r, col))
+    x = np.array(tokens)
+    sizes = [(img.shape[0] // P, img.shape[1] // P) for img in slices]
+
+    def merge_index(meta, sizes):
+        """For each slice, windows row-major, each as the 4 token indices TL, TR, BL, BR."""
+        where = {m: i for i, m in enumerate(meta)}
+        groups = []
+        for s, (h, w) in enumerate(sizes):
+            for R in range(h // 2):
+                for C in range(w // 2):
+                    groups.append([where[(s, 2 * R + a, 2 * C + b)] for a in (0, 1) for b in (0, 1)])
+        return groups
+
+    for i in range(vc["num_hidden_layers"]):
+        p = f"{V.VISION}encoder.layers.{i}."
+        same_slice = np.array([[a[0] == b[0] for b in meta] for a in meta])
+        x = x + masked_attention(ln(x, p + "layer_norm1"), W, p + "self_attn.", heads, same_slice)
+        x = x + lin(V.gelu_tanh(lin(ln(x, p + "layer_norm2"), p + "mlp.fc1")), p + "mlp.fc2")
+        if i == c["insert_layer_id"]:
+            p = V.VISION + "vit_merger."
+            same_window = np.array([[a[0] == b[0] and a[1] // 2 == b[1] // 2 and a[2] // 2 == b[2] // 2
+                                     for b in meta] for a in meta])
+            x = x + masked_attention(ln(x, p + "layer_norm1"), W, p + "self_attn.", heads, same_window)
+            groups = merge_index(meta, sizes)
+            cat = np.array([np.concatenate([x[j] for j in g]) for g in groups])
+            mean = np.array([sum(x[j] for j in g) / 4 for g in groups])
+            x = lin(V.gelu_tanh(lin(ln(cat, p + "pre_norm"), p + "linear_1")), p + "linear_2") + mean
+            sizes = [(h // 2, w // 2) for h, w in sizes]
+            meta = [(s, r, col) for s, (h, w) in enumerate(sizes) for r in range(h) for col in range(w)]
+    x = ln(x, V.VISION + "post_layernorm")
+    groups = merge_index(meta, sizes)
+    cat = np.array([np.concatenate([x[j] for j in g]) for g in groups])
+    y = lin(ln(cat, V.MERGER + "pre_norm", 1e-6), V.MERGER + "linear_1")
+    y = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    return lin(y, V.MERGER + "linear_2")
+
+
+def test_slicing():
+    pp = V.preprocessor_config(None)
+    check(pp == V.PREPROCESSOR_DEFAULTS, "vision: preprocessor defaults without a model dir")
+    bad = []
+    for (H, Wd), grid, thumb, nt, sl, ns, total in SLICING_TABLE:
+        plan = V.slice_plan(H, Wd, pp)
+        got = (plan["grid"], plan["thumb"], plan["thumb_tokens"], plan["slice"], plan["slice_tokens"], plan["tokens"])
+        if got != (grid, thumb, nt, sl, ns, total):
+            bad.append(((H, Wd), got))
+    check(not bad, f"slicing: §6.1 worked examples (grid rows x cols, thumbnail, slice, token counts){bad or ''}")
+    check([V.ensure_divide(L, 56) for L in (84, 140, 196, 20, 0, 83.9, 365, 547)] == [112, 112, 224, 56, 56, 56, 392, 560],
+          "slicing: ensure_divide rounds half to even (84 -> 112, 140 -> 112, 196 -> 224), at least d")
+    check(V.best_resize(896, 1344, 448, 14, False) == (392, 560) and V.best_resize(100, 100, 448, 14, False) == (112, 112)
+          and V.best_resize(100, 100, 448, 14, True) == (448, 448),
+          "slicing: best_resize (int truncation, no upscale unless asked)")
+    check(V.slice_grid(1000, 1000, 448, 9) == (2, 2) and V.slice_grid(5000, 5000, 448, 9) == (3, 3)
+          and V.slice_grid(448, 448, 448, 9) is None and V.slice_grid(449, 448, 448, 9) == (2, 1)
+          and V.slice_grid(500, 3000, 448, 9) == (1, 7) and V.slice_grid(3000, 500, 448, 9) == (7, 1),
+          "slicing: grids (square 2x2, capped at M: 3x3, none when m <= 1, wide 1x7, tall 7x1)")
+    # ties: |ln(1/2)| == |ln(2)| exactly, so the first (a = 1: 1 col, 2 rows) stays; but
+    # |ln(2/3)| = 0.40546510810816444 > |ln(3/2)| = 0.4054651081081644 in doubles, so a square
+    # 1100 x 1100 image (n = 6) gets 2 rows x 3 cols. An implementation computing ln(a) - ln(b)
+    # would see an exact tie there and keep 3 rows x 2 cols.
+    check(V.slice_grid(500, 500, 448, 9) == (2, 1) and V.slice_grid(1100, 1100, 448, 9) == (2, 3)
+          and V.slice_plan(1100, 1100, pp)["tokens"] == 64 + 6 * 70,
+          "slicing: first strict minimum of |ln(W0/H0) - ln(a/b)| with ln of the quotient (500^2 -> 2x1, 1100^2 -> 2x3)")
+    plan = V.slice_plan(3000, 1000, dict(pp, slice_mode=False))
+    check(plan["grid"] is None and plan["thumb"] == (784, 280) and plan["tokens"] == 70,
+          "slicing: slice_mode false -> thumbnail only (upscale allowed)")
+
+    t = V.placeholder_text(3, 2, 2, 3, 1, True)
+    s = "<slice><|image_pad|></slice>"
+    check(t == "<image_id>3</image_id><image><|image_pad|><|image_pad|></image>" + s * 3 + "\n" + s * 3,
+          "placeholder: §6.2 layout (image id, thumbnail, rows of slices joined by one newline)")
+    check(V.placeholder_text(0, 3, 0, 0, 0, False) == "<image>" + "<|image_pad|>" * 3 + "</image>"
+          and V.placeholder_text(12, 1, None, None, 0, True) == "<image_id>12</image_id><image><|image_pad|></image>",
+          "placeholder: no slices; use_image_id false drops the id")
+    vocab = {"<image_id>": 1, "</image_id>": 2, "<image>": 3, "</image>": 4, "<slice>": 5, "</slice>": 6,
+             "<|image_pad|>": 7, "1": 21, "2": 22, "Ċ": 30}
+    check(V.placeholder_token_ids("<image_id>12</image_id><image><|image_pad|></image><slice></slice>\n<slice></slice>", vocab)
+          == [1, 21, 22, 2, 3, 7, 4, 5, 6, 30, 5, 6], "placeholder: token ids (specials single, digits and newline bytewise)")
+
+    ok = True
+    for side, top in ((70, 1024), (8, 300), (16, 300)):
+        for n in range(1, top + 1):
+            try:
+                V.position_buckets(n, side)
+            except AssertionError:
+                ok = False
+    check(ok, "position ids: HF float32 bucketize form == floor(side*i/n) for n = 1..1024 (side 70), 1..300 (8, 16)")
+    check(V.position_buckets(3, 8).tolist() == [0, 2, 5] and V.position_buckets(16, 8).tolist() == [i // 2 for i in range(16)]
+          and V.position_buckets(35, 70).tolist() == list(range(0, 70, 2))
+          and V.position_ids(2, 3, 8).tolist() == [0, 2, 5, 32, 34, 37],
+          "position ids: hand values (bucket_h * side + bucket_w, exact boundaries included)")
+
+
+def test_vision_math(tmp):
+    check(close(V.gelu_tanh(np.array([1.0, -1.0, 0.0])), [0.8411919906082768, -0.15880800939172324, 0.0], 1e-15)
+          and close(V.gelu_erf(np.array([1.0, -1.0, 0.0])), [0.8413447460685429, -0.15865525393145707, 0.0], 1e-15),
+          "vision hand: tanh GELU and erf GELU at +-1")
+    y = V.layer_norm(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 1.0]), np.array([0.0, 0.0, 1.0]), 0.0)
+    check(close(y, [-math.sqrt(1.5), 0.0, 1 + math.sqrt(1.5)], 1e-15), "vision hand: LayerNorm (biased variance, w, b)")
+    x = np.arange(4 * 6)[:, None] * np.ones((1, 2))                     # token n = r*6 + c on a 4x6 grid
+    g = V.group_2x2(x, 4, 6)
+    check(g[:, :, 0].tolist()[:4] == [[0, 1, 6, 7], [2, 3, 8, 9], [4, 5, 10, 11], [12, 13, 18, 19]]
+          and np.array_equal(V.ungroup_2x2(g, 4, 6), x), "vision: 2x2 groups are TL, TR, BL, BR, windows row-major; ungroup inverts")
+
+    c, W = vision_model(40)
+    d = V.vision_dims(c)
+    rng = np.random.default_rng(41)
+    img = rng.uniform(-1, 1, (56, 84, 3))
+    pe = V.patch_embed(img, W, 14)
+    k, b = W[V.VISION + "embeddings.patch_embedding.weight"], W[V.VISION + "embeddings.patch_embedding.bias"]
+    loop = np.array([[sum(k[o, ch, i, j] * img[r * 14 + i, cc * 14 + j, ch] for ch in range(3) for i in range(14) for j in range(14))
+                      + b[o] for o in range(16)] for r in range(4) for cc in range(6)])
+    check(close(pe, loop, 1e-12), "vision: patch embedding == an explicit conv loop, tokens row-major")
+
+    h, w = 6, 10
+    x = rng.standard_normal((h * w, 16))
+    rc = [(n // w, n % w) for n in range(h * w)]
+    block = np.array([[a[0] // 2 == b_[0] // 2 and a[1] // 2 == b_[1] // 2 for b_ in rc] for a in rc])
+    p = V.VISION + "vit_merger."
+    full = masked_attention(V.layer_norm(x, W[p + "layer_norm1.weight"], W[p + "layer_norm1.bias"], 1e-6),
+                            W, p + "self_attn.", 2, block)
+    check(close(V.window_attention(d, W, x, h, w), full, 1e-12),
+          "vision: 2x2 window attention == full attention with a block-diagonal mask (6x10 grid)")
+    enc = masked_attention(x, W, V.VISION + "encoder.layers.0.self_attn.", 2, np.ones((h * w, h * w), bool))
+    check(close(V.attention(x[None], W, V.VISION + "encoder.layers.0.self_attn.", 2)[0], enc, 1e-12),
+          "vision: encoder attention == unmasked independent MHA (bidirectional)")
+
+    slices = [rng.uniform(-1, 1, (56, 112, 3)), rng.uniform(-1, 1, (112, 56, 3)), rng.uniform(-1, 1, (56, 56, 3))]
+    per = np.concatenate([V.vision_forward(c, W, s) for s in slices])
+    packed = packed_vision_forward(c, W, slices)
+    check(per.shape == (2 + 2 + 1, 32) and close(per, packed, 1e-10),
+          f"vision: per-slice forward == packed 3-slice forward with block masks (max diff {np.abs(per - packed).max():.1e})")
+    one = V.vision_forward(c, W, slices[0])
+    other = V.vision_forward(c, W, np.concatenate([slices[0][:, :56], slices[2]], axis=1))
+    check(close(per[:2], one, 0) and not close(one, other, 1e-6),
+          "vision: a slice's features do not depend on the other slices; they do depend on its own pixels")
+    c0 = vision_model_config(insert_layer_id=2)
+    check(not close(V.vision_forward(c0, W, slices[0]), one, 1e-6) and close(packed_vision_forward(c0, W, slices[:1]),
+          V.vision_forward(c0, W, slices[0]), 1e-10), "vision: insert_layer_id moves the vit_merger (both forms agree)")
+
+    # preprocessing on a real image file: thumbnail and slices are PIL BICUBIC resizes, tiles row-major
+    from PIL import Image
+    arr = (rng.uniform(0, 256, (130, 300, 3))).astype(np.uint8)
+    path = os.path.join(tmp, "img_300x130.png")
+    Image.fromarray(arr).save(path)
+    pp = dict(V.PREPROCESSOR_DEFAULTS, scale_resolution=112)
+    plan, sl = V.preprocess(path, pp)
+    pil = Image.fromarray(arr)
+    thumb = np.asarray(pil.resize((168, 56), Image.BICUBIC)).astype(np.float64) / 127.5 - 1
+    refined = np.asarray(pil.resize((336, 112), Image.BICUBIC)).astype(np.float64) / 127.5 - 1
+    check(plan["grid"] == (1, 3) and plan["thumb"] == (56, 168) and plan["slice"] == (112, 112) and plan["tokens"] == 3 + 3 * 4
+          and len(sl) == 4 and close(sl[0], thumb, 1e-14)
+          and all(close(sl[1 + j], refined[:, 112 * j:112 * (j + 1)], 1e-14) for j in range(3)),
+          "preprocess: thumbnail = BICUBIC resize, slices = row-major tiles of the refined resize, u8/127.5 - 1")
+    gray = os.path.join(tmp, "gray.png")
+    Image.fromarray(arr[:, :, 0]).save(gray)
+    check(V.preprocess(gray, pp)[1][0].shape == (56, 168, 3), "preprocess: a grayscale file is converted to RGB")
+    return c, W, path
+
+
+def write_vision_checkpoint(model_dir, c, W, pp=None):
+    """Tiny checkpoint + optional preprocessor_config.json + a minimal tokenizer.json (the image
+    special tokens, the digits and the newline byte)."""
+    stored = write_checkpoint(model_dir, c, W, lambda n: "F32")
+    if pp is not None:
+        with open(os.path.join(model_dir, "preprocessor_config.json"), "w") as f:
+            json.dump(pp, f)
+    vocab = {str(i): 100 + i for i in range(10)}
+    vocab["Ċ"] = 110
+    added = [{"id": 284 + i, "content": s} for i, s in enumerate(V.SPECIAL_TOKENS)]   # <|image_pad|> = 290
+    with open(os.path.join(model_dir, "tokenizer.json"), "w") as f:
+        json.dump({"model": {"type": "BPE", "vocab": vocab}, "added_tokens": added}, f)
+    return stored
+
+
+def test_vision_cli(tmp, c, W, big_path):
+    from PIL import Image
+    rng = np.random.default_rng(42)
+    small_path = os.path.join(tmp, "img_60x40.png")
+    Image.fromarray(rng.uniform(0, 256, (40, 60, 3)).astype(np.uint8)).save(small_path)
+    pp = dict(V.PREPROCESSOR_DEFAULTS, scale_resolution=112)
+    mdir = os.path.join(tmp, "minicpmv46")
+    Wst = write_vision_checkpoint(mdir, c, W, pp)
+    vocab = V.load_vocab(mdir)
+
+    # input_embeds override in qwen35_ref
+    ids = list(rng.integers(0, 280, 20))
+    base = Q.forward_logits(c, Wst, ids)
+    E = Wst["model.language_model.embed_tokens.weight"]
+    check(np.array_equal(Q.forward_logits(c, Wst, ids, input_embeds={}), base)
+          and np.array_equal(Q.forward_logits(c, Wst, ids, input_embeds=([5, 9], E[[ids[5], ids[9]]])), base),
+          "qwen35 input_embeds: empty override, or the tokens' own embeddings, == the plain forward")
+    vals = rng.standard_normal((2, 32))
+    a = Q.forward_logits(c, Wst, ids, input_embeds=([7, 12], vals))
+    b = Q.forward_logits(c, Wst, ids, input_embeds={12: vals[1], 7: vals[0]})
+    check(np.array_equal(a, b) and close(a[:7], base[:7], 1e-12) and not close(a[7:], base[7:], 1e-6),
+          "qwen35 input_embeds: dict == (rows, array); rows before the first override unchanged, later ones change")
+    try:
+        Q.forward_logits(c, Wst, ids, input_embeds=([20], vals[:1]))
+        check(False, "qwen35 input_embeds: a row past the sequence is rejected")
+    except ValueError:
+        check(True, "qwen35 input_embeds: a row past the sequence is rejected")
+
+    # image_features == the slices through vision_forward; plans as expected
+    feats = V.image_features(mdir, big_path)
+    plan, sl = V.preprocess(big_path, V.preprocessor_config(mdir))
+    check(feats.shape == (15, 32) and close(feats, np.concatenate([V.vision_forward(c, Wst, s) for s in sl]), 0),
+          "vision: image_features = thumbnail rows, then slice rows row-major (300x130 -> 3 + 3x4 rows)")
+
+    def prompt(paths):
+        out = [5, 6]
+        for k, pth in enumerate(paths):
+            w0, h0 = Image.open(pth).size
+            out += V.placeholder_token_ids(V.plan_text(V.slice_plan(h0, w0, pp), k, pp), vocab) + [7]
+        return out + [8, 9]
+
+    p1, p2 = prompt([small_path, big_path]), prompt([big_path])
+    out = os.path.join(tmp, "v.json")
+    fout = os.path.join(tmp, "vf.json")
+    V.main(["--model", mdir, "--image", small_path, "--image", big_path, "--image", big_path,
+            "--images-per-prompt", "2,1", "--prompt-ids", ",".join(map(str, p1)), "--prompt-ids", ",".join(map(str, p2)),
+            "--generate", "3", "--out", out, "--features-out", fout])
+    f_small, f_big = V.image_features(mdir, small_path), feats
+    with open(fout) as f:
+        fd = json.load(f)
+    check([len(i["features"]) for i in fd["images"]] == [4, 15, 15] and close(np.array(fd["images"][1]["features"]), f_big, 0),
+          "vision CLI: --features-out rows per image (60x40 -> 4, 300x130 -> 15)")
+    overrides = [([i for i, t in enumerate(p1) if t == 290], np.concatenate([f_small, f_big])),
+                 ([i for i, t in enumerate(p2) if t == 290], f_big)]
+    with open(out) as f:
+        dump = json.load(f)
+    ok = dump["reference"] == "minicpmv46_vision_ref" and dump["options"]["layout_check"] == ["ok", "ok"]
+    for s, ov in zip(dump["sequences"], overrides):
+        P, G, rows = len(s["prompt_ids"]), s["generated_ids"], np.array(s["logprobs"])
+        direct = Q.forward_logprobs(c, Wst, s["prompt_ids"] + G[:-1], input_embeds=ov)
+        ok &= rows.shape[0] == P + len(G) - 1 and close(rows, direct, 1e-12) and int(np.argmax(direct[-1])) == G[-1]
+        ok &= all(int(np.argmax(rows[P - 1 + i])) == G[i] for i in range(len(G) - 1))
+        ok &= not close(rows[:P], Q.forward_logprobs(c, Wst, s["prompt_ids"]), 1e-6)
+    check(ok, "vision CLI: dump = greedy tokens + direct forward with the image rows replaced, layout check ok")
+
+    def fails(argv):
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                V.main(argv)
+            return False
+        except SystemExit:
+            return True
+
+    common = ["--model", mdir, "--out", os.path.join(tmp, "bad.json")]
+    check(fails(common + ["--image", big_path, "--prompt-ids", ",".join(map(str, p1))]),
+          "vision CLI: image-token count != feature rows is an error")
+    swapped = prompt([big_path, small_path])
+    check(fails(common + ["--image", small_path, "--image", big_path, "--prompt-ids", ",".join(map(str, swapped))])
+          and not fails(common + ["--image", small_path, "--image", big_path, "--skip-layout-check",
+                                  "--prompt-ids", ",".join(map(str, swapped))]),
+          "vision CLI: same token count but another layout is an error (unless --skip-layout-check)")
+    check(fails(common + ["--image", big_path, "--images-per-prompt", "1,1", "--prompt-ids", "1,2"]),
+          "vision CLI: --images-per-prompt must add up to the images")
+    lout = os.path.join(tmp, "layout.json")
+    with contextlib.redirect_stdout(io.StringIO()) as so:
+        V.main(["--model", mdir, "--image", small_path, "--image", big_path, "--image", big_path,
+                "--images-per-prompt", "1,2", "--layout", "--out", lout])
+    lines = [json.loads(line) for line in so.getvalue().splitlines()]
+    with open(lout) as f:
+        saved = json.load(f)
+    want_big = {"grid": [1, 3], "thumb": [56, 168], "slice": [112, 112], "tokens": 15}
+    check(lines == saved and len(lines) == 3 and lines[0]["grid"] is None and lines[0]["tokens"] == 4
+          and all({k: lines[i][k] for k in want_big} == want_big for i in (1, 2))
+          and lines[1]["text"].startswith("<image_id>0</image_id>") and lines[2]["text"].startswith("<image_id>1</image_id>")
+          and lines[2]["text"].count("<|image_pad|>") == 15 and "\n" not in lines[2]["text"],
+          "vision CLI --layout: one JSON line per image, image index per prompt")
+
+
 def main():
     test_rope()
     test_causality_and_prefix()
@@ -551,8 +913,10 @@ def main():
     test_hand_cases()
     test_bf16_round()
     test_bf16_mode()
+    test_slicing()
     with tempfile.TemporaryDirectory() as tmp:
         test_safetensors_and_cli(tmp)
+        test_vision_cli(tmp, *test_vision_math(tmp))
     print(f"\n{len(FAILURES)} failure(s)" if FAILURES else "\nall reference self-tests passed")
     return 1 if FAILURES else 0
 

@@ -1,0 +1,80 @@
+// The vision tower's element-wise ops against float64 definitions written here, on odd sizes,
+// at every ISA level the CPU has.
+#include "kernels/vision_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/test_util.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::IsaGuard;
+using testing::IsasToTest;
+using testing::RandomVec;
+
+double GeluTanh64(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+double GeluErf64(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+TEST(VisionOpsTest, GeluTanhMatchesItsDefinitionAtEveryIsa) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    SetActiveIsa(isa);
+    for (int64_t n : {1, 7, 33, 4096 + 3, 100000}) {
+      std::vector<float> x = RandomVec(n, 11 + n, -12.0f, 12.0f);
+      x[0] = n > 1 ? -100.0f : 0.0f;  // saturation: gelu(−100) = −0, gelu(+large) = x
+      if (n > 2) x[1] = 95.0f;
+      std::vector<float> y = x;
+      GeluTanh(y.data(), n, Round::kNone, pool);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = GeluTanh64(x[i]);
+        ASSERT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-7) << ToString(isa) << " n=" << n << " x=" << x[i];
+      }
+      std::vector<float> r = x;
+      GeluTanh(r.data(), n, Round::kBf16, pool);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(r[i], RoundBf16(r[i]));  // stored rounded
+        ASSERT_NEAR(r[i], GeluTanh64(x[i]), std::fabs(GeluTanh64(x[i])) / 128 + 1e-7) << x[i];
+      }
+    }
+  }
+}
+
+TEST(VisionOpsTest, GeluErfMatchesItsDefinition) {
+  ThreadPool pool(2);
+  std::vector<float> x = RandomVec(4099, 3, -9.0f, 9.0f), y = x;
+  GeluErf(y.data(), static_cast<int64_t>(y.size()), Round::kNone, pool);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], GeluErf64(x[i]), 1e-6 * std::fabs(x[i]) + 1e-7);
+}
+
+TEST(VisionOpsTest, LayerNormAndBias) {
+  ThreadPool pool(2);
+  for (int64_t dim : {1, 7, 33, 1152, 4608 + 3}) {
+    const int64_t rows = 5;
+    std::vector<float> x = RandomVec(rows * dim, 5, -3.0f, 5.0f), w = RandomVec(dim, 6), b = RandomVec(dim, 7);
+    std::vector<float> y(x.size());
+    LayerNorm(x.data(), rows, dim, w.data(), b.data(), 1e-6f, y.data(), Round::kNone, pool);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < dim; ++j) mean += x[r * dim + j];
+      mean /= dim;
+      for (int64_t j = 0; j < dim; ++j) var += (x[r * dim + j] - mean) * (x[r * dim + j] - mean);
+      var /= dim;
+      for (int64_t j = 0; j < dim; ++j) {
+        const double want = (x[r * dim + j] - mean) / std::sqrt(var + 1e-6) * w[j] + b[j];
+        ASSERT_NEAR(y[r * dim + j], want, 2e-5) << dim;
+      }
+    }
+    std::vector<float> z = x;
+    LayerNorm(z.data(), rows, dim, w.data(), b.data(), 1e-6f, z.data(), Round::kNone, pool);  // in place
+    EXPECT_EQ(z, y);
+    AddBias(z.data(), rows, dim, b.data(), Round::kBf16, pool);
+    for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(z[i], RoundBf16(y[i] + b[i % dim]));
+  }
+}
+
+}  // namespace
+}  // namespace cpm::kernels

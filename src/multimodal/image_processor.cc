@@ -1,0 +1,130 @@
+// From image URLs to encoder jobs (see image_processor.h).
+#include "multimodal/image_processor.h"
+
+#include <filesystem>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "io/mmap_file.h"
+#include "multimodal/image.h"
+
+namespace cpm {
+namespace {
+
+// Encodes a request's images once, whichever of its choices the engine admits first.
+class SharedEncoding {
+ public:
+  SharedEncoding(std::shared_ptr<VisionEncoder> encoder, std::vector<PreparedImage> images)
+      : encoder_(std::move(encoder)), images_(std::move(images)) {}
+
+  Status Get(ThreadPool& pool, std::vector<float>* embeds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      status_ = Encode(pool);
+      images_.clear();  // the pixels are not needed any more
+      done_ = true;
+    }
+    if (status_.ok()) *embeds = embeds_;
+    return status_;
+  }
+
+ private:
+  // Slices in prompt order: image by image, thumbnail first.
+  Status Encode(ThreadPool& pool) {
+    const int64_t dim = encoder_->output_dim();
+    for (const PreparedImage& image : images_) {
+      for (const PixelSlice& s : image.slices) {
+        const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
+        const size_t at = embeds_.size();
+        embeds_.resize(at + static_cast<size_t>(rows * dim));
+        CPM_RETURN_IF_ERROR(encoder_->EncodeSlice(s.pixels.data(), s.size.height, s.size.width,
+                                                  embeds_.data() + at, pool));
+      }
+    }
+    return OkStatus();
+  }
+
+  std::mutex mu_;
+  std::shared_ptr<VisionEncoder> encoder_;
+  std::vector<PreparedImage> images_;
+  bool done_ = false;
+  Status status_;
+  std::vector<float> embeds_;
+};
+
+StatusOr<int32_t> ReadImageTokenId(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  auto it = j.is_object() ? j.find("image_token_id") : j.end();
+  if (it == j.end() || !it->is_number_integer())
+    return InvalidArgument(path + ": field 'image_token_id' must be an integer");
+  return it->get<int32_t>();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::string& model_dir,
+                                                                 std::shared_ptr<VisionEncoder> encoder,
+                                                                 MediaOptions media) {
+  auto p = std::make_unique<ImageProcessor>();
+  const std::filesystem::path pre = std::filesystem::path(model_dir) / "preprocessor_config.json";
+  if (std::filesystem::exists(pre)) {
+    CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(pre.string()));
+    CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string()));
+  }
+  CPM_ASSIGN_OR_RETURN(p->image_token_id_, ReadImageTokenId(model_dir));
+  // The placeholder count per slice must be what the encoder gives for it.
+  const int64_t unit = 4 * p->slices_.patch_size;
+  if (encoder->OutputRows(unit, unit) != SliceTokens({unit, unit}, p->slices_))
+    return InvalidArgument(pre.string() + ": patch_size / downsample_mode disagree with config.json's vision_config");
+  p->encoder_ = std::move(encoder);
+  p->media_ = std::move(media);
+  return p;
+}
+
+StatusOr<PreparedImage> ImageProcessor::Load(const std::string& url) const {
+  CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(url, media_));
+  // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
+  CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
+  PreparedImage p;
+  p.plan = PlanSlices({image.height, image.width}, slices_);
+  p.slices = MakeSlices(image, p.plan, slices_);
+  return p;
+}
+
+StatusOr<std::string> ImageProcessor::Expand(const std::string& prompt,
+                                             const std::vector<PreparedImage>& images) const {
+  const std::string pad = kPadText;
+  std::string out;
+  size_t from = 0, k = 0;
+  for (size_t at; (at = prompt.find(pad, from)) != std::string::npos; from = at + pad.size(), ++k) {
+    if (k >= images.size()) break;
+    out.append(prompt, from, at - from);
+    out += PlaceholderText(images[k].plan, static_cast<int64_t>(k), slices_, pad);
+  }
+  if (k != images.size() || prompt.find(pad, from) != std::string::npos)
+    return InvalidArgument("the prompt has a different number of " + pad + " placeholders than the " +
+                           std::to_string(images.size()) + " image(s) of the request");
+  out.append(prompt, from, std::string::npos);
+  return out;
+}
+
+StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prompt_ids,
+                                                std::vector<PreparedImage> images) const {
+  int64_t expected = 0;
+  for (const PreparedImage& image : images) expected += ImageTokens(image.plan, slices_);
+  MultimodalInputs in;
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    if (prompt_ids[i] == image_token_id_) in.embed_rows.push_back(static_cast<int64_t>(i));
+  }
+  if (static_cast<int64_t>(in.embed_rows.size()) != expected)
+    return InvalidArgument("the prompt holds " + std::to_string(in.embed_rows.size()) +
+                           " image placeholder tokens, but its images need " + std::to_string(expected));
+  auto shared = std::make_shared<SharedEncoding>(encoder_, std::move(images));
+  in.encode = [shared](ThreadPool& pool, std::vector<float>* embeds) { return shared->Get(pool, embeds); };
+  return in;
+}
+
+}  // namespace cpm

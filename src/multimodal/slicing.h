@@ -1,0 +1,67 @@
+// MiniCPM-V-4.6's image slicing ("LLaVA-UHD", spec minicpmv46.md §6.1) and the placeholder text
+// that stands for one image in the prompt (§6.2), as HF's MiniCPMV4_6 image processor and
+// processor do them: a thumbnail of the whole image, plus, for large images, a rows × cols grid
+// of slices cut from a refined resize; every side a multiple of 4 patches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "multimodal/image.h"
+
+namespace cpm {
+
+// preprocessor_config.json (HF defaults where a key is absent).
+struct SliceConfig {
+  int64_t scale_resolution = 448;
+  int64_t max_slice_nums = 9;
+  int64_t patch_size = 14;
+  bool slice_mode = true;
+  bool use_image_id = true;
+  float image_mean[3] = {0.5f, 0.5f, 0.5f};
+  float image_std[3] = {0.5f, 0.5f, 0.5f};
+  // Patches per placeholder token: 16 ("16x": ViT merger and merger) or 4 ("4x": merger only).
+  int64_t patches_per_token = 16;
+};
+
+// Parses preprocessor_config.json's text; `path` names the file in errors.
+StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path);
+
+// Sizes in pixels, height first.
+struct PixelSize {
+  int64_t height = 0;
+  int64_t width = 0;
+  bool operator==(const PixelSize&) const = default;
+};
+
+// How one image is cut: the thumbnail, and (rows > 0) the grid of equal slices.
+struct SlicePlan {
+  PixelSize thumbnail;
+  int64_t rows = 0, cols = 0;  // 0: no slices
+  PixelSize slice;             // each slice; the refined resize is rows·slice × cols·slice
+};
+
+SlicePlan PlanSlices(PixelSize image, const SliceConfig& c);
+
+// Placeholder tokens one slice of `size` stands for: (H/14)·(W/14)/16 in 16x mode.
+int64_t SliceTokens(PixelSize size, const SliceConfig& c);
+// Every placeholder token of the image (thumbnail, then slices).
+int64_t ImageTokens(const SlicePlan& plan, const SliceConfig& c);
+
+// The text that replaces image `index`'s `<|image_pad|>` in the rendered prompt:
+//   <image_id>k</image_id><image>{pad × N}</image><slice>{pad × n}</slice>...\n<slice>...
+std::string PlaceholderText(const SlicePlan& plan, int64_t index, const SliceConfig& c,
+                            const std::string& pad = "<|image_pad|>");
+
+// One slice ready for the vision tower: normalized channel values, [height][width][3] (RGB).
+struct PixelSlice {
+  PixelSize size;
+  std::vector<float> pixels;
+};
+
+// The thumbnail, then the slices row-major (PIL-exact bicubic resizes, then (u8/255 − mean)/std).
+std::vector<PixelSlice> MakeSlices(const RgbImage& image, const SlicePlan& plan, const SliceConfig& c);
+
+}  // namespace cpm

@@ -1,0 +1,139 @@
+// Slicing arithmetic against the worked examples of minicpmv46.md §6.1 (computed there from
+// HF's rules), the placeholder layout of §6.2, and the slices' pixels.
+#include "multimodal/slicing.h"
+
+#include "multimodal/resize.h"
+
+#include <gtest/gtest.h>
+
+namespace cpm {
+namespace {
+
+struct Example {
+  PixelSize image;
+  int64_t rows, cols;
+  PixelSize thumbnail;
+  int64_t thumb_tokens;
+  PixelSize slice;
+  int64_t slice_tokens, total;
+};
+
+TEST(SlicingTest, WorkedExamplesOfTheSpec) {
+  const SliceConfig c;  // the released preprocessor_config.json's values are the defaults
+  const Example examples[] = {
+      {{896, 1344}, 2, 3, {392, 560}, 70, {448, 448}, 64, 454},
+      {{720, 1280}, 2, 3, {336, 616}, 66, {392, 504}, 63, 444},
+      {{1080, 1920}, 2, 4, {336, 616}, 66, {448, 448}, 64, 578},
+      {{3000, 1000}, 4, 2, {784, 280}, 70, {560, 392}, 70, 630},
+      {{100, 100}, 0, 0, {448, 448}, 64, {0, 0}, 0, 64},
+  };
+  for (const Example& e : examples) {
+    SCOPED_TRACE(std::to_string(e.image.height) + "x" + std::to_string(e.image.width));
+    const SlicePlan p = PlanSlices(e.image, c);
+    EXPECT_EQ(p.rows, e.rows);
+    EXPECT_EQ(p.cols, e.cols);
+    EXPECT_EQ(p.thumbnail, e.thumbnail);
+    EXPECT_EQ(SliceTokens(p.thumbnail, c), e.thumb_tokens);
+    if (e.rows > 0) {
+      EXPECT_EQ(p.slice, e.slice);
+      EXPECT_EQ(SliceTokens(p.slice, c), e.slice_tokens);
+    }
+    EXPECT_EQ(ImageTokens(p, c), e.total);
+  }
+}
+
+TEST(SlicingTest, EverySideIsAMultipleOfFourPatches) {
+  const SliceConfig c;
+  for (int64_t h : {1, 13, 56, 57, 300, 449, 1000, 4000}) {
+    for (int64_t w : {1, 17, 112, 447, 999, 2500}) {
+      const SlicePlan p = PlanSlices({h, w}, c);
+      for (PixelSize s : {p.thumbnail, p.slice}) {
+        if (s.height == 0 && p.rows == 0) continue;
+        EXPECT_EQ(s.height % 56, 0) << h << "x" << w;
+        EXPECT_EQ(s.width % 56, 0) << h << "x" << w;
+        EXPECT_GT(s.height * s.width, 0) << h << "x" << w;
+      }
+      EXPECT_LE(p.rows * p.cols, c.max_slice_nums);
+    }
+  }
+}
+
+TEST(SlicingTest, SliceModeOffAndFourTimesMode) {
+  SliceConfig c;
+  c.slice_mode = false;
+  const SlicePlan p = PlanSlices({896, 1344}, c);
+  EXPECT_EQ(p.rows, 0);
+  EXPECT_EQ(p.thumbnail, (PixelSize{392, 560}));  // shrunk, not upscaled: the image is big
+  c.patches_per_token = 4;
+  EXPECT_EQ(SliceTokens({392, 560}, c), 28 * 40 / 4);
+}
+
+TEST(SlicingTest, PlaceholderLayout) {
+  SliceConfig c;
+  c.scale_resolution = 56;  // small plans: one token per 56×56 slice
+  SlicePlan p;
+  p.thumbnail = {56, 112};
+  p.rows = 2;
+  p.cols = 3;
+  p.slice = {56, 56};
+  const std::string pad = "P";
+  EXPECT_EQ(PlaceholderText(p, 4, c, pad),
+            "<image_id>4</image_id><image>PP</image>"
+            "<slice>P</slice><slice>P</slice><slice>P</slice>\n"
+            "<slice>P</slice><slice>P</slice><slice>P</slice>");
+  c.use_image_id = false;
+  p.rows = p.cols = 0;
+  EXPECT_EQ(PlaceholderText(p, 0, c, pad), "<image>PP</image>");
+}
+
+TEST(SlicingTest, SlicesAreTheThumbnailThenTheGridRowMajor) {
+  SliceConfig c;
+  c.scale_resolution = 56;
+  c.max_slice_nums = 2;
+  RgbImage img;
+  img.height = 112;
+  img.width = 224;
+  img.pixels.resize(112 * 224 * 3);
+  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  const SlicePlan p = PlanSlices({112, 224}, c);
+  ASSERT_EQ(p.rows, 1);  // 2 slices side by side: the aspect ratio 2:1 exactly
+  ASSERT_EQ(p.cols, 2);
+  ASSERT_EQ(p.slice, (PixelSize{56, 56}));
+  ASSERT_EQ(p.thumbnail, (PixelSize{56, 56}));
+  const std::vector<PixelSlice> s = MakeSlices(img, p, c);
+  ASSERT_EQ(s.size(), 3u);
+  auto normalized = [](uint8_t u) { return (static_cast<float>(u) / 255.0f - 0.5f) / 0.5f; };
+  // The thumbnail is the whole image resized; slice k is the k-th 56×56 column block of the
+  // image resized to the grid (56×112).
+  const RgbImage thumb = ResizeBicubic(img, 56, 56), refined = ResizeBicubic(img, 112, 56);
+  for (size_t i = 0; i < thumb.pixels.size(); ++i) ASSERT_EQ(s[0].pixels[i], normalized(thumb.pixels[i])) << i;
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(s[1 + k].size, (PixelSize{56, 56}));
+    for (int y = 0; y < 56; ++y)
+      for (int x = 0; x < 56; ++x)
+        for (int ch = 0; ch < 3; ++ch)
+          ASSERT_EQ(s[1 + k].pixels[(y * 56 + x) * 3 + ch],
+                    normalized(refined.pixels[(y * 112 + k * 56 + x) * 3 + ch])) << k << " " << y << " " << x;
+  }
+  // Normalization: (u8/255 − mean)/std per channel.
+  EXPECT_FLOAT_EQ(normalized(255), 1.0f);
+  EXPECT_FLOAT_EQ(normalized(0), -1.0f);
+}
+
+TEST(SlicingTest, ParsesThePreprocessorConfig) {
+  auto c = ParseSliceConfig(R"({"max_slice_nums": 36, "scale_resolution": 448, "patch_size": 14,
+                                "use_image_id": false, "image_mean": [0.1, 0.2, 0.3]})", "p.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->max_slice_nums, 36);
+  EXPECT_FALSE(c->use_image_id);
+  EXPECT_FLOAT_EQ(c->image_mean[2], 0.3f);
+  auto bad = ParseSliceConfig(R"({"image_std": [0.5, 0.5]})", "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p.json: field 'image_std'"), std::string::npos);
+  bad = ParseSliceConfig(R"({"downsample_mode": "8x"})", "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("downsample_mode"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cpm
