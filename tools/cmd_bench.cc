@@ -48,6 +48,7 @@ struct BenchArgs {
   std::string json;
   bool skip_limits = false;
   bool ternary = false;
+  int64_t image_side = 448;  // MiniCPM-V-4.6: one square slice through the vision tower; 0: skip
 };
 
 // Default model dir: ../shared/models/MiniCPM4-0.5B relative to the repo, found from the working
@@ -197,6 +198,50 @@ struct Result {
   double bound_seconds = 0;
   std::string bound;       // "bandwidth" or "compute"
 };
+
+// FLOPs of one side×side slice through MiniCPM-V-4.6's vision tower and mergers (spec §4):
+// 2 × params touched per token, plus attention (QKᵀ and PV: 4·n²·D per full layer, 4·4·n·D
+// for the 2×2 windows).
+double VisionFlops(const MiniCpmV46VisionConfig& v, int64_t text_hidden, int64_t side) {
+  const double D = v.hidden_size, I = v.intermediate_size, P = v.patch_size;
+  const double n = (side / P) * (side / P), n2 = n / 4;
+  const double layer_params = 4 * D * D + 2 * D * I;
+  const int64_t layers = v.num_hidden_layers - (v.drop_vision_last_layer ? 1 : 0);
+  const int64_t before = v.vit_merger ? v.insert_layer_id + 1 : layers;
+  double f = 2 * n * (v.num_channels * P * P) * D;                      // patch embedding
+  f += before * (2 * n * layer_params + 4 * n * n * D);                 // layers on h×w
+  if (v.vit_merger) {
+    f += 2 * n * 4 * D * D + 4 * 4 * n * D;                             // window attention
+    f += 2 * n2 * (4 * D * 4 * I + 4 * I * D);                          // merge MLP
+    f += (layers - before) * (2 * n2 * layer_params + 4 * n2 * n2 * D); // layers on h/2×w/2
+  }
+  const double blocks = (v.vit_merger ? n2 : n) / 4;
+  f += 2 * blocks * (4 * D * 4 * D + 4 * D * text_hidden);              // merger
+  return f;
+}
+
+// One side×side slice of noise pixels through the encoder, best of `repeats`.
+Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t side, int repeats,
+                   ThreadPool& pool) {
+  std::vector<float> pixels(side * side * v.num_channels);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 2654435761u) >> 24) / 127.5f - 1;
+  const int64_t rows = enc.OutputRows(side, side);
+  std::vector<float> out(rows * enc.output_dim());
+  Result r;
+  r.test = "image" + std::to_string(side);  // one side×side slice
+  r.tokens = rows;
+  r.flops = VisionFlops(v, enc.output_dim(), side);
+  r.seconds = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = Now();
+    if (Status st = enc.EncodeSlice(pixels.data(), side, side, out.data(), pool); !st.ok()) {
+      std::fprintf(stderr, "bench: %s\n", st.message().c_str());
+      break;
+    }
+    r.seconds = std::min(r.seconds, Now() - t0);
+  }
+  return r;
+}
 
 class Bencher {
  public:
@@ -451,6 +496,16 @@ int RunBench(const BenchArgs& a) {
   std::vector<Result> results;
   for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
+  if (a.image_side > 0 && bm->architecture == "MiniCPMV4_6ForConditionalGeneration") {
+    auto vc = ParseMiniCpmV46VisionConfig(text.str(), dir + "/config.json");
+    auto enc = vc.ok() ? LoadVisionEncoder(lo, (*model)->info(), pool)
+                       : StatusOr<std::unique_ptr<VisionEncoder>>(vc.status());
+    if (!enc.ok()) {
+      std::fprintf(stderr, "bench: %s\n", enc.status().message().c_str());
+      return 1;
+    }
+    results.push_back(BenchVision(**enc, *vc, a.image_side, a.repeats, pool));
+  }
   if (!a.skip_limits) lim = BestOf(lim, kernels::MeasureMachineLimits(pool));
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.
   const bool bf16_dot = kernels::MatMulUsesBf16Dot();
@@ -581,6 +636,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");
   cmd->add_option("--json", a->json, "also write the results as JSON to this file");
   cmd->add_flag("--skip-limits", a->skip_limits, "do not measure bandwidth and peak");
+  cmd->add_option("--image-side", a->image_side,
+                  "MiniCPM-V-4.6: also encode one square slice of this many pixels (a multiple "
+                  "of 56; 448 is a full slice); 0 skips")
+      ->capture_default_str();
   cmd->add_flag("--ternary", a->ternary,
                 "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "
                 "2-bit kernels where they are used (CPM_TERNARY)");

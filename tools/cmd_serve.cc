@@ -84,6 +84,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();
+  cmd->add_option("--limit-mm-per-prompt", c.limit_mm_per_prompt_json,
+                  "most images per request, as vLLM's JSON: '{\"image\": 2}'");
+  cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
+                  "allow file:// image URLs below this folder (off by default, as vLLM)");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");

@@ -245,7 +245,12 @@ Status Engine::Impl::Validate(const RequestState& r) const {
 void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
                          std::vector<std::string>* cancels) {
   for (std::unique_ptr<RequestState>& r : *fresh) {
-    Status st = Validate(*r);
+    Status st = OkStatus();
+    if (r->req.encode) {
+      st = r->req.encode(*pool_, &r->req.embeds);
+      r->req.encode = nullptr;
+    }
+    if (st.ok()) st = Validate(*r);
     if (st.ok() && scheduler_->Find(r->req.request_id) != nullptr) {
       st = InvalidArgument("request id '" + r->req.request_id + "' is already in use");
     }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -53,6 +54,11 @@ struct EngineRequest {
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]
+  // Multimodal inputs still to encode (images): run once on the engine thread, with the compute
+  // pool, before the request is validated and queued; it fills `embeds`. Encoding on the engine
+  // thread keeps the HTTP threads off the compute cores; running streams wait meanwhile, as
+  // they do for a prefill chunk. A failure ends the request with that error.
+  std::function<Status(ThreadPool& pool, std::vector<float>* embeds)> encode;
 };
 
 // When things happened to one request (steady clock), for the server's latency histograms

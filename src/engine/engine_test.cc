@@ -373,6 +373,44 @@ TEST(EngineTest, MultimodalEmbeddingsTakePartInPrefixHashes) {
   EXPECT_NE(a.tokens, text.tokens);
 }
 
+TEST(EngineTest, EncoderJobsRunOnTheEngineThreadOnceBeforeAdmission) {
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  auto with_rows = [](const std::string& id, std::vector<float> embeds) {
+    EngineRequest r = Req(id, Range(1, 14), 3);
+    r.embed_rows = {2, 3};
+    r.embeds = std::move(embeds);
+    return r;
+  };
+  // Encoded by the engine: the same tokens as embeddings given up front.
+  const Result given = Collect(engine->Submit(with_rows("given", std::vector<float>(8, 0.5f))));
+  int calls = 0;
+  std::thread::id ran_on;
+  EngineRequest lazy = with_rows("lazy", {});
+  lazy.encode = [&](ThreadPool& pool, std::vector<float>* embeds) {
+    ++calls;
+    ran_on = std::this_thread::get_id();
+    EXPECT_GE(pool.num_threads(), 1);
+    embeds->assign(8, 0.5f);
+    return OkStatus();
+  };
+  const Result encoded = Collect(engine->Submit(lazy));
+  EXPECT_TRUE(encoded.error.ok()) << encoded.error.ToString();
+  EXPECT_EQ(encoded.tokens, given.tokens);
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // A failing encoder ends its request with that error; a wrong size is refused by validation.
+  EngineRequest bad = with_rows("bad", {});
+  bad.encode = [](ThreadPool&, std::vector<float>*) { return Internal("encoder failed"); };
+  const Result failed = Collect(engine->Submit(bad));
+  EXPECT_EQ(failed.error.code(), StatusCode::kInternal);
+  EXPECT_EQ(failed.finish_reason, "error");
+  EngineRequest short_rows = with_rows("short", {});
+  short_rows.encode = [](ThreadPool&, std::vector<float>* e) { e->assign(3, 0.0f); return OkStatus(); };
+  EXPECT_EQ(Collect(engine->Submit(short_rows)).error.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Collect(engine->Submit(Req("after", {1, 2}, 2))).error.ok());
+}
+
 TEST(EngineTest, HybridModelUsesStateSlotsAndNoPrefixCache) {
   EngineConfig c = SmallConfig();
   c.num_kv_blocks = 12;

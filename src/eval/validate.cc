@@ -16,6 +16,7 @@
 #include "eval/reference_dump.h"
 #include "eval/serve_process.h"
 #include "eval/server_figures.h"
+#include "multimodal/base64.h"
 
 namespace cpm {
 namespace {
@@ -163,6 +164,56 @@ GateResult DummyGate(const ValidateOptions& o) {
   return g;
 }
 
+// One chat request with `content` as the user message; records it as `label` figures and
+// passes when it answers 200 with a non-empty text.
+bool SmokeRequest(const ValidateOptions& o, int port, const std::string& name, const json& content,
+                  const std::string& label, GateResult* smoke) {
+  json req = {{"model", name},
+              {"messages", json::array({{{"role", "user"}, {"content", content}}})},
+              {"temperature", 0},
+              {"max_tokens", o.smoke_max_tokens}};
+  const std::string body = req.dump();
+  std::string shown = body;
+  if (shown.size() > 400) shown = shown.substr(0, 400) + "…";  // data: URLs are long
+  smoke->commands.push_back(fmt::format(
+      "curl -s http://127.0.0.1:{}/v1/chat/completions -H \"Content-Type: application/json\" -d {}",
+      port, Quote(shown)));
+  const HttpReply r = HttpPostJson(port, "/v1/chat/completions", body, o.request_timeout_s);
+  smoke->figures.emplace_back("POST /v1/chat/completions" + label,
+                              r.status ? std::to_string(r.status) : "no answer: " + r.error);
+  smoke->figures.emplace_back("Latency" + label, fmt::format("{:.3f} s", r.seconds));
+  const json j = json::parse(r.body, nullptr, false);
+  if (r.status != 200 || !j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
+      j["choices"].empty()) {
+    if (r.status != 0) smoke->detail += "reply" + label + ": " + r.body.substr(0, 500) + "\n";
+    return false;
+  }
+  const json& c = j["choices"][0];
+  std::string text;
+  if (c.contains("message") && c["message"].contains("content") && c["message"]["content"].is_string())
+    text = c["message"]["content"].get<std::string>();
+  smoke->figures.emplace_back("Reply" + label, text.empty() ? "(empty)" : text);
+  if (c.contains("finish_reason") && c["finish_reason"].is_string())
+    smoke->figures.emplace_back("finish_reason" + label, c["finish_reason"].get<std::string>());
+  if (j.contains("usage") && j["usage"].is_object())
+    smoke->figures.emplace_back("usage" + label, j["usage"].dump());
+  return !text.empty();
+}
+
+// [image_url, text] for the image smoke: a URL as given, a local file as a data: URL.
+StatusOr<json> ImageSmokeContent(const ValidateOptions& o) {
+  std::string url = o.smoke_image;
+  if (url.find("://") == std::string::npos && url.rfind("data:", 0) != 0) {
+    std::ifstream in(url, std::ios::binary);
+    if (!in) return InvalidArgument(url + ": cannot read");
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    url = "data:image/*;base64," + EncodeBase64(bytes.str());
+  }
+  return json::array({{{"type", "image_url"}, {"image_url", {{"url", url}}}},
+                      {{"type", "text"}, {"text", o.smoke_image_prompt}}});
+}
+
 // The real-weight gate and the smoke requests share one server.
 std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
   GateResult real, smoke;
@@ -182,36 +233,19 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
     return {real, smoke};
   }
   const bool models_ok = CheckModels(port, &smoke, &name);
-  json req = {{"model", name},
-              {"messages", json::array({{{"role", "user"}, {"content", o.smoke_prompt}}})},
-              {"temperature", 0},
-              {"max_tokens", o.smoke_max_tokens}};
-  const std::string body = req.dump();
-  smoke.commands.push_back(fmt::format(
-      "curl -s http://127.0.0.1:{}/v1/chat/completions -H \"Content-Type: application/json\" -d {}",
-      port, Quote(body)));
-  const HttpReply r = HttpPostJson(port, "/v1/chat/completions", body, o.request_timeout_s);
-  smoke.figures.emplace_back("POST /v1/chat/completions",
-                             r.status ? std::to_string(r.status) : "no answer: " + r.error);
-  smoke.figures.emplace_back("Latency", fmt::format("{:.3f} s", r.seconds));
-  bool text_ok = false;
-  const json j = json::parse(r.body, nullptr, false);
-  if (r.status == 200 && j.is_object() && j.contains("choices") && j["choices"].is_array() &&
-      !j["choices"].empty()) {
-    const json& c = j["choices"][0];
-    std::string text;
-    if (c.contains("message") && c["message"].contains("content") && c["message"]["content"].is_string())
-      text = c["message"]["content"].get<std::string>();
-    text_ok = !text.empty();
-    smoke.figures.emplace_back("Reply", text.empty() ? "(empty)" : text);
-    if (c.contains("finish_reason") && c["finish_reason"].is_string())
-      smoke.figures.emplace_back("finish_reason", c["finish_reason"].get<std::string>());
-    if (j.contains("usage") && j["usage"].is_object()) smoke.figures.emplace_back("usage", j["usage"].dump());
-  } else if (r.status != 0) {
-    smoke.detail = "reply: " + r.body.substr(0, 500);
+  bool replies_ok = SmokeRequest(o, port, name, json(o.smoke_prompt), "", &smoke);
+  if (!o.smoke_image.empty()) {
+    // The seed documents' second smoke request: an image part and a question about it.
+    auto content = ImageSmokeContent(o);
+    if (!content.ok()) {
+      smoke.detail += "image smoke: " + content.status().message() + "\n";
+      replies_ok = false;
+    } else {
+      replies_ok = SmokeRequest(o, port, name, *content, " (image)", &smoke) && replies_ok;
+    }
   }
   AddMetrics(port, "after the smoke request", &real);
-  smoke.pass = models_ok && r.status == 200 && text_ok;
+  smoke.pass = models_ok && replies_ok;
   const auto code = p.Stop();
   if (code) real.figures.emplace_back("Exit status after SIGTERM", std::to_string(*code));
   return {real, smoke};

@@ -23,6 +23,7 @@ struct ChatJob {
   std::string model;
   int64_t created = 0;
   std::vector<int32_t> prompt;
+  std::shared_ptr<const MultimodalInputs> multimodal;  // the prompt's images, if any
   ResolvedSampling sampling;
   int64_t max_tokens = 0;
   bool want_logprobs = false;
@@ -79,7 +80,7 @@ Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u) {
 
 std::vector<ChoicePlan> Plans(const ChatJob& job) {
   std::vector<ChoicePlan> plans;
-  for (int i = 0; i < job.sampling.n; ++i) plans.push_back({i, job.prompt, job.max_tokens, i});
+  for (int i = 0; i < job.sampling.n; ++i) plans.push_back({i, job.prompt, job.max_tokens, i, job.multimodal});
   return plans;
 }
 
@@ -216,6 +217,30 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   return HttpReply::Json(r);
 }
 
+// The rendered prompt's tokens; with images, each image's <|image_pad|> first becomes its
+// placeholder layout, and the job gets the pad rows and the encoder job. Images are fetched and
+// sliced here, on the HTTP thread; a bad URL or image is the client's 400.
+Status TokenizePrompt(const ServerContext& ctx, const std::string& text,
+                      const std::vector<std::string>& image_urls, bool add_special_tokens, ChatJob* job) {
+  if (image_urls.empty()) {
+    job->prompt = ctx.tokenizer->Encode(text, add_special_tokens);
+    return OkStatus();
+  }
+  if (ctx.image_limit >= 0 && static_cast<int64_t>(image_urls.size()) > ctx.image_limit)
+    return InvalidArgument("At most " + std::to_string(ctx.image_limit) +
+                           " image(s) may be provided in one prompt.");
+  std::vector<PreparedImage> images;
+  for (const std::string& url : image_urls) {
+    CPM_ASSIGN_OR_RETURN(PreparedImage image, ctx.images->Load(url));
+    images.push_back(std::move(image));
+  }
+  CPM_ASSIGN_OR_RETURN(std::string expanded, ctx.images->Expand(text, images));
+  job->prompt = ctx.tokenizer->Encode(expanded, add_special_tokens);
+  CPM_ASSIGN_OR_RETURN(MultimodalInputs inputs, ctx.images->Bind(job->prompt, std::move(images)));
+  job->multimodal = std::make_shared<const MultimodalInputs>(std::move(inputs));
+  return OkStatus();
+}
+
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
@@ -231,11 +256,13 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                   ctx.tokenizer->vocab_size());
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
 
-  auto text = RenderChatPrompt(ctx, req->chat);
+  std::vector<std::string> image_urls;
+  auto text = RenderChatPrompt(ctx, req->chat, ctx.images ? &image_urls : nullptr);
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
-  job->prompt = ctx.tokenizer->Encode(*text, req->add_special_tokens);
+  if (Status s = TokenizePrompt(ctx, *text, image_urls, req->add_special_tokens, job.get()); !s.ok())
+    return HttpReply::Error(s);
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());

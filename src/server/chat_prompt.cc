@@ -1,4 +1,5 @@
-// Rendering chat messages to prompt text (vLLM's "string" content format).
+// Rendering chat messages to prompt text (vLLM's "string" content format; image parts as
+// "openai" content items for models with a vision encoder).
 #include "server/chat_prompt.h"
 
 namespace cpm {
@@ -7,37 +8,66 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// OpenAI content parts -> one string; anything but text is refused (text-only models).
-StatusOr<Json> NormalizeMessages(const Json& messages) {
+// The URL of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}.
+StatusOr<std::string> ImageUrl(const Json& part) {
+  const Json* url = nullptr;
+  if (auto u = part.find("image_url"); u != part.end()) {
+    if (u->is_string()) {
+      url = &*u;
+    } else if (u->is_object()) {
+      if (auto v = u->find("url"); v != u->end()) url = &*v;
+    }
+  }
+  if (url == nullptr || !url->is_string() || url->get_ref<const std::string&>().empty())
+    return InvalidArgument("messages: an image_url content part needs 'image_url': {'url': <string>}");
+  return url->get<std::string>();
+}
+
+// One list of OpenAI content parts for the template. Text only: the texts joined by newlines
+// (vLLM's "string" content format). With images (when `image_urls` is given, i.e. the model
+// has a vision encoder): a list of {"type": "image"} and {"type": "text"} items, which the
+// MiniCPM-V template renders as <|image_pad|> and text joined by newlines; the URLs are
+// appended to `image_urls` in order.
+StatusOr<Json> NormalizeContent(const Json& parts, std::vector<std::string>* image_urls) {
+  Json items = Json::array();
+  std::string text;
+  bool has_image = false;
+  for (const Json& part : parts) {
+    std::string t = "text", value;
+    if (part.is_string()) {
+      value = part.get<std::string>();
+    } else {
+      if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
+      auto type = part.find("type");
+      t = type != part.end() && type->is_string() ? type->get<std::string>() : std::string();
+      if (t == "image_url" && image_urls != nullptr) {
+        CPM_ASSIGN_OR_RETURN(std::string url, ImageUrl(part));
+        image_urls->push_back(std::move(url));
+        items.push_back(Json{{"type", "image"}});
+        has_image = true;
+        continue;
+      }
+      if (t != "text")
+        return InvalidArgument("messages: content part type '" + t + "' is not supported by this model");
+      auto txt = part.find("text");
+      if (txt == part.end() || !txt->is_string())
+        return InvalidArgument("messages: a text content part needs a string 'text'");
+      value = txt->get<std::string>();
+    }
+    text += (items.empty() ? "" : "\n") + value;
+    items.push_back(Json{{"type", "text"}, {"text", value}});
+  }
+  if (has_image) return items;
+  return Json(text);
+}
+
+StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<std::string>* image_urls) {
   Json out = Json::array();
   for (const Json& m : messages) {
     Json msg = m;
     auto it = m.find("content");
     if (it != m.end() && it->is_array()) {
-      std::string text;
-      bool first = true;
-      for (const Json& part : *it) {
-        if (part.is_string()) {
-          text += (first ? "" : "\n") + part.get<std::string>();
-          first = false;
-          continue;
-        }
-        if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
-        auto type = part.find("type");
-        const std::string t = type != part.end() && type->is_string() ? type->get<std::string>()
-                                                                       : std::string();
-        if (t != "text") {
-          return InvalidArgument("messages: content part type '" + t +
-                                 "' is not supported by this model");
-        }
-        auto txt = part.find("text");
-        if (txt == part.end() || !txt->is_string()) {
-          return InvalidArgument("messages: a text content part needs a string 'text'");
-        }
-        text += (first ? "" : "\n") + txt->get<std::string>();
-        first = false;
-      }
-      msg["content"] = text;
+      CPM_ASSIGN_OR_RETURN(msg["content"], NormalizeContent(*it, image_urls));
     } else if (it != m.end() && !it->is_string() && !it->is_null()) {
       return InvalidArgument("messages: 'content' must be a string, a list of parts or null");
     }
@@ -49,7 +79,8 @@ StatusOr<Json> NormalizeMessages(const Json& messages) {
 }  // namespace
 
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
-                                       const protocol::ChatTemplateFields& in) {
+                                       const protocol::ChatTemplateFields& in,
+                                       std::vector<std::string>* image_urls) {
   if (in.chat_template) {
     return InvalidArgument(
         "Chat template is passed with request, but --trust-request-chat-template is not set. "
@@ -66,7 +97,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   }
   ChatRenderInput r;
-  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages));
+  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, image_urls));
   r.tools = in.tools;
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;

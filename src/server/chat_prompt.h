@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,10 @@
 
 namespace cpm {
 
+// `image_urls`: null refuses image parts (text-only models); otherwise they are rendered as
+// image items and their URLs collected in prompt order.
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
-                                       const protocol::ChatTemplateFields& in);
+                                       const protocol::ChatTemplateFields& in,
+                                       std::vector<std::string>* image_urls = nullptr);
 
 }  // namespace cpm

@@ -30,6 +30,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     c.num_prompt = static_cast<int64_t>(plan.prompt.size());
     c.max_tokens = plan.max_tokens;
     c.seed_offset = plan.seed_offset;
+    c.multimodal = plan.multimodal;
     c.detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, sampling.skip_special_tokens,
                                                        c.prompt);
     c.stop = std::make_unique<StopMatcher>(sampling.stop, sampling.include_stop_str_in_output);
@@ -50,6 +51,10 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.ignore_eos = sampling.ignore_eos;
     r.logprobs = sampling.logprobs;
     r.prompt_logprobs = sampling.prompt_logprobs;
+    if (c.multimodal) {
+      r.embed_rows = c.multimodal->embed_rows;
+      r.encode = c.multimodal->encode;
+    }
     c.stream = engine_.Submit(std::move(r));
   }
 }

@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "multimodal/image_processor.h"
 #include "server/engine_client.h"
 #include "server/metrics.h"
 #include "server/sampling_request.h"
@@ -47,6 +48,7 @@ struct ChoicePlan {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;
   int64_t seed_offset = 0;  // added to a request seed: the choice's place among its prompt's n
+  std::shared_ptr<const MultimodalInputs> multimodal;  // image rows and their encoder, if any
 };
 
 class GenerationRun {
@@ -86,6 +88,7 @@ class GenerationRun {
     int64_t num_prompt = 0;
     int64_t max_tokens = 0;
     int64_t seed_offset = 0;
+    std::shared_ptr<const MultimodalInputs> multimodal;
     int64_t generated = 0;
     bool finished = false;
     Clock::time_point first_token{};

@@ -145,7 +145,14 @@ void HttpServer::InstallRoutes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   // Handlers return errors as values; this only guards against a bug turning into a crash.
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      CPM_LOG_ERROR("{} {}: internal error: {}", req.method, req.path, ex.what());
+    } catch (...) {
+      CPM_LOG_ERROR("{} {}: internal error", req.method, req.path);
+    }
     ApiError e;
     e.status = 500;
     e.type = "InternalServerError";

@@ -73,6 +73,7 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (Status s = ValidateReasoningParserName(c.reasoning_parser); !s.ok()) {
     return s.WithPrefix("--reasoning-parser");
   }
+  if (auto limit = ParseImageLimit(c.limit_mm_per_prompt_json); !limit.ok()) return limit.status();
   if (!c.default_chat_template_kwargs_json.empty()) {
     const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -81,6 +82,18 @@ Status ValidateServeConfig(const ServeConfig& c) {
     }
   }
   return OkStatus();
+}
+
+StatusOr<int64_t> ParseImageLimit(const std::string& json) {
+  if (json.empty()) return int64_t{-1};
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgument("--limit-mm-per-prompt: not a JSON object: " + json);
+  auto it = j.find("image");
+  if (it == j.end()) return int64_t{-1};
+  if (!it->is_number_integer() || it->get<int64_t>() < 0)
+    return InvalidArgument("--limit-mm-per-prompt: 'image' must be a non-negative integer");
+  return it->get<int64_t>();
 }
 
 }  // namespace cpm

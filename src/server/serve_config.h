@@ -42,9 +42,16 @@ struct ServeConfig {
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
+  std::string allowed_local_media_path;  // file:// image URLs are read only below this folder
+  std::string limit_mm_per_prompt_json;  // vLLM's {"image": N}; empty: no limit
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";
 };
+
+// vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the image count, or -1
+// when `json` is empty or names no image limit. Other modalities are accepted and ignored (only
+// images are served).
+StatusOr<int64_t> ParseImageLimit(const std::string& json);
 
 // vLLM's --max-model-len syntax: an integer, with an optional k/m/g (powers of 1000) or K/M/G
 // (powers of 1024) suffix, or -1 / "auto" for the largest length that fits. Returns 0 never;

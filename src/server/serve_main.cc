@@ -121,6 +121,7 @@ struct Loaded {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<EngineClient> client;
   std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<ImageProcessor> images;
   ServerContext ctx;
 };
 
@@ -196,9 +197,16 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) return model.status();
+  ModelInfo info = (*model)->info();
+  CPM_ASSIGN_OR_RETURN(std::shared_ptr<VisionEncoder> vision, LoadVisionEncoder(lo, info, pool));
+  if (vision) {
+    MediaOptions media;
+    media.allowed_local_media_path = c.allowed_local_media_path;
+    CPM_ASSIGN_OR_RETURN(out->images, ImageProcessor::Create(c.model_dir, vision, media));
+    info.weight_bytes += vision->weight_bytes();
+  }
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const ModelInfo info = (*model)->info();
   CPM_LOG_INFO("Model loading took {:.4f} GiB and {:.6f} seconds", ToGiB(info.weight_bytes),
                load_s);
   CPM_LOG_INFO("Compute: {} threads; matmul {}", pool.num_threads(),
@@ -266,6 +274,8 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   ctx.model_root = c.model_dir;
   ctx.max_model_len = budget.max_model_len;
   ctx.tokenizer = out->tokenizer.get();
+  ctx.images = out->images.get();
+  CPM_ASSIGN_OR_RETURN(ctx.image_limit, ParseImageLimit(c.limit_mm_per_prompt_json));
   ctx.eos_ids = tok.eos_ids();
   for (int32_t id : info.eos_token_ids) {
     if (std::find(ctx.eos_ids.begin(), ctx.eos_ids.end(), id) == ctx.eos_ids.end()) {

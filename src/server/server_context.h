@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "multimodal/image_processor.h"
 #include "server/api_error.h"
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
@@ -32,6 +33,8 @@ struct ServerContext {
   GenerationDefaults generation_defaults;
   std::vector<int32_t> eos_ids;
   EngineClient* engine = nullptr;
+  const ImageProcessor* images = nullptr;  // null: the model takes no images
+  int64_t image_limit = -1;                // --limit-mm-per-prompt's image count; -1: none
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
   int64_t created = 0;           // unix time of start-up (ModelCard.created)

@@ -29,6 +29,18 @@ TEST(ServeConfig, MaxModelLenForms) {
   EXPECT_FALSE(ParseMaxModelLen("1.0001k").ok());
 }
 
+TEST(ServeConfigTest, LimitMmPerPromptTakesTheImageCount) {
+  EXPECT_EQ(*ParseImageLimit(""), -1);
+  EXPECT_EQ(*ParseImageLimit(R"({"image": 2})"), 2);
+  EXPECT_EQ(*ParseImageLimit(R"({"image": 0, "video": 1})"), 0);
+  EXPECT_EQ(*ParseImageLimit(R"({"video": 1})"), -1);
+  for (const char* bad : {"2", "{\"image\": -1}", "{\"image\": \"2\"}", "{"}) {
+    auto r = ParseImageLimit(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--limit-mm-per-prompt"), std::string::npos);
+  }
+}
+
 TEST(ServeConfig, Validation) {
   ServeConfig c;
   EXPECT_TRUE(ValidateServeConfig(c).ok());

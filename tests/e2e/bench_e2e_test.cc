@@ -248,10 +248,12 @@ class OfflineBenchE2E : public ::testing::Test {
 // cost model equal to a hand count from config.json's text_config.
 TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
   const ProcessRun run = Bench({"--model", Tiny("minicpmv4_6"), "--pp", "8,70", "--tg", "4",
-                                "--batch", "1,3", "--repeats", "1", "--json", tmp + "/b.json"});
+                                "--batch", "1,3", "--repeats", "1", "--image-side", "112",
+                                "--json", tmp + "/b.json"});
   ASSERT_EQ(run.rc, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("Qwen3.5 hybrid"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("| tg4    |     3 |"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| tg4      |     3 |"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| image112 |     1 |"), std::string::npos) << run.out;
 
   const Json cfg = Json::parse(ReadFile(tmp + "/m/config.json"))["text_config"];
   const int64_t D = cfg["hidden_size"], F = cfg["intermediate_size"],
@@ -292,7 +294,19 @@ TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
   ASSERT_TRUE(peak_name == "f32_fma" || peak_name == "bf16_dot") << peak_name;
   if (b["machine"]["isa"] != "avx512") EXPECT_EQ(peak_name, "f32_fma");
 
-  ASSERT_EQ(b["results"].size(), 4u);
+  // One 112×112 slice through the vision tower (8×8 patches, 4×4 after the ViT merger, 2×2
+  // embeddings): 2 × params touched per token plus attention, stage by stage.
+  const Json vc = Json::parse(ReadFile(tmp + "/m/config.json"))["vision_config"];
+  const double VD = vc["hidden_size"], VI = vc["intermediate_size"], P = vc["patch_size"];
+  const int64_t vlayers = vc["num_hidden_layers"];
+  const int64_t before = Json::parse(ReadFile(tmp + "/m/config.json"))["insert_layer_id"].get<int64_t>() + 1;
+  const double n = (112 / P) * (112 / P), n2 = n / 4, layer = 4 * VD * VD + 2 * VD * VI;
+  const double image_flops = 2 * n * 3 * P * P * VD + before * (2 * n * layer + 4 * n * n * VD) +
+                             2 * n * 4 * VD * VD + 16 * n * VD + 2 * n2 * (16 + 4) * VD * VI +
+                             (vlayers - before) * (2 * n2 * layer + 4 * n2 * n2 * VD) +
+                             2 * (n2 / 4) * (16 * VD * VD + 4 * VD * D);
+
+  ASSERT_EQ(b["results"].size(), 5u);
   for (const Json& r : b["results"]) {
     const std::string name = r["test"];
     for (const char* key :
@@ -325,6 +339,10 @@ TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
     } else {
       EXPECT_EQ(r["bytes"].get<double>(), 0.0);
       EXPECT_EQ(r["bound"], "compute");
+    }
+    if (name == "image112") {
+      EXPECT_EQ(r["tokens"], 4);
+      EXPECT_DOUBLE_EQ(r["flops"].get<double>(), image_flops);
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include "eval/run_command.h"
 #include "eval/tiny_model_fixture.h"
+#include "multimodal/test_images.h"
 
 namespace cpm {
 namespace {
@@ -55,6 +56,29 @@ TEST_F(ValidateE2e, TruncatedWeightsFailTheRealWeightGate) {
   EXPECT_NE(r.out.find("Stage B — Real-Weight Mandatory Gate — ❌ fail"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("before it was ready"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("❌ At least one gate failed."), std::string::npos) << r.out;
+}
+
+TEST_F(ValidateE2e, ImageSmokeRequestOnMiniCpmV) {
+  // The seed's second smoke request (an image and a question) against MiniCPM-V-4.6; a text-only
+  // model answers it with a 400, which fails the smoke gate.
+  const std::string v46 = dir_ + "/v46";
+  const auto mk = RunCommand(Cpmserve() + " make-tiny --arch minicpmv4_6 " + v46 + " 2>&1");
+  ASSERT_EQ(mk.exit_code, 0) << mk.out;
+  std::ofstream(dir_ + "/photo.jpg", std::ios::binary)
+      << test_images::EncodeJpeg(test_images::NoiseImage(640, 480, 3), 85);
+  const std::string flags = " --threads 2 --ready-timeout 120 --max-num-seqs 4 --kv-cache-memory-bytes 16M "
+                            "--skip-dummy --smoke-image " + dir_ + "/photo.jpg 2>/dev/null";
+  const auto r = RunCommand(Cpmserve() + " validate " + v46 + " --max-model-len 2048 --work-dir " + dir_ +
+                            "/logs_v" + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* s : {"Smoke 验证 — ✅ pass", "| POST /v1/chat/completions | 200 |",
+                        "| POST /v1/chat/completions (image) | 200 |", "Reply (image)", "data:image/*;base64,"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const auto t = RunCommand(Cpmserve() + " validate " + dir_ + "/model --work-dir " + dir_ + "/logs_t" + flags);
+  EXPECT_EQ(t.exit_code, 1) << t.out;
+  EXPECT_NE(t.out.find("| POST /v1/chat/completions (image) | 400 |"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("Smoke 验证 — ❌ fail"), std::string::npos) << t.out;
 }
 
 }  // namespace

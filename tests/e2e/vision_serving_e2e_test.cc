@@ -1,0 +1,175 @@
+// MiniCPM-V-4.6 with images, end to end: `cpmserve serve` on a tiny checkpoint (real tensor
+// names, real chat template and preprocessor config) answers OpenAI image_url requests (data:
+// URLs, file:// under --allowed-local-media-path), and its first token's log-probs equal those
+// of `cpmserve generate --image` on the same rendered prompt (checked against the numpy
+// reference in tests/model's vision_generate scenario); bad images are 400s.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "e2e/e2e_util.h"
+#include "e2e/server_process.h"
+#include "multimodal/base64.h"
+#include "multimodal/test_images.h"
+
+namespace cpm {
+namespace {
+
+using e2e::Json;
+namespace fs = std::filesystem;
+
+std::string Base64(const std::string& bytes) { return EncodeBase64(bytes); }
+
+class VisionServingE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((fs::temp_directory_path() / ("cpm_e2e_vision_" + std::to_string(getpid()))).string());
+    const std::string cmd = std::string(CPM_CPMSERVE_BIN) + " make-tiny --arch minicpmv4_6 " + *dir_ +
+                            "/model --dtype float32 > /dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    fs::create_directories(*dir_ + "/media");
+    png_ = new std::string(test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 7), 90));
+    std::ofstream(*dir_ + "/media/a.jpg", std::ios::binary) << *png_;
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start(CPM_CPMSERVE_BIN, *dir_ + "/model",
+                               {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "v",
+                                "--kv-cache-memory-bytes", "16M", "--max-num-seqs", "4", "--threads",
+                                "2", "--max-model-len", "2048", "--allowed-local-media-path",
+                                *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2})"}));
+    ASSERT_TRUE(server_->WaitReady()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    e2e::StopSuiteServer(server_);
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete png_;
+  }
+
+  static Json Body(const Json& content) {
+    return {{"model", "v"},
+            {"messages", {{{"role", "user"}, {"content", content}}}},
+            {"temperature", 0},
+            {"max_tokens", 4},
+            {"ignore_eos", true},
+            {"logprobs", true},
+            {"top_logprobs", 3}};
+  }
+  static Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
+  static Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
+  static std::string DataUrl() { return "data:image/jpeg;base64," + Base64(*png_); }
+
+  static std::string* dir_;
+  static std::string* png_;
+  static ServerProcess* server_;
+};
+
+std::string* VisionServingE2E::dir_ = nullptr;
+std::string* VisionServingE2E::png_ = nullptr;
+ServerProcess* VisionServingE2E::server_ = nullptr;
+
+TEST_F(VisionServingE2E, ImageAnswerEqualsTheOfflineRunOfTheSamePrompt) {
+  auto r = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({ImagePart(DataUrl()), TextPart("What is this?")}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = r.json();
+  const Json& lp = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 4u) << r.body;
+
+  // The same prompt as the template renders it, through `cpmserve generate --image`.
+  const std::string dump = *dir_ + "/offline.json";
+  const std::string cmd = std::string(CPM_CPMSERVE_BIN) + " generate --model " + *dir_ +
+                          "/model --threads 2 --max-tokens 4 --ignore-eos --logprobs 3 --dump-logprobs " +
+                          dump + " --image " + *dir_ + "/media/a.jpg --prompt $'<|im_start|>user\\n" +
+                          "<|image_pad|>\\nWhat is this?<|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n'" +
+                          " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(("bash -c \"" + cmd + "\"").c_str()), 0) << cmd;
+  std::ifstream in(dump);
+  const Json off = Json::parse(in);
+  const Json& seq = off["sequences"][0];
+  EXPECT_EQ(j["usage"]["prompt_tokens"].get<size_t>(), seq["prompt_ids"].size());
+  // Same greedy tokens (as text pieces) and the same first-token log-prob.
+  const Json& row = seq["logprobs"][0];
+  const int32_t first = seq["generated_ids"][0];
+  EXPECT_NEAR(lp[0]["logprob"].get<double>(), row[first].get<double>(), 1e-4) << r.body;
+}
+
+TEST_F(VisionServingE2E, FileUrlsAndDataUrlsGiveTheSameAnswer) {
+  auto a = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({ImagePart(DataUrl()), TextPart("Describe.")}).dump());
+  auto b = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({ImagePart("file://" + *dir_ + "/media/a.jpg"), TextPart("Describe.")}).dump());
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(a.json()["choices"][0]["logprobs"], b.json()["choices"][0]["logprobs"]);
+  EXPECT_EQ(a.json()["usage"]["prompt_tokens"], b.json()["usage"]["prompt_tokens"]);
+  // A different image changes the answer's distribution.
+  const std::string other = test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 8), 90);
+  auto c = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({ImagePart("data:image/jpeg;base64," + Base64(other)), TextPart("Describe.")}).dump());
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_NE(a.json()["choices"][0]["logprobs"], c.json()["choices"][0]["logprobs"]);
+}
+
+TEST_F(VisionServingE2E, TwoImagesStreamedAndSeveralChoices) {
+  Json body = Body({ImagePart(DataUrl()), ImagePart(DataUrl()), TextPart("Compare.")});
+  body["n"] = 2;
+  auto r = e2e::Post(server_->port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = r.json();
+  ASSERT_EQ(j["choices"].size(), 2u);
+  // Greedy over one shared encoding: the same tokens (batched rows may differ in the last bits).
+  const Json& a = j["choices"][0]["logprobs"]["content"];
+  const Json& b = j["choices"][1]["logprobs"]["content"];
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["token"], b[i]["token"]);
+    EXPECT_NEAR(a[i]["logprob"].get<double>(), b[i]["logprob"].get<double>(), 1e-4);
+  }
+  body["n"] = 1;
+  body["stream"] = true;
+  auto s = e2e::PostStream(server_->port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_NE(s.body.find("data: [DONE]"), std::string::npos) << s.body;
+}
+
+TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
+  struct Case {
+    Json content;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{ImagePart("data:image/png;base64,@@@"), TextPart("x")}, "base64"},
+      {{ImagePart("data:image/png;base64," + Base64("not an image")), TextPart("x")}, "unrecognised format"},
+      {{ImagePart("ftp://example.com/a.png")}, "ftp"},
+      {{ImagePart("file:///etc/passwd")}, "allowed-local-media-path"},
+      {{ImagePart("http://127.0.0.1:1/a.png")}, "127.0.0.1:1"},
+      {{{{"type", "image_url"}, {"image_url", {{"detail", "auto"}}}}}, "image_url"},
+      {{{{"type", "input_audio"}, {"input_audio", {{"data", "x"}}}}}, "input_audio"},
+  };
+  for (const Case& c : cases) {
+    auto r = e2e::Post(server_->port(), "/v1/chat/completions", Body(c.content).dump());
+    EXPECT_EQ(r.status, 400) << c.content.dump() << " -> " << r.body;
+    const Json j = r.json();
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.message), std::string::npos) << r.body;
+  }
+  // More images than --limit-mm-per-prompt allows.
+  auto many = e2e::Post(server_->port(), "/v1/chat/completions",
+                        Body({ImagePart(DataUrl()), ImagePart(DataUrl()), ImagePart(DataUrl())}).dump());
+  EXPECT_EQ(many.status, 400) << many.body;
+  EXPECT_NE(many.body.find("At most 2 image(s) may be provided in one prompt."), std::string::npos) << many.body;
+  // A system message cannot hold images (the template raises): also a 400.
+  Json body = Body("hi");
+  body["messages"] = {{{"role", "system"}, {"content", {ImagePart(DataUrl())}}},
+                      {{"role", "user"}, {"content", "hi"}}};
+  auto r = e2e::Post(server_->port(), "/v1/chat/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  // The server still serves after every refusal.
+  EXPECT_EQ(e2e::Post(server_->port(), "/v1/chat/completions", Body("hi").dump()).status, 200);
+}
+
+}  // namespace
+}  // namespace cpm
