@@ -107,7 +107,9 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
     reqs[i]->prompt = tok.Encode(expanded);
     CPM_ASSIGN_OR_RETURN(MultimodalInputs in, proc->Bind(reqs[i]->prompt, std::move(images)));
     reqs[i]->embed_rows = in.embed_rows;
-    CPM_RETURN_IF_ERROR(in.encode(pool, &reqs[i]->embeds));
+    for (bool done = false; !done;) {
+      CPM_ASSIGN_OR_RETURN(done, in.encode(pool, &reqs[i]->embeds));
+    }
     if (features) {
       const int64_t dim = vision->output_dim();
       nlohmann::json rows = nlohmann::json::array();

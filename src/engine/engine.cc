@@ -3,6 +3,8 @@
 // stats snapshot it publishes; everything else here runs on the engine thread.
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <deque>
 #include <random>
 #include <thread>
 #include <unordered_set>
@@ -44,11 +46,15 @@ class Engine::Impl {
   // Validates and queues new requests, then applies cancels (a request submitted and
   // cancelled before the engine saw it is cancelled too).
   void Drain(std::vector<std::unique_ptr<RequestState>>* fresh, std::vector<std::string>* cancels);
+  // Validates a request whose inputs are complete and hands it to the scheduler (or ends it).
+  void Admit(std::unique_ptr<RequestState> r);
+  // Runs one piece of the oldest pending encoder job; admits its request when it is done.
+  void EncodeStep();
   Status Validate(const RequestState& r) const;
   void Step();
   // Ends a live request: frees its blocks and slot at once, then queues its last event.
   void Finish(RequestState* r, TokenEvent event);
-  // Ends a request that never became live.
+  // Ends a request that never became live: "error" with `error`, or "abort" when it is OK.
   void Reject(RequestState& r, const Status& error);
   TokenEvent MakeEvent(const RequestState& r) const;
   void PublishStats();
@@ -71,6 +77,8 @@ class Engine::Impl {
   // Events of this step, pushed after the stats snapshot so that a client that sees its
   // finished event also sees the freed blocks in Stats().
   std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> pending_events_;
+  // Requests whose encoder jobs (images) are still running, oldest first; not yet admitted.
+  std::deque<std::unique_ptr<RequestState>> encoding_;
   int64_t num_steps_ = 0;
   int64_t num_finished_ = 0;
   int64_t prompt_tokens_total_ = 0;
@@ -189,7 +197,9 @@ void Engine::Impl::Loop() {
     bool stop = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_->empty(); });
+      cv_.wait(lock, [&] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_->empty() || !encoding_.empty();
+      });
       fresh.swap(inbox_);
       cancels.swap(cancels_);
       stop = stop_;
@@ -205,10 +215,13 @@ void Engine::Impl::Loop() {
         e.finish_reason = "abort";
         Finish(r, std::move(e));
       }
+      for (std::unique_ptr<RequestState>& r : encoding_) Reject(*r, OkStatus());
+      encoding_.clear();
       PublishStats();
       FlushEvents();
       return;
     }
+    EncodeStep();
     if (!scheduler_->empty()) Step();
     PublishStats();
     FlushEvents();
@@ -245,38 +258,63 @@ Status Engine::Impl::Validate(const RequestState& r) const {
 void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
                          std::vector<std::string>* cancels) {
   for (std::unique_ptr<RequestState>& r : *fresh) {
-    Status st = OkStatus();
     if (r->req.encode) {
-      st = r->req.encode(*pool_, &r->req.embeds);
-      r->req.encode = nullptr;
+      encoding_.push_back(std::move(r));
+    } else {
+      Admit(std::move(r));
     }
-    if (st.ok()) st = Validate(*r);
-    if (st.ok() && scheduler_->Find(r->req.request_id) != nullptr) {
-      st = InvalidArgument("request id '" + r->req.request_id + "' is already in use");
-    }
-    if (!st.ok()) {
-      Reject(*r, st);
-      continue;
-    }
-    if (r->req.max_tokens == 0 && r->req.prompt_logprobs < 0) {  // nothing to compute
-      TokenEvent e = MakeEvent(*r);
-      e.finished = true;
-      e.finish_reason = "length";
-      e.num_cached_tokens = 0;
-      e.times.finished = Clock::now();
-      ++num_finished_;
-      pending_events_.emplace_back(r->stream, std::move(e));
-      continue;
-    }
-    scheduler_->Add(std::move(r));
   }
   for (const std::string& id : *cancels) {
+    auto pending = std::find_if(encoding_.begin(), encoding_.end(),
+                                [&](const auto& r) { return r->req.request_id == id; });
+    if (pending != encoding_.end()) {
+      Reject(**pending, OkStatus());  // "abort": cancelled before it was admitted
+      encoding_.erase(pending);
+      continue;
+    }
     RequestState* r = scheduler_->Find(id);
     if (!r) continue;  // already finished, or never existed
     TokenEvent e = MakeEvent(*r);
     e.finish_reason = "abort";
     Finish(r, std::move(e));
   }
+}
+
+void Engine::Impl::Admit(std::unique_ptr<RequestState> r) {
+  Status st = Validate(*r);
+  if (st.ok() && scheduler_->Find(r->req.request_id) != nullptr) {
+    st = InvalidArgument("request id '" + r->req.request_id + "' is already in use");
+  }
+  if (!st.ok()) {
+    Reject(*r, st);
+    return;
+  }
+  if (r->req.max_tokens == 0 && r->req.prompt_logprobs < 0) {  // nothing to compute
+    TokenEvent e = MakeEvent(*r);
+    e.finished = true;
+    e.finish_reason = "length";
+    e.num_cached_tokens = 0;
+    e.times.finished = Clock::now();
+    ++num_finished_;
+    pending_events_.emplace_back(r->stream, std::move(e));
+    return;
+  }
+  scheduler_->Add(std::move(r));
+}
+
+void Engine::Impl::EncodeStep() {
+  if (encoding_.empty()) return;
+  RequestState& r = *encoding_.front();
+  StatusOr<bool> done = r.req.encode(*pool_, &r.req.embeds);
+  if (done.ok() && !*done) return;
+  std::unique_ptr<RequestState> front = std::move(encoding_.front());
+  encoding_.pop_front();
+  if (!done.ok()) {
+    Reject(*front, done.status());
+    return;
+  }
+  front->req.encode = nullptr;
+  Admit(std::move(front));
 }
 
 TokenEvent Engine::Impl::MakeEvent(const RequestState& r) const {
@@ -291,7 +329,7 @@ TokenEvent Engine::Impl::MakeEvent(const RequestState& r) const {
 void Engine::Impl::Reject(RequestState& r, const Status& error) {
   TokenEvent e = MakeEvent(r);
   e.finished = true;
-  e.finish_reason = "error";
+  e.finish_reason = error.ok() ? "abort" : "error";
   e.error = error;
   e.times.finished = Clock::now();
   ++num_finished_;
@@ -404,7 +442,7 @@ void Engine::Impl::Step() {
 void Engine::Impl::PublishStats() {
   EngineStats s;
   s.num_running = scheduler_->num_running();
-  s.num_waiting = scheduler_->num_waiting();
+  s.num_waiting = scheduler_->num_waiting() + static_cast<int64_t>(encoding_.size());
   s.kv_cache_usage = blocks_->Usage();
   s.prefix_cache_queries = scheduler_->prefix_cache_queries();
   s.prefix_cache_hits = scheduler_->prefix_cache_hits();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <thread>
 
@@ -373,7 +374,7 @@ TEST(EngineTest, MultimodalEmbeddingsTakePartInPrefixHashes) {
   EXPECT_NE(a.tokens, text.tokens);
 }
 
-TEST(EngineTest, EncoderJobsRunOnTheEngineThreadOnceBeforeAdmission) {
+TEST(EngineTest, EncoderJobsRunOnTheEngineThreadBeforeAdmission) {
   FakeModel* fake = nullptr;
   auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
   auto with_rows = [](const std::string& id, std::vector<float> embeds) {
@@ -382,33 +383,79 @@ TEST(EngineTest, EncoderJobsRunOnTheEngineThreadOnceBeforeAdmission) {
     r.embeds = std::move(embeds);
     return r;
   };
-  // Encoded by the engine: the same tokens as embeddings given up front.
+  // Encoded by the engine in three pieces: the same tokens as embeddings given up front.
   const Result given = Collect(engine->Submit(with_rows("given", std::vector<float>(8, 0.5f))));
   int calls = 0;
   std::thread::id ran_on;
   EngineRequest lazy = with_rows("lazy", {});
-  lazy.encode = [&](ThreadPool& pool, std::vector<float>* embeds) {
-    ++calls;
+  lazy.encode = [&](ThreadPool& pool, std::vector<float>* embeds) -> StatusOr<bool> {
     ran_on = std::this_thread::get_id();
     EXPECT_GE(pool.num_threads(), 1);
+    if (++calls < 3) return false;
     embeds->assign(8, 0.5f);
-    return OkStatus();
+    return true;
   };
   const Result encoded = Collect(engine->Submit(lazy));
   EXPECT_TRUE(encoded.error.ok()) << encoded.error.ToString();
   EXPECT_EQ(encoded.tokens, given.tokens);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls, 3);
   EXPECT_NE(ran_on, std::this_thread::get_id());
   // A failing encoder ends its request with that error; a wrong size is refused by validation.
   EngineRequest bad = with_rows("bad", {});
-  bad.encode = [](ThreadPool&, std::vector<float>*) { return Internal("encoder failed"); };
+  bad.encode = [](ThreadPool&, std::vector<float>*) -> StatusOr<bool> { return Internal("encoder failed"); };
   const Result failed = Collect(engine->Submit(bad));
   EXPECT_EQ(failed.error.code(), StatusCode::kInternal);
   EXPECT_EQ(failed.finish_reason, "error");
   EngineRequest short_rows = with_rows("short", {});
-  short_rows.encode = [](ThreadPool&, std::vector<float>* e) { e->assign(3, 0.0f); return OkStatus(); };
+  short_rows.encode = [](ThreadPool&, std::vector<float>* e) -> StatusOr<bool> {
+    e->assign(3, 0.0f);
+    return true;
+  };
   EXPECT_EQ(Collect(engine->Submit(short_rows)).error.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Collect(engine->Submit(Req("after", {1, 2}, 2))).error.ok());
+}
+
+TEST(EngineTest, RunningStreamsStepBetweenEncoderPieces) {
+  // A long encoder job (one piece per engine step) must not hold a decoding stream: forward
+  // steps run between its pieces, and a cancel reaches it before it is admitted.
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
+  auto running = engine->Submit(Req("running", {1, 2, 3}, 40));
+  TokenEvent first;
+  ASSERT_TRUE(running->Next(&first, std::chrono::seconds(10)));  // it is decoding now
+  std::vector<int64_t> steps_seen;
+  EngineRequest img = Req("img", Range(1, 14), 2);
+  img.embed_rows = {2};
+  Engine* e = engine.get();
+  img.encode = [&, e](ThreadPool&, std::vector<float>* embeds) -> StatusOr<bool> {
+    steps_seen.push_back(e->Stats().num_steps);
+    if (steps_seen.size() < 6) return false;
+    embeds->assign(4, 0.25f);
+    return true;
+  };
+  const Result r = Collect(engine->Submit(img));
+  EXPECT_TRUE(r.error.ok()) << r.error.ToString();
+  ASSERT_EQ(steps_seen.size(), 6u);
+  EXPECT_GT(steps_seen.back(), steps_seen.front()) << "no forward step ran between the pieces";
+  Collect(running);
+  // Cancelled while encoding: an "abort" with no error, and its job is not called again.
+  std::atomic<int> pieces{0};
+  EngineRequest slow = Req("slow", Range(1, 14), 2);
+  slow.embed_rows = {2};
+  slow.encode = [&](ThreadPool&, std::vector<float>*) -> StatusOr<bool> {
+    ++pieces;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return false;  // never finishes by itself
+  };
+  auto stream = engine->Submit(slow);
+  while (pieces == 0) std::this_thread::yield();
+  engine->Cancel("slow");
+  const Result aborted = Collect(stream);
+  EXPECT_EQ(aborted.finish_reason, "abort");
+  EXPECT_TRUE(aborted.error.ok());
+  const int after = pieces.load();
+  EXPECT_TRUE(Collect(engine->Submit(Req("next", {1, 2}, 2))).error.ok());
+  EXPECT_EQ(pieces, after);
 }
 
 TEST(EngineTest, HybridModelUsesStateSlotsAndNoPrefixCache) {

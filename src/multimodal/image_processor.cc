@@ -12,43 +12,44 @@
 namespace cpm {
 namespace {
 
-// Encodes a request's images once, whichever of its choices the engine admits first.
+// Encodes a request's images once, one slice per call, whichever of its choices' requests the
+// engine calls it for; every choice gets the whole result.
 class SharedEncoding {
  public:
   SharedEncoding(std::shared_ptr<VisionEncoder> encoder, std::vector<PreparedImage> images)
-      : encoder_(std::move(encoder)), images_(std::move(images)) {}
+      : encoder_(std::move(encoder)), images_(std::move(images)), done_(images_.empty()) {}
 
-  Status Get(ThreadPool& pool, std::vector<float>* embeds) {
+  StatusOr<bool> Next(ThreadPool& pool, std::vector<float>* embeds) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!done_) {
-      status_ = Encode(pool);
-      images_.clear();  // the pixels are not needed any more
-      done_ = true;
+    if (status_.ok() && !done_) {
+      status_ = EncodeOneSlice(pool);
+      done_ = image_ == images_.size();
+      if (done_) images_.clear();  // the pixels are not needed any more
     }
-    if (status_.ok()) *embeds = embeds_;
-    return status_;
+    CPM_RETURN_IF_ERROR(status_);
+    if (!done_) return false;
+    *embeds = embeds_;
+    return true;
   }
 
  private:
-  // Slices in prompt order: image by image, thumbnail first.
-  Status Encode(ThreadPool& pool) {
-    const int64_t dim = encoder_->output_dim();
-    for (const PreparedImage& image : images_) {
-      for (const PixelSlice& s : image.slices) {
-        const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
-        const size_t at = embeds_.size();
-        embeds_.resize(at + static_cast<size_t>(rows * dim));
-        CPM_RETURN_IF_ERROR(encoder_->EncodeSlice(s.pixels.data(), s.size.height, s.size.width,
-                                                  embeds_.data() + at, pool));
-      }
-    }
+  // The next slice in prompt order (image by image, thumbnail first); its rows are appended.
+  Status EncodeOneSlice(ThreadPool& pool) {
+    const PixelSlice& s = images_[image_].slices[slice_];
+    const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
+    const size_t at = embeds_.size();
+    embeds_.resize(at + static_cast<size_t>(rows * encoder_->output_dim()));
+    CPM_RETURN_IF_ERROR(encoder_->EncodeSlice(s.pixels.data(), s.size.height, s.size.width,
+                                              embeds_.data() + at, pool));
+    if (++slice_ == images_[image_].slices.size()) slice_ = 0, ++image_;
     return OkStatus();
   }
 
   std::mutex mu_;
   std::shared_ptr<VisionEncoder> encoder_;
   std::vector<PreparedImage> images_;
-  bool done_ = false;
+  size_t image_ = 0, slice_ = 0;  // the next slice to encode
+  bool done_;
   Status status_;
   std::vector<float> embeds_;
 };
@@ -123,7 +124,7 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
     return InvalidArgument("the prompt holds " + std::to_string(in.embed_rows.size()) +
                            " image placeholder tokens, but its images need " + std::to_string(expected));
   auto shared = std::make_shared<SharedEncoding>(encoder_, std::move(images));
-  in.encode = [shared](ThreadPool& pool, std::vector<float>* embeds) { return shared->Get(pool, embeds); };
+  in.encode = [shared](ThreadPool& pool, std::vector<float>* embeds) { return shared->Next(pool, embeds); };
   return in;
 }
 
