@@ -3,6 +3,7 @@
 #include <cctype>
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
@@ -109,9 +110,13 @@ StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& opti
                            options.allowed_local_media_path + " does not exist");
   }
   const std::string real = RealPath(path);
-  if (real.empty()) return InvalidArgument("image_url: local file " + path + " does not exist");
   const std::string prefix = allowed == "/" ? allowed : allowed + "/";
-  if (real.compare(0, prefix.size(), prefix) != 0) {
+  // A missing file is named only inside the allowed folder: outside it a client must not learn
+  // which paths exist.
+  const std::string lexical = std::filesystem::path(path).lexically_normal().string();
+  if (real.empty() && lexical.compare(0, prefix.size(), prefix) == 0)
+    return InvalidArgument("image_url: local file " + path + " does not exist");
+  if (real.empty() || real.compare(0, prefix.size(), prefix) != 0) {
     return InvalidArgument("The file path " + path + " must be a subpath of "
                            "`--allowed-local-media-path` " + options.allowed_local_media_path + ".");
   }

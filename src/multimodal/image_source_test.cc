@@ -111,6 +111,9 @@ TEST_F(FileUrlTest, RefusesEverythingOutside) {
   ExpectError(FetchImageBytes(Url("allowed/link.png"), options_), needle);  // symlink out
   ExpectError(FetchImageBytes(Url("allowed"), options_), needle);           // the dir itself
   ExpectError(FetchImageBytes(Url("allowed/missing.png"), options_), "does not exist");
+  // Whether a path outside exists is not told: a missing one gets the same refusal.
+  ExpectError(FetchImageBytes(Url("outside/missing.png"), options_), needle);
+  ExpectError(FetchImageBytes(Url("allowed/../outside/missing.png"), options_), needle);
   ExpectError(FetchImageBytes("file://otherhost/etc/passwd", options_), "absolute local path");
 }
 
