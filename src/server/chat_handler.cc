@@ -217,30 +217,6 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   return HttpReply::Json(r);
 }
 
-// The rendered prompt's tokens; with images, each image's <|image_pad|> first becomes its
-// placeholder layout, and the job gets the pad rows and the encoder job. Images are fetched and
-// sliced here, on the HTTP thread; a bad URL or image is the client's 400.
-Status TokenizePrompt(const ServerContext& ctx, const std::string& text,
-                      const std::vector<std::string>& image_urls, bool add_special_tokens, ChatJob* job) {
-  if (image_urls.empty()) {
-    job->prompt = ctx.tokenizer->Encode(text, add_special_tokens);
-    return OkStatus();
-  }
-  if (ctx.image_limit >= 0 && static_cast<int64_t>(image_urls.size()) > ctx.image_limit)
-    return InvalidArgument("At most " + std::to_string(ctx.image_limit) +
-                           " image(s) may be provided in one prompt.");
-  std::vector<PreparedImage> images;
-  for (const std::string& url : image_urls) {
-    CPM_ASSIGN_OR_RETURN(PreparedImage image, ctx.images->Load(url));
-    images.push_back(std::move(image));
-  }
-  CPM_ASSIGN_OR_RETURN(std::string expanded, ctx.images->Expand(text, images));
-  job->prompt = ctx.tokenizer->Encode(expanded, add_special_tokens);
-  CPM_ASSIGN_OR_RETURN(MultimodalInputs inputs, ctx.images->Bind(job->prompt, std::move(images)));
-  job->multimodal = std::make_shared<const MultimodalInputs>(std::move(inputs));
-  return OkStatus();
-}
-
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
@@ -261,8 +237,9 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
-  if (Status s = TokenizePrompt(ctx, *text, image_urls, req->add_special_tokens, job.get()); !s.ok())
-    return HttpReply::Error(s);
+  auto prompt = EncodeChatPrompt(ctx, *text, image_urls, req->add_special_tokens, &job->multimodal);
+  if (!prompt.ok()) return HttpReply::Error(prompt.status());
+  job->prompt = std::move(*prompt);
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());

@@ -127,4 +127,24 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   return text->substr(0, pos + final_text.size());
 }
 
+StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
+                                                const std::vector<std::string>& image_urls,
+                                                bool add_special_tokens,
+                                                std::shared_ptr<const MultimodalInputs>* multimodal) {
+  if (image_urls.empty()) return ctx.tokenizer->Encode(text, add_special_tokens);
+  if (ctx.image_limit >= 0 && static_cast<int64_t>(image_urls.size()) > ctx.image_limit)
+    return InvalidArgument("At most " + std::to_string(ctx.image_limit) +
+                           " image(s) may be provided in one prompt.");
+  std::vector<PreparedImage> images;
+  for (const std::string& url : image_urls) {
+    CPM_ASSIGN_OR_RETURN(PreparedImage image, ctx.images->Load(url));
+    images.push_back(std::move(image));
+  }
+  CPM_ASSIGN_OR_RETURN(std::string expanded, ctx.images->Expand(text, images));
+  std::vector<int32_t> ids = ctx.tokenizer->Encode(expanded, add_special_tokens);
+  CPM_ASSIGN_OR_RETURN(MultimodalInputs inputs, ctx.images->Bind(ids, std::move(images)));
+  if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(inputs));
+  return ids;
+}
+
 }  // namespace cpm

@@ -4,6 +4,7 @@
 // last message's content. Template errors (raise_exception) come back as 400s.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,5 +22,13 @@ namespace cpm {
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<std::string>* image_urls = nullptr);
+
+// The rendered prompt's tokens. With images, each image's <|image_pad|> first becomes its
+// placeholder layout (the images are fetched and sliced here, on the HTTP thread: a bad URL or
+// image is the client's 400), and `multimodal` (if given) gets the pad rows and the encoder job.
+StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
+                                                const std::vector<std::string>& image_urls,
+                                                bool add_special_tokens,
+                                                std::shared_ptr<const MultimodalInputs>* multimodal);
 
 }  // namespace cpm

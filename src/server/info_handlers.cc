@@ -71,9 +71,13 @@ HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
   if (Status s = ctx.CheckModel(req->model); !s.ok()) return HttpReply::Error(s);
   std::vector<int32_t> ids;
   if (req->is_chat) {
-    auto text = RenderChatPrompt(ctx, req->chat);
+    std::vector<std::string> image_urls;
+    auto text = RenderChatPrompt(ctx, req->chat, ctx.images ? &image_urls : nullptr);
     if (!text.ok()) return HttpReply::Error(text.status());
-    ids = ctx.tokenizer->Encode(*text, req->add_special_tokens.value_or(false));
+    // Images count as their placeholder tokens, as in the chat request itself.
+    auto prompt = EncodeChatPrompt(ctx, *text, image_urls, req->add_special_tokens.value_or(false), nullptr);
+    if (!prompt.ok()) return HttpReply::Error(prompt.status());
+    ids = std::move(*prompt);
   } else {
     ids = ctx.tokenizer->Encode(req->prompt, req->add_special_tokens.value_or(true));
   }

@@ -105,6 +105,11 @@ TEST_F(VisionServingE2E, FileUrlsAndDataUrlsGiveTheSameAnswer) {
   ASSERT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(a.json()["choices"][0]["logprobs"], b.json()["choices"][0]["logprobs"]);
   EXPECT_EQ(a.json()["usage"]["prompt_tokens"], b.json()["usage"]["prompt_tokens"]);
+  // /tokenize counts an image as its placeholder tokens, as the chat request does.
+  Json tok = {{"model", "v"}, {"messages", Body({ImagePart(DataUrl()), TextPart("Describe.")})["messages"]}};
+  auto t = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.json()["count"], a.json()["usage"]["prompt_tokens"]) << t.body;
   // A different image changes the answer's distribution.
   const std::string other = test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 8), 90);
   auto c = e2e::Post(server_->port(), "/v1/chat/completions",
