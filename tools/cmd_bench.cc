@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -458,6 +459,21 @@ int RunBench(const BenchArgs& a) {
     std::fprintf(stderr, "bench: %s\n", bm.status().message().c_str());
     return 2;
   }
+  // MiniCPM-V-4.6: the vision slice's side must be a multiple of 4 patches (checked up front).
+  std::optional<MiniCpmV46VisionConfig> vision;
+  if (a.image_side > 0 && bm->architecture == "MiniCPMV4_6ForConditionalGeneration") {
+    auto vc = ParseMiniCpmV46VisionConfig(text.str(), dir + "/config.json");
+    if (!vc.ok()) {
+      std::fprintf(stderr, "bench: %s\n", vc.status().message().c_str());
+      return 2;
+    }
+    if (a.image_side % (4 * vc->patch_size) != 0) {
+      std::fprintf(stderr, "bench: --image-side %lld is not a multiple of %lld (4 patches)\n",
+                   static_cast<long long>(a.image_side), static_cast<long long>(4 * vc->patch_size));
+      return 2;
+    }
+    vision = *vc;
+  }
   ThreadPool pool(ThreadPoolOptions{.num_threads = a.threads, .pin_threads = a.pin});
   LoadOptions lo;
   lo.model_dir = dir;
@@ -496,15 +512,13 @@ int RunBench(const BenchArgs& a) {
   std::vector<Result> results;
   for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
   for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
-  if (a.image_side > 0 && bm->architecture == "MiniCPMV4_6ForConditionalGeneration") {
-    auto vc = ParseMiniCpmV46VisionConfig(text.str(), dir + "/config.json");
-    auto enc = vc.ok() ? LoadVisionEncoder(lo, (*model)->info(), pool)
-                       : StatusOr<std::unique_ptr<VisionEncoder>>(vc.status());
+  if (vision) {
+    auto enc = LoadVisionEncoder(lo, (*model)->info(), pool);
     if (!enc.ok()) {
       std::fprintf(stderr, "bench: %s\n", enc.status().message().c_str());
       return 1;
     }
-    results.push_back(BenchVision(**enc, *vc, a.image_side, a.repeats, pool));
+    results.push_back(BenchVision(**enc, *vision, a.image_side, a.repeats, pool));
   }
   if (!a.skip_limits) lim = BestOf(lim, kernels::MeasureMachineLimits(pool));
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.

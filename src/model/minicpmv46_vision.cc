@@ -21,6 +21,9 @@ namespace {
 using kernels::LinearWeight;
 using kernels::Round;
 
+// HF's MiniCPMV4_6Merger builds its pre_norm with eps 1e-6, not vision_config.layer_norm_eps.
+constexpr double kMergerNormEps = 1e-6;
+
 struct Linear {
   LinearWeight w;        // [out, in]
   std::vector<float> b;  // [out]
@@ -104,7 +107,9 @@ class MiniCpmV46Vision final : public VisionEncoder {
   StatusOr<SelfAttention> LoadAttention(WeightLoader& wl, const std::string& p);
 
   void Apply(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const;
-  void ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y, ThreadPool& pool) const;
+  // LayerNorm with the tower's layer_norm_eps, or `eps` (the final merger's is fixed at 1e-6).
+  void ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y, ThreadPool& pool,
+                 double eps = -1) const;
   void Embed(const float* pixels, int64_t gh, int64_t gw, float* x, ThreadPool& pool) const;
   void Attend(const SelfAttention& a, const float* x, int64_t n, int64_t window_cols, float* out,
               ThreadPool& pool);
@@ -219,9 +224,9 @@ void MiniCpmV46Vision::Apply(const Linear& l, const float* x, int64_t m, float* 
 }
 
 void MiniCpmV46Vision::ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y,
-                                 ThreadPool& pool) const {
-  kernels::LayerNorm(x, m, dim, n.w.data(), n.b.data(), static_cast<float>(c_.layer_norm_eps), y,
-                     round_, pool);
+                                 ThreadPool& pool, double eps) const {
+  kernels::LayerNorm(x, m, dim, n.w.data(), n.b.data(), static_cast<float>(eps < 0 ? c_.layer_norm_eps : eps),
+                     y, round_, pool);
 }
 
 // x[gh·gw, D] = Conv2d(pixels; kernel = stride = P) + position_embedding[bucket_h·70 + bucket_w],
@@ -378,7 +383,7 @@ void MiniCpmV46Vision::MergeToText(const float* x, int64_t gh, int64_t gw, float
   const int64_t D4 = 4 * c_.hidden_size, nb = gh * gw / 4;
   std::vector<float> blocks(static_cast<size_t>(nb * D4)), hidden(static_cast<size_t>(nb * D4));
   GatherBlocks(x, gh, gw, c_.hidden_size, blocks.data());
-  ApplyNorm(merger_.pre_norm, blocks.data(), nb, D4, blocks.data(), pool);
+  ApplyNorm(merger_.pre_norm, blocks.data(), nb, D4, blocks.data(), pool, kMergerNormEps);
   Apply(merger_.linear_1, blocks.data(), nb, hidden.data(), pool);
   kernels::GeluErf(hidden.data(), nb * D4, round_, pool);
   Apply(merger_.linear_2, hidden.data(), nb, out, pool);

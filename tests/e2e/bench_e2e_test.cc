@@ -443,6 +443,10 @@ TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
       Bench({"--model", Tiny("minicpmv4_6", "v"), "--ternary", "--skip-limits", "--tg", "2"});
   EXPECT_NE(hybrid.rc, 0);
   EXPECT_NE(hybrid.err.find("only MiniCPM4"), std::string::npos) << hybrid.err;
+  // A vision slice must be a whole number of 4-patch units; refused before anything runs.
+  const ProcessRun side = Bench({"--model", Tiny("minicpmv4_6", "v"), "--image-side", "100"});
+  EXPECT_EQ(side.rc, 2);
+  EXPECT_NE(side.err.find("--image-side 100 is not a multiple of 56"), std::string::npos) << side.err;
 }
 
 }  // namespace
