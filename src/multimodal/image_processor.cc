@@ -91,6 +91,7 @@ StatusOr<PreparedImage> ImageProcessor::Load(const std::string& url) const {
   CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
   PreparedImage p;
   p.plan = PlanSlices({image.height, image.width}, slices_);
+  CPM_RETURN_IF_ERROR(CheckPlan(p.plan, {image.height, image.width}, slices_));
   p.slices = MakeSlices(image, p.plan, slices_);
   return p;
 }

@@ -134,6 +134,19 @@ SlicePlan PlanSlices(PixelSize image, const SliceConfig& c) {
   return p;
 }
 
+Status CheckPlan(const SlicePlan& plan, PixelSize image, const SliceConfig& c) {
+  const int64_t side = c.scale_resolution / c.patch_size, limit = 4 * side * side;
+  for (PixelSize s : {plan.thumbnail, plan.slice}) {
+    if ((s.height / c.patch_size) * (s.width / c.patch_size) > limit) {
+      return InvalidArgument("image: " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+                             " pixels is too elongated: a slice of it would be " + std::to_string(s.width) +
+                             "x" + std::to_string(s.height) + " pixels, more than " + std::to_string(limit) +
+                             " patches");
+    }
+  }
+  return OkStatus();
+}
+
 int64_t SliceTokens(PixelSize size, const SliceConfig& c) {
   return (size.height / c.patch_size) * (size.width / c.patch_size) / c.patches_per_token;
 }

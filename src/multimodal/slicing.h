@@ -45,6 +45,12 @@ struct SlicePlan {
 
 SlicePlan PlanSlices(PixelSize image, const SliceConfig& c);
 
+// Refuses plans whose thumbnail or slices exceed 4 × (scale_resolution / patch_size)² patches:
+// an extremely elongated image (aspect ratio beyond ~1000:1) keeps its whole length in one
+// thumbnail, and attention over its patches grows with their square (a 1×100000 image would be
+// 28 576 patches, 3 GB of scores per head); ordinary images stay near (448/14)² = 1024.
+Status CheckPlan(const SlicePlan& plan, PixelSize image, const SliceConfig& c);
+
 // Placeholder tokens one slice of `size` stands for: (H/14)·(W/14)/16 in 16x mode.
 int64_t SliceTokens(PixelSize size, const SliceConfig& c);
 // Every placeholder token of the image (thumbnail, then slices).

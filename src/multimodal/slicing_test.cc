@@ -58,6 +58,19 @@ TEST(SlicingTest, EverySideIsAMultipleOfFourPatches) {
   }
 }
 
+TEST(SlicingTest, ExtremelyElongatedImagesAreRefused) {
+  const SliceConfig c;
+  // Ordinary shapes, up to 256:1, pass; the patch limit is 4 × 32² = 4096.
+  for (PixelSize ok : {PixelSize{896, 1344}, {3000, 1000}, {100, 100}, {20, 5120}, {7000, 30}}) {
+    EXPECT_TRUE(CheckPlan(PlanSlices(ok, c), ok, c).ok()) << ok.height << "x" << ok.width;
+  }
+  for (PixelSize bad : {PixelSize{1, 100000}, {60000, 20}}) {
+    const Status st = CheckPlan(PlanSlices(bad, c), bad, c);
+    ASSERT_FALSE(st.ok()) << bad.height << "x" << bad.width;
+    EXPECT_NE(st.message().find("too elongated"), std::string::npos) << st.message();
+  }
+}
+
 TEST(SlicingTest, SliceModeOffAndFourTimesMode) {
   SliceConfig c;
   c.slice_mode = false;
