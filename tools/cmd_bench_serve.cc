@@ -18,6 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,6 +29,8 @@
 #include "benchserve/serve_metrics.h"
 #include "benchserve/stream_client.h"
 #include "commands.h"
+#include "multimodal/base64.h"
+#include "multimodal/image_encode.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cpm {
@@ -78,6 +81,9 @@ struct ServeBenchArgs {
   std::string result_filename;
   std::string label;
   double ready_check_timeout = 0;
+  // Images per chat request (vLLM's random-mm dataset), random noise sent as JPEG data URLs.
+  int64_t mm_items = 0;
+  std::string mm_image_size = "448x448";  // HxW, one bucket of vLLM's --random-mm-bucket-config
 };
 
 // A line on stderr and the exit code: 2 for unusable flags, 1 for everything else.
@@ -192,15 +198,37 @@ std::optional<Vocabulary> FindVocabulary(const Server& s, const ServeBenchArgs& 
   return v;
 }
 
-// One request's JSON body.
+// `n` images of uniform noise (seeded), as vLLM's random-mm dataset makes them, as JPEG data
+// URLs (quality 75, PIL's default, as its image encoding uses).
+Json RandomImageParts(int64_t n, int64_t height, int64_t width, uint64_t seed) {
+  Json parts = Json::array();
+  std::mt19937_64 rng(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    RgbImage image;
+    image.height = static_cast<int>(height);
+    image.width = static_cast<int>(width);
+    image.pixels.resize(static_cast<size_t>(height * width * 3));
+    for (uint8_t& v : image.pixels) v = static_cast<uint8_t>(rng() >> 56);
+    const std::string url = "data:image/jpeg;base64," + EncodeBase64(EncodeJpeg(image, 75));
+    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});
+  }
+  return parts;
+}
+
+// One request's JSON body; `images`: image_url parts put before the text (chat only).
 std::string Payload(Api api, const std::string& model, const SampleRequest& r,
-                    const std::string& chat_text, const ServeBenchArgs& a, const Json& extra) {
+                    const std::string& chat_text, const ServeBenchArgs& a, const Json& extra,
+                    const Json& images) {
   Json p;
   p["model"] = model;
   if (api == Api::kCompletions) {
     p["prompt"] = r.prompt;
-  } else {
+  } else if (images.empty()) {
     p["messages"] = Json::array({{{"role", "user"}, {"content", chat_text}}});
+  } else {
+    Json content = images;
+    content.push_back({{"type", "text"}, {"text", chat_text}});
+    p["messages"] = Json::array({{{"role", "user"}, {"content", content}}});
   }
   p["temperature"] = a.temperature;
   p[api == Api::kCompletions ? "max_tokens" : "max_completion_tokens"] = r.output_len;
@@ -248,6 +276,7 @@ struct Plan {
   std::vector<double> percentiles;
   benchserve::GoodputSlos slos;
   Json extra = Json::object();
+  int64_t image_height = 0, image_width = 0;  // the random images' size (mm_items > 0)
 };
 
 std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
@@ -278,6 +307,15 @@ std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
   } else if (!a.endpoint.ends_with("/completions")) {
     return fail("--endpoint must end in /completions or /chat/completions");
   }
+  if (a.mm_items < 0) return fail("--random-mm-base-items-per-request must be >= 0");
+  if (a.mm_items > 0) {
+    if (plan.api != Api::kChat) return fail("--random-mm-base-items-per-request needs --endpoint /v1/chat/completions");
+    char x = 0;
+    std::istringstream size(a.mm_image_size);
+    if (!(size >> plan.image_height >> x >> plan.image_width) || x != 'x' || !size.eof() ||
+        plan.image_height < 1 || plan.image_width < 1 || plan.image_height * plan.image_width > (1 << 26))
+      return fail("--random-mm-image-size must be HxW in pixels, e.g. 448x448");
+  }
   if (!a.extra_body.empty()) {
     plan.extra = Json::parse(a.extra_body, nullptr, false);
     if (!plan.extra.is_object()) return fail("--extra-body must be a JSON object");
@@ -307,7 +345,9 @@ std::optional<std::vector<std::string>> BuildPayloads(const ServeBenchArgs& a, c
       }
       text = j["prompt"].get<std::string>();
     }
-    payloads.push_back(Payload(plan.api, model, r, text, a, plan.extra));
+    const Json images = RandomImageParts(a.mm_items, plan.image_height, plan.image_width,
+                                         a.seed * 1000003 + payloads.size());
+    payloads.push_back(Payload(plan.api, model, r, text, a, plan.extra, images));
   }
   return payloads;
 }
@@ -533,6 +573,12 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--random-input-len", a->input_len)->capture_default_str();
   cmd->add_option("--random-output-len", a->output_len)->capture_default_str();
+  cmd->add_option("--random-mm-base-items-per-request", a->mm_items,
+                  "images per chat request (vLLM's random-mm): uniform noise, JPEG data URLs")
+      ->capture_default_str();
+  cmd->add_option("--random-mm-image-size", a->mm_image_size,
+                  "their size HxW (vLLM: --random-mm-bucket-config '{(H, W, 1): 1.0}')")
+      ->capture_default_str();
   cmd->add_option("--random-range-ratio", a->range_ratio, "lengths uniform in [L·(1−r), L·(1+r)]")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed)->capture_default_str();

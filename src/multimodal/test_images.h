@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "multimodal/image.h"
+#include "multimodal/image_encode.h"
 
 namespace cpm::test_images {
 
@@ -23,7 +24,9 @@ struct PngSpec {
 std::string EncodePng(const PngSpec& spec);
 
 // Baseline JPEG (4:2:0 for colour) of an RGB image, or of its red channel when `gray`.
-std::string EncodeJpeg(const RgbImage& image, int quality, bool gray = false);
+inline std::string EncodeJpeg(const RgbImage& image, int quality, bool gray = false) {
+  return cpm::EncodeJpeg(image, quality, gray);
+}
 
 // WebP: lossless from RGBA (exact: colours under alpha 0 are kept), lossy from RGB.
 std::string EncodeWebpLossless(int width, int height, const std::vector<uint8_t>& rgba);

@@ -4,6 +4,7 @@
 // of `cpmserve generate --image` on the same rendered prompt (checked against the numpy
 // reference in tests/model's vision_generate scenario); bad images are 400s.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -174,6 +175,47 @@ TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
   EXPECT_EQ(r.status, 400) << r.body;
   // The server still serves after every refusal.
   EXPECT_EQ(e2e::Post(server_->port(), "/v1/chat/completions", Body("hi").dump()).status, 200);
+}
+
+// The server's vllm:prompt_tokens_total counter.
+double PromptTokensTotal(int port) {
+  const auto r = e2e::Get(port, "/metrics");
+  const std::string key = "vllm:prompt_tokens_total{";
+  const size_t at = r.body.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(r.body.substr(r.body.find('}', at) + 1));
+}
+
+TEST_F(VisionServingE2E, BenchServeSendsRandomImages) {
+  // `cpmserve bench serve` with vLLM's random-mm workload: every request carries one 112×112
+  // noise JPEG. Against the same text prompts without images (same seed), each request's
+  // prompt grows by at least the image's placeholder: <image_id> 0 </image_id> <image>, 64
+  // pads (a small image is upscaled to one 448×448 thumbnail), </image>, and the newline
+  // joining it to the text (the counter also counts recomputed prefills, hence at least).
+  auto run = [&](const std::string& flags) {
+    const double before = PromptTokensTotal(server_->port());
+    const std::string result = *dir_ + "/bench_mm.json";
+    const std::string cmd = std::string(CPM_CPMSERVE_BIN) + " bench serve --port " +
+                            std::to_string(server_->port()) +
+                            " --endpoint /v1/chat/completions --num-prompts 3 --random-input-len 8"
+                            " --random-output-len 2 --seed 5 --tokenizer " + *dir_ +
+                            "/model --save-result --result-filename " + result + " " + flags +
+                            " > " + *dir_ + "/bench_mm.log 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(result);
+    const Json r = Json::parse(in, nullptr, false);
+    EXPECT_TRUE(r.is_object() && r["completed"] == 3) << r.dump();
+    return PromptTokensTotal(server_->port()) - before;
+  };
+  const double text_only = run("");
+  const double with_images =
+      run("--random-mm-base-items-per-request 1 --random-mm-image-size 112x112");
+  EXPECT_GE(with_images - text_only, 3 * (4 + 64 + 1 + 1)) << text_only << " " << with_images;
+  // Images need the chat endpoint.
+  const std::string bad = std::string(CPM_CPMSERVE_BIN) + " bench serve --port " +
+                          std::to_string(server_->port()) +
+                          " --random-mm-base-items-per-request 1 > /dev/null 2>&1";
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
 }
 
 }  // namespace
