@@ -419,8 +419,10 @@ TEST(EngineTest, RunningStreamsStepBetweenEncoderPieces) {
   // A long encoder job (one piece per engine step) must not hold a decoding stream: forward
   // steps run between its pieces, and a cancel reaches it before it is admitted.
   FakeModel* fake = nullptr;
-  auto engine = MakeFakeEngine(SmallConfig(), {}, &fake);
-  auto running = engine->Submit(Req("running", {1, 2, 3}, 40));
+  FakeModelOptions slow_steps;
+  slow_steps.step_delay_us = 1000;  // the running stream lasts ~300 ms: it outlives the job
+  auto engine = MakeFakeEngine(SmallConfig(), slow_steps, &fake);
+  auto running = engine->Submit(Req("running", {1, 2, 3}, 300));
   TokenEvent first;
   ASSERT_TRUE(running->Next(&first, std::chrono::seconds(10)));  // it is decoding now
   std::vector<int64_t> steps_seen;
