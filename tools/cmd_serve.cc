@@ -84,6 +84,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();
+  cmd->add_option("--mm-processor-kwargs", c.mm_processor_kwargs_json,
+                  "image processor overrides, as vLLM's JSON: '{\"max_slice_nums\": 36}'");
   cmd->add_option("--limit-mm-per-prompt", c.limit_mm_per_prompt_json,
                   "most images per request, as vLLM's JSON: '{\"image\": 2}'");
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,

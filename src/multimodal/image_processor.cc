@@ -68,13 +68,15 @@ StatusOr<int32_t> ReadImageTokenId(const std::string& model_dir) {
 
 StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::string& model_dir,
                                                                  std::shared_ptr<VisionEncoder> encoder,
-                                                                 MediaOptions media) {
+                                                                 MediaOptions media,
+                                                                 const std::string& mm_processor_kwargs) {
   auto p = std::make_unique<ImageProcessor>();
   const std::filesystem::path pre = std::filesystem::path(model_dir) / "preprocessor_config.json";
   if (std::filesystem::exists(pre)) {
     CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(pre.string()));
     CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string()));
   }
+  CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "--mm-processor-kwargs", &p->slices_));
   CPM_ASSIGN_OR_RETURN(p->image_token_id_, ReadImageTokenId(model_dir));
   // The placeholder count per slice must be what the encoder gives for it.
   const int64_t unit = 4 * p->slices_.patch_size;

@@ -40,9 +40,11 @@ class ImageProcessor {
  public:
   // Reads `model_dir`/preprocessor_config.json (defaults when absent) and config.json's
   // image_token_id; `pad_text` is that token's text in prompts.
+  // `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the file's values (or "").
   static StatusOr<std::unique_ptr<ImageProcessor>> Create(const std::string& model_dir,
                                                           std::shared_ptr<VisionEncoder> encoder,
-                                                          MediaOptions media);
+                                                          MediaOptions media,
+                                                          const std::string& mm_processor_kwargs = "");
 
   StatusOr<PreparedImage> Load(const std::string& url) const;
   // Replaces the pads of `prompt`, one per image, in order; their count must match.

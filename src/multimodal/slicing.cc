@@ -120,6 +120,28 @@ StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::strin
   return c;
 }
 
+Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c) {
+  if (kwargs_json.empty()) return OkStatus();
+  nlohmann::json j = nlohmann::json::parse(kwargs_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object: " + kwargs_json);
+  static const char* kKnown[] = {"max_slice_nums", "scale_resolution", "slice_mode", "use_image_id"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
+        std::end(kKnown))
+      return InvalidArgument(where + ": unknown key '" + it.key() +
+                             "' (known: max_slice_nums, scale_resolution, slice_mode, use_image_id)");
+  }
+  JsonFields f(j, where);
+  CPM_RETURN_IF_ERROR(f.OptInt("max_slice_nums", &c->max_slice_nums));
+  CPM_RETURN_IF_ERROR(f.OptInt("scale_resolution", &c->scale_resolution));
+  CPM_RETURN_IF_ERROR(f.OptBool("slice_mode", &c->slice_mode));
+  CPM_RETURN_IF_ERROR(f.OptBool("use_image_id", &c->use_image_id));
+  if (c->max_slice_nums < 1 || c->scale_resolution < 4 * c->patch_size)
+    return InvalidArgument(where + ": max_slice_nums must be >= 1 and scale_resolution >= " +
+                           std::to_string(4 * c->patch_size));
+  return OkStatus();
+}
+
 SlicePlan PlanSlices(PixelSize image, const SliceConfig& c) {
   SlicePlan p;
   if (c.slice_mode) SliceGrid(image, c, &p.rows, &p.cols);

@@ -29,6 +29,11 @@ struct SliceConfig {
 // Parses preprocessor_config.json's text; `path` names the file in errors.
 StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path);
 
+// vLLM's --mm-processor-kwargs (a JSON object's text) over `c`: max_slice_nums (the model card
+// suggests 36 for images), scale_resolution, slice_mode, use_image_id. Unknown keys and bad
+// values are errors naming `where`.
+Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c);
+
 // Sizes in pixels, height first.
 struct PixelSize {
   int64_t height = 0;

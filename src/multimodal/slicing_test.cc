@@ -133,6 +133,23 @@ TEST(SlicingTest, SlicesAreTheThumbnailThenTheGridRowMajor) {
   EXPECT_FLOAT_EQ(normalized(0), -1.0f);
 }
 
+TEST(SlicingTest, MmProcessorKwargsOverrideTheFile) {
+  SliceConfig c;
+  ASSERT_TRUE(ApplySliceOverrides(R"({"max_slice_nums": 36, "use_image_id": false})", "--k", &c).ok());
+  EXPECT_EQ(c.max_slice_nums, 36);
+  EXPECT_FALSE(c.use_image_id);
+  EXPECT_EQ(c.scale_resolution, 448);  // untouched
+  ASSERT_TRUE(ApplySliceOverrides("", "--k", &c).ok());
+  EXPECT_EQ(c.max_slice_nums, 36);
+  for (const char* bad : {R"({"max_slice_num": 4})", R"({"max_slice_nums": 0})", R"({"scale_resolution": 14})",
+                          R"({"slice_mode": "yes"})", "[1]"}) {
+    SliceConfig d;
+    const Status st = ApplySliceOverrides(bad, "--mm-processor-kwargs", &d);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.message().rfind("--mm-processor-kwargs", 0), 0u) << st.message();
+  }
+}
+
 TEST(SlicingTest, ParsesThePreprocessorConfig) {
   auto c = ParseSliceConfig(R"({"max_slice_nums": 36, "scale_resolution": 448, "patch_size": 14,
                                 "use_image_id": false, "image_mean": [0.1, 0.2, 0.3]})", "p.json");

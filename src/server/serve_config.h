@@ -44,6 +44,7 @@ struct ServeConfig {
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
   std::string allowed_local_media_path;  // file:// image URLs are read only below this folder
   std::string limit_mm_per_prompt_json;  // vLLM's {"image": N}; empty: no limit
+  std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";
 };

@@ -202,8 +202,16 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   if (vision) {
     MediaOptions media;
     media.allowed_local_media_path = c.allowed_local_media_path;
-    CPM_ASSIGN_OR_RETURN(out->images, ImageProcessor::Create(c.model_dir, vision, media));
+    CPM_ASSIGN_OR_RETURN(out->images,
+                         ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     info.weight_bytes += vision->weight_bytes();
+    const SliceConfig& sc = out->images->slice_config();
+    CPM_LOG_INFO("Vision encoder: {:.4f} GiB of weights; images as a thumbnail plus up to {} slices "
+                 "of about {}x{} pixels ({} image tokens per {}x{} slice), encoded on the engine "
+                 "thread one slice per step", ToGiB(vision->weight_bytes()),
+                 sc.slice_mode ? sc.max_slice_nums : 0, sc.scale_resolution, sc.scale_resolution,
+                 SliceTokens({sc.scale_resolution, sc.scale_resolution}, sc), sc.scale_resolution,
+                 sc.scale_resolution);
   }
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

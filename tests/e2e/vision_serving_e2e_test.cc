@@ -39,7 +39,8 @@ class VisionServingE2E : public ::testing::Test {
                                {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "v",
                                 "--kv-cache-memory-bytes", "16M", "--max-num-seqs", "4", "--threads",
                                 "2", "--max-model-len", "2048", "--allowed-local-media-path",
-                                *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2})"}));
+                                *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2})",
+                                "--mm-processor-kwargs", R"({"max_slice_nums": 4})"}));
     ASSERT_TRUE(server_->WaitReady()) << server_->Log();
   }
   static void TearDownTestSuite() {
@@ -117,6 +118,24 @@ TEST_F(VisionServingE2E, FileUrlsAndDataUrlsGiveTheSameAnswer) {
                      Body({ImagePart("data:image/jpeg;base64," + Base64(other)), TextPart("Describe.")}).dump());
   ASSERT_EQ(c.status, 200) << c.body;
   EXPECT_NE(a.json()["choices"][0]["logprobs"], c.json()["choices"][0]["logprobs"]);
+}
+
+TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
+  // A 1344×1344 image is 3×3 slices under the file's max_slice_nums 9; the server runs with
+  // --mm-processor-kwargs '{"max_slice_nums": 4}', so it is 2×2: beyond a small (unsliced)
+  // image's count, 4 slices of 64 pads, 4 <slice></slice> pairs and one row break.
+  auto count = [&](int side) {
+    const std::string jpg = test_images::EncodeJpeg(test_images::NoiseImage(side, side, 1), 80);
+    Json tok = {{"model", "v"},
+                {"messages", {{{"role", "user"},
+                               {"content", {ImagePart("data:image/jpeg;base64," + Base64(jpg)),
+                                            TextPart("x")}}}}}};
+    auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["count"].get<int64_t>();
+  };
+  EXPECT_EQ(count(1344) - count(100), 4 * 64 + 4 * 2 + 1);
+  EXPECT_NE(server_->Log().find("up to 4 slices"), std::string::npos) << server_->Log();
 }
 
 TEST_F(VisionServingE2E, TwoImagesStreamedAndSeveralChoices) {
