@@ -98,8 +98,9 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
     const std::string pad = ImageProcessor::kPadText;
     for (size_t at = text.find(pad); at != std::string::npos; at = text.find(pad, at + pad.size())) {
       if (next >= a.images.size()) return InvalidArgument("--image: more <|image_pad|> than images");
-      const std::string path = std::filesystem::absolute(a.images[next++]).string();
-      CPM_ASSIGN_OR_RETURN(PreparedImage image, proc->Load("file://" + path));
+      std::string url = "file://";  // '%' is the URL's escape character: escape it
+      for (char c : std::filesystem::absolute(a.images[next++]).string()) url += c == '%' ? "%25" : std::string(1, c);
+      CPM_ASSIGN_OR_RETURN(PreparedImage image, proc->Load(url));
       images.push_back(std::move(image));
     }
     if (images.empty()) continue;
