@@ -54,12 +54,12 @@ struct EngineRequest {
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]
-  // Multimodal inputs still to encode (images), one piece (an image slice) per call: the engine
-  // thread calls it with the compute pool, once between forward steps, until it returns true;
-  // `embeds` is then complete and the request is validated and queued. Encoding on the engine
-  // thread keeps the HTTP threads off the compute cores, and one piece per step keeps running
-  // streams going while a many-slice image encodes (the role of vLLM's encoder budget). An
-  // error ends the request with it.
+  // Multimodal inputs still to encode (images), one piece per call (about one vision encoder
+  // layer of a slice): the engine thread calls it with the compute pool, once between forward
+  // steps, until it returns true; `embeds` is then complete and the request is validated and
+  // queued. Encoding on the engine thread keeps the HTTP threads off the compute cores, and one
+  // piece per step keeps running streams going while an image encodes (the role of vLLM's
+  // encoder budget, finer). An error ends the request with it.
   std::function<StatusOr<bool>(ThreadPool& pool, std::vector<float>* embeds)> encode;
 };
 

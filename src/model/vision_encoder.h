@@ -3,11 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
 
 namespace cpm {
+
+// Where a slice's encoding stands between pieces: the next stage and the hidden states so far.
+struct VisionProgress {
+  int64_t stage = 0;            // 0: not started
+  int64_t grid_h = 0, grid_w = 0;  // the token grid of `hidden`
+  std::vector<float> hidden;    // [grid_h·grid_w, hidden_size]
+};
 
 class VisionEncoder {
  public:
@@ -18,10 +26,22 @@ class VisionEncoder {
   virtual int64_t output_dim() const = 0;
   // Embedding rows of one `height`×`width` slice (both multiples of 4 patches).
   virtual int64_t OutputRows(int64_t height, int64_t width) const = 0;
-  // pixels [height][width][channels] normalized → out [OutputRows(height, width), output_dim].
-  // Runs on `pool` (the engine thread's).
-  virtual Status EncodeSlice(const float* pixels, int64_t height, int64_t width, float* out,
-                             ThreadPool& pool) = 0;
+  // pixels [height][width][channels] normalized → out [OutputRows(height, width), output_dim],
+  // in pieces of about one encoder layer, so that the engine can run forward steps between
+  // them: each call runs the next piece and returns true once `out` is complete. `progress`
+  // carries the slice's state from call to call (a fresh one starts a slice); `pixels` and
+  // `out` must stay the same and alive until then. Runs on `pool` (the engine thread's).
+  virtual StatusOr<bool> EncodeSlicePiece(const float* pixels, int64_t height, int64_t width,
+                                          float* out, VisionProgress* progress, ThreadPool& pool) = 0;
+
+  // The whole slice in one call.
+  Status EncodeSlice(const float* pixels, int64_t height, int64_t width, float* out, ThreadPool& pool) {
+    VisionProgress progress;
+    for (;;) {
+      CPM_ASSIGN_OR_RETURN(bool done, EncodeSlicePiece(pixels, height, width, out, &progress, pool));
+      if (done) return OkStatus();
+    }
+  }
 };
 
 }  // namespace cpm

@@ -12,8 +12,8 @@
 namespace cpm {
 namespace {
 
-// Encodes a request's images once, one slice per call, whichever of its choices' requests the
-// engine calls it for; every choice gets the whole result.
+// Encodes a request's images once, one piece (about one encoder layer) per call, whichever of
+// its choices' requests the engine calls it for; every choice gets the whole result.
 class SharedEncoding {
  public:
   SharedEncoding(std::shared_ptr<VisionEncoder> encoder, std::vector<PreparedImage> images)
@@ -33,14 +33,19 @@ class SharedEncoding {
   }
 
  private:
-  // The next slice in prompt order (image by image, thumbnail first); its rows are appended.
+  // One piece of the next slice in prompt order (image by image, thumbnail first); its rows
+  // are appended to embeds_ when the slice is done.
   Status EncodeOneSlice(ThreadPool& pool) {
     const PixelSlice& s = images_[image_].slices[slice_];
-    const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
-    const size_t at = embeds_.size();
-    embeds_.resize(at + static_cast<size_t>(rows * encoder_->output_dim()));
-    CPM_RETURN_IF_ERROR(encoder_->EncodeSlice(s.pixels.data(), s.size.height, s.size.width,
-                                              embeds_.data() + at, pool));
+    if (progress_.stage == 0) {
+      const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
+      slice_out_.assign(static_cast<size_t>(rows * encoder_->output_dim()), 0.0f);
+    }
+    CPM_ASSIGN_OR_RETURN(bool done, encoder_->EncodeSlicePiece(s.pixels.data(), s.size.height, s.size.width,
+                                                                slice_out_.data(), &progress_, pool));
+    if (!done) return OkStatus();
+    embeds_.insert(embeds_.end(), slice_out_.begin(), slice_out_.end());
+    progress_ = VisionProgress();
     if (++slice_ == images_[image_].slices.size()) slice_ = 0, ++image_;
     return OkStatus();
   }
@@ -48,7 +53,9 @@ class SharedEncoding {
   std::mutex mu_;
   std::shared_ptr<VisionEncoder> encoder_;
   std::vector<PreparedImage> images_;
-  size_t image_ = 0, slice_ = 0;  // the next slice to encode
+  size_t image_ = 0, slice_ = 0;  // the slice being encoded
+  VisionProgress progress_;       // ... how far it is
+  std::vector<float> slice_out_;  // ... its rows
   bool done_;
   Status status_;
   std::vector<float> embeds_;

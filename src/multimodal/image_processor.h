@@ -5,7 +5,8 @@
 //                           placeholder layout (<image_id>k</image_id><image>pads</image><slice>…);
 //   Bind     (HTTP thread)  after tokenization: the prompt rows of the pad tokens, checked
 //                           against the images' token counts, and an encoder job;
-//   encode   (engine thread) the vision tower, one slice per engine step, on the compute pool.
+//   encode   (engine thread) the vision tower, about one encoder layer per engine step, on the
+//                           compute pool.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,9 @@ struct PreparedImage {
 };
 
 // A tokenized multimodal prompt's extra inputs for the engine (EngineRequest::embed_rows,
-// EngineRequest::encode). Each call of `encode` encodes one slice and returns true (with
-// `embeds` filled) once every slice is done; the n choices of a request share the work.
+// EngineRequest::encode). Each call of `encode` runs one piece (about one encoder layer of a
+// slice) and returns true, with `embeds` filled, once every slice is done; the n choices of a
+// request share the work.
 struct MultimodalInputs {
   std::vector<int64_t> embed_rows;
   std::function<StatusOr<bool>(ThreadPool& pool, std::vector<float>* embeds)> encode;

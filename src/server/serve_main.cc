@@ -208,7 +208,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
     const SliceConfig& sc = out->images->slice_config();
     CPM_LOG_INFO("Vision encoder: {:.4f} GiB of weights; images as a thumbnail plus up to {} slices "
                  "of about {}x{} pixels ({} image tokens per {}x{} slice), encoded on the engine "
-                 "thread one slice per step", ToGiB(vision->weight_bytes()),
+                 "thread one encoder layer per step", ToGiB(vision->weight_bytes()),
                  sc.slice_mode ? sc.max_slice_nums : 0, sc.scale_resolution, sc.scale_resolution,
                  SliceTokens({sc.scale_resolution, sc.scale_resolution}, sc), sc.scale_resolution,
                  sc.scale_resolution);
