@@ -1,0 +1,104 @@
+// ImageProcessor with a scripted encoder: the pad expansion and its count checks, and the
+// encoder job — one piece per call, slices in prompt order, one encoding shared by every call.
+#include "multimodal/image_processor.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "multimodal/base64.h"
+#include "multimodal/test_images.h"
+
+namespace cpm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each slice takes `pieces` calls; its rows are filled with the slice's index (in call order).
+class ScriptedEncoder : public VisionEncoder {
+ public:
+  explicit ScriptedEncoder(int pieces) : pieces_(pieces) {}
+  int64_t weight_bytes() const override { return 0; }
+  int64_t output_dim() const override { return 2; }
+  int64_t OutputRows(int64_t h, int64_t w) const override { return (h / 14) * (w / 14) / 16; }
+  StatusOr<bool> EncodeSlicePiece(const float*, int64_t h, int64_t w, float* out, VisionProgress* p,
+                                  ThreadPool&) override {
+    ++calls;
+    if (++p->stage < pieces_) return false;
+    std::fill(out, out + OutputRows(h, w) * output_dim(), static_cast<float>(slices_done++));
+    return true;
+  }
+  int calls = 0;
+  int slices_done = 0;
+
+ private:
+  int pieces_;
+};
+
+class ImageProcessorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cpm_image_processor_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "config.json") << R"({"image_token_id": 7})";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string DataUrl(int w, int h) {
+    return "data:image/jpeg;base64," + EncodeBase64(test_images::EncodeJpeg(test_images::NoiseImage(w, h, 1), 80));
+  }
+  fs::path dir_;
+};
+
+TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
+  auto encoder = std::make_shared<ScriptedEncoder>(3);
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  std::vector<PreparedImage> images;
+  for (auto [w, h] : {std::pair{100, 100}, {900, 500}}) {  // 1 slice, then thumbnail + 1×2
+    auto image = (*proc)->Load(DataUrl(w, h));
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    images.push_back(std::move(*image));
+  }
+  ASSERT_EQ(images[1].plan.rows * images[1].plan.cols, 2);
+  const int64_t rows = ImageTokens(images[0].plan, (*proc)->slice_config()) +
+                       ImageTokens(images[1].plan, (*proc)->slice_config());
+  // Pad expansion: one pad per image, in order; a count mismatch is the client's error.
+  EXPECT_FALSE((*proc)->Expand("<|image_pad|>", images).ok());
+  EXPECT_FALSE((*proc)->Expand("<|image_pad|><|image_pad|><|image_pad|>", images).ok());
+  auto text = (*proc)->Expand("a<|image_pad|>b<|image_pad|>c", images);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->rfind("a<image_id>0</image_id><image>", 0), 0u) << *text;
+  EXPECT_NE(text->find("b<image_id>1</image_id><image>"), std::string::npos);
+  // Bind: the pad token rows must be exactly the images' tokens.
+  std::vector<int32_t> ids(5, 1);
+  for (int64_t i = 0; i < rows; ++i) ids.push_back(7);
+  ids.push_back(2);
+  EXPECT_FALSE((*proc)->Bind(std::vector<int32_t>(ids.begin(), ids.end() - 2), images).ok());
+  auto in = (*proc)->Bind(ids, std::move(images));
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ASSERT_EQ(in->embed_rows.size(), static_cast<size_t>(rows));
+  EXPECT_EQ(in->embed_rows.front(), 5);
+  // 4 slices × 3 pieces: false 11 times, then true with every row; a second caller (another
+  // choice of the request) gets the same rows without encoding again.
+  ThreadPool pool(1);
+  std::vector<float> embeds;
+  for (int call = 1; call < 12; ++call) {
+    auto done = in->encode(pool, &embeds);
+    ASSERT_TRUE(done.ok());
+    ASSERT_FALSE(*done) << call;
+  }
+  auto done = in->encode(pool, &embeds);
+  ASSERT_TRUE(done.ok() && *done);
+  ASSERT_EQ(embeds.size(), static_cast<size_t>(rows * 2));
+  EXPECT_EQ(embeds.front(), 0.0f);  // the first image's only slice
+  EXPECT_EQ(embeds.back(), 3.0f);   // the second image's last slice
+  std::vector<float> again;
+  ASSERT_TRUE(*in->encode(pool, &again));
+  EXPECT_EQ(again, embeds);
+  EXPECT_EQ(encoder->calls, 12);
+}
+
+}  // namespace
+}  // namespace cpm
