@@ -204,10 +204,7 @@ Json RandomImageParts(int64_t n, int64_t height, int64_t width, uint64_t seed) {
   Json parts = Json::array();
   std::mt19937_64 rng(seed);
   for (int64_t i = 0; i < n; ++i) {
-    RgbImage image;
-    image.height = static_cast<int>(height);
-    image.width = static_cast<int>(width);
-    image.pixels.resize(static_cast<size_t>(height * width * 3));
+    RgbImage image = BlankRgbImage(static_cast<int>(width), static_cast<int>(height));
     for (uint8_t& v : image.pixels) v = static_cast<uint8_t>(rng() >> 56);
     const std::string url = "data:image/jpeg;base64," + EncodeBase64(EncodeJpeg(image, 75));
     parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});

@@ -19,14 +19,6 @@ Status CheckImageSize(int64_t width, int64_t height, std::string_view format) {
   return OkStatus();
 }
 
-RgbImage AllocateRgb(int width, int height) {
-  RgbImage image;
-  image.width = width;
-  image.height = height;
-  image.pixels.resize(static_cast<size_t>(width) * static_cast<size_t>(height) * 3);
-  return image;
-}
-
 // vLLM: Image.new("RGB", size, white).paste(rgba, mask=alpha). Pillow's paste with an "L" mask
 // (Paste.c, BLEND) computes each channel as DIV255(bg * (255 - a) + fg * a) with
 // DIV255(x) = (((x + 128) >> 8) + x + 128) >> 8, i.e. x / 255 rounded half up, in integers; the
@@ -43,6 +35,14 @@ void CompositeOverWhite(const uint8_t* rgba, RgbImage* image) {
 }
 
 }  // namespace image_internal
+
+RgbImage BlankRgbImage(int width, int height) {
+  RgbImage image;
+  image.width = width;
+  image.height = height;
+  image.pixels.resize(static_cast<size_t>(width) * static_cast<size_t>(height) * 3);
+  return image;
+}
 
 namespace {
 

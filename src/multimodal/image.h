@@ -18,6 +18,9 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // [height][width][3] RGB, row-major
 };
 
+// An image of `width` x `height` with its pixel buffer allocated (zeroed).
+RgbImage BlankRgbImage(int width, int height);
+
 // Decompression-bomb guard: a few hundred bytes of PNG or JPEG header can promise gigabytes of
 // pixels. 64 Mpixel (192 MiB of RGB) is above any image a vision encoder slices usefully and
 // below Pillow's own error threshold (2 x 89,478,485 pixels).

@@ -17,9 +17,6 @@ StatusOr<RgbImage> DecodeWebp(std::string_view bytes, AlphaPolicy policy);
 // Called by each decoder once the header gives the size, before any pixel memory is allocated.
 Status CheckImageSize(int64_t width, int64_t height, std::string_view format);
 
-// An image of `width` x `height` with its pixel buffer allocated (after CheckImageSize).
-RgbImage AllocateRgb(int width, int height);
-
 // Fills `image` (already allocated) from straight RGBA pixels of the same size, composited over
 // white as AlphaPolicy::kVllmWhiteBackground prescribes.
 void CompositeOverWhite(const uint8_t* rgba, RgbImage* image);

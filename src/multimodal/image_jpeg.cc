@@ -107,7 +107,7 @@ StatusOr<RgbImage> DecodeJpeg(std::string_view bytes) {
     return InvalidArgument("image: unsupported JPEG colour space");
   }
   CPM_RETURN_IF_ERROR(CheckImageSize(d.cinfo.output_width, d.cinfo.output_height, "JPEG"));
-  RgbImage image = AllocateRgb(static_cast<int>(d.cinfo.output_width),
+  RgbImage image = BlankRgbImage(static_cast<int>(d.cinfo.output_width),
                                static_cast<int>(d.cinfo.output_height));
   const size_t stride = static_cast<size_t>(image.width) * components;
   if (components == 3) {

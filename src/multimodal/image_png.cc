@@ -125,7 +125,7 @@ StatusOr<RgbImage> DecodePng(std::string_view bytes, AlphaPolicy policy) {
   PngLayout layout{};
   if (!ReadHeader(decoder.png, decoder.info, policy, &layout)) return Corrupt(input);
   CPM_RETURN_IF_ERROR(CheckImageSize(layout.width, layout.height, "PNG"));
-  RgbImage image = AllocateRgb(static_cast<int>(layout.width), static_cast<int>(layout.height));
+  RgbImage image = BlankRgbImage(static_cast<int>(layout.width), static_cast<int>(layout.height));
   // Gray16 and RGBA rows are read into `staging` and turned into RGB afterwards.
   const size_t pixel_bytes = layout.gray16 ? 2 : layout.rgba ? 4 : 3;
   std::vector<uint8_t> staging;

@@ -52,7 +52,7 @@ StatusOr<RgbImage> DecodeWebp(std::string_view bytes, AlphaPolicy policy) {
   if (!WebPAnimDecoderGetNext(decoder.get(), &canvas, &timestamp_ms)) {
     return InvalidArgument("image: corrupt WebP data: the first frame does not decode");
   }
-  RgbImage image = AllocateRgb(static_cast<int>(info.canvas_width),
+  RgbImage image = BlankRgbImage(static_cast<int>(info.canvas_width),
                                static_cast<int>(info.canvas_height));
   if (policy == AlphaPolicy::kVllmWhiteBackground && features.has_alpha) {
     CompositeOverWhite(canvas, &image);

@@ -111,14 +111,6 @@ void ResampleColumns(const RgbImage& in, int row0, const Taps& taps, RgbImage* o
   }
 }
 
-RgbImage Blank(int width, int height) {
-  RgbImage image;
-  image.width = width;
-  image.height = height;
-  image.pixels.resize(static_cast<size_t>(width) * height * 3);
-  return image;
-}
-
 }  // namespace
 
 RgbImage ResizeBicubic(const RgbImage& in, int width, int height) {
@@ -131,17 +123,17 @@ RgbImage ResizeBicubic(const RgbImage& in, int width, int height) {
   if (!horizontal && !vertical) return in;
   const Taps rows = ComputeTaps(in.height, height);
   if (!horizontal) {
-    RgbImage out = Blank(width, height);
+    RgbImage out = BlankRgbImage(width, height);
     ResampleColumns(in, 0, rows, &out);
     return out;
   }
   // The horizontal pass covers only the source rows the vertical pass will read.
   const int row0 = rows.first.front();
   const int row_end = rows.first.back() + rows.count.back();
-  RgbImage mid = Blank(width, row_end - row0);
+  RgbImage mid = BlankRgbImage(width, row_end - row0);
   ResampleRows(in, row0, ComputeTaps(in.width, width), &mid);
   if (!vertical) return mid;
-  RgbImage out = Blank(width, height);
+  RgbImage out = BlankRgbImage(width, height);
   ResampleColumns(mid, row0, rows, &out);
   return out;
 }

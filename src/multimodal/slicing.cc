@@ -71,10 +71,7 @@ PixelSlice Normalize(const RgbImage& img, const SliceConfig& c) {
 
 // The `h`×`w` block at (top, left) of `img`.
 RgbImage Crop(const RgbImage& img, int64_t top, int64_t left, int64_t h, int64_t w) {
-  RgbImage out;
-  out.height = static_cast<int>(h);
-  out.width = static_cast<int>(w);
-  out.pixels.resize(static_cast<size_t>(h * w * 3));
+  RgbImage out = BlankRgbImage(static_cast<int>(w), static_cast<int>(h));
   for (int64_t y = 0; y < h; ++y) {
     const uint8_t* src = img.pixels.data() + ((top + y) * img.width + left) * 3;
     std::copy(src, src + w * 3, out.pixels.data() + y * w * 3);
