@@ -94,19 +94,18 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
   size_t next = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::string& text = a.prompts[i];
-    std::vector<PreparedImage> images;
+    std::vector<std::string> urls;  // one image file per pad, as file:// URLs
     const std::string pad = ImageProcessor::kPadText;
     for (size_t at = text.find(pad); at != std::string::npos; at = text.find(pad, at + pad.size())) {
       if (next >= a.images.size()) return InvalidArgument("--image: more <|image_pad|> than images");
       std::string url = "file://";  // '%' is the URL's escape character: escape it
       for (char c : std::filesystem::absolute(a.images[next++]).string()) url += c == '%' ? "%25" : std::string(1, c);
-      CPM_ASSIGN_OR_RETURN(PreparedImage image, proc->Load(url));
-      images.push_back(std::move(image));
+      urls.push_back(std::move(url));
     }
-    if (images.empty()) continue;
-    CPM_ASSIGN_OR_RETURN(std::string expanded, proc->Expand(text, images));
-    reqs[i]->prompt = tok.Encode(expanded);
-    CPM_ASSIGN_OR_RETURN(MultimodalInputs in, proc->Bind(reqs[i]->prompt, std::move(images)));
+    if (urls.empty()) continue;
+    CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, proc->Tokenize(tok, text, urls, /*add_special_tokens=*/true));
+    reqs[i]->prompt = std::move(p.ids);
+    MultimodalInputs& in = p.inputs;
     reqs[i]->embed_rows = in.embed_rows;
     for (bool done = false; !done;) {
       CPM_ASSIGN_OR_RETURN(done, in.encode(pool, &reqs[i]->embeds));

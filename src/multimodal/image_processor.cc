@@ -138,4 +138,19 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
   return in;
 }
 
+StatusOr<MultimodalPrompt> ImageProcessor::Tokenize(const Tokenizer& tokenizer, const std::string& text,
+                                                    const std::vector<std::string>& urls,
+                                                    bool add_special_tokens) const {
+  std::vector<PreparedImage> images;
+  for (const std::string& url : urls) {
+    CPM_ASSIGN_OR_RETURN(PreparedImage image, Load(url));
+    images.push_back(std::move(image));
+  }
+  CPM_ASSIGN_OR_RETURN(std::string expanded, Expand(text, images));
+  MultimodalPrompt p;
+  p.ids = tokenizer.Encode(expanded, add_special_tokens);
+  CPM_ASSIGN_OR_RETURN(p.inputs, Bind(p.ids, std::move(images)));
+  return p;
+}
+
 }  // namespace cpm

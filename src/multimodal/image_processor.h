@@ -20,6 +20,7 @@
 #include "model/vision_encoder.h"
 #include "multimodal/image_source.h"
 #include "multimodal/slicing.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cpm {
 
@@ -38,11 +39,18 @@ struct MultimodalInputs {
   std::function<StatusOr<bool>(ThreadPool& pool, std::vector<float>* embeds)> encode;
 };
 
+// A prompt's token ids, each `<|image_pad|>` expanded to its image's placeholder layout, and
+// what the engine needs for those rows.
+struct MultimodalPrompt {
+  std::vector<int32_t> ids;
+  MultimodalInputs inputs;
+};
+
 class ImageProcessor {
  public:
   // Reads `model_dir`/preprocessor_config.json (defaults when absent) and config.json's
-  // image_token_id; `pad_text` is that token's text in prompts.
-  // `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the file's values (or "").
+  // image_token_id (the id of kPadText); `mm_processor_kwargs`: vLLM's --mm-processor-kwargs
+  // JSON over the file's values (or "").
   static StatusOr<std::unique_ptr<ImageProcessor>> Create(const std::string& model_dir,
                                                           std::shared_ptr<VisionEncoder> encoder,
                                                           MediaOptions media,
@@ -55,8 +63,11 @@ class ImageProcessor {
   StatusOr<MultimodalInputs> Bind(const std::vector<int32_t>& prompt_ids,
                                   std::vector<PreparedImage> images) const;
 
+  // Load, Expand, tokenize and Bind in one: `urls` are the images of `text`'s pads, in order.
+  StatusOr<MultimodalPrompt> Tokenize(const Tokenizer& tokenizer, const std::string& text,
+                                      const std::vector<std::string>& urls, bool add_special_tokens) const;
+
   const SliceConfig& slice_config() const { return slices_; }
-  int32_t image_token_id() const { return image_token_id_; }
   static constexpr const char* kPadText = "<|image_pad|>";
 
  private:

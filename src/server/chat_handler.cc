@@ -233,7 +233,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
 
   std::vector<std::string> image_urls;
-  auto text = RenderChatPrompt(ctx, req->chat, ctx.images ? &image_urls : nullptr);
+  auto text = RenderChatPrompt(ctx, req->chat, &image_urls);
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();

@@ -97,7 +97,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   }
   ChatRenderInput r;
-  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, image_urls));
+  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? image_urls : nullptr));
   r.tools = in.tools;
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;
@@ -135,16 +135,10 @@ StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const 
   if (ctx.image_limit >= 0 && static_cast<int64_t>(image_urls.size()) > ctx.image_limit)
     return InvalidArgument("At most " + std::to_string(ctx.image_limit) +
                            " image(s) may be provided in one prompt.");
-  std::vector<PreparedImage> images;
-  for (const std::string& url : image_urls) {
-    CPM_ASSIGN_OR_RETURN(PreparedImage image, ctx.images->Load(url));
-    images.push_back(std::move(image));
-  }
-  CPM_ASSIGN_OR_RETURN(std::string expanded, ctx.images->Expand(text, images));
-  std::vector<int32_t> ids = ctx.tokenizer->Encode(expanded, add_special_tokens);
-  CPM_ASSIGN_OR_RETURN(MultimodalInputs inputs, ctx.images->Bind(ids, std::move(images)));
-  if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(inputs));
-  return ids;
+  CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, ctx.images->Tokenize(*ctx.tokenizer, text, image_urls,
+                                                                 add_special_tokens));
+  if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(p.inputs));
+  return std::move(p.ids);
 }
 
 }  // namespace cpm

@@ -17,8 +17,8 @@
 
 namespace cpm {
 
-// `image_urls`: null refuses image parts (text-only models); otherwise they are rendered as
-// image items and their URLs collected in prompt order.
+// Image parts are rendered as image items, their URLs collected into `image_urls` in prompt
+// order, when the model takes images (ctx.images) and `image_urls` is given; else refused.
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<std::string>* image_urls = nullptr);

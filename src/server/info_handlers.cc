@@ -72,7 +72,7 @@ HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
   std::vector<int32_t> ids;
   if (req->is_chat) {
     std::vector<std::string> image_urls;
-    auto text = RenderChatPrompt(ctx, req->chat, ctx.images ? &image_urls : nullptr);
+    auto text = RenderChatPrompt(ctx, req->chat, &image_urls);
     if (!text.ok()) return HttpReply::Error(text.status());
     // Images count as their placeholder tokens, as in the chat request itself.
     auto prompt = EncodeChatPrompt(ctx, *text, image_urls, req->add_special_tokens.value_or(false), nullptr);
