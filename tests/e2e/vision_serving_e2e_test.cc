@@ -13,6 +13,7 @@
 
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
+#include "eval/server_figures.h"
 #include "multimodal/base64.h"
 #include "multimodal/test_images.h"
 
@@ -22,8 +23,6 @@ namespace {
 using e2e::Json;
 namespace fs = std::filesystem;
 
-std::string Base64(const std::string& bytes) { return EncodeBase64(bytes); }
-
 class VisionServingE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -32,8 +31,8 @@ class VisionServingE2E : public ::testing::Test {
                             "/model --dtype float32 > /dev/null 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     fs::create_directories(*dir_ + "/media");
-    png_ = new std::string(test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 7), 90));
-    std::ofstream(*dir_ + "/media/a.jpg", std::ios::binary) << *png_;
+    jpeg_ = new std::string(test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 7), 90));
+    std::ofstream(*dir_ + "/media/a.jpg", std::ios::binary) << *jpeg_;
     server_ = new ServerProcess();
     ASSERT_TRUE(server_->Start(CPM_CPMSERVE_BIN, *dir_ + "/model",
                                {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "v",
@@ -47,7 +46,7 @@ class VisionServingE2E : public ::testing::Test {
     e2e::StopSuiteServer(server_);
     fs::remove_all(*dir_);
     delete dir_;
-    delete png_;
+    delete jpeg_;
   }
 
   static Json Body(const Json& content) {
@@ -61,15 +60,15 @@ class VisionServingE2E : public ::testing::Test {
   }
   static Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
   static Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
-  static std::string DataUrl() { return "data:image/jpeg;base64," + Base64(*png_); }
+  static std::string DataUrl() { return "data:image/jpeg;base64," + EncodeBase64(*jpeg_); }
 
   static std::string* dir_;
-  static std::string* png_;
+  static std::string* jpeg_;
   static ServerProcess* server_;
 };
 
 std::string* VisionServingE2E::dir_ = nullptr;
-std::string* VisionServingE2E::png_ = nullptr;
+std::string* VisionServingE2E::jpeg_ = nullptr;
 ServerProcess* VisionServingE2E::server_ = nullptr;
 
 TEST_F(VisionServingE2E, ImageAnswerEqualsTheOfflineRunOfTheSamePrompt) {
@@ -115,7 +114,7 @@ TEST_F(VisionServingE2E, FileUrlsAndDataUrlsGiveTheSameAnswer) {
   // A different image changes the answer's distribution.
   const std::string other = test_images::EncodeJpeg(test_images::NoiseImage(900, 500, 8), 90);
   auto c = e2e::Post(server_->port(), "/v1/chat/completions",
-                     Body({ImagePart("data:image/jpeg;base64," + Base64(other)), TextPart("Describe.")}).dump());
+                     Body({ImagePart("data:image/jpeg;base64," + EncodeBase64(other)), TextPart("Describe.")}).dump());
   ASSERT_EQ(c.status, 200) << c.body;
   EXPECT_NE(a.json()["choices"][0]["logprobs"], c.json()["choices"][0]["logprobs"]);
 }
@@ -128,7 +127,7 @@ TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
     const std::string jpg = test_images::EncodeJpeg(test_images::NoiseImage(side, side, 1), 80);
     Json tok = {{"model", "v"},
                 {"messages", {{{"role", "user"},
-                               {"content", {ImagePart("data:image/jpeg;base64," + Base64(jpg)),
+                               {"content", {ImagePart("data:image/jpeg;base64," + EncodeBase64(jpg)),
                                             TextPart("x")}}}}}};
     auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
     EXPECT_EQ(r.status, 200) << r.body;
@@ -167,7 +166,7 @@ TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
   };
   const std::vector<Case> cases = {
       {{ImagePart("data:image/png;base64,@@@"), TextPart("x")}, "base64"},
-      {{ImagePart("data:image/png;base64," + Base64("not an image")), TextPart("x")}, "unrecognised format"},
+      {{ImagePart("data:image/png;base64," + EncodeBase64("not an image")), TextPart("x")}, "unrecognised format"},
       {{ImagePart("ftp://example.com/a.png")}, "ftp"},
       {{ImagePart("file:///etc/passwd")}, "allowed-local-media-path"},
       {{ImagePart("http://127.0.0.1:1/a.png")}, "127.0.0.1:1"},
@@ -198,11 +197,9 @@ TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
 
 // The server's vllm:prompt_tokens_total counter.
 double PromptTokensTotal(int port) {
-  const auto r = e2e::Get(port, "/metrics");
-  const std::string key = "vllm:prompt_tokens_total{";
-  const size_t at = r.body.find(key);
-  if (at == std::string::npos) return -1;
-  return std::stod(r.body.substr(r.body.find('}', at) + 1));
+  const auto m = ParsePrometheus(e2e::Get(port, "/metrics").body);
+  const auto it = m.find("vllm:prompt_tokens_total");
+  return it == m.end() ? -1 : it->second;
 }
 
 TEST_F(VisionServingE2E, BenchServeSendsRandomImages) {
