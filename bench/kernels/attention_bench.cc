@@ -7,6 +7,7 @@
 
 #include "bench_threads.h"
 #include "kernels/attention.h"
+#include "tensor/dtype.h"
 
 namespace cpm::kernels {
 namespace {
@@ -30,7 +31,8 @@ void BM_PagedAttention(benchmark::State& state) {
     seqs.push_back({s * q_len, q_len, kv_len, tables[s].data()});
   }
   const int64_t rows = n_seqs * q_len;
-  std::vector<float> q(rows * kHeads * kDim, 0.01f), out(q.size());
+  // bf16 values, as a bf16 model's q after RoPE: AVX512_BF16 then scores by dot products.
+  std::vector<float> q(rows * kHeads * kDim, RoundBf16(0.01f)), out(q.size());
   ThreadPool pool(BenchThreads());
   for (auto _ : state) {
     PagedAttention(q.data(), kHeads * kDim, kHeads, seqs, kv, 0.125f, out.data(), kHeads * kDim,

@@ -2,6 +2,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -70,7 +71,16 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
 struct RowBlock {
   size_t seq;
   int64_t first, rows, parts, partials;
+  bool dot;  // bf16 dot-product scores (AttendRowsAvx2)
 };
+
+// Whether row t's query vectors hold bf16 values only (the low 16 bits of every f32 zero), so
+// that bf16 dot products of them with a bf16 cache's keys are exact.
+bool QueryIsBf16(const float* q, int64_t n) {
+  uint32_t low = 0;
+  for (int64_t i = 0; i < n; ++i) low |= std::bit_cast<uint32_t>(q[i]) & 0xffffu;
+  return low == 0;
+}
 
 // A row's output for its `group` heads from the partial results of its n partitions
 // (AttendRowsAvx2: [o: group·d][m: group][l: group], `stride` floats apart), in order: with
@@ -129,15 +139,26 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
   // each partition's partial results in `partials`, merged once all are done.
   const int64_t rows_per_task = simd ? kMaxAttendRows : 1;
   const int64_t partial_row = group * (d + 2);  // floats: [o: group·d][m: group][l: group]
+  // bf16 dot-product scores for the rows whose q are bf16 values (a bf16 model's always are), so
+  // whether a row takes them depends on that row alone; a block holds rows of one kind.
+  const bool dot_ok = simd && kv.dtype == DType::kBF16 && ActiveIsa() == Isa::kAvx512 &&
+                      GetCpuFeatures().avx512bf16;
+  const auto dot_row = [&](int64_t t) {
+    return dot_ok && QueryIsBf16(q + t * q_stride, n_heads * d);
+  };
   std::vector<RowBlock> blocks;
   int64_t n_partials = 0;  // floats
   for (size_t s = 0; s < seqs.size(); ++s) {
-    for (int64_t i = 0; i < seqs[s].q_len; i += rows_per_task) {
-      const int64_t rows = std::min(rows_per_task, seqs[s].q_len - i);
-      const int64_t n_last = seqs[s].kv_len - seqs[s].q_len + i + rows;  // its last row's keys
+    const int64_t q_len = seqs[s].q_len, q_begin = seqs[s].q_begin;
+    for (int64_t i = 0; i < q_len;) {
+      const bool dot = dot_row(q_begin + i);
+      int64_t rows = 1;
+      while (rows < rows_per_task && i + rows < q_len && dot_row(q_begin + i + rows) == dot) ++rows;
+      const int64_t n_last = seqs[s].kv_len - q_len + i + rows;  // its last row's keys
       const int64_t parts = simd ? (n_last + kPartitionKeys - 1) / kPartitionKeys : 1;
-      blocks.push_back({s, i, rows, parts, n_partials});
+      blocks.push_back({s, i, rows, parts, n_partials, dot});
       if (parts > 1) n_partials += parts * kv.num_kv_heads * rows * partial_row;
+      i += rows;
     }
   }
   struct Task {
@@ -174,12 +195,12 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
                                 scratch[worker]);
     if (b.parts == 1) {
       const int64_t n_last = n_keys + b.rows - 1;
-      return AttendRowsAvx2(qt, q_stride, b.rows, n_keys, 0, n_last, true, tk.kvh, group, kv,
-                            seq.block_table, scale, ot, out_stride);
+      return AttendRowsAvx2(qt, q_stride, b.rows, n_keys, 0, n_last, true, b.dot, tk.kvh, group,
+                            kv, seq.block_table, scale, ot, out_stride);
     }
     AttendRowsAvx2(qt, q_stride, b.rows, n_keys, tk.part * kPartitionKeys,
-                   (tk.part + 1) * kPartitionKeys, false, tk.kvh, group, kv, seq.block_table,
-                   scale, partial_at(b, tk.kvh, tk.part), partial_row);
+                   (tk.part + 1) * kPartitionKeys, false, b.dot, tk.kvh, group, kv,
+                   seq.block_table, scale, partial_at(b, tk.kvh, tk.part), partial_row);
   });
   if (n_partials == 0) return;
   // One merge per (row block, kv head) with partitions: their tasks' first partitions.

@@ -9,14 +9,17 @@
 // and the short output chains dominated decode: kernels_bench, one thread, medians of 10
 // interleaved rounds against that: decode 16 sequences × 1024 keys 1.44×, V-4.6 heads 1.56×,
 // prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
-// Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the score and value tiles are
-// attention_avx512.cc's 16-lane ones, which give the same bits.
+// Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the score and value tiles and the
+// softmax update are attention_avx512.cc's 16-lane ones, which give the same bits; there, rows
+// of bf16 queries over a bf16 cache on AVX512_BF16 take the scores of whole chunks from bf16 dot
+// products (the same exact products, summed in another order: attention_tiles.h).
 //
 // A row's result depends only on its query and its keys (spans and chunks start at the same
 // positions whatever the batch), so attention stays batch invariant.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
 
@@ -31,6 +34,7 @@ using attn::Chunk;
 using attn::ForHeadTiles;
 using attn::kChunk;
 using attn::kKeysAhead;
+using attn::kMaxTileChunks;
 using attn::kMaxGroup;
 using attn::kMaxHeadDim;
 using attn::kSpan;
@@ -269,9 +273,9 @@ void FinishRow(const RowState& r, int64_t group, int64_t d) {
 // is attended alone, so its result is too.
 template <bool kBf16>
 void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
-                int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
-                const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
-                int64_t out_stride) {
+                int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
+                int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,
+                float* out, int64_t out_stride) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
   // At the AVX-512 level: its score and value tiles, bitwise the AVX2 tiles' results
@@ -285,12 +289,19 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local float qt[kMaxHeadDim * kMaxAttendRows * kMaxGroup];
   alignas(32) thread_local float kt[kMaxHeadDim][kChunk];  // a chunk's keys, when copied
   thread_local Chunk chunks[kSpan + kKeysAhead];
+  // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[p][r·group + g] holds
+  // dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
+  thread_local uint32_t qp[kMaxHeadDim / 2 * kMaxAttendRows * kMaxGroup];
   const int64_t qt_stride = kMaxAttendRows * group;
   for (int64_t r = 0; r < rows; ++r) {
     BeginRow(&st[r], out + r * out_stride, n_keys0 + r, group, d);
     for (int64_t g = 0; g < group; ++g) {
       const float* qg = q + r * q_stride + g * d;
       for (int64_t j = 0; j < d; ++j) qt[j * qt_stride + r * group + g] = qg[j];
+      for (int64_t j = 0; dot && j < d; j += 2) {
+        const uint32_t lo = std::bit_cast<uint32_t>(qg[j]), hi = std::bit_cast<uint32_t>(qg[j + 1]);
+        qp[j / 2 * qt_stride + r * group + g] = (lo >> 16) | (hi & 0xffff0000u);
+      }
     }
   }
   // The chunk at key p: inside one group of 16 slots of one block, ≤ n_keys.
@@ -317,15 +328,42 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         chunks[nc + a] = chunks[nc + a - 1];
       }
     }
-    for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
-      // Rows [r0, rows) see key p0 + o (row r sees n_keys0 + r keys).
-      const int64_t r0 = std::max<int64_t>(0, p0 + o - n_keys0 + 1), nq = (rows - r0) * group;
-      for (int64_t i = 0; i < nq; ++i) s[i] = st[r0 + i / group].s[i % group] + o;
+    // Rows [first_row(o), rows) see key p0 + o (row r sees n_keys0 + r keys).
+    const auto first_row = [&](int64_t o) { return std::max<int64_t>(0, p0 + o - n_keys0 + 1); };
+    const auto prefetch_for = [&](int64_t c) {
       const Chunk& ch = chunks[c];
       const Chunk& next = chunks[c + kKeysAhead];
-      const Prefetch pf{static_cast<const char*>(kv.k) + (next.head + next.in_block) * kSize,
-                        bs * kSize,
-                        static_cast<const char*>(kv.v) + ch.v * kSize, ch.n * kSize};
+      return Prefetch{static_cast<const char*>(kv.k) + (next.head + next.in_block) * kSize,
+                      bs * kSize, static_cast<const char*>(kv.v) + ch.v * kSize, ch.n * kSize};
+    };
+    for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
+      const int64_t r0 = first_row(o), nq = (rows - r0) * group;
+      for (int64_t i = 0; i < nq; ++i) s[i] = st[r0 + i / group].s[i % group] + o;
+      const Chunk& ch = chunks[c];
+      if (kBf16 && dot && ch.whole) {
+        // The next chunks join the tiles while they are whole too, the ones before them full,
+        // and the same rows see them: 2 (4 for ≤ 4 query vectors, whose tiles have fewer
+        // chains), or 1.
+        const int64_t most = nq <= 4 ? kMaxTileChunks : 2;
+        int64_t n_chunks = 1;
+        while (n_chunks < most && c + n_chunks < nc && chunks[c + n_chunks - 1].n == kChunk &&
+               chunks[c + n_chunks].whole && first_row(o + n_chunks * kChunk) == r0) {
+          ++n_chunks;
+        }
+        if (n_chunks == 3) n_chunks = 2;  // tiles of 1, 2 or 4 chunks
+        const uint16_t* keys[4];
+        Prefetch pf[4];
+        for (int64_t i = 0; i < n_chunks; ++i) {
+          const Chunk& ci = chunks[c + i];
+          keys[i] = static_cast<const uint16_t*>(kv.k) + ci.head + ci.in_block;
+          pf[i] = prefetch_for(c + i);
+        }
+        attn::ScoreTilesDotAvx512(qp + r0 * group, qt_stride, s, nq, d, keys, n_chunks, bs,
+                                  scale, pf);
+        for (int64_t i = 1; i < n_chunks; ++i) o += chunks[c++].n;
+        continue;
+      }
+      const Prefetch pf = prefetch_for(c);
       const bool copy = !ch.whole || (kBf16 && nq > kMaxDirectVectors);
       if (copy) CopyKeys<kBf16>(kv, ch, kt);
       const float* qr = qt + r0 * group;
@@ -347,7 +385,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
-      SpanSoftmax(&st[r], group, n);
+      if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n);
+      else SpanSoftmax(&st[r], group, n);
       if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, chunks, n);
       else SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
     }
@@ -361,12 +400,12 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
 }  // namespace
 
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
-                    int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
-                    const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
-                    int64_t out_stride) {
+                    int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
+                    int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,
+                    float* out, int64_t out_stride) {
   const auto run = kv.dtype == DType::kBF16 ? AttendRows<true> : AttendRows<false>;
-  run(q, q_stride, rows, n_keys0, key_begin, key_end, finish, kvh, group, kv, block_table, scale,
-      out, out_stride);
+  run(q, q_stride, rows, n_keys0, key_begin, key_end, finish, dot, kvh, group, kv, block_table,
+      scale, out, out_stride);
 }
 
 }  // namespace cpm::kernels

@@ -2,12 +2,15 @@
 // query vector, and 16 output dims per zmm. Each computes the AVX2 tiles' chains (one FMA chain
 // per score over the dims in order; per output element, the running output times alpha, then
 // one FMA per key in order), so the results are bitwise the AVX2 kernel's and a row's result
-// still does not depend on its batch. Compiled with CPM_AVX512_FLAGS; called at the AVX-512
-// level only.
+// still does not depend on its batch. So does the softmax update on 16 lanes. The bf16
+// dot-product score tiles (AVX512_BF16, for bf16 queries) sum the same products in another
+// order. Compiled with CPM_AVX512_FLAGS; called at the AVX-512 level only.
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "kernels/attention_tiles.h"
+#include "kernels/simd_avx2.h"
 #include "kernels/simd_avx512.h"
 
 namespace cpm::kernels::attn {
@@ -137,7 +140,137 @@ void ScoreTiles(const float* qt, int64_t q_stride, float* const* s, int64_t nq, 
   while (i < nq) tile(std::integral_constant<int, 1>{});
 }
 
+// Dims 2p and 2p + 1 of a whole chunk's 16 bf16 keys as the pairs of vdpbf16ps: lane t holds
+// key t's two dims (2p in the low half). The two dims' 32 bytes (KeySlot's pairing: key t in
+// word 2t for t < 8, word 2(t − 8) + 1 above) are one 64-byte load when a block is 16 slots,
+// and one word permutation puts each key's dims side by side.
+template <bool kRow16>
+inline __m512i LoadKeyPairs(const uint16_t* keys, int64_t row, int64_t p) {
+  static constexpr struct Index {
+    alignas(64) uint16_t v[32];
+  } kIndex = [] {
+    Index ix{};
+    for (int t = 0; t < 16; ++t) {
+      const int word = t < 8 ? 2 * t : 2 * (t - 8) + 1;
+      ix.v[2 * t] = static_cast<uint16_t>(word);
+      ix.v[2 * t + 1] = static_cast<uint16_t>(16 + word);
+    }
+    return ix;
+  }();
+  const uint16_t* k = keys + 2 * p * row;
+  __m512i both;
+  if constexpr (kRow16) {
+    both = _mm512_loadu_si512(k);
+  } else {
+    both = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + row)), 1);
+  }
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kIndex.v), both);
+}
+
+// H query vectors' scores against C chunks of 16 keys (ScoreTilesDotAvx512): H·C chains, each
+// key pair vector loaded once per dim pair, each query pair broadcast once for all C chunks.
+template <int H, int C, bool kRow16, bool kPrefetch>
+[[gnu::noinline]] void ScoreTileDot(const uint32_t* qp, int64_t q_stride, float* const* s,
+                                    int64_t d, const uint16_t* const* keys, int64_t row,
+                                    float scale, const Prefetch* pf) {
+  __m512 acc[H][C];
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) acc[h][c] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < d / 2; ++p, qp += q_stride) {
+    __m512i k[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      if constexpr (kPrefetch) {
+        // Dims 2p and 2p + 1 of the keys ahead (one line when a block is 16 slots), and a
+        // line of this chunk's values: the f32 tile's requests, two dims per step.
+        _mm_prefetch(pf[c].k + 2 * p * pf[c].k_row, _MM_HINT_T1);
+        if constexpr (!kRow16) _mm_prefetch(pf[c].k + (2 * p + 1) * pf[c].k_row, _MM_HINT_T1);
+        _mm_prefetch(pf[c].v + 2 * p * pf[c].v_step, _MM_HINT_T1);
+      }
+      k[c] = LoadKeyPairs<kRow16>(keys[c], row, p);
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < H; ++h) {
+      const __m512bh q = (__m512bh)_mm512_set1_epi32(static_cast<int>(qp[h]));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[h][c] = _mm512_dpbf16_ps(acc[h][c], q, (__m512bh)k[c]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(s[h] + 16 * c, _mm512_mul_ps(acc[h][c], sc));
+  }
+}
+
+// Tiles of 8 query vectors (16 chains with two chunks; 4 with four chunks), then 4, 2, 1; the
+// first prefetches.
+template <int C, bool kRow16>
+void ScoreTilesDot(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
+                   const uint16_t* const* keys, int64_t row, float scale, const Prefetch* pf) {
+  int64_t i = 0;
+  auto tile = [&](auto h) {
+    if (i == 0) ScoreTileDot<h(), C, kRow16, true>(qp, q_stride, s, d, keys, row, scale, pf);
+    else ScoreTileDot<h(), C, kRow16, false>(qp + i, q_stride, s + i, d, keys, row, scale, pf);
+    i += h();
+  };
+  if constexpr (C < 4) {
+    while (i + 8 <= nq) tile(std::integral_constant<int, 8>{});
+  }
+  while (i + 4 <= nq) tile(std::integral_constant<int, 4>{});
+  while (i + 2 <= nq) tile(std::integral_constant<int, 2>{});
+  while (i < nq) tile(std::integral_constant<int, 1>{});
+}
+
 }  // namespace
+
+void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
+  alignas(64) float m_span[kMaxGroup];
+  for (int64_t g = 0; g < kMaxGroup; ++g) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t t = 0; g < group && t < n; t += 16) {
+      const __mmask16 valid = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
+      mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_loadu_ps(r->s[g] + t));
+    }
+    m_span[g] = _mm512_reduce_max_ps(mx);
+  }
+  // All 16 slots at once (the AVX2 kernel's 8 at a time; slots past the group are never read).
+  const __m512 m_old = _mm512_loadu_ps(r->m);
+  const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(m_span));
+  _mm512_storeu_ps(r->alpha, avx512::Exp(_mm512_sub_ps(m_old, m_new)));
+  _mm512_storeu_ps(r->m, m_new);
+  for (int64_t g = 0; g < group; ++g) {
+    const __m512 m = _mm512_set1_ps(r->m[g]);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n; t += 16) {
+      const __mmask16 valid = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
+      const __m512 e =
+          _mm512_maskz_mov_ps(valid, avx512::Exp(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t), m)));
+      _mm512_storeu_ps(r->s[g] + t, e);
+      // The AVX2 kernel's order: its vectors of 8 scores one after the other.
+      sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+      const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
+      if (t + 8 < n) sum = _mm256_add_ps(sum, high);
+    }
+    r->l[g] = r->l[g] * r->alpha[g] + avx2::HSum(sum);
+  }
+}
+
+void ScoreTilesDotAvx512(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq,
+                         int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
+                         float scale, const Prefetch* pf) {
+  const bool row16 = row == 16;
+  const auto run = n_chunks == 4   ? (row16 ? ScoreTilesDot<4, true> : ScoreTilesDot<4, false>)
+                   : n_chunks == 2 ? (row16 ? ScoreTilesDot<2, true> : ScoreTilesDot<2, false>)
+                                   : (row16 ? ScoreTilesDot<1, true> : ScoreTilesDot<1, false>);
+  run(qp, q_stride, s, nq, d, keys, row, scale, pf);
+}
 
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
                       const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf) {

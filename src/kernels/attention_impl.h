@@ -52,9 +52,11 @@ constexpr int64_t kPartitionKeys = 1024;
 // partial result: out_r = [o: group·head_dim][m: group][l: group], each head's output before
 // the division by its softmax sum l, with m the scores' max (a row with no keys there: o = 0,
 // m = -inf, l = 0).
+// With `dot` (a bf16 cache, AVX512_BF16, and rows whose q hold bf16 values only) the scores of
+// whole chunks are bf16 dot products (attention_tiles.h: ScoreTilesDotAvx512).
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
-                    int64_t key_begin, int64_t key_end, bool finish, int64_t kvh, int64_t group,
-                    const KvLayerView& kv, const int32_t* block_table, float scale, float* out,
-                    int64_t out_stride);
+                    int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
+                    int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,
+                    float* out, int64_t out_stride);
 
 }  // namespace cpm::kernels

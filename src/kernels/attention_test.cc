@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/attention_impl.h"
+#include "kernels/cpu_features.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
@@ -60,7 +61,17 @@ void DenseReference(const float* q, int64_t q_stride, const SeqSpec& s, const Ca
   }
 }
 
-void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed) {
+// The query rows' values: f32, bf16 (as a bf16 model's q after RoPE: with a bf16 cache and
+// AVX512_BF16, scores by dot products), or every third row f32 and the rest bf16.
+enum class Queries { kF32, kBf16, kMixed };
+
+bool DotScores(const Case& c, Queries qk) {
+  return qk != Queries::kF32 && c.dtype == DType::kBF16 && c.head_dim % 8 == 0 &&
+         c.block_size >= 16 && GetCpuFeatures().avx512bf16;  // whole groups of 16 slots
+}
+
+void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed,
+             Queries qk = Queries::kF32) {
   ThreadPool pool(2);
   const int64_t d = c.head_dim, kvw = c.num_kv_heads * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -113,6 +124,10 @@ void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed) {
 
   const int64_t q_stride = c.n_heads * d + 8, out_stride = c.n_heads * d + 4;
   std::vector<float> q = RandomVec(rows * q_stride, seed + 1, -2, 2);
+  for (int64_t r = 0; qk != Queries::kF32 && r < rows; ++r) {
+    if (qk == Queries::kMixed && r % 3 == 0) continue;
+    for (int64_t j = 0; j < q_stride; ++j) q[r * q_stride + j] = RoundBf16(q[r * q_stride + j]);
+  }
   std::vector<float> ref(rows * out_stride);
   for (size_t si = 0; si < specs.size(); ++si) {
     DenseReference(q.data() + seqs[si].q_begin * q_stride, q_stride, specs[si], c, seq_k[si],
@@ -124,12 +139,19 @@ void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed) {
     ASSERT_TRUE(SetActiveIsa(isa));
     std::vector<float> out(rows * out_stride, -5.0f);
     PagedAttention(q.data(), q_stride, c.n_heads, seqs, kv, scale, out.data(), out_stride, pool);
-    // The AVX-512 tiles compute the AVX2 tiles' chains: the same bits.
+    // The AVX-512 tiles compute the AVX2 tiles' chains: the same bits. bf16 dot-product scores
+    // sum in another order: the bits differ (so the dot products did run), the values agree
+    // with the reference below.
     if (isa == Isa::kAvx2) avx2_out = out;
-    if (isa == Isa::kAvx512) {
+    if (isa == Isa::kAvx512 && !DotScores(c, qk)) {
       ASSERT_EQ(std::memcmp(out.data(), avx2_out.data(), out.size() * 4), 0)
           << ToString(c.dtype) << " d=" << d << " bs=" << c.block_size
           << ": avx512 differs from avx2";
+    }
+    if (isa == Isa::kAvx512 && DotScores(c, qk) && !avx2_out.empty()) {
+      ASSERT_NE(std::memcmp(out.data(), avx2_out.data(), out.size() * 4), 0)
+          << ToString(c.dtype) << " d=" << d << " bs=" << c.block_size
+          << ": no bf16 dot-product scores ran";
     }
     int bad = 0;
     for (int64_t r = 0; r < rows && bad < 5; ++r) {
@@ -223,6 +245,24 @@ TEST(AttentionTest, PartitionedContextsMatchDenseReference) {
     RunCase({16, 2, 64, 16, dt}, kPartitionBatch, 21);  // MiniCPM4-0.5B
     RunCase({8, 2, 256, 16, dt}, kPartitionBatch, 22);  // MiniCPM-V-4.6's full attention
     RunCase({4, 4, 24, 5, dt}, kPartitionBatch, 23);    // MHA, blocks of 5
+  }
+}
+
+// bf16 queries over a bf16 cache: where the CPU has AVX512_BF16, whole chunks' scores are bf16
+// dot products, in tiles of 1, 2 or 4 chunks (decode rows of 8 and of 4 query vectors per KV
+// head, prefill rows of 32), beside the f32 tiles for partial chunks (blocks of 24 and of 5
+// slots) and for f32 rows (kMixed): every row agrees with the reference and, attended alone,
+// gives the same bits.
+TEST(AttentionTest, Bf16QueriesMatchDenseReference) {
+  for (Queries qk : {Queries::kBf16, Queries::kMixed}) {
+    RunCase({16, 2, 64, 16, DType::kBF16}, kMixedBatch, 31, qk);  // MiniCPM4-0.5B
+    RunCase({16, 2, 64, 16, DType::kBF16}, kLongBatch, 32, qk);
+    RunCase({16, 2, 64, 16, DType::kBF16}, kPartitionBatch, 33, qk);
+    RunCase({8, 2, 256, 16, DType::kBF16}, kLongBatch, 34, qk);  // MiniCPM-V-4.6: group 4
+    RunCase({16, 2, 64, 24, DType::kBF16}, kLongBatch, 35, qk);  // whole groups and 8-slot ones
+    RunCase({8, 1, 128, 32, DType::kBF16}, kMixedBatch, 36, qk);  // dims 64 bytes apart
+    RunCase({4, 4, 24, 5, DType::kBF16}, kLongBatch, 37, qk);  // no whole chunk: f32 tiles only
+    RunCase({24, 2, 32, 16, DType::kBF16}, kMixedBatch, 38, qk);  // group 12: tiles of 8 + 4
   }
 }
 

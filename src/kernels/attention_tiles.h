@@ -17,6 +17,8 @@ static_assert(kPartitionKeys % kSpan == 0, "partitions start at a span");
 // Chunks ahead whose keys a chunk's first score tile prefetches (kernels_bench decode, one
 // thread: 1 → 2 +5-10%; 4 and 8 no better).
 constexpr int64_t kKeysAhead = 2;
+// Chunks per dot-product score tile at most (ScoreTilesDotAvx512).
+constexpr int64_t kMaxTileChunks = 4;
 
 // A piece of a span inside one group of 16 slots of a block (KeySlot): the element offset of its
 // head's keys in the block (dim j's slots at + j·block_size), the slot of its first key, the
@@ -70,6 +72,22 @@ inline void ForHeadTiles(int64_t group, F&& f) {
 // KeySlot's pairing (a whole group of 16); the first tile prefetches pf.
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
                       const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf);
+// The same scores by bf16 dot products (AVX512_BF16), for query vectors that hold bf16 values
+// (as a bf16 model's q after RoPE): s_i[16c, 16c + 16) for the n_chunks (1, 2 or 4) whole bf16
+// chunks at keys[c] (dims `row` elements apart, KeySlot's pairing), from the dim pairs of
+// vector i at qp[p·q_stride + i] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low
+// half). The products are exact, so a score differs from the f32 tiles' only by the order of its f32 sums
+// (one chain per score over the dim pairs in order: still a row's alone). Each key vector
+// feeds every query vector of a tile, and a tile of two chunks halves the query broadcasts per
+// product, which bound the f32 tiles (Zen 5 issues one broadcast a cycle); four chunks give
+// ≤ 4 query vectors (a decode row of 4 heads per KV head) 16 chains. pf[c] per chunk.
+void ScoreTilesDotAvx512(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq,
+                         int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
+                         float scale, const Prefetch* pf);
+// The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
+// bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the
+// AVX2 kernel's order).
+void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n);
 // The row's outputs over its n keys of the span (SpanValues), d % 16 == 0.
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
                       const Chunk* chunks, int64_t n);

@@ -12,8 +12,9 @@
 
 #include "kernels/exp_poly.h"
 
-// GCC 12 warns about the `undefined` operand inside its own AVX-512 intrinsic headers.
+// GCC 12 warns about the `undefined` operands inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace cpm::kernels::avx512 {
 
