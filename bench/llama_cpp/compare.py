@@ -10,6 +10,8 @@ reports each engine's best run and the ratio cpmserve / llama.cpp:
 - tgN batch 1: N tokens decoded for one sequence (`cpmserve bench --tg N`, `llama-bench -n N`);
 - tgN batch B: B sequences decoding N tokens each, tokens/s summed over them
                (`cpmserve bench --batch B`, `llama-batched-bench -npp 1 -ntg N -npl B`);
+- with --depth D, each test after D tokens already in every sequence's cache (long contexts:
+               `cpmserve bench --depth D`, `llama-bench -d D`, `llama-batched-bench -npp D`);
 - serving:     with --serve, each engine's OpenAI server (`cpmserve serve`, `llama-server` with
                one slot per stream) under `cpmserve bench serve` (vLLM's `bench serve` metrics):
                --concurrency streams of random prompts; output tokens/s, median TTFT/TPOT/ITL.
@@ -88,8 +90,9 @@ def make_gguf(a):
 
 # ---- one round of each engine: {test name: tokens/s} ----
 
-def test_name(kind, n, batch=1):
-    return f"pp{n}" if kind == "pp" else f"tg{n} batch {batch}"
+def test_name(kind, n, batch=1, depth=0):
+    name = f"pp{n}" if kind == "pp" else f"tg{n} batch {batch}"
+    return name + (f" @ d{depth}" if depth else "")
 
 
 def run_cpmserve(a):
@@ -97,12 +100,13 @@ def run_cpmserve(a):
         run([a.cpmserve, "bench", "--model", a.model, "--skip-limits", "--repeats", str(REPEATS),
              "--threads", str(a.threads), "--pp"] + [str(p) for p in a.pp] +
             ["--tg", str(a.tg), "--batch"] + [str(b) for b in a.batch] + ["--json", f.name] +
-            (["--ternary"] if a.ternary else []))
+            ["--depth", str(a.depth)] + (["--ternary"] if a.ternary else []))
         results = json.load(open(f.name))["results"]
     out = {}
     for r in results:
-        kind, n = r["test"][:2], int(r["test"][2:])
-        out[test_name(kind, n, r["batch"])] = r["tokens_per_s"]
+        name = r["test"].split("@")[0]  # "pp512" or "pp512@d4096"
+        kind, n = name[:2], int(name[2:])
+        out[test_name(kind, n, r["batch"], a.depth)] = r["tokens_per_s"]
     return out
 
 
@@ -115,22 +119,25 @@ def run_llama(a, bin_dir, gguf):
     out = {}
     # llama-bench warms up before its repetitions, as cpmserve's first repeat does.
     text = run([os.path.join(bin_dir, "llama-bench"), *common, "-r", str(REPEATS), "-o", "jsonl",
-                "-p", ",".join(str(p) for p in a.pp), "-n", str(a.tg)])
+                "-p", ",".join(str(p) for p in a.pp), "-n", str(a.tg), "-d", str(a.depth)])
     for line in text.splitlines():
         r = json.loads(line)
-        test = test_name("pp", r["n_prompt"]) if r["n_prompt"] > 0 else test_name("tg", r["n_gen"])
+        test = (test_name("pp", r["n_prompt"], depth=a.depth) if r["n_prompt"] > 0
+                else test_name("tg", r["n_gen"], depth=a.depth))
         keep_best(out, test, max(r["samples_ts"]))
     batches = [b for b in a.batch if b > 1]
     if batches:
-        ctx = max(batches) * (a.tg + 1) + 64
+        # Each sequence's prompt is its depth (one token without), decoded after.
+        npp = max(1, a.depth)
+        ctx = max(batches) * (npp + a.tg + 1) + 64
         text = run([os.path.join(bin_dir, "llama-batched-bench"), *common, "-c", str(ctx),
-                    "-b", "2048", "-ub", "512", "-npp", "1", "-ntg", str(a.tg),
+                    "-b", "2048", "-ub", "512", "-npp", str(npp), "-ntg", str(a.tg),
                     "-npl", ",".join(str(b) for b in batches * REPEATS),
                     "--output-format", "jsonl"])
         for line in text.splitlines():
             if line.startswith("{"):
                 r = json.loads(line)
-                keep_best(out, test_name("tg", r["tg"], r["pl"]), r["speed_tg"])
+                keep_best(out, test_name("tg", r["tg"], r["pl"], a.depth), r["speed_tg"])
     return out
 
 
@@ -190,6 +197,8 @@ def main():
     ap.add_argument("--pp", type=int, nargs="+", default=[512])
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--depth", type=int, default=0,
+                    help="tokens already in each sequence's cache when a test starts")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ternary", action="store_true",
@@ -244,7 +253,8 @@ def main():
                     SERVE_METRICS)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"model": a.model, "threads": a.threads, "llama_cpp": NODE_LLAMA_CPP,
+            json.dump({"model": a.model, "threads": a.threads, "depth": a.depth,
+                       "llama_cpp": NODE_LLAMA_CPP,
                        "rounds": rounds, "best": best, "serve_rounds": serve_rounds,
                        "serve_best": serve_best}, f, indent=2)
 
