@@ -25,7 +25,7 @@ package node-llama-cpp carries (a git bundle of a tagged release; the npm regist
 where Debian's apt is), with GGML_NATIVE for this CPU. The GGUF comes from make_gguf.py.
 
 Usage (repository root, after scripts/build.sh; the first run builds llama.cpp, ~10 min on 2
-cores): bench/llama_cpp/compare.py [--rounds 3] [--serve] [--json out.json]
+cores): bench/llama_cpp/compare.py [--rounds 3] [--serve] [--depth D] [--json out.json]
 """
 import argparse
 import json
