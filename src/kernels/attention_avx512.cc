@@ -231,12 +231,16 @@ void ScoreTilesDot(const uint32_t* qp, int64_t q_stride, float* const* s, int64_
 }  // namespace
 
 void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
+  // The span's scores from t on (at most 16).
+  const auto valid = [n](int64_t t) {
+    return static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
+  };
   alignas(64) float m_span[kMaxGroup];
-  for (int64_t g = 0; g < kMaxGroup; ++g) {
+  std::fill(m_span, m_span + kMaxGroup, -INFINITY);
+  for (int64_t g = 0; g < group; ++g) {
     __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int64_t t = 0; g < group && t < n; t += 16) {
-      const __mmask16 valid = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
-      mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_loadu_ps(r->s[g] + t));
+    for (int64_t t = 0; t < n; t += 16) {
+      mx = _mm512_mask_max_ps(mx, valid(t), mx, _mm512_loadu_ps(r->s[g] + t));
     }
     m_span[g] = _mm512_reduce_max_ps(mx);
   }
@@ -249,9 +253,8 @@ void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
     const __m512 m = _mm512_set1_ps(r->m[g]);
     __m256 sum = _mm256_setzero_ps();
     for (int64_t t = 0; t < n; t += 16) {
-      const __mmask16 valid = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
-      const __m512 e =
-          _mm512_maskz_mov_ps(valid, avx512::Exp(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t), m)));
+      const __m512 e = _mm512_maskz_mov_ps(
+          valid(t), avx512::Exp(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t), m)));
       _mm512_storeu_ps(r->s[g] + t, e);
       // The AVX2 kernel's order: its vectors of 8 scores one after the other.
       sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
