@@ -2,6 +2,12 @@
 
 namespace cpm {
 
+StatusOr<nlohmann::json> ParseJsonConfig(const std::string& text, const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  return j;
+}
+
 Status JsonFields::Error(const std::string& key, const std::string& what) const {
   return InvalidArgument(where_ + ": field '" + key + "' " + what);
 }

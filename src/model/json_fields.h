@@ -12,6 +12,9 @@
 
 namespace cpm {
 
+// The JSON object in `text` (a config file's contents), or an error naming `path`.
+StatusOr<nlohmann::json> ParseJsonConfig(const std::string& text, const std::string& path);
+
 class JsonFields {
  public:
   JsonFields(const nlohmann::json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}

@@ -49,8 +49,7 @@ Status CheckPositive(const std::string& path, const char* name, int64_t v) {
 
 StatusOr<MiniCpmConfig> ParseMiniCpmConfig(const std::string& config_text,
                                            const std::string& path) {
-  nlohmann::json j = nlohmann::json::parse(config_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  CPM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonConfig(config_text, path));
   JsonFields f(j, path);
   MiniCpmConfig c;
   CPM_RETURN_IF_ERROR(f.Int("hidden_size", &c.hidden_size));

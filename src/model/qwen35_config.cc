@@ -71,8 +71,7 @@ int64_t Qwen35Config::num_full_layers() const {
 }
 
 StatusOr<Qwen35Config> ParseQwen35Config(const std::string& config_text, const std::string& path) {
-  nlohmann::json j = nlohmann::json::parse(config_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  CPM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonConfig(config_text, path));
   JsonFields top(j, path);
   const bool nested = top.Has("text_config");
   Qwen35Config c;
@@ -136,8 +135,7 @@ StatusOr<Qwen35Config> ParseQwen35Config(const std::string& config_text, const s
 
 StatusOr<MiniCpmV46VisionConfig> ParseMiniCpmV46VisionConfig(const std::string& config_text,
                                                              const std::string& path) {
-  nlohmann::json j = nlohmann::json::parse(config_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  CPM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonConfig(config_text, path));
   JsonFields top(j, path);
   CPM_ASSIGN_OR_RETURN(JsonFields f, top.Object("vision_config"));
   MiniCpmV46VisionConfig v;

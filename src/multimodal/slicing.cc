@@ -91,8 +91,7 @@ Status ReadFloat3(const JsonFields& f, const std::string& key, float out[3]) {
 }  // namespace
 
 StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  CPM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonConfig(text, path));
   JsonFields f(j, path);
   SliceConfig c;
   CPM_RETURN_IF_ERROR(f.OptInt("scale_resolution", &c.scale_resolution));
