@@ -143,17 +143,21 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
   // whether a row takes them depends on that row alone; a block holds rows of one kind.
   const bool dot_ok = simd && kv.dtype == DType::kBF16 && ActiveIsa() == Isa::kAvx512 &&
                       GetCpuFeatures().avx512bf16;
-  const auto dot_row = [&](int64_t t) {
-    return dot_ok && QueryIsBf16(q + t * q_stride, n_heads * d);
-  };
+  int64_t n_rows = 0;
+  for (const AttentionSeq& s : seqs) n_rows = std::max(n_rows, s.q_begin + s.q_len);
+  std::vector<uint8_t> dot_row(n_rows);
+  for (int64_t t = 0; dot_ok && t < n_rows; ++t) {
+    dot_row[t] = QueryIsBf16(q + t * q_stride, n_heads * d);
+  }
   std::vector<RowBlock> blocks;
   int64_t n_partials = 0;  // floats
   for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t q_len = seqs[s].q_len, q_begin = seqs[s].q_begin;
+    const int64_t q_len = seqs[s].q_len;
+    const uint8_t* dot_seq = dot_row.data() + seqs[s].q_begin;
     for (int64_t i = 0; i < q_len;) {
-      const bool dot = dot_row(q_begin + i);
+      const bool dot = dot_seq[i] != 0;
       int64_t rows = 1;
-      while (rows < rows_per_task && i + rows < q_len && dot_row(q_begin + i + rows) == dot) ++rows;
+      while (rows < rows_per_task && i + rows < q_len && (dot_seq[i + rows] != 0) == dot) ++rows;
       const int64_t n_last = seqs[s].kv_len - q_len + i + rows;  // its last row's keys
       const int64_t parts = simd ? (n_last + kPartitionKeys - 1) / kPartitionKeys : 1;
       blocks.push_back({s, i, rows, parts, n_partials, dot});
