@@ -296,9 +296,11 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
     const int64_t begin = task.begin, end = task.end;
     // Packed kernels round each tile as they store it, while it is in registers or L1.
     if (j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2) {
-      return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y, j.y_stride, round);
+      return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y + begin * 16, j.y_stride, round);
     }
-    if (j.pw) return MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y, j.y_stride, round);
+    if (j.pw) {
+      return MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y + begin * 32, j.y_stride, round);
+    }
     if (isa == Isa::kScalar) {
       MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
     } else {

@@ -282,7 +282,8 @@ template <int H, int NP, bool kBf16>
 struct TileArgs {
   const float* xp;  // [kc][h] at k0
   int64_t k0, kc;
-  float* y;  // row 0 of the tile, column 0 of the matrix
+  float* y;    // row 0 of the tile, column 0 of panel `pb`
+  int64_t pb;  // the task's first panel
   int64_t ys;
   bool resume;
   Prefetch pf;
@@ -307,7 +308,7 @@ template <int H, int NP, bool kBf16>
 void TileAt(const PackedWeight& pw, int64_t p, const TileArgs& a) {
   using T = std::conditional_t<kBf16, uint16_t, float>;
   const T* panel = pw.data.as<T>() + p * pw.panel_elems + a.k0 * 16;
-  float* yt = a.y + p * 16;
+  float* yt = a.y + (p - a.pb) * 16;
   const int64_t n_valid = std::min<int64_t>(NP * 16, pw.n - p * 16);
   if (n_valid == NP * 16) {
     return Tile<H, NP, kBf16>(a.xp, panel, pw.panel_elems, a.kc, yt, a.ys, a.resume, a.pf);
@@ -345,21 +346,22 @@ void RunRowTile(int64_t h, const PackedWeight& pw, int64_t p0, int64_t p1, const
 // Tiles [t0, t1) over panels [p0, p1) and the k-block at k0: every tile passes over the same
 // panel k-blocks (in L1). Each panel's prefetch target is `ahead` bytes past its k-block: tile
 // i of the n takes share i of it. `starts[t]` is RowTileStart(m, t), computed once per task.
+// y is at column 0 of panel pb.
 template <bool kBf16>
 void RowBlock(const float* xp, const int64_t* starts, const PackedWeight& pw, int64_t t0,
-              int64_t t1, int64_t p0, int64_t p1, int64_t k0, int64_t kc_max, int64_t ahead,
-              float* y, int64_t ys, Round round) {
+              int64_t t1, int64_t pb, int64_t p0, int64_t p1, int64_t k0, int64_t kc_max,
+              int64_t ahead, float* y, int64_t ys, Round round) {
   const int64_t k = pw.k, kc = std::min(kc_max, k - k0), n = t1 - t0;
   const int64_t esize = kBf16 ? 2 : 4;
   const int64_t share = kc_max * 16 * esize / n, stride = 32 * esize / n;
   // On the last k-block the tile's sums are complete: rounded while they are still in L1 (a
   // pass over the task's whole output afterwards read it back from L2 in prefill).
   const bool round_now = round == Round::kBf16 && k0 + kc == k;
-  const int64_t c0 = p0 * 16, c1 = std::min(pw.n, p1 * 16);
+  const int64_t c0 = (p0 - pb) * 16, c1 = std::min(pw.n, p1 * 16) - pb * 16;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t r0 = starts[t], h = starts[t + 1] - r0;
     const Prefetch pf{ahead + (t - t0) * share, stride};
-    RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, ys, k0 > 0, pf});
+    RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, pb, ys, k0 > 0, pf});
     if (round_now) {
       for (int64_t r = r0; r < r0 + h; ++r) RoundBf16InPlaceAvx2(y + r * ys + c0, c1 - c0);
     }
@@ -388,8 +390,8 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
         const int64_t kc = std::min(kKcDecode, k - k0);
         const int64_t ahead = k0 + kc < k ? kc * 16 * esize
                                           : (group * pw.panel_elems - k0 * 16) * esize;
-        RowBlock<kBf16>(xp, starts.data(), pw, 0, n_tiles, p, p1, k0, kKcDecode, ahead, y, ys,
-                        round);
+        RowBlock<kBf16>(xp, starts.data(), pw, 0, n_tiles, pb, p, p1, k0, kKcDecode, ahead, y,
+                        ys, round);
       }
     }
     return;
@@ -410,8 +412,8 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
       for (int64_t t0 = s0; t0 < s1; t0 += kTilesPerBlock) {
         const int64_t t1 = std::min(s1, t0 + kTilesPerBlock);
         for (int64_t p = pb; p < pe; p += kPrefillGroup) {
-          RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, p, std::min(pe, p + kPrefillGroup), k0,
-                          kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys, round);
+          RowBlock<kBf16>(xp, starts.data(), pw, t0, t1, pb, p, std::min(pe, p + kPrefillGroup),
+                          k0, kKcPrefill, kPrefillGroup * pw.panel_elems * esize, y, ys, round);
         }
       }
     }
@@ -507,20 +509,21 @@ void TernaryTile(const float* xp, const PackedWeight& pw, int64_t p, float* y, i
   }
   const int64_t n_valid = std::min<int64_t>(NP * 16, pw.n - p * 16);
   for (int r = 0; r < H; ++r) {
-    float* yr = y + r * ys + p * 16;
+    float* yr = y + r * ys;
     std::memcpy(yr, out[r], n_valid * sizeof(float));
     if (round == Round::kBf16) RoundBf16InPlaceAvx2(yr, n_valid);
   }
 }
 
-// Panels [pb, pe) for H ≤ 6 rows (one row tile): NP at a time, then single panels.
+// Panels [pb, pe) for H ≤ 6 rows (one row tile): NP at a time, then single panels. y is at
+// panel pb's column 0; a tile's at its first panel's.
 template <int H>
 void TernaryPanels(const float* xp, const PackedWeight& pw, int64_t pb, int64_t pe, float* y,
                    int64_t ys, Round round) {
   constexpr int NP = H == 1 ? 4 : H == 2 ? 2 : 1;
   int64_t p = pb;
-  for (; p + NP <= pe; p += NP) TernaryTile<H, NP>(xp, pw, p, y, ys, round);
-  for (; p < pe; ++p) TernaryTile<H, 1>(xp, pw, p, y, ys, round);
+  for (; p + NP <= pe; p += NP) TernaryTile<H, NP>(xp, pw, p, y + (p - pb) * 16, ys, round);
+  for (; p < pe; ++p) TernaryTile<H, 1>(xp, pw, p, y + (p - pb) * 16, ys, round);
 }
 
 // xp[k][H] = x[H rows][k]ᵀ: one tile's rows interleaved so a k step broadcasts adjacent floats.

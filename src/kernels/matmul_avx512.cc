@@ -263,7 +263,7 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
         const int64_t tr = EvenShare(rows - r, n_tiles - t);
         const int64_t row = i0 + r;
         const X* xt = xx + row * xs + s0 * x_per_step;
-        float* yt = y + row * ys + p * 32;
+        float* yt = y + row * ys + (p - pb) * 32;
         // Two tiles: the second reads the k-block from L1, so its prefetches go one k-block
         // ahead, keeping DRAM busy meanwhile (Zen 5, batch 12 and 16 decode: +4-10%).
         const int64_t prefetch = n_tiles == 2 && t == 1 ? kc_steps * step_elems * sizeof(T)
@@ -519,7 +519,7 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
       for (int64_t c = 0, r = 0; c < chunks; ++c) {
         const int64_t cr = EvenShare(rows - r, chunks - c);
         RunTernaryPanels(cr, x.pairs + (i0 + r) * pairs_stride, pairs_stride, pw, panel_begin,
-                         panel_end, yi + r * y_stride + panel_begin * 32, y_stride,
+                         panel_end, yi + r * y_stride, y_stride,
                          round == Round::kBf16);
         r += cr;
       }

@@ -91,8 +91,9 @@ inline int64_t RowTileStart(int64_t m, int64_t t) { return t * m / NumRowTiles(m
 void PackRowTilesAvx2(const float* x, int64_t x_stride, int64_t m, int64_t k, int64_t tile_begin,
                       int64_t tile_end, float* xp);
 
-// y[0, m) × columns [16·panel_begin, min(n, 16·panel_end)) from a packed weight. `xp` is x
-// packed by PackRowTilesAvx2 (for m = 1 the x row itself, which has that layout already).
+// y[0, m) × columns [16·panel_begin, min(n, 16·panel_end)) from a packed weight, `y` pointing
+// at the first of those columns (row 0). `xp` is x packed by PackRowTilesAvx2 (for m = 1 the x
+// row itself, which has that layout already).
 // Weights are read from memory once per call for all m rows (k-blocks stay in L1/L2). With
 // Round::kBf16 each output is rounded to bf16 once its sum is complete.
 void MatMulPanelsAvx2(const float* xp, int64_t m, const PackedWeight& pw, int64_t panel_begin,
@@ -114,7 +115,8 @@ constexpr int64_t PairsStride(int64_t k) { return (k + 1) / 2 + 16; }
 // Fills dot[i] and, where it is set, row i of `pairs` for rows [row_begin, row_end).
 void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
                     int64_t row_end, uint8_t* dot, uint32_t* pairs);
-// y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from a packed weight.
+// y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from a packed weight, `y` pointing
+// at the first of those columns (row 0).
 void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
                         int64_t panel_end, float* y, int64_t y_stride, Round round);
 

@@ -359,8 +359,8 @@ std::vector<float> EmulatedAvx512(const std::vector<float>& x, int64_t xs, int64
   const Avx512X x512{x.data(), xs, dot.data(), pairs.data()};
   std::vector<float> y(m * ys, -7.0f);
   for (int64_t p = 0; p < pw.num_panels; p += per_task) {
-    emulated::MatMulPanelsAvx512(x512, m, pw, p, std::min(pw.num_panels, p + per_task), y.data(),
-                                 ys, round);
+    emulated::MatMulPanelsAvx512(x512, m, pw, p, std::min(pw.num_panels, p + per_task),
+                                 y.data() + p * 32, ys, round);
   }
   return y;
 }
