@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "bench_threads.h"
+#include "kernels/activation.h"
 #include "kernels/matmul.h"
 #include "kernels/ternary.h"
+#include "model/row_ranges.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -124,6 +126,41 @@ BENCHMARK(BM_MatMulPrefill)
     ->Args({16, 256, 256})
     ->Args({16, 1024, 1024})
     ->MinTime(0.5);
+
+// MiniCPM4-0.5B's gated MLP input half, silu(x · gateᵀ) ⊙ (x · upᵀ), at m rows: fused
+// (MatMulSiluMul) against the group and a SiluMul pass over its two [m, 4096] products, split
+// over the pool's rows as the models did before the fusion.
+void BM_GateUpSiluMul(benchmark::State& state) {
+  const int64_t m = state.range(0), n = 4096, k = 1024;
+  const bool fused = state.range(1) != 0;
+  const Copies gates = MakeCopies(n, k, true), ups = MakeCopies(n, k, true);
+  ThreadPool pool(BenchThreads());
+  std::vector<float> x(m * k, RoundBf16(0.01f)), g(m * n), u(m * n);
+  size_t i = 0;
+  for (auto _ : state) {
+    const LinearWeight &gate = gates.ws[i], &up = ups.ws[i];
+    if (fused) {
+      MatMulSiluMul(x.data(), k, m, gate, up, g.data(), n, pool, Round::kBf16);
+    } else {
+      const LinearWeight* ws[] = {&gate, &up};
+      float* ys[] = {g.data(), u.data()};
+      const int64_t strides[] = {n, n};
+      MatMulGroup(x.data(), k, m, ws, ys, strides, pool, Round::kBf16);
+      ForRowRanges(pool, m, n, [&](int64_t r0, int64_t r1) {  // as the models ran it
+        SiluMul(g.data() + r0 * n, n, u.data() + r0 * n, n, g.data() + r0 * n, n, r1 - r0, n,
+                Round::kBf16);
+      });
+    }
+    i = (i + 1) % gates.ws.size();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * 2 * m * n * k / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_GateUpSiluMul)
+    ->ArgNames({"m", "fused"})
+    ->ArgsProduct({{1, 16, 512}, {0, 1}})
+    ->MinTime(0.3);
 
 }  // namespace
 }  // namespace cpm::kernels

@@ -1,5 +1,6 @@
 // Matmul dispatch: packs weights at load (PrepareLinear), splits a group of matmuls that share
-// x into column tasks of one parallel region, and holds the scalar reference.
+// x into column tasks of one parallel region (MatMulGroup, and MatMulSiluMul's gate/up pairs
+// finished per task), and holds the scalar reference.
 #include "kernels/matmul.h"
 
 #include <sys/mman.h>
@@ -9,6 +10,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/check.h"
+#include "kernels/activation.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/residual.h"
@@ -18,6 +20,9 @@ namespace {
 
 // Unpacked weights: output rows per task.
 constexpr int64_t kRowsPerTask = 64;
+// MatMulSiluMul: columns per task unit, and the most scratch a task's two products may take.
+constexpr int64_t kFusedUnit = 32;
+constexpr int64_t kFusedScratchBytes = 256 * 1024;
 
 PackedLayout WantedLayout(Isa isa, DType dt) {
   if (isa == Isa::kAvx512 && Avx512Choice().avx512) {
@@ -97,14 +102,24 @@ std::shared_ptr<const void> PackLinear(const LinearWeight& w, PackedLayout layou
 
 namespace {
 
-// One matmul of a group, as the parallel loop sees it.
+// One matmul of a group, as the parallel loop sees it. Tasks split it into units of
+// `unit_cols` output columns: panels (packed), rows of W (unpacked: 1), or kFusedUnit.
 struct Job {
   const LinearWeight* w;
   const PackedWeight* pw;  // null: unpacked path
   float* y;
   int64_t y_stride;
-  int64_t units;           // panels (packed) or rows (unpacked)
+  int64_t units;
+  int64_t unit_cols;
 };
+
+// `w` as job: its packed form only where the active ISA runs it (a test may lower the level).
+Job MakeJob(const LinearWeight& w, Isa isa, float* y, int64_t y_stride) {
+  const PackedWeight* pw = Packed(w);
+  if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
+  if (pw) return {&w, pw, y, y_stride, pw->num_panels, pw->width};
+  return {&w, nullptr, y, y_stride, w.out_features, 1};
+}
 
 // A parallel task: units [begin, end) of jobs[job].
 struct Task {
@@ -113,25 +128,26 @@ struct Task {
 };
 
 // Tasks split columns only, never k, so neither their sizes nor the thread count change any
-// result. Packed: about 8 tasks per thread so the dynamic schedule balances, at most 8 panels
-// each (a decode task then streams 16-64 KiB of weights per panel, long enough to amortise it),
-// shrinking towards the end of the group (guided: half of each thread's share of what is
-// left, down to one panel) because the other threads wait for the last task: perf put ~3% of
-// prefill and of batched decode in those waits. Multiples of 4 panels for one row (its AVX2
-// tile is 4 panels wide). Unpacked: kRowsPerTask rows.
-const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_panels, int64_t m,
-                                   int threads) {
+// result. Units of several columns (panels): about 8 tasks per thread so the dynamic schedule
+// balances, at most `max_units` each (8 panels: a decode task then streams 16-64 KiB of
+// weights per panel, long enough to amortise it), shrinking towards the end of the group
+// (guided: half of each thread's share of what is left, down to one unit) because the other
+// threads wait for the last task: perf put ~3% of prefill and of batched decode in those
+// waits. Multiples of 4 units for one row (its AVX2 tile is 4 panels wide). Rows of an
+// unpacked W: kRowsPerTask each. `total_units`: the jobs' units of several columns.
+const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_units, int64_t m,
+                                   int threads, int64_t max_units = 8) {
   thread_local std::vector<Task> tasks;
   tasks.clear();
-  const int64_t quantum = m == 1 && total_panels >= 8 ? 4 : 1;
-  const int64_t per_task =
-      std::max(quantum, std::clamp<int64_t>(total_panels / (8 * int64_t{threads}), 1, 8) /
-                            quantum * quantum);
-  int64_t left = total_panels;
+  const int64_t quantum = m == 1 && total_units >= 8 ? 4 : 1;
+  const int64_t per_task = std::max(
+      quantum,
+      std::clamp<int64_t>(total_units / (8 * int64_t{threads}), 1, max_units) / quantum * quantum);
+  int64_t left = total_units;
   for (size_t i = 0; i < jobs.size(); ++i) {
     for (int64_t b = 0; b < jobs[i].units;) {
       int64_t n = kRowsPerTask;
-      if (jobs[i].pw != nullptr) {
+      if (jobs[i].unit_cols > 1) {
         n = std::clamp<int64_t>(left / (2 * int64_t{threads}) / quantum * quantum, quantum,
                                 per_task);
         left -= std::min(n, jobs[i].units - b);
@@ -195,6 +211,45 @@ Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span
   out.dot = dot_rows;
   out.pairs = pair_rows;
   return out;
+}
+
+// x in every form a group's kernels take, prepared once per call.
+struct XForms {
+  Isa isa;
+  const float* x;
+  int64_t x_stride;
+  const float* xp;  // PackXForAvx2
+  Avx512X x512;
+};
+
+XForms PrepareX(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
+                ThreadPool& pool) {
+  return {ActiveIsa(), x, x_stride, PackXForAvx2(x, x_stride, m, jobs, pool),
+          PrepareXForAvx512(x, x_stride, m, jobs, pool)};
+}
+
+// Output columns [c0, c1) of job j, all m rows, into y (at column c0), rounded as `round` says.
+// c0 is a multiple of the job's panel width; c1 too, or the matrix's last column.
+void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c1, float* y,
+                int64_t ys, Round round) {
+  // Packed kernels round each tile as they store it, while it is in registers or L1.
+  if (j.pw) {
+    const int64_t w = j.pw->width, pb = c0 / w, pe = (c1 + w - 1) / w;
+    if (LayoutIsa(j.pw->layout) == Isa::kAvx2) {
+      return MatMulPanelsAvx2(xf.xp, m, *j.pw, pb, pe, y, ys, round);
+    }
+    return MatMulPanelsAvx512(xf.x512, m, *j.pw, pb, pe, y, ys, round);
+  }
+  // Unpacked: rows [c0, c1) of W as a weight of their own, so that y starts at column c0.
+  const LinearWeight rows{j.w->dtype, c1 - c0, j.w->in_features,
+                          static_cast<const uint8_t*>(j.w->data) +
+                              c0 * j.w->in_features * static_cast<int64_t>(DTypeSize(j.w->dtype))};
+  if (xf.isa == Isa::kScalar) {
+    MatMulRef(xf.x, xf.x_stride, m, rows, 0, c1 - c0, y, ys);
+  } else {
+    MatMulRowsAvx2(xf.x, xf.x_stride, m, rows, 0, c1 - c0, y, ys);
+  }
+  for (int64_t i = 0; i < m; ++i) RoundInPlace(y + i * ys, c1 - c0, round);
 }
 
 }  // namespace
@@ -278,36 +333,55 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
   if (m == 0 || ws.empty()) return;
   for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
   const Isa isa = ActiveIsa();
-  // Jobs: a packed weight is used only by the ISA it was packed for (a test may lower the level).
   std::vector<Job> jobs(ws.size());
   int64_t total_panels = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
-    const PackedWeight* pw = Packed(*ws[i]);
-    if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
-    jobs[i] = {ws[i], pw, ys[i], y_strides[i], pw ? pw->num_panels : ws[i]->out_features};
-    if (pw) total_panels += pw->num_panels;
+    jobs[i] = MakeJob(*ws[i], isa, ys[i], y_strides[i]);
+    if (jobs[i].pw) total_panels += jobs[i].units;
   }
-  const float* xp = PackXForAvx2(x, x_stride, m, jobs, pool);
-  const Avx512X x512 = PrepareXForAvx512(x, x_stride, m, jobs, pool);
+  const XForms xf = PrepareX(x, x_stride, m, jobs, pool);
   const std::vector<Task>& tasks = MakeTasks(jobs, total_panels, m, pool.num_threads());
   pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
     const Task& task = tasks[t];
     const Job& j = jobs[task.job];
-    const int64_t begin = task.begin, end = task.end;
-    // Packed kernels round each tile as they store it, while it is in registers or L1.
-    if (j.pw && LayoutIsa(j.pw->layout) == Isa::kAvx2) {
-      return MatMulPanelsAvx2(xp, m, *j.pw, begin, end, j.y + begin * 16, j.y_stride, round);
-    }
-    if (j.pw) {
-      return MatMulPanelsAvx512(x512, m, *j.pw, begin, end, j.y + begin * 32, j.y_stride, round);
-    }
-    if (isa == Isa::kScalar) {
-      MatMulRef(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
-    } else {
-      MatMulRowsAvx2(x, x_stride, m, *j.w, begin, end, j.y, j.y_stride);
-    }
-    // The task's output features of y, rounded afterwards.
-    for (int64_t i = 0; i < m; ++i) RoundInPlace(j.y + i * j.y_stride + begin, end - begin, round);
+    const int64_t c0 = task.begin * j.unit_cols;
+    const int64_t c1 = std::min(j.w->out_features, task.end * j.unit_cols);
+    RunColumns(j, xf, m, c0, c1, j.y + c0, j.y_stride, round);
+  });
+}
+
+void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
+                   const LinearWeight& up, float* out, int64_t out_stride, ThreadPool& pool,
+                   Round round) {
+  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  if (m == 0) return;
+  const Isa isa = ActiveIsa();
+  const Job jobs[] = {MakeJob(gate, isa, nullptr, 0), MakeJob(up, isa, nullptr, 0)};
+  const XForms xf = PrepareX(x, x_stride, m, jobs, pool);
+  // Units of kFusedUnit columns, a whole number of panels of either width (16, 32); per task at
+  // most 4 (a gate/up pair of 4 panels each, as MatMulGroup's tasks of at most 8 panels) and as
+  // many as keep its two products within kFusedScratchBytes (L2).
+  const int64_t n = gate.out_features, units = (n + kFusedUnit - 1) / kFusedUnit;
+  const int64_t unit_bytes = 2 * m * kFusedUnit * static_cast<int64_t>(sizeof(float));
+  const int64_t max_units = std::clamp<int64_t>(kFusedScratchBytes / unit_bytes, 1, 4);
+  const Job fused{&gate, nullptr, out, out_stride, units, kFusedUnit};
+  const std::vector<Task>& tasks = MakeTasks({&fused, 1}, units, m, pool.num_threads(), max_units);
+  // Each worker's scratch: the task's gate product [m][ss], then its up product. Rows a cache
+  // line more than the widest task apart, so that they do not all share L1 sets.
+  int64_t widest = 0;
+  for (const Task& t : tasks) widest = std::max(widest, t.end - t.begin);
+  const int64_t ss = widest * kFusedUnit + 16, per_worker = 2 * m * ss;
+  thread_local AlignedBuffer scratch;
+  const size_t bytes = static_cast<size_t>(per_worker * pool.num_threads()) * sizeof(float);
+  if (scratch.size() < bytes) scratch.Resize(bytes);
+  float* base = scratch.as<float>();  // taken here: inside the lambda, `scratch` is the worker's
+  pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int worker) {
+    const int64_t c0 = tasks[t].begin * kFusedUnit, c1 = std::min(n, tasks[t].end * kFusedUnit);
+    float* g = base + worker * per_worker;
+    float* u = g + m * ss;
+    RunColumns(jobs[0], xf, m, c0, c1, g, ss, round);
+    RunColumns(jobs[1], xf, m, c0, c1, u, ss, round);
+    SiluMul(g, ss, u, ss, out + c0, out_stride, m, c1 - c0, round);
   });
 }
 

@@ -41,6 +41,15 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const int64_t> y_strides, ThreadPool& pool,
                  Round round = Round::kNone);
 
+// out[m, n] = silu(x · gateᵀ) ⊙ (x · upᵀ), the gated MLP's first half: bitwise MatMulGroup of
+// gate and up (rounded as `round` says) followed by SiluMul, but each task finishes its own
+// columns while their two products are in L2, so the [m, n] products are never written out
+// and read back (at a 512-token prefill of MiniCPM4, 2 × 8 MiB per layer). gate and up: same
+// shapes. out may not alias x.
+void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
+                   const LinearWeight& up, float* out, int64_t out_stride, ThreadPool& pool,
+                   Round round = Round::kNone);
+
 // Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps), so that its
 // FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
 bool MatMulUsesBf16Dot();

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ternary.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
@@ -254,6 +256,70 @@ TEST(MatMulTest, GroupIsBitwiseEqualToSeparateMatMuls) {
     for (size_t i = 0; i < ts.size(); ++i) {
       ExpectBitwiseEqual(grouped[i].data(), alone[i].data(), m * ts[i].w.out_features,
                          std::string("group ") + ToString(isa) + " weight " + std::to_string(i));
+    }
+  }
+}
+
+// MatMulSiluMul is bitwise MatMulGroup of gate and up followed by SiluMul, at every ISA, for
+// f32, bf16 and ternary (BitCPM4) weights, packed, unpacked and mixed, on decode and prefill
+// heights, odd widths (a partial last panel and a SiluMul tail), rounded or not, with 2 and 3
+// threads; and it writes nothing past column n of `out`.
+TEST(MatMulTest, SiluMulFusedIsBitwiseGroupThenSiluMul) {
+  IsaGuard guard;
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{1, 4100, 64}, {1, 33, 65}, {2, 100, 64}, {5, 1000, 77}, {4, 4100, 32},
+                          {16, 259, 128}, {19, 130, 96}, {130, 70, 96}};
+  enum class Kind { kF32, kBf16, kTernary };
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      for (const Shape& sh : shapes) {
+        for (Kind kind : {Kind::kF32, Kind::kBf16, Kind::kTernary}) {
+          for (int packed : {0, 1, 2}) {  // neither, both, gate only
+            const DType dt = kind == Kind::kF32 ? DType::kF32 : DType::kBF16;
+            const uint32_t seed = static_cast<uint32_t>(sh.m * 7 + sh.n + sh.k);
+            TestWeight gate = MakeWeight(dt, sh.n, sh.k, seed);
+            TestWeight up = MakeWeight(dt, sh.n, sh.k, seed + 1);
+            if (kind == Kind::kTernary) {
+              FakeQuantizeTernary(gate.bf16.data(), sh.n, sh.k, 32, false);
+              FakeQuantizeTernary(up.bf16.data(), sh.n, sh.k, sh.k, false);
+            }
+            if (packed >= 1) PrepareLinear(&gate.w);
+            if (packed == 1) PrepareLinear(&up.w);
+            const int64_t xs = sh.k + 3, os = sh.n + 5;
+            std::vector<float> x = RandomVec(sh.m * xs, seed + 2);
+            if (kind != Kind::kF32) {
+              for (float& v : x) v = RoundBf16(v);  // the bf16 dot-product kernels' input
+            }
+            for (Round round : {Round::kNone, Round::kBf16}) {
+              const std::string what =
+                  std::string(ToString(isa)) + " threads=" + std::to_string(threads) +
+                  " kind=" + std::to_string(static_cast<int>(kind)) + " packed=" +
+                  std::to_string(packed) + " m=" + std::to_string(sh.m) + " n=" +
+                  std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+                  (round == Round::kBf16 ? " bf16-rounded" : "");
+              std::vector<float> g(sh.m * sh.n), u(sh.m * sh.n), want(sh.m * sh.n);
+              const LinearWeight* ws[] = {&gate.w, &up.w};
+              float* ys[] = {g.data(), u.data()};
+              const int64_t strides[] = {sh.n, sh.n};
+              MatMulGroup(x.data(), xs, sh.m, ws, ys, strides, pool, round);
+              SiluMul(g.data(), sh.n, u.data(), sh.n, want.data(), sh.n, sh.m, sh.n, round);
+              std::vector<float> out(sh.m * os, -7.0f);
+              MatMulSiluMul(x.data(), xs, sh.m, gate.w, up.w, out.data(), os, pool, round);
+              for (int64_t i = 0; i < sh.m; ++i) {
+                ExpectBitwiseEqual(out.data() + i * os, want.data() + i * sh.n, sh.n,
+                                   what + " row " + std::to_string(i));
+                for (int64_t c = sh.n; c < os; ++c) {
+                  ASSERT_EQ(out[i * os + c], -7.0f) << what << ": wrote past n";
+                }
+              }
+            }
+          }
+        }
+      }
     }
   }
 }

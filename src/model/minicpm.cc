@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "base/log.h"
-#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
@@ -39,7 +38,7 @@ auto LinearWeights(Layer& L) {
 
 // Per-step activations, grown on demand and reused (the engine thread is the only caller).
 struct Activations {
-  std::vector<float> h, x, q, k, v, attn, o, gate, up, cos, sin, head_in;
+  std::vector<float> h, x, q, k, v, attn, o, gate, cos, sin, head_in;  // gate: the MLP's silu(g)·u
   std::vector<int64_t> slots;
   void Resize(int64_t t, const MiniCpmConfig& c) {
     const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
@@ -52,7 +51,6 @@ struct Activations {
     attn.resize(t * qd);
     o.resize(t * hd);
     gate.resize(t * ffn);
-    up.resize(t * ffn);
     cos.resize(t * c.head_dim / 2);
     sin.resize(t * c.head_dim / 2);
     slots.resize(t);
@@ -265,15 +263,9 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
     kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.post_attention_layernorm.data(),
                      a_.x.data() + r0 * hd, hd, r1 - r0, hd, NormParams());
   });
-  const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
-  float* ys[] = {a_.gate.data(), a_.up.data()};
-  const int64_t strides[] = {ffn, ffn};
-  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
-  // m = bf(bf(silu(g)) · u), written over gate.
-  ForRowRanges(pool, t, ffn, [&](int64_t r0, int64_t r1) {
-    float* g = a_.gate.data() + r0 * ffn;
-    kernels::SiluMul(g, ffn, a_.up.data() + r0 * ffn, ffn, g, ffn, r1 - r0, ffn, round_);
-  });
+  // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ)   [t, ffn]
+  kernels::MatMulSiluMul(a_.x.data(), hd, t, w.gate_proj, w.up_proj, a_.gate.data(), ffn, pool,
+                         round_);
   kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool, round_);
   AddResidual(t, pool);
 }

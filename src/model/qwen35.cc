@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
@@ -74,7 +73,7 @@ class Qwen35Model : public Model {
   GatedAttention attention_;
   GatedDeltaNet deltanet_;
   // Per-step activations, reused (the engine thread is the only caller).
-  std::vector<float> h_, x_, mix_, gate_, up_, cos_, sin_, head_in_;  // [T, ...]
+  std::vector<float> h_, x_, mix_, gate_, cos_, sin_, head_in_;  // [T, ...]; gate_: silu(g)·u
   std::vector<int64_t> kv_slots_;                                     // [T]
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<DeltaNetSeq> gdn_seqs_;
@@ -230,14 +229,7 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
     kernels::RmsNorm(h_.data() + r0 * D, D, w.post_attention_layernorm.data(), x_.data() + r0 * D,
                      D, r1 - r0, D, Norm());
   });
-  const LinearWeight* ws[] = {&w.gate_proj, &w.up_proj};
-  float* ys[] = {gate_.data(), up_.data()};
-  const int64_t strides[] = {F, F};
-  kernels::MatMulGroup(x_.data(), D, t, ws, ys, strides, pool, round_);
-  ForRowRanges(pool, t, F, [&](int64_t r0, int64_t r1) {
-    float* g = gate_.data() + r0 * F;
-    kernels::SiluMul(g, F, up_.data() + r0 * F, F, g, F, r1 - r0, F, round_);
-  });
+  kernels::MatMulSiluMul(x_.data(), D, t, w.gate_proj, w.up_proj, gate_.data(), F, pool, round_);
   kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool, round_);
   AddMix(t, pool);
 }
@@ -271,7 +263,6 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   x_.resize(t * D);
   mix_.resize(t * D);
   gate_.resize(t * c_.intermediate_size);
-  up_.resize(t * c_.intermediate_size);
   cos_.resize(t * rope_.half);
   sin_.resize(t * rope_.half);
   kv_slots_.resize(t);
