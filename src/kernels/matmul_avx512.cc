@@ -43,6 +43,8 @@ constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 // k-block, and a 128-row block's y has left the caches by its next one: 2048 (a 128 KiB panel
 // block, read from L2) ran 512-row prefill matmuls 10-25% faster than 256 (Zen 5, 2 threads).
 constexpr int64_t kKcShared = 256;
+// Row stride of two tiles' dense sums (Panels): a panel's 32 columns and a cache line.
+constexpr int64_t kBlockStride = 48;
 constexpr int64_t kKcTall = 2048;
 constexpr int64_t kMc = 128;
 // Software prefetch distance, in bytes of weights per thread, split over the NP panel streams
@@ -253,8 +255,10 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
     const int64_t rows = std::min(kMc, m - i0);
     const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
     const int64_t kc_steps = (n_tiles == 2 ? kKcShared : kKcTall) / step_k;
-    // All tiles of the block over panels [p, p + panels), k-steps [s0, s0 + kc).
-    const auto pass = [&](int64_t p, int64_t panels, int64_t s0, int64_t kc) {
+    // All tiles of the block over panels [p, p + panels), k-steps [s0, s0 + kc), into yb: the
+    // block's row 0 at panel p's column 0, rows ybs apart.
+    const auto pass = [&](int64_t p, int64_t panels, int64_t s0, int64_t kc, float* yb,
+                          int64_t ybs) {
       const bool last = s0 + kc == steps, tail = odd_tail && last;
       const T* panel = data + p * pw.panel_elems + s0 * step_elems;
       const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
@@ -263,13 +267,13 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
         const int64_t tr = EvenShare(rows - r, n_tiles - t);
         const int64_t row = i0 + r;
         const X* xt = xx + row * xs + s0 * x_per_step;
-        float* yt = y + row * ys + (p - pb) * 32;
+        float* yt = yb + r * ybs;
         // Two tiles: the second reads the k-block from L1, so its prefetches go one k-block
         // ahead, keeping DRAM busy meanwhile (Zen 5, batch 12 and 16 decode: +4-10%).
         const int64_t prefetch = n_tiles == 2 && t == 1 ? kc_steps * step_elems * sizeof(T)
                                                         : kPrefetchBytes;
         RunRowTile<kMode>(tr,
-                          {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ys, s0 > 0,
+                          {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ybs, s0 > 0,
                            last && !tail && to_bf16, prefetch},
                           panels, nv_last);
         if (tail) {
@@ -279,26 +283,41 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
             AddLastColumn(reinterpret_cast<const float*>(xt) + 2 * (kc - 1), xs, tr,
                           reinterpret_cast<const uint16_t*>(panel + q * pw.panel_elems) +
                               (kc - 1) * 64,
-                          yq, ys, cols);
+                          yq, ybs, cols);
             for (int64_t i = 0; to_bf16 && i < tr; ++i) {
-              for (int64_t j = 0; j < cols; ++j) yq[i * ys + j] = cpm::RoundBf16(yq[i * ys + j]);
+              for (int64_t j = 0; j < cols; ++j) {
+                yq[i * ybs + j] = cpm::RoundBf16(yq[i * ybs + j]);
+              }
             }
           }
         }
         r += tr;
       }
     };
+    float* yi = y + i0 * ys;
     if (n_tiles == 1) {
-      pass(pb, pe - pb, 0, steps);
+      pass(pb, pe - pb, 0, steps, yi, ys);
     } else if (n_tiles == 2) {
+      // The tiles resume their sums from y at every k-block, so they keep them in a dense block
+      // of their own until the panel is done: y's rows are often a multiple of 4 KiB apart
+      // (1024 or 4096 floats), all in the same L1 set, and 16 rows of 2 lines each outnumber
+      // its ways (measured: o_proj and down_proj at batch 16 spent ~8% of their tiles'
+      // samples reloading y).
+      alignas(64) float block[kMaxTileRows * 2][kBlockStride];
       for (int64_t p = pb; p < pe; ++p) {
         for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
-          pass(p, 1, s0, std::min(kc_steps, steps - s0));
+          pass(p, 1, s0, std::min(kc_steps, steps - s0), &block[0][0], kBlockStride);
+        }
+        const int64_t cols = p + 1 == pe ? n_valid_last : 32;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(yi + r * ys + (p - pb) * 32, block[r], cols * sizeof(float));
         }
       }
     } else {
       for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
-        for (int64_t p = pb; p < pe; ++p) pass(p, 1, s0, std::min(kc_steps, steps - s0));
+        for (int64_t p = pb; p < pe; ++p) {
+          pass(p, 1, s0, std::min(kc_steps, steps - s0), yi + (p - pb) * 32, ys);
+        }
       }
     }
   }
