@@ -361,7 +361,8 @@ void RowBlock(const float* xp, const int64_t* starts, const PackedWeight& pw, in
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t r0 = starts[t], h = starts[t + 1] - r0;
     const Prefetch pf{ahead + (t - t0) * share, stride};
-    RunRowTile<kBf16>(h, pw, p0, p1, {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, pb, ys, k0 > 0, pf});
+    RunRowTile<kBf16>(h, pw, p0, p1,
+                      {xp + r0 * k + k0 * h, k0, kc, y + r0 * ys, pb, ys, k0 > 0, pf});
     if (round_now) {
       for (int64_t r = r0; r < r0 + h; ++r) RoundBf16InPlaceAvx2(y + r * ys + c0, c1 - c0);
     }

@@ -43,10 +43,10 @@ constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
 // k-block, and a 128-row block's y has left the caches by its next one: 2048 (a 128 KiB panel
 // block, read from L2) ran 512-row prefill matmuls 10-25% faster than 256 (Zen 5, 2 threads).
 constexpr int64_t kKcShared = 256;
-// Row stride of two tiles' dense sums (Panels): a panel's 32 columns and a cache line.
-constexpr int64_t kBlockStride = 48;
 constexpr int64_t kKcTall = 2048;
 constexpr int64_t kMc = 128;
+// Row stride of two tiles' dense sums (Panels): a panel's 32 columns and a cache line.
+constexpr int64_t kBlockStride = 48;
 // Software prefetch distance, in bytes of weights per thread, split over the NP panel streams
 // a tile reads: a decode tile computes faster than one thread's share of DRAM bandwidth
 // delivers, so bytes must be requested well ahead. Measured on a Zen 5 (2 threads, MiniCPM4
