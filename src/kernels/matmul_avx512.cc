@@ -301,8 +301,8 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
       // The tiles resume their sums at every k-block, so they keep them in a dense block of
       // their own until the panel is done: y's rows are often a multiple of 4 KiB apart (1024
       // or 4096 floats), all in one L1 set, whose ways 16 rows of 2 lines each outnumber. perf
-      // put ~8% of batch-16 decode's tile samples at those reloads; with the block, batch 16
-      // ran 1.05x (median of 5 interleaved rounds, Zen 5).
+      // put ~8% of batch-16 decode's tile samples at those reloads; the model's batch-16 decode
+      // ran 4-12% faster with the block (interleaved rounds, Zen 5).
       alignas(64) float block[kMaxTileRows * 2][kBlockStride];
       for (int64_t p = pb; p < pe; ++p) {
         for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
