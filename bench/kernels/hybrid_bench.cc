@@ -111,5 +111,36 @@ void BM_GatedDeltaRuleChunked(benchmark::State& state) {
 }
 BENCHMARK(BM_GatedDeltaRuleChunked)->ArgName("tokens")->Arg(256);
 
+// Args: sequences, layers. A decode step's recurrent updates (one token per sequence) for every
+// value head of `layers` Gated DeltaNet layers, each head's [128, 128] f32 state its own 64 KiB:
+// MiniCPM-V-4.6 has 18 such layers, so at 16 sequences 288 MiB of state is read and written per
+// step, far more than any cache. bytes = state read + written.
+void BM_GatedDeltaRuleDecode(benchmark::State& state) {
+  const int64_t seqs = state.range(0), layers = state.range(1), d = kHeadDim;
+  const int64_t heads = seqs * layers * kHeads;
+  auto q = Random(seqs * kKeyDim, 13), k = Random(seqs * kKeyDim, 14);
+  const auto v = Random(seqs * kHeads * d, 15);
+  for (auto* x : {&q, &k}) L2NormHeads(x->data(), kKeyDim, seqs, kHeads, d, 1e-6f, 1.0f);
+  std::vector<float> g(seqs * kHeads, -0.05f), beta(seqs * kHeads, 0.5f), o(seqs * kHeads * d);
+  std::vector<float> states(heads * d * d, 0.01f);
+  for (auto _ : state) {
+    for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t s = 0; s < seqs; ++s) {
+        for (int64_t h = 0; h < kHeads; ++h) {
+          const int64_t sh = s * kHeads + h;
+          GdnHead head{q.data() + s * kKeyDim + h * d, k.data() + s * kKeyDim + h * d, kKeyDim,
+                       v.data() + sh * d, d, g.data() + sh, beta.data() + sh, 1,
+                       o.data() + sh * d, d, states.data() + ((l * seqs + s) * kHeads + h) * d * d};
+          GatedDeltaRuleRecurrent(head, 1, d, d);
+        }
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * heads);
+  state.SetBytesProcessed(state.iterations() * heads * 2 * d * d * int64_t{sizeof(float)});
+}
+BENCHMARK(BM_GatedDeltaRuleDecode)->ArgNames({"seqs", "layers"})->Args({1, 1})->Args({16, 18});
+
 }  // namespace
 }  // namespace cpm::kernels

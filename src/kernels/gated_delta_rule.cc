@@ -13,7 +13,9 @@
 namespace cpm::kernels {
 
 void GatedDeltaRuleRecurrent(const GdnHead& h, int64_t t, int64_t dk, int64_t dv) {
-  if (ActiveIsa() != Isa::kScalar && dv % 8 == 0) return GatedDeltaRuleRecurrentAvx2(h, t, dk, dv);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512 && dv % 16 == 0) return GatedDeltaRuleRecurrentAvx512(h, t, dk, dv);
+  if (isa != Isa::kScalar && dv % 8 == 0) return GatedDeltaRuleRecurrentAvx2(h, t, dk, dv);
   constexpr int64_t kMaxDv = 1024;
   CPM_DCHECK(dv <= kMaxDv);
   float* S = h.state;  // [dk, dv]

@@ -25,18 +25,17 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
     float* o = h.o + i * h.o_stride + c0;
     const __m256 decay = _mm256_set1_ps(std::exp(h.g[i * h.gb_stride]));
     const __m256 beta = _mm256_set1_ps(h.beta[i * h.gb_stride]);
-    // S <- e^g S and u = Sᵀ k
+    // u = (e^g S)ᵀ k. S is only read here: the next pass scales it again (the same product, so
+    // the same value) rather than store it twice.
     __m256 u[NV];
 #pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) u[c] = _mm256_setzero_ps();
     for (int64_t a = 0; a < dk; ++a) {
-      float* s = S + a * dv;
+      const float* s = S + a * dv;
       const __m256 ka = _mm256_broadcast_ss(k + a);
 #pragma GCC unroll 4
       for (int c = 0; c < NV; ++c) {
-        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), decay);
-        _mm256_storeu_ps(s + 8 * c, x);
-        u[c] = _mm256_fmadd_ps(x, ka, u[c]);
+        u[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), decay), ka, u[c]);
       }
     }
     // δ = β (v − u)
@@ -44,7 +43,7 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
     for (int c = 0; c < NV; ++c) {
       u[c] = _mm256_mul_ps(beta, _mm256_sub_ps(_mm256_loadu_ps(v + 8 * c), u[c]));
     }
-    // S <- S + k δᵀ and o = Sᵀ q
+    // S <- e^g S + k δᵀ and o = Sᵀ q
     __m256 acc[NV];
 #pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) acc[c] = _mm256_setzero_ps();
@@ -53,9 +52,10 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
       const __m256 ka = _mm256_broadcast_ss(k + a), qa = _mm256_broadcast_ss(q + a);
 #pragma GCC unroll 4
       for (int c = 0; c < NV; ++c) {
-        const __m256 x = _mm256_fmadd_ps(ka, u[c], _mm256_loadu_ps(s + 8 * c));
-        _mm256_storeu_ps(s + 8 * c, x);
-        acc[c] = _mm256_fmadd_ps(x, qa, acc[c]);
+        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), decay);
+        const __m256 y = _mm256_fmadd_ps(ka, u[c], x);
+        _mm256_storeu_ps(s + 8 * c, y);
+        acc[c] = _mm256_fmadd_ps(y, qa, acc[c]);
       }
     }
 #pragma GCC unroll 4

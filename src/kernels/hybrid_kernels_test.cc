@@ -16,6 +16,12 @@
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
+
+// gated_delta_rule_avx512.cc compiled over SIMDe (gated_delta_rule_avx512_emulated.cc).
+namespace emulated {
+void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
+}  // namespace emulated
+
 namespace {
 
 using testing::IsaGuard;
@@ -184,7 +190,9 @@ TEST(GatedDeltaRuleTest, RecurrentMatchesClosedForm) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
     SetActiveIsa(isa);
-    for (int64_t dv : {12, 40}) {  // 40: a 32-column block and an 8-column block in AVX2
+    // AVX2: 40 is a 32-column block and an 8-column block. AVX-512: 48 is one block of 3
+    // vectors, 144 one of 8 and one of 1 (12 and 40 run the AVX2 form).
+    for (int64_t dv : {12, 40, 48, 144}) {
       GdnData d = MakeGdn(9, 8, dv, 10);
       std::vector<float> o(d.t * d.dv), S = d.state;
       GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), d.t, d.dk, d.dv);
@@ -192,6 +200,45 @@ TEST(GatedDeltaRuleTest, RecurrentMatchesClosedForm) {
       GdnDefinition(d, &ro, &rs);
       for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ro[i], 1e-5) << ToString(isa) << " " << i;
       for (size_t i = 0; i < S.size(); ++i) ASSERT_NEAR(S[i], rs[i], 1e-5) << ToString(isa) << " " << i;
+    }
+  }
+}
+
+// The AVX-512 recurrent form (128-column blocks, rows in memory order) does per element what the
+// AVX2 one does (32-column blocks): the same results to the bit, native and over SIMDe's
+// emulation, at head sizes that exercise every block width, for one token (decode) and several.
+TEST(GatedDeltaRuleTest, RecurrentAvx512IsBitwiseTheAvx2Form) {
+  IsaGuard guard;
+  if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const bool native = SetActiveIsa(Isa::kAvx512);
+  for (int64_t dv : {16, 48, 112, 128, 144, 256}) {
+    for (int64_t dk : {128, 7}) {
+      for (int64_t t : {1, 4}) {
+        GdnData d = MakeGdn(t, dk, dv, static_cast<uint32_t>(dv * 7 + dk + t));
+        const std::string what =
+            "dv " + std::to_string(dv) + " dk " + std::to_string(dk) + " t " + std::to_string(t);
+        std::vector<float> o2(t * dv), s2 = d.state;
+        ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+        GatedDeltaRuleRecurrent(HeadOf(d, 0, o2, s2), t, dk, dv);
+        std::vector<std::pair<std::string, std::pair<std::vector<float>, std::vector<float>>>> runs;
+        if (native) {
+          std::vector<float> o(t * dv), S = d.state;
+          ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
+          GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), t, dk, dv);
+          runs.push_back({"avx512", {o, S}});
+        }
+        std::vector<float> o(t * dv), S = d.state;
+        emulated::GatedDeltaRuleRecurrentAvx512(HeadOf(d, 0, o, S), t, dk, dv);
+        runs.push_back({"avx512 (emulated)", {o, S}});
+        for (const auto& [name, got] : runs) {
+          for (size_t i = 0; i < o2.size(); ++i) {
+            ASSERT_EQ(got.first[i], o2[i]) << name << " " << what << " o " << i;
+          }
+          for (size_t i = 0; i < s2.size(); ++i) {
+            ASSERT_EQ(got.second[i], s2[i]) << name << " " << what << " S " << i;
+          }
+        }
+      }
     }
   }
 }
