@@ -69,11 +69,18 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
 
   // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.
-  constexpr int64_t kChannelBlock = 512;
-  const int64_t blocks = (conv_dim + kChannelBlock - 1) / kChannelBlock;
-  pool.ParallelFor(static_cast<int64_t>(seqs.size()) * blocks, [&](int64_t task, int) {
+  // Tasks of whole rows where the sequences alone give the threads enough of them (a decode
+  // batch, whose conv states come from memory: each task then streams whole 24 KiB rows of its
+  // state rather than 2 KiB pieces; V-4.6 batch 16 1.04x), else of ≥ 512 channels (a channel's
+  // result does not depend on the split).
+  const int64_t num_seqs = static_cast<int64_t>(seqs.size()), wanted = 6 * pool.num_threads();
+  const int64_t channel_block =
+      num_seqs >= wanted ? conv_dim
+                         : std::max<int64_t>(512, (conv_dim * num_seqs / wanted + 63) / 64 * 64);
+  const int64_t blocks = (conv_dim + channel_block - 1) / channel_block;
+  pool.ParallelFor(num_seqs * blocks, [&](int64_t task, int) {
     const DeltaNetSeq& s = seqs[task / blocks];
-    const int64_t c0 = (task % blocks) * kChannelBlock, c1 = std::min(conv_dim, c0 + kChannelBlock);
+    const int64_t c0 = (task % blocks) * channel_block, c1 = std::min(conv_dim, c0 + channel_block);
     kernels::CausalConv1dSilu(m_.data() + s.row_begin * conv_dim, conv_dim, s.num_tokens, conv_dim,
                               c0, c1, w.conv1d_taps.data(), K, s.state,
                               y_.data() + s.row_begin * conv_dim, conv_dim, round);
