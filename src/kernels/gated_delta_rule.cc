@@ -117,7 +117,9 @@ struct ScalarOps {
 
 void GatedDeltaRuleChunked(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64_t chunk,
                            float* scratch) {
-  if (ActiveIsa() != Isa::kScalar) return GatedDeltaRuleChunkedAvx2(h, t, dk, dv, chunk, scratch);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512) return GatedDeltaRuleChunkedAvx512(h, t, dk, dv, chunk, scratch);
+  if (isa != Isa::kScalar) return GatedDeltaRuleChunkedAvx2(h, t, dk, dv, chunk, scratch);
   GdnChunked<ScalarOps>(h, t, dk, dv, chunk, scratch);
 }
 

@@ -201,4 +201,18 @@ void GatedDeltaRuleChunkedAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t 
   GdnChunked<Avx2Ops>(h, t, dk, dv, chunk, scratch);
 }
 
+void GdnScaleAvx2(const float* src, int64_t n, float a, float* dst) {
+  Avx2Ops::Scale(src, n, a, dst);
+}
+
+void GdnTransposeAvx2(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst,
+                      int64_t ds) {
+  Avx2Ops::Transpose(src, ss, rows, cols, dst, ds);
+}
+
+void GdnDecayMasksAvx2(const float* gam, const float* bet, int64_t n, int64_t C, float* A,
+                       float* P) {
+  Avx2Ops::DecayMasks(gam, bet, n, C, A, P);
+}
+
 }  // namespace cpm::kernels

@@ -8,6 +8,7 @@
 // bit (hybrid_kernels_test); the scalar form differs by FMA rounding.
 #include <cmath>
 
+#include "kernels/gated_delta_rule_chunked.h"
 #include "kernels/gated_delta_rule_impl.h"
 #include "kernels/simd_avx512.h"
 
@@ -69,7 +70,90 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
   }
 }
 
+// Y[R rows, 16·C cols] += alpha · X[R, k] · B[k, 16·C], one chain per element over k from zero
+// (as the AVX2 tiles, so that the products are theirs to the bit), the last vector of columns
+// masked to `last` lanes. Loops over the tile fully unrolled, so that acc stays in registers.
+template <int R, int C>
+void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
+          float alpha, __mmask16 last) {
+  __m512 acc[R][C];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t a = 0; a < k; ++a) {
+    __m512 b[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      b[c] = c + 1 < C ? _mm512_loadu_ps(B + a * bs + 16 * c)
+                       : avx512::MaskzLoadu(last, B + a * bs + 16 * c);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(X[r * xs + a]);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x, b[c], acc[r][c]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      float* y = Y + r * ys + 16 * c;
+      if (c + 1 < C) {
+        _mm512_storeu_ps(y, _mm512_fmadd_ps(al, acc[r][c], _mm512_loadu_ps(y)));
+      } else {
+        avx512::MaskStoreu(y, last, _mm512_fmadd_ps(al, acc[r][c], avx512::MaskzLoadu(last, y)));
+      }
+    }
+  }
+}
+
+// R rows of Y over all n columns: 64 at a time, then 32, then 16 (the last possibly partial).
+template <int R>
+void Rows(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
+          int64_t n, float alpha) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) Tile<R, 4>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
+  for (; j + 32 <= n; j += 32) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
+  for (; j < n; j += 16) {
+    const __mmask16 last = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
+    Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, last);
+  }
+}
+
+// The chunked form's primitives (gated_delta_rule_chunked.h): the products on 16 lanes in 6 × 64
+// tiles (24 chains; rows and columns in tiles as the AVX2 form's, whose 6 × 16 tiles have 12),
+// the rest (a small share of the work) as the AVX2 form has them.
+struct Avx512Ops {
+  static void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
+                     float* Y, int64_t ys, int64_t n, float alpha) {
+    int64_t i = 0;
+    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+  }
+  static void Scale(const float* src, int64_t n, float a, float* dst) {
+    GdnScaleAvx2(src, n, a, dst);
+  }
+  static void Transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst,
+                        int64_t ds) {
+    GdnTransposeAvx2(src, ss, rows, cols, dst, ds);
+  }
+  static void DecayMasks(const float* gam, const float* bet, int64_t n, int64_t C, float* A,
+                         float* P) {
+    GdnDecayMasksAvx2(gam, bet, n, C, A, P);
+  }
+};
+
 }  // namespace
+
+void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
+                                 int64_t chunk, float* scratch) {
+  GdnChunked<Avx512Ops>(h, t, dk, dv, chunk, scratch);
+}
 
 void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv) {
   int64_t c0 = 0;

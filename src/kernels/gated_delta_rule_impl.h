@@ -19,4 +19,17 @@ void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int6
 void GatedDeltaRuleChunkedAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64_t chunk,
                                float* scratch);
 
+// GatedDeltaRuleChunked with AVX-512 products (the bulk of its work) and the AVX2 form's other
+// primitives: bitwise the AVX2 form.
+void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
+                                 int64_t chunk, float* scratch);
+
+// The AVX2 form's Scale, Transpose and DecayMasks (gated_delta_rule_chunked.h), for the AVX-512
+// form to share: called across files, so that no inline code is built under both ISAs' flags.
+void GdnScaleAvx2(const float* src, int64_t n, float a, float* dst);
+void GdnTransposeAvx2(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst,
+                      int64_t ds);
+void GdnDecayMasksAvx2(const float* gam, const float* bet, int64_t n, int64_t C, float* A,
+                       float* P);
+
 }  // namespace cpm::kernels

@@ -20,6 +20,8 @@ namespace cpm::kernels {
 // gated_delta_rule_avx512.cc compiled over SIMDe (gated_delta_rule_avx512_emulated.cc).
 namespace emulated {
 void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
+void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
+                                 int64_t chunk, float* scratch);
 }  // namespace emulated
 
 namespace {
@@ -229,6 +231,47 @@ TEST(GatedDeltaRuleTest, RecurrentAvx512IsBitwiseTheAvx2Form) {
         }
         std::vector<float> o(t * dv), S = d.state;
         emulated::GatedDeltaRuleRecurrentAvx512(HeadOf(d, 0, o, S), t, dk, dv);
+        runs.push_back({"avx512 (emulated)", {o, S}});
+        for (const auto& [name, got] : runs) {
+          for (size_t i = 0; i < o2.size(); ++i) {
+            ASSERT_EQ(got.first[i], o2[i]) << name << " " << what << " o " << i;
+          }
+          for (size_t i = 0; i < s2.size(); ++i) {
+            ASSERT_EQ(got.second[i], s2[i]) << name << " " << what << " S " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 chunked form (its products in 6 × 64 tiles, 32- and 16-column ones, and a masked
+// last vector) is bitwise the AVX2 one, native and emulated: head sizes with every tile width
+// and partial vectors, chunk sizes with partial last chunks.
+TEST(GatedDeltaRuleTest, ChunkedAvx512IsBitwiseTheAvx2Form) {
+  IsaGuard guard;
+  if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const bool native = SetActiveIsa(Isa::kAvx512);
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {32, 24}, {13, 20}, {7, 112}}) {
+    for (int64_t chunk : {64, 16}) {
+      for (int64_t t : {1, 17, 64, 130}) {
+        GdnData d = MakeGdn(t, dk, dv, static_cast<uint32_t>(dk * 5 + dv + t + chunk));
+        const std::string what = "dk " + std::to_string(dk) + " dv " + std::to_string(dv) +
+                                 " chunk " + std::to_string(chunk) + " t " + std::to_string(t);
+        std::vector<float> scratch(GatedDeltaRuleChunkedScratch(chunk, dk, dv));
+        std::vector<float> o2(t * dv), s2 = d.state;
+        ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+        GatedDeltaRuleChunked(HeadOf(d, 0, o2, s2), t, dk, dv, chunk, scratch.data());
+        std::vector<std::pair<std::string, std::pair<std::vector<float>, std::vector<float>>>> runs;
+        if (native) {
+          std::vector<float> o(t * dv), S = d.state;
+          ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
+          GatedDeltaRuleChunked(HeadOf(d, 0, o, S), t, dk, dv, chunk, scratch.data());
+          runs.push_back({"avx512", {o, S}});
+        }
+        std::vector<float> o(t * dv), S = d.state;
+        emulated::GatedDeltaRuleChunkedAvx512(HeadOf(d, 0, o, S), t, dk, dv, chunk,
+                                              scratch.data());
         runs.push_back({"avx512 (emulated)", {o, S}});
         for (const auto& [name, got] : runs) {
           for (size_t i = 0; i < o2.size(); ++i) {
