@@ -1,7 +1,7 @@
 // The chunked (WY / UT-transform) form of the gated delta rule, written once over its primitive
-// operations so that the scalar reference (gated_delta_rule.cc) and the AVX2 variant
-// (gated_delta_rule_avx2.cc) run the same algorithm; kernels/ only. `Ops` provides, all f32 with
-// row strides:
+// operations so that the scalar reference (gated_delta_rule.cc) and the AVX2 and AVX-512
+// variants (gated_delta_rule_avx2.cc, _avx512.cc) run the same algorithm; kernels/ only. `Ops`
+// provides, all f32 with row strides:
 //   MatAcc(X, xs, m, k, B, bs, Y, ys, n, alpha)   Y[m, n] += alpha · X[m, k] · B[k, n]
 //   Scale(src, n, a, dst)                         dst[0, n) = a · src[0, n)
 //   Transpose(src, ss, rows, cols, dst, ds)       dst[c, r] = src[r, c]
