@@ -83,6 +83,61 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
   return OkStatus();
 }
 
+// vLLM's validation of tool_choice against tools, then its serving check: with tools and no
+// tool_choice the choice is "auto", which needs a tool-call parser (vllm serve
+// --enable-auto-tool-choice --tool-call-parser; cpmserve has none), and "required" or a named
+// function, which vLLM forces through structured outputs (cpmserve has none either). So only
+// "none" (tools still rendered into the prompt, as vLLM does) and no tools at all pass.
+Status CheckToolChoice(const Json& j) {
+  const auto tools = j.find("tools");
+  const bool has_tools = tools != j.end() && !tools->is_null();
+  auto choice_it = j.find("tool_choice");
+  Json choice = choice_it != j.end() ? *choice_it : Json();
+  if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";
+  if (choice.is_null() || choice == "none") return OkStatus();
+  const auto value_error = [](const std::string& what) {
+    return InvalidArgument("1 validation error: Value error, " + what);
+  };
+  if (!has_tools) return value_error("When using `tool_choice`, `tools` must be set.");
+  if (choice != "auto" && choice != "required" && !choice.is_object()) {
+    return value_error("Invalid value for `tool_choice`: " +
+                       (choice.is_string() ? choice.get<std::string>() : choice.dump()) +
+                       "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
+  }
+  if (choice == "required" && tools->is_array() && tools->empty()) return OkStatus();  // "none"
+  if (choice == "auto") {
+    return InvalidArgument(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
+        "set");
+  }
+  return InvalidArgument(
+      "tool_choice \"required\" and named tool choices need structured outputs, which cpmserve "
+      "does not support; send tool_choice \"none\" to have the tools in the prompt only");
+}
+
+// response_format / structured_outputs: constrained decoding, which cpmserve does not have.
+// Rejected rather than ignored, so that a client never takes free text for guaranteed JSON.
+// ("text" is the default; vLLM ≥ 0.12 ignores the legacy guided_* fields, and so do we.)
+Status CheckStructuredOutputs(JsonReader& r, const Json& j) {
+  r.Known("response_format");
+  r.Known("structured_outputs");
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+    const auto type = it->is_object() ? it->find("type") : it->end();
+    if (!it->is_object() || type == it->end() || !type->is_string()) {
+      return TypeError("response_format.type",
+                       "'text', 'json_object', 'json_schema' or 'structural_tag'");
+    }
+    if (*type != "text") {
+      return InvalidArgument("response_format of type '" + type->get<std::string>() +
+                             "' needs structured outputs, which cpmserve does not support");
+    }
+  }
+  if (auto it = j.find("structured_outputs"); it != j.end() && !it->is_null()) {
+    return InvalidArgument("structured_outputs are not supported by cpmserve");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
@@ -101,9 +156,10 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
-  // tool_choice "none" (the default without tools) needs nothing from us.
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
+  CPM_TRY(CheckToolChoice(j));
+  CPM_TRY(CheckStructuredOutputs(r, j));
   ReportUnknown(r, ignored);
   return req;
 }
@@ -167,6 +223,7 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.OptString("suffix", &req.suffix));
   r.Known("best_of");
+  CPM_TRY(CheckStructuredOutputs(r, j));
   ReportUnknown(r, ignored);
   return req;
 }

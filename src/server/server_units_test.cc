@@ -154,6 +154,76 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
   }
 }
 
+// tool_choice as vLLM validates it, and as its server answers without a tool-call parser:
+// only "none" or no tools at all go through (cpmserve has no parser and no structured outputs).
+TEST(Protocol, ToolChoiceAsVllmWithoutAToolParser) {
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f"}}])";
+  auto chat = [](const std::string& extra) {
+    return protocol::ParseChatCompletionRequest(
+        R"({"messages":[{"role":"user","content":"hi"}])" + extra + "}", nullptr);
+  };
+  auto message = [&](const std::string& extra) {
+    auto r = chat(extra);
+    EXPECT_FALSE(r.ok()) << extra;
+    if (r.ok()) return std::string();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << extra;
+    return std::string(r.status().message());
+  };
+  const std::vector<std::string> oks = {"", "," + tools + R"(,"tool_choice":"none")",
+                                       R"(,"tool_choice":"none")", R"(,"tool_choice":null)",
+                                       R"(,"tools":[])", R"(,"tools":[],"tool_choice":"required")"};
+  for (const std::string& ok : oks) {
+    auto r = chat(ok);
+    EXPECT_TRUE(r.ok()) << ok << ": " << r.status().message();
+  }
+  // The template still sees the tools with tool_choice "none" (vLLM renders them too).
+  EXPECT_TRUE(chat("," + tools + R"(,"tool_choice":"none")")->chat.tools.has_value());
+  const std::string auto_needs_parser =
+      "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set";
+  EXPECT_EQ(message("," + tools), auto_needs_parser);  // tools alone: "auto"
+  EXPECT_EQ(message("," + tools + R"(,"tool_choice":"auto")"), auto_needs_parser);
+  EXPECT_NE(message(R"(,"tool_choice":"auto")").find("When using `tool_choice`, `tools` must be set."),
+            std::string::npos);
+  EXPECT_NE(message("," + tools + R"(,"tool_choice":"always")")
+                .find("Invalid value for `tool_choice`: always!"),
+            std::string::npos);
+  for (const char* forced : {R"("required")", R"({"type":"function","function":{"name":"f"}})"}) {
+    EXPECT_NE(message("," + tools + R"(,"tool_choice":)" + forced).find("structured outputs"),
+              std::string::npos)
+        << forced;
+  }
+}
+
+// Constrained decoding is not there: asking for it is an error, never silently free text.
+TEST(Protocol, StructuredOutputsAreRejectedNotIgnored) {
+  auto chat = [](const std::string& extra) {
+    return protocol::ParseChatCompletionRequest(
+        R"({"messages":[{"role":"user","content":"hi"}],)" + extra + "}", nullptr);
+  };
+  auto completion = [](const std::string& extra) {
+    return protocol::ParseCompletionRequest(R"({"prompt":"a",)" + extra + "}", nullptr);
+  };
+  std::vector<std::string> ignored;
+  auto text = protocol::ParseChatCompletionRequest(
+      R"({"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"},
+          "structured_outputs":null})",
+      &ignored);
+  EXPECT_TRUE(text.ok()) << text.status().message();
+  EXPECT_TRUE(ignored.empty());
+  EXPECT_TRUE(completion(R"("response_format":null)").ok());
+  for (const char* bad : {R"("response_format":{"type":"json_object"})",
+                          R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})",
+                          R"("structured_outputs":{"choice":["a","b"]})",
+                          R"("response_format":"json")", R"("response_format":{})"}) {
+    for (auto r : {chat(bad).status(), completion(bad).status()}) {
+      EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+  EXPECT_NE(chat(R"("response_format":{"type":"json_object"})").status().message().find(
+                "'json_object' needs structured outputs"),
+            std::string::npos);
+}
+
 TEST(Protocol, CompletionPromptForms) {
   auto one = [](const char* body) { return protocol::ParseCompletionRequest(body, nullptr); };
   EXPECT_EQ(one(R"({"prompt":"a"})")->prompts.size(), 1u);
