@@ -90,6 +90,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "most images per request, as vLLM's JSON: '{\"image\": 2}'");
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
                   "allow file:// image URLs below this folder (off by default, as vLLM)");
+  cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
+                "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
+                "out of the reply with --tool-call-parser");
+  cmd->add_option("--tool-call-parser", c.tool_call_parser,
+                  "qwen3_coder (or qwen3_xml): MiniCPM-V-4.6's <tool_call><function=...> format");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");

@@ -10,6 +10,7 @@
 #include "server/reasoning_parser.h"
 #include "server/sampling_request.h"
 #include "server/sse.h"
+#include "server/tool_call_parser.h"
 
 namespace cpm {
 
@@ -33,6 +34,8 @@ struct ChatJob {
   std::string echo_prefix;  // echo with continue_final_message: the continued text
   std::string reasoning_parser;     // "" for none
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
+  bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice
+  Json tools;                // the request's tools (their parameter types)
   Clock::time_point arrival;
 };
 
@@ -78,6 +81,46 @@ Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u) {
   return delta;
 }
 
+// One tool-call parser per choice when the request's tool calls are parsed, else none.
+std::vector<std::unique_ptr<ToolCallParser>> ToolParsers(const ChatJob& job) {
+  std::vector<std::unique_ptr<ToolCallParser>> parsers(job.sampling.n);
+  if (!job.parse_tools) return parsers;
+  const uint64_t seed = std::hash<std::string>{}(job.id);
+  for (int i = 0; i < job.sampling.n; ++i) {
+    parsers[i] = std::make_unique<ToolCallParser>(job.tools, seed + 0x632be59bd9b4e019ULL * i);
+  }
+  return parsers;
+}
+
+// OpenAI's tool_calls entries; `first_index` numbers a stream's deltas (a reply has none).
+Json ToolCallsJson(const std::vector<ToolCall>& calls, std::optional<int> first_index) {
+  Json out = Json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Json c;
+    if (first_index) c["index"] = *first_index + static_cast<int>(k);
+    c["id"] = calls[k].id;
+    c["type"] = "function";
+    c["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// A stream delta's content through the choice's tool-call parser: content it releases stays,
+// calls it completes go out as tool_calls deltas.
+void ParseToolDelta(ToolCallParser* parser, bool final, Json* delta) {
+  if (!parser) return;
+  std::string content;
+  if (auto it = delta->find("content"); it != delta->end()) {
+    content = it->get<std::string>();
+    delta->erase(it);
+  }
+  const int first = parser->calls_sent();
+  ToolCallParser::Delta d = parser->Feed(content, final);
+  if (!d.content.empty()) (*delta)["content"] = std::move(d.content);
+  if (!d.calls.empty()) (*delta)["tool_calls"] = ToolCallsJson(d.calls, first);
+}
+
 std::vector<ChoicePlan> Plans(const ChatJob& job) {
   std::vector<ChoicePlan> plans;
   for (int i = 0; i < job.sampling.n; ++i) plans.push_back({i, job.prompt, job.max_tokens, i, job.multimodal});
@@ -108,6 +151,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     }
   }
   auto parsers = Parsers(job);
+  auto tool_parsers = ToolParsers(job);
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
@@ -118,6 +162,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     }
     bool ok = true;
     Json delta = DeltaJson(parsers[u.index].get(), u);
+    ToolCallParser* tools = tool_parsers[u.index].get();
+    ParseToolDelta(tools, u.finished, &delta);
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
     if (!delta.empty() || with_logprobs) {
       Json lp = nullptr;
@@ -128,7 +174,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
     }
     if (ok && u.finished) {
-      ok = emit(Chunk(job, u.index, Json::object(), nullptr, u.finish_reason, StopReasonJson(u),
+      // vLLM: "tool_calls" whenever calls were parsed out, whatever ended the choice.
+      Json finish = tools && tools->calls_sent() > 0 ? Json("tool_calls") : Json(u.finish_reason);
+      ok = emit(Chunk(job, u.index, Json::object(), nullptr, std::move(finish), StopReasonJson(u),
                       true),
                 u.index);
     }
@@ -183,6 +231,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   }
   if (run.client_left()) return ClientGoneReply();
   auto parsers = Parsers(job);
+  auto tool_parsers = ToolParsers(job);
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
     Json message;
@@ -201,6 +250,20 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
       message["content"] = job.echo_prefix + outs[i].text;
     }
     message["tool_calls"] = Json::array();
+    if (ToolCallParser* tools = tool_parsers[i].get()) {
+      // The generated content (after any reasoning) is what the calls are parsed out of;
+      // content before the first call stays, null when there is none (vLLM).
+      const Json& content = message["content"];
+      const std::string generated =
+          content.is_string() ? content.get<std::string>().substr(job.echo_prefix.size()) : "";
+      ToolCallParser::Extracted e = tools->Extract(generated);
+      if (!e.calls.empty()) {
+        const std::string kept = job.echo_prefix + e.content.value_or("");
+        message["content"] = kept.empty() ? Json(nullptr) : Json(kept);
+        message["tool_calls"] = ToolCallsJson(e.calls, std::nullopt);
+        outs[i].finish_reason = "tool_calls";  // vLLM: whatever ended the choice
+      }
+    }
     Json choice;
     choice["index"] = i;
     choice["message"] = std::move(message);
@@ -225,6 +288,19 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
+  // What vllm serve answers: "auto" needs a tool-call parser; "required" and named functions
+  // are forced through structured outputs, which cpmserve does not have.
+  if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty()) {
+    return HttpReply::Error(InvalidArgument(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
+        "set"));
+  }
+  if (req->tool_choice == protocol::ToolChoice::kForced) {
+    return HttpReply::Error(InvalidArgument(
+        "tool_choice \"required\" and named tool choices need structured outputs, which "
+        "cpmserve does not support; use tool_choice \"auto\" (with --enable-auto-tool-choice) "
+        "or \"none\""));
+  }
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
@@ -254,6 +330,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
+  job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
+  if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;
   if (req->echo && req->chat.continue_final_message) {
     const Json& last = req->chat.messages.back();

@@ -516,5 +516,95 @@ TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {
   EXPECT_EQ(m["content"], "Two plus two.\\nSo 4.\n</think>\n\nIt is 4.");
 }
 
+// --enable-auto-tool-choice --tool-call-parser qwen3_coder over MiniCPM-V-4.6's tokenizer and
+// chat template (reasoning parser on, thinking off): the scripted call comes back as tool_calls,
+// the same streamed and not; without the parser, or with a forced choice, vLLM's 400s.
+class ToolHandlersTest : public ReasoningHandlersTest {
+ protected:
+  void SetUp() override {
+    ReasoningHandlersTest::SetUp();
+    ctx_.max_model_len = 4096;  // the template's tool instructions are long
+    ctx_.tool_call_parser = "qwen3_coder";
+    engine_.script = tok_->Encode(
+        "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+        "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        false);
+  }
+  static std::string Body(bool stream, const Json& tool_choice = Json()) {
+    Json b = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+              {"max_tokens", 200},
+              {"stream", stream},
+              {"tools",
+               {{{"type", "function"},
+                 {"function",
+                  {{"name", "get_weather"},
+                   {"parameters",
+                    {{"type", "object"},
+                     {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}}}}}}}}}};
+    if (!tool_choice.is_null()) b["tool_choice"] = tool_choice;
+    return b.dump();
+  }
+};
+
+TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
+  for (const Json& choice : {Json(), Json("auto")}) {  // tools alone mean "auto"
+    int status = 0;
+    Json r = Chat(Body(false, choice), &status);
+    ASSERT_EQ(status, 200) << r.dump();
+    const Json& m = r["choices"][0]["message"];
+    EXPECT_EQ(m["content"], "Let me check.\n");
+    ASSERT_EQ(m["tool_calls"].size(), 1u) << r.dump();
+    const Json& call = m["tool_calls"][0];
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+    EXPECT_EQ(call["function"], Json({{"name", "get_weather"},
+                                      {"arguments", R"({"city": "Paris", "days": 3})"}}));
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  }
+  // The template put the tools into the prompt.
+  EXPECT_NE(tok_->Decode(engine_.submitted.back().prompt, false).find("<tools>"),
+            std::string::npos);
+
+  bool done = false;
+  std::string content, finish;
+  Json calls = Json::array();
+  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, Body(true), Clock::now())), &done)) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const Json& c = e["choices"][0];
+    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+    if (c["delta"].contains("tool_calls")) {
+      for (const Json& t : c["delta"]["tool_calls"]) calls.push_back(t);
+    }
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(content, "Let me check.\n");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {
+  int status = 0;
+  Json r = Chat(Body(false, "required"), &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("structured outputs"), std::string::npos);
+  ctx_.tool_call_parser.clear();
+  r = Chat(Body(false), &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"],
+            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
+            "set");
+  // "none": the tools are in the prompt, the reply is text.
+  r = Chat(Body(false, "none"), &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_TRUE(r["choices"][0]["message"]["tool_calls"].empty());
+  EXPECT_NE(r["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"),
+            std::string::npos);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
 }  // namespace
 }  // namespace cpm

@@ -83,18 +83,15 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
   return OkStatus();
 }
 
-// vLLM's validation of tool_choice against tools, then its serving check: with tools and no
-// tool_choice the choice is "auto", which needs a tool-call parser (vllm serve
-// --enable-auto-tool-choice --tool-call-parser; cpmserve has none), and "required" or a named
-// function, which vLLM forces through structured outputs (cpmserve has none either). So only
-// "none" (tools still rendered into the prompt, as vLLM does) and no tools at all pass.
-Status CheckToolChoice(const Json& j) {
+// vLLM's validation of tool_choice against tools (with tools and no tool_choice the choice is
+// "auto"). Whether the server can honour the choice is the handler's to say.
+StatusOr<ToolChoice> ParseToolChoice(const Json& j) {
   const auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
   auto choice_it = j.find("tool_choice");
   Json choice = choice_it != j.end() ? *choice_it : Json();
   if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";
-  if (choice.is_null() || choice == "none") return OkStatus();
+  if (choice.is_null() || choice == "none") return ToolChoice::kNone;
   const auto value_error = [](const std::string& what) {
     return InvalidArgument("1 validation error: Value error, " + what);
   };
@@ -104,15 +101,8 @@ Status CheckToolChoice(const Json& j) {
                        (choice.is_string() ? choice.get<std::string>() : choice.dump()) +
                        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
   }
-  if (choice == "required" && tools->is_array() && tools->empty()) return OkStatus();  // "none"
-  if (choice == "auto") {
-    return InvalidArgument(
-        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
-        "set");
-  }
-  return InvalidArgument(
-      "tool_choice \"required\" and named tool choices need structured outputs, which cpmserve "
-      "does not support; send tool_choice \"none\" to have the tools in the prompt only");
+  if (choice == "required" && tools->is_array() && tools->empty()) return ToolChoice::kNone;
+  return choice == "auto" ? ToolChoice::kAuto : ToolChoice::kForced;
 }
 
 // response_format / structured_outputs: constrained decoding, which cpmserve does not have.
@@ -158,7 +148,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.Bool("echo", &req.echo));
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
-  CPM_TRY(CheckToolChoice(j));
+  CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j));
   CPM_TRY(CheckStructuredOutputs(r, j));
   ReportUnknown(r, ignored);
   return req;

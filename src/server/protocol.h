@@ -56,9 +56,14 @@ struct ChatTemplateFields {
   std::optional<std::string> chat_template;  // refused (an untrusted template)
 };
 
+// tool_choice after vLLM's validation: "none" (or no tools), "auto" (tools without a choice
+// too), or a choice that forces calls ("required", a named function).
+enum class ToolChoice { kNone, kAuto, kForced };
+
 struct ChatCompletionRequest {
   SamplingFields sampling;
   ChatTemplateFields chat;
+  ToolChoice tool_choice = ToolChoice::kNone;
   bool logprobs = false;
   std::optional<int64_t> top_logprobs;
   bool add_special_tokens = false;

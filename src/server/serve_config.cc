@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
 
 namespace cpm {
 
@@ -72,6 +73,14 @@ Status ValidateServeConfig(const ServeConfig& c) {
   }
   if (Status s = ValidateReasoningParserName(c.reasoning_parser); !s.ok()) {
     return s.WithPrefix("--reasoning-parser");
+  }
+  if (!c.tool_call_parser.empty()) {
+    if (Status s = ValidateToolCallParserName(c.tool_call_parser); !s.ok()) {
+      return s.WithPrefix("--tool-call-parser");
+    }
+  }
+  if (c.enable_auto_tool_choice && c.tool_call_parser.empty()) {  // vLLM's start-up check
+    return InvalidArgument("--enable-auto-tool-choice requires --tool-call-parser");
   }
   if (auto limit = ParseImageLimit(c.limit_mm_per_prompt_json); !limit.ok()) return limit.status();
   if (!c.default_chat_template_kwargs_json.empty()) {

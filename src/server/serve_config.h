@@ -41,6 +41,8 @@ struct ServeConfig {
   int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
+  bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
+  std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
   std::string allowed_local_media_path;  // file:// image URLs are read only below this folder
   std::string limit_mm_per_prompt_json;  // vLLM's {"image": N}; empty: no limit

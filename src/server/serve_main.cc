@@ -295,6 +295,11 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   ctx.metrics = out->metrics.get();
   // vLLM needs --reasoning-parser spelled out; MiniCPM-V-4.6 gets its parser by default here
   // ("--reasoning-parser none" turns it off), since its answers carry <think> blocks.
+  if (c.enable_auto_tool_choice) {
+    ctx.tool_call_parser = c.tool_call_parser;
+    CPM_LOG_INFO("\"auto\" tool choice has been enabled: tool calls parsed as {}",
+                 c.tool_call_parser);
+  }
   ctx.reasoning_parser = c.reasoning_parser;
   if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);
   if (ctx.reasoning_parser == "none") ctx.reasoning_parser.clear();
