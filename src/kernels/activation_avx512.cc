@@ -12,23 +12,66 @@ namespace cpm::kernels::emulated {
 namespace cpm::kernels {
 #endif
 
+namespace {
+
+// The first n (≤ 16) lanes.
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// silu(g) · u on the lanes of m (the others 0), rounded as `rb` says.
+inline __m512 SiluMul16(const float* g, const float* u, __mmask16 m, bool rb) {
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  const __m512 gv = avx512::MaskzLoadu(m, g);
+  __m512 s = _mm512_div_ps(gv, _mm512_add_ps(one, avx512::Exp(_mm512_sub_ps(zero, gv))));
+  if (rb) s = avx512::RoundBf16(s);
+  __m512 v = _mm512_mul_ps(s, avx512::MaskzLoadu(m, u));
+  if (rb) v = avx512::RoundBf16(v);
+  return v;
+}
+
+}  // namespace
+
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                    float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round) {
   const bool rb = round == Round::kBf16;
-  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate + r * gate_stride;
     const float* u = up + r * up_stride;
     float* o = out + r * out_stride;
     for (int64_t j = 0; j < dim; j += 16) {
-      const __mmask16 m =
-          dim - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (dim - j)) - 1);
-      const __m512 gv = avx512::MaskzLoadu(m, g + j);
-      __m512 s = _mm512_div_ps(gv, _mm512_add_ps(one, avx512::Exp(_mm512_sub_ps(zero, gv))));
-      if (rb) s = avx512::RoundBf16(s);
-      __m512 v = _mm512_mul_ps(s, avx512::MaskzLoadu(m, u + j));
-      if (rb) v = avx512::RoundBf16(v);
-      avx512::MaskStoreu(o + j, m, v);
+      const __mmask16 m = FirstLanes(dim - j);
+      avx512::MaskStoreu(o + j, m, SiluMul16(g + j, u + j, m, rb));
+    }
+  }
+}
+
+void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
+                          int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
+                          int64_t dim) {
+  // The high halves of 32 floats (bf16 values: their low halves are zero) in order: one word
+  // permutation of two vectors gives 16 pairs, element 2p in the low half of pair p.
+  const __m512i high_words = _mm512_set_epi16(
+      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate + r * gate_stride;
+    const float* u = up + r * up_stride;
+    uint32_t* p = pairs + r * pairs_stride;
+    for (int64_t j = 0; j < dim; j += 32) {
+      const __m512 lo = SiluMul16(g + j, u + j, FirstLanes(dim - j), true);
+      const __m512 hi = dim - j > 16
+                            ? SiluMul16(g + j + 16, u + j + 16, FirstLanes(dim - j - 16), true)
+                            : _mm512_setzero_ps();
+      const __m512i packed = _mm512_permutex2var_epi16(_mm512_castps_si512(lo), high_words,
+                                                       _mm512_castps_si512(hi));
+      // An odd last element's pair gets a zero partner (a masked-off lane is 0).
+      const __mmask16 m = FirstLanes((dim - j + 1) / 2);
+      if (m == 0xffff) {
+        _mm512_storeu_si512(p + j / 2, packed);
+      } else {
+        avx512::MaskStoreu(reinterpret_cast<float*>(p + j / 2), m, _mm512_castsi512_ps(packed));
+      }
     }
   }
 }

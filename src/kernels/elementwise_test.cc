@@ -19,6 +19,9 @@ namespace cpm::kernels {
 namespace emulated {
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                    float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
+void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
+                          int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
+                          int64_t dim);
 }  // namespace emulated
 namespace {
 
@@ -169,6 +172,31 @@ TEST(ElementwiseTest, SiluMulAvx512EmulatedMatchesScalar) {
       emulated::SiluMulAvx512(g.data(), dim, u.data(), dim, got.data(), os, rows, dim, r);
       ExpectMatches(got, ref, 1e-6, r == Round::kBf16,
                     "silu avx512(emulated) dim=" + std::to_string(dim));
+    }
+  }
+}
+
+// The pairs epilogue compiled over SIMDe: the pairs PrepareX makes of SiluMul's rounded output.
+TEST(ElementwiseTest, SiluMulToPairsAvx512EmulatedIsSiluMulPacked) {
+  for (int64_t dim : {1, 2, 15, 16, 17, 31, 32, 33, 64, 95}) {
+    const int64_t rows = 3, ps = dim / 2 + 20;
+    const std::vector<float> g = RandomVec(rows * dim, 11, -12, 12);
+    const std::vector<float> u = RandomVec(rows * dim, 12, -2, 2);
+    std::vector<float> v(rows * dim);
+    emulated::SiluMulAvx512(g.data(), dim, u.data(), dim, v.data(), dim, rows, dim, Round::kBf16);
+    std::vector<uint32_t> got(rows * ps, 0xdeadbeef);
+    emulated::SiluMulToPairsAvx512(g.data(), dim, u.data(), dim, got.data(), ps, rows, dim);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t p = 0; p < ps; ++p) {
+        uint32_t want = 0xdeadbeef;  // past the row's pairs: untouched
+        if (p < (dim + 1) / 2) {
+          uint32_t lo, hi = 0;
+          std::memcpy(&lo, &v[r * dim + 2 * p], 4);
+          if (2 * p + 1 < dim) std::memcpy(&hi, &v[r * dim + 2 * p + 1], 4);
+          want = (lo >> 16) | (hi & 0xffff0000u);
+        }
+        ASSERT_EQ(got[r * ps + p], want) << "dim " << dim << " row " << r << " pair " << p;
+      }
     }
   }
 }

@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -13,6 +15,7 @@
 #include "kernels/activation.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/residual.h"
 
 namespace cpm::kernels {
@@ -326,20 +329,15 @@ void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, 
   MatMulGroup(x, x_stride, m, ws, ys, strides, pool, round);
 }
 
-void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
-                 std::span<const LinearWeight* const> ws, std::span<float* const> ys,
-                 std::span<const int64_t> y_strides, ThreadPool& pool, Round round) {
-  CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
-  if (m == 0 || ws.empty()) return;
-  for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
-  const Isa isa = ActiveIsa();
-  std::vector<Job> jobs(ws.size());
+namespace {
+
+// `jobs` over x (already in every form their kernels take) as one parallel region.
+void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool& pool,
+              Round round) {
   int64_t total_panels = 0;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    jobs[i] = MakeJob(*ws[i], isa, ys[i], y_strides[i]);
-    if (jobs[i].pw) total_panels += jobs[i].units;
+  for (const Job& j : jobs) {
+    if (j.pw) total_panels += j.units;
   }
-  const XForms xf = PrepareX(x, x_stride, m, jobs, pool);
   const std::vector<Task>& tasks = MakeTasks(jobs, total_panels, m, pool.num_threads());
   pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
     const Task& task = tasks[t];
@@ -350,11 +348,16 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
   });
 }
 
-void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
-                   const LinearWeight& up, float* out, int64_t out_stride, ThreadPool& pool,
-                   Round round) {
-  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
-  if (m == 0) return;
+// What finishes a gate/up task: its columns [c0, c1) from their two products g and u
+// ([m][ss] each, column c0 first).
+using GateUpFinish =
+    std::function<void(const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1)>;
+
+// MatMulSiluMul's tasks: each computes its columns of x · gateᵀ and x · upᵀ into a per-worker
+// scratch, then `finish` takes them from there.
+void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
+               const LinearWeight& up, ThreadPool& pool, Round round,
+               const GateUpFinish& finish) {
   const Isa isa = ActiveIsa();
   const Job jobs[] = {MakeJob(gate, isa, nullptr, 0), MakeJob(up, isa, nullptr, 0)};
   const XForms xf = PrepareX(x, x_stride, m, jobs, pool);
@@ -364,7 +367,7 @@ void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeig
   const int64_t n = gate.out_features, units = (n + kFusedUnit - 1) / kFusedUnit;
   const int64_t unit_bytes = 2 * m * kFusedUnit * static_cast<int64_t>(sizeof(float));
   const int64_t max_units = std::clamp<int64_t>(kFusedScratchBytes / unit_bytes, 1, 4);
-  const Job fused{&gate, nullptr, out, out_stride, units, kFusedUnit};
+  const Job fused{&gate, nullptr, nullptr, 0, units, kFusedUnit};
   const std::vector<Task>& tasks = MakeTasks({&fused, 1}, units, m, pool.num_threads(), max_units);
   // Each worker's scratch: the task's gate product [m][ss], then its up product. Rows a cache
   // line more than the widest task apart, so that they do not all share L1 sets.
@@ -381,8 +384,66 @@ void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeig
     float* u = g + m * ss;
     RunColumns(jobs[0], xf, m, c0, c1, g, ss, round);
     RunColumns(jobs[1], xf, m, c0, c1, u, ss, round);
-    SiluMul(g, ss, u, ss, out + c0, out_stride, m, c1 - c0, round);
+    finish(g, u, ss, c0, c1);
   });
+}
+
+bool ReadsPairs(PackedLayout l) {
+  return l == PackedLayout::kPanel32Bf16Pairs || l == PackedLayout::kPanel32Ternary;
+}
+
+}  // namespace
+
+void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
+                 std::span<const LinearWeight* const> ws, std::span<float* const> ys,
+                 std::span<const int64_t> y_strides, ThreadPool& pool, Round round) {
+  CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
+  if (m == 0 || ws.empty()) return;
+  for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
+  const Isa isa = ActiveIsa();
+  std::vector<Job> jobs(ws.size());
+  for (size_t i = 0; i < ws.size(); ++i) jobs[i] = MakeJob(*ws[i], isa, ys[i], y_strides[i]);
+  RunGroup(jobs, PrepareX(x, x_stride, m, jobs, pool), m, pool, round);
+}
+
+void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
+                   const LinearWeight& up, float* out, int64_t out_stride, ThreadPool& pool,
+                   Round round) {
+  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  if (m == 0) return;
+  RunGateUp(x, x_stride, m, gate, up, pool, round,
+            [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
+              SiluMul(g, ss, u, ss, out + c0, out_stride, m, c1 - c0, round);
+            });
+}
+
+void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
+              const LinearWeight& up, const LinearWeight& down, float* act, int64_t act_stride,
+              float* out, int64_t out_stride, ThreadPool& pool, Round round) {
+  CPM_CHECK(down.in_features == gate.out_features);
+  if (m == 0) return;
+  const Isa isa = ActiveIsa();
+  const Job down_job = MakeJob(down, isa, out, out_stride);
+  if (round != Round::kBf16 || !MatMulUsesBf16Dot() || down_job.pw == nullptr ||
+      !ReadsPairs(down_job.pw->layout)) {
+    MatMulSiluMul(x, x_stride, m, gate, up, act, act_stride, pool, round);
+    return MatMul(act, act_stride, m, down, out, out_stride, pool, round);
+  }
+  // The activation straight into the pairs the down kernel reads. Rounded to bf16, every row
+  // is bf16-exact, so each takes the dot products, as PrepareX would have decided.
+  const int64_t n = gate.out_features, ps = PairsStride(n);
+  thread_local AlignedBuffer dot, pairs;
+  if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
+  const size_t pair_bytes = static_cast<size_t>(m * ps) * sizeof(uint32_t);
+  if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
+  std::memset(dot.data(), 1, static_cast<size_t>(m));
+  uint32_t* pair_rows = pairs.as<uint32_t>();  // taken here: inside a lambda, `pairs` is the worker's
+  RunGateUp(x, x_stride, m, gate, up, pool, round,
+            [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
+              SiluMulToPairsAvx512(g, ss, u, ss, pair_rows + c0 / 2, ps, m, c1 - c0);
+            });
+  const XForms xf{isa, nullptr, 0, nullptr, Avx512X{nullptr, 0, dot.as<uint8_t>(), pair_rows}};
+  RunGroup({&down_job, 1}, xf, m, pool, round);
 }
 
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,

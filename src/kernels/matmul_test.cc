@@ -324,6 +324,69 @@ TEST(MatMulTest, SiluMulFusedIsBitwiseGroupThenSiluMul) {
   }
 }
 
+// GatedMlp is bitwise MatMulSiluMul then MatMul, also where it hands the down projection the
+// activation as bf16 pairs (AVX-512 BF16, rounded): every ISA, f32 / bf16 / ternary weights,
+// down packed or not, decode and prefill heights, odd ffn widths (an odd last pair, a partial
+// panel), rounded or not, 2 and 3 threads; nothing written past column `hidden` of `out`.
+TEST(MatMulTest, GatedMlpIsBitwiseSiluMulThenDown) {
+  IsaGuard guard;
+  struct Shape {
+    int64_t m, ffn, hidden;
+  };
+  const Shape shapes[] = {{1, 4100, 64}, {3, 33, 65}, {16, 259, 128}, {19, 130, 96},
+                          {130, 71, 96}};
+  enum class Kind { kF32, kBf16, kTernary };
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      for (const Shape& sh : shapes) {
+        for (Kind kind : {Kind::kF32, Kind::kBf16, Kind::kTernary}) {
+          for (bool packed : {false, true}) {
+            const DType dt = kind == Kind::kF32 ? DType::kF32 : DType::kBF16;
+            const uint32_t seed = static_cast<uint32_t>(sh.m * 5 + sh.ffn + sh.hidden);
+            TestWeight gate = MakeWeight(dt, sh.ffn, sh.hidden, seed);
+            TestWeight up = MakeWeight(dt, sh.ffn, sh.hidden, seed + 1);
+            TestWeight down = MakeWeight(dt, sh.hidden, sh.ffn, seed + 2);
+            if (kind == Kind::kTernary) {
+              FakeQuantizeTernary(down.bf16.data(), sh.hidden, sh.ffn, 32, false);
+            }
+            PrepareLinear(&gate.w);
+            PrepareLinear(&up.w);
+            if (packed) PrepareLinear(&down.w);
+            const int64_t xs = sh.hidden + 3, as = sh.ffn + 2, os = sh.hidden + 5;
+            std::vector<float> x = RandomVec(sh.m * xs, seed + 3);
+            if (kind != Kind::kF32) {
+              for (float& v : x) v = RoundBf16(v);
+            }
+            for (Round round : {Round::kNone, Round::kBf16}) {
+              const std::string what =
+                  std::string(ToString(isa)) + " threads=" + std::to_string(threads) +
+                  " kind=" + std::to_string(static_cast<int>(kind)) +
+                  (packed ? " packed" : "") + " m=" + std::to_string(sh.m) +
+                  " ffn=" + std::to_string(sh.ffn) + (round == Round::kBf16 ? " rounded" : "");
+              std::vector<float> act(sh.m * as), want(sh.m * sh.hidden);
+              MatMulSiluMul(x.data(), xs, sh.m, gate.w, up.w, act.data(), as, pool, round);
+              MatMul(act.data(), as, sh.m, down.w, want.data(), sh.hidden, pool, round);
+              std::vector<float> scratch(sh.m * as), out(sh.m * os, -7.0f);
+              GatedMlp(x.data(), xs, sh.m, gate.w, up.w, down.w, scratch.data(), as, out.data(),
+                       os, pool, round);
+              for (int64_t i = 0; i < sh.m; ++i) {
+                ExpectBitwiseEqual(out.data() + i * os, want.data() + i * sh.hidden, sh.hidden,
+                                   what + " row " + std::to_string(i));
+                for (int64_t c = sh.hidden; c < os; ++c) {
+                  ASSERT_EQ(out[i * os + c], -7.0f) << what << ": wrote past hidden";
+                }
+              }
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Long prefill steps run their rows in spans of ≤ 600 (each over all of k): every row is still
 // bitwise what a short batch gives it, in each ISA, for 2 and 3 spans and a ragged last tile.
 TEST(MatMulTest, LongPrefillSpansMatchShortBatches) {

@@ -11,4 +11,11 @@ namespace cpm::kernels {
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                    float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
 
+// SiluMulAvx512 rounded to bf16 (Round::kBf16), written as the bf16 pairs the AVX-512 BF16
+// matmul reads (matmul_impl.h: Avx512X): pair p of a row holds elements 2p (low half) and 2p + 1
+// (high half; 0 past an odd dim). The very bits PrepareXAvx512 would make of SiluMul's output.
+void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
+                          int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
+                          int64_t dim);
+
 }  // namespace cpm::kernels

@@ -263,10 +263,9 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
     kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.post_attention_layernorm.data(),
                      a_.x.data() + r0 * hd, hd, r1 - r0, hd, NormParams());
   });
-  // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ)   [t, ffn]
-  kernels::MatMulSiluMul(a_.x.data(), hd, t, w.gate_proj, w.up_proj, a_.gate.data(), ffn, pool,
-                         round_);
-  kernels::MatMul(a_.gate.data(), ffn, t, w.down_proj, a_.o.data(), hd, pool, round_);
+  // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ)   [t, ffn]; o = m · downᵀ [t, hd]
+  kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(), ffn,
+                    a_.o.data(), hd, pool, round_);
   AddResidual(t, pool);
 }
 

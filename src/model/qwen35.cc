@@ -229,8 +229,8 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
     kernels::RmsNorm(h_.data() + r0 * D, D, w.post_attention_layernorm.data(), x_.data() + r0 * D,
                      D, r1 - r0, D, Norm());
   });
-  kernels::MatMulSiluMul(x_.data(), D, t, w.gate_proj, w.up_proj, gate_.data(), F, pool, round_);
-  kernels::MatMul(gate_.data(), F, t, w.down_proj, mix_.data(), D, pool, round_);
+  kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
+                    mix_.data(), D, pool, round_);
   AddMix(t, pool);
 }
 
