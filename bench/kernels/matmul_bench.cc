@@ -125,6 +125,7 @@ BENCHMARK(BM_MatMulPrefill)
     ->Args({60, 256, 256})
     ->Args({16, 256, 256})
     ->Args({16, 1024, 1024})
+    ->Args({1024, 72, 1024})  // the V-4.6 vision tower's P·V per head (3 panels)
     ->MinTime(0.5);
 
 // MiniCPM4-0.5B's gated MLP input half, silu(x · gateᵀ) ⊙ (x · upᵀ), at m rows: fused

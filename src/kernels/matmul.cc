@@ -331,6 +331,29 @@ void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, 
 
 namespace {
 
+// x's forms from row r0 on. Only where no form is a packing of row tiles (AVX2's, whose tiles
+// depend on m).
+XForms FromRow(const XForms& xf, int64_t r0, int64_t k) {
+  XForms out = xf;
+  out.x = xf.x ? xf.x + r0 * xf.x_stride : nullptr;
+  out.xp = out.x;
+  Avx512X& a = out.x512;
+  a.x = a.x ? a.x + r0 * a.x_stride : nullptr;
+  a.dot = a.dot ? a.dot + r0 : nullptr;
+  a.pairs = a.pairs ? a.pairs + r0 * PairsStride(k) : nullptr;
+  return out;
+}
+
+// Row blocks per column task: a call of many rows but few column tasks (the vision tower's
+// P·V, 72 columns in 3 panels over 1024 rows: 3 tasks for 2 threads, one of them a partial
+// panel that costs a whole one) also splits its rows, into blocks of ≥ 64, until there are ~4
+// tasks per thread. Rows are independent (each element one chain over k), so no result moves.
+int64_t RowBlocks(int64_t tasks, int64_t m, int threads) {
+  if (tasks == 0 || m < 128) return 1;
+  const int64_t want = (4 * int64_t{threads} + tasks - 1) / tasks;
+  return std::clamp<int64_t>(want, 1, m / 64);
+}
+
 // `jobs` over x (already in every form their kernels take) as one parallel region.
 void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool& pool,
               Round round) {
@@ -339,12 +362,21 @@ void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool
     if (j.pw) total_panels += j.units;
   }
   const std::vector<Task>& tasks = MakeTasks(jobs, total_panels, m, pool.num_threads());
-  pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
-    const Task& task = tasks[t];
+  const int64_t n_tasks = static_cast<int64_t>(tasks.size());
+  const bool row_tiles_packed = xf.xp != xf.x;
+  const int64_t blocks = row_tiles_packed ? 1 : RowBlocks(n_tasks, m, pool.num_threads());
+  const int64_t block_rows = (m + blocks - 1) / blocks;
+  const int64_t k = jobs[0].w->in_features;
+  pool.ParallelFor(n_tasks * blocks, [&](int64_t t, int) {
+    const Task& task = tasks[t / blocks];
     const Job& j = jobs[task.job];
     const int64_t c0 = task.begin * j.unit_cols;
     const int64_t c1 = std::min(j.w->out_features, task.end * j.unit_cols);
-    RunColumns(j, xf, m, c0, c1, j.y + c0, j.y_stride, round);
+    if (blocks == 1) return RunColumns(j, xf, m, c0, c1, j.y + c0, j.y_stride, round);
+    const int64_t r0 = (t % blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
+    if (r0 >= r1) return;
+    RunColumns(j, FromRow(xf, r0, k), r1 - r0, c0, c1, j.y + r0 * j.y_stride + c0, j.y_stride,
+               round);
   });
 }
 
