@@ -481,7 +481,9 @@ void RunTernaryPanels(int64_t rows, const uint32_t* x, int64_t xs, const PackedW
 
 // Row x[0, k) as (k, k+1) pairs of bf16 (uint32 lanes, k in the low half; an odd k's last
 // partner 0), and whether it held bf16 values only (low 16 bits of every f32 zero), so that
-// vdpbf16ps on the pairs is exact. The high halves of 32 floats are one word permutation.
+// vdpbf16ps on the pairs is exact. The high halves of 32 floats are one word permutation. A row
+// that is not bf16 is given up at its first 32 values that show it (its pairs go unread): the
+// vision tower's f32 attention probabilities, 1024 × 1024 per head, were packed whole.
 bool PackPairs(const float* x, int64_t k, uint32_t* pairs) {
   const __m512i high_words = _mm512_set_epi16(
       63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
@@ -492,6 +494,7 @@ bool PackPairs(const float* x, int64_t k, uint32_t* pairs) {
   for (; j + 32 <= k; j += 32) {
     const __m512i a = _mm512_loadu_si512(x + j), b = _mm512_loadu_si512(x + j + 16);
     inexact |= _mm512_test_epi32_mask(a, low_halves) | _mm512_test_epi32_mask(b, low_halves);
+    if (inexact != 0) return false;
     _mm512_storeu_si512(pairs + j / 2, _mm512_permutex2var_epi16(a, high_words, b));
   }
   uint32_t low = 0;
