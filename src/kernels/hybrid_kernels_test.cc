@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -206,40 +207,51 @@ TEST(GatedDeltaRuleTest, RecurrentMatchesClosedForm) {
   }
 }
 
+// `run(head)` on d's tokens under AVX2, then under AVX-512 when the CPU has it, and
+// `emulated(head)` (the AVX-512 form over SIMDe): o and S of both must be the AVX2 ones to the
+// bit.
+void ExpectAvx512FormsBitwiseAvx2(GdnData& d, const std::string& what,
+                                  const std::function<void(const GdnHead&)>& run,
+                                  const std::function<void(const GdnHead&)>& emulated) {
+  struct Result {
+    std::string form;
+    std::vector<float> o, S;
+  };
+  const auto with = [&](const std::string& form, const std::function<void(const GdnHead&)>& f) {
+    Result r{form, std::vector<float>(d.t * d.dv), d.state};
+    f(HeadOf(d, 0, r.o, r.S));
+    return r;
+  };
+  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+  const Result want = with("avx2", run);
+  std::vector<Result> got;
+  if (SetActiveIsa(Isa::kAvx512)) got.push_back(with("avx512", run));
+  got.push_back(with("avx512 (emulated)", emulated));
+  for (const Result& r : got) {
+    for (size_t i = 0; i < want.o.size(); ++i) {
+      ASSERT_EQ(r.o[i], want.o[i]) << r.form << " " << what << " o " << i;
+    }
+    for (size_t i = 0; i < want.S.size(); ++i) {
+      ASSERT_EQ(r.S[i], want.S[i]) << r.form << " " << what << " S " << i;
+    }
+  }
+}
+
 // The AVX-512 recurrent form (128-column blocks, rows in memory order) does per element what the
 // AVX2 one does (32-column blocks): the same results to the bit, native and over SIMDe's
 // emulation, at head sizes that exercise every block width, for one token (decode) and several.
 TEST(GatedDeltaRuleTest, RecurrentAvx512IsBitwiseTheAvx2Form) {
   IsaGuard guard;
   if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const bool native = SetActiveIsa(Isa::kAvx512);
   for (int64_t dv : {16, 48, 112, 128, 144, 256}) {
     for (int64_t dk : {128, 7}) {
       for (int64_t t : {1, 4}) {
         GdnData d = MakeGdn(t, dk, dv, static_cast<uint32_t>(dv * 7 + dk + t));
-        const std::string what =
-            "dv " + std::to_string(dv) + " dk " + std::to_string(dk) + " t " + std::to_string(t);
-        std::vector<float> o2(t * dv), s2 = d.state;
-        ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
-        GatedDeltaRuleRecurrent(HeadOf(d, 0, o2, s2), t, dk, dv);
-        std::vector<std::pair<std::string, std::pair<std::vector<float>, std::vector<float>>>> runs;
-        if (native) {
-          std::vector<float> o(t * dv), S = d.state;
-          ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
-          GatedDeltaRuleRecurrent(HeadOf(d, 0, o, S), t, dk, dv);
-          runs.push_back({"avx512", {o, S}});
-        }
-        std::vector<float> o(t * dv), S = d.state;
-        emulated::GatedDeltaRuleRecurrentAvx512(HeadOf(d, 0, o, S), t, dk, dv);
-        runs.push_back({"avx512 (emulated)", {o, S}});
-        for (const auto& [name, got] : runs) {
-          for (size_t i = 0; i < o2.size(); ++i) {
-            ASSERT_EQ(got.first[i], o2[i]) << name << " " << what << " o " << i;
-          }
-          for (size_t i = 0; i < s2.size(); ++i) {
-            ASSERT_EQ(got.second[i], s2[i]) << name << " " << what << " S " << i;
-          }
-        }
+        ExpectAvx512FormsBitwiseAvx2(
+            d, "dv " + std::to_string(dv) + " dk " + std::to_string(dk) + " t " + std::to_string(t),
+            [&](const GdnHead& h) { GatedDeltaRuleRecurrent(h, t, dk, dv); },
+            [&](const GdnHead& h) { emulated::GatedDeltaRuleRecurrentAvx512(h, t, dk, dv); });
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -251,36 +263,20 @@ TEST(GatedDeltaRuleTest, RecurrentAvx512IsBitwiseTheAvx2Form) {
 TEST(GatedDeltaRuleTest, ChunkedAvx512IsBitwiseTheAvx2Form) {
   IsaGuard guard;
   if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const bool native = SetActiveIsa(Isa::kAvx512);
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {32, 24}, {13, 20}, {7, 112}}) {
     for (int64_t chunk : {64, 16}) {
       for (int64_t t : {1, 17, 64, 130}) {
         GdnData d = MakeGdn(t, dk, dv, static_cast<uint32_t>(dk * 5 + dv + t + chunk));
-        const std::string what = "dk " + std::to_string(dk) + " dv " + std::to_string(dv) +
-                                 " chunk " + std::to_string(chunk) + " t " + std::to_string(t);
         std::vector<float> scratch(GatedDeltaRuleChunkedScratch(chunk, dk, dv));
-        std::vector<float> o2(t * dv), s2 = d.state;
-        ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
-        GatedDeltaRuleChunked(HeadOf(d, 0, o2, s2), t, dk, dv, chunk, scratch.data());
-        std::vector<std::pair<std::string, std::pair<std::vector<float>, std::vector<float>>>> runs;
-        if (native) {
-          std::vector<float> o(t * dv), S = d.state;
-          ASSERT_TRUE(SetActiveIsa(Isa::kAvx512));
-          GatedDeltaRuleChunked(HeadOf(d, 0, o, S), t, dk, dv, chunk, scratch.data());
-          runs.push_back({"avx512", {o, S}});
-        }
-        std::vector<float> o(t * dv), S = d.state;
-        emulated::GatedDeltaRuleChunkedAvx512(HeadOf(d, 0, o, S), t, dk, dv, chunk,
-                                              scratch.data());
-        runs.push_back({"avx512 (emulated)", {o, S}});
-        for (const auto& [name, got] : runs) {
-          for (size_t i = 0; i < o2.size(); ++i) {
-            ASSERT_EQ(got.first[i], o2[i]) << name << " " << what << " o " << i;
-          }
-          for (size_t i = 0; i < s2.size(); ++i) {
-            ASSERT_EQ(got.second[i], s2[i]) << name << " " << what << " S " << i;
-          }
-        }
+        ExpectAvx512FormsBitwiseAvx2(
+            d,
+            "dk " + std::to_string(dk) + " dv " + std::to_string(dv) + " chunk " +
+                std::to_string(chunk) + " t " + std::to_string(t),
+            [&](const GdnHead& h) { GatedDeltaRuleChunked(h, t, dk, dv, chunk, scratch.data()); },
+            [&](const GdnHead& h) {
+              emulated::GatedDeltaRuleChunkedAvx512(h, t, dk, dv, chunk, scratch.data());
+            });
+        if (HasFatalFailure()) return;
       }
     }
   }
