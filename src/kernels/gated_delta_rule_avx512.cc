@@ -13,7 +13,8 @@
 #include "kernels/gated_delta_rule_impl.h"
 #include "kernels/simd_avx512.h"
 
-// Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, gated_delta_rule_avx512_emulated.cc).
+// Tests also compile this file over SIMDe (CPM_EMULATE_AVX512,
+// gated_delta_rule_avx512_emulated.cc).
 #if defined(CPM_EMULATE_AVX512)
 namespace cpm::kernels::emulated {
 #else

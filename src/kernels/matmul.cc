@@ -469,7 +469,8 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
   const size_t pair_bytes = static_cast<size_t>(m * ps) * sizeof(uint32_t);
   if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
   std::memset(dot.data(), 1, static_cast<size_t>(m));
-  uint32_t* pair_rows = pairs.as<uint32_t>();  // taken here: inside a lambda, `pairs` is the worker's
+  // Taken here: inside the lambda, `pairs` would name the worker's own buffer.
+  uint32_t* pair_rows = pairs.as<uint32_t>();
   RunGateUp(x, x_stride, m, gate, up, pool, round,
             [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
               SiluMulToPairsAvx512(g, ss, u, ss, pair_rows + c0 / 2, ps, m, c1 - c0);

@@ -540,7 +540,8 @@ class ToolHandlersTest : public ReasoningHandlersTest {
                   {{"name", "get_weather"},
                    {"parameters",
                     {{"type", "object"},
-                     {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}}}}}}}}}};
+                     {"properties",
+                      {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}}}}}}}}}};
     if (!tool_choice.is_null()) b["tool_choice"] = tool_choice;
     return b.dump();
   }
@@ -568,7 +569,8 @@ TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
   bool done = false;
   std::string content, finish;
   Json calls = Json::array();
-  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, Body(true), Clock::now())), &done)) {
+  const std::string sse = Drain(HandleChatCompletions(ctx_, Body(true), Clock::now()));
+  for (const Json& e : Events(sse, &done)) {
     if (!e.contains("choices") || e["choices"].empty()) continue;
     const Json& c = e["choices"][0];
     if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();

@@ -56,7 +56,8 @@ TEST(ServeConfig, Validation) {
   EXPECT_TRUE(ValidateServeConfig(c).ok());
   c = ServeConfig();  // vLLM: the auto tool choice needs a parser; the parser must be known
   c.enable_auto_tool_choice = true;
-  EXPECT_NE(ValidateServeConfig(c).message().find("requires --tool-call-parser"), std::string::npos);
+  EXPECT_NE(ValidateServeConfig(c).message().find("requires --tool-call-parser"),
+            std::string::npos);
   c.tool_call_parser = "hermes";
   EXPECT_NE(ValidateServeConfig(c).message().find("--tool-call-parser"), std::string::npos);
   c.tool_call_parser = "qwen3_coder";
@@ -194,9 +195,11 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << extra;
     return std::string(r.status().message());
   };
-  EXPECT_NE(message(R"(,"tool_choice":"auto")").find("When using `tool_choice`, `tools` must be set."),
+  EXPECT_NE(message(R"(,"tool_choice":"auto")")
+                .find("When using `tool_choice`, `tools` must be set."),
             std::string::npos);
-  EXPECT_NE(message(tools + R"(,"tool_choice":"always")").find("Invalid value for `tool_choice`: always!"),
+  EXPECT_NE(message(tools + R"(,"tool_choice":"always")")
+                .find("Invalid value for `tool_choice`: always!"),
             std::string::npos);
 }
 

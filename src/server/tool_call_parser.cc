@@ -41,7 +41,9 @@ std::optional<std::string> WithoutUnderscores(std::string_view s) {
       out += s[i];
       continue;
     }
-    const auto digit = [&](size_t j) { return j < s.size() && std::isdigit(static_cast<unsigned char>(s[j])); };
+    const auto digit = [&](size_t j) {
+      return j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]));
+    };
     if (i == 0 || !digit(i - 1) || !digit(i + 1)) return std::nullopt;
   }
   return out;
@@ -153,7 +155,9 @@ Json ToolCallParser::ConvertValue(const std::string& function, const std::string
       const Json f = tool.value("function", Json());
       if (!f.is_object() || f.value("name", Json()) != function) continue;
       const Json params = f.value("parameters", Json());
-      if (params.is_object()) properties = params.contains("properties") ? params["properties"] : params;
+      if (params.is_object()) {
+        properties = params.contains("properties") ? params["properties"] : params;
+      }
       break;
     }
   }

@@ -65,7 +65,8 @@ TEST(ToolCallParser, ValuesTakeTheirDeclaredTypes) {
   EXPECT_EQ(Arguments(Param("days", "1_000") + Param("scale", "2.5") + Param("metric", "True")),
             R"({"days": 1000, "scale": 2.5, "metric": true})");
   // number: integral floats become ints; inf is no int in Python, so it stays text.
-  EXPECT_EQ(Arguments(Param("scale", "4.0") + Param("days", " -7 ")), R"({"scale": 4, "days": -7})");
+  EXPECT_EQ(Arguments(Param("scale", "4.0") + Param("days", " -7 ")),
+            R"({"scale": 4, "days": -7})");
   EXPECT_EQ(Arguments(Param("scale", "inf") + Param("scale", "1e-05")), R"({"scale": 1e-05})");
   EXPECT_EQ(Arguments(Param("scale", "inf")), R"({"scale": "inf"})");
   // Not a number / not true: text, and false.
@@ -111,8 +112,9 @@ TEST(ToolCallParser, LooseXmlAsVllmReadsIt) {
   EXPECT_EQ(e.calls[1].name, "get_weather");
   EXPECT_NE(e.calls[0].id, e.calls[1].id);
   // A function or parameter name without '>' breaks the XML: everything is content.
-  for (const std::string broken : {"<tool_call><function=ping</tool_call>",
-                                   "<tool_call><function=ping>\n<parameter=x</function></tool_call>"}) {
+  for (const std::string broken :
+       {"<tool_call><function=ping</tool_call>",
+        "<tool_call><function=ping>\n<parameter=x</function></tool_call>"}) {
     e = p.Extract(broken);
     EXPECT_TRUE(e.calls.empty()) << broken;
     EXPECT_EQ(e.content, broken);
