@@ -88,6 +88,7 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
 StatusOr<ToolChoice> ParseToolChoice(const Json& j) {
   const auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
+  if (has_tools && !tools->is_array()) return TypeError("tools", "a valid list");
   auto choice_it = j.find("tool_choice");
   Json choice = choice_it != j.end() ? *choice_it : Json();
   if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";

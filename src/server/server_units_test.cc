@@ -201,6 +201,8 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
   EXPECT_NE(message(tools + R"(,"tool_choice":"always")")
                 .find("Invalid value for `tool_choice`: always!"),
             std::string::npos);
+  EXPECT_NE(message(R"(,"tools":{"type":"function"})").find("'tools': Input should be a valid list"),
+            std::string::npos);
 }
 
 // Constrained decoding is not there: asking for it is an error, never silently free text.
