@@ -288,6 +288,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
+  if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
   // What vllm serve answers: "auto" needs a tool-call parser; "required" and named functions
   // are forced through structured outputs, which cpmserve does not have.
   if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty()) {
@@ -301,7 +302,6 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
         "cpmserve does not support; use tool_choice \"auto\" (with --enable-auto-tool-choice) "
         "or \"none\""));
   }
-  if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
