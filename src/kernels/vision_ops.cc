@@ -63,6 +63,33 @@ void GeluTanh(float* x, int64_t n, Round round, ThreadPool& pool) {
   GeluTanhRef(x, n, round);
 }
 
+void AddBiasGeluTanh(float* y, int64_t rows, int64_t dim, const float* bias, Round round,
+                     ThreadPool& pool) {
+  const bool simd = ActiveIsa() >= Isa::kAvx2;
+  // GeluTanhAvx2 ends an array with scalar code past its last whole vector: the blocks handed
+  // to it must start on vector boundaries for a result not to move (the models' widths do).
+  if (simd && dim % 8 != 0) {
+    AddBias(y, rows, dim, bias, round, pool);
+    return GeluTanh(y, rows * dim, round, pool);
+  }
+  constexpr int64_t kRowsPerBlock = 4;  // a block's f32 rows in L2 between the two steps
+  pool.ParallelForRange(rows, kRowsPerBlock, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t b0 = r0; b0 < r1; b0 += kRowsPerBlock) {
+      const int64_t b1 = std::min(r1, b0 + kRowsPerBlock);
+      for (int64_t r = b0; r < b1; ++r) {
+        float* yr = y + r * dim;
+        for (int64_t j = 0; j < dim; ++j) yr[j] += bias[j];
+        RoundInPlace(yr, dim, round);
+      }
+      if (simd) {
+        GeluTanhAvx2(y + b0 * dim, (b1 - b0) * dim, round);
+      } else {
+        GeluTanhRef(y + b0 * dim, (b1 - b0) * dim, round);
+      }
+    }
+  });
+}
+
 void GeluTanhRef(float* x, int64_t n, Round round) {
   const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
   for (int64_t i = 0; i < n; ++i) {

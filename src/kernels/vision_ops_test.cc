@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "kernels/test_util.h"
 
@@ -38,6 +40,29 @@ TEST(VisionOpsTest, GeluTanhMatchesItsDefinitionAtEveryIsa) {
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(r[i], RoundBf16(r[i]));  // stored rounded
         ASSERT_NEAR(r[i], GeluTanh64(x[i]), std::fabs(GeluTanh64(x[i])) / 128 + 1e-7) << x[i];
+      }
+    }
+  }
+}
+
+// The fused bias + GELU pass is bitwise the two passes, at every ISA, rounded or not: widths that
+// are whole vectors (fused; the towers' 4304 and 4608) and ones that are not (two passes).
+TEST(VisionOpsTest, AddBiasGeluTanhIsBitwiseTheTwoPasses) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    SetActiveIsa(isa);
+    for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 7}, {5, 33}, {9, 8}, {40, 4304},
+                             {13, 4608}}) {
+      for (Round round : {Round::kNone, Round::kBf16}) {
+        const std::vector<float> y0 = RandomVec(rows * dim, 3 + dim, -6.0f, 6.0f);
+        const std::vector<float> bias = RandomVec(dim, 4 + dim, -1.0f, 1.0f);
+        std::vector<float> want = y0, got = y0;
+        AddBias(want.data(), rows, dim, bias.data(), round, pool);
+        GeluTanh(want.data(), rows * dim, round, pool);
+        AddBiasGeluTanh(got.data(), rows, dim, bias.data(), round, pool);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << ToString(isa) << " " << rows << "x" << dim;
       }
     }
   }

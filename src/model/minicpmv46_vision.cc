@@ -12,6 +12,7 @@
 #include "kernels/residual.h"
 #include "kernels/sampling_ops.h"
 #include "kernels/vision_ops.h"
+#include "model/row_ranges.h"
 #include "model/weight_loader.h"
 #include "tensor/dtype.h"
 
@@ -107,6 +108,7 @@ class MiniCpmV46Vision final : public VisionEncoder {
   StatusOr<SelfAttention> LoadAttention(WeightLoader& wl, const std::string& p);
 
   void Apply(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const;
+  void AddResidual(float* x, const float* d, int64_t rows, ThreadPool& pool) const;
   // LayerNorm with the tower's layer_norm_eps, or `eps` (the final merger's is fixed at 1e-6).
   void ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y, ThreadPool& pool,
                  double eps = -1) const;
@@ -228,6 +230,14 @@ Status MiniCpmV46Vision::Load(const LoadOptions& options, const MiniCpmV46Vision
 void MiniCpmV46Vision::Apply(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const {
   kernels::MatMul(x, l.w.in_features, m, l.w, y, l.w.out_features, pool);
   kernels::AddBias(y, m, l.w.out_features, l.b.data(), round_, pool);
+}
+
+// x[rows, D] = bf(x + d) (a residual add), rows spread over the pool.
+void MiniCpmV46Vision::AddResidual(float* x, const float* d, int64_t rows, ThreadPool& pool) const {
+  const int64_t D = c_.hidden_size;
+  ForRowRanges(pool, rows, D, [&](int64_t r0, int64_t r1) {
+    kernels::AddScaled(x + r0 * D, D, d + r0 * D, D, r1 - r0, D, 1.0f, round_);
+  });
 }
 
 void MiniCpmV46Vision::ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y,
@@ -360,12 +370,12 @@ void MiniCpmV46Vision::Encoder(const EncoderLayer& L, float* x, int64_t n, Threa
   ln_.resize(n * D), tmp_.resize(n * D), ffn_.resize(n * I);
   ApplyNorm(L.layer_norm1, x, n, D, ln_.data(), pool);
   Attend(L.self_attn, ln_.data(), n, 0, tmp_.data(), pool);
-  kernels::AddScaled(x, D, tmp_.data(), D, n, D, 1.0f, round_);
+  AddResidual(x, tmp_.data(), n, pool);
   ApplyNorm(L.layer_norm2, x, n, D, ln_.data(), pool);
-  Apply(L.fc1, ln_.data(), n, ffn_.data(), pool);
-  kernels::GeluTanh(ffn_.data(), n * I, round_, pool);
+  kernels::MatMul(ln_.data(), D, n, L.fc1.w, ffn_.data(), I, pool);
+  kernels::AddBiasGeluTanh(ffn_.data(), n, I, L.fc1.b.data(), round_, pool);
   Apply(L.fc2, ffn_.data(), n, tmp_.data(), pool);
-  kernels::AddScaled(x, D, tmp_.data(), D, n, D, 1.0f, round_);
+  AddResidual(x, tmp_.data(), n, pool);
 }
 
 // vit_merger on the gh×gw grid x [gh·gw, D] → x [(gh/2)(gw/2), D]: window attention with a
@@ -377,7 +387,7 @@ void MiniCpmV46Vision::MergeWindows(float* x, int64_t gh, int64_t gw, ThreadPool
   ln_.resize(n * D), tmp_.resize(n * D);
   ApplyNorm(m.layer_norm1, x, n, D, ln_.data(), pool);
   Attend(m.self_attn, ln_.data(), n, gw, tmp_.data(), pool);
-  kernels::AddScaled(x, D, tmp_.data(), D, n, D, 1.0f, round_);
+  AddResidual(x, tmp_.data(), n, pool);
   std::vector<float> blocks(static_cast<size_t>(n * D)), mean(static_cast<size_t>(nw * D));
   GatherBlocks(x, gh, gw, D, blocks.data());
   for (int64_t w = 0; w < nw; ++w) {
@@ -387,10 +397,10 @@ void MiniCpmV46Vision::MergeWindows(float* x, int64_t gh, int64_t gw, ThreadPool
   kernels::RoundInPlace(mean.data(), nw * D, round_);
   ApplyNorm(m.pre_norm, blocks.data(), nw, 4 * D, blocks.data(), pool);
   ffn_.resize(nw * I4);
-  Apply(m.linear_1, blocks.data(), nw, ffn_.data(), pool);
-  kernels::GeluTanh(ffn_.data(), nw * I4, round_, pool);
+  kernels::MatMul(blocks.data(), 4 * D, nw, m.linear_1.w, ffn_.data(), I4, pool);
+  kernels::AddBiasGeluTanh(ffn_.data(), nw, I4, m.linear_1.b.data(), round_, pool);
   Apply(m.linear_2, ffn_.data(), nw, x, pool);
-  kernels::AddScaled(x, D, mean.data(), D, nw, D, 1.0f, round_);
+  AddResidual(x, mean.data(), nw, pool);
 }
 
 // merger on the gh×gw grid x → out [(gh/2)(gw/2), text_hidden]:
