@@ -48,6 +48,36 @@ int64_t DeltaNetStateFloats(const Qwen35Config& c) {
          c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
 }
 
+// One sequence's conv over ranges of its tokens: a range's K−1 rows of history are rows of m
+// (or, for the first range, the old state), copied into the worker's own history buffer so
+// that no task reads the state after another has updated it; the state is updated last.
+void GatedDeltaNet::ConvByTokens(const DeltaNetSeq& s, const float* taps, int64_t K,
+                                 int64_t conv_dim, Round round, ThreadPool& pool) {
+  const int64_t hist = K - 1, t = s.num_tokens;
+  const float* m = m_.data() + s.row_begin * conv_dim;
+  float* y = y_.data() + s.row_begin * conv_dim;
+  // Row r of state ++ m, r in [-hist, t).
+  const auto row = [&](int64_t r) { return r < 0 ? s.state + (r + hist) * conv_dim : m + r * conv_dim; };
+  const int64_t ranges = std::min<int64_t>(4 * pool.num_threads(), t / 16);
+  const int64_t per = (t + ranges - 1) / ranges;
+  conv_hist_.resize(pool.num_threads());
+  pool.ParallelFor(ranges, [&](int64_t task, int worker) {
+    const int64_t i0 = task * per, i1 = std::min(t, i0 + per);
+    if (i0 >= i1) return;
+    std::vector<float>& h = conv_hist_[worker];
+    h.resize(hist * conv_dim);
+    for (int64_t j = 0; j < hist; ++j) {
+      std::copy(row(i0 - hist + j), row(i0 - hist + j) + conv_dim, h.data() + j * conv_dim);
+    }
+    kernels::CausalConv1dSilu(m + i0 * conv_dim, conv_dim, i1 - i0, conv_dim, 0, conv_dim, taps,
+                              K, h.data(), y + i0 * conv_dim, conv_dim, round);
+  });
+  // state <- the last hist rows of state ++ m (t ≥ kConvByTokens > hist: all rows of m).
+  for (int64_t j = 0; j < hist; ++j) {
+    std::copy(row(t - hist + j), row(t - hist + j) + conv_dim, s.state + j * conv_dim);
+  }
+}
+
 void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x,
                             int64_t t, std::span<const DeltaNetSeq> seqs, Round round, float* out,
                             ThreadPool& pool) {
@@ -69,17 +99,27 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
 
   // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.
-  // Tasks of whole rows where the sequences alone give the threads enough of them (a decode
-  // batch, whose conv states come from memory: each task then streams whole 24 KiB rows of its
-  // state rather than 2 KiB pieces; V-4.6 batch 16 1.04x), else of ≥ 512 channels (a channel's
-  // result does not depend on the split).
-  const int64_t num_seqs = static_cast<int64_t>(seqs.size()), wanted = 6 * pool.num_threads();
+  // A sequence of kConvByTokens+ tokens (a prefill chunk) goes by ranges of its tokens, whole
+  // rows each, read in memory order. The others go by tasks of whole rows where they alone
+  // give the threads enough of them (a decode batch, whose conv states come from memory: each
+  // task then streams whole 24 KiB rows of its state rather than 2 KiB pieces; V-4.6 batch 16
+  // 1.04x), else of ≥ 512 channels. A channel's result does not depend on the split.
+  std::vector<DeltaNetSeq> short_seqs;
+  for (const DeltaNetSeq& s : seqs) {
+    if (s.num_tokens >= kConvByTokens) {
+      ConvByTokens(s, w.conv1d_taps.data(), K, conv_dim, round, pool);
+    } else {
+      short_seqs.push_back(s);
+    }
+  }
+  const int64_t num_seqs = static_cast<int64_t>(short_seqs.size()),
+                wanted = 6 * pool.num_threads();
   const int64_t channel_block =
       num_seqs >= wanted ? conv_dim
                          : std::max<int64_t>(512, (conv_dim * num_seqs / wanted + 63) / 64 * 64);
   const int64_t blocks = (conv_dim + channel_block - 1) / channel_block;
   pool.ParallelFor(num_seqs * blocks, [&](int64_t task, int) {
-    const DeltaNetSeq& s = seqs[task / blocks];
+    const DeltaNetSeq& s = short_seqs[task / blocks];
     const int64_t c0 = (task % blocks) * channel_block, c1 = std::min(conv_dim, c0 + channel_block);
     kernels::CausalConv1dSilu(m_.data() + s.row_begin * conv_dim, conv_dim, s.num_tokens, conv_dim,
                               c0, c1, w.conv1d_taps.data(), K, s.state,

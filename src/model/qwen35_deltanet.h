@@ -66,6 +66,12 @@ class GatedDeltaNet {
   std::vector<float> a_;     // [T, Hv] then g
   std::vector<float> o_;     // [T, value_dim]
   std::vector<std::vector<float>> scratch_;  // per worker: chunked-rule scratch
+  std::vector<std::vector<float>> conv_hist_;  // per worker: a token range's conv history
+
+  // Sequences with at least this many new tokens run the conv by token ranges.
+  static constexpr int64_t kConvByTokens = 64;
+  void ConvByTokens(const DeltaNetSeq& s, const float* taps, int64_t K, int64_t conv_dim,
+                    kernels::Round round, ThreadPool& pool);
 };
 
 }  // namespace cpm
