@@ -57,7 +57,9 @@ void GatedDeltaNet::ConvByTokens(const DeltaNetSeq& s, const float* taps, int64_
   const float* m = m_.data() + s.row_begin * conv_dim;
   float* y = y_.data() + s.row_begin * conv_dim;
   // Row r of state ++ m, r in [-hist, t).
-  const auto row = [&](int64_t r) { return r < 0 ? s.state + (r + hist) * conv_dim : m + r * conv_dim; };
+  const auto row = [&](int64_t r) {
+    return r < 0 ? s.state + (r + hist) * conv_dim : m + r * conv_dim;
+  };
   const int64_t ranges = std::min<int64_t>(4 * pool.num_threads(), t / 16);
   const int64_t per = (t + ranges - 1) / ranges;
   conv_hist_.resize(pool.num_threads());
