@@ -14,10 +14,7 @@ namespace cpm::kernels {
 
 namespace {
 
-// The first n (≤ 16) lanes.
-inline __mmask16 FirstLanes(int64_t n) {
-  return n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
-}
+using avx512::FirstLanes;
 
 // silu(g) · u on the lanes of m (the others 0), rounded as `rb` says.
 inline __m512 SiluMul16(const float* g, const float* u, __mmask16 m, bool rb) {

@@ -232,9 +232,7 @@ void ScoreTilesDot(const uint32_t* qp, int64_t q_stride, float* const* s, int64_
 
 void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
   // The span's scores from t on (at most 16).
-  const auto valid = [n](int64_t t) {
-    return static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
-  };
+  const auto valid = [n](int64_t t) { return avx512::FirstLanes(n - t); };
   alignas(64) float m_span[kMaxGroup];
   std::fill(m_span, m_span + kMaxGroup, -INFINITY);
   for (int64_t g = 0; g < group; ++g) {

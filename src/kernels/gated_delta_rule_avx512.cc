@@ -121,8 +121,7 @@ void Rows(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, flo
   for (; j + 64 <= n; j += 64) Tile<R, 4>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
   for (; j + 32 <= n; j += 32) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
   for (; j < n; j += 16) {
-    const __mmask16 last = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
-    Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, last);
+    Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, avx512::FirstLanes(n - j));
   }
 }
 

@@ -82,10 +82,7 @@ struct TileArgs {
 
 // Masks of a panel's valid columns in its two 16-column halves (the last panel may be partial).
 [[gnu::always_inline]] inline std::pair<__mmask16, __mmask16> ValidColumns(int64_t n_valid) {
-  const auto first = [](int64_t n) {  // the first n of 16 columns
-    return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << std::max<int64_t>(0, n)) - 1);
-  };
-  return {first(n_valid), first(n_valid - 16)};
+  return {avx512::FirstLanes(n_valid), avx512::FirstLanes(n_valid - 16)};
 }
 
 // Stores a tile's accumulators [MR][NP][2 halves] at y (row stride ys), rounded to bf16 first

@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #endif
 
+#include <cstdint>
+
 #include "kernels/exp_poly.h"
 
 // GCC 12 warns about the `undefined` operands inside its own AVX-512 intrinsic headers.
@@ -39,6 +41,13 @@ inline void MaskStoreu(float* p, __mmask16 k, __m512 a) {
 inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
 inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
 #endif
+
+// The first n lanes of 16 (none for n ≤ 0, all for n ≥ 16): the valid lanes of a row's last,
+// partial vector.
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff)
+                 : static_cast<__mmask16>((1u << (n > 0 ? n : 0)) - 1);
+}
 
 // f32 → bf16 → f32, round to nearest even; a NaN keeps its top half with the quiet bit set (as
 // F32ToBf16 and avx2::RoundBf16).
