@@ -17,6 +17,15 @@ constexpr int64_t kGrain = 1 << 14;  // elements per task: small ops stay on one
 
 inline float Rounded(float v, Round round) { return round == Round::kBf16 ? RoundBf16(v) : v; }
 
+// Rows [r0, r1) of y += bias, then the optional rounding (AddBias's work, on the caller).
+void AddBiasRows(float* y, int64_t r0, int64_t r1, int64_t dim, const float* bias, Round round) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* yr = y + r * dim;
+    for (int64_t j = 0; j < dim; ++j) yr[j] += bias[j];
+    RoundInPlace(yr, dim, round);
+  }
+}
+
 template <typename F>
 void Map(float* x, int64_t n, Round round, ThreadPool& pool, F f) {
   pool.ParallelForRange(n, kGrain, [&](int64_t b, int64_t e, int) {
@@ -47,11 +56,7 @@ void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* w, const 
 
 void AddBias(float* y, int64_t rows, int64_t dim, const float* bias, Round round, ThreadPool& pool) {
   pool.ParallelForRange(rows, std::max<int64_t>(1, kGrain / dim), [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* yr = y + r * dim;
-      for (int64_t j = 0; j < dim; ++j) yr[j] += bias[j];
-      RoundInPlace(yr, dim, round);
-    }
+    AddBiasRows(y, r0, r1, dim, bias, round);
   });
 }
 
@@ -76,11 +81,7 @@ void AddBiasGeluTanh(float* y, int64_t rows, int64_t dim, const float* bias, Rou
   pool.ParallelForRange(rows, kRowsPerBlock, [&](int64_t r0, int64_t r1, int) {
     for (int64_t b0 = r0; b0 < r1; b0 += kRowsPerBlock) {
       const int64_t b1 = std::min(r1, b0 + kRowsPerBlock);
-      for (int64_t r = b0; r < b1; ++r) {
-        float* yr = y + r * dim;
-        for (int64_t j = 0; j < dim; ++j) yr[j] += bias[j];
-        RoundInPlace(yr, dim, round);
-      }
+      AddBiasRows(y, b0, b1, dim, bias, round);
       if (simd) {
         GeluTanhAvx2(y + b0 * dim, (b1 - b0) * dim, round);
       } else {
