@@ -108,6 +108,8 @@ class MiniCpmV46Vision final : public VisionEncoder {
   StatusOr<SelfAttention> LoadAttention(WeightLoader& wl, const std::string& p);
 
   void Apply(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const;
+  // Apply, then gelu_tanh, the bias and the GELU in one pass over y.
+  void ApplyGeluTanh(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const;
   void AddResidual(float* x, const float* d, int64_t rows, ThreadPool& pool) const;
   // LayerNorm with the tower's layer_norm_eps, or `eps` (the final merger's is fixed at 1e-6).
   void ApplyNorm(const Norm& n, const float* x, int64_t m, int64_t dim, float* y, ThreadPool& pool,
@@ -230,6 +232,12 @@ Status MiniCpmV46Vision::Load(const LoadOptions& options, const MiniCpmV46Vision
 void MiniCpmV46Vision::Apply(const Linear& l, const float* x, int64_t m, float* y, ThreadPool& pool) const {
   kernels::MatMul(x, l.w.in_features, m, l.w, y, l.w.out_features, pool);
   kernels::AddBias(y, m, l.w.out_features, l.b.data(), round_, pool);
+}
+
+void MiniCpmV46Vision::ApplyGeluTanh(const Linear& l, const float* x, int64_t m, float* y,
+                                     ThreadPool& pool) const {
+  kernels::MatMul(x, l.w.in_features, m, l.w, y, l.w.out_features, pool);
+  kernels::AddBiasGeluTanh(y, m, l.w.out_features, l.b.data(), round_, pool);
 }
 
 // x[rows, D] = bf(x + d) (a residual add), rows spread over the pool.
@@ -372,8 +380,7 @@ void MiniCpmV46Vision::Encoder(const EncoderLayer& L, float* x, int64_t n, Threa
   Attend(L.self_attn, ln_.data(), n, 0, tmp_.data(), pool);
   AddResidual(x, tmp_.data(), n, pool);
   ApplyNorm(L.layer_norm2, x, n, D, ln_.data(), pool);
-  kernels::MatMul(ln_.data(), D, n, L.fc1.w, ffn_.data(), I, pool);
-  kernels::AddBiasGeluTanh(ffn_.data(), n, I, L.fc1.b.data(), round_, pool);
+  ApplyGeluTanh(L.fc1, ln_.data(), n, ffn_.data(), pool);
   Apply(L.fc2, ffn_.data(), n, tmp_.data(), pool);
   AddResidual(x, tmp_.data(), n, pool);
 }
@@ -397,8 +404,7 @@ void MiniCpmV46Vision::MergeWindows(float* x, int64_t gh, int64_t gw, ThreadPool
   kernels::RoundInPlace(mean.data(), nw * D, round_);
   ApplyNorm(m.pre_norm, blocks.data(), nw, 4 * D, blocks.data(), pool);
   ffn_.resize(nw * I4);
-  kernels::MatMul(blocks.data(), 4 * D, nw, m.linear_1.w, ffn_.data(), I4, pool);
-  kernels::AddBiasGeluTanh(ffn_.data(), nw, I4, m.linear_1.b.data(), round_, pool);
+  ApplyGeluTanh(m.linear_1, blocks.data(), nw, ffn_.data(), pool);
   Apply(m.linear_2, ffn_.data(), nw, x, pool);
   AddResidual(x, mean.data(), nw, pool);
 }
