@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "chat/builtins.h"
+#include "chat/text_util.h"
 #include "chat/value.h"
 
 namespace cpm {
@@ -20,17 +21,9 @@ constexpr std::string_view kCallStart = "<tool_call>", kCallEnd = "</tool_call>"
 constexpr std::string_view kFunctionStart = "<function=", kFunctionEnd = "</function>";
 constexpr std::string_view kParamStart = "<parameter=", kParamEnd = "</parameter>";
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string_view Trim(std::string_view s) {
-  const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
+// Python's str.lower() and str.strip(), as vLLM's parser calls them (and int()/float() strip).
+std::string Lower(std::string_view s) { return jinja::PyLower(s); }
+std::string Trim(std::string_view s) { return jinja::PyStrip(s, std::nullopt, true, true); }
 
 // Python's int()/float() text: digits may be grouped by single underscores. The digits without
 // them, or nullopt where an underscore is misplaced.
@@ -165,8 +158,8 @@ Json ToolCallParser::ConvertValue(const std::string& function, const std::string
   const Json& spec = properties[param];
   std::string type = "string";
   if (spec.is_object() && spec.contains("type")) {
-    type = Lower(std::string(Trim(spec["type"].is_string() ? spec["type"].get<std::string>()
-                                                           : spec["type"].dump())));
+    type = Lower(Trim(spec["type"].is_string() ? spec["type"].get<std::string>()
+                                               : spec["type"].dump()));
   }
   const auto starts = [&](const char* p) { return type.rfind(p, 0) == 0; };
   if (type == "string" || type == "str" || type == "text" || type == "varchar" ||
