@@ -162,6 +162,12 @@ const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_unit
   return tasks;
 }
 
+// Whether a layout's AVX-512 kernels read x as bf16 pairs (Avx512X), made by PrepareX or by
+// GatedMlp's SiLU epilogue.
+bool ReadsPairs(PackedLayout l) {
+  return l == PackedLayout::kPanel32Bf16Pairs || l == PackedLayout::kPanel32Ternary;
+}
+
 bool AnyLayout(std::span<const Job> jobs, bool (*pred)(PackedLayout)) {
   return std::any_of(jobs.begin(), jobs.end(),
                      [&](const Job& j) { return j.pw != nullptr && pred(j.pw->layout); });
@@ -192,9 +198,7 @@ const float* PackXForAvx2(const float* x, int64_t x_stride, int64_t m, std::span
 Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
                           ThreadPool& pool) {
   Avx512X out{x, x_stride};
-  if (!AnyLayout(jobs, [](PackedLayout l) {
-        return l == PackedLayout::kPanel32Bf16Pairs || l == PackedLayout::kPanel32Ternary;
-      })) {
+  if (!AnyLayout(jobs, ReadsPairs)) {
     return out;
   }
   thread_local AlignedBuffer dot, pairs;
@@ -418,10 +422,6 @@ void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& 
     RunColumns(jobs[1], xf, m, c0, c1, u, ss, round);
     finish(g, u, ss, c0, c1);
   });
-}
-
-bool ReadsPairs(PackedLayout l) {
-  return l == PackedLayout::kPanel32Bf16Pairs || l == PackedLayout::kPanel32Ternary;
 }
 
 }  // namespace
