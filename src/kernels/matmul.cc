@@ -1,6 +1,7 @@
 // Matmul dispatch: packs weights at load (PrepareLinear), splits a group of matmuls that share
 // x into column tasks of one parallel region (MatMulGroup, and MatMulSiluMul's gate/up pairs
-// finished per task), and holds the scalar reference.
+// finished per task; GatedMlp hands their activation to down as bf16 pairs), and holds the
+// scalar reference.
 #include "kernels/matmul.h"
 
 #include <sys/mman.h>
