@@ -4,8 +4,6 @@
 // scalar reference.
 #include "kernels/matmul.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -48,16 +46,6 @@ T At(const LinearWeight& w, int64_t r, int64_t c) {
   return static_cast<const T*>(w.data)[r * w.in_features + c];
 }
 
-// Asks for transparent huge pages (before the first write, so the pages are born huge): a
-// kernel streams several panels 16-32 KiB apart at once, and with 4 KiB pages every panel
-// crosses a page, and so a TLB miss, every 128 k steps. Best effort: the system may say no.
-void AdviseHugePages(AlignedBuffer& buf) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(buf.data()) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(buf.data()) + buf.size()) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 // Scalar packing (once per weight at load; ~1 ns per element).
 template <typename T>
 void PackPanels(const LinearWeight& w, PackedWeight* pw) {
@@ -97,8 +85,8 @@ std::shared_ptr<const void> PackLinear(const LinearWeight& w, PackedLayout layou
                                                                    : w.in_features;
   pw->panel_elems = k_rows * pw->width;
   const size_t esize = DTypeSize(w.dtype);
-  pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems) * esize);
-  AdviseHugePages(pw->data);
+  pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems) * esize,
+                  AlignedBuffer::Pages::kHuge);
   if (w.dtype == DType::kBF16) PackPanels<uint16_t>(w, pw.get());
   else PackPanels<float>(w, pw.get());
   return pw;
