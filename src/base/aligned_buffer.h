@@ -8,6 +8,8 @@
 #include <new>
 #include <utility>
 
+#include "base/huge_pages.h"
+
 namespace cpm {
 
 class AlignedBuffer {
@@ -27,16 +29,8 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
 
-  // What backs a buffer. kHuge: a buffer of at least one huge page (2 MiB) starts on a huge-page
-  // boundary and asks for transparent huge pages over its whole ones before its first write, so
-  // they are born huge. Kernels stream weights and recurrent states through it: with 4 KiB
-  // pages every 4 KiB of a stream is a TLB miss and a stop for the hardware prefetchers
-  // (batch-1 gate/up on Zen 5: 55 -> 72 GB/s). Best effort: the system may decline, and
-  // only what is touched is committed, as with small pages.
-  enum class Pages { kSmall, kHuge };
-  static constexpr size_t kHugePage = size_t{2} << 20;
-
-  // Discards the contents; new bytes are uninitialised.
+  // Discards the contents; new bytes are uninitialised. kHuge: a buffer of at least one huge
+  // page starts on a huge-page boundary, its whole huge pages advised (huge_pages.h).
   void Resize(size_t bytes, Pages pages = Pages::kSmall) {
     if (bytes == size_) return;
     std::free(data_);
@@ -68,8 +62,6 @@ class AlignedBuffer {
   }
 
  private:
-  static void AdviseHugePages(std::byte* begin, size_t bytes);
-
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

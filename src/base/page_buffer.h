@@ -1,10 +1,12 @@
 // PageBuffer: a large, page-aligned, zero-filled anonymous mapping. Pages are committed only when
 // first touched, so a KV cache sized for the worst case costs no start-up time and only the RAM
-// its sequences actually use. Move-only.
+// its sequences actually use (kHuge: rounded up to huge pages). Move-only.
 #pragma once
 
 #include <cstddef>
 #include <utility>
+
+#include "base/huge_pages.h"
 
 namespace cpm {
 
@@ -12,7 +14,7 @@ class PageBuffer {
  public:
   PageBuffer() = default;
   // Aborts via std::bad_alloc if the mapping fails.
-  explicit PageBuffer(size_t bytes);
+  explicit PageBuffer(size_t bytes, Pages pages = Pages::kSmall);
   ~PageBuffer();
   PageBuffer(PageBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}

@@ -86,7 +86,7 @@ std::shared_ptr<const void> PackLinear(const LinearWeight& w, PackedLayout layou
   pw->panel_elems = k_rows * pw->width;
   const size_t esize = DTypeSize(w.dtype);
   pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems) * esize,
-                  AlignedBuffer::Pages::kHuge);
+                  Pages::kHuge);
   if (w.dtype == DType::kBF16) PackPanels<uint16_t>(w, pw.get());
   else PackPanels<float>(w, pw.get());
   return pw;

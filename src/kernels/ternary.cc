@@ -192,7 +192,7 @@ std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryForm
   pw->ternary = f;
   pw->num_groups = (k + f.group - 1) / f.group;
   pw->data.Resize(static_cast<size_t>(pw->num_panels * pw->panel_elems * pw->width / 4),
-                  AlignedBuffer::Pages::kHuge);
+                  Pages::kHuge);
   pw->data.Zero();
   pw->scales.Resize(static_cast<size_t>(pw->num_panels * pw->num_groups * pw->width) *
                     (wide ? 4 : 2));

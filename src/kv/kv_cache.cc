@@ -13,8 +13,10 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
                                                  spec.head_dim) * DTypeSize(dtype);
   for (int64_t l = 0; l < spec.num_attention_layers; ++l) {
     // Fresh anonymous pages read as zeros: a bug that reads an unwritten slot sees 0, not NaN.
-    k_.emplace_back(layer_bytes);
-    v_.emplace_back(layer_bytes);
+    // Huge pages: attention streams a sequence's blocks (a 4 KiB page each for MiniCPM4's
+    // 16 tokens x 2 heads x 64 dims in bf16); batch-16 decode at depth 2048 1.1-1.2x.
+    k_.emplace_back(layer_bytes, Pages::kHuge);
+    v_.emplace_back(layer_bytes, Pages::kHuge);
   }
 }
 

@@ -1,4 +1,4 @@
-#include "base/aligned_buffer.h"
+#include "base/huge_pages.h"
 
 #include <gtest/gtest.h>
 
@@ -7,6 +7,9 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+
+#include "base/aligned_buffer.h"
+#include "base/page_buffer.h"
 
 namespace cpm {
 namespace {
@@ -33,8 +36,10 @@ std::string VmFlagsOf(const void* p) {
   return "";
 }
 
+bool HasThp() { return access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0; }
+
 TEST(AlignedBufferTest, SmallPagesAreCacheLineAligned) {
-  for (size_t bytes : {size_t{1}, size_t{100}, AlignedBuffer::kHugePage * 3}) {
+  for (size_t bytes : {size_t{1}, size_t{100}, kHugePage * 3}) {
     AlignedBuffer buf(bytes);
     EXPECT_TRUE(Aligned(buf.data(), AlignedBuffer::kAlignment)) << bytes;
     EXPECT_EQ(buf.size(), bytes);
@@ -43,14 +48,23 @@ TEST(AlignedBufferTest, SmallPagesAreCacheLineAligned) {
 
 TEST(AlignedBufferTest, HugePagesStartOnAHugePageAndAreAdvised) {
   AlignedBuffer buf;
-  const size_t bytes = AlignedBuffer::kHugePage * 3 + 4096 + 5;
-  buf.Resize(bytes, AlignedBuffer::Pages::kHuge);
+  const size_t bytes = kHugePage * 3 + 4096 + 5;
+  buf.Resize(bytes, Pages::kHuge);
   ASSERT_EQ(buf.size(), bytes);
-  EXPECT_TRUE(Aligned(buf.data(), AlignedBuffer::kHugePage));
+  EXPECT_TRUE(Aligned(buf.data(), kHugePage));
   buf.Zero();  // every byte is ours to write
   // Where the kernel has transparent huge pages, the advice shows as the mapping's "hg" flag.
-  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
+  if (HasThp()) {
     EXPECT_NE(VmFlagsOf(buf.data()).find(" hg"), std::string::npos) << VmFlagsOf(buf.data());
+  }
+}
+
+TEST(PageBufferTest, HugePagesAreAdvisedAndReadAsZeros) {
+  PageBuffer small(kHugePage * 2), huge(kHugePage * 2, Pages::kHuge);
+  EXPECT_EQ(huge.data()[kHugePage + 7], std::byte{0});
+  if (HasThp()) {
+    EXPECT_EQ(VmFlagsOf(small.data()).find(" hg"), std::string::npos) << VmFlagsOf(small.data());
+    EXPECT_NE(VmFlagsOf(huge.data()).find(" hg"), std::string::npos) << VmFlagsOf(huge.data());
   }
 }
 
