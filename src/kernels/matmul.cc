@@ -4,6 +4,9 @@
 // scalar reference.
 #include "kernels/matmul.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -110,6 +113,7 @@ Job MakeJob(const LinearWeight& w, Isa isa, float* y, int64_t y_stride) {
   const PackedWeight* pw = Packed(w);
   if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
   if (pw) return {&w, pw, y, y_stride, pw->num_panels, pw->width};
+  CPM_CHECK(w.data != nullptr);  // a dropped source (Source::kDrop) under a lowered ISA
   return {&w, nullptr, y, y_stride, w.out_features, 1};
 }
 
@@ -250,10 +254,10 @@ void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c
 
 }  // namespace
 
-void PrepareLinear(LinearWeight* w) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar || w->data == nullptr) return;
-  if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
+namespace {
+
+// Re-lays out `w` for `isa` unless it already is.
+void Pack(LinearWeight* w, Isa isa) {
   const PackedWeight* packed = Packed(*w);
   if (packed && IsTernaryLayout(packed->layout)) return;
   // Ternary bf16 weights (BitCPM4) as 2-bit codes (TernaryPackingEnabled). Real-valued weights
@@ -269,6 +273,30 @@ void PrepareLinear(LinearWeight* w) {
   const PackedLayout want = WantedLayout(isa, w->dtype);
   if (packed && packed->layout == want) return;
   w->packed = PackLinear(*w, want);
+}
+
+void DropSource(LinearWeight* w) {
+  if (w->owner.use_count() > 1) {
+    // Shared (a checkpoint's mapping): its whole pages inside the weight leave this process.
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(w->data);
+    const uintptr_t end = begin + static_cast<uintptr_t>(w->out_features * w->in_features) *
+                                      DTypeSize(w->dtype);
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+  w->owner.reset();
+  w->data = nullptr;
+}
+
+}  // namespace
+
+void PrepareLinear(LinearWeight* w, Source source) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar || w->data == nullptr) return;
+  if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
+  Pack(w, isa);
+  if (source == Source::kDrop && Packed(*w) != nullptr) DropSource(w);
 }
 
 // The codes wherever a kernel for them matches the matmul: an 8th of the bytes beats bf16 panels

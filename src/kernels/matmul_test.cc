@@ -471,6 +471,40 @@ TEST(MatMulTest, PrepareIsIdempotentAndKeepsData) {
   }
 }
 
+
+// Source::kDrop: once packed, a private source is freed and a shared one (a checkpoint's
+// mapping) left to its other owners; the product is bitwise the kept weight's.
+TEST(MatMulTest, DroppedSourceFreesItAndKeepsTheProduct) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  const int64_t n = 40, k = 24, m = 3;
+  const std::vector<float> x = RandomVec(m * k, 9);
+  const TestWeight t = MakeWeight(DType::kBF16, n, k, 3);
+  for (Isa isa : IsasToTest()) {
+    if (isa == Isa::kScalar) continue;  // nothing is packed there, so nothing is dropped
+    ASSERT_TRUE(SetActiveIsa(isa));
+    LinearWeight kept = t.w;
+    PrepareLinear(&kept);
+    std::vector<float> want(m * n), got(m * n);
+    MatMul(x.data(), k, m, kept, want.data(), n, pool);
+    for (bool shared : {false, true}) {
+      auto source = std::make_shared<std::vector<uint16_t>>(t.bf16);
+      LinearWeight w = t.w;
+      w.data = source->data();
+      w.owner = source;
+      const std::weak_ptr<std::vector<uint16_t>> alive = source;
+      if (!shared) source.reset();
+      PrepareLinear(&w, Source::kDrop);
+      const std::string what = std::string(ToString(isa)) + (shared ? " shared" : " private");
+      EXPECT_EQ(w.data, nullptr) << what;
+      EXPECT_EQ(w.owner, nullptr) << what;
+      EXPECT_EQ(alive.expired(), !shared) << what;
+      MatMul(x.data(), k, m, w, got.data(), n, pool);
+      ExpectBitwiseEqual(want.data(), got.data(), m * n, what);
+    }
+  }
+}
+
 // ---- AVX-512 kernels, run over SIMDe's emulation so that they are checked on any CPU. ----
 
 // y = x · Wᵀ through the emulated AVX-512 kernel as MatMulGroup runs it: x prepared once (in

@@ -140,9 +140,10 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
     for (LinearWeight* w : LinearWeights(L)) linear.push_back(w);
   }
   if (!linear.empty()) {
-    kernels::PrepareLinear(linear[0]);
-    pool.ParallelFor(static_cast<int64_t>(linear.size()) - 1,
-                     [&](int64_t i, int) { kernels::PrepareLinear(linear[i + 1]); });
+    kernels::PrepareLinear(linear[0], kernels::Source::kDrop);
+    pool.ParallelFor(static_cast<int64_t>(linear.size()) - 1, [&](int64_t i, int) {
+      kernels::PrepareLinear(linear[i + 1], kernels::Source::kDrop);
+    });
   }
   CPM_ASSIGN_OR_RETURN(norm_, wl.F32("model.norm.weight", {hd}));
   if (c_.tie_word_embeddings) {
@@ -150,7 +151,9 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   } else {
     CPM_ASSIGN_OR_RETURN(lm_head_, wl.Linear("lm_head.weight", c_.vocab_size, hd));
   }
-  kernels::PrepareLinear(&lm_head_);
+  // Tied, the head's source is the embedding table, which Embed reads.
+  kernels::PrepareLinear(&lm_head_, c_.tie_word_embeddings ? kernels::Source::kKeep
+                                                           : kernels::Source::kDrop);
   LogTernaryWeights();
   const bool tied = c_.tie_word_embeddings;
   CPM_RETURN_IF_ERROR(wl.CheckAllUsed([tied](const std::string& n) {

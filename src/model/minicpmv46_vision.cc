@@ -160,7 +160,7 @@ StatusOr<Linear> MiniCpmV46Vision::LoadLinear(WeightLoader& wl, const std::strin
                                               int64_t in) {
   Linear l;
   CPM_ASSIGN_OR_RETURN(l.w, wl.Linear(p + ".weight", out, in));
-  kernels::PrepareLinear(&l.w);
+  kernels::PrepareLinear(&l.w, kernels::Source::kDrop);
   CPM_ASSIGN_OR_RETURN(l.b, Param(wl, p + ".bias", {out}));
   return l;
 }

@@ -97,7 +97,9 @@ Status Qwen35Model::LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_
   CPM_ASSIGN_OR_RETURN(L.gate_proj, wl.Linear(p + "mlp.gate_proj.weight", F, D));
   CPM_ASSIGN_OR_RETURN(L.up_proj, wl.Linear(p + "mlp.up_proj.weight", F, D));
   CPM_ASSIGN_OR_RETURN(L.down_proj, wl.Linear(p + "mlp.down_proj.weight", D, F));
-  for (LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) kernels::PrepareLinear(w);
+  for (LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) {
+    kernels::PrepareLinear(w, kernels::Source::kDrop);
+  }
   layers_.push_back(std::move(L));
   return OkStatus();
 }
@@ -129,7 +131,8 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   } else {
     lm_head_ = embed_tokens_;
   }
-  kernels::PrepareLinear(&lm_head_);
+  // Tied, the head's source is the embedding table, which Embed reads.
+  kernels::PrepareLinear(&lm_head_, untied ? kernels::Source::kDrop : kernels::Source::kKeep);
 
   // MiniCPM-V-4.6: the vision tower and merger must match vision_config; MTP weights are skipped.
   const bool vlm = vision != nullptr;

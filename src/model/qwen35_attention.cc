@@ -26,7 +26,7 @@ StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen3
   CPM_ASSIGN_OR_RETURN(w.q_norm, wl.F32(p + "q_norm.weight", {hd}));
   CPM_ASSIGN_OR_RETURN(w.k_norm, wl.F32(p + "k_norm.weight", {hd}));
   for (kernels::LinearWeight* lw : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj}) {
-    kernels::PrepareLinear(lw);
+    kernels::PrepareLinear(lw, kernels::Source::kDrop);
   }
   return w;
 }

@@ -34,7 +34,7 @@ StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35C
   for (int64_t h = 0; h < Hv; ++h) w.neg_a[h] = -std::exp(a_log[h]);
   for (kernels::LinearWeight* lw : {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a,
                                     &w.out_proj}) {
-    kernels::PrepareLinear(lw);
+    kernels::PrepareLinear(lw, kernels::Source::kDrop);
   }
   return w;
 }
