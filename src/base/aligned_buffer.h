@@ -17,7 +17,7 @@ class AlignedBuffer {
   static constexpr size_t kAlignment = 64;
 
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t bytes) { Resize(bytes); }
+  explicit AlignedBuffer(size_t bytes, Pages pages = Pages::kSmall) { Resize(bytes, pages); }
   ~AlignedBuffer() { std::free(data_); }
   AlignedBuffer(AlignedBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}

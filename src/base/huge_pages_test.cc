@@ -47,9 +47,8 @@ TEST(AlignedBufferTest, SmallPagesAreCacheLineAligned) {
 }
 
 TEST(AlignedBufferTest, HugePagesStartOnAHugePageAndAreAdvised) {
-  AlignedBuffer buf;
   const size_t bytes = kHugePage * 3 + 4096 + 5;
-  buf.Resize(bytes, Pages::kHuge);
+  AlignedBuffer buf(bytes, Pages::kHuge);
   ASSERT_EQ(buf.size(), bytes);
   EXPECT_TRUE(Aligned(buf.data(), kHugePage));
   buf.Zero();  // every byte is ours to write

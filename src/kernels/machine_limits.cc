@@ -89,8 +89,7 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   const int n = pool.num_threads();
   // On huge pages, as the packed weights the decode kernels stream: the limit is what the
   // machine's best reads reach (4 KiB pages read ~5-15% slower on a Zen 5 VM).
-  AlignedBuffer buf;
-  buf.Resize(static_cast<size_t>(buffer_bytes), Pages::kHuge);
+  AlignedBuffer buf(static_cast<size_t>(buffer_bytes), Pages::kHuge);
   // Touch every page (and give it non-zero content) so the reads hit real memory.
   pool.ParallelForRange(buffer_bytes, 1 << 20, [&](int64_t b, int64_t e, int) {
     std::memset(buf.data() + b, 0x5a, static_cast<size_t>(e - b));

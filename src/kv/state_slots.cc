@@ -10,10 +10,10 @@ StateSlots::StateSlots(int64_t num_slots, int64_t slot_bytes)
     : num_slots_(num_slots),
       slot_bytes_(slot_bytes),
       stride_((slot_bytes + 63) / 64 * 64),
+      // Huge pages: a decode step streams every running sequence's state (V-4.6: 18 MiB).
+      buffer_(static_cast<size_t>(num_slots * stride_), Pages::kHuge),
       in_use_(num_slots, false) {
   CPM_CHECK(num_slots >= 0 && slot_bytes >= 0);
-  // Huge pages: a decode step streams every running sequence's recurrent state (V-4.6: 18 MiB).
-  buffer_.Resize(static_cast<size_t>(num_slots * stride_), Pages::kHuge);
   for (int64_t s = num_slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
 }
 
