@@ -5,7 +5,8 @@
 // of one or more rows; bf16 keys widened in registers, or once into an f32 copy for the rows of
 // a prefill), then per row one online-softmax update over the span (running max m, sum l) and
 // its values: output tiles of 4 heads × 24 dims over all the span's values, read from the cache
-// and widened in registers. With a softmax update per chunk of 16 keys instead, its fixed cost
+// and widened in registers for one row (a decode), from one f32 copy of the span's values for
+// the rows of a prefill. With a softmax update per chunk of 16 keys instead, its fixed cost
 // and the short output chains dominated decode: kernels_bench, one thread, medians of 10
 // interleaved rounds against that: decode 16 sequences × 1024 keys 1.44×, V-4.6 heads 1.56×,
 // prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
@@ -248,6 +249,18 @@ void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chun
   ForHeadTiles(group, heads);
 }
 
+// The values of a span's nc chunks (bf16, each chunk's n·d contiguous) as f32, in key order.
+void WidenSpanValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc, float* out) {
+  const uint16_t* v = static_cast<const uint16_t*>(kv.v);
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t n = chunks[c].n * kv.head_dim;  // a multiple of 8
+    for (int64_t i = 0; i < n; i += 8) {
+      _mm256_storeu_ps(out + i, avx2::LoadBf16(v + chunks[c].v + i));
+    }
+    out += n;
+  }
+}
+
 // The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.
 void StorePartial(const RowState& r, int64_t group, int64_t d) {
   std::copy(r.m, r.m + group, r.out + group * d);
@@ -289,15 +302,20 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local float qt[kMaxHeadDim * kMaxAttendRows * kMaxGroup];
   alignas(32) thread_local float kt[kMaxHeadDim][kChunk];  // a chunk's keys, when copied
   thread_local Chunk chunks[kSpan + kKeysAhead];
+  alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];  // a span's values, widened
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[p][r·group + g] holds
   // dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
   thread_local uint32_t qp[kMaxHeadDim / 2 * kMaxAttendRows * kMaxGroup];
   const int64_t qt_stride = kMaxAttendRows * group;
+  // With a block of whole groups of 16 slots every chunk is whole, so dot-product tiles take
+  // all the scores and qt goes unread (its scalar transpose was ~1/3 of this function's own
+  // time in a 512-token prefill).
+  const bool all_dot = kBf16 && dot && bs % kChunk == 0;
   for (int64_t r = 0; r < rows; ++r) {
     BeginRow(&st[r], out + r * out_stride, n_keys0 + r, group, d);
     for (int64_t g = 0; g < group; ++g) {
       const float* qg = q + r * q_stride + g * d;
-      for (int64_t j = 0; j < d; ++j) qt[j * qt_stride + r * group + g] = qg[j];
+      for (int64_t j = 0; !all_dot && j < d; ++j) qt[j * qt_stride + r * group + g] = qg[j];
       for (int64_t j = 0; dot && j < d; j += 2) {
         const uint32_t lo = std::bit_cast<uint32_t>(qg[j]), hi = std::bit_cast<uint32_t>(qg[j + 1]);
         qp[j / 2 * qt_stride + r * group + g] = (lo >> 16) | (hi & 0xffff0000u);
@@ -338,7 +356,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     };
     for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
       const int64_t r0 = first_row(o), nq = (rows - r0) * group;
-      for (int64_t i = 0; i < nq; ++i) s[i] = st[r0 + i / group].s[i % group] + o;
+      for (int64_t r = r0, i = 0; r < rows; ++r) {
+        for (int64_t g = 0; g < group; ++g) s[i++] = st[r].s[g] + o;
+      }
       const Chunk& ch = chunks[c];
       if (kBf16 && dot && ch.whole) {
         // The next chunks join the tiles while they are whole too, the ones before them full,
@@ -382,13 +402,25 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         }
       }
     }
+    // Several rows' value tiles read the span's values: widened once into f32 (exactly), so
+    // the tiles load them as they are, with the same chains, instead of each widening them.
+    const bool widened = kBf16 && rows > 1;
+    if (widened) WidenSpanValues(kv, chunks, nc, vspan);
+    const Chunk span_values{0, 0, 0, p1 - p0, true};
+    const void* v = widened ? static_cast<const void*>(vspan) : kv.v;
+    const Chunk* v_chunks = widened ? &span_values : chunks;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
       if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n);
       else SpanSoftmax(&st[r], group, n);
-      if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, chunks, n);
-      else SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
+      if (wide_values) {
+        attn::SpanValuesAvx512(st[r], group, d, v, kBf16 && !widened, v_chunks, n);
+      } else if (widened) {
+        SpanValues<false>(st[r], group, d, v, v_chunks, n);
+      } else {
+        SpanValues<kBf16>(st[r], group, d, v, v_chunks, n);
+      }
     }
   }
   for (int64_t r = 0; r < rows; ++r) {

@@ -29,8 +29,10 @@ inline int64_t KeySlot(int64_t offset, int64_t block_size, DType dt) {
 // and score tiles; a prefill's rows come in such groups). Measured when rows shared each chunk's
 // widening: perf, pp512, attention 7.0% of samples with 1, 5.9% with 2; 4 against 2,
 // kernels_bench medians of 6 interleaved rounds: MiniCPM4 heads +0.5% at 512 rows over 512 keys,
-// +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256 over 2048.
-constexpr int64_t kMaxAttendRows = 4;
+// +5% at 256 over 2048; V-4.6's 256-dim heads +22% at 256 over 2048. 8 against 4, once the
+// rows shared each span's widened values (AttendRows): +4-8% at 512 over 512 keys, +5% at 256
+// over 2048, V-4.6 +1-5% (kernels_bench, two threads, two interleaved rounds).
+constexpr int64_t kMaxAttendRows = 8;
 
 // Keys per partition of a long context. A query row attends its keys partition by partition (at
 // multiples of kPartitionKeys, each from a fresh softmax state); the partitions' partial results
