@@ -47,13 +47,18 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
       scores[g * n_keys + p] = dot * scale;
     }
   }
+  // The exps e^(s − max) summed, then (a bf16 cache) rounded to bf16 as P; the outputs divided
+  // by the sum after P·V.
+  std::vector<float> inv(group);
   for (int64_t g = 0; g < group; ++g) {
     float* s = scores.data() + g * n_keys;
     const float mx = *std::max_element(s, s + n_keys);
     float sum = 0.0f;
     for (int64_t p = 0; p < n_keys; ++p) sum += (s[p] = std::exp(s[p] - mx));
-    const float inv = 1.0f / sum;
-    for (int64_t p = 0; p < n_keys; ++p) s[p] *= inv;
+    if (kv.dtype == DType::kBF16) {
+      for (int64_t p = 0; p < n_keys; ++p) s[p] = RoundBf16(s[p]);
+    }
+    inv[g] = 1.0f / sum;
     std::fill(out + g * d, out + (g + 1) * d, 0.0f);
   }
   for (int64_t p = 0; p < n_keys; ++p) {
@@ -63,6 +68,9 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
       float* o = out + g * d;
       for (int64_t j = 0; j < d; ++j) o[j] += w * LoadKv(kv.v, kv.dtype, off + j);
     }
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    for (int64_t j = 0; j < d; ++j) out[g * d + j] *= inv[g];
   }
 }
 

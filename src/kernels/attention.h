@@ -43,7 +43,10 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
 
 // out[t, h, :] = softmax(scale · q[t, h] · K[:pos]ᵀ) · V[:pos] for query head h, using KV head
 // h / (n_heads / num_kv_heads). q: [T, n_heads, head_dim] (token stride q_stride), out likewise.
-// Softmax in f32.
+// Softmax in f32. With a bf16 cache (a bf16 model) P is rounded to bf16 before P·V, as
+// FlashAttention-2 (vLLM) and PyTorch's CPU SDPA (the transformers default) do: the exps
+// e^(s − m) against an online softmax's running max (a SIMD kernel's spans of 128 keys; the
+// scalar one's whole row), while their sum stays f32.
 void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
                     std::span<const AttentionSeq> seqs, const KvLayerView& kv, float scale,
                     float* out, int64_t out_stride, ThreadPool& pool);

@@ -160,8 +160,9 @@ void BeginRow(RowState* r, float* out, int64_t n_keys, int64_t group, int64_t d)
 
 // Online-softmax update with a span's n scores of each head: the new running max m, the factor
 // alpha = e^(m_old - m_new) that rescales the head's running output and sum (0 on its first
-// span, where m_old = -inf), exp(s - m_new) left in s, and the sum l.
-void SpanSoftmax(RowState* r, int64_t group, int64_t n) {
+// span, where m_old = -inf), exp(s - m_new) left in s, and the sum l. With round_p (a bf16
+// cache) the exps left in s, the P of P·V, are rounded to bf16 after their sum (attention.h).
+void SpanSoftmax(RowState* r, int64_t group, int64_t n, bool round_p) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   const __m256 tail = _mm256_castsi256_ps(avx2::FirstLanes(n % 8 == 0 ? 8 : n % 8));
   const int64_t last = (n - 1) / 8 * 8;  // the last (possibly partial) vector of scores
@@ -184,7 +185,7 @@ void SpanSoftmax(RowState* r, int64_t group, int64_t n) {
     for (int64_t t = 0; t <= last; t += 8) {
       __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_load_ps(r->s[g] + t), m));
       if (t == last) e = _mm256_and_ps(e, tail);
-      _mm256_store_ps(r->s[g] + t, e);
+      _mm256_store_ps(r->s[g] + t, round_p ? avx2::RoundBf16(e) : e);
       sum = _mm256_add_ps(sum, e);
     }
     r->l[g] = r->l[g] * r->alpha[g] + avx2::HSum(sum);
@@ -261,6 +262,23 @@ void WidenSpanValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc, flo
   }
 }
 
+// Whether the P·V dot products of `rows` rows make their value pairs in registers from the cache
+// (SpanValuesDotDirectAvx512) rather than from one packed copy of the span: for one row, each
+// value is read by one or two head tiles, too few to pay for a pass of its own (kernels_bench,
+// decode of 16 sequences × 8192 keys: the pass cost 12%).
+bool DirectValuePairs(int64_t rows, int64_t d) { return rows == 1 && d % 32 == 0; }
+
+// Pointers to the values of a span's nc chunks' keys, in order, and a null after the last.
+void SpanKeyValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc,
+                   const uint16_t** keys) {
+  const uint16_t* v = static_cast<const uint16_t*>(kv.v);
+  int64_t n = 0;
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t t = 0; t < chunks[c].n; ++t) keys[n++] = v + chunks[c].v + t * kv.head_dim;
+  }
+  keys[n] = nullptr;
+}
+
 // The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.
 void StorePartial(const RowState& r, int64_t group, int64_t d) {
   std::copy(r.m, r.m + group, r.out + group * d);
@@ -302,7 +320,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local float qt[kMaxHeadDim * kMaxAttendRows * kMaxGroup];
   alignas(32) thread_local float kt[kMaxHeadDim][kChunk];  // a chunk's keys, when copied
   thread_local Chunk chunks[kSpan + kKeysAhead];
-  alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];  // a span's values, widened
+  // A span's values, widened to f32 or as the pairs of the P·V dot products.
+  alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];
+  static_assert(kSpan / 2 * attn::ValuePairsStride(kMaxHeadDim) <= kSpan * kMaxHeadDim);
+  thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the direct pairs
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[p][r·group + g] holds
   // dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
   thread_local uint32_t qp[kMaxHeadDim / 2 * kMaxAttendRows * kMaxGroup];
@@ -402,9 +423,20 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         }
       }
     }
-    // Several rows' value tiles read the span's values: widened once into f32 (exactly), so
-    // the tiles load them as they are, with the same chains, instead of each widening them.
-    const bool widened = kBf16 && rows > 1;
+    // Rows with dot-product scores take P·V from bf16 dot products too, on the span's values
+    // laid out as pairs (attention_tiles.h: SpanValuesDotAvx512), one row or several alike.
+    // Otherwise several rows' value tiles read the span's values widened once into f32
+    // (exactly), so the tiles load them as they are, with the same chains, instead of each
+    // widening them.
+    const bool dot_values = kBf16 && dot;
+    const bool direct = dot_values && DirectValuePairs(rows, d);
+    const bool widened = kBf16 && !dot && rows > 1;
+    uint32_t* const vpairs = reinterpret_cast<uint32_t*>(vspan);
+    if (direct) {
+      SpanKeyValues(kv, chunks, nc, vkeys);
+    } else if (dot_values) {
+      attn::PackValuePairsAvx512(static_cast<const uint16_t*>(kv.v), chunks, nc, d, vpairs);
+    }
     if (widened) WidenSpanValues(kv, chunks, nc, vspan);
     const Chunk span_values{0, 0, 0, p1 - p0, true};
     const void* v = widened ? static_cast<const void*>(vspan) : kv.v;
@@ -412,9 +444,13 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
-      if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n);
-      else SpanSoftmax(&st[r], group, n);
-      if (wide_values) {
+      if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
+      else SpanSoftmax(&st[r], group, n, kBf16);
+      if (direct) {
+        attn::SpanValuesDotDirectAvx512(st[r], group, d, vkeys, n);
+      } else if (dot_values) {
+        attn::SpanValuesDotAvx512(st[r], group, d, vpairs, n);
+      } else if (wide_values) {
         attn::SpanValuesAvx512(st[r], group, d, v, kBf16 && !widened, v_chunks, n);
       } else if (widened) {
         SpanValues<false>(st[r], group, d, v, v_chunks, n);

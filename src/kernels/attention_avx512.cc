@@ -228,9 +228,189 @@ void ScoreTilesDot(const uint32_t* qp, int64_t q_stride, float* const* s, int64_
   while (i < nq) tile(std::integral_constant<int, 1>{});
 }
 
+// o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_u P_h[u] · V[u] over the n_pairs key pairs u for H heads
+// from h0, by bf16 dot products: P_h[u] = pp[h0 + h][u] (keys 2u, 2u + 1 as one bf16 pair), V[u]
+// at vp + u·dp (each dim's two values as one pair). One chain per output element over the pairs
+// in order. kTail: the last of the S vectors holds only 8 dims (d % 16 == 8).
+template <int H, int S, bool kTail>
+[[gnu::noinline]] void ValueTileDot(RowState& r, const uint32_t (*pp)[kSpan / 2], int64_t h0,
+                                    int64_t j0, int64_t d, const uint32_t* vp, int64_t dp,
+                                    int64_t n_pairs) {
+  const auto lanes = [](int i) -> __mmask16 { return kTail && i == S - 1 ? 0x00ff : 0xffff; };
+  __m512 acc[H][S];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) {
+      acc[h][i] = _mm512_mul_ps(
+          avx512::MaskzLoadu(lanes(i), r.out + (h0 + h) * d + j0 + 16 * i), a);
+    }
+  }
+  for (int64_t u = 0; u < n_pairs; ++u) {
+    __m512i vv[S];
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) vv[i] = _mm512_loadu_si512(vp + u * dp + j0 + 16 * i);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h0 + h][u]));
+#pragma GCC unroll 4
+      for (int i = 0; i < S; ++i) acc[h][i] = _mm512_dpbf16_ps(acc[h][i], p, (__m512bh)vv[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) {
+      avx512::MaskStoreu(r.out + (h0 + h) * d + j0 + 16 * i, lanes(i), acc[h][i]);
+    }
+  }
+}
+
+// Each head's exps s[g][0, n) (bf16 values: SpanSoftmaxAvx512 with round_p) as bf16 pairs into
+// pp; returns the pairs. s past n is 0 up to the next multiple of 16, so an odd n's last pair
+// has a zero partner.
+int64_t PackProbabilityPairs(const RowState& r, int64_t group, int64_t n,
+                             uint32_t (*pp)[kSpan / 2]) {
+  const __m512i high_words = _mm512_set_epi16(
+      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const int64_t n_pairs = (n + 1) / 2;
+  for (int64_t g = 0; g < group; ++g) {
+    for (int64_t u = 0; u < n_pairs; u += 16) {
+      const __m512i a = _mm512_loadu_si512(r.s[g] + 2 * u);
+      const __m512i b = _mm512_loadu_si512(r.s[g] + 2 * u + 16);
+      _mm512_store_si512(pp[g] + u, _mm512_permutex2var_epi16(a, high_words, b));
+    }
+  }
+  return n_pairs;
+}
+
+// ValueTileDot's chains with the pairs made in registers from the cache: 32 dims of keys 2u and
+// 2u + 1 (keys[2u], keys[2u + 1]; null: zeros), interleaved word by word within each 128-bit
+// lane (vpunpcklwd / vpunpckhwd), are the pairs of dims {0-3, 8-11, 16-19, 24-27} and of
+// {4-7, 12-15, 20-23, 28-31}. The accumulators keep that order; the outputs are permuted into
+// it and back once per tile. No pass over the values before the products, which a decode row
+// (each value read by one or two tiles) paid for. G groups of 32 dims from j0, H heads from h0.
+template <int H, int G>
+[[gnu::noinline]] void ValueTileDotDirect(RowState& r, const uint32_t (*pp)[kSpan / 2],
+                                          int64_t h0, int64_t j0, int64_t d,
+                                          const uint16_t* const* keys, int64_t n_pairs) {
+  const __m512i to_lo = _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);
+  const __m512i to_hi = _mm512_set_epi32(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4);
+  const __m512i from0 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i from1 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+  __m512 acc[H][G][2];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      const float* o = r.out + (h0 + h) * d + j0 + 32 * g;
+      const __m512 n0 = _mm512_mul_ps(_mm512_loadu_ps(o), a);
+      const __m512 n1 = _mm512_mul_ps(_mm512_loadu_ps(o + 16), a);
+      acc[h][g][0] = _mm512_permutex2var_ps(n0, to_lo, n1);
+      acc[h][g][1] = _mm512_permutex2var_ps(n0, to_hi, n1);
+    }
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t u = 0; u < n_pairs; ++u) {
+    const uint16_t* ka = keys[2 * u] + j0;
+    const uint16_t* kb = keys[2 * u + 1];
+    __m512i lo[G], hi[G];
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      const __m512i va = _mm512_loadu_si512(ka + 32 * g);
+      const __m512i vb = kb ? _mm512_loadu_si512(kb + j0 + 32 * g) : zero;
+      lo[g] = _mm512_unpacklo_epi16(va, vb);
+      hi[g] = _mm512_unpackhi_epi16(va, vb);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h0 + h][u]));
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) {
+        acc[h][g][0] = _mm512_dpbf16_ps(acc[h][g][0], p, (__m512bh)lo[g]);
+        acc[h][g][1] = _mm512_dpbf16_ps(acc[h][g][1], p, (__m512bh)hi[g]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      float* o = r.out + (h0 + h) * d + j0 + 32 * g;
+      _mm512_storeu_ps(o, _mm512_permutex2var_ps(acc[h][g][0], from0, acc[h][g][1]));
+      _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(acc[h][g][0], from1, acc[h][g][1]));
+    }
+  }
+}
+
+// Dims [0, d) of a bf16 key's values at v (none: zeros) widened to the low or high halves of
+// 32-bit lanes, 16 dims from j.
+inline __m512i ValueHalves(const uint16_t* v, int64_t j, int64_t d) {
+  if (v == nullptr) return _mm512_setzero_si512();
+  const __mmask16 m = avx512::FirstLanes(d - j);
+  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, v + j));
+}
+
 }  // namespace
 
-void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
+void PackValuePairsAvx512(const uint16_t* v, const Chunk* chunks, int64_t nc, int64_t d,
+                          uint32_t* vp) {
+  // The span's keys, in order.
+  const uint16_t* key[kSpan + 1];
+  int64_t n = 0;
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t t = 0; t < chunks[c].n; ++t) key[n++] = v + chunks[c].v + t * d;
+  }
+  key[n] = nullptr;  // an odd count's last partner
+  const int64_t dp = ValuePairsStride(d);
+  for (int64_t u = 0; 2 * u < n; ++u) {
+    for (int64_t j = 0; j < dp; j += 16) {
+      const __m512i lo = ValueHalves(key[2 * u], j, d), hi = ValueHalves(key[2 * u + 1], j, d);
+      _mm512_storeu_si512(vp + u * dp + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+  }
+}
+
+void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp,
+                         int64_t n) {
+  alignas(64) uint32_t pp[kMaxGroup][kSpan / 2];
+  const int64_t n_pairs = PackProbabilityPairs(r, group, n, pp);
+  // Tiles of 4 heads × 64 dims (16 chains: 4 value loads and 4 broadcasts per 16 dot
+  // products), then 32 and 16 dims (the last maybe 8), and 2 and 1 heads for what is left.
+  const int64_t dp = ValuePairsStride(d);
+  const auto heads = [&](auto h, int64_t h0) {
+    int64_t j0 = 0;
+    for (; j0 + 64 <= d; j0 += 64) ValueTileDot<h(), 4, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+    if (j0 + 32 <= d) {
+      ValueTileDot<h(), 2, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+      j0 += 32;
+    }
+    if (j0 + 16 <= d) {
+      ValueTileDot<h(), 1, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+      j0 += 16;
+    }
+    if (j0 < d) ValueTileDot<h(), 1, true>(r, pp, h0, j0, d, vp, dp, n_pairs);
+  };
+  ForHeadTiles(group, heads);
+}
+
+void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
+                               const uint16_t* const* keys, int64_t n) {
+  alignas(64) uint32_t pp[kMaxGroup][kSpan / 2];
+  const int64_t n_pairs = PackProbabilityPairs(r, group, n, pp);
+  // Tiles of 4 heads × 64 dims, then 32 dims, and 2 and 1 heads for what is left.
+  const auto heads = [&](auto h, int64_t h0) {
+    int64_t j0 = 0;
+    for (; j0 + 64 <= d; j0 += 64) ValueTileDotDirect<h(), 2>(r, pp, h0, j0, d, keys, n_pairs);
+    if (j0 < d) ValueTileDotDirect<h(), 1>(r, pp, h0, j0, d, keys, n_pairs);
+  };
+  ForHeadTiles(group, heads);
+}
+
+void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p) {
   // The span's scores from t on (at most 16).
   const auto valid = [n](int64_t t) { return avx512::FirstLanes(n - t); };
   alignas(64) float m_span[kMaxGroup];
@@ -253,7 +433,7 @@ void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n) {
     for (int64_t t = 0; t < n; t += 16) {
       const __m512 e = _mm512_maskz_mov_ps(
           valid(t), avx512::Exp(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t), m)));
-      _mm512_storeu_ps(r->s[g] + t, e);
+      _mm512_storeu_ps(r->s[g] + t, round_p ? avx512::RoundBf16(e) : e);
       // The AVX2 kernel's order: its vectors of 8 scores one after the other.
       sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
       const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));

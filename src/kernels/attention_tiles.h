@@ -88,9 +88,27 @@ void ScoreTilesDotAvx512(const uint32_t* qp, int64_t q_stride, float* const* s, 
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
 // bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the
 // AVX2 kernel's order).
-void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n);
+void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p);
 // The row's outputs over its n keys of the span (SpanValues), d % 16 == 0.
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
                       const Chunk* chunks, int64_t n);
+
+// P·V by bf16 dot products (AVX512_BF16), for the rows that take dot-product scores: the span's
+// exps, rounded to bf16 by the softmax update (with a bf16 cache, at every ISA: attention.h),
+// are exact bf16 operands. Twice the products per instruction of the f32 tiles, which ran at the
+// f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill 512 over 512 keys
+// +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a span's keys are
+// first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the dim's values
+// of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and the dims
+// past d zero).
+constexpr int64_t ValuePairsStride(int64_t d) { return (d + 15) / 16 * 16; }
+void PackValuePairsAvx512(const uint16_t* v, const Chunk* chunks, int64_t nc, int64_t d,
+                          uint32_t* vp);
+// The row's outputs over its n keys of the span from those pairs and its exps in s (any d % 8).
+void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
+// The same bits with the pairs made in registers from the cache (d % 32 == 0): keys[t] is the
+// span's key t's values (bf16, d contiguous), keys[n_span] null when the span's count is odd.
+void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
+                               const uint16_t* const* keys, int64_t n);
 
 }  // namespace cpm::kernels::attn

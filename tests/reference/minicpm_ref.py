@@ -8,8 +8,10 @@ dtype="bfloat16" (CLI --dtype bfloat16) emulates the bf16 PyTorch model instead 
 precision.py): weights rounded to bf16, and activations rounded with bf() exactly at the points of
 minicpm4.md §3, float64 in between:
   h = bf(E[tok]*scale_emb); RMSNorm y = bf(x*r), out = bf(y*w); q, k, v = bf(x Wᵀ);
-  RoPE on the bf16 q/k in float64, rounded once; scores, softmax in float; o = bf(probs v) with
-  unrounded probabilities (as SDPA and the engine; eager would round them); a = bf(o Woᵀ);
+  RoPE on the bf16 q/k in float64, rounded once; scores, softmax in float; o = bf(P v) where P,
+  the exps against the running max of an online softmax, is rounded to bf16 and their sum is not
+  (as FlashAttention-2, PyTorch's CPU SDPA and the engine: precision.attention_values; eager
+  rounds the normalized probabilities instead); a = bf(o Woᵀ);
   h = bf(h + bf(a*rs)); MLP g, u = bf(.), m = bf(bf(silu(g))*u), d = bf(m Wdᵀ), h = bf(h + bf(d*rs));
   head: RMSNorm (two roundings), z = bf(hf / (hidden/dim_model_base)), logits = bf(z Eᵀ).
   Python-float constants (scale_emb, rs, the head divisor) are applied as fp32, as PyTorch does.
@@ -227,7 +229,7 @@ def forward_logits(c, W, token_ids, long_rope=None, dtype="float64"):
             kvh = head // group
             scores = (q[:, head] @ k[:, kvh].T) / math.sqrt(hd)          # [T, T]
             scores = np.where(causal, scores, -np.inf)
-            o[:, head] = softmax(scores) @ v[:, kvh]                     # [T, hd], float probs
+            o[:, head] = precision.attention_values(scores, v[:, kvh], rnd)  # [T, hd]
         o = rnd(o)
         attn = linear(o.reshape(T, H * hd), p + "self_attn.o_proj.weight")  # [T, D]
         h = rnd(h + rnd(attn * res_scale))

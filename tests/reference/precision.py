@@ -51,6 +51,47 @@ def rounder(dtype):
     return bf16_round if check_dtype(dtype) == "bfloat16" else identity
 
 
+# The blocks of keys over which the engine's attention kernels run their online softmax: spans of
+# SPAN_KEYS keys inside partitions of PARTITION_KEYS keys (each from a fresh state, merged at
+# the end). They decide where P is rounded in bfloat16 mode.
+SPAN_KEYS = 128
+PARTITION_KEYS = 1024
+
+
+def attention_values(scores, v, rnd):
+    """softmax(scores) @ v for one head: scores [T, K] (-inf where masked), v [K, hd].
+
+    As FlashAttention-2 and PyTorch's CPU SDPA compute it in a bf16 model: an online softmax over
+    blocks of keys (the engine's, above) whose exps e^(s - m), m the running max, are summed
+    unrounded and rounded to bf16 (`rnd`) as the P of their products with V. In float64 mode
+    (`rnd` the identity) this is softmax(scores) @ v."""
+    T, K = scores.shape
+    parts = []                                            # each partition's (m, l, o)
+    for p0 in range(0, K, PARTITION_KEYS):
+        m = np.full(T, -np.inf)
+        l = np.zeros(T)
+        o = np.zeros((T, v.shape[1]))
+        for s0 in range(p0, min(K, p0 + PARTITION_KEYS), SPAN_KEYS):
+            s = scores[:, s0:min(K, s0 + SPAN_KEYS, p0 + PARTITION_KEYS)]
+            m_new = np.maximum(m, s.max(axis=1))
+            with np.errstate(invalid="ignore"):           # -inf - -inf: rows with no key yet
+                alpha = np.where(m > -np.inf, np.exp(m - m_new), 0.0)
+                e = np.where((m_new > -np.inf)[:, None], np.exp(s - m_new[:, None]), 0.0)
+            l = l * alpha + e.sum(axis=1)
+            o = o * alpha[:, None] + rnd(e) @ v[s0:s0 + s.shape[1]]
+            m = m_new
+        parts.append((m, l, o))
+    mx = np.max([m for m, _, _ in parts], axis=0)
+    total_l = np.zeros(T)
+    total_o = np.zeros((T, v.shape[1]))
+    for m, l, o in parts:
+        with np.errstate(invalid="ignore"):
+            w = np.where(m > -np.inf, np.exp(m - mx), 0.0)
+        total_l += l * w
+        total_o += o * w[:, None]
+    return total_o / total_l[:, None]
+
+
 def scalar(v, dtype):
     """A Python-float constant as a bf16 PyTorch op applies it: fp32 (opmath) in bfloat16 mode.
     E.g. MiniCPM's residual scale 1.4/sqrt(24) becomes fp32 0x3E9250F2."""

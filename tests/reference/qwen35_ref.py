@@ -27,7 +27,7 @@ float64 in between (minicpmv46.md §3, §7):
   MLP: bf(bf(bf(silu(g)) * u) Wdᵀ) with g, u rounded;
   attention: q, k = norm (rounded), RoPE with cos/sin cast to bf16 and every op of
     (x1*c - x2*s, x2*c + x1*s) rounded, as HF's apply_rotary_pos_emb does on bf16 tensors;
-    scores, softmax in float, unrounded probabilities; o = bf(probs v); o = bf(o * bf(sigmoid(gate)));
+    scores, softmax in float, P rounded as precision.attention_values; o = bf(P v); o = bf(o * bf(sigmoid(gate)));
   GDN: in_proj outputs rounded; y = bf(silu(bf(conv))) (torch conv1d on bf16, then SiLU);
     beta = bf(sigmoid(b)) (HF: b.sigmoid() on a bf16 tensor); g, the q/k L2 norms and the whole
     recurrence (state S) in float; core output bf(o); gated norm bf(bf(bf(o/rms) * w) * silu(z));
@@ -274,7 +274,7 @@ def full_attention(d, W, a, x, positions, rnd=identity):
     for head in range(H):
         kvh = head // (H // KV)
         scores = np.where(causal, (q[:, head] @ k[:, kvh].T) / math.sqrt(hd), -np.inf)   # [T, T]
-        o[:, head] = softmax(scores) @ v[:, kvh]                         # float probabilities
+        o[:, head] = precision.attention_values(scores, v[:, kvh], rnd)  # [T, hd]
     o = rnd(o).reshape(T, H * hd)
     if gate is not None:
         o = rnd(o * rnd(sigmoid(gate)))

@@ -243,6 +243,19 @@ def test_hand_cases():
     lp = ref_cli.log_softmax(np.log(np.array([[1.0, 2.0, 3.0]])) + 7.0)
     check(close(lp, np.log([[1 / 6, 2 / 6, 3 / 6]]), 1e-15), "hand: log_softmax(log[1,2,3]+7) = log[1/6,1/3,1/2]")
     check(close(M.softmax(np.array([0.0, -np.inf, 0.0])), [0.5, 0.0, 0.5], 0), "hand: softmax with a masked entry")
+    # Attention values: float64 mode is plain softmax @ v over spans and partitions (2500 keys,
+    # causal rows); bf16 mode rounds each exp against the running max, not its sum.
+    rng = np.random.default_rng(3)
+    sc = np.where(np.tril(np.ones((2500, 2500), dtype=bool))[-40:], rng.normal(0, 3, (40, 2500)), -np.inf)
+    vv = rng.normal(size=(2500, 8))
+    check(close(precision.attention_values(sc, vv, precision.identity), M.softmax(sc) @ vv, 1e-12),
+          "attention: float64 online softmax over spans and partitions = softmax @ v")
+    third = precision.attention_values(np.array([[0.0, math.log(1 / 3)]]), np.array([[1.0], [0.0]]),
+                                       precision.bf16_round)
+    check(close(third, [[0.75]], 1e-16), "hand: P=1, 1/3 (exact sum): value of key 0 is 1/(4/3)")
+    third = precision.attention_values(np.array([[math.log(1 / 3), 0.0]]), np.array([[1.0], [0.0]]),
+                                       precision.bf16_round)
+    check(close(third, [[0.333984375 * 0.75]], 1e-15), "hand: P=1/3 rounds to bf16 0.333984375")
     check(close(M.silu(np.array([0.0, 1.0, -1000.0, 1000.0])), [0.0, 1 / (1 + math.exp(-1)), 0.0, 1000.0], 1e-15), "hand: silu")
     check(close(Q.softplus(np.array([0.0])), [math.log(2)], 1e-16) and close(Q.sigmoid(np.array([0.0])), [0.5], 0), "hand: softplus, sigmoid")
     check(close(Q.l2norm(np.array([3.0, 4.0])), [3 / math.sqrt(25 + 1e-6), 4 / math.sqrt(25 + 1e-6)], 1e-16), "hand: l2norm eps inside sqrt")
