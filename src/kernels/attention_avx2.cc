@@ -12,8 +12,9 @@
 // prefill 512 rows 1.19×, 256 over 2048 keys 1.30× (with output tiles of 4 × 16 dims).
 // Compiled with -mavx2 -mfma -mf16c. At the AVX-512 level the score and value tiles and the
 // softmax update are attention_avx512.cc's 16-lane ones, which give the same bits; there, rows
-// of bf16 queries over a bf16 cache on AVX512_BF16 take the scores of whole chunks from bf16 dot
-// products (the same exact products, summed in another order: attention_tiles.h).
+// of bf16 queries over a bf16 cache on AVX512_BF16 take the scores of whole chunks and P·V from
+// bf16 dot products (the same exact products, summed in another order: attention_tiles.h). With
+// a bf16 cache, P is rounded to bf16 at every ISA (attention.h).
 //
 // A row's result depends only on its query and its keys (spans and chunks start at the same
 // positions whatever the batch), so attention stays batch invariant.
@@ -262,11 +263,19 @@ void WidenSpanValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc, flo
   }
 }
 
-// Whether the P·V dot products of `rows` rows make their value pairs in registers from the cache
-// (SpanValuesDotDirectAvx512) rather than from one packed copy of the span: for one row, each
-// value is read by one or two head tiles, too few to pay for a pass of its own (kernels_bench,
-// decode of 16 sequences × 8192 keys: the pass cost 12%).
-bool DirectValuePairs(int64_t rows, int64_t d) { return rows == 1 && d % 32 == 0; }
+// Where a span's P·V reads its values. Rows with dot-product scores take bf16 dot products
+// (attention_tiles.h: SpanValuesDotAvx512) on value pairs made in registers from the cache for
+// one row (each value is read by one or two head tiles, too few to pay for a pass of their own:
+// kernels_bench, decode of 16 sequences × 8192 keys, the pass cost 12%), or packed once for the
+// rows of a prefill. Otherwise f32 FMAs, on one f32 copy of a bf16 span shared by a prefill's
+// rows (the widening is exact; each row's tiles then load the values as they are, with the same
+// chains), or straight from the cache.
+enum class ValuePath { kDotDirect, kDotPacked, kWidened, kCache };
+
+ValuePath ChooseValuePath(bool bf16, bool dot, int64_t rows, int64_t d) {
+  if (bf16 && dot) return rows == 1 && d % 32 == 0 ? ValuePath::kDotDirect : ValuePath::kDotPacked;
+  return bf16 && rows > 1 ? ValuePath::kWidened : ValuePath::kCache;
+}
 
 // Pointers to the values of a span's nc chunks' keys, in order, and a null after the last.
 void SpanKeyValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc,
@@ -423,39 +432,35 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         }
       }
     }
-    // Rows with dot-product scores take P·V from bf16 dot products too, on the span's values
-    // laid out as pairs (attention_tiles.h: SpanValuesDotAvx512), one row or several alike.
-    // Otherwise several rows' value tiles read the span's values widened once into f32
-    // (exactly), so the tiles load them as they are, with the same chains, instead of each
-    // widening them.
-    const bool dot_values = kBf16 && dot;
-    const bool direct = dot_values && DirectValuePairs(rows, d);
-    const bool widened = kBf16 && !dot && rows > 1;
+    // Where the span's P·V reads its values (ValuePath), prepared once for all rows.
+    const ValuePath path = ChooseValuePath(kBf16, dot, rows, d);
     uint32_t* const vpairs = reinterpret_cast<uint32_t*>(vspan);
-    if (direct) {
-      SpanKeyValues(kv, chunks, nc, vkeys);
-    } else if (dot_values) {
+    if (path == ValuePath::kDotDirect) SpanKeyValues(kv, chunks, nc, vkeys);
+    if (path == ValuePath::kDotPacked) {
       attn::PackValuePairsAvx512(static_cast<const uint16_t*>(kv.v), chunks, nc, d, vpairs);
     }
-    if (widened) WidenSpanValues(kv, chunks, nc, vspan);
-    const Chunk span_values{0, 0, 0, p1 - p0, true};
-    const void* v = widened ? static_cast<const void*>(vspan) : kv.v;
-    const Chunk* v_chunks = widened ? &span_values : chunks;
+    if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
+    const Chunk widened_chunk{0, 0, 0, p1 - p0, true};  // the f32 copy: one chunk of all keys
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
       if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
       else SpanSoftmax(&st[r], group, n, kBf16);
-      if (direct) {
-        attn::SpanValuesDotDirectAvx512(st[r], group, d, vkeys, n);
-      } else if (dot_values) {
-        attn::SpanValuesDotAvx512(st[r], group, d, vpairs, n);
-      } else if (wide_values) {
-        attn::SpanValuesAvx512(st[r], group, d, v, kBf16 && !widened, v_chunks, n);
-      } else if (widened) {
-        SpanValues<false>(st[r], group, d, v, v_chunks, n);
-      } else {
-        SpanValues<kBf16>(st[r], group, d, v, v_chunks, n);
+      switch (path) {
+        case ValuePath::kDotDirect:
+          attn::SpanValuesDotDirectAvx512(st[r], group, d, vkeys, n);
+          break;
+        case ValuePath::kDotPacked:
+          attn::SpanValuesDotAvx512(st[r], group, d, vpairs, n);
+          break;
+        case ValuePath::kWidened:
+          if (wide_values) attn::SpanValuesAvx512(st[r], group, d, vspan, false, &widened_chunk, n);
+          else SpanValues<false>(st[r], group, d, vspan, &widened_chunk, n);
+          break;
+        case ValuePath::kCache:
+          if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, chunks, n);
+          else SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
+          break;
       }
     }
   }
