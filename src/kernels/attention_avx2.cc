@@ -444,7 +444,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
-      if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
+      const bool dot_values = path == ValuePath::kDotDirect || path == ValuePath::kDotPacked;
+      if (dot_values) attn::SpanSoftmaxDotAvx512(&st[r], group, n);
+      else if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
       else SpanSoftmax(&st[r], group, n, kBf16);
       switch (path) {
         case ValuePath::kDotDirect:

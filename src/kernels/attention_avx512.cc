@@ -268,25 +268,6 @@ template <int H, int S, bool kTail>
   }
 }
 
-// Each head's exps s[g][0, n) (bf16 values: SpanSoftmaxAvx512 with round_p) as bf16 pairs into
-// pp; returns the pairs. s past n is 0 up to the next multiple of 16, so an odd n's last pair
-// has a zero partner.
-int64_t PackProbabilityPairs(const RowState& r, int64_t group, int64_t n,
-                             uint32_t (*pp)[kSpan / 2]) {
-  const __m512i high_words = _mm512_set_epi16(
-      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
-      17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const int64_t n_pairs = (n + 1) / 2;
-  for (int64_t g = 0; g < group; ++g) {
-    for (int64_t u = 0; u < n_pairs; u += 16) {
-      const __m512i a = _mm512_loadu_si512(r.s[g] + 2 * u);
-      const __m512i b = _mm512_loadu_si512(r.s[g] + 2 * u + 16);
-      _mm512_store_si512(pp[g] + u, _mm512_permutex2var_epi16(a, high_words, b));
-    }
-  }
-  return n_pairs;
-}
-
 // ValueTileDot's chains with the pairs made in registers from the cache: 32 dims of keys 2u and
 // 2u + 1 (keys[2u], keys[2u + 1]; null: zeros), interleaved word by word within each 128-bit
 // lane (vpunpcklwd / vpunpckhwd), are the pairs of dims {0-3, 8-11, 16-19, 24-27} and of
@@ -401,8 +382,8 @@ void PackValuePairsAvx512(const uint16_t* v, const Chunk* chunks, int64_t nc, in
 
 void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp,
                          int64_t n) {
-  alignas(64) uint32_t pp[kMaxGroup][kSpan / 2];
-  const int64_t n_pairs = PackProbabilityPairs(r, group, n, pp);
+  const uint32_t(*pp)[kSpan / 2] = r.p_pairs;
+  const int64_t n_pairs = (n + 1) / 2;
   // Tiles of 4 heads × 64 dims (16 chains: 4 value loads and 4 broadcasts per 16 dot
   // products), then 32 and 16 dims (the last maybe 8), and 2 and 1 heads for what is left.
   const int64_t dp = ValuePairsStride(d);
@@ -424,8 +405,8 @@ void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* 
 
 void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
                                const uint16_t* const* keys, int64_t n) {
-  alignas(64) uint32_t pp[kMaxGroup][kSpan / 2];
-  const int64_t n_pairs = PackProbabilityPairs(r, group, n, pp);
+  const uint32_t(*pp)[kSpan / 2] = r.p_pairs;
+  const int64_t n_pairs = (n + 1) / 2;
   // Tiles of 4 heads × 64 dims, then 32 dims, and 2 and 1 heads for what is left.
   const auto heads = [&](auto h, int64_t h0) {
     int64_t j0 = 0;
@@ -465,6 +446,39 @@ void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p) {
       if (t + 8 < n) sum = _mm256_add_ps(sum, high);
     }
     r->l[g] = r->l[g] * r->alpha[g] + avx2::HSum(sum);
+  }
+}
+
+void SpanSoftmaxDotAvx512(RowState* r, int64_t group, int64_t n) {
+  const auto valid = [n](int64_t t) { return avx512::FirstLanes(n - t); };
+  alignas(64) float m_span[kMaxGroup];
+  std::fill(m_span, m_span + kMaxGroup, -INFINITY);
+  for (int64_t g = 0; g < group; ++g) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t t = 0; t < n; t += 16) {
+      mx = _mm512_mask_max_ps(mx, valid(t), mx, _mm512_loadu_ps(r->s[g] + t));
+    }
+    m_span[g] = _mm512_reduce_max_ps(mx);
+  }
+  const __m512 m_old = _mm512_loadu_ps(r->m);
+  const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(m_span));
+  _mm512_storeu_ps(r->alpha, ExpNonPositive(_mm512_sub_ps(m_old, m_new)));
+  _mm512_storeu_ps(r->m, m_new);
+  for (int64_t g = 0; g < group; ++g) {
+    const __m512 m = _mm512_set1_ps(r->m[g]);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    // 32 keys at a time: two vectors of exps (0 past n, so an odd n's last pair has a zero
+    // partner), one conversion into their 16 pairs.
+    for (int64_t t = 0; t < n; t += 32) {
+      const __m512 e0 = _mm512_maskz_mov_ps(
+          valid(t), ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t), m)));
+      const __m512 e1 = _mm512_maskz_mov_ps(
+          valid(t + 16), ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(r->s[g] + t + 16), m)));
+      sum0 = _mm512_add_ps(sum0, e0);
+      sum1 = _mm512_add_ps(sum1, e1);
+      _mm512_store_si512(r->p_pairs[g] + t / 2, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    r->l[g] = r->l[g] * r->alpha[g] + _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
   }
 }
 
