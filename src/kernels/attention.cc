@@ -90,34 +90,6 @@ bool QueryIsBf16(const float* q, int64_t n) {
   return low == 0;
 }
 
-// A row's output for its `group` heads from the partial results of its n partitions
-// (AttendRowsAvx2: [o: group·d][m: group][l: group], `stride` floats apart), in order: with
-// m = max m_j and w_j = e^(m_j − m), out = Σ o_j·w_j · (1 / Σ l_j·w_j). Partitions without keys
-// of the row (l = 0) are skipped, so a row whose keys lie in one gets exactly o · (1 / l), as
-// when its kernel call finishes it: its bits do not depend on the partitions of its row block.
-void MergePartitions(const float* parts, int64_t stride, int64_t n, int64_t group, int64_t d,
-                     float* out) {
-  for (int64_t g = 0; g < group; ++g) {
-    const auto m_of = [&](int64_t j) { return parts[j * stride + group * d + g]; };
-    const auto l_of = [&](int64_t j) { return parts[j * stride + group * d + group + g]; };
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, m_of(j));
-    float* o = out + g * d;
-    float l = 0.0f;
-    bool first = true;
-    for (int64_t j = 0; j < n; ++j) {
-      if (l_of(j) == 0.0f) continue;
-      const float w = std::exp(m_of(j) - m);
-      const float* oj = parts + j * stride + g * d;
-      for (int64_t i = 0; i < d; ++i) o[i] = first ? oj[i] * w : o[i] + oj[i] * w;
-      l = first ? l_of(j) * w : l + l_of(j) * w;
-      first = false;
-    }
-    const float inv = 1.0f / l;
-    for (int64_t i = 0; i < d; ++i) o[i] *= inv;
-  }
-}
-
 }  // namespace
 
 void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -225,8 +197,8 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
     const RowBlock& b = blocks[tk.block];
     const int64_t t = seqs[b.seq].q_begin + b.first;
     for (int64_t r = 0; r < b.rows; ++r) {
-      MergePartitions(partial_at(b, tk.kvh, 0) + r * partial_row, b.rows * partial_row, b.parts,
-                      group, d, out + (t + r) * out_stride + tk.kvh * group * d);
+      MergePartitionsAvx2(partial_at(b, tk.kvh, 0) + r * partial_row, b.rows * partial_row,
+                          b.parts, group, d, out + (t + r) * out_stride + tk.kvh * group * d);
     }
   });
 }

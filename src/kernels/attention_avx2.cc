@@ -474,6 +474,36 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
 
 }  // namespace
 
+void MergePartitionsAvx2(const float* parts, int64_t stride, int64_t n, int64_t group, int64_t d,
+                         float* out) {
+  for (int64_t g = 0; g < group; ++g) {
+    const auto m_of = [&](int64_t j) { return parts[j * stride + group * d + g]; };
+    const auto l_of = [&](int64_t j) { return parts[j * stride + group * d + group + g]; };
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, m_of(j));
+    float* o = out + g * d;
+    float l = 0.0f;
+    bool first = true;
+    for (int64_t j = 0; j < n; ++j) {
+      if (l_of(j) == 0.0f) continue;
+      const float w = std::exp(m_of(j) - m);
+      const __m256 wv = _mm256_set1_ps(w);
+      const float* oj = parts + j * stride + g * d;
+      for (int64_t i = 0; i < d; i += 8) {
+        const __m256 x = _mm256_loadu_ps(oj + i);
+        _mm256_storeu_ps(o + i, first ? _mm256_mul_ps(x, wv)
+                                      : _mm256_fmadd_ps(x, wv, _mm256_loadu_ps(o + i)));
+      }
+      l = first ? l_of(j) * w : l + l_of(j) * w;
+      first = false;
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / l);
+    for (int64_t i = 0; i < d; i += 8) {
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(o + i), inv));
+    }
+  }
+}
+
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                     int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
                     int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,

@@ -278,10 +278,15 @@ template <int H, int G>
 [[gnu::noinline]] void ValueTileDotDirect(RowState& r, const uint32_t (*pp)[kSpan / 2],
                                           int64_t h0, int64_t j0, int64_t d,
                                           const uint16_t* const* keys, int64_t n_pairs) {
-  const __m512i to_lo = _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);
-  const __m512i to_hi = _mm512_set_epi32(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4);
-  const __m512i from0 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-  const __m512i from1 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+  // Dims j0 + [0, 32) of n0 (the first 16) and n1 into those lanes, and back.
+  const __m512i to_lo =
+      _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);
+  const __m512i to_hi =
+      _mm512_set_epi32(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4);
+  const __m512i from0 =
+      _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i from1 =
+      _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
   __m512 acc[H][G][2];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {

@@ -36,7 +36,7 @@ constexpr int64_t kMaxAttendRows = 8;
 
 // Keys per partition of a long context. A query row attends its keys partition by partition (at
 // multiples of kPartitionKeys, each from a fresh softmax state); the partitions' partial results
-// are then merged in order (attention.cc: MergePartitions). Each partition is a task of its own,
+// are then merged in order (MergePartitionsAvx2). Each partition is a task of its own,
 // so a decode over a long context is spread over the threads, where one task per (sequence, KV
 // head) gave a batch-1 decode two tasks for these models whatever the thread count (measured on
 // two threads with one KV head, so one task before: 8192 keys 1.5×). Partitions sit at fixed
@@ -56,6 +56,15 @@ constexpr int64_t kPartitionKeys = 1024;
 // m = -inf, l = 0).
 // With `dot` (a bf16 cache, AVX512_BF16, and rows whose q hold bf16 values only) the scores of
 // whole chunks are bf16 dot products (attention_tiles.h: ScoreTilesDotAvx512).
+// A row's output for its `group` heads from the partial results of its n partitions
+// (AttendRowsAvx2: [o: group·d][m: group][l: group], `stride` floats apart), in order: with
+// m = max m_j and w_j = e^(m_j − m), out = Σ o_j·w_j · (1 / Σ l_j·w_j). Partitions without keys
+// of the row (l = 0) are skipped, so a row whose keys lie in one gets exactly o · (1 / l), as
+// when its kernel call finishes it: its bits do not depend on the partitions of its row block.
+// d % 8 == 0.
+void MergePartitionsAvx2(const float* parts, int64_t stride, int64_t n, int64_t group, int64_t d,
+                         float* out);
+
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                     int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
                     int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,

@@ -55,7 +55,9 @@ void DenseReference(const float* q, int64_t q_stride, const SeqSpec& s, const Ca
     const int64_t span_keys = spans ? attn::kSpan : n_keys;
     for (int64_t h = 0; h < c.n_heads; ++h) {
       const int64_t kvh = h / group;
-      const auto value = [&](int64_t p, int64_t j) { return v[(p * c.num_kv_heads + kvh) * d + j]; };
+      const auto value = [&](int64_t p, int64_t j) {
+        return v[(p * c.num_kv_heads + kvh) * d + j];
+      };
       // Scores, and a bound on the kernel's f32 error in each (its sums of d products).
       std::vector<double> sc(n_keys), sc_err(n_keys);
       for (int64_t p = 0; p < n_keys; ++p) {

@@ -104,8 +104,8 @@ void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool
 
 // P·V by bf16 dot products (AVX512_BF16), for the rows that take dot-product scores: the span's
 // exps, rounded to bf16 by the softmax update (with a bf16 cache, at every ISA: attention.h) and
-// left as pairs in p_pairs, are exact bf16 operands. Twice the products per instruction of the f32 tiles, which ran at the
-// f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill 512 over 512 keys
+// left as pairs in p_pairs, are exact bf16 operands. Twice the products per instruction of the
+// f32 tiles, which ran at the f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill 512 over 512 keys
 // +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a span's keys are
 // first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the dim's values
 // of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and the dims

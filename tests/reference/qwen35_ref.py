@@ -27,7 +27,8 @@ float64 in between (minicpmv46.md §3, §7):
   MLP: bf(bf(bf(silu(g)) * u) Wdᵀ) with g, u rounded;
   attention: q, k = norm (rounded), RoPE with cos/sin cast to bf16 and every op of
     (x1*c - x2*s, x2*c + x1*s) rounded, as HF's apply_rotary_pos_emb does on bf16 tensors;
-    scores, softmax in float, P rounded as precision.attention_values; o = bf(P v); o = bf(o * bf(sigmoid(gate)));
+    scores, softmax in float, P rounded as precision.attention_values; o = bf(P v);
+    o = bf(o * bf(sigmoid(gate)));
   GDN: in_proj outputs rounded; y = bf(silu(bf(conv))) (torch conv1d on bf16, then SiLU);
     beta = bf(sigmoid(b)) (HF: b.sigmoid() on a bf16 tensor); g, the q/k L2 norms and the whole
     recurrence (state S) in float; core output bf(o); gated norm bf(bf(bf(o/rms) * w) * silu(z));

@@ -246,7 +246,8 @@ def test_hand_cases():
     # Attention values: float64 mode is plain softmax @ v over spans and partitions (2500 keys,
     # causal rows); bf16 mode rounds each exp against the running max, not its sum.
     rng = np.random.default_rng(3)
-    sc = np.where(np.tril(np.ones((2500, 2500), dtype=bool))[-40:], rng.normal(0, 3, (40, 2500)), -np.inf)
+    causal = np.tril(np.ones((2500, 2500), dtype=bool))[-40:]
+    sc = np.where(causal, rng.normal(0, 3, (40, 2500)), -np.inf)
     vv = rng.normal(size=(2500, 8))
     check(close(precision.attention_values(sc, vv, precision.identity), M.softmax(sc) @ vv, 1e-12),
           "attention: float64 online softmax over spans and partitions = softmax @ v")
