@@ -263,6 +263,23 @@ void WidenSpanValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc, flo
   }
 }
 
+// A query vector's d bf16 values (as f32, d % 8 == 0) as d / 2 pairs: dims 2p, 2p + 1 in pair p
+// (the lower dim in the low half). The high halves of 16 floats, shifted down, are packed
+// without saturation (each < 2^16) in order once the 128-bit lanes are put back in place.
+void PackQueryPairs(const float* q, int64_t d, uint32_t* pairs) {
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) {
+    const __m256i a = _mm256_srli_epi32(_mm256_castps_si256(_mm256_loadu_ps(q + j)), 16);
+    const __m256i b = _mm256_srli_epi32(_mm256_castps_si256(_mm256_loadu_ps(q + j + 8)), 16);
+    const __m256i words = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + j / 2), words);
+  }
+  for (; j < d; j += 2) {
+    pairs[j / 2] = (std::bit_cast<uint32_t>(q[j]) >> 16) |
+                   (std::bit_cast<uint32_t>(q[j + 1]) & 0xffff0000u);
+  }
+}
+
 // Where a span's P·V reads its values. Rows with dot-product scores take bf16 dot products
 // (attention_tiles.h: SpanValuesDotAvx512) on value pairs made in registers from the cache for
 // one row (each value is read by one or two head tiles, too few to pay for a pass of their own:
@@ -333,9 +350,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];
   static_assert(kSpan / 2 * attn::ValuePairsStride(kMaxHeadDim) <= kSpan * kMaxHeadDim);
   thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the direct pairs
-  // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[p][r·group + g] holds
-  // dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
-  thread_local uint32_t qp[kMaxHeadDim / 2 * kMaxAttendRows * kMaxGroup];
+  // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
+  // + p] holds dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
+  thread_local uint32_t qp[kMaxAttendRows * kMaxGroup * attn::kQpStride];
   const int64_t qt_stride = kMaxAttendRows * group;
   // With a block of whole groups of 16 slots every chunk is whole, so dot-product tiles take
   // all the scores and qt goes unread (its scalar transpose was ~1/3 of this function's own
@@ -346,10 +363,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     for (int64_t g = 0; g < group; ++g) {
       const float* qg = q + r * q_stride + g * d;
       for (int64_t j = 0; !all_dot && j < d; ++j) qt[j * qt_stride + r * group + g] = qg[j];
-      for (int64_t j = 0; dot && j < d; j += 2) {
-        const uint32_t lo = std::bit_cast<uint32_t>(qg[j]), hi = std::bit_cast<uint32_t>(qg[j + 1]);
-        qp[j / 2 * qt_stride + r * group + g] = (lo >> 16) | (hi & 0xffff0000u);
-      }
+      if (dot) PackQueryPairs(qg, d, qp + (r * group + g) * attn::kQpStride);
     }
   }
   // The chunk at key p: inside one group of 16 slots of one block, ≤ n_keys.
@@ -408,7 +422,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
           keys[i] = static_cast<const uint16_t*>(kv.k) + ci.head + ci.in_block;
           pf[i] = prefetch_for(c + i);
         }
-        attn::ScoreTilesDotAvx512(qp + r0 * group, qt_stride, s, nq, d, keys, n_chunks, bs,
+        attn::ScoreTilesDotAvx512(qp + r0 * group * attn::kQpStride, s, nq, d, keys, n_chunks, bs,
                                   scale, pf);
         for (int64_t i = 1; i < n_chunks; ++i) o += chunks[c++].n;
         continue;

@@ -173,7 +173,7 @@ inline __m512i LoadKeyPairs(const uint16_t* keys, int64_t row, int64_t p) {
 // H query vectors' scores against C chunks of 16 keys (ScoreTilesDotAvx512): H·C chains, each
 // key pair vector loaded once per dim pair, each query pair broadcast once for all C chunks.
 template <int H, int C, bool kRow16, bool kPrefetch>
-[[gnu::noinline]] void ScoreTileDot(const uint32_t* qp, int64_t q_stride, float* const* s,
+[[gnu::noinline]] void ScoreTileDot(const uint32_t* qp, float* const* s,
                                     int64_t d, const uint16_t* const* keys, int64_t row,
                                     float scale, const Prefetch* pf) {
   __m512 acc[H][C];
@@ -182,7 +182,7 @@ template <int H, int C, bool kRow16, bool kPrefetch>
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) acc[h][c] = _mm512_setzero_ps();
   }
-  for (int64_t p = 0; p < d / 2; ++p, qp += q_stride) {
+  for (int64_t p = 0; p < d / 2; ++p, ++qp) {
     __m512i k[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
@@ -197,7 +197,7 @@ template <int H, int C, bool kRow16, bool kPrefetch>
     }
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
-      const __m512bh q = (__m512bh)_mm512_set1_epi32(static_cast<int>(qp[h]));
+      const __m512bh q = (__m512bh)_mm512_set1_epi32(static_cast<int>(qp[h * kQpStride]));
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) acc[h][c] = _mm512_dpbf16_ps(acc[h][c], q, (__m512bh)k[c]);
     }
@@ -213,12 +213,12 @@ template <int H, int C, bool kRow16, bool kPrefetch>
 // Tiles of 8 query vectors (16 chains with two chunks; 4 with four chunks), then 4, 2, 1; the
 // first prefetches.
 template <int C, bool kRow16>
-void ScoreTilesDot(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
+void ScoreTilesDot(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t row, float scale, const Prefetch* pf) {
   int64_t i = 0;
   auto tile = [&](auto h) {
-    if (i == 0) ScoreTileDot<h(), C, kRow16, true>(qp, q_stride, s, d, keys, row, scale, pf);
-    else ScoreTileDot<h(), C, kRow16, false>(qp + i, q_stride, s + i, d, keys, row, scale, pf);
+    if (i == 0) ScoreTileDot<h(), C, kRow16, true>(qp, s, d, keys, row, scale, pf);
+    else ScoreTileDot<h(), C, kRow16, false>(qp + i * kQpStride, s + i, d, keys, row, scale, pf);
     i += h();
   };
   if constexpr (C < 4) {
@@ -487,14 +487,14 @@ void SpanSoftmaxDotAvx512(RowState* r, int64_t group, int64_t n) {
   }
 }
 
-void ScoreTilesDotAvx512(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq,
+void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
                          float scale, const Prefetch* pf) {
   const bool row16 = row == 16;
   const auto run = n_chunks == 4   ? (row16 ? ScoreTilesDot<4, true> : ScoreTilesDot<4, false>)
                    : n_chunks == 2 ? (row16 ? ScoreTilesDot<2, true> : ScoreTilesDot<2, false>)
                                    : (row16 ? ScoreTilesDot<1, true> : ScoreTilesDot<1, false>);
-  run(qp, q_stride, s, nq, d, keys, row, scale, pf);
+  run(qp, s, nq, d, keys, row, scale, pf);
 }
 
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,

@@ -78,14 +78,15 @@ void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_
 // The same scores by bf16 dot products (AVX512_BF16), for query vectors that hold bf16 values
 // (as a bf16 model's q after RoPE): s_i[16c, 16c + 16) for the n_chunks (1, 2 or 4) whole bf16
 // chunks at keys[c] (dims `row` elements apart, KeySlot's pairing), from the dim pairs of
-// vector i at qp[p·q_stride + i] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low
-// half). The products are exact, so a score differs from the f32 tiles' only by the order of
+// vector i at qp[i·kQpStride + p] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low
+// half: each vector's pairs contiguous, so they are packed with vector stores). The products are exact, so a score differs from the f32 tiles' only by the order of
 // its f32 sums (one chain per score over the dim pairs in order: still a row's alone). Each key
 // vector feeds every query vector of a tile, and a tile of two chunks halves the query
 // broadcasts per product, which bound the f32 tiles (Zen 5 issues one broadcast a cycle); four
 // chunks give ≤ 4 query vectors (a decode row of 4 heads per KV head) 16 chains. pf[c] per
 // chunk.
-void ScoreTilesDotAvx512(const uint32_t* qp, int64_t q_stride, float* const* s, int64_t nq,
+constexpr int64_t kQpStride = kMaxHeadDim / 2;
+void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
                          float scale, const Prefetch* pf);
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
