@@ -64,20 +64,30 @@ template <int H, bool kBf16, bool kPrefetch>
   for (int h = 0; h < H; ++h) _mm512_storeu_ps(s[h], _mm512_mul_ps(acc[h], sc));
 }
 
+// acc[h][i] = o_{h0+h}[j0 + 16i, j0 + 16i + 16) · alpha_{h0+h}: a value tile's running outputs
+// rescaled for the span (kTail: the last of the S vectors holds 8 dims, the rest 0).
+template <int H, int S, bool kTail>
+[[gnu::always_inline]] inline void LoadRescaled(const RowState& r, int64_t h0, int64_t j0,
+                                                int64_t d, __m512 (&acc)[H][S]) {
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) {
+      const __mmask16 lanes = kTail && i == S - 1 ? 0x00ff : 0xffff;
+      acc[h][i] = _mm512_mul_ps(
+          avx512::MaskzLoadu(lanes, r.out + (h0 + h) * d + j0 + 16 * i), a);
+    }
+  }
+}
+
 // o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_t p_h[t] · v_t[j0, j0 + 16·S) for H heads from h0
 // (the AVX2 ValueTile on 16 lanes).
 template <int H, int S, bool kBf16>
 [[gnu::noinline]] void ValueTile(RowState& r, int64_t h0, int64_t j0, int64_t d, const void* v,
                                  const Chunk* chunks, int64_t n) {
   __m512 acc[H][S];
-#pragma GCC unroll 4
-  for (int h = 0; h < H; ++h) {
-    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
-#pragma GCC unroll 4
-    for (int i = 0; i < S; ++i) {
-      acc[h][i] = _mm512_mul_ps(_mm512_loadu_ps(r.out + (h0 + h) * d + j0 + 16 * i), a);
-    }
-  }
+  LoadRescaled<H, S, false>(r, h0, j0, d, acc);
   for (int64_t o = 0; o < n; ++chunks) {
     const int64_t vc = chunks->v + j0, nc = std::min(chunks->n, n - o);
     for (int64_t t = 0; t < nc; ++t, ++o) {
@@ -239,15 +249,7 @@ template <int H, int S, bool kTail>
                                     int64_t n_pairs) {
   const auto lanes = [](int i) -> __mmask16 { return kTail && i == S - 1 ? 0x00ff : 0xffff; };
   __m512 acc[H][S];
-#pragma GCC unroll 4
-  for (int h = 0; h < H; ++h) {
-    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
-#pragma GCC unroll 4
-    for (int i = 0; i < S; ++i) {
-      acc[h][i] = _mm512_mul_ps(
-          avx512::MaskzLoadu(lanes(i), r.out + (h0 + h) * d + j0 + 16 * i), a);
-    }
-  }
+  LoadRescaled<H, S, kTail>(r, h0, j0, d, acc);
   for (int64_t u = 0; u < n_pairs; ++u) {
     __m512i vv[S];
 #pragma GCC unroll 4
@@ -341,14 +343,16 @@ inline __m512i ValueHalves(const uint16_t* v, int64_t j, int64_t d) {
   return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, v + j));
 }
 
-// avx512::Exp for x ≤ 0 (and NaN), bit for bit, in about half the instructions: a softmax's
-// arguments e^(s − max) are never positive, so the clamp from above goes; the rounding of
-// x·log2 e to an integer n is one vroundscaleps (round to nearest even, as Exp's 1.5·2^23
-// shift); and p·2^n is one vscalefps, which rounds p·2^n once, as Exp's two exact power-of-two
-// products do (the first stays normal, the second rounds the exact product, subnormal or not).
-// (Exp keeps its form for the emulated build, where SIMDe 0.7 got roundscale wrong.) The
-// softmax update had become the largest part of prefill attention (perf: 32% at 256 rows over
-// 2048 keys) once P·V took dot products.
+// e^x for x ≤ 0 (and NaN) in about half of avx512::Exp's instructions, bit for bit avx2::Exp,
+// which the AVX2 softmax update uses (checked over every non-positive float): a softmax's
+// arguments e^(s − max) are never positive, so the clamp from above goes; x·log2 e is rounded
+// to the integer n by one vroundscaleps (round to nearest even, as avx2::Exp's vroundps; the
+// 1.5·2^23 shift of avx512::Exp, kept for the emulated build where SIMDe 0.7 got roundscale
+// wrong, is contracted by GCC into an FMA that rounds x·log2 e only once, so it picks another n
+// for 20 of those floats); and p·2^n is one vscalefps, which rounds p·2^n once, as the two exact
+// power-of-two products do (the first stays normal, the second rounds the exact product,
+// subnormal or not). The softmax update had become the largest part of prefill attention
+// (perf: 32% at 256 rows over 2048 keys) once P·V took dot products.
 inline __m512 ExpNonPositive(__m512 x) {
   namespace c = exp_poly;
   const __m512 lo = _mm512_set1_ps(c::kLo);
@@ -356,13 +360,27 @@ inline __m512 ExpNonPositive(__m512 x) {
   x = _mm512_max_ps(x, lo);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(c::kP[0]);
-#pragma GCC unroll 5
-  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP[i]));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512 p = avx512::ExpMantissa(x, n);
   return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~too_small), p, n);
+}
+
+// The first half of the span's softmax update: each head's new running max m over its n scores
+// of the span, and alpha = e^(m_old − m_new), all 16 slots at once (the AVX2 kernel's 8 at a
+// time; slots past the group are never read).
+[[gnu::always_inline]] inline void UpdateRunningMax(RowState* r, int64_t group, int64_t n) {
+  alignas(64) float m_span[kMaxGroup];
+  std::fill(m_span, m_span + kMaxGroup, -INFINITY);
+  for (int64_t g = 0; g < group; ++g) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t t = 0; t < n; t += 16) {  // the span's scores from t on (at most 16)
+      mx = _mm512_mask_max_ps(mx, avx512::FirstLanes(n - t), mx, _mm512_loadu_ps(r->s[g] + t));
+    }
+    m_span[g] = _mm512_reduce_max_ps(mx);
+  }
+  const __m512 m_old = _mm512_loadu_ps(r->m);
+  const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(m_span));
+  _mm512_storeu_ps(r->alpha, ExpNonPositive(_mm512_sub_ps(m_old, m_new)));
+  _mm512_storeu_ps(r->m, m_new);
 }
 
 }  // namespace
@@ -422,22 +440,8 @@ void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
 }
 
 void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p) {
-  // The span's scores from t on (at most 16).
+  UpdateRunningMax(r, group, n);
   const auto valid = [n](int64_t t) { return avx512::FirstLanes(n - t); };
-  alignas(64) float m_span[kMaxGroup];
-  std::fill(m_span, m_span + kMaxGroup, -INFINITY);
-  for (int64_t g = 0; g < group; ++g) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int64_t t = 0; t < n; t += 16) {
-      mx = _mm512_mask_max_ps(mx, valid(t), mx, _mm512_loadu_ps(r->s[g] + t));
-    }
-    m_span[g] = _mm512_reduce_max_ps(mx);
-  }
-  // All 16 slots at once (the AVX2 kernel's 8 at a time; slots past the group are never read).
-  const __m512 m_old = _mm512_loadu_ps(r->m);
-  const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(m_span));
-  _mm512_storeu_ps(r->alpha, ExpNonPositive(_mm512_sub_ps(m_old, m_new)));
-  _mm512_storeu_ps(r->m, m_new);
   for (int64_t g = 0; g < group; ++g) {
     const __m512 m = _mm512_set1_ps(r->m[g]);
     __m256 sum = _mm256_setzero_ps();
@@ -455,20 +459,8 @@ void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p) {
 }
 
 void SpanSoftmaxDotAvx512(RowState* r, int64_t group, int64_t n) {
+  UpdateRunningMax(r, group, n);
   const auto valid = [n](int64_t t) { return avx512::FirstLanes(n - t); };
-  alignas(64) float m_span[kMaxGroup];
-  std::fill(m_span, m_span + kMaxGroup, -INFINITY);
-  for (int64_t g = 0; g < group; ++g) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int64_t t = 0; t < n; t += 16) {
-      mx = _mm512_mask_max_ps(mx, valid(t), mx, _mm512_loadu_ps(r->s[g] + t));
-    }
-    m_span[g] = _mm512_reduce_max_ps(mx);
-  }
-  const __m512 m_old = _mm512_loadu_ps(r->m);
-  const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(m_span));
-  _mm512_storeu_ps(r->alpha, ExpNonPositive(_mm512_sub_ps(m_old, m_new)));
-  _mm512_storeu_ps(r->m, m_new);
   for (int64_t g = 0; g < group; ++g) {
     const __m512 m = _mm512_set1_ps(r->m[g]);
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();

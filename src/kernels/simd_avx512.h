@@ -62,6 +62,18 @@ inline __m512 RoundBf16(__m512 v) {
       _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
 }
 
+// e^(x − n·ln 2) for the integer n nearest x·log2 e: avx2::Exp's Cody-Waite reduction and
+// polynomial on 16 lanes (e^x is this times 2^n).
+inline __m512 ExpMantissa(__m512 x, __m512 n) {
+  namespace c = exp_poly;
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(c::kP[0]);
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP[i]));
+  return _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+}
+
 // e^x: avx2::Exp's reduction and polynomial on 16 lanes; ≤ ~2 ulp from expf on [-87, 88], 0
 // below -87.3. Written with operations SIMDe 0.7 emulates exactly (it has no 512-bit float → int
 // conversion or arithmetic shift, and its roundscale toward −∞ returned −8.5 for −8.26), so that
@@ -77,12 +89,7 @@ inline __m512 Exp(__m512 x) {
   const __m512 shifted =
       _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)), magic);
   const __m512 n = _mm512_sub_ps(shifted, magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(c::kP[0]);
-#pragma GCC unroll 5
-  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP[i]));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 p = ExpMantissa(x, n);
   // 2^n in two halves, so that n = 128 does not overflow the exponent: h1 = floor(n / 2) (avx2's
   // n >> 1, from a logical shift of n + 128 ≥ 0), h2 = n − h1.
   const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(magic));
