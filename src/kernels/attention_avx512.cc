@@ -3,8 +3,9 @@
 // per score over the dims in order; per output element, the running output times alpha, then
 // one FMA per key in order), so the results are bitwise the AVX2 kernel's and a row's result
 // still does not depend on its batch. So does the softmax update on 16 lanes. The bf16
-// dot-product score tiles (AVX512_BF16, for bf16 queries) sum the same products in another
-// order. Compiled with CPM_AVX512_FLAGS; called at the AVX-512 level only.
+// dot-product tiles (AVX512_BF16, for bf16 queries over a bf16 cache), for the scores and for
+// P·V with its own softmax update, sum the same products in another order, the same for a row
+// alone or in a batch. Compiled with CPM_AVX512_FLAGS; called at the AVX-512 level only.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
