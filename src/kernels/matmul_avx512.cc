@@ -78,6 +78,10 @@ struct TileArgs {
   bool accumulate;  // resume the chains of the earlier k-blocks from y
   bool round;       // the last k-block of a bf16-rounded output: round as y is stored
   int64_t prefetch;  // bytes of weights requested ahead, split over the tile's panel streams
+  // Where the finished tile goes, if not back to y: the first panel's column 0 of its rows,
+  // out_stride apart (the last k-block of a block that resumes its sums from a scratch block).
+  float* out = nullptr;
+  int64_t out_stride = 0;
 };
 
 // Masks of a panel's valid columns in its two 16-column halves (the last panel may be partial).
@@ -183,7 +187,11 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
       }
     }
   }
-  StoreTile<MR, NP>(acc, y, ys, a.round, m0, m1);
+  if (a.out != nullptr) {
+    StoreTile<MR, NP>(acc, a.out + (y - a.y), a.out_stride, a.round, m0, m1);
+  } else {
+    StoreTile<MR, NP>(acc, y, ys, a.round, m0, m1);
+  }
 }
 
 template <int MR, Mode kMode>
@@ -253,9 +261,10 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
     const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
     const int64_t kc_steps = (n_tiles == 2 ? kKcShared : kKcTall) / step_k;
     // All tiles of the block over panels [p, p + panels), k-steps [s0, s0 + kc), into yb: the
-    // block's row 0 at panel p's column 0, rows ybs apart.
+    // block's row 0 at panel p's column 0, rows ybs apart; the last k-block's finished sums
+    // into yo instead (rows yos apart) where given, unless an odd k's last column is left.
     const auto pass = [&](int64_t p, int64_t panels, int64_t s0, int64_t kc, float* yb,
-                          int64_t ybs) {
+                          int64_t ybs, float* yo = nullptr, int64_t yos = 0) {
       const bool last = s0 + kc == steps, tail = odd_tail && last;
       const T* panel = data + p * pw.panel_elems + s0 * step_elems;
       const int64_t nv_last = p + panels == pe ? n_valid_last : 32;
@@ -269,9 +278,10 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
         // ahead, keeping DRAM busy meanwhile (Zen 5, batch 12 and 16 decode: +4-10%).
         const int64_t prefetch = n_tiles == 2 && t == 1 ? kc_steps * step_elems * sizeof(T)
                                                         : kPrefetchBytes;
+        float* out = last && !tail && yo != nullptr ? yo + r * yos : nullptr;
         RunRowTile<kMode>(tr,
                           {xt, xs, panel, pw.panel_elems, tail ? kc - 1 : kc, yt, ybs, s0 > 0,
-                           last && !tail && to_bf16, prefetch},
+                           last && !tail && to_bf16, prefetch, out, yos},
                           panels, nv_last);
         if (tail) {
           for (int64_t q = 0; q < panels; ++q) {
@@ -300,14 +310,17 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
       // or 4096 floats), all in one L1 set, whose ways 16 rows of 2 lines each outnumber. perf
       // put ~8% of batch-16 decode's tile samples at those reloads; the model's batch-16 decode
       // ran 4-12% faster with the block (interleaved rounds, Zen 5).
+      // The last k-block's tiles store straight into y (a copy of the block cost ~2% of
+      // batch-16 decode), but for an odd k's last column, added to the block afterwards.
       alignas(64) float block[kMaxTileRows * 2][kBlockStride];
       for (int64_t p = pb; p < pe; ++p) {
+        float* yp = yi + (p - pb) * 32;
         for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
-          pass(p, 1, s0, std::min(kc_steps, steps - s0), &block[0][0], kBlockStride);
+          pass(p, 1, s0, std::min(kc_steps, steps - s0), &block[0][0], kBlockStride, yp, ys);
         }
         const int64_t cols = p + 1 == pe ? n_valid_last : 32;
-        for (int64_t r = 0; r < rows; ++r) {
-          std::memcpy(yi + r * ys + (p - pb) * 32, block[r], cols * sizeof(float));
+        for (int64_t r = 0; odd_tail && r < rows; ++r) {
+          std::memcpy(yp + r * ys, block[r], cols * sizeof(float));
         }
       }
     } else {
