@@ -349,7 +349,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   // A span's values, widened to f32 or as the pairs of the P·V dot products.
   alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];
   static_assert(kSpan / 2 * attn::ValuePairsStride(kMaxHeadDim) <= kSpan * kMaxHeadDim);
-  thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the direct pairs
+  thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the P·V dot products
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
   // + p] holds dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
   thread_local uint32_t qp[kMaxAttendRows * kMaxGroup * attn::kQpStride];
@@ -449,16 +449,14 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     // Where the span's P·V reads its values (ValuePath), prepared once for all rows.
     const ValuePath path = ChooseValuePath(kBf16, dot, rows, d);
     uint32_t* const vpairs = reinterpret_cast<uint32_t*>(vspan);
-    if (path == ValuePath::kDotDirect) SpanKeyValues(kv, chunks, nc, vkeys);
-    if (path == ValuePath::kDotPacked) {
-      attn::PackValuePairsAvx512(static_cast<const uint16_t*>(kv.v), chunks, nc, d, vpairs);
-    }
+    const bool dot_values = path == ValuePath::kDotDirect || path == ValuePath::kDotPacked;
+    if (dot_values) SpanKeyValues(kv, chunks, nc, vkeys);
+    if (path == ValuePath::kDotPacked) attn::PackValuePairsAvx512(vkeys, p1 - p0, d, vpairs);
     if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
     const Chunk widened_chunk{0, 0, 0, p1 - p0, true};  // the f32 copy: one chunk of all keys
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(p1, st[r].n_keys) - p0;  // the row's keys in the span
       if (n <= 0) continue;
-      const bool dot_values = path == ValuePath::kDotDirect || path == ValuePath::kDotPacked;
       if (dot_values) attn::SpanSoftmaxDotAvx512(&st[r], group, n);
       else if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
       else SpanSoftmax(&st[r], group, n, kBf16);

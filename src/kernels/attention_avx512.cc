@@ -386,19 +386,11 @@ inline __m512 ExpNonPositive(__m512 x) {
 
 }  // namespace
 
-void PackValuePairsAvx512(const uint16_t* v, const Chunk* chunks, int64_t nc, int64_t d,
-                          uint32_t* vp) {
-  // The span's keys, in order.
-  const uint16_t* key[kSpan + 1];
-  int64_t n = 0;
-  for (int64_t c = 0; c < nc; ++c) {
-    for (int64_t t = 0; t < chunks[c].n; ++t) key[n++] = v + chunks[c].v + t * d;
-  }
-  key[n] = nullptr;  // an odd count's last partner
+void PackValuePairsAvx512(const uint16_t* const* keys, int64_t n, int64_t d, uint32_t* vp) {
   const int64_t dp = ValuePairsStride(d);
   for (int64_t u = 0; 2 * u < n; ++u) {
     for (int64_t j = 0; j < dp; j += 16) {
-      const __m512i lo = ValueHalves(key[2 * u], j, d), hi = ValueHalves(key[2 * u + 1], j, d);
+      const __m512i lo = ValueHalves(keys[2 * u], j, d), hi = ValueHalves(keys[2 * u + 1], j, d);
       _mm512_storeu_si512(vp + u * dp + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
   }

@@ -110,10 +110,10 @@ void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool
 // +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a span's keys are
 // first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the dim's values
 // of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and the dims
-// past d zero).
+// past d zero). keys[t]: the span's key t's values (bf16, d contiguous), t < n, and
+// keys[n] null when n is odd.
 constexpr int64_t ValuePairsStride(int64_t d) { return (d + 15) / 16 * 16; }
-void PackValuePairsAvx512(const uint16_t* v, const Chunk* chunks, int64_t nc, int64_t d,
-                          uint32_t* vp);
+void PackValuePairsAvx512(const uint16_t* const* keys, int64_t n, int64_t d, uint32_t* vp);
 // The row's outputs over its n keys of the span from those pairs and its P in p_pairs (any
 // d % 8).
 void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
