@@ -35,7 +35,7 @@ inline int64_t KOffset(const KvLayerView& kv, const int32_t* block_table, int64_
 void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const KvLayerView& kv,
                const int32_t* block_table, float scale, float* out, std::vector<float>& scores) {
   const int64_t d = kv.head_dim;
-  scores.resize(group * n_keys);
+  scores.resize(group * (n_keys + 1));  // each head's scores, then each head's 1 / sum
   for (int64_t p = 0; p < n_keys; ++p) {
     const int64_t off = KOffset(kv, block_table, p, kvh);
     for (int64_t g = 0; g < group; ++g) {
@@ -49,7 +49,7 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
   }
   // The exps e^(s − max) summed, then (a bf16 cache) rounded to bf16 as P; the outputs divided
   // by the sum after P·V.
-  std::vector<float> inv(group);
+  float* inv = scores.data() + group * n_keys;
   for (int64_t g = 0; g < group; ++g) {
     float* s = scores.data() + g * n_keys;
     const float mx = *std::max_element(s, s + n_keys);
