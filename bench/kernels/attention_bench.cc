@@ -3,8 +3,10 @@
 // contexts, and causal prefill chunks. Times and threads: bench_threads.h.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "base/page_buffer.h"
 #include "bench_threads.h"
 #include "kernels/attention.h"
 #include "tensor/dtype.h"
@@ -19,9 +21,16 @@ template <int64_t kHeads, int64_t kKvHeads, int64_t kDim>
 void BM_PagedAttention(benchmark::State& state) {
   const int64_t n_seqs = state.range(0), q_len = state.range(1), kv_len = state.range(2);
   const int64_t blocks_per_seq = (kv_len + kBlock - 1) / kBlock;
-  std::vector<uint16_t> k(n_seqs * blocks_per_seq * kKvHeads * kBlock * kDim, 0x3c00);
-  std::vector<uint16_t> v(k.size(), 0x3c00);
-  KvLayerView kv{k.data(), v.data(), DType::kBF16, kBlock, kKvHeads, kDim};
+  // K and V on huge pages, as the server's cache (KvCache): past L3, 4 KiB pages would put TLB
+  // misses on every block.
+  const int64_t elems = n_seqs * blocks_per_seq * kKvHeads * kBlock * kDim;
+  PageBuffer k_pages(elems * sizeof(uint16_t), Pages::kHuge);
+  PageBuffer v_pages(elems * sizeof(uint16_t), Pages::kHuge);
+  auto* k = reinterpret_cast<uint16_t*>(k_pages.data());
+  auto* v = reinterpret_cast<uint16_t*>(v_pages.data());
+  std::fill_n(k, elems, uint16_t{0x3c00});
+  std::fill_n(v, elems, uint16_t{0x3c00});
+  KvLayerView kv{k, v, DType::kBF16, kBlock, kKvHeads, kDim};
   std::vector<std::vector<int32_t>> tables(n_seqs);
   std::vector<AttentionSeq> seqs;
   for (int64_t s = 0; s < n_seqs; ++s) {

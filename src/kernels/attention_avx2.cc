@@ -112,8 +112,8 @@ template <int H, bool kBf16Keys, bool kPrefetch>
   const int64_t k_row = keys.row;
   for (int64_t j = 0; j < d; ++j, qt += q_stride) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T1);
-      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T1);
+      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
+      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
     }
     __m256 k0, k1;
     LoadKeys16<kBf16Keys>(kp, k_row, j, &k0, &k1);

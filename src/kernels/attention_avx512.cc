@@ -53,8 +53,8 @@ template <int H, bool kBf16, bool kPrefetch>
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t j = 0; j < d; ++j, qt += q_stride) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T1);
-      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T1);
+      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
+      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
     }
     const __m512 k = LoadKeys16<kBf16>(keys, row, j);
 #pragma GCC unroll 12
@@ -200,9 +200,9 @@ template <int H, int C, bool kRow16, bool kPrefetch>
       if constexpr (kPrefetch) {
         // Dims 2p and 2p + 1 of the keys ahead (one line when a block is 16 slots), and a
         // line of this chunk's values: the f32 tile's requests, two dims per step.
-        _mm_prefetch(pf[c].k + 2 * p * pf[c].k_row, _MM_HINT_T1);
-        if constexpr (!kRow16) _mm_prefetch(pf[c].k + (2 * p + 1) * pf[c].k_row, _MM_HINT_T1);
-        _mm_prefetch(pf[c].v + 2 * p * pf[c].v_step, _MM_HINT_T1);
+        _mm_prefetch(pf[c].k + 2 * p * pf[c].k_row, _MM_HINT_T0);
+        if constexpr (!kRow16) _mm_prefetch(pf[c].k + (2 * p + 1) * pf[c].k_row, _MM_HINT_T0);
+        _mm_prefetch(pf[c].v + 2 * p * pf[c].v_step, _MM_HINT_T0);
       }
       k[c] = LoadKeyPairs<kRow16>(keys[c], row, p);
     }
