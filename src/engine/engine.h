@@ -22,6 +22,7 @@
 #include "engine/offline_generator.h"  // TokenLogprobs
 #include "model/model.h"
 #include "sampling/sampling_params.h"
+#include "structured/constraint.h"
 
 namespace cpm {
 
@@ -51,6 +52,9 @@ struct EngineRequest {
   // would have no logits), and its prefill runs in chunks of at most kPromptLogprobsChunk
   // tokens to bound the logits buffer. With max_tokens 0 it still runs its prompt.
   int32_t prompt_logprobs = -1;
+  // Structured output (response_format / structured_outputs): the tokens it allows at each
+  // step (structured/constraint.h); null: any.
+  std::shared_ptr<const structured::Constraint> constraint;
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]

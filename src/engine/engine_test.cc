@@ -11,6 +11,7 @@
 
 #include "engine/fake_model.h"
 #include "engine/engine_test_util.h"
+#include "structured/constraint.h"
 
 namespace cpm {
 namespace {
@@ -258,6 +259,76 @@ TEST(EngineTest, StopEosIgnoreEosAndMinTokens) {
   Result zero = Collect(engine->Submit(Req("zero", prompt, 0)));
   EXPECT_TRUE(zero.tokens.empty());
   EXPECT_EQ(zero.finish_reason, "length");
+}
+
+// Structured output over FakeModel's vocabulary (97 ids given JSON-ish bytes): the engine's
+// greedy choice at each step is the oracle's best token among those whose bytes the matcher
+// takes (tried one by one, not through the trie), EOS only once the text is complete; with
+// starts_after, the tokens up to that one are the free greedy ones.
+TEST(EngineTest, StructuredOutputMasksEachDraw) {
+  const int64_t vocab = 97;
+  const int32_t eos = 96;
+  const char* pieces[] = {"{", "}", "\"", "a", "\":", "1", ",", " ", "\"a\"", "2", "[", "]",
+                          "true", "b", "\"b\":", "0", "-", "x", ":", "null"};
+  std::vector<std::string> bytes(vocab);
+  for (int64_t id = 0; id < vocab; ++id) bytes[id] = pieces[id % std::size(pieces)];
+  std::vector<bool> excluded(vocab, false);
+  excluded[eos] = true;
+  auto table = std::make_shared<const structured::TokenTable>(bytes, excluded);
+  auto schema = structured::Schema::FromJsonSchema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+          "required": ["a"]})"));
+  ASSERT_TRUE(schema.ok());
+  const std::vector<int32_t> prompt = {7, 3, 9};
+  // The oracle: FakeModel's logits, masked by trying every token on a matcher.
+  const auto oracle = [&](int32_t starts_after, int64_t n) {
+    uint64_t h = 0;
+    for (int32_t t : prompt) h = FoldToken(h, t);
+    structured::Matcher m(*schema);
+    bool active = starts_after < 0;
+    std::vector<int32_t> out;
+    std::vector<float> row(vocab);
+    int64_t pos = static_cast<int64_t>(prompt.size()) - 1;
+    for (int64_t i = 0; i < n; ++i, ++pos) {
+      FakeModel::Logits(h, pos, vocab, row.data());
+      int32_t best = -1;
+      for (int32_t t = 0; t < vocab; ++t) {
+        const bool ok = !active || (t == eos ? m.Complete() : !excluded[t] && m.Accepts(bytes[t]));
+        if (ok && (best < 0 || row[t] > row[best])) best = t;
+      }
+      out.push_back(best);
+      if (best == eos) break;
+      if (active) EXPECT_TRUE(m.Advance(bytes[best]));
+      active = active || best == starts_after;
+      h = FoldToken(h, best);
+    }
+    return out;
+  };
+  auto engine = MakeFakeEngine(SmallConfig(), {}, nullptr);
+  EngineRequest req = Req("json", prompt, 40);
+  req.eos_token_ids = {eos};
+  req.constraint = std::make_shared<structured::Constraint>(
+      structured::Constraint{*schema, table, -1});
+  Result r = Collect(engine->Submit(req));
+  ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+  EXPECT_EQ(r.tokens, oracle(-1, 40));
+  if (r.finish_reason == "stop") {
+    std::string text;
+    for (int32_t t : r.tokens) text += t == eos ? "" : bytes[t];
+    const auto v = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    EXPECT_TRUE(v["a"].is_number_integer()) << text;
+  }
+  // Free until the third token the unconstrained model would draw, constrained after it.
+  const std::vector<int32_t> free = OracleGreedy(prompt, 3, vocab);
+  req.request_id = "thinking";
+  req.constraint = std::make_shared<structured::Constraint>(
+      structured::Constraint{*schema, table, free[2]});
+  Result t = Collect(engine->Submit(req));
+  const std::vector<int32_t> expected = oracle(free[2], 40);
+  EXPECT_EQ(t.tokens, expected);
+  ASSERT_GE(t.tokens.size(), 3u);
+  EXPECT_EQ(std::vector<int32_t>(t.tokens.begin(), t.tokens.begin() + 3), free);
 }
 
 TEST(EngineTest, MaxModelLenEndsWithLength) {

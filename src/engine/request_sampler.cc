@@ -4,6 +4,58 @@
 #include <limits>
 
 namespace cpm {
+namespace {
+
+bool EndsGeneration(const EngineRequest& req, int32_t token) {
+  const auto has = [token](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  return has(req.eos_token_ids) || has(req.stop_token_ids);
+}
+
+// Masks out of `row` the tokens the request's structured output does not take next. The
+// tokens that end generation (EOS, stop tokens) stay only once the text is complete. Should
+// nothing be left (a min_tokens mask on the end tokens of a complete text), they are allowed
+// after all: the output is done.
+void ApplyConstraint(RequestState& r, float* row, int64_t vocab) {
+  const structured::Constraint& c = *r.req.constraint;
+  if (!r.matcher) {
+    r.matcher.emplace(c.schema);
+    r.constraint_active = c.starts_after < 0;
+  }
+  if (!r.constraint_active) return;
+  thread_local std::vector<uint8_t> allowed;
+  c.tokens->Allowed(*r.matcher, &allowed);
+  const bool complete = r.matcher->Complete();
+  const int64_t table = c.tokens->size();
+  std::vector<std::pair<int32_t, float>> ends;
+  bool any = false;
+  for (int64_t t = 0; t < vocab; ++t) {
+    bool keep = t < table && allowed[t] != 0;
+    if (EndsGeneration(r.req, static_cast<int32_t>(t))) {
+      ends.push_back({static_cast<int32_t>(t), row[t]});
+      keep = complete;
+    }
+    if (!keep) row[t] = -std::numeric_limits<float>::infinity();
+    any = any || row[t] > -std::numeric_limits<float>::infinity();
+  }
+  if (!any) {
+    for (const auto& [t, logit] : ends) row[t] = logit;
+  }
+}
+
+// The drawn token moves the matcher on (or starts the constraint after `starts_after`).
+void AdvanceConstraint(RequestState& r, int32_t token) {
+  const structured::Constraint& c = *r.req.constraint;
+  if (!r.constraint_active) {
+    r.constraint_active = token == c.starts_after;
+    return;
+  }
+  if (EndsGeneration(r.req, token) || token >= c.tokens->size()) return;
+  r.matcher->Advance(c.tokens->bytes(token));
+}
+
+}  // namespace
 
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch) {
   SampledToken out;
@@ -22,7 +74,9 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
       }
     }
   }
+  if (r.req.constraint) ApplyConstraint(r, row, vocab);
   out.token = SampleToken(row, vocab, r.req.sampling, r.rng);
+  if (r.req.constraint) AdvanceConstraint(r, out.token);
   if (want_logprobs) {
     TokenLogprobs lp;
     lp.token = out.token;

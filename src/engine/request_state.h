@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "kv/block_hash.h"
 #include "sampling/sampler.h"
+#include "structured/json_matcher.h"
 
 namespace cpm {
 
@@ -37,6 +39,11 @@ struct RequestState {
   // prompt_logprobs requests: entries for prompt tokens 1..prompt_logprobs.size(), filled as
   // prefill chunks run; kept across preemptions (the recompute skips their rows).
   std::vector<TokenLogprobs> prompt_logprobs;
+
+  // The structured output's matcher over the generated text (from the first draw), and
+  // whether the constraint applies yet (Constraint::starts_after).
+  std::optional<structured::Matcher> matcher;
+  bool constraint_active = false;
 
   RequestStatus status = RequestStatus::kWaiting;
   int64_t num_cached_tokens = -1;     // prefix-cache hit at first admission; -1 before

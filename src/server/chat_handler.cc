@@ -298,8 +298,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   }
   if (req->tool_choice == protocol::ToolChoice::kForced) {
     return HttpReply::Error(InvalidArgument(
-        "tool_choice \"required\" and named tool choices need structured outputs, which "
-        "cpmserve does not support; use tool_choice \"auto\" (with --enable-auto-tool-choice) "
+        "tool_choice \"required\" and named tool choices are not supported by cpmserve yet; "
+        "use tool_choice \"auto\" (with --enable-auto-tool-choice) "
         "or \"none\""));
   }
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
@@ -330,6 +330,10 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
+  if (req->sampling.structured) {
+    job->sampling.constraint = ctx.MakeConstraint(
+        req->sampling.structured, !job->reasoning_parser.empty() && job->opens_in_reasoning);
+  }
   job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;

@@ -51,6 +51,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.ignore_eos = sampling.ignore_eos;
     r.logprobs = sampling.logprobs;
     r.prompt_logprobs = sampling.prompt_logprobs;
+    r.constraint = sampling.constraint;
     if (c.multimodal) {
       r.embed_rows = c.multimodal->embed_rows;
       r.encode = c.multimodal->encode;

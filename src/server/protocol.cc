@@ -106,25 +106,89 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j) {
   return choice == "auto" ? ToolChoice::kAuto : ToolChoice::kForced;
 }
 
-// response_format / structured_outputs: constrained decoding, which cpmserve does not have.
-// Rejected rather than ignored, so that a client never takes free text for guaranteed JSON.
-// ("text" is the default; vLLM ≥ 0.12 ignores the legacy guided_* fields, and so do we.)
-Status CheckStructuredOutputs(JsonReader& r, const Json& j) {
+// response_format (OpenAI) or structured_outputs (vLLM) -> the schema the output must match.
+// Supported: json_object, json_schema / json, choice; regex, grammar and structural tags are a
+// 400, never ignored, so that a client never takes free text for a guaranteed format. The
+// legacy guided_* fields are ignored, as vLLM >= 0.12 does.
+Status ParseStructuredOutputs(JsonReader& r, const Json& j,
+                              std::shared_ptr<const structured::Schema>* out) {
   r.Known("response_format");
   r.Known("structured_outputs");
-  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
-    const auto type = it->is_object() ? it->find("type") : it->end();
-    if (!it->is_object() || type == it->end() || !type->is_string()) {
+  const auto rf = j.find("response_format");
+  const auto so = j.find("structured_outputs");
+  const bool has_rf = rf != j.end() && !rf->is_null();
+  const bool has_so = so != j.end() && !so->is_null();
+  if (has_rf) {
+    const auto type = rf->is_object() ? rf->find("type") : rf->end();
+    if (!rf->is_object() || type == rf->end() || !type->is_string()) {
       return TypeError("response_format.type",
                        "'text', 'json_object', 'json_schema' or 'structural_tag'");
     }
-    if (*type != "text") {
-      return InvalidArgument("response_format of type '" + type->get<std::string>() +
-                             "' needs structured outputs, which cpmserve does not support");
+    const std::string t = type->get<std::string>();
+    if (t != "text" && has_so) {
+      return InvalidArgument("Give either response_format or structured_outputs, not both.");
+    }
+    if (t == "json_object") {
+      *out = structured::Schema::AnyObject();
+    } else if (t == "json_schema") {
+      const auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object()) {
+        return TypeError("response_format.json_schema", "an object with a 'schema'");
+      }
+      const auto schema = js->find("schema");
+      if (schema == js->end() || schema->is_null()) {
+        return InvalidArgument("response_format.json_schema.schema is required");
+      }
+      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(*schema));
+    } else if (t != "text") {
+      return InvalidArgument("response_format of type '" + t +
+                             "' is not supported by cpmserve (text, json_object, json_schema are)");
     }
   }
-  if (auto it = j.find("structured_outputs"); it != j.end() && !it->is_null()) {
-    return InvalidArgument("structured_outputs are not supported by cpmserve");
+  if (!has_so) return OkStatus();
+  if (!so->is_object()) return TypeError("structured_outputs", "an object");
+  // One constraint kind; of the options beside it, disable_any_whitespace is followed, the
+  // others (backend fallbacks, whitespace patterns) do not change what the output may be and
+  // are ignored.
+  std::vector<std::string> kinds;
+  for (const char* k : {"json", "regex", "choice", "grammar", "json_object", "structural_tag"}) {
+    if (so->contains(k) && !so->at(k).is_null() && so->at(k) != false) kinds.push_back(k);
+  }
+  if (kinds.size() != 1) {
+    return InvalidArgument(
+        "structured_outputs needs exactly one of json, regex, choice, grammar, json_object or "
+        "structural_tag");
+  }
+  const Json& v = so->at(kinds[0]);
+  // disable_any_whitespace: compact JSON, as vLLM's option.
+  const auto compact = so->find("disable_any_whitespace");
+  if (compact != so->end() && !compact->is_null() && !compact->is_boolean()) {
+    return TypeError("structured_outputs.disable_any_whitespace", "a boolean");
+  }
+  const int ws = compact != so->end() && compact->is_boolean() && compact->get<bool>()
+                     ? 0
+                     : structured::kMaxWhitespace;
+  if (kinds[0] == "json") {
+    if (v.is_string()) {
+      const Json parsed = Json::parse(v.get<std::string>(), nullptr, false);
+      if (parsed.is_discarded()) return InvalidArgument("structured_outputs.json is not JSON");
+      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(parsed, ws));
+    } else {
+      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(v, ws));
+    }
+  } else if (kinds[0] == "json_object") {
+    *out = structured::Schema::AnyObject(ws);
+  } else if (kinds[0] == "choice") {
+    if (!v.is_array()) return TypeError("structured_outputs.choice", "a list of strings");
+    std::vector<std::string> choices;
+    for (const Json& c : v) {
+      if (!c.is_string()) return TypeError("structured_outputs.choice", "a list of strings");
+      choices.push_back(c.get<std::string>());
+    }
+    CPM_ASSIGN_OR_RETURN(*out, structured::Schema::Choice(choices));
+  } else {
+    return InvalidArgument("structured_outputs." + kinds[0] + " is not supported by cpmserve " +
+                           "(json, choice and json_object are)");
   }
   return OkStatus();
 }
@@ -150,7 +214,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j));
-  CPM_TRY(CheckStructuredOutputs(r, j));
+  CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;
 }
@@ -214,7 +278,7 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.OptString("suffix", &req.suffix));
   r.Known("best_of");
-  CPM_TRY(CheckStructuredOutputs(r, j));
+  CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "structured/json_schema.h"
 
 namespace cpm::protocol {
 
@@ -43,6 +45,9 @@ struct SamplingFields {
   bool include_usage = false;             // stream_options.include_usage
   bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats
   std::optional<int64_t> prompt_logprobs;  // vLLM extra: per prompt token, with top-k
+  // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
+  // json_object: what the output must be; null: free text.
+  std::shared_ptr<const structured::Schema> structured;
 };
 
 // What the chat template renders: shared by /v1/chat/completions and /tokenize's chat form.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "sampling/sampling_params.h"
 #include "server/generation_defaults.h"
 #include "server/protocol.h"
+#include "structured/constraint.h"
 
 namespace cpm {
 
@@ -30,6 +32,7 @@ struct ResolvedSampling {
   bool skip_special_tokens = true;
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token and the top k
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: each prompt token's and the top k
+  std::shared_ptr<const structured::Constraint> constraint;  // structured output; null: none
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).

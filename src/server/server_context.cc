@@ -23,6 +23,28 @@ Status ServerContext::CheckModel(const std::optional<std::string>& model) const 
   return NotFound("The model `" + *model + "` does not exist.");
 }
 
+std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
+    std::shared_ptr<const structured::Schema> schema, bool opens_in_reasoning) const {
+  std::call_once(structured_tokens_once, [&] {
+    // Each token as the bytes it adds to the text; added tokens (special or not: <think>,
+    // <|im_end|>, ...) are never text of a structured output (EOS is allowed at its end).
+    std::vector<std::string> bytes(static_cast<size_t>(tokenizer->vocab_size()));
+    std::vector<bool> excluded(bytes.size());
+    for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+      bytes[id] = tokenizer->TokenBytes(id);
+      excluded[id] = tokenizer->IsAdded(id);
+    }
+    structured_tokens = std::make_shared<const structured::TokenTable>(bytes, excluded);
+  });
+  auto c = std::make_shared<structured::Constraint>();
+  c->schema = std::move(schema);
+  c->tokens = structured_tokens;
+  if (opens_in_reasoning) {
+    if (auto end = tokenizer->TokenToId("</think>")) c->starts_after = *end;
+  }
+  return c;
+}
+
 HttpReply HttpReply::Json(const nlohmann::ordered_json& j, int status) {
   HttpReply r;
   r.status = status;

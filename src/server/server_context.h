@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
 #include "server/metrics.h"
+#include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cpm {
@@ -41,8 +44,15 @@ struct ServerContext {
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
   mutable std::atomic<uint64_t> next_request{0};
+  mutable std::once_flag structured_tokens_once;
+  mutable std::shared_ptr<const structured::TokenTable> structured_tokens;
 
   const std::string& served_name() const { return model_names.front(); }
+  // A structured output's constraint over this tokenizer's vocabulary (its token table built
+  // on first use). `opens_in_reasoning`: the prompt opens the model's thinking, which the
+  // constraint then leaves free until </think>.
+  std::shared_ptr<const structured::Constraint> MakeConstraint(
+      std::shared_ptr<const structured::Schema> schema, bool opens_in_reasoning) const;
   // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
   std::string NewRequestId(const char* prefix) const;
   // 404 "The model `X` does not exist." unless absent or one of the served names.

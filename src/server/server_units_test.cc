@@ -205,8 +205,9 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
             std::string::npos);
 }
 
-// Constrained decoding is not there: asking for it is an error, never silently free text.
-TEST(Protocol, StructuredOutputsAreRejectedNotIgnored) {
+// Structured outputs: the supported kinds become a schema on both endpoints; the others are
+// an error, never silently free text.
+TEST(Protocol, StructuredOutputs) {
   auto chat = [](const std::string& extra) {
     return protocol::ParseChatCompletionRequest(
         R"({"messages":[{"role":"user","content":"hi"}],)" + extra + "}", nullptr);
@@ -219,19 +220,48 @@ TEST(Protocol, StructuredOutputsAreRejectedNotIgnored) {
       R"({"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"},
           "structured_outputs":null})",
       &ignored);
-  EXPECT_TRUE(text.ok()) << text.status().message();
+  ASSERT_TRUE(text.ok()) << text.status().message();
   EXPECT_TRUE(ignored.empty());
+  EXPECT_EQ(text->sampling.structured, nullptr);
   EXPECT_TRUE(completion(R"("response_format":null)").ok());
-  for (const char* bad : {R"("response_format":{"type":"json_object"})",
-                          R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})",
-                          R"("structured_outputs":{"choice":["a","b"]})",
-                          R"("response_format":"json")", R"("response_format":{})"}) {
+  for (const char* good :
+       {R"("response_format":{"type":"json_object"})",
+        R"("response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,
+            "schema":{"type":"object","properties":{"a":{"type":"integer"}}}}})",
+        R"("structured_outputs":{"choice":["a","b"]})",
+        R"("structured_outputs":{"json":{"type":"array"},"disable_any_whitespace":true})",
+        R"("structured_outputs":{"json":"{\"type\": \"string\"}"})",
+        R"("structured_outputs":{"json_object":true})"}) {
+    auto c = chat(good);
+    auto p = completion(good);
+    ASSERT_TRUE(c.ok()) << good << ": " << c.status().message();
+    ASSERT_TRUE(p.ok()) << good << ": " << p.status().message();
+    EXPECT_NE(c->sampling.structured, nullptr) << good;
+    EXPECT_NE(p->sampling.structured, nullptr) << good;
+  }
+  for (const char* bad : {R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})",
+                          R"("response_format":{"type":"structural_tag"})",
+                          R"("response_format":"json")", R"("response_format":{})",
+                          R"("structured_outputs":{"regex":"a+"})",
+                          R"("structured_outputs":{"grammar":"root ::= "a""})",
+                          R"("structured_outputs":{"choice":["a"],"json":{}})",
+                          R"("structured_outputs":{})", R"("structured_outputs":{"json":"{"})",
+                          R"("structured_outputs":{"choice":"a"})",
+                          R"("response_format":{"type":"json_object"},"structured_outputs":{"json":{}})",
+                          R"("response_format":{"type":"json_schema","json_schema":{
+                              "schema":{"type":"string","pattern":"a"}}})"}) {
     for (auto r : {chat(bad).status(), completion(bad).status()}) {
       EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << bad;
     }
   }
-  EXPECT_NE(chat(R"("response_format":{"type":"json_object"})").status().message().find(
-                "'json_object' needs structured outputs"),
+  EXPECT_NE(chat(R"("structured_outputs":{"regex":"a+"})").status().message().find(
+                "structured_outputs.regex is not supported"),
+            std::string::npos);
+  EXPECT_NE(chat(R"("response_format":{"type":"json_schema","json_schema":{
+                     "schema":{"type":"string","pattern":"a"}}})")
+                .status()
+                .message()
+                .find("'pattern' at '#'"),
             std::string::npos);
 }
 

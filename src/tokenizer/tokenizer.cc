@@ -75,6 +75,8 @@ std::string Tokenizer::TokenBytes(int32_t id) const {
   return piece;
 }
 
+bool Tokenizer::IsAdded(int32_t id) const { return added_.FindById(id) != nullptr; }
+
 bool Tokenizer::IsSpecial(int32_t id) const {
   const AddedToken* a = added_.FindById(id);
   return a != nullptr && a->special;

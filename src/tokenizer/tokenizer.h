@@ -42,6 +42,8 @@ class Tokenizer {
   // The bytes this token adds to decoded text (may be part of a UTF-8 sequence).
   std::string TokenBytes(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // An added token (tokenizer.json's added_tokens, special or not: <think>, <|im_end|>, ...).
+  bool IsAdded(int32_t id) const;
 
   std::optional<int32_t> bos_id() const { return bos_id_; }
   // Tokenizer eos plus generation_config.json's eos_token_id(s), without duplicates.

@@ -273,6 +273,102 @@ TEST_F(ServerE2E, StopStringsLogprobsAndSeeds) {
   EXPECT_EQ(Chat(next)["choices"][0]["message"], a["choices"][1]["message"]);
 }
 
+// Structured outputs on the tiny model's random weights: whatever the model would say, the
+// text is what the schema allows. Checked here by parsing it (nlohmann) and testing each field
+// by hand, not by the matcher that produced it.
+TEST_F(ServerE2E, StructuredOutputsFollowTheSchema) {
+  const Json schema = Json::parse(R"({
+      "type": "object",
+      "properties": {"name": {"type": "string", "maxLength": 6},
+                     "ok": {"type": "boolean"},
+                     "color": {"enum": ["red", "green", "blue"]},
+                     "tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
+                              "maxItems": 2}},
+      "required": ["name", "ok", "color"]})");
+  const auto check = [](const std::string& text) {
+    const Json v = Json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    ASSERT_TRUE(v.contains("name") && v["name"].is_string()) << text;
+    EXPECT_LE(v["name"].get<std::string>().size(), 6u * 4) << text;  // ≤ 6 characters
+    ASSERT_TRUE(v.contains("ok") && v["ok"].is_boolean()) << text;
+    ASSERT_TRUE(v.contains("color")) << text;
+    EXPECT_TRUE(v["color"] == "red" || v["color"] == "green" || v["color"] == "blue") << text;
+    size_t keys = 3;
+    if (v.contains("tags")) {
+      ++keys;
+      ASSERT_TRUE(v["tags"].is_array()) << text;
+      EXPECT_LE(v["tags"].size(), 2u) << text;
+      for (const Json& t : v["tags"]) EXPECT_TRUE(t.is_string()) << text;
+    }
+    EXPECT_EQ(v.size(), keys) << text;
+  };
+  // Compact JSON (vLLM's disable_any_whitespace), sampled, several seeds and n = 2: every
+  // output is complete within max_tokens and valid.
+  for (int seed = 0; seed < 3; ++seed) {
+    Json r = Chat({{"messages", {{{"role", "user"}, {"content", "Describe a fruit as JSON."}}}},
+                   {"temperature", 1.0}, {"seed", seed}, {"n", 2}, {"max_tokens", 160},
+                   {"structured_outputs", {{"json", schema}, {"disable_any_whitespace", true}}}});
+    ASSERT_EQ(r["choices"].size(), 2u) << r.dump();
+    for (const Json& c : r["choices"]) {
+      EXPECT_EQ(c["finish_reason"], "stop") << c.dump();
+      check(c["message"]["content"].get<std::string>());
+    }
+  }
+  // OpenAI's response_format, greedy and streamed: the same text as unstreamed.
+  const Json body = {{"messages", {{{"role", "user"}, {"content", "JSON please"}}}},
+                     {"temperature", 0}, {"max_tokens", 200},
+                     {"response_format", {{"type", "json_schema"},
+                                          {"json_schema", {{"name", "fruit"},
+                                                           {"schema", schema}}}}}};
+  Json plain = Chat(body);
+  const std::string text = plain["choices"][0]["message"]["content"];
+  if (plain["choices"][0]["finish_reason"] == "stop") check(text);
+  Json streamed_body = body;
+  streamed_body["stream"] = true;
+  bool framing_ok = false;
+  const auto events = e2e::SseData(
+      e2e::PostStream(port(), "/v1/chat/completions", streamed_body.dump()).body, &framing_ok);
+  EXPECT_TRUE(framing_ok);
+  std::string joined;
+  for (const std::string& data : events) {
+    const Json e = Json::parse(data, nullptr, false);
+    if (e.is_object() && e.contains("choices") && !e["choices"].empty() &&
+        e["choices"][0]["delta"].contains("content")) {
+      joined += e["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(joined, text);
+  // A choice: exactly one of the strings, nothing around it (completions endpoint).
+  for (int seed = 0; seed < 4; ++seed) {
+    auto r = e2e::Post(port(), "/v1/completions",
+                       Json{{"prompt", "The answer is"}, {"temperature", 1.0}, {"seed", seed},
+                            {"max_tokens", 20},
+                            {"structured_outputs", {{"choice", {"yes", "no", "not sure"}}}}}
+                           .dump())
+                 .json();
+    const std::string answer = r["choices"][0]["text"];
+    EXPECT_TRUE(answer == "yes" || answer == "no" || answer == "not sure") << answer;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  }
+  // json_object: an object, or a prefix of one cut by max_tokens.
+  Json obj = Chat({{"messages", {{{"role", "user"}, {"content", "{}"}}}}, {"temperature", 0},
+                   {"max_tokens", 60}, {"response_format", {{"type", "json_object"}}}});
+  const std::string o = obj["choices"][0]["message"]["content"];
+  ASSERT_FALSE(o.empty());
+  EXPECT_EQ(o.find_first_not_of(" \t\n\r"), o.find('{')) << o;
+  if (obj["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(Json::parse(o, nullptr, false).is_object()) << o;
+  }
+  // What cannot be enforced is an error, not free text.
+  int status = 0;
+  Json err = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                   {"structured_outputs", {{"regex", "[a-z]+"}}}},
+                  &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("regex is not supported"),
+            std::string::npos);
+}
+
 TEST_F(ServerE2E, BatchingInvariance) {
   std::vector<std::string> prompts;
   for (int i = 0; i < 16; ++i) prompts.push_back("request number " + std::to_string(i * 7));

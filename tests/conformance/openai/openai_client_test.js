@@ -109,6 +109,38 @@ const tests = {
     const b = await client.chat.completions.create(req);
     assert.strictEqual(a.choices[0].message.content, b.choices[0].message.content);
   },
+  async structuredOutputs() {
+    // OpenAI's response_format json_schema (with vLLM's disable_any_whitespace, so that the tiny
+    // random model finishes within max_tokens): the content parses and follows the schema.
+    const schema = {
+      type: 'object',
+      properties: { answer: { enum: ['yes', 'no'] }, sure: { type: 'boolean' },
+                    note: { type: 'string', maxLength: 5 } },
+      required: ['answer', 'sure'], additionalProperties: false,
+    };
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('Answer in JSON'), temperature: 0.8, seed: 3, max_tokens: 100,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema } },
+    });
+    const c = r.choices[0];
+    if (c.finish_reason === 'stop') {
+      const v = JSON.parse(c.message.content);
+      assert.ok(['yes', 'no'].includes(v.answer), c.message.content);
+      assert.strictEqual(typeof v.sure, 'boolean');
+    } else {
+      assert.strictEqual(c.finish_reason, 'length');
+      assert.match(c.message.content, /^\s*\{/);
+    }
+    const compact = await client.chat.completions.create({
+      model: MODEL, messages: user('Answer in JSON'), temperature: 0.8, seed: 3, max_tokens: 100,
+      structured_outputs: { json: schema, disable_any_whitespace: true },
+    });
+    assert.strictEqual(compact.choices[0].finish_reason, 'stop');
+    const v = JSON.parse(compact.choices[0].message.content);
+    assert.ok(['yes', 'no'].includes(v.answer));
+    assert.strictEqual(typeof v.sure, 'boolean');
+    assert.deepStrictEqual(Object.keys(v).filter((k) => !['answer', 'sure', 'note'].includes(k)), []);
+  },
   async overlongPromptIs400() {
     try {
       await client.chat.completions.create({

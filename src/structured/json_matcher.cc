@@ -1,0 +1,501 @@
+#include "structured/json_matcher.h"
+
+#include <cctype>
+#include <utility>
+
+namespace cpm::structured {
+
+enum class Matcher::Phase : uint8_t {
+  kRoot,       // bottom frame, its value not yet complete
+  kRootDone,   // bottom frame after the value: trailing whitespace only
+  kValue,      // before a value of `node`: whitespace, then its first byte
+  kObjOpen,    // after '{'
+  kObjKey,     // in a declared key: `aux` bytes matched, `candidates` still possible
+  kObjFreeKey, // an additional key's string is the child frame
+  kObjColon,   // after a key (aux: its property, -1 for an additional one)
+  kObjValue,   // a member value is the child frame
+  kObjNext,    // after a member: ',' or '}'
+  kObjComma,   // after ',': the next key's '"'
+  kArrOpen,    // after '['
+  kArrValue,   // an item is the child frame
+  kArrNext,    // after an item: ',' or ']'
+  kStr,        // in a string (count: characters so far)
+  kStrEscape,  // after '\'
+  kStrHex,     // in \uXXXX (aux: digits so far)
+  kStrUtf8,    // in a UTF-8 character: aux bytes to come, the next in [candidates & 0xff,
+               // candidates >> 8]
+  kNumMinus,
+  kNumZero,
+  kNumInt,
+  kNumDot,
+  kNumFrac,
+  kNumE,
+  kNumESign,
+  kNumExp,
+  kLiteral,    // in `literal`, count bytes matched
+};
+
+namespace {
+
+using Phase = Matcher::Phase;
+using Frame = Matcher::Frame;
+using Stack = Matcher::Stack;
+
+// Bounds on what a schema can make the matcher track: readings alive at once, nesting depth,
+// and anyOf expansions in a row (a $ref cycle without any bytes between).
+constexpr size_t kMaxStacks = 256;
+constexpr size_t kMaxDepth = 128;
+constexpr int kMaxExpansions = 16;
+
+const std::string kTrue = "true", kFalse = "false", kNull = "null";
+
+// The shapes a value of kind kAny takes once its first byte is known.
+struct AnyNodes {
+  SchemaNode value, object, array, string, number;
+  AnyNodes() {
+    value.kind = Kind::kAny;
+    object.kind = Kind::kObject;
+    object.additional = &value;
+    array.kind = Kind::kArray;
+    string.kind = Kind::kString;
+    number.kind = Kind::kNumber;
+  }
+};
+const AnyNodes& Any() {
+  static const AnyNodes nodes;
+  return nodes;
+}
+
+bool IsWhitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+bool Accepting(Phase p) {
+  return p == Phase::kNumZero || p == Phase::kNumInt || p == Phase::kNumFrac ||
+         p == Phase::kNumExp;
+}
+
+bool IsNumber(Phase p) { return p >= Phase::kNumMinus && p <= Phase::kNumExp; }
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Schema> schema) : schema_(std::move(schema)) {
+  Stack root;
+  root.push_back(Frame{nullptr, Phase::kRoot});
+  PushValue(std::move(root), schema_->root(), &stacks_);
+}
+
+void Matcher::PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out) const {
+  // anyOf: every option is a reading of its own; a chain of anyOf without bytes between (a
+  // $ref cycle) ends after kMaxExpansions.
+  std::vector<std::pair<const SchemaNode*, int>> todo = {{node, 0}};
+  while (!todo.empty()) {
+    auto [n, depth] = todo.back();
+    todo.pop_back();
+    if (n->kind == Kind::kAnyOf) {
+      if (depth >= kMaxExpansions) continue;
+      for (auto it = n->options.rbegin(); it != n->options.rend(); ++it) {
+        todo.push_back({*it, depth + 1});
+      }
+      continue;
+    }
+    if (s.size() >= kMaxDepth || out->size() >= kMaxStacks) continue;
+    Stack t = s;
+    t.push_back(Frame{n, Phase::kValue});
+    out->push_back(std::move(t));
+  }
+}
+
+void Matcher::Pop(Stack& s) {
+  s.pop_back();
+  Frame& p = s.back();
+  p.ws = 0;
+  switch (p.phase) {
+    case Phase::kRoot: p.phase = Phase::kRootDone; break;
+    case Phase::kObjFreeKey: p.phase = Phase::kObjColon; break;
+    case Phase::kObjValue: p.phase = Phase::kObjNext; break;
+    case Phase::kArrValue:
+      ++p.count;
+      p.phase = Phase::kArrNext;
+      break;
+    default: break;  // not a frame that waits for a child
+  }
+}
+
+// No required property is left at or after the next one.
+bool Matcher::CanClose(const Frame& f) {
+  const auto& props = f.node->properties;
+  for (size_t j = static_cast<size_t>(f.count); j < props.size(); ++j) {
+    if (props[j].required) return false;
+  }
+  return true;
+}
+
+bool Matcher::MoreMembers(const Frame& f) {
+  return static_cast<size_t>(f.count) < f.node->properties.size() || f.node->additional;
+}
+
+void Matcher::BeginKey(Stack s, std::vector<Stack>* out) const {
+  const Frame& f = s.back();
+  const auto& props = f.node->properties;
+  // Declared keys from the next property up to the first required one (those before it are
+  // optional and may be skipped; it may not).
+  uint64_t candidates = 0;
+  for (size_t j = static_cast<size_t>(f.count); j < props.size(); ++j) {
+    candidates |= uint64_t{1} << j;
+    if (props[j].required) break;
+  }
+  const bool other = f.node->additional != nullptr && CanClose(f);
+  if (other && out->size() < kMaxStacks && s.size() < kMaxDepth) {
+    Stack t = s;
+    t.back().phase = Phase::kObjFreeKey;
+    t.back().aux = -1;
+    t.push_back(Frame{nullptr, Phase::kStr});
+    out->push_back(std::move(t));
+  }
+  if (candidates != 0) {
+    Frame& g = s.back();
+    g.phase = Phase::kObjKey;
+    g.candidates = candidates;
+    g.aux = 0;
+    out->push_back(std::move(s));
+  }
+}
+
+void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
+  Frame& f = s.back();
+  const bool blank = IsWhitespace(c);
+  // Whitespace where JSON allows it: the frame stays, one more blank in the run.
+  const auto take_blank = [&] {
+    if (f.ws < schema_->max_whitespace()) {
+      ++f.ws;
+      out->push_back(std::move(s));
+    }
+  };
+  const auto keep = [&] {
+    f.ws = 0;
+    out->push_back(std::move(s));
+  };
+  // The number ends before c: its parent takes c.
+  const auto end_number = [&] {
+    Pop(s);
+    StepStack(std::move(s), c, out);
+  };
+  switch (f.phase) {
+    case Phase::kRoot:
+      return;  // never on top: the root value's frame is above it until it is complete
+    case Phase::kRootDone:
+      if (blank) take_blank();
+      return;
+    case Phase::kValue: {
+      if (blank) return take_blank();
+      const SchemaNode* n = f.node;
+      if (n->kind == Kind::kAny) {
+        if (c == '{') n = &Any().object;
+        else if (c == '[') n = &Any().array;
+        else if (c == '"') n = &Any().string;
+        else if (c == '-' || IsDigit(c)) n = &Any().number;
+        else if (c == 't' || c == 'f') n = &Any().value;  // a boolean below
+        else if (c == 'n') n = &Any().value;              // null below
+        else return;
+      }
+      f = Frame{n, Phase::kValue};
+      const auto literal = [&](const std::string* lit) {
+        f.phase = Phase::kLiteral;
+        f.literal = lit;
+        f.count = 1;
+        out->push_back(std::move(s));
+      };
+      switch (n->kind) {
+        case Kind::kAny:
+          if (c == 't') return literal(&kTrue);
+          if (c == 'f') return literal(&kFalse);
+          return literal(&kNull);
+        case Kind::kObject:
+          if (c != '{') return;
+          f.phase = Phase::kObjOpen;
+          return keep();
+        case Kind::kArray:
+          if (c != '[') return;
+          f.phase = Phase::kArrOpen;
+          return keep();
+        case Kind::kString:
+          if (c != '"') return;
+          f.phase = Phase::kStr;
+          return keep();
+        case Kind::kNumber:
+        case Kind::kInteger:
+          if (c == '-') f.phase = Phase::kNumMinus;
+          else if (c == '0') f.phase = Phase::kNumZero;
+          else if (IsDigit(c)) f.phase = Phase::kNumInt;
+          else return;
+          return keep();
+        case Kind::kBoolean:
+          if (c == 't') return literal(&kTrue);
+          if (c == 'f') return literal(&kFalse);
+          return;
+        case Kind::kNull:
+          if (c == 'n') return literal(&kNull);
+          return;
+        case Kind::kLiterals:
+          for (const std::string& lit : n->literals) {
+            if (lit.empty() || static_cast<uint8_t>(lit[0]) != c || out->size() >= kMaxStacks) {
+              continue;
+            }
+            Stack t = s;
+            Frame& g = t.back();
+            g.phase = Phase::kLiteral;
+            g.literal = &lit;
+            g.count = 1;
+            if (lit.size() == 1) Pop(t);
+            out->push_back(std::move(t));
+          }
+          return;
+        case Kind::kAnyOf:
+          return;  // expanded by PushValue
+      }
+      return;
+    }
+    case Phase::kObjOpen:
+    case Phase::kObjComma:
+      if (blank) return take_blank();
+      if (c == '"') {
+        f.ws = 0;
+        return BeginKey(std::move(s), out);
+      }
+      if (c == '}' && f.phase == Phase::kObjOpen && CanClose(f)) {
+        Pop(s);
+        out->push_back(std::move(s));
+      }
+      return;
+    case Phase::kObjKey: {
+      const auto& props = f.node->properties;
+      if (c == '"') {
+        for (size_t j = 0; j < props.size(); ++j) {
+          if ((f.candidates >> j & 1) && props[j].key.size() == static_cast<size_t>(f.aux)) {
+            f.aux = static_cast<int32_t>(j);
+            f.phase = Phase::kObjColon;
+            return keep();
+          }
+        }
+        return;
+      }
+      uint64_t still = 0;
+      for (size_t j = 0; j < props.size(); ++j) {
+        const std::string& key = props[j].key;
+        if ((f.candidates >> j & 1) && key.size() > static_cast<size_t>(f.aux) &&
+            static_cast<uint8_t>(key[f.aux]) == c) {
+          still |= uint64_t{1} << j;
+        }
+      }
+      if (still == 0) return;
+      f.candidates = still;
+      ++f.aux;
+      return keep();
+    }
+    case Phase::kObjColon: {
+      if (blank) return take_blank();
+      if (c != ':') return;
+      const SchemaNode* value =
+          f.aux >= 0 ? f.node->properties[f.aux].value : f.node->additional;
+      if (f.aux >= 0) f.count = f.aux + 1;
+      f.phase = Phase::kObjValue;
+      f.ws = 0;
+      return PushValue(std::move(s), value, out);
+    }
+    case Phase::kObjNext:
+      if (blank) return take_blank();
+      if (c == ',' && MoreMembers(f)) {
+        f.phase = Phase::kObjComma;
+        return keep();
+      }
+      if (c == '}' && CanClose(f)) {
+        Pop(s);
+        out->push_back(std::move(s));
+      }
+      return;
+    case Phase::kArrOpen: {
+      if (blank) return take_blank();
+      if (c == ']') {
+        if (f.node->min_items == 0) {
+          Pop(s);
+          out->push_back(std::move(s));
+        }
+        return;
+      }
+      if (f.node->max_items == 0) return;
+      const SchemaNode* item = f.node->items ? f.node->items : &Any().value;
+      f.phase = Phase::kArrValue;
+      f.ws = 0;
+      std::vector<Stack> items;
+      PushValue(std::move(s), item, &items);
+      for (Stack& t : items) StepStack(std::move(t), c, out);
+      return;
+    }
+    case Phase::kArrNext:
+      if (blank) return take_blank();
+      if (c == ',' && (f.node->max_items < 0 || f.count < f.node->max_items)) {
+        const SchemaNode* item = f.node->items ? f.node->items : &Any().value;
+        f.phase = Phase::kArrValue;
+        f.ws = 0;
+        return PushValue(std::move(s), item, out);
+      }
+      if (c == ']' && f.count >= f.node->min_items) {
+        Pop(s);
+        out->push_back(std::move(s));
+      }
+      return;
+    case Phase::kStr: {
+      const int64_t min = f.node ? f.node->min_length : 0;
+      const int64_t max = f.node ? f.node->max_length : -1;
+      if (c == '"') {
+        if (f.count >= min) {
+          Pop(s);
+          out->push_back(std::move(s));
+        }
+        return;
+      }
+      if (c < 0x20) return;
+      // A character: ASCII, or the lead byte of a well-formed UTF-8 sequence (RFC 3629: no
+      // overlong forms, surrogates or code points past U+10FFFF), whose other bytes follow.
+      int more = 0;
+      uint8_t lo = 0x80, hi = 0xbf;
+      if (c >= 0x80) {
+        if (c >= 0xc2 && c <= 0xdf) more = 1;
+        else if (c >= 0xe0 && c <= 0xef) more = 2;
+        else if (c >= 0xf0 && c <= 0xf4) more = 3;
+        else return;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+      }
+      if (max >= 0 && f.count >= max) return;
+      ++f.count;
+      if (c == '\\') f.phase = Phase::kStrEscape;
+      if (more > 0) {
+        f.phase = Phase::kStrUtf8;
+        f.aux = more;
+        f.candidates = lo | uint64_t{hi} << 8;
+      }
+      return keep();
+    }
+    case Phase::kStrUtf8:
+      if (c < (f.candidates & 0xff) || c > (f.candidates >> 8)) return;
+      f.candidates = 0x80 | uint64_t{0xbf} << 8;
+      if (--f.aux == 0) f.phase = Phase::kStr;
+      return keep();
+    case Phase::kStrEscape:
+      if (c == 'u') {
+        f.phase = Phase::kStrHex;
+        f.aux = 0;
+        return keep();
+      }
+      if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
+          c == 't') {
+        f.phase = Phase::kStr;
+        return keep();
+      }
+      return;
+    case Phase::kStrHex:
+      if (!std::isxdigit(c)) return;
+      if (++f.aux == 4) f.phase = Phase::kStr;
+      return keep();
+    case Phase::kNumMinus:
+      if (c == '0') f.phase = Phase::kNumZero;
+      else if (IsDigit(c)) f.phase = Phase::kNumInt;
+      else return;
+      return keep();
+    case Phase::kNumZero:
+    case Phase::kNumInt: {
+      const bool integer = f.node->kind == Kind::kInteger;
+      if (f.phase == Phase::kNumInt && IsDigit(c)) return keep();
+      if (!integer && c == '.') {
+        f.phase = Phase::kNumDot;
+        return keep();
+      }
+      if (!integer && (c == 'e' || c == 'E')) {
+        f.phase = Phase::kNumE;
+        return keep();
+      }
+      if (IsDigit(c)) return;  // a leading zero takes no digits after it
+      return end_number();
+    }
+    case Phase::kNumDot:
+      if (!IsDigit(c)) return;
+      f.phase = Phase::kNumFrac;
+      return keep();
+    case Phase::kNumFrac:
+      if (IsDigit(c)) return keep();
+      if (c == 'e' || c == 'E') {
+        f.phase = Phase::kNumE;
+        return keep();
+      }
+      return end_number();
+    case Phase::kNumE:
+      if (c == '+' || c == '-') f.phase = Phase::kNumESign;
+      else if (IsDigit(c)) f.phase = Phase::kNumExp;
+      else return;
+      return keep();
+    case Phase::kNumESign:
+      if (!IsDigit(c)) return;
+      f.phase = Phase::kNumExp;
+      return keep();
+    case Phase::kNumExp:
+      if (IsDigit(c)) return keep();
+      return end_number();
+    case Phase::kLiteral:
+      if (static_cast<uint8_t>((*f.literal)[f.count]) != c) return;
+      if (static_cast<size_t>(++f.count) == f.literal->size()) Pop(s);
+      out->push_back(std::move(s));
+      return;
+    case Phase::kObjFreeKey:
+    case Phase::kObjValue:
+    case Phase::kArrValue:
+      return;  // never on top: their child frame is
+  }
+}
+
+bool Matcher::Step(uint8_t c) {
+  std::vector<Stack> next;
+  for (Stack& s : stacks_) StepStack(s, c, &next);
+  if (next.size() > kMaxStacks) next.resize(kMaxStacks);
+  stacks_ = std::move(next);
+  return !stacks_.empty();
+}
+
+bool Matcher::Advance(std::string_view bytes) {
+  Matcher m = *this;
+  for (char c : bytes) {
+    if (!m.Step(static_cast<uint8_t>(c))) return false;
+  }
+  *this = std::move(m);
+  return true;
+}
+
+bool Matcher::Accepts(std::string_view bytes) const {
+  Matcher m = *this;
+  return m.Advance(bytes);
+}
+
+bool Matcher::Complete() const {
+  for (const Stack& s : stacks_) {
+    const Frame& top = s.back();
+    if (top.phase == Phase::kRootDone) return true;
+    // A number at the root ends with the text.
+    if (s.size() == 2 && IsNumber(top.phase) && Accepting(top.phase)) return true;
+  }
+  return false;
+}
+
+bool Matcher::InFreeString() const {
+  if (stacks_.empty()) return false;
+  for (const Stack& s : stacks_) {
+    const Frame& top = s.back();
+    if (top.phase != Phase::kStr || (top.node != nullptr && top.node->max_length >= 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace cpm::structured

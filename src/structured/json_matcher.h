@@ -1,0 +1,71 @@
+// Matcher: which byte strings may extend the text generated so far under a Schema — the
+// recognizer behind constrained decoding. A pushdown automaton over bytes: each stack of frames
+// is one way of reading the text (an object inside an array inside the root...); a schema with
+// alternatives (anyOf, enum, a declared key or an additional one) may keep several stacks alive
+// until the bytes tell them apart, as an NFA. Copyable, so that a token's bytes can be tried on
+// a copy (token_mask.h).
+//
+// JSON text: whitespace (at most Schema::max_whitespace() bytes in a row) may come before and after
+// values and around ':' and ','; strings are JSON strings (escapes checked, no raw control
+// bytes) of well-formed UTF-8 (a token may end inside a character: the next goes on with it);
+// numbers are JSON numbers (integers: no fraction or exponent).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "structured/json_schema.h"
+
+namespace cpm::structured {
+
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Schema> schema);
+
+  // Feeds one byte; false if no reading of the text takes it (the matcher is then dead).
+  bool Step(uint8_t c);
+  // Feeds `bytes` if every prefix is accepted, else returns false and leaves the state as it
+  // was.
+  bool Advance(std::string_view bytes);
+  bool Accepts(std::string_view bytes) const;
+  // The text is a whole value: the end of generation may come now.
+  bool Complete() const;
+  bool Dead() const { return stacks_.empty(); }
+  // Every reading is inside a string of unbounded length, between characters (not in an
+  // escape or a UTF-8 sequence): any whole UTF-8 text without '"', '\' or control bytes keeps
+  // every reading alive.
+  bool InFreeString() const;
+
+  enum class Phase : uint8_t;
+  struct Frame {
+    const SchemaNode* node = nullptr;
+    Phase phase{};
+    uint8_t ws = 0;                  // whitespace bytes in a row before this byte
+    int32_t count = 0;               // object: next property; array: items; string: chars;
+                                     // literal: bytes matched; declared key: bytes matched
+    int32_t aux = 0;                 // \u hex digits; object: the chosen property (-1: other)
+    uint64_t candidates = 0;         // declared key: properties whose name it may still be
+    const std::string* literal = nullptr;
+  };
+  using Stack = std::vector<Frame>;
+
+ private:
+  // Appends to `out` what `s` becomes on byte c (nothing if it cannot take it).
+  void StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const;
+  // Appends `s` with a value of `node` pushed, one stack per alternative of an anyOf.
+  void PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out) const;
+  // The top frame's value is complete: pops it and tells its parent.
+  static void Pop(Stack& s);
+  // Starting a key at object frame `f` (its opening quote just read).
+  void BeginKey(Stack s, std::vector<Stack>* out) const;
+  static bool CanClose(const Frame& f);
+  static bool MoreMembers(const Frame& f);
+
+  std::shared_ptr<const Schema> schema_;
+  std::vector<Stack> stacks_;
+};
+
+}  // namespace cpm::structured

@@ -1,0 +1,310 @@
+#include "structured/json_schema.h"
+
+#include <map>
+#include <set>
+
+namespace cpm::structured {
+
+using Json = nlohmann::ordered_json;
+
+// Builds a Schema's nodes from JSON Schema text; `root_doc` resolves local $refs.
+class SchemaCompiler {
+ public:
+  SchemaCompiler(Schema* out, const Json& root_doc) : out_(out), doc_(root_doc) {}
+
+  Status Compile(const Json& s, const std::string& path, SchemaNode* node);
+
+ private:
+  Status CompileTyped(const Json& s, const std::string& path, const std::string& type,
+                      SchemaNode* node);
+  Status CompileObject(const Json& s, const std::string& path, SchemaNode* node);
+  Status CompileArray(const Json& s, const std::string& path, SchemaNode* node);
+  StatusOr<const SchemaNode*> Child(const Json& s, const std::string& path);
+  StatusOr<const SchemaNode*> Ref(const std::string& ref, const std::string& path);
+
+  Schema* out_;
+  const Json& doc_;
+  std::map<std::string, const SchemaNode*> refs_;  // resolved (or being compiled) $ref targets
+};
+
+namespace {
+
+// Keywords that do not constrain the text.
+const std::set<std::string> kAnnotations = {
+    "title",    "description", "default",  "examples",   "$schema", "$id",    "$comment",
+    "deprecated", "readOnly",  "writeOnly", "$defs",     "definitions", "nullable", "$anchor"};
+const std::set<std::string> kSupported = {
+    "type",     "properties", "required", "additionalProperties", "items",  "minItems",
+    "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
+    "oneOf",    "$ref"};
+
+Status Unsupported(const std::string& what, const std::string& path) {
+  return InvalidArgument("json_schema: " + what + " at '" + path +
+                         "' is not supported by cpmserve's structured outputs");
+}
+
+Status Invalid(const std::string& what, const std::string& path) {
+  return InvalidArgument("json_schema: " + what + " at '" + path + "'");
+}
+
+// A non-negative integer keyword, or `fallback` when absent.
+StatusOr<int64_t> Count(const Json& s, const char* key, const std::string& path,
+                        int64_t fallback) {
+  const auto it = s.find(key);
+  if (it == s.end()) return fallback;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+    return Invalid(std::string("'") + key + "' must be a non-negative integer", path);
+  }
+  return it->get<int64_t>();
+}
+
+std::string Escaped(const std::string& name) {
+  const std::string quoted = Json(name).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+}  // namespace
+
+StatusOr<const SchemaNode*> SchemaCompiler::Child(const Json& s, const std::string& path) {
+  SchemaNode* node = out_->NewNode(Kind::kAny);
+  if (Status st = Compile(s, path, node); !st.ok()) return st;
+  return node;
+}
+
+StatusOr<const SchemaNode*> SchemaCompiler::Ref(const std::string& ref, const std::string& path) {
+  if (auto it = refs_.find(ref); it != refs_.end()) return it->second;
+  // Only local JSON pointers: "#" or "#/a/b" (~0 and ~1 unescaped).
+  if (ref.empty() || ref[0] != '#') return Unsupported("$ref '" + ref + "' (not local)", path);
+  Json::json_pointer ptr;
+  try {
+    ptr = Json::json_pointer(ref.substr(1));
+  } catch (const std::exception&) {
+    return Invalid("$ref '" + ref + "' is not a JSON pointer", path);
+  }
+  if (!doc_.contains(ptr)) return Invalid("$ref '" + ref + "' points at nothing", path);
+  // Registered before it is compiled, so that a recursive schema refers to itself.
+  SchemaNode* node = out_->NewNode(Kind::kAny);
+  refs_[ref] = node;
+  if (Status st = Compile(doc_.at(ptr), ref, node); !st.ok()) return st;
+  return node;
+}
+
+Status SchemaCompiler::Compile(const Json& s, const std::string& path, SchemaNode* node) {
+  if (s.is_boolean()) {
+    if (!s.get<bool>()) return Unsupported("the schema 'false' (nothing matches)", path);
+    node->kind = Kind::kAny;
+    return OkStatus();
+  }
+  if (!s.is_object()) return Invalid("a schema must be an object or a boolean", path);
+  for (const auto& [key, value] : s.items()) {
+    if (!kAnnotations.count(key) && !kSupported.count(key)) {
+      return Unsupported("keyword '" + key + "'", path);
+    }
+  }
+  // Keywords that replace the schema: $ref, enum / const, anyOf / oneOf. Combined with other
+  // constraining keywords they would mean an intersection, which is not built.
+  // ("type" beside enum / const restates what the values are.)
+  const auto alone = [&](const std::string& key) -> Status {
+    const bool literal = key == "enum" || key == "const";
+    for (const auto& [k, v] : s.items()) {
+      if (k != key && kSupported.count(k) && !(literal && k == "type")) {
+        return Unsupported("'" + key + "' together with '" + k + "'", path);
+      }
+    }
+    return OkStatus();
+  };
+  if (auto it = s.find("$ref"); it != s.end()) {
+    if (!it->is_string()) return Invalid("'$ref' must be a string", path);
+    if (Status st = alone("$ref"); !st.ok()) return st;
+    auto target = Ref(it->get<std::string>(), path);
+    if (!target.ok()) return target.status();
+    node->kind = Kind::kAnyOf;
+    node->options = {*target};
+    return OkStatus();
+  }
+  if (s.contains("enum") || s.contains("const")) {
+    const bool is_enum = s.contains("enum");
+    const char* key = is_enum ? "enum" : "const";
+    if (Status st = alone(key); !st.ok()) return st;
+    const Json& values = s.at(key);
+    if (is_enum && (!values.is_array() || values.empty())) {
+      return Invalid("'enum' must be a non-empty array", path);
+    }
+    node->kind = Kind::kLiterals;
+    if (is_enum) {
+      for (const Json& v : values) node->literals.push_back(v.dump());
+    } else {
+      node->literals.push_back(values.dump());
+    }
+    return OkStatus();
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    auto it = s.find(key);
+    if (it == s.end()) continue;
+    if (Status st = alone(key); !st.ok()) return st;
+    if (!it->is_array() || it->empty()) {
+      return Invalid(std::string("'") + key + "' must be a non-empty array", path);
+    }
+    node->kind = Kind::kAnyOf;
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto option = Child((*it)[i], path + "/" + key + "/" + std::to_string(i));
+      if (!option.ok()) return option.status();
+      node->options.push_back(*option);
+    }
+    return OkStatus();
+  }
+  auto type = s.find("type");
+  if (type == s.end()) {
+    // Untyped: the kind its keywords imply, else any value.
+    std::string implied;
+    if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+      implied = "object";
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      implied = "array";
+    } else if (s.contains("minLength") || s.contains("maxLength")) {
+      implied = "string";
+    }
+    if (implied.empty()) {
+      node->kind = Kind::kAny;
+      return OkStatus();
+    }
+    return CompileTyped(s, path, implied, node);
+  }
+  if (type->is_string()) return CompileTyped(s, path, type->get<std::string>(), node);
+  if (!type->is_array() || type->empty()) {
+    return Invalid("'type' must be a string or a non-empty array of strings", path);
+  }
+  node->kind = Kind::kAnyOf;
+  for (const Json& t : *type) {
+    if (!t.is_string()) return Invalid("'type' must be a string or an array of strings", path);
+    SchemaNode* option = out_->NewNode(Kind::kAny);
+    if (Status st = CompileTyped(s, path, t.get<std::string>(), option); !st.ok()) return st;
+    node->options.push_back(option);
+  }
+  return OkStatus();
+}
+
+Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
+                                    const std::string& type, SchemaNode* node) {
+  if (type == "object") return CompileObject(s, path, node);
+  if (type == "array") return CompileArray(s, path, node);
+  if (type == "string") {
+    node->kind = Kind::kString;
+    auto min = Count(s, "minLength", path, 0);
+    if (!min.ok()) return min.status();
+    auto max = Count(s, "maxLength", path, -1);
+    if (!max.ok()) return max.status();
+    if (*max >= 0 && *max < *min) return Invalid("'maxLength' < 'minLength'", path);
+    node->min_length = *min;
+    node->max_length = *max;
+    return OkStatus();
+  }
+  static const std::map<std::string, Kind> kScalars = {{"number", Kind::kNumber},
+                                                       {"integer", Kind::kInteger},
+                                                       {"boolean", Kind::kBoolean},
+                                                       {"null", Kind::kNull}};
+  const auto it = kScalars.find(type);
+  if (it == kScalars.end()) return Invalid("unknown type '" + type + "'", path);
+  node->kind = it->second;
+  return OkStatus();
+}
+
+Status SchemaCompiler::CompileObject(const Json& s, const std::string& path, SchemaNode* node) {
+  node->kind = Kind::kObject;
+  std::set<std::string> required;
+  if (auto it = s.find("required"); it != s.end()) {
+    if (!it->is_array()) return Invalid("'required' must be an array of strings", path);
+    for (const Json& name : *it) {
+      if (!name.is_string()) return Invalid("'required' must be an array of strings", path);
+      required.insert(name.get<std::string>());
+    }
+  }
+  bool declared = false;
+  if (auto it = s.find("properties"); it != s.end()) {
+    if (!it->is_object()) return Invalid("'properties' must be an object", path);
+    if (it->size() > kMaxProperties) {
+      return Unsupported("an object of more than " + std::to_string(kMaxProperties) +
+                             " properties",
+                         path);
+    }
+    declared = !it->empty();
+    for (const auto& [name, sub] : it->items()) {
+      auto value = Child(sub, path + "/properties/" + name);
+      if (!value.ok()) return value.status();
+      node->properties.push_back({Escaped(name), *value, required.erase(name) > 0});
+    }
+  }
+  if (!required.empty()) {
+    return Unsupported("required property '" + *required.begin() +
+                           "' that 'properties' does not declare",
+                       path);
+  }
+  if (auto it = s.find("additionalProperties"); it != s.end()) {
+    if (!(it->is_boolean() && !it->get<bool>())) {
+      auto value = Child(*it, path + "/additionalProperties");
+      if (!value.ok()) return value.status();
+      node->additional = *value;
+    }
+  } else if (!declared) {
+    node->additional = out_->NewNode(Kind::kAny);  // {"type": "object"}: any members
+  }
+  return OkStatus();
+}
+
+Status SchemaCompiler::CompileArray(const Json& s, const std::string& path, SchemaNode* node) {
+  node->kind = Kind::kArray;
+  if (auto it = s.find("items"); it != s.end()) {
+    auto items = Child(*it, path + "/items");
+    if (!items.ok()) return items.status();
+    node->items = *items;
+  }
+  auto min = Count(s, "minItems", path, 0);
+  if (!min.ok()) return min.status();
+  auto max = Count(s, "maxItems", path, -1);
+  if (!max.ok()) return max.status();
+  if (*max >= 0 && *max < *min) return Invalid("'maxItems' < 'minItems'", path);
+  node->min_items = *min;
+  node->max_items = *max;
+  return OkStatus();
+}
+
+SchemaNode* Schema::NewNode(Kind kind) {
+  nodes_.push_back(std::make_unique<SchemaNode>());
+  nodes_.back()->kind = kind;
+  return nodes_.back().get();
+}
+
+StatusOr<std::shared_ptr<const Schema>> Schema::FromJsonSchema(const Json& s,
+                                                               int max_whitespace) {
+  auto schema = std::shared_ptr<Schema>(new Schema());
+  schema->max_whitespace_ = max_whitespace;
+  SchemaCompiler compiler(schema.get(), s);
+  SchemaNode* root = schema->NewNode(Kind::kAny);
+  if (Status st = compiler.Compile(s, "#", root); !st.ok()) return st;
+  schema->root_ = root;
+  return std::shared_ptr<const Schema>(std::move(schema));
+}
+
+std::shared_ptr<const Schema> Schema::AnyObject(int max_whitespace) {
+  auto schema = std::shared_ptr<Schema>(new Schema());
+  schema->max_whitespace_ = max_whitespace;
+  SchemaNode* root = schema->NewNode(Kind::kObject);
+  root->additional = schema->NewNode(Kind::kAny);
+  schema->root_ = root;
+  return schema;
+}
+
+StatusOr<std::shared_ptr<const Schema>> Schema::Choice(const std::vector<std::string>& choices) {
+  if (choices.empty()) return InvalidArgument("structured_outputs.choice must not be empty");
+  for (const std::string& c : choices) {
+    if (c.empty()) return InvalidArgument("structured_outputs.choice has an empty string");
+  }
+  auto schema = std::shared_ptr<Schema>(new Schema());
+  SchemaNode* root = schema->NewNode(Kind::kLiterals);
+  root->literals = choices;
+  schema->root_ = root;
+  schema->json_ = false;
+  return std::shared_ptr<const Schema>(std::move(schema));
+}
+
+}  // namespace cpm::structured

@@ -1,0 +1,281 @@
+// Structured outputs: schema compilation, the byte matcher (against nlohmann's JSON parser as
+// the reference for what JSON is), and token masks (against trying every token).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "structured/json_matcher.h"
+#include "structured/json_schema.h"
+#include "structured/token_table.h"
+
+namespace cpm::structured {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::shared_ptr<const Schema> Compile(const std::string& schema) {
+  auto s = Schema::FromJsonSchema(Json::parse(schema));
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? *s : nullptr;
+}
+
+// The whole text is a value of the schema.
+bool Matches(const std::shared_ptr<const Schema>& schema, const std::string& text) {
+  Matcher m(schema);
+  return m.Advance(text) && m.Complete();
+}
+
+TEST(JsonSchema, RejectsWhatItCannotEnforce) {
+  const auto error = [](const std::string& schema) {
+    auto s = Schema::FromJsonSchema(Json::parse(schema));
+    EXPECT_FALSE(s.ok()) << schema;
+    return s.ok() ? std::string() : s.status().message();
+  };
+  EXPECT_NE(error(R"({"type": "string", "pattern": "^a+$"})").find("'pattern' at '#'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"properties": {"d": {"type": "string", "format": "date"}}})")
+                .find("'format' at '#/properties/d'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"properties": {"a": {}}, "required": ["b"]})").find("'b'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "strin"})").find("unknown type 'strin'"), std::string::npos);
+  EXPECT_NE(error(R"({"$ref": "#/$defs/missing"})").find("points at nothing"), std::string::npos);
+  EXPECT_NE(error(R"({"$ref": "http://x/y"})").find("not local"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "array", "minItems": 3, "maxItems": 2})").find("'maxItems'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"anyOf": [{"type": "string"}], "minLength": 2})").find("together"),
+            std::string::npos);
+  EXPECT_FALSE(Schema::Choice({}).ok());
+  // Annotations are not constraints.
+  EXPECT_TRUE(Schema::FromJsonSchema(Json::parse(
+                  R"({"title": "T", "description": "d", "type": "integer", "default": 3})"))
+                  .ok());
+}
+
+TEST(JsonMatcher, AnyObject) {
+  const auto any = Schema::AnyObject();
+  for (const char* ok : {"{}", R"({"a": [1, 2.5e-3, -0, "x\n\u00e9", true, null, {"b": {}}]})",
+                         "\n{ \"k\" :\t\"v\" }\n", R"({"a":{"b":[[],[{}]]}})"}) {
+    EXPECT_TRUE(Matches(any, ok)) << ok;
+  }
+  for (const char* bad : {"[]", "\"s\"", R"({"a"})", "{a: 1}", R"({"a": 01})", "{} x",
+                          "{\"a\": \"\x01\"}", R"({"a": 1,})", R"({"a": tru})", R"({"a": .5})",
+                          R"({"a": "\q"})", R"({"a": 1.})", R"({"a": 1e})"}) {
+    EXPECT_FALSE(Matches(any, bad)) << bad;
+  }
+  // A prefix of a value is alive but not complete.
+  Matcher m(any);
+  EXPECT_TRUE(m.Advance(R"({"a": [1)"));
+  EXPECT_FALSE(m.Complete());
+  EXPECT_TRUE(m.Accepts("]"));
+  EXPECT_TRUE(m.Accepts("]}"));
+  EXPECT_FALSE(m.Accepts("}"));  // the array is still open
+}
+
+TEST(JsonMatcher, ObjectProperties) {
+  const auto s = Compile(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 5},
+      "age": {"type": "integer"},
+      "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}
+    },
+    "required": ["name", "age"]})");
+  for (const char* ok : {R"({"name": "Bob", "age": 42})", R"({"name":"","age":-1,"tags":["a"]})",
+                         R"({"name": "\u00e9\n", "age": 0, "tags": ["a", "b"]})"}) {
+    EXPECT_TRUE(Matches(s, ok)) << ok;
+  }
+  for (const char* bad : {R"({"name": "Bob"})", R"({"age": 1, "name": "x"})",
+                          R"({"name": "Robert", "age": 1})", R"({"name": "a", "age": 1.5})",
+                          R"({"name": "a", "age": 1, "tags": []})",
+                          R"({"name": "a", "age": 1, "tags": ["a", "b", "c"]})",
+                          R"({"name": "a", "age": 1, "x": 1})", R"({"name": "a", "age": 1,})",
+                          R"({"nam": "a", "age": 1})"}) {
+    EXPECT_FALSE(Matches(s, bad)) << bad;
+  }
+}
+
+TEST(JsonMatcher, OptionalPropertiesAndAdditional) {
+  const auto s = Compile(R"({"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+                             "additionalProperties": {"type": "null"}})");
+  for (const char* ok : {"{}", R"({"b": true})", R"({"a": 1, "b": false})", R"({"z": null})",
+                         R"({"a": 1, "z": null, "b": true})"}) {
+    EXPECT_TRUE(Matches(s, ok)) << ok;
+  }
+  for (const char* bad : {R"({"b": true, "a": 1})", R"({"z": 1})", R"({"a": true})"}) {
+    EXPECT_FALSE(Matches(s, bad)) << bad;
+  }
+}
+
+TEST(JsonMatcher, LiteralsAlternativesAndReferences) {
+  const auto e = Compile(R"({"enum": ["red", "green", 1, 12, null, {"k": [true]}]})");
+  for (const char* ok : {R"("red")", "1", "12", "null", R"({"k":[true]})", " 1 "}) {
+    EXPECT_TRUE(Matches(e, ok)) << ok;
+  }
+  for (const char* bad : {R"("blue")", "2", "123", R"({"k": [true]})", "nul"}) {
+    EXPECT_FALSE(Matches(e, bad)) << bad;
+  }
+  const auto opt = Compile(R"({"type": ["string", "null"], "maxLength": 2})");
+  EXPECT_TRUE(Matches(opt, R"("ab")"));
+  EXPECT_TRUE(Matches(opt, "null"));
+  EXPECT_FALSE(Matches(opt, R"("abc")"));
+  EXPECT_FALSE(Matches(opt, "0"));
+  const auto list = Compile(R"({
+    "$defs": {"node": {"type": "object",
+                       "properties": {"v": {"type": "integer"},
+                                      "next": {"anyOf": [{"$ref": "#/$defs/node"},
+                                                         {"type": "null"}]}},
+                       "required": ["v", "next"]}},
+    "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(Matches(list, R"({"v": 1, "next": {"v": 2, "next": {"v": 3, "next": null}}})"));
+  EXPECT_FALSE(Matches(list, R"({"v": 1, "next": {"v": 2}})"));
+  EXPECT_FALSE(Matches(list, R"({"v": 1, "next": {"v": "2", "next": null}})"));
+  const auto self = Compile(R"({"$ref": "#"})");  // a cycle with no bytes: matches nothing
+  EXPECT_FALSE(Matches(self, "{}"));
+}
+
+TEST(JsonMatcher, NumbersStringsChoiceAndWhitespace) {
+  const auto num = Compile(R"({"type": "number"})");
+  for (const char* ok : {"0", "-12", "0.5e+3", "1E9", "3.25"}) EXPECT_TRUE(Matches(num, ok)) << ok;
+  for (const char* bad : {"-", "01", "1.", ".5", "+1", "1e+", "NaN"}) {
+    EXPECT_FALSE(Matches(num, bad)) << bad;
+  }
+  const auto integer = Compile(R"({"type": "integer"})");
+  EXPECT_TRUE(Matches(integer, "-7"));
+  EXPECT_FALSE(Matches(integer, "7.0"));
+  const auto str = Compile(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_TRUE(Matches(str, R"("ab")"));
+  EXPECT_TRUE(Matches(str, R"("\t\u0041é")"));  // escapes and a 2-byte character count once
+  EXPECT_FALSE(Matches(str, R"("a")"));
+  EXPECT_FALSE(Matches(str, R"("abcd")"));
+  auto choice = Schema::Choice({"yes", "no", "not sure"});
+  ASSERT_TRUE(choice.ok());
+  EXPECT_TRUE(Matches(*choice, "yes"));
+  EXPECT_TRUE(Matches(*choice, "not sure"));
+  EXPECT_FALSE(Matches(*choice, " yes"));
+  EXPECT_FALSE(Matches(*choice, "\"yes\""));
+  EXPECT_FALSE(Matches(*choice, "ye"));
+  const auto any = Schema::AnyObject();
+  EXPECT_TRUE(Matches(any, "{" + std::string(kMaxWhitespace, ' ') + "}"));
+  EXPECT_FALSE(Matches(any, "{" + std::string(kMaxWhitespace + 1, ' ') + "}"));
+  const auto compact = Schema::AnyObject(0);
+  EXPECT_TRUE(Matches(compact, R"({"a":[1,{"b":null}]})"));
+  EXPECT_FALSE(Matches(compact, R"({"a": 1})"));
+  EXPECT_FALSE(Matches(compact, "{}\n"));
+}
+
+// Strings are well-formed UTF-8, a character's bytes possibly split between tokens.
+TEST(JsonMatcher, Utf8InStrings) {
+  const auto s = Compile(R"({"type": "string", "maxLength": 2})");
+  for (const char* ok : {"\"é\"", "\"\xe4\xb8\xad\xf0\x9f\x98\x80\"", "\"\xed\x9f\xbf\""}) {
+    EXPECT_TRUE(Matches(s, ok)) << ok;
+  }
+  for (const char* bad : {"\"\x80\"", "\"\xc3\"", "\"\xc0\xaf\"", "\"\xe0\x80\x80\"",
+                          "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xff\"",
+                          "\"\xe4\xb8\xad\xe4\xb8\xad\xe4\xb8\xad\""}) {
+    EXPECT_FALSE(Matches(s, bad)) << bad;
+  }
+  Matcher m(Compile(R"({"type": "string"})"));
+  EXPECT_TRUE(m.InFreeString() == false && m.Advance("\"") && m.InFreeString());
+  EXPECT_TRUE(m.Advance("\xe4"));
+  EXPECT_FALSE(m.InFreeString());  // inside a character
+  EXPECT_FALSE(m.Accepts("\""));
+  EXPECT_TRUE(m.Accepts("\xb8\xad\""));
+}
+
+// Random texts over JSON's punctuation: the matcher for "any value" says what nlohmann's
+// parser says (whitespace runs are short here, so kMaxWhitespace does not come into it).
+TEST(JsonMatcher, AgreesWithJsonParser) {
+  const auto any = Compile("{}");
+  const std::string alphabet = "{}[]\",:0123456789-.eE+ truefalsn\\ab";
+  std::mt19937 rng(7);
+  int valid = 0;
+  for (int i = 0; i < 40000; ++i) {
+    std::string text;
+    const int len = 1 + static_cast<int>(rng() % 12);
+    for (int j = 0; j < len; ++j) text += alphabet[rng() % alphabet.size()];
+    const bool expected = Json::accept(text);
+    if (!expected) {
+      // nlohmann stops at a number beyond double's range (out_of_range.406), which JSON's
+      // grammar allows: such texts are not compared.
+      bool overflow = false;
+      try {
+        (void)Json::parse(text);
+      } catch (const Json::out_of_range&) {
+        overflow = true;
+      } catch (const Json::exception&) {
+      }
+      if (overflow) continue;
+    }
+    valid += expected;
+    ASSERT_EQ(Matches(any, text), expected) << "'" << text << "'";
+  }
+  EXPECT_GT(valid, 100);  // the alphabet makes enough valid documents to test acceptance
+  // And serialized random documents, compact and indented.
+  for (int i = 0; i < 300; ++i) {
+    std::function<Json(int)> gen = [&](int depth) -> Json {
+      switch (rng() % (depth > 3 ? 4 : 6)) {
+        case 0: return Json(static_cast<int>(rng() % 2000) - 1000);
+        case 1: return Json(static_cast<double>(rng() % 1000) / 7.0);
+        case 2: return Json(std::string(rng() % 4, 'x') + "\"\\\n\t" + "\u00e9");
+        case 3: return rng() % 2 ? Json(nullptr) : Json(rng() % 2 == 0);
+        case 4: {
+          Json a = Json::array();
+          for (int k = static_cast<int>(rng() % 4); k > 0; --k) a.push_back(gen(depth + 1));
+          return a;
+        }
+        default: {
+          Json o = Json::object();
+          for (int k = static_cast<int>(rng() % 4); k > 0; --k) {
+            o["k" + std::to_string(rng() % 10)] = gen(depth + 1);
+          }
+          return o;
+        }
+      }
+    };
+    const Json doc = gen(0);
+    EXPECT_TRUE(Matches(any, doc.dump())) << doc.dump();
+    EXPECT_TRUE(Matches(any, doc.dump(2))) << doc.dump(2);
+  }
+}
+
+// The mask equals trying every token's bytes, in every state a random walk reaches.
+TEST(TokenTable, AllowedEqualsTryingEveryToken) {
+  const std::vector<std::string> bytes = {
+      "{", "}", "\"", "a", "\"a\"", ":", "1", " ", "{\"", "ab\"", "\\", "x", "\":", "\",", ",",
+      "[", "]", "true", "tr", "ue", "null", "-", "0", ".5", "e", "\n", "\\n", "\"}", "", "<eos>",
+      "name", "\"name\": \"", "é", "\xc3", "\xa9", "12", "\"age\":", "b", "\x80", "a\xc3",
+      "\xff", "\xed\xa0\x80", "\xe4\xb8", "\xad", "\xf0\x9f\x98\x80", "\"\xc3\xa9"};
+  std::vector<bool> excluded(bytes.size(), false);
+  excluded[29] = true;  // a special token
+  const TokenTable table(bytes, excluded);
+  const auto schema = Compile(R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                     "tags": {"type": "array", "items": {}}},
+      "required": ["name"], "additionalProperties": true})");
+  std::mt19937 rng(3);
+  int walks_with_free_strings = 0;
+  for (int walk = 0; walk < 200; ++walk) {
+    Matcher m(schema);
+    for (int step = 0; step < 30; ++step) {
+      std::vector<uint8_t> allowed;
+      table.Allowed(m, &allowed);
+      std::vector<int32_t> ok;
+      for (size_t id = 0; id < bytes.size(); ++id) {
+        const bool expected = !bytes[id].empty() && !excluded[id] && m.Accepts(bytes[id]);
+        ASSERT_EQ(allowed[id] != 0, expected) << "token '" << bytes[id] << "' walk " << walk;
+        if (expected) ok.push_back(static_cast<int32_t>(id));
+      }
+      walks_with_free_strings += m.InFreeString();
+      if (ok.empty()) break;
+      ASSERT_TRUE(m.Advance(bytes[ok[rng() % ok.size()]]));
+    }
+  }
+  EXPECT_GT(walks_with_free_strings, 50);  // the shortcut path was exercised
+}
+
+}  // namespace
+}  // namespace cpm::structured

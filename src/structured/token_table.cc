@@ -1,0 +1,113 @@
+#include "structured/token_table.h"
+
+#include <map>
+#include <memory>
+
+namespace cpm::structured {
+namespace {
+
+// Whether a string between two characters takes `b` whole, whatever its length limits are
+// not: no byte that ends the string, starts an escape or is a raw control character, and
+// well-formed UTF-8 (its last character may be incomplete). The matcher's rules, restated.
+bool Plain(const std::string& b) {
+  int more = 0;
+  uint8_t lo = 0x80, hi = 0xbf;
+  for (char ch : b) {
+    const uint8_t c = static_cast<uint8_t>(ch);
+    if (more > 0) {
+      if (c < lo || c > hi) return false;
+      --more;
+      lo = 0x80;
+      hi = 0xbf;
+      continue;
+    }
+    if (c == '"' || c == '\\' || c < 0x20) return false;
+    if (c < 0x80) continue;
+    if (c >= 0xc2 && c <= 0xdf) more = 1;
+    else if (c >= 0xe0 && c <= 0xef) more = 2;
+    else if (c >= 0xf0 && c <= 0xf4) more = 3;
+    else return false;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  }
+  return true;
+}
+
+}  // namespace
+
+TokenTable::TokenTable(const std::vector<std::string>& bytes, const std::vector<bool>& excluded)
+    : size_(static_cast<int32_t>(bytes.size())), bytes_(bytes) {
+  std::vector<int32_t> all, others;
+  for (int32_t id = 0; id < size_; ++id) {
+    const std::string& b = bytes[id];
+    if (b.empty() || (static_cast<size_t>(id) < excluded.size() && excluded[id])) continue;
+    all.push_back(id);
+    (Plain(b) ? plain_ : others).push_back(id);
+  }
+  all_ = Build(bytes, all);
+  others_ = Build(bytes, others);
+}
+
+TokenTable::Trie TokenTable::Build(const std::vector<std::string>& bytes,
+                                   const std::vector<int32_t>& ids) {
+  // A pointer trie first, then flattened depth-first into arrays.
+  struct Building {
+    std::map<uint8_t, std::unique_ptr<Building>> children;
+    std::vector<int32_t> ends;
+  };
+  Building root;
+  for (int32_t id : ids) {
+    Building* n = &root;
+    for (char c : bytes[id]) {
+      auto& child = n->children[static_cast<uint8_t>(c)];
+      if (!child) child = std::make_unique<Building>();
+      n = child.get();
+    }
+    n->ends.push_back(id);
+  }
+  Trie t;
+  // Each node's edges are contiguous; children are numbered as they are flattened.
+  std::vector<const Building*> order = {&root};
+  t.nodes.emplace_back();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Building* b = order[i];
+    Node& node = t.nodes[i];
+    node.first_end = static_cast<uint32_t>(t.ends.size());
+    node.num_ends = static_cast<uint32_t>(b->ends.size());
+    t.ends.insert(t.ends.end(), b->ends.begin(), b->ends.end());
+    node.first_edge = static_cast<uint32_t>(t.edges.size());
+    node.num_edges = static_cast<uint32_t>(b->children.size());
+    for (const auto& [byte, child] : b->children) {
+      t.edges.push_back({byte, static_cast<uint32_t>(order.size())});
+      order.push_back(child.get());
+      t.nodes.emplace_back();
+    }
+  }
+  return t;
+}
+
+void TokenTable::Visit(const Trie& t, uint32_t node, const Matcher& m,
+                       std::vector<uint8_t>* allowed) {
+  const Node& n = t.nodes[node];
+  for (uint32_t i = 0; i < n.num_ends; ++i) (*allowed)[t.ends[n.first_end + i]] = 1;
+  for (uint32_t e = 0; e < n.num_edges; ++e) {
+    const Edge& edge = t.edges[n.first_edge + e];
+    Matcher next = m;
+    if (next.Step(edge.byte)) Visit(t, edge.child, next, allowed);
+  }
+}
+
+void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
+  allowed->assign(static_cast<size_t>(size_), 0);
+  if (m.Dead()) return;
+  if (m.InFreeString()) {
+    for (int32_t id : plain_) (*allowed)[id] = 1;
+    Visit(others_, 0, m, allowed);
+    return;
+  }
+  Visit(all_, 0, m, allowed);
+}
+
+}  // namespace cpm::structured

@@ -1,0 +1,53 @@
+// TokenTable: a vocabulary as the bytes each token adds to the text, in a trie, to find the
+// tokens a Matcher takes next (the mask of constrained decoding). Tokens that share a prefix
+// share its steps, and a prefix the matcher rejects prunes all of them. Inside a string of
+// unbounded length, which is most of a JSON document's bytes, the tokens without '"', '\' or
+// control bytes are taken whole without a walk, and only the others are tried.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "structured/json_matcher.h"
+
+namespace cpm::structured {
+
+class TokenTable {
+ public:
+  // bytes[id]: what token `id` adds to decoded text. Excluded tokens (special and control
+  // tokens, empty ones) are never allowed as text; the caller allows EOS when the text is
+  // complete.
+  TokenTable(const std::vector<std::string>& bytes, const std::vector<bool>& excluded);
+
+  int32_t size() const { return size_; }
+  const std::string& bytes(int32_t id) const { return bytes_[id]; }
+  // allowed[id] = 1 for every token `m` accepts whole, 0 for the others ([size()]).
+  void Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const;
+
+ private:
+  struct Node {
+    uint32_t first_edge = 0, num_edges = 0;
+    uint32_t first_end = 0, num_ends = 0;  // tokens that end here
+  };
+  struct Edge {
+    uint8_t byte;
+    uint32_t child;
+  };
+  struct Trie {
+    std::vector<Node> nodes;  // nodes[0]: the root
+    std::vector<Edge> edges;
+    std::vector<int32_t> ends;
+  };
+
+  static Trie Build(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids);
+  static void Visit(const Trie& t, uint32_t node, const Matcher& m, std::vector<uint8_t>* allowed);
+
+  int32_t size_;
+  std::vector<std::string> bytes_;
+  Trie all_;                    // every token that is not excluded
+  Trie others_;                 // those a free string does not take whole
+  std::vector<int32_t> plain_;  // those it does
+};
+
+}  // namespace cpm::structured
