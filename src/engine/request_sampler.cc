@@ -24,22 +24,23 @@ void ApplyConstraint(RequestState& r, float* row, int64_t vocab) {
     r.constraint_active = c.starts_after < 0;
   }
   if (!r.constraint_active) return;
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  std::vector<std::pair<int32_t, float>> ends;  // their logits before the mask
+  for (const auto* ids : {&r.req.eos_token_ids, &r.req.stop_token_ids}) {
+    for (int32_t t : *ids) {
+      if (t >= 0 && t < vocab) ends.push_back({t, row[t]});
+    }
+  }
   thread_local std::vector<uint8_t> allowed;
   c.tokens->Allowed(*r.matcher, &allowed);
-  const bool complete = r.matcher->Complete();
-  const int64_t table = c.tokens->size();
-  std::vector<std::pair<int32_t, float>> ends;
-  bool any = false;
-  for (int64_t t = 0; t < vocab; ++t) {
-    bool keep = t < table && allowed[t] != 0;
-    if (EndsGeneration(r.req, static_cast<int32_t>(t))) {
-      ends.push_back({static_cast<int32_t>(t), row[t]});
-      keep = complete;
-    }
-    if (!keep) row[t] = -std::numeric_limits<float>::infinity();
-    any = any || row[t] > -std::numeric_limits<float>::infinity();
+  const int64_t table = std::min<int64_t>(vocab, c.tokens->size());
+  for (int64_t t = 0; t < table; ++t) {
+    if (allowed[t] == 0) row[t] = kOff;
   }
-  if (!any) {
+  std::fill(row + table, row + vocab, kOff);
+  const bool complete = r.matcher->Complete();
+  for (const auto& [t, logit] : ends) row[t] = complete ? logit : kOff;
+  if (std::none_of(row, row + vocab, [](float v) { return v > kOff; })) {
     for (const auto& [t, logit] : ends) row[t] = logit;
   }
 }

@@ -9,6 +9,7 @@
 #include "server/protocol.h"
 #include "server/reasoning_parser.h"
 #include "server/sampling_request.h"
+#include "server/forced_tool_choice.h"
 #include "server/sse.h"
 #include "server/tool_call_parser.h"
 
@@ -36,6 +37,7 @@ struct ChatJob {
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice
   Json tools;                // the request's tools (their parameter types)
+  std::optional<ForcedToolChoice> forced;  // tool_choice "required" or a named function
   Clock::time_point arrival;
 };
 
@@ -152,6 +154,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   }
   auto parsers = Parsers(job);
   auto tool_parsers = ToolParsers(job);
+  std::vector<std::string> forced_text(job.sampling.n);  // forced calls: content held back
+  std::vector<int> forced_calls(job.sampling.n, 0);
+  uint64_t id_state = std::hash<std::string>{}(job.id);
   ChoiceUpdate u;
   while (run.Next(&u)) {
     if (!u.error.ok()) {
@@ -164,6 +169,23 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     Json delta = DeltaJson(parsers[u.index].get(), u);
     ToolCallParser* tools = tool_parsers[u.index].get();
     ParseToolDelta(tools, u.finished, &delta);
+    if (job.forced) {
+      // The calls go out whole once the reply ends (vLLM streams a named call's arguments in
+      // pieces; clients join them either way); a reply cut short stays content.
+      if (auto it = delta.find("content"); it != delta.end()) {
+        forced_text[u.index] += it->get<std::string>();
+        delta.erase(it);
+      }
+      if (u.finished) {
+        auto calls = job.forced->Calls(forced_text[u.index], &id_state, true);
+        if (calls) {
+          delta["tool_calls"] = ToolCallsJson(*calls, 0);
+          forced_calls[u.index] = static_cast<int>(calls->size());
+        } else if (!forced_text[u.index].empty()) {
+          delta["content"] = forced_text[u.index];
+        }
+      }
+    }
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
     if (!delta.empty() || with_logprobs) {
       Json lp = nullptr;
@@ -174,8 +196,12 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
     }
     if (ok && u.finished) {
-      // vLLM: "tool_calls" whenever calls were parsed out, whatever ended the choice.
-      Json finish = tools && tools->calls_sent() > 0 ? Json("tool_calls") : Json(u.finish_reason);
+      // vLLM: "tool_calls" whenever calls were parsed out, whatever ended the choice, and when
+      // tool_choice "required" made them.
+      const bool required_calls =
+          job.forced && job.forced->required() && forced_calls[u.index] > 0;
+      Json finish = (tools && tools->calls_sent() > 0) || required_calls ? Json("tool_calls")
+                                                                         : Json(u.finish_reason);
       ok = emit(Chunk(job, u.index, Json::object(), nullptr, std::move(finish), StopReasonJson(u),
                       true),
                 u.index);
@@ -232,6 +258,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   if (run.client_left()) return ClientGoneReply();
   auto parsers = Parsers(job);
   auto tool_parsers = ToolParsers(job);
+  uint64_t id_state = std::hash<std::string>{}(job.id);
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
     Json message;
@@ -264,6 +291,18 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
         outs[i].finish_reason = "tool_calls";  // vLLM: whatever ended the choice
       }
     }
+    if (job.forced && message["content"].is_string()) {
+      // Forced calls: the content is the constrained JSON; vLLM answers with content "".
+      const std::string generated =
+          message["content"].get<std::string>().substr(job.echo_prefix.size());
+      if (auto calls = job.forced->Calls(generated, &id_state, false)) {
+        message["content"] = job.echo_prefix;
+        message["tool_calls"] = ToolCallsJson(*calls, std::nullopt);
+        if (job.forced->required() && outs[i].finish_reason == "stop") {
+          outs[i].finish_reason = "tool_calls";
+        }
+      }
+    }
     Json choice;
     choice["index"] = i;
     choice["message"] = std::move(message);
@@ -290,17 +329,24 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
   // What vllm serve answers: "auto" needs a tool-call parser; "required" and named functions
-  // are forced through structured outputs, which cpmserve does not have.
+  // are forced through structured outputs (ForcedToolChoice).
   if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty()) {
     return HttpReply::Error(InvalidArgument(
         "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
         "set"));
   }
-  if (req->tool_choice == protocol::ToolChoice::kForced) {
-    return HttpReply::Error(InvalidArgument(
-        "tool_choice \"required\" and named tool choices are not supported by cpmserve yet; "
-        "use tool_choice \"auto\" (with --enable-auto-tool-choice) "
-        "or \"none\""));
+  std::optional<ForcedToolChoice> forced;
+  if (req->tool_choice == protocol::ToolChoice::kRequired ||
+      req->tool_choice == protocol::ToolChoice::kNamed) {
+    if (req->sampling.structured) {
+      return HttpReply::Error(InvalidArgument(
+          "tool_choice \"required\" or a named function cannot be combined with "
+          "response_format or structured_outputs"));
+    }
+    auto f = ForcedToolChoice::Make(
+        *req->chat.tools, req->tool_choice == protocol::ToolChoice::kNamed ? req->tool_name : "");
+    if (!f.ok()) return HttpReply::Error(f.status());
+    forced = std::move(*f);
   }
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
@@ -330,9 +376,10 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
-  if (req->sampling.structured) {
+  job->forced = std::move(forced);
+  if (auto schema = job->forced ? job->forced->schema() : req->sampling.structured) {
     job->sampling.constraint = ctx.MakeConstraint(
-        req->sampling.structured, !job->reasoning_parser.empty() && job->opens_in_reasoning);
+        std::move(schema), !job->reasoning_parser.empty() && job->opens_in_reasoning);
   }
   job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
   if (job->parse_tools) job->tools = *req->chat.tools;

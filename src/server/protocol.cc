@@ -85,7 +85,7 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
 
 // vLLM's validation of tool_choice against tools (with tools and no tool_choice the choice is
 // "auto"). Whether the server can honour the choice is the handler's to say.
-StatusOr<ToolChoice> ParseToolChoice(const Json& j) {
+StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   const auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
   if (has_tools && !tools->is_array()) return TypeError("tools", "a valid list");
@@ -103,7 +103,22 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j) {
                        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
   }
   if (choice == "required" && tools->is_array() && tools->empty()) return ToolChoice::kNone;
-  return choice == "auto" ? ToolChoice::kAuto : ToolChoice::kForced;
+  if (choice == "auto") return ToolChoice::kAuto;
+  if (choice == "required") return ToolChoice::kRequired;
+  // {"type": "function", "function": {"name": ...}}, naming one of the tools.
+  const auto fn = choice.find("function");
+  if (fn == choice.end() || !fn->is_object() || !fn->contains("name") ||
+      !(*fn)["name"].is_string()) {
+    return TypeError("tool_choice.function.name", "a string");
+  }
+  *name = (*fn)["name"].get<std::string>();
+  for (const Json& t : *tools) {
+    const auto f = t.is_object() ? t.find("function") : t.end();
+    if (f != t.end() && f->is_object() && f->value("name", Json()) == *name) {
+      return ToolChoice::kNamed;
+    }
+  }
+  return value_error("Tool '" + *name + "' has not been passed in `tools`.");
 }
 
 // response_format (OpenAI) or structured_outputs (vLLM) -> the schema the output must match.
@@ -213,7 +228,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.Bool("echo", &req.echo));
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
-  CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j));
+  CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));
   CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;

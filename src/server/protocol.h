@@ -62,13 +62,14 @@ struct ChatTemplateFields {
 };
 
 // tool_choice after vLLM's validation: "none" (or no tools), "auto" (tools without a choice
-// too), or a choice that forces calls ("required", a named function).
-enum class ToolChoice { kNone, kAuto, kForced };
+// too), or a choice that forces calls: "required", or a named function.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ChatCompletionRequest {
   SamplingFields sampling;
   ChatTemplateFields chat;
   ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_name;  // kNamed: the function (one of `tools`)
   bool logprobs = false;
   std::optional<int64_t> top_logprobs;
   bool add_special_tokens = false;

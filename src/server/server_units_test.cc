@@ -180,9 +180,9 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
       {R"(,"tool_choice":null)", ToolChoice::kNone},
       {R"(,"tools":[])", ToolChoice::kNone},
       {R"(,"tools":[],"tool_choice":"required")", ToolChoice::kNone},  // OpenAI's rule
-      {tools + R"(,"tool_choice":"required")", ToolChoice::kForced},
+      {tools + R"(,"tool_choice":"required")", ToolChoice::kRequired},
       {tools + R"(,"tool_choice":{"type":"function","function":{"name":"f"}})",
-       ToolChoice::kForced}};
+       ToolChoice::kNamed}};
   for (const auto& [extra, want] : cases) {
     auto r = chat(extra);
     ASSERT_TRUE(r.ok()) << extra << ": " << r.status().message();
@@ -197,6 +197,14 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
   };
   EXPECT_NE(message(R"(,"tool_choice":"auto")")
                 .find("When using `tool_choice`, `tools` must be set."),
+            std::string::npos);
+  for (const char* bad : {R"(,"tool_choice":{"type":"function","function":{}})",
+                          R"(,"tool_choice":{"type":"function","function":{"name":1}})",
+                          R"(,"tool_choice":{"type":"function"})"}) {
+    EXPECT_NE(message(tools + bad).find("tool_choice.function.name"), std::string::npos) << bad;
+  }
+  EXPECT_NE(message(tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})")
+                .find("Tool 'g' has not been passed in `tools`."),
             std::string::npos);
   EXPECT_NE(message(tools + R"(,"tool_choice":"always")")
                 .find("Invalid value for `tool_choice`: always!"),

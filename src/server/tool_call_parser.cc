@@ -79,11 +79,6 @@ std::optional<double> PyFloat(std::string_view text) {
   return v;
 }
 
-// Python's json.dumps(x, ensure_ascii=False), as vLLM writes `arguments`.
-std::string PyJsonDumps(const Json& j) {
-  auto s = jinja::JsonDumps(jinja::Value::FromJson(j), jinja::JsonDumpOptions{});
-  return s.ok() ? *s : j.dump();
-}
 
 // The longest proper prefix of `tag` that `text` ends with, not reaching before `from`.
 size_t PartialTagAtEnd(const std::string& text, size_t from, std::string_view tag) {
@@ -112,6 +107,23 @@ std::vector<std::string_view> Pieces(std::string_view s, std::string_view open,
 
 }  // namespace
 
+std::string PyJsonDumps(const Json& j) {
+  auto s = jinja::JsonDumps(jinja::Value::FromJson(j), jinja::JsonDumpOptions{});
+  return s.ok() ? *s : j.dump();
+}
+
+std::string ToolCallId(uint64_t* state, const char* prefix, int hex_digits) {
+  // splitmix64 steps: ids unique within the request, unpredictable enough across requests.
+  std::string hex;
+  while (static_cast<int>(hex.size()) < hex_digits) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    hex += fmt::format("{:016x}", z ^ (z >> 31));
+  }
+  return prefix + hex.substr(0, hex_digits);
+}
+
 Status ValidateToolCallParserName(const std::string& name) {
   if (name == "qwen3_coder" || name == "qwen3_xml") return OkStatus();
   return InvalidArgument("unknown tool call parser '" + name +
@@ -123,15 +135,7 @@ ToolCallParser::ToolCallParser(Json tools, uint64_t id_seed)
     : tools_(std::move(tools)), id_state_(id_seed) {}
 
 std::string ToolCallParser::NewId(const char* prefix, int hex_digits) {
-  // splitmix64 steps: ids unique within the request, unpredictable enough across requests.
-  std::string hex;
-  while (static_cast<int>(hex.size()) < hex_digits) {
-    uint64_t z = (id_state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    hex += fmt::format("{:016x}", z ^ (z >> 31));
-  }
-  return prefix + hex.substr(0, hex_digits);
+  return ToolCallId(&id_state_, prefix, hex_digits);
 }
 
 // vLLM's _convert_param_value: "null" is null whatever the type; a parameter the tool does not

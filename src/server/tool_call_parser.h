@@ -7,6 +7,7 @@
 // json.dumps of them (", " and ": " separators, non-ASCII kept), as vLLM sends it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ struct ToolCall {
   std::string name;
   std::string arguments;  // a JSON object's text
 };
+
+// Python's json.dumps(x, ensure_ascii=False), as vLLM writes `arguments`.
+std::string PyJsonDumps(const nlohmann::ordered_json& j);
+// A call id: `prefix` and `hex_digits` hex digits from the splitmix64 sequence at *state.
+std::string ToolCallId(uint64_t* state, const char* prefix, int hex_digits);
 
 class ToolCallParser {
  public:

@@ -369,6 +369,38 @@ TEST_F(ServerE2E, StructuredOutputsFollowTheSchema) {
             std::string::npos);
 }
 
+// tool_choice "required" over HTTP: the random model's reply is constrained to calls of the
+// given tools with arguments of their schema (or cut by max_tokens, then left as content).
+TEST_F(ServerE2E, RequiredToolChoiceMakesCalls) {
+  const Json tools = Json::parse(R"([
+      {"type": "function", "function": {"name": "get_temp", "parameters": {
+          "type": "object", "properties": {"unit": {"enum": ["c", "f"]}}, "required": ["unit"]}}},
+      {"type": "function", "function": {"name": "now"}}])");
+  int calls_seen = 0;
+  for (int seed = 0; seed < 4; ++seed) {
+    Json r = Chat({{"messages", {{{"role", "user"}, {"content", "What is the temperature?"}}}},
+                   {"tools", tools}, {"tool_choice", "required"}, {"temperature", 1.0},
+                   {"seed", seed}, {"max_tokens", 200}});
+    const Json& c = r["choices"][0];
+    if (c["finish_reason"] == "length") {
+      EXPECT_EQ(c["message"]["content"].get<std::string>().find_first_not_of(" \t\n\r"),
+                c["message"]["content"].get<std::string>().find('['));
+      continue;
+    }
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
+    ASSERT_GE(c["message"]["tool_calls"].size(), 1u) << r.dump();
+    for (const Json& call : c["message"]["tool_calls"]) {
+      const std::string name = call["function"]["name"];
+      const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
+      ASSERT_TRUE(name == "get_temp" || name == "now") << r.dump();
+      ASSERT_TRUE(args.is_object()) << r.dump();
+      if (name == "get_temp") EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << r.dump();
+      ++calls_seen;
+    }
+  }
+  EXPECT_GT(calls_seen, 0);
+}
+
 TEST_F(ServerE2E, BatchingInvariance) {
   std::vector<std::string> prompts;
   for (int i = 0; i < 16; ++i) prompts.push_back("request number " + std::to_string(i * 7));

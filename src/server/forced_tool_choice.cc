@@ -1,0 +1,84 @@
+#include "server/forced_tool_choice.h"
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// A tool's parameters schema; a function without one takes an empty object (vLLM).
+Json Parameters(const Json& function) {
+  const auto p = function.find("parameters");
+  if (p == function.end() || p->is_null()) return {{"type", "object"}, {"properties", Json::object()}};
+  return *p;
+}
+
+}  // namespace
+
+StatusOr<ForcedToolChoice> ForcedToolChoice::Make(const Json& tools, std::string named) {
+  ForcedToolChoice f;
+  f.named_ = std::move(named);
+  // Each tool's function object, checked before anything reads it.
+  std::vector<const Json*> functions;
+  for (size_t i = 0; tools.is_array() && i < tools.size(); ++i) {
+    const Json& t = tools[i];
+    const auto fn = t.is_object() ? t.find("function") : t.end();
+    if (fn == t.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
+      return InvalidArgument("tools[" + std::to_string(i) + "].function.name must be a string");
+    }
+    functions.push_back(&*fn);
+  }
+  Json schema;
+  if (!f.named_.empty()) {
+    for (const Json* fn : functions) {
+      if ((*fn)["name"] == f.named_) schema = Parameters(*fn);
+    }
+  } else {
+    // [{"name": tool, "parameters": its schema}, ...] at least one; the tools' $defs gathered
+    // at the root, where their local $refs point.
+    Json options = Json::array(), defs = Json::object();
+    for (const Json* fn_ptr : functions) {
+      const Json& fn = *fn_ptr;
+      Json params = Parameters(fn);
+      if (auto d = params.find("$defs"); d != params.end() && d->is_object()) {
+        for (const auto& [k, v] : d->items()) defs[k] = v;
+      }
+      options.push_back({{"type", "object"},
+                         {"properties",
+                          {{"name", {{"type", "string"}, {"enum", Json::array({fn["name"]})}}},
+                           {"parameters", params}}},
+                         {"required", Json::array({"name", "parameters"})}});
+    }
+    schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", options}}}};
+    if (!defs.empty()) schema["$defs"] = defs;
+  }
+  auto compiled = structured::Schema::FromJsonSchema(schema);
+  if (!compiled.ok()) {
+    return InvalidArgument("tool_choice: the tools' parameters: " +
+                           std::string(compiled.status().message()));
+  }
+  f.schema_ = *compiled;
+  return f;
+}
+
+std::optional<std::vector<ToolCall>> ForcedToolChoice::Calls(const std::string& content,
+                                                             uint64_t* id_state,
+                                                             bool stream) const {
+  const char* prefix = stream ? "call_" : "chatcmpl-tool-";
+  const int hex = stream ? 24 : 32;
+  const Json parsed = Json::parse(content, nullptr, false);
+  if (!named_.empty()) {
+    if (!parsed.is_object()) return std::nullopt;
+    return std::vector<ToolCall>{{ToolCallId(id_state, prefix, hex), named_, content}};
+  }
+  if (!parsed.is_array()) return std::nullopt;
+  std::vector<ToolCall> calls;
+  for (const Json& c : parsed) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return std::nullopt;
+    calls.push_back({ToolCallId(id_state, prefix, hex), c["name"].get<std::string>(),
+                     PyJsonDumps(c.value("parameters", Json::object()))});
+  }
+  return calls;
+}
+
+}  // namespace cpm
