@@ -1,7 +1,6 @@
 #include "structured/token_table.h"
 
-#include <map>
-#include <memory>
+#include <algorithm>
 
 namespace cpm::structured {
 namespace {
@@ -39,51 +38,47 @@ bool Plain(const std::string& b) {
 
 TokenTable::TokenTable(const std::vector<std::string>& bytes, const std::vector<bool>& excluded)
     : size_(static_cast<int32_t>(bytes.size())), bytes_(bytes) {
+  // Sorted by their bytes once, for both tries (Build).
   std::vector<int32_t> all, others;
   for (int32_t id = 0; id < size_; ++id) {
-    const std::string& b = bytes[id];
-    if (b.empty() || (static_cast<size_t>(id) < excluded.size() && excluded[id])) continue;
+    if (bytes[id].empty() || (static_cast<size_t>(id) < excluded.size() && excluded[id])) continue;
     all.push_back(id);
-    (Plain(b) ? plain_ : others).push_back(id);
   }
+  std::sort(all.begin(), all.end(), [&](int32_t a, int32_t b) { return bytes[a] < bytes[b]; });
+  for (int32_t id : all) (Plain(bytes[id]) ? plain_ : others).push_back(id);
   all_ = Build(bytes, all);
   others_ = Build(bytes, others);
 }
 
 TokenTable::Trie TokenTable::Build(const std::vector<std::string>& bytes,
-                                   const std::vector<int32_t>& ids) {
-  // A pointer trie first, then flattened depth-first into arrays.
-  struct Building {
-    std::map<uint8_t, std::unique_ptr<Building>> children;
-    std::vector<int32_t> ends;
+                                   const std::vector<int32_t>& sorted) {
+  // `sorted` by their bytes, the tokens under any trie node are one contiguous range, those
+  // that end there first. Nodes are numbered breadth-first, so that each one's edges are
+  // contiguous: node k is the k-th range taken from the queue. (A pointer trie took ~1/3 s for
+  // 73k tokens.)
+  struct Range {
+    size_t lo, hi, depth;
   };
-  Building root;
-  for (int32_t id : ids) {
-    Building* n = &root;
-    for (char c : bytes[id]) {
-      auto& child = n->children[static_cast<uint8_t>(c)];
-      if (!child) child = std::make_unique<Building>();
-      n = child.get();
-    }
-    n->ends.push_back(id);
-  }
+  std::vector<Range> queue = {{0, sorted.size(), 0}};
   Trie t;
-  // Each node's edges are contiguous; children are numbered as they are flattened.
-  std::vector<const Building*> order = {&root};
-  t.nodes.emplace_back();
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Building* b = order[i];
-    Node& node = t.nodes[i];
+  for (size_t k = 0; k < queue.size(); ++k) {
+    const Range r = queue[k];
+    Node node;
+    size_t i = r.lo;
     node.first_end = static_cast<uint32_t>(t.ends.size());
-    node.num_ends = static_cast<uint32_t>(b->ends.size());
-    t.ends.insert(t.ends.end(), b->ends.begin(), b->ends.end());
+    for (; i < r.hi && bytes[sorted[i]].size() == r.depth; ++i) t.ends.push_back(sorted[i]);
+    node.num_ends = static_cast<uint32_t>(t.ends.size()) - node.first_end;
     node.first_edge = static_cast<uint32_t>(t.edges.size());
-    node.num_edges = static_cast<uint32_t>(b->children.size());
-    for (const auto& [byte, child] : b->children) {
-      t.edges.push_back({byte, static_cast<uint32_t>(order.size())});
-      order.push_back(child.get());
-      t.nodes.emplace_back();
+    while (i < r.hi) {
+      const uint8_t byte = static_cast<uint8_t>(bytes[sorted[i]][r.depth]);
+      size_t end = i + 1;
+      while (end < r.hi && static_cast<uint8_t>(bytes[sorted[end]][r.depth]) == byte) ++end;
+      t.edges.push_back({byte, static_cast<uint32_t>(queue.size())});
+      queue.push_back({i, end, r.depth + 1});
+      i = end;
     }
+    node.num_edges = static_cast<uint32_t>(t.edges.size()) - node.first_edge;
+    t.nodes.push_back(node);
   }
   return t;
 }

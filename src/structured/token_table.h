@@ -40,7 +40,8 @@ class TokenTable {
     std::vector<int32_t> ends;
   };
 
-  static Trie Build(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids);
+  // The trie of `sorted` (token ids in the order of their bytes).
+  static Trie Build(const std::vector<std::string>& bytes, const std::vector<int32_t>& sorted);
   static void Visit(const Trie& t, uint32_t node, const Matcher& m, std::vector<uint8_t>* allowed);
 
   int32_t size_;
