@@ -298,7 +298,9 @@ TEST(EngineTest, StructuredOutputMasksEachDraw) {
       }
       out.push_back(best);
       if (best == eos) break;
-      if (active) EXPECT_TRUE(m.Advance(bytes[best]));
+      if (active) {
+        EXPECT_TRUE(m.Advance(bytes[best]));
+      }
       active = active || best == starts_after;
       h = FoldToken(h, best);
     }
