@@ -518,7 +518,7 @@ TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {
 
 // --enable-auto-tool-choice --tool-call-parser qwen3_coder over MiniCPM-V-4.6's tokenizer and
 // chat template (reasoning parser on, thinking off): the scripted call comes back as tool_calls,
-// the same streamed and not; without the parser, or with a forced choice, vLLM's 400s.
+// the same streamed and not; without the parser, vLLM's 400s.
 class ToolHandlersTest : public ReasoningHandlersTest {
  protected:
   void SetUp() override {
@@ -545,6 +545,27 @@ class ToolHandlersTest : public ReasoningHandlersTest {
     if (!tool_choice.is_null()) b["tool_choice"] = tool_choice;
     return b.dump();
   }
+  // A streamed reply's content, tool call deltas and finish reason.
+  struct Streamed {
+    bool done = false;
+    std::string content, finish;
+    Json calls = Json::array();
+  };
+  Streamed Stream(const Json& tool_choice = Json()) {
+    Streamed out;
+    const std::string sse =
+        Drain(HandleChatCompletions(ctx_, Body(true, tool_choice), Clock::now()));
+    for (const Json& e : Events(sse, &out.done)) {
+      if (!e.contains("choices") || e["choices"].empty()) continue;
+      const Json& c = e["choices"][0];
+      if (c["delta"].contains("content")) out.content += c["delta"]["content"].get<std::string>();
+      if (c["delta"].contains("tool_calls")) {
+        for (const Json& t : c["delta"]["tool_calls"]) out.calls.push_back(t);
+      }
+      if (!c["finish_reason"].is_null()) out.finish = c["finish_reason"];
+    }
+    return out;
+  }
 };
 
 TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
@@ -566,26 +587,14 @@ TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
   EXPECT_NE(tok_->Decode(engine_.submitted.back().prompt, false).find("<tools>"),
             std::string::npos);
 
-  bool done = false;
-  std::string content, finish;
-  Json calls = Json::array();
-  const std::string sse = Drain(HandleChatCompletions(ctx_, Body(true), Clock::now()));
-  for (const Json& e : Events(sse, &done)) {
-    if (!e.contains("choices") || e["choices"].empty()) continue;
-    const Json& c = e["choices"][0];
-    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
-    if (c["delta"].contains("tool_calls")) {
-      for (const Json& t : c["delta"]["tool_calls"]) calls.push_back(t);
-    }
-    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
-  }
-  EXPECT_TRUE(done);
-  EXPECT_EQ(content, "Let me check.\n");
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0]["index"], 0);
-  EXPECT_EQ(calls[0]["id"].get<std::string>().rfind("call_", 0), 0u);
-  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris", "days": 3})");
-  EXPECT_EQ(finish, "tool_calls");
+  const Streamed st = Stream();
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.content, "Let me check.\n");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.calls[0]["index"], 0);
+  EXPECT_EQ(st.calls[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(st.calls[0]["function"]["arguments"], R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(st.finish, "tool_calls");
 }
 
 // tool_choice "required" and named functions: the engine gets the constraint (the scripted
@@ -621,27 +630,14 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
 
   // Streamed: the calls in one delta once the reply is complete.
-  bool done = false;
-  std::string content, finish;
-  Json calls = Json::array();
-  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, Body(true, "required"),
-                                                          Clock::now())),
-                              &done)) {
-    if (!e.contains("choices") || e["choices"].empty()) continue;
-    const Json& c = e["choices"][0];
-    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
-    if (c["delta"].contains("tool_calls")) {
-      for (const Json& t : c["delta"]["tool_calls"]) calls.push_back(t);
-    }
-    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
-  }
-  EXPECT_TRUE(done);
-  EXPECT_EQ(content, "");
-  ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(calls[1]["index"], 1);
-  EXPECT_EQ(calls[1]["id"].get<std::string>().rfind("call_", 0), 0u);
-  EXPECT_EQ(calls[1]["function"]["name"], "get_weather");
-  EXPECT_EQ(finish, "tool_calls");
+  const Streamed st = Stream("required");
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.content, "");
+  ASSERT_EQ(st.calls.size(), 2u);
+  EXPECT_EQ(st.calls[1]["index"], 1);
+  EXPECT_EQ(st.calls[1]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(st.calls[1]["function"]["name"], "get_weather");
+  EXPECT_EQ(st.finish, "tool_calls");
 
   // A reply that is not the whole JSON (max_tokens cut it) stays content.
   engine_.script = tok_->Encode(R"([{"name": "get_weather", "para)", false);

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <utility>
 
+#include "structured/utf8.h"
+
 namespace cpm::structured {
 
 enum class Matcher::Phase : uint8_t {
@@ -357,25 +359,15 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       if (c < 0x20) return;
       // A character: ASCII, or the lead byte of a well-formed UTF-8 sequence (RFC 3629: no
       // overlong forms, surrogates or code points past U+10FFFF), whose other bytes follow.
-      int more = 0;
-      uint8_t lo = 0x80, hi = 0xbf;
-      if (c >= 0x80) {
-        if (c >= 0xc2 && c <= 0xdf) more = 1;
-        else if (c >= 0xe0 && c <= 0xef) more = 2;
-        else if (c >= 0xf0 && c <= 0xf4) more = 3;
-        else return;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
-      }
+      const Utf8Lead lead = LeadByte(c);
+      if (!lead.valid) return;
       if (max >= 0 && f.count >= max) return;
       ++f.count;
       if (c == '\\') f.phase = Phase::kStrEscape;
-      if (more > 0) {
+      if (lead.more > 0) {
         f.phase = Phase::kStrUtf8;
-        f.aux = more;
-        f.candidates = lo | uint64_t{hi} << 8;
+        f.aux = lead.more;
+        f.candidates = lead.lo | uint64_t{lead.hi} << 8;
       }
       return keep();
     }

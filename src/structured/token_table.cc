@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "structured/utf8.h"
+
 namespace cpm::structured {
 namespace {
 
-// Whether a string between two characters takes `b` whole, whatever its length limits are
-// not: no byte that ends the string, starts an escape or is a raw control character, and
-// well-formed UTF-8 (its last character may be incomplete). The matcher's rules, restated.
+// Whether a string of unbounded length, between two characters, takes `b` whole: no byte that
+// ends the string, starts an escape or is a raw control character, and well-formed UTF-8 (its
+// last character may be incomplete), as the matcher reads strings.
 bool Plain(const std::string& b) {
   int more = 0;
   uint8_t lo = 0x80, hi = 0xbf;
@@ -21,15 +23,11 @@ bool Plain(const std::string& b) {
       continue;
     }
     if (c == '"' || c == '\\' || c < 0x20) return false;
-    if (c < 0x80) continue;
-    if (c >= 0xc2 && c <= 0xdf) more = 1;
-    else if (c >= 0xe0 && c <= 0xef) more = 2;
-    else if (c >= 0xf0 && c <= 0xf4) more = 3;
-    else return false;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
+    const Utf8Lead lead = LeadByte(c);
+    if (!lead.valid) return false;
+    more = lead.more;
+    lo = lead.lo;
+    hi = lead.hi;
   }
   return true;
 }
