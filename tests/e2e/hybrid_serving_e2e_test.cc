@@ -121,6 +121,30 @@ TEST_F(HybridServingE2E, SplitEqualsTheParserOnTheRawOutput) {
   }
 }
 
+// A structured output on a thinking prompt starts after </think> (as vLLM applies it after the
+// reasoning): the random model, which rarely writes </think>, then thinks exactly as without
+// it. Without the reasoning parser, or without thinking, it applies from the first token.
+TEST_F(HybridServingE2E, StructuredOutputStartsAfterTheReasoning) {
+  const auto message = [](ServerProcess* s, bool thinking) {
+    Json b = Body(thinking, false);
+    b["response_format"] = {{"type", "json_object"}};
+    auto r = e2e::Post(s->port(), "/v1/chat/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    Json j = r.json();
+    return j.contains("choices") ? j["choices"][0]["message"] : Json();
+  };
+  const Json free_thinking = Message(parsed_, true);
+  const Json constrained_thinking = message(parsed_, true);
+  if (Str(free_thinking["content"]).empty()) {  // no </think> in the free reply
+    EXPECT_EQ(constrained_thinking["reasoning"], free_thinking["reasoning"]);
+  }
+  for (const Json& m : {message(parsed_, false), message(raw_, true)}) {
+    const std::string content = Str(m["content"]);
+    ASSERT_FALSE(content.empty()) << m.dump();
+    EXPECT_EQ(content.find_first_not_of(" \t\n\r"), content.find('{')) << m.dump();
+  }
+}
+
 TEST_F(HybridServingE2E, StreamedSplitEqualsTheWholeResponse) {
   for (bool thinking : {false, true}) {
     const Json m = Message(parsed_, thinking);
