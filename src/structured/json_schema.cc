@@ -15,6 +15,7 @@ class SchemaCompiler {
   Status Compile(const Json& s, const std::string& path, SchemaNode* node);
 
  private:
+  Status CompileNode(const Json& s, const std::string& path, SchemaNode* node);
   Status CompileTyped(const Json& s, const std::string& path, const std::string& type,
                       SchemaNode* node);
   Status CompileObject(const Json& s, const std::string& path, SchemaNode* node);
@@ -25,7 +26,11 @@ class SchemaCompiler {
   Schema* out_;
   const Json& doc_;
   std::map<std::string, const SchemaNode*> refs_;  // resolved (or being compiled) $ref targets
+  int depth_ = 0;  // schemas being compiled, one inside the other
 };
+
+// Deeper schemas are refused: compiling recurses, and a request must not exhaust the stack.
+constexpr int kMaxSchemaDepth = 64;
 
 namespace {
 
@@ -75,21 +80,33 @@ StatusOr<const SchemaNode*> SchemaCompiler::Ref(const std::string& ref, const st
   if (auto it = refs_.find(ref); it != refs_.end()) return it->second;
   // Only local JSON pointers: "#" or "#/a/b" (~0 and ~1 unescaped).
   if (ref.empty() || ref[0] != '#') return Unsupported("$ref '" + ref + "' (not local)", path);
-  Json::json_pointer ptr;
+  const Json* target = nullptr;
   try {
-    ptr = Json::json_pointer(ref.substr(1));
+    const Json::json_pointer ptr(ref.substr(1));
+    if (doc_.contains(ptr)) target = &doc_.at(ptr);
   } catch (const std::exception&) {
-    return Invalid("$ref '" + ref + "' is not a JSON pointer", path);
+    return Invalid("$ref '" + ref + "' is not a JSON pointer into the schema", path);
   }
-  if (!doc_.contains(ptr)) return Invalid("$ref '" + ref + "' points at nothing", path);
+  if (target == nullptr) return Invalid("$ref '" + ref + "' points at nothing", path);
   // Registered before it is compiled, so that a recursive schema refers to itself.
   SchemaNode* node = out_->NewNode(Kind::kAny);
   refs_[ref] = node;
-  if (Status st = Compile(doc_.at(ptr), ref, node); !st.ok()) return st;
+  if (Status st = Compile(*target, ref, node); !st.ok()) return st;
   return node;
 }
 
 Status SchemaCompiler::Compile(const Json& s, const std::string& path, SchemaNode* node) {
+  if (depth_ >= kMaxSchemaDepth) {
+    return Unsupported("nesting deeper than " + std::to_string(kMaxSchemaDepth) + " schemas",
+                       path);
+  }
+  ++depth_;
+  Status st = CompileNode(s, path, node);
+  --depth_;
+  return st;
+}
+
+Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, SchemaNode* node) {
   if (s.is_boolean()) {
     if (!s.get<bool>()) return Unsupported("the schema 'false' (nothing matches)", path);
     node->kind = Kind::kAny;

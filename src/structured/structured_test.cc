@@ -44,11 +44,19 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
   EXPECT_NE(error(R"({"type": "strin"})").find("unknown type 'strin'"), std::string::npos);
   EXPECT_NE(error(R"({"$ref": "#/$defs/missing"})").find("points at nothing"), std::string::npos);
   EXPECT_NE(error(R"({"$ref": "http://x/y"})").find("not local"), std::string::npos);
+  EXPECT_NE(error(R"({"$defs": {"x": [1]}, "$ref": "#/$defs/x/99999999999999999999"})")
+                .find("not a JSON pointer into the schema"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"$ref": "#/properties/~2"})").find("not a JSON pointer"), std::string::npos);
   EXPECT_NE(error(R"({"type": "array", "minItems": 3, "maxItems": 2})").find("'maxItems'"),
             std::string::npos);
   EXPECT_NE(error(R"({"anyOf": [{"type": "string"}], "minLength": 2})").find("together"),
             std::string::npos);
   EXPECT_FALSE(Schema::Choice({}).ok());
+  // A schema nested past the limit is refused, not compiled on an exhausted stack.
+  std::string deep = R"({"type": "string"})";
+  for (int i = 0; i < 5000; ++i) deep = R"({"type": "array", "items": )" + deep + "}";
+  EXPECT_NE(error(deep).find("nesting deeper than"), std::string::npos);
   // Annotations are not constraints.
   EXPECT_TRUE(Schema::FromJsonSchema(Json::parse(
                   R"({"title": "T", "description": "d", "type": "integer", "default": 3})"))
