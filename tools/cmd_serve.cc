@@ -96,6 +96,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tool-call-parser", c.tool_call_parser,
                   "qwen3_coder (or qwen3_xml): MiniCPM-V-4.6's <tool_call><function=...> format");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
+  cmd->add_option("--structured-outputs-config", c.structured_outputs_config_json,
+                  "vLLM's JSON: any backend name is served by cpmserve's own matcher; "
+                  "'{\"enable_in_reasoning\": true}' constrains thinking too");
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");

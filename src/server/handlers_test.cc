@@ -485,6 +485,24 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
                                                 std::string("\n\nIt is 4.")));
 }
 
+// A structured output waits for </think> when the prompt opens thinking, unless the server
+// constrains the thinking too (--structured-outputs-config '{"enable_in_reasoning": true}').
+TEST_F(ReasoningHandlersTest, StructuredOutputStartsAfterThinking) {
+  const auto starts_after = [&](bool thinking) {
+    Json body = Json::parse(Body(thinking, false));
+    body["response_format"] = {{"type", "json_object"}};
+    HttpReply r = HandleChatCompletions(ctx_, body.dump(), Clock::now());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return engine_.submitted.back().constraint->starts_after;
+  };
+  const std::optional<int32_t> end = tok_->TokenToId("</think>");
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(starts_after(true), *end);
+  EXPECT_EQ(starts_after(false), -1);
+  ctx_.structured_in_reasoning = true;
+  EXPECT_EQ(starts_after(true), -1);
+}
+
 TEST_F(ReasoningHandlersTest, ThinkingOffKeepsEverythingAsContent) {
   Json r = Chat(Body(false, false));
   const Json& m = r["choices"][0]["message"];

@@ -1,6 +1,8 @@
 // Flag values with a syntax of their own, and cross-flag checks for `cpmserve serve`.
 #include "server/serve_config.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -83,6 +85,9 @@ Status ValidateServeConfig(const ServeConfig& c) {
     return InvalidArgument("--enable-auto-tool-choice requires --tool-call-parser");
   }
   if (auto limit = ParseImageLimit(c.limit_mm_per_prompt_json); !limit.ok()) return limit.status();
+  if (auto so = ParseStructuredOutputsConfig(c.structured_outputs_config_json); !so.ok()) {
+    return so.status();
+  }
   if (!c.default_chat_template_kwargs_json.empty()) {
     const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -91,6 +96,32 @@ Status ValidateServeConfig(const ServeConfig& c) {
     }
   }
   return OkStatus();
+}
+
+StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
+  if (json.empty()) return false;
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  const std::string what = "--structured-outputs-config: ";
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
+  bool in_reasoning = false;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "backend") {
+      static const char* kBackends[] = {"auto", "xgrammar", "guidance", "outlines",
+                                        "lm-format-enforcer"};
+      if (!value.is_string() ||
+          std::find(std::begin(kBackends), std::end(kBackends), value.get<std::string>()) ==
+              std::end(kBackends)) {
+        return InvalidArgument(what + "unknown backend " + value.dump());
+      }
+    } else if (key == "enable_in_reasoning") {
+      if (!value.is_boolean()) return InvalidArgument(what + "enable_in_reasoning: a boolean");
+      in_reasoning = value.get<bool>();
+    } else if (key != "disable_fallback" && key != "disable_any_whitespace" &&
+               key != "disable_additional_properties" && key != "reasoning_parser") {
+      return InvalidArgument(what + "unknown field '" + key + "'");
+    }
+  }
+  return in_reasoning;
 }
 
 StatusOr<int64_t> ParseImageLimit(const std::string& json) {

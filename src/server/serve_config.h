@@ -41,6 +41,7 @@ struct ServeConfig {
   int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
+  std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
@@ -50,6 +51,12 @@ struct ServeConfig {
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";
 };
+
+// vLLM's --structured-outputs-config: {"backend": auto | xgrammar | guidance | outlines |
+// lm-format-enforcer (all served by cpmserve's own matcher), "enable_in_reasoning": bool, and
+// vLLM's other fields (accepted, no effect here)}. Returns enable_in_reasoning; an unknown
+// field or backend is an error.
+StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json);
 
 // vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the image count, or -1
 // when `json` is empty or names no image limit. Other modalities are accepted and ignored (only

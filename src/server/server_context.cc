@@ -39,7 +39,7 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
   auto c = std::make_shared<structured::Constraint>();
   c->schema = std::move(schema);
   c->tokens = structured_tokens;
-  if (opens_in_reasoning) {
+  if (opens_in_reasoning && !structured_in_reasoning) {
     if (auto end = tokenizer->TokenToId("</think>")) c->starts_after = *end;
   }
   return c;

@@ -40,6 +40,7 @@ struct ServerContext {
   int64_t image_limit = -1;                // --limit-mm-per-prompt's image count; -1: none
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
+  bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs

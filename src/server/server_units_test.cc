@@ -41,6 +41,19 @@ TEST(ServeConfigTest, LimitMmPerPromptTakesTheImageCount) {
   }
 }
 
+TEST(ServeConfigTest, StructuredOutputsConfigAsVllm) {
+  EXPECT_FALSE(*ParseStructuredOutputsConfig(""));
+  EXPECT_FALSE(*ParseStructuredOutputsConfig(R"({"backend": "xgrammar"})"));
+  EXPECT_FALSE(*ParseStructuredOutputsConfig(R"({"backend": "auto", "disable_fallback": true})"));
+  EXPECT_TRUE(*ParseStructuredOutputsConfig(R"({"enable_in_reasoning": true})"));
+  for (const char* bad : {"x", "[]", R"({"backend": "gbnf"})", R"({"enable_in_reasoning": 1})",
+                          R"({"backendd": "auto"})"}) {
+    auto r = ParseStructuredOutputsConfig(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--structured-outputs-config"), std::string::npos);
+  }
+}
+
 TEST(ServeConfig, Validation) {
   ServeConfig c;
   EXPECT_TRUE(ValidateServeConfig(c).ok());
