@@ -4,12 +4,12 @@
 
 #include "base/log.h"
 #include "server/chat_prompt.h"
+#include "server/forced_tool_choice.h"
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
 #include "server/protocol.h"
 #include "server/reasoning_parser.h"
 #include "server/sampling_request.h"
-#include "server/forced_tool_choice.h"
 #include "server/sse.h"
 #include "server/tool_call_parser.h"
 

@@ -9,7 +9,9 @@ namespace {
 // A tool's parameters schema; a function without one takes an empty object (vLLM).
 Json Parameters(const Json& function) {
   const auto p = function.find("parameters");
-  if (p == function.end() || p->is_null()) return {{"type", "object"}, {"properties", Json::object()}};
+  if (p == function.end() || p->is_null()) {
+    return {{"type", "object"}, {"properties", Json::object()}};
+  }
   return *p;
 }
 

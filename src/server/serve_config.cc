@@ -102,7 +102,9 @@ StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
   if (json.empty()) return false;
   const auto j = nlohmann::json::parse(json, nullptr, false);
   const std::string what = "--structured-outputs-config: ";
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument(what + "not a JSON object: " + json);
+  }
   bool in_reasoning = false;
   for (const auto& [key, value] : j.items()) {
     if (key == "backend") {
