@@ -169,9 +169,24 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     Json delta = DeltaJson(parsers[u.index].get(), u);
     ToolCallParser* tools = tool_parsers[u.index].get();
     ParseToolDelta(tools, u.finished, &delta);
-    if (job.forced) {
-      // The calls go out whole once the reply ends (vLLM streams a named call's arguments in
-      // pieces; clients join them either way); a reply cut short stays content.
+    if (job.forced && !job.forced->required()) {
+      // A named function: its arguments as they come, the first piece with the call's id and
+      // name (vLLM).
+      if (auto it = delta.find("content"); it != delta.end()) {
+        const std::string piece = it->get<std::string>();
+        Json call = {{"index", 0}};
+        if (forced_calls[u.index]++ == 0) {
+          call["id"] = ToolCallId(&id_state, "call_", 24);
+          call["type"] = "function";
+          call["function"] = {{"name", job.forced->named()}, {"arguments", piece}};
+        } else {
+          call["function"] = {{"arguments", piece}};
+        }
+        delta.erase(it);
+        delta["tool_calls"] = Json::array({std::move(call)});
+      }
+    } else if (job.forced) {
+      // "required": the calls go out whole once the reply ends; a reply cut short stays content.
       if (auto it = delta.find("content"); it != delta.end()) {
         forced_text[u.index] += it->get<std::string>();
         delta.erase(it);

@@ -68,11 +68,10 @@ std::optional<std::vector<ToolCall>> ForcedToolChoice::Calls(const std::string& 
                                                              bool stream) const {
   const char* prefix = stream ? "call_" : "chatcmpl-tool-";
   const int hex = stream ? 24 : 32;
-  const Json parsed = Json::parse(content, nullptr, false);
-  if (!named_.empty()) {
-    if (!parsed.is_object()) return std::nullopt;
+  if (!named_.empty()) {  // the text as it is, complete or not (vLLM)
     return std::vector<ToolCall>{{ToolCallId(id_state, prefix, hex), named_, content}};
   }
+  const Json parsed = Json::parse(content, nullptr, false);
   if (!parsed.is_array()) return std::nullopt;
   std::vector<ToolCall> calls;
   for (const Json& c : parsed) {

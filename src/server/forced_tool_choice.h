@@ -2,8 +2,8 @@
 // structured outputs and cpmserve does the same way. The reply is constrained to a JSON text —
 // a named function's arguments (its `parameters` schema), or for "required" a non-empty array
 // of {"name": one of the tools, "parameters": its arguments} — and read back as tool calls:
-// a named call's `arguments` is the generated text itself, a required call's is Python's
-// json.dumps of its parameters (vLLM's serving_chat).
+// a named call's `arguments` is the generated text itself (streamed as it comes), a required
+// call's is Python's json.dumps of its parameters (vLLM's serving_chat).
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,10 @@ class ForcedToolChoice {
 
   const std::shared_ptr<const structured::Schema>& schema() const { return schema_; }
   bool required() const { return named_.empty(); }
-  // The calls of a whole reply's content; nullopt when it is not the complete JSON (cut by
-  // max_tokens). Ids from *id_state: chatcmpl-tool-<32 hex> in a reply, call_<24 hex> in a
-  // stream.
+  const std::string& named() const { return named_; }
+  // The calls of a whole reply's content: a named function's call whatever the text (as vLLM),
+  // for "required" nullopt when it is not the complete JSON (cut by max_tokens). Ids from
+  // *id_state: chatcmpl-tool-<32 hex> in a reply, call_<24 hex> in a stream.
   std::optional<std::vector<ToolCall>> Calls(const std::string& content, uint64_t* id_state,
                                              bool stream) const;
 

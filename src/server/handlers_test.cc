@@ -632,6 +632,21 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
             Json({{"name", "get_weather"}, {"arguments", R"({"city": "Paris", "days": 3})"}}));
   EXPECT_EQ(m["tool_calls"][0]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // Streamed, the arguments go out as they come, the first piece with the id and the name.
+  Streamed st = Stream(named);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.content, "");
+  ASSERT_GE(st.calls.size(), 2u);
+  EXPECT_EQ(st.calls[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(st.calls[0]["function"]["name"], "get_weather");
+  std::string arguments;
+  for (const Json& c : st.calls) {
+    EXPECT_EQ(c["index"], 0);
+    EXPECT_EQ(c.contains("id"), &c == &st.calls[0]);
+    arguments += c["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(arguments, R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(st.finish, "stop");
 
   engine_.script = tok_->Encode(
       R"([{"name": "get_weather", "parameters": {"city":"Paris","days":3}},
@@ -648,7 +663,7 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
 
   // Streamed: the calls in one delta once the reply is complete.
-  const Streamed st = Stream("required");
+  st = Stream("required");
   EXPECT_TRUE(st.done);
   EXPECT_EQ(st.content, "");
   ASSERT_EQ(st.calls.size(), 2u);
@@ -657,12 +672,17 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(st.calls[1]["function"]["name"], "get_weather");
   EXPECT_EQ(st.finish, "tool_calls");
 
-  // A reply that is not the whole JSON (max_tokens cut it) stays content.
+  // A "required" reply that is not the whole JSON (max_tokens cut it) stays content; a named
+  // function's call carries whatever text there is (vLLM).
   engine_.script = tok_->Encode(R"([{"name": "get_weather", "para)", false);
   r = Chat(Body(false, "required"), &status);
   ASSERT_EQ(status, 200);
   EXPECT_TRUE(r["choices"][0]["message"]["tool_calls"].empty());
   EXPECT_EQ(r["choices"][0]["message"]["content"], R"([{"name": "get_weather", "para)");
+  r = Chat(Body(false, named), &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            R"([{"name": "get_weather", "para)");
 
   // vLLM's errors: a function that is not among the tools; a structured output besides.
   r = Chat(Body(false, {{"type", "function"}, {"function", {{"name", "nope"}}}}), &status);
