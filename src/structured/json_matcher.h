@@ -3,12 +3,12 @@
 // is one way of reading the text (an object inside an array inside the root...); a schema with
 // alternatives (anyOf, enum, a declared key or an additional one) may keep several stacks alive
 // until the bytes tell them apart, as an NFA. Copyable, so that a token's bytes can be tried on
-// a copy (token_mask.h).
+// a copy (token_table.h).
 //
-// JSON text: whitespace (at most Schema::max_whitespace() bytes in a row) may come before and after
-// values and around ':' and ','; strings are JSON strings (escapes checked, no raw control
-// bytes) of well-formed UTF-8 (a token may end inside a character: the next goes on with it);
-// numbers are JSON numbers (integers: no fraction or exponent).
+// JSON text: whitespace (at most Schema::max_whitespace() bytes in a row) may come before and
+// after values and around ':' and ','; strings are JSON strings (escapes checked, no raw
+// control bytes) of well-formed UTF-8 (a token may end inside a character: the next goes on
+// with it); numbers are JSON numbers (integers: no fraction or exponent).
 #pragma once
 
 #include <cstdint>
