@@ -292,7 +292,9 @@ TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
   // The peak is the one the matmul uses: vdpbf16ps's where it runs (AVX-512 BF16), else FMA's.
   const std::string peak_name = b["machine"]["prefill_peak"];
   ASSERT_TRUE(peak_name == "f32_fma" || peak_name == "bf16_dot") << peak_name;
-  if (b["machine"]["isa"] != "avx512") EXPECT_EQ(peak_name, "f32_fma");
+  if (b["machine"]["isa"] != "avx512") {
+    EXPECT_EQ(peak_name, "f32_fma");
+  }
 
   // One 112×112 slice through the vision tower (8×8 patches, 4×4 after the ViT merger, 2×2
   // embeddings): 2 × params touched per token plus attention, stage by stage.

@@ -394,7 +394,9 @@ TEST_F(ServerE2E, RequiredToolChoiceMakesCalls) {
       const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
       ASSERT_TRUE(name == "get_temp" || name == "now") << r.dump();
       ASSERT_TRUE(args.is_object()) << r.dump();
-      if (name == "get_temp") EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << r.dump();
+      if (name == "get_temp") {
+        EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << r.dump();
+      }
       ++calls_seen;
     }
   }
