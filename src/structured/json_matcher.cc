@@ -270,17 +270,10 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       }
       return;
     case Phase::kObjKey: {
+      // The names are matched in their escaped form, where a '"' inside a name follows a
+      // backslash: a '"' that some candidate has next goes on with the name (no candidate can
+      // end there, its escaped form would end in a lone backslash); otherwise it closes the key.
       const auto& props = f.node->properties;
-      if (c == '"') {
-        for (size_t j = 0; j < props.size(); ++j) {
-          if ((f.candidates >> j & 1) && props[j].key.size() == static_cast<size_t>(f.aux)) {
-            f.aux = static_cast<int32_t>(j);
-            f.phase = Phase::kObjColon;
-            return keep();
-          }
-        }
-        return;
-      }
       uint64_t still = 0;
       for (size_t j = 0; j < props.size(); ++j) {
         const std::string& key = props[j].key;
@@ -289,10 +282,20 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
           still |= uint64_t{1} << j;
         }
       }
-      if (still == 0) return;
-      f.candidates = still;
-      ++f.aux;
-      return keep();
+      if (still != 0) {
+        f.candidates = still;
+        ++f.aux;
+        return keep();
+      }
+      if (c != '"') return;
+      for (size_t j = 0; j < props.size(); ++j) {
+        if ((f.candidates >> j & 1) && props[j].key.size() == static_cast<size_t>(f.aux)) {
+          f.aux = static_cast<int32_t>(j);
+          f.phase = Phase::kObjColon;
+          return keep();
+        }
+      }
+      return;
     }
     case Phase::kObjColon: {
       if (blank) return take_blank();

@@ -106,6 +106,18 @@ TEST(JsonMatcher, ObjectProperties) {
   }
 }
 
+// Names are matched escaped: a quote, a backslash or a control character inside a name.
+TEST(JsonMatcher, EscapedPropertyNames) {
+  const auto s = Compile(R"({"properties": {"d\"q": {"type": "integer"}, "b\\": {"type": "null"},
+                                            "t\tx": {"type": "boolean"}},
+                             "required": ["d\"q"]})");
+  EXPECT_TRUE(Matches(s, R"({"d\"q": 1})"));
+  EXPECT_TRUE(Matches(s, R"({"d\"q": 1, "b\\": null, "t\tx": true})"));
+  EXPECT_FALSE(Matches(s, R"({"d\": 1})"));
+  EXPECT_FALSE(Matches(s, R"({"d": 1})"));
+  EXPECT_FALSE(Matches(s, R"({"d\"q": 1, "b\": null})"));
+}
+
 TEST(JsonMatcher, OptionalPropertiesAndAdditional) {
   const auto s = Compile(R"({"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
                              "additionalProperties": {"type": "null"}})");
