@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything cpmserve needs on a fresh Debian 12 machine (run as root, or with sudo).
 # Build tools, the libraries in DESIGN.md, numpy for the reference implementations, Pillow for
-# the image conformance checks, and the npm packages for the conformance tests (into
-# tests/conformance/node_modules).
+# the image conformance checks, jsonschema for the structured-outputs check, and the npm
+# packages for the conformance tests (into tests/conformance/node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config git
       libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
       libsentencepiece-dev sentencepiece libjpeg62-turbo-dev libpng-dev libwebp-dev
       libcurl4-openssl-dev zlib1g-dev libsimde-dev python3 python3-numpy python3-pil python3-jinja2
+      python3-jsonschema
       curl nodejs npm)
 
 missing=()

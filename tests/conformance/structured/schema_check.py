@@ -1,0 +1,82 @@
+"""Random JSON schemas of cpmserve's structured-outputs subset against a running server.
+
+usage: schema_check.py BASE_URL COUNT
+
+Each request asks the tiny model (random weights) for a reply under one random schema: types,
+length and item bounds, enums and consts, anyOf, nested objects with required and optional
+properties, odd property names (a quote, non-ASCII), additionalProperties of every kind,
+compact or free whitespace. Every reply that ends with "stop" must parse as JSON and satisfy
+its schema by the `jsonschema` package (draft 2020-12), the independent reference; replies cut
+by max_tokens are counted, not checked. Exits non-zero on the first failure, or when too few
+replies completed to mean anything.
+"""
+import json
+import random
+import sys
+import urllib.error
+import urllib.request
+
+import jsonschema
+
+
+def schema(rng, depth=0):
+    r = rng.random()
+    if depth > 2 or r < 0.25:
+        kind = rng.choice(["string", "integer", "number", "boolean", "null"])
+        s = {"type": kind}
+        if kind == "string" and rng.random() < 0.5:
+            s["maxLength"] = rng.randint(0, 4)
+            s["minLength"] = rng.randint(0, s["maxLength"])
+        return s
+    if r < 0.35:
+        return {"enum": rng.sample(["a", "bb", 1, 12, None, True, {"k": [1]}, "é"], rng.randint(1, 4))}
+    if r < 0.42:
+        return {"const": rng.choice(["x", 3, None, [1, "a"]])}
+    if r < 0.55:
+        return {"anyOf": [schema(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+    if r < 0.7:
+        low = rng.randint(0, 2)
+        return {"type": "array", "items": schema(rng, depth + 1), "minItems": low,
+                "maxItems": low + rng.randint(0, 2)}
+    names = rng.sample(["a", "b", "c", 'd"q', "é"], rng.randint(0, 3))
+    s = {"type": "object", "properties": {n: schema(rng, depth + 1) for n in names}}
+    if names:
+        s["required"] = rng.sample(names, rng.randint(0, len(names)))
+    if rng.random() < 0.3:
+        s["additionalProperties"] = rng.choice([False, True, schema(rng, depth + 1)])
+    return s
+
+
+def main():
+    base, count = sys.argv[1], int(sys.argv[2])
+    rng = random.Random(20261202)
+    done = 0
+    for i in range(count):
+        s = schema(rng)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "JSON, please"}],
+                "max_tokens": 120, "temperature": 1.0, "seed": i,
+                "structured_outputs": {"json": s, "disable_any_whitespace": rng.random() < 0.7}}
+        req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                choice = json.loads(r.read())["choices"][0]
+        except urllib.error.HTTPError as e:
+            print(f"HTTP {e.code} for schema {json.dumps(s)}: {e.read()[:300]!r}")
+            return 1
+        if choice["finish_reason"] != "stop":
+            continue
+        text = choice["message"]["content"]
+        try:
+            value = json.loads(text)
+            jsonschema.validate(value, s, cls=jsonschema.Draft202012Validator)
+        except (ValueError, jsonschema.ValidationError) as e:
+            print(f"reply {text!r} breaks schema {json.dumps(s)}: {e}")
+            return 1
+        done += 1
+    print(f"{done} of {count} replies complete, each valid under its schema")
+    return 0 if done >= count // 2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
