@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <memory>
+#include <utility>
 
 #include "structured/json_matcher.h"
 #include "structured/token_table.h"
@@ -28,7 +29,7 @@ const TokenTable& Table() {
       bytes[id] = t.TokenBytes(id);
       excluded[id] = t.IsAdded(id);
     }
-    table = std::make_unique<TokenTable>(bytes, excluded);
+    table = std::make_unique<TokenTable>(std::move(bytes), excluded);
   }
   return *table;
 }

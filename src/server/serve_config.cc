@@ -2,7 +2,6 @@
 #include "server/serve_config.h"
 
 #include <algorithm>
-
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>

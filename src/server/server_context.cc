@@ -1,5 +1,8 @@
-// Request ids, model-name checks and reply helpers shared by every handler.
+// Request ids, model-name checks, structured-output constraints and reply helpers shared by
+// every handler.
 #include "server/server_context.h"
+
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -34,7 +37,8 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
       bytes[id] = tokenizer->TokenBytes(id);
       excluded[id] = tokenizer->IsAdded(id);
     }
-    structured_tokens = std::make_shared<const structured::TokenTable>(bytes, excluded);
+    structured_tokens =
+        std::make_shared<const structured::TokenTable>(std::move(bytes), excluded);
   });
   auto c = std::make_shared<structured::Constraint>();
   c->schema = std::move(schema);

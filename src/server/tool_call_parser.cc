@@ -79,7 +79,6 @@ std::optional<double> PyFloat(std::string_view text) {
   return v;
 }
 
-
 // The longest proper prefix of `tag` that `text` ends with, not reaching before `from`.
 size_t PartialTagAtEnd(const std::string& text, size_t from, std::string_view tag) {
   for (size_t k = std::min(tag.size() - 1, text.size() - from); k > 0; --k) {

@@ -71,12 +71,11 @@ const AnyNodes& Any() {
 bool IsWhitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 
+// A number that may end here.
 bool Accepting(Phase p) {
   return p == Phase::kNumZero || p == Phase::kNumInt || p == Phase::kNumFrac ||
          p == Phase::kNumExp;
 }
-
-bool IsNumber(Phase p) { return p >= Phase::kNumMinus && p <= Phase::kNumExp; }
 
 }  // namespace
 
@@ -469,7 +468,10 @@ bool Matcher::Advance(std::string_view bytes) {
 
 bool Matcher::Accepts(std::string_view bytes) const {
   Matcher m = *this;
-  return m.Advance(bytes);
+  for (char c : bytes) {
+    if (!m.Step(static_cast<uint8_t>(c))) return false;
+  }
+  return true;
 }
 
 bool Matcher::Complete() const {
@@ -477,7 +479,7 @@ bool Matcher::Complete() const {
     const Frame& top = s.back();
     if (top.phase == Phase::kRootDone) return true;
     // A number at the root ends with the text.
-    if (s.size() == 2 && IsNumber(top.phase) && Accepting(top.phase)) return true;
+    if (s.size() == 2 && Accepting(top.phase)) return true;
   }
   return false;
 }

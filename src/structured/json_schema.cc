@@ -63,6 +63,18 @@ StatusOr<int64_t> Count(const Json& s, const char* key, const std::string& path,
   return it->get<int64_t>();
 }
 
+// A min / max pair of counts (minLength / maxLength, minItems / maxItems) into *min, *max:
+// 0 and -1 (no bound) when absent, max below min an error.
+Status Bounds(const Json& s, const char* min_key, const char* max_key, const std::string& path,
+              int64_t* min, int64_t* max) {
+  CPM_ASSIGN_OR_RETURN(*min, Count(s, min_key, path, 0));
+  CPM_ASSIGN_OR_RETURN(*max, Count(s, max_key, path, -1));
+  if (*max >= 0 && *max < *min) {
+    return Invalid(std::string("'") + max_key + "' < '" + min_key + "'", path);
+  }
+  return OkStatus();
+}
+
 std::string Escaped(const std::string& name) {
   const std::string quoted = Json(name).dump();
   return quoted.substr(1, quoted.size() - 2);
@@ -207,14 +219,7 @@ Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
   if (type == "array") return CompileArray(s, path, node);
   if (type == "string") {
     node->kind = Kind::kString;
-    auto min = Count(s, "minLength", path, 0);
-    if (!min.ok()) return min.status();
-    auto max = Count(s, "maxLength", path, -1);
-    if (!max.ok()) return max.status();
-    if (*max >= 0 && *max < *min) return Invalid("'maxLength' < 'minLength'", path);
-    node->min_length = *min;
-    node->max_length = *max;
-    return OkStatus();
+    return Bounds(s, "minLength", "maxLength", path, &node->min_length, &node->max_length);
   }
   static const std::map<std::string, Kind> kScalars = {{"number", Kind::kNumber},
                                                        {"integer", Kind::kInteger},
@@ -275,14 +280,7 @@ Status SchemaCompiler::CompileArray(const Json& s, const std::string& path, Sche
     if (!items.ok()) return items.status();
     node->items = *items;
   }
-  auto min = Count(s, "minItems", path, 0);
-  if (!min.ok()) return min.status();
-  auto max = Count(s, "maxItems", path, -1);
-  if (!max.ok()) return max.status();
-  if (*max >= 0 && *max < *min) return Invalid("'maxItems' < 'minItems'", path);
-  node->min_items = *min;
-  node->max_items = *max;
-  return OkStatus();
+  return Bounds(s, "minItems", "maxItems", path, &node->min_items, &node->max_items);
 }
 
 SchemaNode* Schema::NewNode(Kind kind) {

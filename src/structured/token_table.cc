@@ -1,6 +1,7 @@
 #include "structured/token_table.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "structured/utf8.h"
 
@@ -34,8 +35,9 @@ bool Plain(const std::string& b) {
 
 }  // namespace
 
-TokenTable::TokenTable(const std::vector<std::string>& bytes, const std::vector<bool>& excluded)
-    : size_(static_cast<int32_t>(bytes.size())), bytes_(bytes) {
+TokenTable::TokenTable(std::vector<std::string> token_bytes, const std::vector<bool>& excluded)
+    : size_(static_cast<int32_t>(token_bytes.size())), bytes_(std::move(token_bytes)) {
+  const std::vector<std::string>& bytes = bytes_;
   // Sorted by their bytes once, for both tries (Build).
   std::vector<int32_t> all, others;
   for (int32_t id = 0; id < size_; ++id) {

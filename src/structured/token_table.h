@@ -18,7 +18,7 @@ class TokenTable {
   // bytes[id]: what token `id` adds to decoded text. Excluded tokens (special and control
   // tokens, empty ones) are never allowed as text; the caller allows EOS when the text is
   // complete.
-  TokenTable(const std::vector<std::string>& bytes, const std::vector<bool>& excluded);
+  TokenTable(std::vector<std::string> bytes, const std::vector<bool>& excluded);
 
   int32_t size() const { return size_; }
   const std::string& bytes(int32_t id) const { return bytes_[id]; }
