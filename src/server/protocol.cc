@@ -122,7 +122,7 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
 }
 
 // response_format (OpenAI) or structured_outputs (vLLM) -> the schema the output must match.
-// Supported: json_object, json_schema / json, choice; regex, grammar and structural tags are a
+// Supported: json_object, json_schema / json, choice, regex; grammar and structural tags are a
 // 400, never ignored, so that a client never takes free text for a guaranteed format. The
 // legacy guided_* fields are ignored, as vLLM >= 0.12 does.
 Status ParseStructuredOutputs(JsonReader& r, const Json& j,
@@ -201,9 +201,12 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
       choices.push_back(c.get<std::string>());
     }
     CPM_ASSIGN_OR_RETURN(*out, structured::Schema::Choice(choices));
+  } else if (kinds[0] == "regex") {
+    if (!v.is_string()) return TypeError("structured_outputs.regex", "a string");
+    CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromRegex(v.get<std::string>()));
   } else {
     return InvalidArgument("structured_outputs." + kinds[0] + " is not supported by cpmserve " +
-                           "(json, choice and json_object are)");
+                           "(json, regex, choice and json_object are)");
   }
   return OkStatus();
 }

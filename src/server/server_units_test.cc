@@ -252,7 +252,10 @@ TEST(Protocol, StructuredOutputs) {
         R"("structured_outputs":{"choice":["a","b"]})",
         R"("structured_outputs":{"json":{"type":"array"},"disable_any_whitespace":true})",
         R"("structured_outputs":{"json":"{\"type\": \"string\"}"})",
-        R"("structured_outputs":{"json_object":true})"}) {
+        R"("structured_outputs":{"json_object":true})",
+        R"("structured_outputs":{"regex":"a+"})",
+        R"("response_format":{"type":"json_schema","json_schema":{
+            "schema":{"type":"string","pattern":"a"}}})"}) {
     auto c = chat(good);
     auto p = completion(good);
     ASSERT_TRUE(c.ok()) << good << ": " << c.status().message();
@@ -263,26 +266,30 @@ TEST(Protocol, StructuredOutputs) {
   for (const char* bad : {R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})",
                           R"("response_format":{"type":"structural_tag"})",
                           R"("response_format":"json")", R"("response_format":{})",
-                          R"("structured_outputs":{"regex":"a+"})",
+                          R"("structured_outputs":{"regex":"(a"})",
+                          R"("structured_outputs":{"regex":3})",
                           R"("structured_outputs":{"grammar":"root ::= "a""})",
                           R"("structured_outputs":{"choice":["a"],"json":{}})",
                           R"("structured_outputs":{})", R"("structured_outputs":{"json":"{"})",
                           R"("structured_outputs":{"choice":"a"})",
                           R"("response_format":{"type":"json_object"},"structured_outputs":{"json":{}})",
                           R"("response_format":{"type":"json_schema","json_schema":{
-                              "schema":{"type":"string","pattern":"a"}}})"}) {
+                              "schema":{"type":"string","pattern":"\\1"}}})"}) {
     for (auto r : {chat(bad).status(), completion(bad).status()}) {
       EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << bad;
     }
   }
-  EXPECT_NE(chat(R"("structured_outputs":{"regex":"a+"})").status().message().find(
-                "structured_outputs.regex is not supported"),
+  EXPECT_NE(chat(R"("structured_outputs":{"grammar":"root ::= \"a\""})").status().message().find(
+                "structured_outputs.grammar is not supported"),
+            std::string::npos);
+  EXPECT_NE(chat(R"x("structured_outputs":{"regex":"a(?=b)"})x").status().message().find(
+                "structured_outputs.regex: lookahead is not supported at offset 1"),
             std::string::npos);
   EXPECT_NE(chat(R"("response_format":{"type":"json_schema","json_schema":{
-                     "schema":{"type":"string","pattern":"a"}}})")
+                     "schema":{"type":"string","pattern":"\\1"}}})")
                 .status()
                 .message()
-                .find("'pattern' at '#'"),
+                .find("'pattern' (regex: backreferences are not supported at offset 0) at '#'"),
             std::string::npos);
 }
 

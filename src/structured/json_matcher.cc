@@ -1,6 +1,7 @@
 #include "structured/json_matcher.h"
 
 #include <cctype>
+#include <cstring>
 #include <utility>
 
 #include "structured/utf8.h"
@@ -35,6 +36,7 @@ enum class Matcher::Phase : uint8_t {
   kNumESign,
   kNumExp,
   kLiteral,    // in `literal`, count bytes matched
+  kRegex,      // raw text under node->pattern, `state` its automaton's
 };
 
 namespace {
@@ -101,7 +103,8 @@ void Matcher::PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out
     }
     if (s.size() >= kMaxDepth || out->size() >= kMaxStacks) continue;
     Stack t = s;
-    t.push_back(Frame{n, Phase::kValue});
+    t.push_back(Frame{n, n->kind == Kind::kRegex ? Phase::kRegex : Phase::kValue});
+    t.back().state = Regex::kStart;
     out->push_back(std::move(t));
   }
 }
@@ -129,6 +132,42 @@ bool Matcher::CanClose(const Frame& f) {
     if (props[j].required) return false;
   }
   return true;
+}
+
+// A string's pattern in state `s`, f.count characters counted (the one being read included):
+// a match can still end within maxLength and at or past minLength.
+bool Matcher::PatternViable(const Frame& f, int32_t s) {
+  if (s == Regex::kDead) return false;
+  const Regex& re = *f.node->pattern;
+  const int64_t max = f.node->max_length;
+  if (max >= 0 && f.count + int64_t{re.MinChars(s)} > max) return false;
+  return f.count + int64_t{re.MaxChars(s)} >= f.node->min_length;
+}
+
+bool Matcher::FeedPattern(Frame& f, uint8_t byte) {
+  if (f.node == nullptr || f.node->pattern == nullptr) return true;
+  const int32_t s = f.node->pattern->Next(f.state, byte);
+  if (!PatternViable(f, s)) return false;
+  f.state = s;
+  return true;
+}
+
+// In a patterned string, \u escapes are taken for U+0000-U+001F alone, which JSON must escape;
+// other characters are written as themselves (or \" \\ \/). Each digit keeps some viable
+// character in range.
+bool Matcher::ControlCharViable(const Frame& f, uint32_t lo, uint32_t hi) {
+  for (uint32_t cp = lo; cp <= hi && cp < 0x20; ++cp) {
+    if (PatternViable(f, f.node->pattern->Next(f.state, static_cast<uint8_t>(cp)))) return true;
+  }
+  return false;
+}
+
+bool Matcher::EscapeViable(const Frame& f) {
+  if (f.node == nullptr || f.node->pattern == nullptr) return true;
+  for (char c : std::string_view("\"\\/")) {
+    if (PatternViable(f, f.node->pattern->Next(f.state, static_cast<uint8_t>(c)))) return true;
+  }
+  return ControlCharViable(f, 0, 0x1F);
 }
 
 bool Matcher::MoreMembers(const Frame& f) {
@@ -252,7 +291,8 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
           }
           return;
         case Kind::kAnyOf:
-          return;  // expanded by PushValue
+        case Kind::kRegex:
+          return;  // expanded by PushValue; read in its own phase
       }
       return;
     }
@@ -352,7 +392,8 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       const int64_t min = f.node ? f.node->min_length : 0;
       const int64_t max = f.node ? f.node->max_length : -1;
       if (c == '"') {
-        if (f.count >= min) {
+        if (f.count >= min && (f.node == nullptr || f.node->pattern == nullptr ||
+                               f.node->pattern->Accepting(f.state))) {
           Pop(s);
           out->push_back(std::move(s));
         }
@@ -365,7 +406,12 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       if (!lead.valid) return;
       if (max >= 0 && f.count >= max) return;
       ++f.count;
-      if (c == '\\') f.phase = Phase::kStrEscape;
+      if (c == '\\') {
+        if (!EscapeViable(f)) return;
+        f.phase = Phase::kStrEscape;  // its character goes to the pattern once decoded
+        return keep();
+      }
+      if (!FeedPattern(f, c)) return;
       if (lead.more > 0) {
         f.phase = Phase::kStrUtf8;
         f.aux = lead.more;
@@ -374,26 +420,40 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       return keep();
     }
     case Phase::kStrUtf8:
-      if (c < (f.candidates & 0xff) || c > (f.candidates >> 8)) return;
+      if (c < (f.candidates & 0xff) || c > (f.candidates >> 8) || !FeedPattern(f, c)) return;
       f.candidates = 0x80 | uint64_t{0xbf} << 8;
       if (--f.aux == 0) f.phase = Phase::kStr;
       return keep();
-    case Phase::kStrEscape:
+    case Phase::kStrEscape: {
+      const bool patterned = f.node != nullptr && f.node->pattern != nullptr;
       if (c == 'u') {
+        if (patterned && !ControlCharViable(f, 0, 0x1F)) return;
         f.phase = Phase::kStrHex;
         f.aux = 0;
+        f.candidates = 0;
         return keep();
       }
-      if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
-          c == 't') {
-        f.phase = Phase::kStr;
-        return keep();
-      }
-      return;
-    case Phase::kStrHex:
-      if (!std::isxdigit(c)) return;
-      if (++f.aux == 4) f.phase = Phase::kStr;
+      const char* escapes = "\"\\/bfnrt";
+      const char* decoded = "\"\\/\b\f\n\r\t";
+      const char* e = c != 0 ? std::strchr(escapes, c) : nullptr;
+      if (e == nullptr || !FeedPattern(f, static_cast<uint8_t>(decoded[e - escapes]))) return;
+      f.phase = Phase::kStr;
       return keep();
+    }
+    case Phase::kStrHex: {
+      if (!std::isxdigit(c)) return;
+      f.candidates = f.candidates << 4 | (IsDigit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
+      ++f.aux;
+      if (f.node != nullptr && f.node->pattern != nullptr) {
+        // The code points the digits so far allow, [candidates · 16^rest, + 16^rest).
+        const int rest = 4 - f.aux;
+        const uint32_t lo = static_cast<uint32_t>(f.candidates) << (4 * rest);
+        if (!ControlCharViable(f, lo, lo + (1u << (4 * rest)) - 1)) return;
+        if (rest == 0) FeedPattern(f, static_cast<uint8_t>(lo));
+      }
+      if (f.aux == 4) f.phase = Phase::kStr;
+      return keep();
+    }
     case Phase::kNumMinus:
       if (c == '0') f.phase = Phase::kNumZero;
       else if (IsDigit(c)) f.phase = Phase::kNumInt;
@@ -437,6 +497,10 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
     case Phase::kNumExp:
       if (IsDigit(c)) return keep();
       return end_number();
+    case Phase::kRegex:
+      f.state = f.node->pattern->Next(f.state, c);
+      if (f.state == Regex::kDead) return;
+      return keep();
     case Phase::kLiteral:
       if (static_cast<uint8_t>((*f.literal)[f.count]) != c) return;
       if (static_cast<size_t>(++f.count) == f.literal->size()) Pop(s);
@@ -478,8 +542,9 @@ bool Matcher::Complete() const {
   for (const Stack& s : stacks_) {
     const Frame& top = s.back();
     if (top.phase == Phase::kRootDone) return true;
-    // A number at the root ends with the text.
+    // A number at the root ends with the text; so does a regex's.
     if (s.size() == 2 && Accepting(top.phase)) return true;
+    if (top.phase == Phase::kRegex && top.node->pattern->Accepting(top.state)) return true;
   }
   return false;
 }
@@ -488,11 +553,18 @@ bool Matcher::InFreeString() const {
   if (stacks_.empty()) return false;
   for (const Stack& s : stacks_) {
     const Frame& top = s.back();
-    if (top.phase != Phase::kStr || (top.node != nullptr && top.node->max_length >= 0)) {
+    if (top.phase != Phase::kStr ||
+        (top.node != nullptr && (top.node->max_length >= 0 || top.node->pattern != nullptr))) {
       return false;
     }
   }
   return true;
+}
+
+const Regex* Matcher::RawRegex(int32_t* state) const {
+  if (stacks_.size() != 1 || stacks_[0].back().phase != Phase::kRegex) return nullptr;
+  *state = stacks_[0].back().state;
+  return stacks_[0].back().node->pattern.get();
 }
 
 }  // namespace cpm::structured

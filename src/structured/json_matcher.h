@@ -38,6 +38,9 @@ class Matcher {
   // escape or a UTF-8 sequence): any whole UTF-8 text without '"', '\' or control bytes keeps
   // every reading alive.
   bool InFreeString() const;
+  // The text is raw text under a regex (Schema::FromRegex): its automaton and state, which is
+  // all there is to the matcher's state then. Null otherwise.
+  const Regex* RawRegex(int32_t* state) const;
 
   enum class Phase : uint8_t;
   struct Frame {
@@ -47,7 +50,10 @@ class Matcher {
     int32_t count = 0;               // object: next property; array: items; string: chars;
                                      // literal: bytes matched; declared key: bytes matched
     int32_t aux = 0;                 // \u hex digits; object: the chosen property (-1: other)
-    uint64_t candidates = 0;         // declared key: properties whose name it may still be
+    int32_t state = 0;               // regex: its automaton's state; string: its pattern's
+    uint64_t candidates = 0;         // declared key: properties whose name it may still be;
+                                     // \u escape: the code point so far; UTF-8: next byte's
+                                     // range
     const std::string* literal = nullptr;
   };
   using Stack = std::vector<Frame>;
@@ -63,6 +69,11 @@ class Matcher {
   void BeginKey(Stack s, std::vector<Stack>* out) const;
   static bool CanClose(const Frame& f);
   static bool MoreMembers(const Frame& f);
+  // Feeds one byte of a string's value to its pattern, if it has one; false if refused.
+  static bool FeedPattern(Frame& f, uint8_t byte);
+  static bool PatternViable(const Frame& f, int32_t state);
+  static bool ControlCharViable(const Frame& f, uint32_t lo, uint32_t hi);
+  static bool EscapeViable(const Frame& f);
 
   std::shared_ptr<const Schema> schema_;
   std::vector<Stack> stacks_;

@@ -41,7 +41,7 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kSupported = {
     "type",     "properties", "required", "additionalProperties", "items",  "minItems",
     "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
-    "oneOf",    "$ref"};
+    "oneOf",    "$ref",       "pattern"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -190,7 +190,7 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
       implied = "object";
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
       implied = "array";
-    } else if (s.contains("minLength") || s.contains("maxLength")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
       implied = "string";
     }
     if (implied.empty()) {
@@ -219,7 +219,22 @@ Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
   if (type == "array") return CompileArray(s, path, node);
   if (type == "string") {
     node->kind = Kind::kString;
-    return Bounds(s, "minLength", "maxLength", path, &node->min_length, &node->max_length);
+    if (auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) return Invalid("'pattern' must be a string", path);
+      auto re = Regex::Compile(it->get<std::string>());
+      if (!re.ok()) return Invalid("'pattern' (" + re.status().message() + ")", path);
+      node->pattern = *re;
+    }
+    CPM_RETURN_IF_ERROR(
+        Bounds(s, "minLength", "maxLength", path, &node->min_length, &node->max_length));
+    if (const Regex* re = node->pattern.get(); re != nullptr) {
+      const int64_t fewest = re->MinChars(Regex::kStart), most = re->MaxChars(Regex::kStart);
+      if ((node->max_length >= 0 && fewest > node->max_length) || most < node->min_length) {
+        return Unsupported("'pattern' with these minLength / maxLength (no string has both)",
+                           path);
+      }
+    }
+    return OkStatus();
   }
   static const std::map<std::string, Kind> kScalars = {{"number", Kind::kNumber},
                                                        {"integer", Kind::kInteger},
@@ -317,6 +332,17 @@ StatusOr<std::shared_ptr<const Schema>> Schema::Choice(const std::vector<std::st
   auto schema = std::shared_ptr<Schema>(new Schema());
   SchemaNode* root = schema->NewNode(Kind::kLiterals);
   root->literals = choices;
+  schema->root_ = root;
+  schema->json_ = false;
+  return std::shared_ptr<const Schema>(std::move(schema));
+}
+
+StatusOr<std::shared_ptr<const Schema>> Schema::FromRegex(std::string_view pattern) {
+  auto re = Regex::Compile(pattern);
+  if (!re.ok()) return InvalidArgument("structured_outputs." + re.status().message());
+  auto schema = std::shared_ptr<Schema>(new Schema());
+  SchemaNode* root = schema->NewNode(Kind::kRegex);
+  root->pattern = *re;
   schema->root_ = root;
   schema->json_ = false;
   return std::shared_ptr<const Schema>(std::move(schema));

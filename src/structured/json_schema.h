@@ -1,12 +1,14 @@
 // JSON Schema compiled for constrained decoding (vLLM's structured outputs: response_format
-// json_object / json_schema, structured_outputs json / choice / json_object): a tree of nodes
-// that the matcher (json_matcher.h) walks byte by byte.
+// json_object / json_schema, structured_outputs json / choice / json_object / regex): a tree of
+// nodes that the matcher (json_matcher.h) walks byte by byte. A regex constraint is a schema of
+// one node that is not JSON: the text itself must match.
 //
 // The subset: type (one or a list), properties / required / additionalProperties, items /
-// minItems / maxItems, minLength / maxLength, enum, const, anyOf / oneOf (as anyOf: exclusivity
-// is not enforced), $ref to local definitions (#/$defs/..., #/definitions/..., recursion
-// allowed). Annotations (title, description, default, examples, ...) are ignored; any other
-// keyword that constrains values (pattern, format, minimum, ...) is an error, so that a client
+// minItems / maxItems, minLength / maxLength, pattern (regex.h: the whole string value must
+// match, as xgrammar and llguidance anchor it), enum, const, anyOf / oneOf (as anyOf:
+// exclusivity is not enforced), $ref to local definitions (#/$defs/..., #/definitions/...,
+// recursion allowed). Annotations (title, description, default, examples, ...) are ignored; any
+// other keyword that constrains values (format, minimum, ...) is an error, so that a client
 // never gets output that the schema it sent would reject. As xgrammar's strict mode (vLLM's
 // default backend): properties come in the schema's order (optional ones may be left out), and
 // an object with declared properties takes no others unless additionalProperties says so.
@@ -15,11 +17,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "structured/regex.h"
 
 namespace cpm::structured {
 
@@ -34,6 +38,7 @@ enum class Kind : uint8_t {
   kNull,
   kLiterals,  // one of the serialized values in `literals` (enum, const, choice)
   kAnyOf,     // one of `options`
+  kRegex,     // raw text (not JSON) that `pattern` matches whole (structured_outputs regex)
 };
 
 struct SchemaNode;
@@ -55,6 +60,9 @@ struct SchemaNode {
   int64_t min_items = 0, max_items = -1;
   // kString: length bounds in characters (an escape sequence is one; max -1: none).
   int64_t min_length = 0, max_length = -1;
+  // kString: what the value (its characters, escapes decoded) must match, if set; kRegex: the
+  // text.
+  std::shared_ptr<const Regex> pattern;
   // kLiterals: the exact bytes of each alternative.
   std::vector<std::string> literals;
   // kAnyOf.
@@ -78,9 +86,12 @@ class Schema {
   static std::shared_ptr<const Schema> AnyObject(int max_whitespace = kMaxWhitespace);
   // Exactly one of `choices`, as raw text (structured_outputs choice): no quotes, no whitespace.
   static StatusOr<std::shared_ptr<const Schema>> Choice(const std::vector<std::string>& choices);
+  // Raw text that `pattern` matches whole (structured_outputs regex).
+  static StatusOr<std::shared_ptr<const Schema>> FromRegex(std::string_view pattern);
 
   const SchemaNode* root() const { return root_; }
-  // JSON text: whitespace may surround values. Raw text (Choice): only the bytes themselves.
+  // JSON text: whitespace may surround values. Raw text (Choice, FromRegex): only the bytes
+  // themselves.
   bool json() const { return json_; }
   // Whitespace bytes in a row that JSON text may have between tokens (0 for raw text).
   int max_whitespace() const { return json_ ? max_whitespace_ : 0; }

@@ -9,6 +9,7 @@
 
 #include "structured/json_matcher.h"
 #include "structured/json_schema.h"
+#include "structured/regex.h"
 #include "structured/token_table.h"
 
 namespace cpm::structured {
@@ -34,7 +35,10 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
     EXPECT_FALSE(s.ok()) << schema;
     return s.ok() ? std::string() : s.status().message();
   };
-  EXPECT_NE(error(R"({"type": "string", "pattern": "^a+$"})").find("'pattern' at '#'"),
+  EXPECT_NE(error(R"({"type": "string", "pattern": "(a"})")
+                .find("'pattern' (regex: missing ), unterminated subpattern at offset 0) at '#'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "integer", "minimum": 3})").find("'minimum' at '#'"),
             std::string::npos);
   EXPECT_NE(error(R"({"properties": {"d": {"type": "string", "format": "date"}}})")
                 .find("'format' at '#/properties/d'"),
@@ -264,6 +268,119 @@ TEST(JsonMatcher, AgreesWithJsonParser) {
 }
 
 // The mask equals trying every token's bytes, in every state a random walk reaches.
+TEST(JsonMatcher, PatternStrings) {
+  // The value, escapes decoded, must match the whole pattern. \u escapes are taken for control
+  // characters only; others are written as themselves.
+  const auto s = Compile(R"({"type": "string", "pattern": "[a-c]+\"?é\n?", "maxLength": 6})");
+  for (const char* yes : {R"("abé")", R"("ab\"é")", R"("cé\u000A")", R"("bé\n")"}) {
+    EXPECT_TRUE(Matches(s, yes)) << yes;
+  }
+  for (const char* no : {R"("ab")", R"("é")", R"("abé\n\n")", R"("ab\\é")", R"("abcdeé\n")",
+                         R"("a\u0062é")", R"("ab\ud83d")"}) {
+    EXPECT_FALSE(Matches(s, no)) << no;
+  }
+  // The pattern refuses a byte at once, not at the closing quote: an escape none of whose
+  // characters fits, a \u escape past what the digits allow.
+  Matcher m(s);
+  EXPECT_TRUE(m.Advance("\"ab"));
+  EXPECT_FALSE(m.Accepts("d"));
+  EXPECT_FALSE(m.Accepts("\""));
+  EXPECT_TRUE(m.Accepts("\\\""));
+  EXPECT_FALSE(m.Accepts("\\t"));
+  EXPECT_FALSE(m.InFreeString());
+  const auto tab = Compile(R"({"pattern": "a\tb"})");
+  EXPECT_TRUE(Matches(tab, R"("a\tb")"));
+  EXPECT_TRUE(Matches(tab, R"("a\u0009b")"));
+  Matcher t(tab);
+  EXPECT_TRUE(t.Advance("\"a\\u00"));
+  EXPECT_FALSE(t.Accepts("1"));  // U+001x: no tab among them
+  EXPECT_TRUE(t.Accepts("0"));
+  const auto letters = Compile(R"({"pattern": "[a-c]+"})");
+  EXPECT_FALSE(Matcher(letters).Accepts("\"a\\"));  // no escape's character fits
+  // With length bounds: no character after which the value cannot end within them.
+  const auto most3 = Compile(R"({"pattern": "ab|cdefgh", "maxLength": 3})");
+  EXPECT_TRUE(Matches(most3, R"("ab")"));
+  EXPECT_FALSE(Matcher(most3).Accepts("\"c"));
+  const auto least3 = Compile(R"({"pattern": "a|bbbb", "minLength": 3})");
+  EXPECT_TRUE(Matches(least3, R"("bbbb")"));
+  EXPECT_FALSE(Matcher(least3).Accepts("\"a"));
+  EXPECT_NE(Schema::FromJsonSchema(Json::parse(R"({"pattern": "a{5}", "maxLength": 4})"))
+                .status()
+                .message()
+                .find("no string"),
+            std::string::npos);
+  // Untyped with a pattern: a string; inside objects as anywhere.
+  const auto o = Compile(R"({"properties": {"id": {"pattern": "^[0-9]{3}$"}}, "required": ["id"]})");
+  EXPECT_TRUE(Matches(o, R"({"id": "042"})"));
+  EXPECT_FALSE(Matches(o, R"({"id": "42"})"));
+  EXPECT_FALSE(Matches(o, R"({"id": 42})"));
+}
+
+TEST(JsonMatcher, RegexText) {
+  auto re = Schema::FromRegex(R"((yes|no)\.( [A-Z][a-z]*)*)");
+  ASSERT_TRUE(re.ok());
+  EXPECT_FALSE((*re)->json());
+  EXPECT_TRUE(Matches(*re, "yes."));
+  EXPECT_TRUE(Matches(*re, "no. Fine Thanks"));
+  EXPECT_FALSE(Matches(*re, "\"yes.\""));
+  EXPECT_FALSE(Matches(*re, " yes."));
+  EXPECT_FALSE(Matches(*re, "yes. fine"));
+  Matcher m(*re);
+  EXPECT_FALSE(m.Complete());
+  EXPECT_TRUE(m.Advance("yes."));
+  EXPECT_TRUE(m.Complete());
+  int32_t state = -5;
+  EXPECT_NE(m.RawRegex(&state), nullptr);
+  EXPECT_GE(state, 0);
+  EXPECT_NE(Schema::FromRegex("(?=x)").status().message().find(
+                "structured_outputs.regex: lookahead is not supported"),
+            std::string::npos);
+}
+
+// Generated texts of a schema with patterned strings: JSON whose values match the patterns,
+// and never a dead end on the way (some byte goes on, or the text is complete).
+TEST(JsonMatcher, PatternWalksGiveMatchingValues) {
+  const char* kPattern = R"([a\-"\\/é\n]{1,4}(x|\u4e2d)?)";
+  const auto schema = Compile(std::string(R"({"type": "array", "items": {"type": "string",
+      "pattern": )") + Json(kPattern).dump() + R"(, "maxLength": 3}})");
+  const auto re = *Regex::Compile(kPattern);
+  const std::vector<std::string> pieces = {
+      "[",  "]",       ",",  "\"",       "a",    "-",  "\\\"",  "\\\\", "\\/",    "/",
+      "é",  "\\u00e9", "\\n", "x",        "中",   "\\u4e2d", "\\u0061", "\\t", " ",
+      "b",  "\n",      "\\u000a", "\\u00", "0a", "\\u001", "\\", "\xe4", "\xb8\xad"};
+  std::mt19937 rng(11);
+  int complete = 0;
+  for (int walk = 0; walk < 600; ++walk) {
+    Matcher m(schema);
+    std::string text;
+    for (int step = 0; step < 40 && !(m.Complete() && rng() % 3 == 0); ++step) {
+      bool goes_on = m.Complete();
+      for (int b = 0; b < 256 && !goes_on; ++b) goes_on = m.Accepts(std::string(1, char(b)));
+      ASSERT_TRUE(goes_on) << "dead end after " << text;
+      std::vector<const std::string*> ok;
+      for (const std::string& p : pieces) {
+        if (m.Accepts(p)) ok.push_back(&p);
+      }
+      if (ok.empty()) break;
+      const std::string& p = *ok[rng() % ok.size()];
+      ASSERT_TRUE(m.Advance(p));
+      text += p;
+    }
+    if (!m.Complete()) continue;
+    ++complete;
+    const Json doc = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << text;
+    for (const Json& v : doc) {
+      const std::string value = v.get<std::string>();
+      ASSERT_TRUE(re->Matches(value)) << text;
+      int chars = 0;
+      for (char ch : value) chars += (static_cast<uint8_t>(ch) & 0xC0) != 0x80;
+      ASSERT_LE(chars, 3) << text;  // maxLength
+    }
+  }
+  EXPECT_GT(complete, 100);
+}
+
 TEST(TokenTable, AllowedEqualsTryingEveryToken) {
   const std::vector<std::string> bytes = {
       "{", "}", "\"", "a", "\"a\"", ":", "1", " ", "{\"", "ab\"", "\\", "x", "\":", "\",", ",",
@@ -273,14 +390,20 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
   std::vector<bool> excluded(bytes.size(), false);
   excluded[29] = true;  // a special token
   const TokenTable table(bytes, excluded);
-  const auto schema = Compile(R"({"type": "object",
+  const auto json = Compile(R"({"type": "object",
       "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                     "code": {"pattern": "[a-c]+é?"},
                      "tags": {"type": "array", "items": {}}},
       "required": ["name"], "additionalProperties": true})");
+  // Raw text under a regex takes the automaton's own walk (Matcher::RawRegex).
+  const auto regex = *Schema::FromRegex(R"((ab|"é|\d{2})+\n?(null|tr[aeiu]e)?)");
   std::mt19937 rng(3);
-  int walks_with_free_strings = 0;
-  for (int walk = 0; walk < 200; ++walk) {
-    Matcher m(schema);
+  int walks_with_free_strings = 0, regex_steps = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    const bool raw = walk % 3 == 2;
+    Matcher m(raw ? regex : json);
+    int32_t state = 0;
+    regex_steps += m.RawRegex(&state) != nullptr;
     for (int step = 0; step < 30; ++step) {
       std::vector<uint8_t> allowed;
       table.Allowed(m, &allowed);
@@ -295,7 +418,8 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
       ASSERT_TRUE(m.Advance(bytes[ok[rng() % ok.size()]]));
     }
   }
-  EXPECT_GT(walks_with_free_strings, 50);  // the shortcut path was exercised
+  EXPECT_GT(walks_with_free_strings, 50);  // the shortcut paths were exercised
+  EXPECT_GE(regex_steps, 100);
 }
 
 }  // namespace

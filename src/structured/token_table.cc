@@ -94,9 +94,26 @@ void TokenTable::Visit(const Trie& t, uint32_t node, const Matcher& m,
   }
 }
 
+// The same walk as Visit's with the automaton's state for the matcher (Matcher::RawRegex).
+void TokenTable::VisitRegex(const Trie& t, uint32_t node, const Regex& re, int32_t state,
+                            std::vector<uint8_t>* allowed) {
+  const Node& n = t.nodes[node];
+  for (uint32_t i = 0; i < n.num_ends; ++i) (*allowed)[t.ends[n.first_end + i]] = 1;
+  for (uint32_t e = 0; e < n.num_edges; ++e) {
+    const Edge& edge = t.edges[n.first_edge + e];
+    const int32_t next = re.Next(state, edge.byte);
+    if (next != Regex::kDead) VisitRegex(t, edge.child, re, next, allowed);
+  }
+}
+
 void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
   allowed->assign(static_cast<size_t>(size_), 0);
   if (m.Dead()) return;
+  int32_t state = 0;
+  if (const Regex* re = m.RawRegex(&state)) {
+    VisitRegex(all_, 0, *re, state, allowed);
+    return;
+  }
   if (m.InFreeString()) {
     for (int32_t id : plain_) (*allowed)[id] = 1;
     Visit(others_, 0, m, allowed);

@@ -2,7 +2,8 @@
 // tokens a Matcher takes next (the mask of constrained decoding). Tokens that share a prefix
 // share its steps, and a prefix the matcher rejects prunes all of them. Inside a string of
 // unbounded length, which is most of a JSON document's bytes, the tokens without '"', '\' or
-// control bytes are taken whole without a walk, and only the others are tried.
+// control bytes are taken whole without a walk, and only the others are tried. Under a regex
+// (raw text) the walk steps the regex's automaton alone, a table lookup per byte.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,8 @@ class TokenTable {
   // The trie of `sorted` (token ids in the order of their bytes).
   static Trie Build(const std::vector<std::string>& bytes, const std::vector<int32_t>& sorted);
   static void Visit(const Trie& t, uint32_t node, const Matcher& m, std::vector<uint8_t>* allowed);
+  static void VisitRegex(const Trie& t, uint32_t node, const Regex& re, int32_t state,
+                         std::vector<uint8_t>* allowed);
 
   int32_t size_;
   std::vector<std::string> bytes_;

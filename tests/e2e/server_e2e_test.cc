@@ -359,13 +359,32 @@ TEST_F(ServerE2E, StructuredOutputsFollowTheSchema) {
   if (obj["choices"][0]["finish_reason"] == "stop") {
     EXPECT_TRUE(Json::parse(o, nullptr, false).is_object()) << o;
   }
+  // A regex: the whole reply matches it (std::regex, ECMAScript, as the reference), streamed
+  // or not; nothing but the end of generation once it can take no more.
+  const std::string pattern = R"((yes|no), [0-9]{1,3}( units)?\.)";
+  const std::regex reference(pattern);
+  for (int seed = 0; seed < 4; ++seed) {
+    const Json body = {{"messages", {{{"role", "user"}, {"content", "How many?"}}}},
+                       {"temperature", 1.0}, {"seed", seed}, {"max_tokens", 30},
+                       {"structured_outputs", {{"regex", pattern}}}};
+    const Json r = Chat(body);
+    const std::string answer = r["choices"][0]["message"]["content"];
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << answer;
+    EXPECT_TRUE(std::regex_match(answer, reference)) << answer;
+  }
   // What cannot be enforced is an error, not free text.
   int status = 0;
   Json err = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                   {"structured_outputs", {{"regex", "[a-z]+"}}}},
+                   {"structured_outputs", {{"grammar", "root ::= [a-z]+"}}}},
                   &status);
   EXPECT_EQ(status, 400);
-  EXPECT_NE(err["error"]["message"].get<std::string>().find("regex is not supported"),
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("grammar is not supported"),
+            std::string::npos);
+  err = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+              {"structured_outputs", {{"regex", "(a|b"}}}},
+             &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("missing ), unterminated"),
             std::string::npos);
 }
 

@@ -1,17 +1,19 @@
-"""Random JSON schemas of cpmserve's structured-outputs subset against a running server.
+"""Random JSON schemas and regexes of cpmserve's structured outputs against a running server.
 
 usage: schema_check.py BASE_URL COUNT
 
 Each request asks the tiny model (random weights) for a reply under one random schema: types,
-length and item bounds, enums and consts, anyOf, nested objects with required and optional
-properties, odd property names (a quote, non-ASCII), additionalProperties of every kind,
-compact or free whitespace. Every reply that ends with "stop" must parse as JSON and satisfy
-its schema by the `jsonschema` package (draft 2020-12), the independent reference; replies cut
-by max_tokens are counted, not checked. Exits non-zero on the first failure, or when too few
-replies completed to mean anything.
+length and item bounds, string patterns, enums and consts, anyOf, nested objects with required
+and optional properties, odd property names (a quote, non-ASCII), additionalProperties of every
+kind, compact or free whitespace. Every reply that ends with "stop" must parse as JSON and
+satisfy its schema by the `jsonschema` package (draft 2020-12), the independent reference.
+Then COUNT / 4 requests under a random regex (structured_outputs regex), each complete reply
+checked by Python's `re.fullmatch`. Replies cut by max_tokens are counted, not checked. Exits
+non-zero on the first failure, or when too few replies completed to mean anything.
 """
 import json
 import random
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -19,14 +21,25 @@ import urllib.request
 import jsonschema
 
 
+# Patterns that mean the same to Python's re and to cpmserve (no '.', whose newline differs; the
+# whole text is matched, which implies the search that JSON Schema's pattern asks for).
+PATTERNS = [r"^[a-c]{1,3}$", r"[0-9]{2}-[a-z]+", r"(yes|no)!?", r"é+x?", r"a\.b|\d+",
+            r"[^\"\\]{0,3}", r'q"\\?', r"(?:[A-Z][a-z]*)( [A-Z][a-z]*)*", r"\w{2,4}\s?",
+            r"\n?[\u4e2d\u6587]{1,2}"]
+
+
 def schema(rng, depth=0):
     r = rng.random()
     if depth > 2 or r < 0.25:
         kind = rng.choice(["string", "integer", "number", "boolean", "null"])
         s = {"type": kind}
+        patterned = kind == "string" and rng.random() < 0.4
+        if patterned:
+            s["pattern"] = rng.choice(PATTERNS)
         if kind == "string" and rng.random() < 0.5:
-            s["maxLength"] = rng.randint(0, 4)
-            s["minLength"] = rng.randint(0, s["maxLength"])
+            # Bounds every pattern meets (each matches strings of 1 to 4 characters).
+            s["maxLength"] = rng.randint(4, 6) if patterned else rng.randint(0, 4)
+            s["minLength"] = rng.randint(0, 1 if patterned else s["maxLength"])
         return s
     if r < 0.35:
         return {"enum": rng.sample(["a", "bb", 1, 12, None, True, {"k": [1]}, "é"], rng.randint(1, 4))}
@@ -75,7 +88,31 @@ def main():
             return 1
         done += 1
     print(f"{done} of {count} replies complete, each valid under its schema")
-    return 0 if done >= count // 2 else 1
+    if done < count // 2:
+        return 1
+    done_regex = 0
+    for i in range(count // 4):
+        pattern = rng.choice(PATTERNS)
+        if not pattern.endswith("$"):
+            pattern += rng.choice(["", r"(, \d{1,2})*", r"[.?]"])
+        body = {"model": "tiny", "prompt": "Say", "max_tokens": 40, "temperature": 1.0,
+                "seed": i, "structured_outputs": {"regex": pattern}}
+        req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                choice = json.loads(r.read())["choices"][0]
+        except urllib.error.HTTPError as e:
+            print(f"HTTP {e.code} for regex {pattern!r}: {e.read()[:300]!r}")
+            return 1
+        if choice["finish_reason"] != "stop":
+            continue
+        if not re.fullmatch(pattern, choice["text"]):
+            print(f"reply {choice['text']!r} does not match regex {pattern!r}")
+            return 1
+        done_regex += 1
+    print(f"{done_regex} of {count // 4} regex replies complete, each a full match")
+    return 0 if done_regex >= count // 8 else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+// Regex: a regular expression (syntax: regex_parser.h) compiled to a deterministic automaton
+// over UTF-8 bytes, for constrained decoding: structured_outputs regex (the whole output) and
+// JSON Schema "pattern" (a string's value). The whole text must match — xgrammar, vLLM's
+// default backend, and llguidance both anchor patterns so.
+//
+// Each state knows whether some continuation can still match: a byte after which none can is
+// refused (Next gives kDead), so a token mask never lets generation into a dead end. Only
+// well-formed UTF-8 (no overlong forms or surrogates) is ever accepted; a token may end inside
+// a character.
+#pragma once
+
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cpm::structured {
+
+class Regex {
+ public:
+  // Errors: the pattern's syntax, or an automaton beyond the bounds below ("regex: ...").
+  static StatusOr<std::shared_ptr<const Regex>> Compile(std::string_view pattern);
+
+  static constexpr int32_t kStart = 0;
+  static constexpr int32_t kDead = -1;
+
+  // The state after `byte`, or kDead if no text that continues so can match.
+  int32_t Next(int32_t state, uint8_t byte) const {
+    return next_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
+  }
+  // The text read so far matches.
+  bool Accepting(int32_t state) const { return accepting_[state] != 0; }
+  // The whole of `text` matches.
+  bool Matches(std::string_view text) const;
+  // Fewest and most characters (UTF-8 lead bytes) that can still come before a match ends,
+  // from a live state; kUnbounded when a loop allows any number. JSON Schema strings check
+  // minLength / maxLength against them, so that a pattern never leads into a dead end.
+  static constexpr int32_t kUnbounded = INT32_MAX;
+  int32_t MinChars(int32_t state) const { return min_chars_[state]; }
+  int32_t MaxChars(int32_t state) const { return max_chars_[state]; }
+  int32_t num_states() const { return static_cast<int32_t>(accepting_.size()); }
+
+ private:
+  std::array<uint8_t, 256> class_of_{};  // bytes that every state treats alike share a class
+  int32_t num_classes_ = 0;
+  std::vector<int32_t> next_;            // [state][class]
+  std::vector<uint8_t> accepting_;       // [state]
+  std::vector<int32_t> min_chars_, max_chars_;  // [state]
+};
+
+// Bounds on a request's automata (patterns such as (a{1000}){1000} are refused, not built).
+constexpr int32_t kMaxRegexNfaStates = 200000;
+constexpr int32_t kMaxRegexDfaStates = 10000;
+
+}  // namespace cpm::structured
