@@ -170,6 +170,36 @@ bool Matcher::EscapeViable(const Frame& f) {
   return ControlCharViable(f, 0, 0x1F);
 }
 
+bool Matcher::StepStringByte(Frame& f, uint8_t c) {
+  if (f.phase == Phase::kStrUtf8) {
+    if (c < (f.candidates & 0xff) || c > (f.candidates >> 8) || !FeedPattern(f, c)) return false;
+    f.candidates = 0x80 | uint64_t{0xbf} << 8;
+    if (--f.aux == 0) f.phase = Phase::kStr;
+    return true;
+  }
+  // A character: ASCII, or the lead byte of a well-formed UTF-8 sequence (RFC 3629: no
+  // overlong forms, surrogates or code points past U+10FFFF), whose other bytes follow.
+  const Utf8Lead lead = LeadByte(c);
+  if (f.phase != Phase::kStr || !lead.valid) return false;
+  if (f.node != nullptr && f.node->max_length >= 0 && f.count >= f.node->max_length) {
+    return false;
+  }
+  ++f.count;
+  if (!FeedPattern(f, c)) return false;
+  if (lead.more > 0) {
+    f.phase = Phase::kStrUtf8;
+    f.aux = lead.more;
+    f.candidates = lead.lo | uint64_t{lead.hi} << 8;
+  }
+  return true;
+}
+
+const Frame* Matcher::InString() const {
+  if (stacks_.size() != 1) return nullptr;
+  const Frame& top = stacks_[0].back();
+  return top.phase == Phase::kStr || top.phase == Phase::kStrUtf8 ? &top : nullptr;
+}
+
 bool Matcher::MoreMembers(const Frame& f) {
   return static_cast<size_t>(f.count) < f.node->properties.size() || f.node->additional;
 }
@@ -400,30 +430,19 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         return;
       }
       if (c < 0x20) return;
-      // A character: ASCII, or the lead byte of a well-formed UTF-8 sequence (RFC 3629: no
-      // overlong forms, surrogates or code points past U+10FFFF), whose other bytes follow.
-      const Utf8Lead lead = LeadByte(c);
-      if (!lead.valid) return;
-      if (max >= 0 && f.count >= max) return;
-      ++f.count;
       if (c == '\\') {
+        if (max >= 0 && f.count >= max) return;
+        ++f.count;
         if (!EscapeViable(f)) return;
         f.phase = Phase::kStrEscape;  // its character goes to the pattern once decoded
         return keep();
       }
-      if (!FeedPattern(f, c)) return;
-      if (lead.more > 0) {
-        f.phase = Phase::kStrUtf8;
-        f.aux = lead.more;
-        f.candidates = lead.lo | uint64_t{lead.hi} << 8;
-      }
-      return keep();
+      if (StepStringByte(f, c)) keep();
+      return;
     }
     case Phase::kStrUtf8:
-      if (c < (f.candidates & 0xff) || c > (f.candidates >> 8) || !FeedPattern(f, c)) return;
-      f.candidates = 0x80 | uint64_t{0xbf} << 8;
-      if (--f.aux == 0) f.phase = Phase::kStr;
-      return keep();
+      if (StepStringByte(f, c)) keep();
+      return;
     case Phase::kStrEscape: {
       const bool patterned = f.node != nullptr && f.node->pattern != nullptr;
       if (c == 'u') {

@@ -58,6 +58,13 @@ class Matcher {
   };
   using Stack = std::vector<Frame>;
 
+  // The text's one reading is inside a string, between or inside characters (not in an escape):
+  // its frame, which StepStringByte advances on any byte but '"', '\\' and control bytes as
+  // the matcher would. Null otherwise.
+  const Frame* InString() const;
+  // Frame `f` of InString() after byte c (not '"', '\\' or below 0x20); false if refused.
+  static bool StepStringByte(Frame& f, uint8_t c);
+
  private:
   // Appends to `out` what `s` becomes on byte c (nothing if it cannot take it).
   void StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const;

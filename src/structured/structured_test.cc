@@ -386,7 +386,8 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
       "{", "}", "\"", "a", "\"a\"", ":", "1", " ", "{\"", "ab\"", "\\", "x", "\":", "\",", ",",
       "[", "]", "true", "tr", "ue", "null", "-", "0", ".5", "e", "\n", "\\n", "\"}", "", "<eos>",
       "name", "\"name\": \"", "é", "\xc3", "\xa9", "12", "\"age\":", "b", "\x80", "a\xc3",
-      "\xff", "\xed\xa0\x80", "\xe4\xb8", "\xad", "\xf0\x9f\x98\x80", "\"\xc3\xa9"};
+      "\xff", "\xed\xa0\x80", "\xe4\xb8", "\xad", "\xf0\x9f\x98\x80", "\"\xc3\xa9",
+      "c", "bc\"", "\xc3\xa9\"", "\\u00", "\\\"", "x\\n", "\\u000a"};
   std::vector<bool> excluded(bytes.size(), false);
   excluded[29] = true;  // a special token
   const TokenTable table(bytes, excluded);
@@ -395,15 +396,19 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
                      "code": {"pattern": "[a-c]+é?"},
                      "tags": {"type": "array", "items": {}}},
       "required": ["name"], "additionalProperties": true})");
-  // Raw text under a regex takes the automaton's own walk (Matcher::RawRegex).
+  // Raw text under a regex takes the automaton's own walk (Matcher::RawRegex); strings with a
+  // pattern or a maxLength step their frame (Matcher::InString).
   const auto regex = *Schema::FromRegex(R"((ab|"é|\d{2})+\n?(null|tr[aeiu]e)?)");
+  const auto patterned = Compile(R"({"type": "string", "pattern": "(ab|\"é|\n|x)+c?",
+                                     "maxLength": 6})");
+  const auto bounded = Compile(R"({"type": "string", "maxLength": 3})");
+  const std::shared_ptr<const Schema> schemas[] = {json, json, regex, patterned, bounded};
   std::mt19937 rng(3);
-  int walks_with_free_strings = 0, regex_steps = 0;
+  int walks_with_free_strings = 0, regex_walks = 0, bounded_string_steps = 0;
   for (int walk = 0; walk < 300; ++walk) {
-    const bool raw = walk % 3 == 2;
-    Matcher m(raw ? regex : json);
+    Matcher m(schemas[walk % 5]);
     int32_t state = 0;
-    regex_steps += m.RawRegex(&state) != nullptr;
+    regex_walks += m.RawRegex(&state) != nullptr;
     for (int step = 0; step < 30; ++step) {
       std::vector<uint8_t> allowed;
       table.Allowed(m, &allowed);
@@ -414,12 +419,16 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
         if (expected) ok.push_back(static_cast<int32_t>(id));
       }
       walks_with_free_strings += m.InFreeString();
+      const Matcher::Frame* f = m.InString();
+      bounded_string_steps += f != nullptr && f->node != nullptr &&
+                              (f->node->pattern != nullptr || f->node->max_length >= 0);
       if (ok.empty()) break;
       ASSERT_TRUE(m.Advance(bytes[ok[rng() % ok.size()]]));
     }
   }
   EXPECT_GT(walks_with_free_strings, 50);  // the shortcut paths were exercised
-  EXPECT_GE(regex_steps, 100);
+  EXPECT_EQ(regex_walks, 60);
+  EXPECT_GE(bounded_string_steps, 50);
 }
 
 }  // namespace

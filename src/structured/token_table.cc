@@ -106,6 +106,28 @@ void TokenTable::VisitRegex(const Trie& t, uint32_t node, const Regex& re, int32
   }
 }
 
+// The same walk as Visit's inside a string (Matcher::InString): plain bytes step a copy of the
+// string's frame; at '"', '\\' or a control byte the matcher takes over, replaying the bytes
+// from `base` (`path`: the bytes from the root to this node).
+void TokenTable::VisitString(const Trie& t, uint32_t node, const Matcher& base,
+                             const Matcher::Frame& f, std::string* path,
+                             std::vector<uint8_t>* allowed) {
+  const Node& n = t.nodes[node];
+  for (uint32_t i = 0; i < n.num_ends; ++i) (*allowed)[t.ends[n.first_end + i]] = 1;
+  for (uint32_t e = 0; e < n.num_edges; ++e) {
+    const Edge& edge = t.edges[n.first_edge + e];
+    path->push_back(static_cast<char>(edge.byte));
+    if (edge.byte == '"' || edge.byte == '\\' || edge.byte < 0x20) {
+      Matcher m = base;
+      if (m.Advance(*path)) Visit(t, edge.child, m, allowed);
+    } else {
+      Matcher::Frame g = f;
+      if (Matcher::StepStringByte(g, edge.byte)) VisitString(t, edge.child, base, g, path, allowed);
+    }
+    path->pop_back();
+  }
+}
+
 void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
   allowed->assign(static_cast<size_t>(size_), 0);
   if (m.Dead()) return;
@@ -117,6 +139,11 @@ void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const 
   if (m.InFreeString()) {
     for (int32_t id : plain_) (*allowed)[id] = 1;
     Visit(others_, 0, m, allowed);
+    return;
+  }
+  if (const Matcher::Frame* f = m.InString()) {
+    std::string path;
+    VisitString(all_, 0, m, *f, &path, allowed);
     return;
   }
   Visit(all_, 0, m, allowed);

@@ -2,8 +2,10 @@
 // tokens a Matcher takes next (the mask of constrained decoding). Tokens that share a prefix
 // share its steps, and a prefix the matcher rejects prunes all of them. Inside a string of
 // unbounded length, which is most of a JSON document's bytes, the tokens without '"', '\' or
-// control bytes are taken whole without a walk, and only the others are tried. Under a regex
-// (raw text) the walk steps the regex's automaton alone, a table lookup per byte.
+// control bytes are taken whole without a walk, and only the others are tried. Inside other
+// strings (a pattern, a maxLength) and under a regex (raw text) the walk steps the string's
+// frame or the regex's automaton alone, without copying the matcher but at '"', '\\' and
+// control bytes.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,9 @@ class TokenTable {
   static void Visit(const Trie& t, uint32_t node, const Matcher& m, std::vector<uint8_t>* allowed);
   static void VisitRegex(const Trie& t, uint32_t node, const Regex& re, int32_t state,
                          std::vector<uint8_t>* allowed);
+  static void VisitString(const Trie& t, uint32_t node, const Matcher& base,
+                          const Matcher::Frame& f, std::string* path,
+                          std::vector<uint8_t>* allowed);
 
   int32_t size_;
   std::vector<std::string> bytes_;
