@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "structured/string_formats.h"
+
 namespace cpm::structured {
 
 using Json = nlohmann::ordered_json;
@@ -18,6 +20,7 @@ class SchemaCompiler {
   Status CompileNode(const Json& s, const std::string& path, SchemaNode* node);
   Status CompileTyped(const Json& s, const std::string& path, const std::string& type,
                       SchemaNode* node);
+  Status CompileString(const Json& s, const std::string& path, SchemaNode* node);
   Status CompileObject(const Json& s, const std::string& path, SchemaNode* node);
   Status CompileArray(const Json& s, const std::string& path, SchemaNode* node);
   StatusOr<const SchemaNode*> Child(const Json& s, const std::string& path);
@@ -41,7 +44,7 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kSupported = {
     "type",     "properties", "required", "additionalProperties", "items",  "minItems",
     "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
-    "oneOf",    "$ref",       "pattern"};
+    "oneOf",    "$ref",       "pattern",  "format"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -190,7 +193,8 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
       implied = "object";
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
       implied = "array";
-    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
+               s.contains("format")) {
       implied = "string";
     }
     if (implied.empty()) {
@@ -217,25 +221,7 @@ Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
                                     const std::string& type, SchemaNode* node) {
   if (type == "object") return CompileObject(s, path, node);
   if (type == "array") return CompileArray(s, path, node);
-  if (type == "string") {
-    node->kind = Kind::kString;
-    if (auto it = s.find("pattern"); it != s.end()) {
-      if (!it->is_string()) return Invalid("'pattern' must be a string", path);
-      auto re = Regex::Compile(it->get<std::string>());
-      if (!re.ok()) return Invalid("'pattern' (" + re.status().message() + ")", path);
-      node->pattern = *re;
-    }
-    CPM_RETURN_IF_ERROR(
-        Bounds(s, "minLength", "maxLength", path, &node->min_length, &node->max_length));
-    if (const Regex* re = node->pattern.get(); re != nullptr) {
-      const int64_t fewest = re->MinChars(Regex::kStart), most = re->MaxChars(Regex::kStart);
-      if ((node->max_length >= 0 && fewest > node->max_length) || most < node->min_length) {
-        return Unsupported("'pattern' with these minLength / maxLength (no string has both)",
-                           path);
-      }
-    }
-    return OkStatus();
-  }
+  if (type == "string") return CompileString(s, path, node);
   static const std::map<std::string, Kind> kScalars = {{"number", Kind::kNumber},
                                                        {"integer", Kind::kInteger},
                                                        {"boolean", Kind::kBoolean},
@@ -243,6 +229,41 @@ Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
   const auto it = kScalars.find(type);
   if (it == kScalars.end()) return Invalid("unknown type '" + type + "'", path);
   node->kind = it->second;
+  return OkStatus();
+}
+
+// A string's bounds, pattern and format. A known format is a pattern (string_formats.h),
+// so the two together would be an intersection, which is not built; other formats (and
+// "format" on other types, as OpenAPI's int32) are annotations.
+Status SchemaCompiler::CompileString(const Json& s, const std::string& path, SchemaNode* node) {
+  node->kind = Kind::kString;
+  CPM_RETURN_IF_ERROR(
+      Bounds(s, "minLength", "maxLength", path, &node->min_length, &node->max_length));
+  if (auto it = s.find("pattern"); it != s.end()) {
+    if (!it->is_string()) return Invalid("'pattern' must be a string", path);
+    auto re = Regex::Compile(it->get<std::string>());
+    if (!re.ok()) return Invalid("'pattern' (" + re.status().message() + ")", path);
+    node->pattern = *re;
+  }
+  if (auto it = s.find("format"); it != s.end()) {
+    if (!it->is_string()) return Invalid("'format' must be a string", path);
+    if (const StringFormat* format = FindStringFormat(it->get<std::string>())) {
+      if (node->pattern) return Unsupported("'format' together with 'pattern'", path);
+      node->pattern = format->pattern;
+      if (format->max_length >= 0 &&
+          (node->max_length < 0 || node->max_length > format->max_length)) {
+        node->max_length = format->max_length;
+      }
+    }
+  }
+  if (const Regex* re = node->pattern.get(); re != nullptr) {
+    const int64_t fewest = re->MinChars(Regex::kStart), most = re->MaxChars(Regex::kStart);
+    if ((node->max_length >= 0 && fewest > node->max_length) || most < node->min_length) {
+      return Unsupported("'" + std::string(s.contains("pattern") ? "pattern" : "format") +
+                             "' with these minLength / maxLength (no string has both)",
+                         path);
+    }
+  }
   return OkStatus();
 }
 

@@ -5,11 +5,13 @@
 //
 // The subset: type (one or a list), properties / required / additionalProperties, items /
 // minItems / maxItems, minLength / maxLength, pattern (regex.h: the whole string value must
-// match, as xgrammar and llguidance anchor it), enum, const, anyOf / oneOf (as anyOf:
-// exclusivity is not enforced), $ref to local definitions (#/$defs/..., #/definitions/...,
-// recursion allowed). Annotations (title, description, default, examples, ...) are ignored; any
-// other keyword that constrains values (format, minimum, ...) is an error, so that a client
-// never gets output that the schema it sent would reject. As xgrammar's strict mode (vLLM's
+// match, as xgrammar and llguidance anchor it), format (string_formats.h: date, time,
+// date-time, duration, uuid, ipv4, ipv6, email, hostname enforced; others annotations, as
+// JSON Schema 2020-12 has them by default), enum, const, anyOf / oneOf (as anyOf: exclusivity
+// is not enforced), $ref to local definitions (#/$defs/..., #/definitions/..., recursion
+// allowed). Annotations (title, description, default, examples, ...) are ignored; any other
+// keyword that constrains values (minimum, multipleOf, ...) is an error, so that a client never
+// gets output that the schema it sent would reject. As xgrammar's strict mode (vLLM's
 // default backend): properties come in the schema's order (optional ones may be left out), and
 // an object with declared properties takes no others unless additionalProperties says so.
 #pragma once

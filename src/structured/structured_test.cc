@@ -40,8 +40,14 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
             std::string::npos);
   EXPECT_NE(error(R"({"type": "integer", "minimum": 3})").find("'minimum' at '#'"),
             std::string::npos);
-  EXPECT_NE(error(R"({"properties": {"d": {"type": "string", "format": "date"}}})")
-                .find("'format' at '#/properties/d'"),
+  EXPECT_NE(error(R"({"properties": {"d": {"type": "number", "multipleOf": 2}}})")
+                .find("'multipleOf' at '#/properties/d'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "format": "date", "pattern": "a"})")
+                .find("'format' together with 'pattern'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "format": "uuid", "maxLength": 10})")
+                .find("'format' with these minLength / maxLength"),
             std::string::npos);
   EXPECT_NE(error(R"({"properties": {"a": {}}, "required": ["b"]})").find("'b'"),
             std::string::npos);
@@ -314,6 +320,51 @@ TEST(JsonMatcher, PatternStrings) {
   EXPECT_TRUE(Matches(o, R"({"id": "042"})"));
   EXPECT_FALSE(Matches(o, R"({"id": "42"})"));
   EXPECT_FALSE(Matches(o, R"({"id": 42})"));
+}
+
+TEST(JsonMatcher, StringFormats) {
+  const auto value = [](const std::string& format, const std::string& v) {
+    const auto s = Compile(R"({"type": "string", "format": ")" + format + R"("})");
+    return Matches(s, Json(v).dump());
+  };
+  for (const char* yes : {"2024-02-29", "2000-02-29", "0004-02-29", "1999-12-31", "0001-01-01"}) {
+    EXPECT_TRUE(value("date", yes)) << yes;
+  }
+  for (const char* no : {"2023-02-29", "1900-02-29", "2023-04-31", "0000-01-01", "2023-13-01",
+                         "2023-1-01", "20230101"}) {
+    EXPECT_FALSE(value("date", no)) << no;
+  }
+  EXPECT_TRUE(value("time", "23:59:59.123456+05:30"));
+  EXPECT_TRUE(value("time", "00:00:00Z"));
+  EXPECT_FALSE(value("time", "24:00:00Z"));
+  EXPECT_FALSE(value("time", "12:00:00"));  // RFC 3339 full-time has an offset
+  EXPECT_TRUE(value("date-time", "2026-12-02T04:20:00Z"));
+  EXPECT_FALSE(value("date-time", "2026-12-02 04:20:00Z"));
+  for (const char* yes : {"P1Y2M3DT4H5M6S", "PT0S", "P3W", "P1M", "PT5M30S"}) {
+    EXPECT_TRUE(value("duration", yes)) << yes;
+  }
+  for (const char* no : {"P", "PT", "P1S", "P1W2D", "1Y"}) EXPECT_FALSE(value("duration", no)) << no;
+  EXPECT_TRUE(value("uuid", "123e4567-e89b-12d3-a456-426614174000"));
+  EXPECT_FALSE(value("uuid", "123e4567e89b12d3a456426614174000"));
+  EXPECT_TRUE(value("ipv4", "192.168.0.255"));
+  EXPECT_FALSE(value("ipv4", "192.168.0.256"));
+  EXPECT_FALSE(value("ipv4", "192.168.01.1"));
+  for (const char* yes : {"::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1::8", "1:2:3:4:5:6:7::"}) {
+    EXPECT_TRUE(value("ipv6", yes)) << yes;
+  }
+  for (const char* no : {"1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":1"}) {
+    EXPECT_FALSE(value("ipv6", no)) << no;
+  }
+  EXPECT_TRUE(value("email", "ada.lovelace+x@example.co.uk"));
+  EXPECT_FALSE(value("email", "ada@localhost"));
+  EXPECT_FALSE(value("email", ".ada@example.com"));
+  EXPECT_TRUE(value("hostname", "a-b.example"));
+  EXPECT_FALSE(value("hostname", "-a.example"));
+  EXPECT_FALSE(value("hostname", std::string(64, 'a')));
+  EXPECT_TRUE(value("hostname", std::string(63, 'a')));
+  // Other formats, and formats of other types, are annotations.
+  EXPECT_TRUE(value("uri", "not checked"));
+  EXPECT_TRUE(Matches(Compile(R"({"type": "integer", "format": "int32"})"), "12"));
 }
 
 TEST(JsonMatcher, RegexText) {

@@ -3,14 +3,17 @@
 usage: schema_check.py BASE_URL COUNT
 
 Each request asks the tiny model (random weights) for a reply under one random schema: types,
-length and item bounds, string patterns, enums and consts, anyOf, nested objects with required
-and optional properties, odd property names (a quote, non-ASCII), additionalProperties of every
-kind, compact or free whitespace. Every reply that ends with "stop" must parse as JSON and
-satisfy its schema by the `jsonschema` package (draft 2020-12), the independent reference.
-Then COUNT / 4 requests under a random regex (structured_outputs regex), each complete reply
-checked by Python's `re.fullmatch`. Replies cut by max_tokens are counted, not checked. Exits
-non-zero on the first failure, or when too few replies completed to mean anything.
+length and item bounds, string patterns and formats, enums and consts, anyOf, nested objects
+with required and optional properties, odd property names (a quote, non-ASCII),
+additionalProperties of every kind, compact or free whitespace. Every reply that ends with
+"stop" must parse as JSON and satisfy its schema by the `jsonschema` package (draft 2020-12,
+formats checked), the independent reference. Then COUNT / 4 requests for a string of each
+format in turn, likewise checked, and COUNT / 4 under a random regex (structured_outputs
+regex), each complete reply checked by Python's `re.fullmatch`. Replies cut by max_tokens are
+counted, not checked. Exits non-zero on the first failure, or when too few replies completed to
+mean anything.
 """
+import datetime
 import json
 import random
 import re
@@ -28,6 +31,36 @@ PATTERNS = [r"^[a-c]{1,3}$", r"[0-9]{2}-[a-z]+", r"(yes|no)!?", r"é+x?", r"a\.b
             r"\n?[\u4e2d\u6587]{1,2}"]
 
 
+# Formats cpmserve enforces, checked by jsonschema's format checkers (ipv4, ipv6, uuid, email)
+# and by Python's datetime and the label rules below.
+FORMATS = ["date", "time", "date-time", "uuid", "ipv4", "ipv6", "email", "hostname"]
+
+FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@FORMAT_CHECKER.checks("date-time", raises=ValueError)
+def is_date_time(v):
+    return isinstance(v, str) and "T" in v and bool(datetime.datetime.fromisoformat(v))
+
+
+@FORMAT_CHECKER.checks("time", raises=ValueError)
+def is_time(v):
+    return isinstance(v, str) and datetime.time.fromisoformat(v).tzinfo is not None
+
+
+@FORMAT_CHECKER.checks("date", raises=ValueError)
+def is_date(v):
+    return isinstance(v, str) and len(v) == 10 and bool(datetime.date.fromisoformat(v))
+
+
+@FORMAT_CHECKER.checks("hostname")
+def is_hostname(v):
+    labels = v.split(".") if isinstance(v, str) else [""]
+    return len(v) <= 253 and all(
+        0 < len(x) <= 63 and x[0] != "-" and x[-1] != "-" and
+        all(c.isascii() and (c.isalnum() or c == "-") for c in x) for x in labels)
+
+
 def schema(rng, depth=0):
     r = rng.random()
     if depth > 2 or r < 0.25:
@@ -36,6 +69,9 @@ def schema(rng, depth=0):
         patterned = kind == "string" and rng.random() < 0.4
         if patterned:
             s["pattern"] = rng.choice(PATTERNS)
+        elif kind == "string" and rng.random() < 0.3:
+            s["format"] = rng.choice(FORMATS)
+            return s
         if kind == "string" and rng.random() < 0.5:
             # Bounds every pattern meets (each matches strings of 1 to 4 characters).
             s["maxLength"] = rng.randint(4, 6) if patterned else rng.randint(0, 4)
@@ -63,7 +99,7 @@ def schema(rng, depth=0):
 def main():
     base, count = sys.argv[1], int(sys.argv[2])
     rng = random.Random(20261202)
-    done = 0
+    done = formatted = 0
     for i in range(count):
         s = schema(rng)
         body = {"model": "tiny", "messages": [{"role": "user", "content": "JSON, please"}],
@@ -82,13 +118,43 @@ def main():
         text = choice["message"]["content"]
         try:
             value = json.loads(text)
-            jsonschema.validate(value, s, cls=jsonschema.Draft202012Validator)
+            jsonschema.validate(value, s, cls=jsonschema.Draft202012Validator,
+                                format_checker=FORMAT_CHECKER)
         except (ValueError, jsonschema.ValidationError) as e:
             print(f"reply {text!r} breaks schema {json.dumps(s)}: {e}")
             return 1
         done += 1
-    print(f"{done} of {count} replies complete, each valid under its schema")
+        formatted += '"format"' in json.dumps(s)
+    print(f"{done} of {count} replies complete, each valid under its schema "
+          f"({formatted} of them with string formats)")
     if done < count // 2:
+        return 1
+    done_format = 0
+    for i in range(count // 4):
+        s = {"type": "string", "format": FORMATS[i % len(FORMATS)]}
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "A value"}],
+                "max_tokens": 60, "temperature": 1.0, "seed": i,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": s}}}
+        req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                choice = json.loads(r.read())["choices"][0]
+        except urllib.error.HTTPError as e:
+            print(f"HTTP {e.code} for schema {json.dumps(s)}: {e.read()[:300]!r}")
+            return 1
+        if choice["finish_reason"] != "stop":
+            continue
+        text = choice["message"]["content"]
+        try:
+            jsonschema.validate(json.loads(text), s, cls=jsonschema.Draft202012Validator,
+                                format_checker=FORMAT_CHECKER)
+        except (ValueError, jsonschema.ValidationError) as e:
+            print(f"reply {text!r} breaks schema {json.dumps(s)}: {e}")
+            return 1
+        done_format += 1
+    print(f"{done_format} of {count // 4} formatted strings complete, each valid")
+    if done_format < count // 8:
         return 1
     done_regex = 0
     for i in range(count // 4):
