@@ -37,6 +37,7 @@ enum class Matcher::Phase : uint8_t {
   kNumExp,
   kLiteral,    // in `literal`, count bytes matched
   kRegex,      // raw text under node->pattern, `state` its automaton's
+  kNumPattern, // a number under node->pattern (its range), `state` its automaton's
 };
 
 namespace {
@@ -294,6 +295,12 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
           return keep();
         case Kind::kNumber:
         case Kind::kInteger:
+          if (n->pattern != nullptr) {
+            f.state = n->pattern->Next(Regex::kStart, c);
+            if (f.state == Regex::kDead) return;
+            f.phase = Phase::kNumPattern;
+            return keep();
+          }
           if (c == '-') f.phase = Phase::kNumMinus;
           else if (c == '0') f.phase = Phase::kNumZero;
           else if (IsDigit(c)) f.phase = Phase::kNumInt;
@@ -520,6 +527,17 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       f.state = f.node->pattern->Next(f.state, c);
       if (f.state == Regex::kDead) return;
       return keep();
+    case Phase::kNumPattern: {
+      const Regex& re = *f.node->pattern;
+      if (re.Accepting(f.state)) {  // the number may end before c
+        Stack ended = s;
+        Pop(ended);
+        StepStack(std::move(ended), c, out);
+      }
+      f.state = re.Next(f.state, c);
+      if (f.state == Regex::kDead) return;
+      return keep();
+    }
     case Phase::kLiteral:
       if (static_cast<uint8_t>((*f.literal)[f.count]) != c) return;
       if (static_cast<size_t>(++f.count) == f.literal->size()) Pop(s);
@@ -563,7 +581,10 @@ bool Matcher::Complete() const {
     if (top.phase == Phase::kRootDone) return true;
     // A number at the root ends with the text; so does a regex's.
     if (s.size() == 2 && Accepting(top.phase)) return true;
-    if (top.phase == Phase::kRegex && top.node->pattern->Accepting(top.state)) return true;
+    if ((top.phase == Phase::kRegex || (s.size() == 2 && top.phase == Phase::kNumPattern)) &&
+        top.node->pattern->Accepting(top.state)) {
+      return true;
+    }
   }
   return false;
 }

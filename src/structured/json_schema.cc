@@ -1,8 +1,11 @@
 #include "structured/json_schema.h"
 
+#include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
+#include "structured/number_ranges.h"
 #include "structured/string_formats.h"
 
 namespace cpm::structured {
@@ -21,6 +24,8 @@ class SchemaCompiler {
   Status CompileTyped(const Json& s, const std::string& path, const std::string& type,
                       SchemaNode* node);
   Status CompileString(const Json& s, const std::string& path, SchemaNode* node);
+  Status CompileNumber(const Json& s, const std::string& path, const std::string& type,
+                       SchemaNode* node);
   Status CompileObject(const Json& s, const std::string& path, SchemaNode* node);
   Status CompileArray(const Json& s, const std::string& path, SchemaNode* node);
   StatusOr<const SchemaNode*> Child(const Json& s, const std::string& path);
@@ -44,7 +49,8 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kSupported = {
     "type",     "properties", "required", "additionalProperties", "items",  "minItems",
     "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
-    "oneOf",    "$ref",       "pattern",  "format"};
+    "oneOf",    "$ref",       "pattern",  "format",   "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -197,6 +203,10 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
                s.contains("format")) {
       implied = "string";
     }
+    if (implied.empty() && (s.contains("minimum") || s.contains("maximum") ||
+                            s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum"))) {
+      implied = "number";
+    }
     if (implied.empty()) {
       node->kind = Kind::kAny;
       return OkStatus();
@@ -222,9 +232,8 @@ Status SchemaCompiler::CompileTyped(const Json& s, const std::string& path,
   if (type == "object") return CompileObject(s, path, node);
   if (type == "array") return CompileArray(s, path, node);
   if (type == "string") return CompileString(s, path, node);
-  static const std::map<std::string, Kind> kScalars = {{"number", Kind::kNumber},
-                                                       {"integer", Kind::kInteger},
-                                                       {"boolean", Kind::kBoolean},
+  if (type == "number" || type == "integer") return CompileNumber(s, path, type, node);
+  static const std::map<std::string, Kind> kScalars = {{"boolean", Kind::kBoolean},
                                                        {"null", Kind::kNull}};
   const auto it = kScalars.find(type);
   if (it == kScalars.end()) return Invalid("unknown type '" + type + "'", path);
@@ -264,6 +273,68 @@ Status SchemaCompiler::CompileString(const Json& s, const std::string& path, Sch
                          path);
     }
   }
+  return OkStatus();
+}
+
+// A number's or integer's range (minimum, maximum, exclusiveMinimum, exclusiveMaximum, and
+// draft 4's boolean exclusiveMinimum / exclusiveMaximum beside them) as a pattern over its text
+// (number_ranges.h). An integer's bounds may be any numbers; a number's must be integers.
+Status SchemaCompiler::CompileNumber(const Json& s, const std::string& path,
+                                     const std::string& type, SchemaNode* node) {
+  const bool integer = type == "integer";
+  node->kind = integer ? Kind::kInteger : Kind::kNumber;
+  struct Limit {
+    bool set = false;
+    double value = 0;
+    bool exclusive = false;
+  };
+  // The inclusive keyword, then its exclusive twin where that is the stricter.
+  const auto read = [&](const char* key, const char* exclusive_key, bool lower,
+                        Limit* out) -> Status {
+    const auto exclusive = s.find(exclusive_key);
+    if (auto it = s.find(key); it != s.end()) {
+      if (!it->is_number()) return Invalid(std::string("'") + key + "' must be a number", path);
+      *out = {true, it->get<double>(),
+              exclusive != s.end() && exclusive->is_boolean() && exclusive->get<bool>()};
+    }
+    if (exclusive == s.end() || exclusive->is_boolean()) return OkStatus();
+    if (!exclusive->is_number()) {
+      return Invalid(std::string("'") + exclusive_key + "' must be a number", path);
+    }
+    const double x = exclusive->get<double>();
+    if (!out->set || (lower ? x >= out->value : x <= out->value)) *out = {true, x, true};
+    return OkStatus();
+  };
+  Limit lo, hi;
+  CPM_RETURN_IF_ERROR(read("minimum", "exclusiveMinimum", true, &lo));
+  CPM_RETURN_IF_ERROR(read("maximum", "exclusiveMaximum", false, &hi));
+  if (!lo.set && !hi.set) return OkStatus();
+  NumberBound low, high;
+  for (auto [limit, bound, lower] : {std::tuple{&lo, &low, true}, std::tuple{&hi, &high, false}}) {
+    if (!limit->set) continue;
+    if (!(std::fabs(limit->value) <= static_cast<double>(kMaxRangeBound))) {
+      return Unsupported("a bound beyond ±1e15", path);
+    }
+    if (integer) {  // the nearest integer within, inclusive
+      const double v = limit->value;
+      const double within = lower ? (limit->exclusive ? std::floor(v) + 1 : std::ceil(v))
+                                  : (limit->exclusive ? std::ceil(v) - 1 : std::floor(v));
+      *bound = {true, static_cast<int64_t>(within), false};
+    } else {
+      if (limit->value != std::floor(limit->value)) {
+        return Unsupported("a bound that is not an integer on a number", path);
+      }
+      *bound = {true, static_cast<int64_t>(limit->value), limit->exclusive};
+    }
+  }
+  const std::string text = integer ? (low.set && high.set && low.value > high.value
+                                          ? std::string()
+                                          : IntegerRangePattern(low, high))
+                                   : NumberRangePattern(low, high);
+  if (text.empty()) return Unsupported("bounds that no " + type + " lies within", path);
+  auto re = Regex::Compile(text);
+  if (!re.ok()) return Invalid("bounds (" + re.status().message() + ")", path);
+  node->pattern = *re;
   return OkStatus();
 }
 

@@ -7,11 +7,13 @@
 // minItems / maxItems, minLength / maxLength, pattern (regex.h: the whole string value must
 // match, as xgrammar and llguidance anchor it), format (string_formats.h: date, time,
 // date-time, duration, uuid, ipv4, ipv6, email, hostname enforced; others annotations, as
-// JSON Schema 2020-12 has them by default), enum, const, anyOf / oneOf (as anyOf: exclusivity
-// is not enforced), $ref to local definitions (#/$defs/..., #/definitions/..., recursion
-// allowed). Annotations (title, description, default, examples, ...) are ignored; any other
-// keyword that constrains values (minimum, multipleOf, ...) is an error, so that a client never
-// gets output that the schema it sent would reject. As xgrammar's strict mode (vLLM's
+// JSON Schema 2020-12 has them by default), minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum (number_ranges.h: integers any bounds, numbers integer bounds), enum, const,
+// anyOf / oneOf (as anyOf: exclusivity is not enforced), $ref to local definitions
+// (#/$defs/..., #/definitions/..., recursion allowed). Annotations (title, description,
+// default, examples, ...) are ignored; any other keyword that constrains values (multipleOf,
+// uniqueItems, ...) is an error, so that a client never gets output that the schema it sent
+// would reject. As xgrammar's strict mode (vLLM's
 // default backend): properties come in the schema's order (optional ones may be left out), and
 // an object with declared properties takes no others unless additionalProperties says so.
 #pragma once
@@ -62,8 +64,8 @@ struct SchemaNode {
   int64_t min_items = 0, max_items = -1;
   // kString: length bounds in characters (an escape sequence is one; max -1: none).
   int64_t min_length = 0, max_length = -1;
-  // kString: what the value (its characters, escapes decoded) must match, if set; kRegex: the
-  // text.
+  // kString: what the value (its characters, escapes decoded) must match, if set; kNumber,
+  // kInteger: what its text must match (its range), if set; kRegex: the text.
   std::shared_ptr<const Regex> pattern;
   // kLiterals: the exact bytes of each alternative.
   std::vector<std::string> literals;

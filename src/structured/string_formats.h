@@ -4,8 +4,9 @@
 // validators accept too (no leap seconds, upper-case 'T' and 'Z', dates that exist, no year
 // 0000, at most 6 fraction digits, IPv6 without an embedded IPv4 or a zone, email as
 // dot-atom@hostname with a letters-only top-level label), so generated values pass whichever
-// reads them; hostname and email also bound the length (253 and 254 characters). Other formats are annotations, as JSON Schema 2020-12 makes every format by
-// default (its format-annotation vocabulary): Pydantic's "uri" or "binary" do not fail a request.
+// reads them; hostname and email also bound the length (253 and 254 characters). Other
+// formats are annotations, as JSON Schema 2020-12 makes every format by default (its
+// format-annotation vocabulary): Pydantic's "uri" or "binary" do not fail a request.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 
 #include "structured/json_matcher.h"
 #include "structured/json_schema.h"
+#include "structured/number_ranges.h"
 #include "structured/regex.h"
 #include "structured/token_table.h"
 
@@ -38,8 +39,14 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
   EXPECT_NE(error(R"({"type": "string", "pattern": "(a"})")
                 .find("'pattern' (regex: missing ), unterminated subpattern at offset 0) at '#'"),
             std::string::npos);
-  EXPECT_NE(error(R"({"type": "integer", "minimum": 3})").find("'minimum' at '#'"),
+  EXPECT_NE(error(R"({"type": "integer", "multipleOf": 3})").find("'multipleOf' at '#'"),
             std::string::npos);
+  EXPECT_NE(error(R"({"type": "number", "maximum": 0.5})").find("not an integer on a number"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 4.0, "maximum": 2})")
+                .find("bounds that no integer lies within"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "integer", "minimum": 1e16})").find("beyond"), std::string::npos);
   EXPECT_NE(error(R"({"properties": {"d": {"type": "number", "multipleOf": 2}}})")
                 .find("'multipleOf' at '#/properties/d'"),
             std::string::npos);
@@ -316,7 +323,8 @@ TEST(JsonMatcher, PatternStrings) {
                 .find("no string"),
             std::string::npos);
   // Untyped with a pattern: a string; inside objects as anywhere.
-  const auto o = Compile(R"({"properties": {"id": {"pattern": "^[0-9]{3}$"}}, "required": ["id"]})");
+  const auto o =
+      Compile(R"({"properties": {"id": {"pattern": "^[0-9]{3}$"}}, "required": ["id"]})");
   EXPECT_TRUE(Matches(o, R"({"id": "042"})"));
   EXPECT_FALSE(Matches(o, R"({"id": "42"})"));
   EXPECT_FALSE(Matches(o, R"({"id": 42})"));
@@ -343,7 +351,9 @@ TEST(JsonMatcher, StringFormats) {
   for (const char* yes : {"P1Y2M3DT4H5M6S", "PT0S", "P3W", "P1M", "PT5M30S"}) {
     EXPECT_TRUE(value("duration", yes)) << yes;
   }
-  for (const char* no : {"P", "PT", "P1S", "P1W2D", "1Y"}) EXPECT_FALSE(value("duration", no)) << no;
+  for (const char* no : {"P", "PT", "P1S", "P1W2D", "1Y"}) {
+    EXPECT_FALSE(value("duration", no)) << no;
+  }
   EXPECT_TRUE(value("uuid", "123e4567-e89b-12d3-a456-426614174000"));
   EXPECT_FALSE(value("uuid", "123e4567e89b12d3a456426614174000"));
   EXPECT_TRUE(value("ipv4", "192.168.0.255"));
@@ -365,6 +375,94 @@ TEST(JsonMatcher, StringFormats) {
   // Other formats, and formats of other types, are annotations.
   EXPECT_TRUE(value("uri", "not checked"));
   EXPECT_TRUE(Matches(Compile(R"({"type": "integer", "format": "int32"})"), "12"));
+}
+
+// Range patterns against the bounds themselves, on every text of a grid of integers and
+// decimals, canonical or not.
+TEST(NumberRanges, AgreeWithTheBounds) {
+  std::vector<std::string> texts;
+  for (int i = -130; i <= 130; ++i) {
+    texts.push_back(std::to_string(i));
+    for (const char* f : {".0", ".5", ".05", ".00", ".999"}) texts.push_back(std::to_string(i) + f);
+  }
+  for (const char* odd : {"-0", "-0.0", "-0.5", "007", "1e2", "+1", ".5", "1.", "-"}) {
+    texts.push_back(odd);
+  }
+  // Canonical: no leading zeros, no "-0" however written.
+  const auto canonical = [](const std::string& t) {
+    const size_t digits = t[0] == '-' ? 1 : 0;
+    const size_t dot = t.find('.');
+    const std::string whole = t.substr(digits, dot == std::string::npos ? std::string::npos
+                                                                          : dot - digits);
+    if (whole.empty() || (whole.size() > 1 && whole[0] == '0')) return false;
+    if (t.find_first_not_of("-0123456789.") != std::string::npos) return false;
+    if (dot != std::string::npos && dot + 1 == t.size()) return false;
+    return !(t[0] == '-' && std::stod(t) == 0);
+  };
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 400; ++trial) {
+    NumberBound lo, hi;
+    for (NumberBound* b : {&lo, &hi}) {
+      b->set = rng() % 4 != 0;
+      b->value = static_cast<int64_t>(rng() % 241) - 120;
+      b->exclusive = rng() % 2 == 0;
+    }
+    if (lo.set && hi.set && lo.value > hi.value) std::swap(lo.value, hi.value);
+    const bool integer = trial % 2 == 0;
+    const std::string pattern = integer ? IntegerRangePattern(lo, hi) : NumberRangePattern(lo, hi);
+    std::shared_ptr<const Regex> re;
+    if (!pattern.empty()) re = *Regex::Compile(pattern);
+    for (const std::string& t : texts) {
+      bool want = canonical(t) && (!integer || t.find('.') == std::string::npos);
+      if (want) {
+        const double v = std::stod(t);
+        if (lo.set) want = want && (lo.exclusive ? v > lo.value : v >= lo.value);
+        if (hi.set) want = want && (hi.exclusive ? v < hi.value : v <= hi.value);
+      }
+      ASSERT_EQ(re != nullptr && re->Matches(t), want)
+          << t << " in " << (lo.set ? std::to_string(lo.value) : "-inf")
+          << (lo.exclusive ? "x" : "") << ".." << (hi.set ? std::to_string(hi.value) : "inf")
+          << (hi.exclusive ? "x" : "")
+          << (integer ? " integer " : " number ") << pattern;
+    }
+  }
+  // Long bounds.
+  const auto big = *Regex::Compile(IntegerRangePattern({true, 999'999'999'999'990, false},
+                                                       {true, kMaxRangeBound, false}));
+  EXPECT_TRUE(big->Matches("1000000000000000"));
+  EXPECT_TRUE(big->Matches("999999999999995"));
+  EXPECT_FALSE(big->Matches("1000000000000001"));
+  EXPECT_FALSE(big->Matches("999999999999989"));
+}
+
+TEST(JsonMatcher, NumberRanges) {
+  const auto age = Compile(R"({"type": "object", "properties": {
+      "age": {"type": "integer", "minimum": 0, "maximum": 150},
+      "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}}, "required": ["age"]})");
+  for (const char* yes : {R"({"age": 150})", R"({"age":0,"p":1})", R"({"age": 7, "p": 0.25 })",
+                          R"({"age": 7, "p": 1.000})"}) {
+    EXPECT_TRUE(Matches(age, yes)) << yes;
+  }
+  for (const char* no : {R"({"age": 151})", R"({"age": -1})", R"({"age": 1.5})",
+                         R"({"age": 1, "p": 0})", R"({"age": 1, "p": 1.01})",
+                         R"({"age": 01})"}) {
+    EXPECT_FALSE(Matches(age, no)) << no;
+  }
+  // Draft 4's boolean exclusiveMaximum; an integer's bounds may be fractions.
+  EXPECT_FALSE(Matches(Compile(R"({"type": "integer", "maximum": 5, "exclusiveMaximum": true})"),
+                       "5"));
+  const auto half = Compile(R"({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 3.5})");
+  EXPECT_FALSE(Matches(half, "1"));
+  EXPECT_TRUE(Matches(half, "2"));
+  EXPECT_TRUE(Matches(half, "3"));
+  EXPECT_FALSE(Matches(half, "4"));
+  // At the root a number ends with the text; a digit that would leave the range is refused.
+  Matcher m(Compile(R"({"minimum": 10, "maximum": 99})"));
+  EXPECT_TRUE(m.Advance("4"));
+  EXPECT_FALSE(m.Complete());
+  EXPECT_TRUE(m.Advance("2"));
+  EXPECT_TRUE(m.Complete());
+  EXPECT_FALSE(m.Accepts("0"));
 }
 
 TEST(JsonMatcher, RegexText) {

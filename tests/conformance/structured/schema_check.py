@@ -3,8 +3,8 @@
 usage: schema_check.py BASE_URL COUNT
 
 Each request asks the tiny model (random weights) for a reply under one random schema: types,
-length and item bounds, string patterns and formats, enums and consts, anyOf, nested objects
-with required and optional properties, odd property names (a quote, non-ASCII),
+length, item and numeric bounds, string patterns and formats, enums and consts, anyOf, nested
+objects with required and optional properties, odd property names (a quote, non-ASCII),
 additionalProperties of every kind, compact or free whitespace. Every reply that ends with
 "stop" must parse as JSON and satisfy its schema by the `jsonschema` package (draft 2020-12,
 formats checked), the independent reference. Then COUNT / 4 requests for a string of each
@@ -72,13 +72,21 @@ def schema(rng, depth=0):
         elif kind == "string" and rng.random() < 0.3:
             s["format"] = rng.choice(FORMATS)
             return s
+        if kind in ("integer", "number") and rng.random() < 0.5:
+            low = rng.randint(-50, 50)
+            s[rng.choice(["minimum", "exclusiveMinimum"])] = low
+            if rng.random() < 0.7:
+                s[rng.choice(["maximum", "exclusiveMaximum"])] = low + rng.randint(2, 200)
+            if kind == "integer" and rng.random() < 0.3:
+                s["minimum"] = low + 0.5  # an integer's bound may be a fraction
         if kind == "string" and rng.random() < 0.5:
             # Bounds every pattern meets (each matches strings of 1 to 4 characters).
             s["maxLength"] = rng.randint(4, 6) if patterned else rng.randint(0, 4)
             s["minLength"] = rng.randint(0, 1 if patterned else s["maxLength"])
         return s
     if r < 0.35:
-        return {"enum": rng.sample(["a", "bb", 1, 12, None, True, {"k": [1]}, "é"], rng.randint(1, 4))}
+        values = ["a", "bb", 1, 12, None, True, {"k": [1]}, "é"]
+        return {"enum": rng.sample(values, rng.randint(1, 4))}
     if r < 0.42:
         return {"const": rng.choice(["x", 3, None, [1, "a"]])}
     if r < 0.55:
@@ -134,7 +142,8 @@ def main():
         s = {"type": "string", "format": FORMATS[i % len(FORMATS)]}
         body = {"model": "tiny", "messages": [{"role": "user", "content": "A value"}],
                 "max_tokens": 60, "temperature": 1.0, "seed": i,
-                "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": s}}}
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "v", "schema": s}}}
         req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         try:
