@@ -71,6 +71,12 @@ const AnyNodes& Any() {
   return nodes;
 }
 
+// The schema of an array's item `index`: its prefixItems entry, else items (any value if none).
+const SchemaNode* Item(const SchemaNode& array, int64_t index) {
+  if (index < static_cast<int64_t>(array.prefix_items.size())) return array.prefix_items[index];
+  return array.items ? array.items : &Any().value;
+}
+
 bool IsWhitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 
@@ -404,7 +410,7 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         return;
       }
       if (f.node->max_items == 0) return;
-      const SchemaNode* item = f.node->items ? f.node->items : &Any().value;
+      const SchemaNode* item = Item(*f.node, 0);
       f.phase = Phase::kArrValue;
       f.ws = 0;
       std::vector<Stack> items;
@@ -415,7 +421,7 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
     case Phase::kArrNext:
       if (blank) return take_blank();
       if (c == ',' && (f.node->max_items < 0 || f.count < f.node->max_items)) {
-        const SchemaNode* item = f.node->items ? f.node->items : &Any().value;
+        const SchemaNode* item = Item(*f.node, f.count);
         f.phase = Phase::kArrValue;
         f.ws = 0;
         return PushValue(std::move(s), item, out);

@@ -50,7 +50,7 @@ const std::set<std::string> kSupported = {
     "type",     "properties", "required", "additionalProperties", "items",  "minItems",
     "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
     "oneOf",    "$ref",       "pattern",  "format",   "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum"};
+    "exclusiveMaximum", "prefixItems"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -197,7 +197,8 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
     std::string implied;
     if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
       implied = "object";
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+               s.contains("maxItems")) {
       implied = "array";
     } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
                s.contains("format")) {
@@ -382,12 +383,30 @@ Status SchemaCompiler::CompileObject(const Json& s, const std::string& path, Sch
 
 Status SchemaCompiler::CompileArray(const Json& s, const std::string& path, SchemaNode* node) {
   node->kind = Kind::kArray;
-  if (auto it = s.find("items"); it != s.end()) {
-    auto items = Child(*it, path + "/items");
-    if (!items.ok()) return items.status();
-    node->items = *items;
+  if (auto it = s.find("prefixItems"); it != s.end()) {
+    if (!it->is_array()) return Invalid("'prefixItems' must be an array of schemas", path);
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto item = Child((*it)[i], path + "/prefixItems/" + std::to_string(i));
+      if (!item.ok()) return item.status();
+      node->prefix_items.push_back(*item);
+    }
   }
-  return Bounds(s, "minItems", "maxItems", path, &node->min_items, &node->max_items);
+  CPM_RETURN_IF_ERROR(Bounds(s, "minItems", "maxItems", path, &node->min_items, &node->max_items));
+  if (auto it = s.find("items"); it != s.end()) {
+    if (it->is_boolean() && !it->get<bool>() && s.contains("prefixItems")) {
+      // No items past the prefix (a tuple, as Pydantic writes one).
+      const int64_t n = static_cast<int64_t>(node->prefix_items.size());
+      if (node->max_items < 0 || node->max_items > n) node->max_items = n;
+      if (node->min_items > node->max_items) {
+        return Unsupported("'minItems' beyond the prefixItems that 'items': false allows", path);
+      }
+    } else {
+      auto items = Child(*it, path + "/items");
+      if (!items.ok()) return items.status();
+      node->items = *items;
+    }
+  }
+  return OkStatus();
 }
 
 SchemaNode* Schema::NewNode(Kind kind) {

@@ -3,19 +3,19 @@
 // nodes that the matcher (json_matcher.h) walks byte by byte. A regex constraint is a schema of
 // one node that is not JSON: the text itself must match.
 //
-// The subset: type (one or a list), properties / required / additionalProperties, items /
-// minItems / maxItems, minLength / maxLength, pattern (regex.h: the whole string value must
-// match, as xgrammar and llguidance anchor it), format (string_formats.h: date, time,
-// date-time, duration, uuid, ipv4, ipv6, email, hostname enforced; others annotations, as
-// JSON Schema 2020-12 has them by default), minimum / maximum / exclusiveMinimum /
-// exclusiveMaximum (number_ranges.h: integers any bounds, numbers integer bounds), enum, const,
-// anyOf / oneOf (as anyOf: exclusivity is not enforced), $ref to local definitions
-// (#/$defs/..., #/definitions/..., recursion allowed). Annotations (title, description,
-// default, examples, ...) are ignored; any other keyword that constrains values (multipleOf,
-// uniqueItems, ...) is an error, so that a client never gets output that the schema it sent
-// would reject. As xgrammar's strict mode (vLLM's
-// default backend): properties come in the schema's order (optional ones may be left out), and
-// an object with declared properties takes no others unless additionalProperties says so.
+// The subset: type (one or a list), properties / required / additionalProperties,
+// prefixItems / items (false: nothing past the prefix) / minItems / maxItems, minLength /
+// maxLength, pattern (regex.h: the whole string value must match, as xgrammar and llguidance
+// anchor it), format (string_formats.h: date, time, date-time, duration, uuid, ipv4, ipv6,
+// email, hostname enforced; others annotations, as JSON Schema 2020-12 has them by default),
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum (number_ranges.h: integers any
+// bounds, numbers integer bounds), enum, const, anyOf / oneOf (as anyOf: exclusivity is not
+// enforced), $ref to local definitions (#/$defs/..., #/definitions/..., recursion allowed).
+// Annotations (title, description, default, examples, ...) are ignored; any other keyword that
+// constrains values (multipleOf, uniqueItems, ...) is an error, so that a client never gets
+// output that the schema it sent would reject. As xgrammar's strict mode (vLLM's default
+// backend): properties come in the schema's order (optional ones may be left out), and an
+// object with declared properties takes no others unless additionalProperties says so.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,9 @@ struct SchemaNode {
   // of `additional` when it is set.
   std::vector<Property> properties;
   const SchemaNode* additional = nullptr;
-  // kArray: items (null: any value), count bounds (max -1: none).
+  // kArray: the first items' schemas (prefixItems), the others' (items; null: any value), count
+  // bounds (max -1: none).
+  std::vector<const SchemaNode*> prefix_items;
   const SchemaNode* items = nullptr;
   int64_t min_items = 0, max_items = -1;
   // kString: length bounds in characters (an escape sequence is one; max -1: none).

@@ -330,6 +330,24 @@ TEST(JsonMatcher, PatternStrings) {
   EXPECT_FALSE(Matches(o, R"({"id": 42})"));
 }
 
+TEST(JsonMatcher, PrefixItems) {
+  // A tuple as Pydantic writes one: exactly the prefix.
+  const auto pair = Compile(R"({"type": "array", "prefixItems": [{"type": "integer"},
+      {"type": "string"}], "items": false, "minItems": 2})");
+  EXPECT_TRUE(Matches(pair, R"([1, "a"])"));
+  for (const char* no : {"[1]", R"(["a", 1])", R"([1, "a", 2])", "[]"}) {
+    EXPECT_FALSE(Matches(pair, no)) << no;
+  }
+  // A prefix, then items of another schema.
+  const auto head = Compile(R"({"prefixItems": [{"const": "id"}], "items": {"type": "integer"}})");
+  EXPECT_TRUE(Matches(head, R"(["id", 1, 2])"));
+  EXPECT_TRUE(Matches(head, "[]"));
+  EXPECT_FALSE(Matches(head, R"([1, 2])"));
+  EXPECT_FALSE(Matches(head, R"(["id", "x"])"));
+  EXPECT_FALSE(Schema::FromJsonSchema(Json::parse(
+                   R"({"prefixItems": [{}], "items": false, "minItems": 2})")).ok());
+}
+
 TEST(JsonMatcher, StringFormats) {
   const auto value = [](const std::string& format, const std::string& v) {
     const auto s = Compile(R"({"type": "string", "format": ")" + format + R"("})");

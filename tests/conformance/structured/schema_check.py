@@ -3,15 +3,15 @@
 usage: schema_check.py BASE_URL COUNT
 
 Each request asks the tiny model (random weights) for a reply under one random schema: types,
-length, item and numeric bounds, string patterns and formats, enums and consts, anyOf, nested
-objects with required and optional properties, odd property names (a quote, non-ASCII),
-additionalProperties of every kind, compact or free whitespace. Every reply that ends with
-"stop" must parse as JSON and satisfy its schema by the `jsonschema` package (draft 2020-12,
-formats checked), the independent reference. Then COUNT / 4 requests for a string of each
-format in turn, likewise checked, and COUNT / 4 under a random regex (structured_outputs
-regex), each complete reply checked by Python's `re.fullmatch`. Replies cut by max_tokens are
-counted, not checked. Exits non-zero on the first failure, or when too few replies completed to
-mean anything.
+length, item and numeric bounds, tuples (prefixItems), string patterns and formats, enums and
+consts, anyOf, nested objects with required and optional properties, odd property names (a
+quote, non-ASCII), additionalProperties of every kind, compact or free whitespace. Every reply
+that ends with "stop" must parse as JSON and satisfy its schema by the `jsonschema` package
+(draft 2020-12, formats checked), the independent reference. Then COUNT / 4 requests for a
+string of each format in turn, likewise checked, and COUNT / 4 under a random regex
+(structured_outputs regex), each complete reply checked by Python's `re.fullmatch`. Replies cut
+by max_tokens are counted, not checked. Exits non-zero on the first failure, or when too few
+replies completed to mean anything.
 """
 import datetime
 import json
@@ -91,10 +91,17 @@ def schema(rng, depth=0):
         return {"const": rng.choice(["x", 3, None, [1, "a"]])}
     if r < 0.55:
         return {"anyOf": [schema(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
-    if r < 0.7:
+    if r < 0.62:
         low = rng.randint(0, 2)
         return {"type": "array", "items": schema(rng, depth + 1), "minItems": low,
                 "maxItems": low + rng.randint(0, 2)}
+    if r < 0.7:  # a tuple, or a prefix then items
+        prefix = [schema(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+        s = {"type": "array", "prefixItems": prefix,
+             "items": rng.choice([False, schema(rng, depth + 1)])}
+        if rng.random() < 0.5:
+            s["minItems"] = len(prefix)
+        return s
     names = rng.sample(["a", "b", "c", 'd"q', "é"], rng.randint(0, 3))
     s = {"type": "object", "properties": {n: schema(rng, depth + 1) for n in names}}
     if names:
