@@ -225,7 +225,7 @@ class DfaBuilder {
       }
     }
     CPM_RETURN_IF_ERROR(CutDeadEnds());
-    CountChars();
+    CountMostChars();
     return OkStatus();
   }
 
@@ -291,47 +291,25 @@ class DfaBuilder {
     return std::binary_search(ends.begin(), ends.end(), match_);
   }
 
-  // Transitions into states that reach no accepting state become kDead.
+  // Transitions into states that reach no accepting state (no fewest count) become kDead.
   Status CutDeadEnds() {
-    const int32_t n = static_cast<int32_t>(accepting.size()), k = num_classes;
-    std::vector<std::vector<int32_t>> from(n);
-    for (int32_t s = 0; s < n; ++s) {
-      for (int32_t c = 0; c < k; ++c) {
-        const int32_t t = next[s * k + c];
-        if (t != Regex::kDead) from[t].push_back(s);
-      }
+    CountFewestChars();
+    if (min_chars[Regex::kStart] == Regex::kUnbounded) {
+      return InvalidArgument("regex: the pattern matches no text");
     }
-    std::vector<uint8_t> live(n, 0);
-    std::vector<int32_t> todo;
-    for (int32_t s = 0; s < n; ++s) {
-      if (accepting[s]) {
-        live[s] = 1;
-        todo.push_back(s);
-      }
-    }
-    while (!todo.empty()) {
-      const int32_t s = todo.back();
-      todo.pop_back();
-      for (int32_t p : from[s]) {
-        if (!live[p]) {
-          live[p] = 1;
-          todo.push_back(p);
-        }
-      }
-    }
-    if (!live[Regex::kStart]) return InvalidArgument("regex: the pattern matches no text");
     for (int32_t& t : next) {
-      if (t != Regex::kDead && !live[t]) t = Regex::kDead;
+      if (t != Regex::kDead && min_chars[t] == Regex::kUnbounded) t = Regex::kDead;
     }
     return OkStatus();
   }
 
-  // min_chars / max_chars of every live state: a byte below 80 or from C0 up starts a
-  // character (costs 1), a continuation byte costs 0.
-  void CountChars() {
+  // A byte below 80 or from C0 up starts a character (costs 1), a continuation byte costs 0.
+  int32_t Cost(int32_t c) const { return (representative_[c] & 0xC0) == 0x80 ? 0 : 1; }
+
+  // min_chars of every state, kUnbounded where no accepting state is reachable: a 0-1
+  // breadth-first search back from the accepting states.
+  void CountFewestChars() {
     const int32_t n = static_cast<int32_t>(accepting.size()), k = num_classes;
-    const auto cost = [&](int32_t c) { return (representative_[c] & 0xC0) == 0x80 ? 0 : 1; };
-    // Fewest: 0-1 breadth-first search back from the accepting states.
     std::vector<std::vector<std::pair<int32_t, int32_t>>> from(n);  // (state, class) into it
     for (int32_t s = 0; s < n; ++s) {
       for (int32_t c = 0; c < k; ++c) {
@@ -351,13 +329,18 @@ class DfaBuilder {
       const int32_t t = queue.front();
       queue.pop_front();
       for (auto [s, c] : from[t]) {
-        const int32_t d = min_chars[t] + cost(c);
+        const int32_t d = min_chars[t] + Cost(c);
         if (d >= min_chars[s]) continue;
         min_chars[s] = d;
-        if (cost(c) == 0) queue.push_front(s);
+        if (Cost(c) == 0) queue.push_front(s);
         else queue.push_back(s);
       }
     }
+  }
+
+  // max_chars of every live state (dead ends already cut).
+  void CountMostChars() {
+    const int32_t n = static_cast<int32_t>(accepting.size()), k = num_classes;
     // Most: the longest path to an accepting state, unbounded from any state that reaches a
     // loop (every live state reaches a match). Depth-first, iteratively, in post-order.
     max_chars.assign(n, -1);
@@ -389,7 +372,7 @@ class DfaBuilder {
           best = std::max<int64_t>(best, max_chars[t] == Regex::kUnbounded
                                              ? Regex::kUnbounded
                                              : std::min<int64_t>(Regex::kUnbounded,
-                                                                 max_chars[t] + cost(cc)));
+                                                                 max_chars[t] + Cost(cc)));
         }
         max_chars[s] = static_cast<int32_t>(best);
         color[s] = 2;

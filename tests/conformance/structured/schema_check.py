@@ -111,90 +111,86 @@ def schema(rng, depth=0):
     return s
 
 
+class Refused(Exception):
+    """The server answered a request with an HTTP error."""
+
+
+def first_choice(base, path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())["choices"][0]
+    except urllib.error.HTTPError as e:
+        raise Refused(f"HTTP {e.code} for {json.dumps(body)[:600]}: {e.read()[:300]!r}") from e
+
+
+def check_json(text, s):
+    """None if `text` is JSON valid under schema `s`, else why not."""
+    try:
+        jsonschema.validate(json.loads(text), s, cls=jsonschema.Draft202012Validator,
+                            format_checker=FORMAT_CHECKER)
+    except (ValueError, jsonschema.ValidationError) as e:
+        return f"reply {text!r} breaks schema {json.dumps(s)}: {e}"
+    return None
+
+
+def chat(content, max_tokens, seed, **constraint):
+    return {"model": "tiny", "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens, "temperature": 1.0, "seed": seed, **constraint}
+
+
 def main():
     base, count = sys.argv[1], int(sys.argv[2])
     rng = random.Random(20261202)
-    done = formatted = 0
-    for i in range(count):
-        s = schema(rng)
-        body = {"model": "tiny", "messages": [{"role": "user", "content": "JSON, please"}],
-                "max_tokens": 120, "temperature": 1.0, "seed": i,
-                "structured_outputs": {"json": s, "disable_any_whitespace": rng.random() < 0.7}}
-        req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                choice = json.loads(r.read())["choices"][0]
-        except urllib.error.HTTPError as e:
-            print(f"HTTP {e.code} for schema {json.dumps(s)}: {e.read()[:300]!r}")
-            return 1
-        if choice["finish_reason"] != "stop":
-            continue
-        text = choice["message"]["content"]
-        try:
-            value = json.loads(text)
-            jsonschema.validate(value, s, cls=jsonschema.Draft202012Validator,
-                                format_checker=FORMAT_CHECKER)
-        except (ValueError, jsonschema.ValidationError) as e:
-            print(f"reply {text!r} breaks schema {json.dumps(s)}: {e}")
-            return 1
-        done += 1
-        formatted += '"format"' in json.dumps(s)
-    print(f"{done} of {count} replies complete, each valid under its schema "
-          f"({formatted} of them with string formats)")
-    if done < count // 2:
+    done = formatted = done_format = done_regex = 0
+    try:
+        for i in range(count):
+            s = schema(rng)
+            compact = rng.random() < 0.7
+            choice = first_choice(base, "/v1/chat/completions", chat(
+                "JSON, please", 120, i,
+                structured_outputs={"json": s, "disable_any_whitespace": compact}))
+            if choice["finish_reason"] != "stop":
+                continue
+            if (error := check_json(choice["message"]["content"], s)) is not None:
+                print(error)
+                return 1
+            done += 1
+            formatted += '"format"' in json.dumps(s)
+        print(f"{done} of {count} replies complete, each valid under its schema "
+              f"({formatted} of them with string formats)")
+        for i in range(count // 4):
+            s = {"type": "string", "format": FORMATS[i % len(FORMATS)]}
+            choice = first_choice(base, "/v1/chat/completions", chat(
+                "A value", 60, i,
+                response_format={"type": "json_schema", "json_schema": {"name": "v", "schema": s}}))
+            if choice["finish_reason"] != "stop":
+                continue
+            if (error := check_json(choice["message"]["content"], s)) is not None:
+                print(error)
+                return 1
+            done_format += 1
+        print(f"{done_format} of {count // 4} formatted strings complete, each valid")
+        for i in range(count // 4):
+            pattern = rng.choice(PATTERNS)
+            if not pattern.endswith("$"):
+                pattern += rng.choice(["", r"(, \d{1,2})*", r"[.?]"])
+            choice = first_choice(base, "/v1/completions", {
+                "model": "tiny", "prompt": "Say", "max_tokens": 40, "temperature": 1.0, "seed": i,
+                "structured_outputs": {"regex": pattern}})
+            if choice["finish_reason"] != "stop":
+                continue
+            if not re.fullmatch(pattern, choice["text"]):
+                print(f"reply {choice['text']!r} does not match regex {pattern!r}")
+                return 1
+            done_regex += 1
+        print(f"{done_regex} of {count // 4} regex replies complete, each a full match")
+    except Refused as e:
+        print(e)
         return 1
-    done_format = 0
-    for i in range(count // 4):
-        s = {"type": "string", "format": FORMATS[i % len(FORMATS)]}
-        body = {"model": "tiny", "messages": [{"role": "user", "content": "A value"}],
-                "max_tokens": 60, "temperature": 1.0, "seed": i,
-                "response_format": {"type": "json_schema",
-                                    "json_schema": {"name": "v", "schema": s}}}
-        req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                choice = json.loads(r.read())["choices"][0]
-        except urllib.error.HTTPError as e:
-            print(f"HTTP {e.code} for schema {json.dumps(s)}: {e.read()[:300]!r}")
-            return 1
-        if choice["finish_reason"] != "stop":
-            continue
-        text = choice["message"]["content"]
-        try:
-            jsonschema.validate(json.loads(text), s, cls=jsonschema.Draft202012Validator,
-                                format_checker=FORMAT_CHECKER)
-        except (ValueError, jsonschema.ValidationError) as e:
-            print(f"reply {text!r} breaks schema {json.dumps(s)}: {e}")
-            return 1
-        done_format += 1
-    print(f"{done_format} of {count // 4} formatted strings complete, each valid")
-    if done_format < count // 8:
-        return 1
-    done_regex = 0
-    for i in range(count // 4):
-        pattern = rng.choice(PATTERNS)
-        if not pattern.endswith("$"):
-            pattern += rng.choice(["", r"(, \d{1,2})*", r"[.?]"])
-        body = {"model": "tiny", "prompt": "Say", "max_tokens": 40, "temperature": 1.0,
-                "seed": i, "structured_outputs": {"regex": pattern}}
-        req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                choice = json.loads(r.read())["choices"][0]
-        except urllib.error.HTTPError as e:
-            print(f"HTTP {e.code} for regex {pattern!r}: {e.read()[:300]!r}")
-            return 1
-        if choice["finish_reason"] != "stop":
-            continue
-        if not re.fullmatch(pattern, choice["text"]):
-            print(f"reply {choice['text']!r} does not match regex {pattern!r}")
-            return 1
-        done_regex += 1
-    print(f"{done_regex} of {count // 4} regex replies complete, each a full match")
-    return 0 if done_regex >= count // 8 else 1
+    enough = done >= count // 2 and done_format >= count // 8 and done_regex >= count // 8
+    return 0 if enough else 1
 
 
 if __name__ == "__main__":
