@@ -3,6 +3,7 @@
 #include "structured/regex.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <string>
@@ -406,6 +407,8 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) 
   re->accepting_ = std::move(dfa.accepting);
   re->min_chars_ = std::move(dfa.min_chars);
   re->max_chars_ = std::move(dfa.max_chars);
+  static std::atomic<uint64_t> next_id{1};
+  re->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   return std::shared_ptr<const Regex>(std::move(re));
 }
 

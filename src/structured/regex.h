@@ -43,6 +43,8 @@ class Regex {
   int32_t MinChars(int32_t state) const { return min_chars_[state]; }
   int32_t MaxChars(int32_t state) const { return max_chars_[state]; }
   int32_t num_states() const { return static_cast<int32_t>(accepting_.size()); }
+  // Unique to this compiled automaton in the process (a key for caches that outlive it).
+  uint64_t id() const { return id_; }
 
  private:
   std::array<uint8_t, 256> class_of_{};  // bytes that every state treats alike share a class
@@ -50,6 +52,7 @@ class Regex {
   std::vector<int32_t> next_;            // [state][class]
   std::vector<uint8_t> accepting_;       // [state]
   std::vector<int32_t> min_chars_, max_chars_;  // [state]
+  uint64_t id_ = 0;
 };
 
 // Bounds on a request's automata (patterns such as (a{1000}){1000} are refused, not built).

@@ -557,7 +557,9 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
       "c", "bc\"", "\xc3\xa9\"", "\\u00", "\\\"", "x\\n", "\\u000a"};
   std::vector<bool> excluded(bytes.size(), false);
   excluded[29] = true;  // a special token
-  const TokenTable table(bytes, excluded);
+  // Every raw regex mask cached (over 0 nodes walked): a state seen again is served from the
+  // cache, which must tell the two regexes' states apart.
+  const TokenTable table(bytes, excluded, /*cache_walks_over=*/0);
   const auto json = Compile(R"({"type": "object",
       "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                      "code": {"pattern": "[a-c]+é?"},
@@ -569,11 +571,12 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
   const auto patterned = Compile(R"({"type": "string", "pattern": "(ab|\"é|\n|x)+c?",
                                      "maxLength": 6})");
   const auto bounded = Compile(R"({"type": "string", "maxLength": 3})");
-  const std::shared_ptr<const Schema> schemas[] = {json, json, regex, patterned, bounded};
+  const auto regex2 = *Schema::FromRegex(R"((ba|\d|中)+x?)");
+  const std::shared_ptr<const Schema> schemas[] = {json, json, regex, patterned, bounded, regex2};
   std::mt19937 rng(3);
   int walks_with_free_strings = 0, regex_walks = 0, bounded_string_steps = 0;
   for (int walk = 0; walk < 300; ++walk) {
-    Matcher m(schemas[walk % 5]);
+    Matcher m(schemas[walk % 6]);
     int32_t state = 0;
     regex_walks += m.RawRegex(&state) != nullptr;
     for (int step = 0; step < 30; ++step) {
@@ -594,7 +597,8 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
     }
   }
   EXPECT_GT(walks_with_free_strings, 50);  // the shortcut paths were exercised
-  EXPECT_EQ(regex_walks, 60);
+  EXPECT_EQ(regex_walks, 100);
+  EXPECT_GT(table.cache_hits(), 100);
   EXPECT_GE(bounded_string_steps, 50);
 }
 

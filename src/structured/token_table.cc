@@ -1,6 +1,8 @@
 #include "structured/token_table.h"
 
 #include <algorithm>
+#include <list>
+#include <mutex>
 #include <utility>
 
 #include "structured/utf8.h"
@@ -35,8 +37,24 @@ bool Plain(const std::string& b) {
 
 }  // namespace
 
-TokenTable::TokenTable(std::vector<std::string> token_bytes, const std::vector<bool>& excluded)
-    : size_(static_cast<int32_t>(token_bytes.size())), bytes_(std::move(token_bytes)) {
+// The last raw-regex masks worth keeping, most recent first, by (Regex::id, state).
+struct TokenTable::MaskCache {
+  struct Entry {
+    uint64_t regex;
+    int32_t state;
+    std::vector<uint8_t> allowed;
+  };
+  std::mutex mutex;
+  std::list<Entry> entries;
+  int64_t hits = 0;
+};
+
+TokenTable::TokenTable(std::vector<std::string> token_bytes, const std::vector<bool>& excluded,
+                       int64_t cache_walks_over)
+    : size_(static_cast<int32_t>(token_bytes.size())),
+      bytes_(std::move(token_bytes)),
+      cache_walks_over_(cache_walks_over),
+      cache_(std::make_unique<MaskCache>()) {
   const std::vector<std::string>& bytes = bytes_;
   // Sorted by their bytes once, for both tries (Build).
   std::vector<int32_t> all, others;
@@ -94,16 +112,47 @@ void TokenTable::Visit(const Trie& t, uint32_t node, const Matcher& m,
   }
 }
 
-// The same walk as Visit's with the automaton's state for the matcher (Matcher::RawRegex).
+TokenTable::~TokenTable() = default;
+
+// The same walk as Visit's with the automaton's state for the matcher (Matcher::RawRegex);
+// counts the nodes it visits into *walked.
 void TokenTable::VisitRegex(const Trie& t, uint32_t node, const Regex& re, int32_t state,
-                            std::vector<uint8_t>* allowed) {
+                            std::vector<uint8_t>* allowed, int64_t* walked) {
+  ++*walked;
   const Node& n = t.nodes[node];
   for (uint32_t i = 0; i < n.num_ends; ++i) (*allowed)[t.ends[n.first_end + i]] = 1;
   for (uint32_t e = 0; e < n.num_edges; ++e) {
     const Edge& edge = t.edges[n.first_edge + e];
     const int32_t next = re.Next(state, edge.byte);
-    if (next != Regex::kDead) VisitRegex(t, edge.child, re, next, allowed);
+    if (next != Regex::kDead) VisitRegex(t, edge.child, re, next, allowed, walked);
   }
+}
+
+void TokenTable::RegexAllowed(const Regex& re, int32_t state,
+                              std::vector<uint8_t>* allowed) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto& entries = cache_->entries;
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (it->regex == re.id() && it->state == state) {
+        *allowed = it->allowed;
+        entries.splice(entries.begin(), entries, it);
+        ++cache_->hits;
+        return;
+      }
+    }
+  }
+  int64_t walked = 0;
+  VisitRegex(all_, 0, re, state, allowed, &walked);
+  if (walked <= cache_walks_over_) return;
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->entries.push_front({re.id(), state, *allowed});
+  if (cache_->entries.size() > kMaskCacheSize) cache_->entries.pop_back();
+}
+
+int64_t TokenTable::cache_hits() const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  return cache_->hits;
 }
 
 // The same walk as Visit's inside a string (Matcher::InString): plain bytes step a copy of the
@@ -133,7 +182,7 @@ void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const 
   if (m.Dead()) return;
   int32_t state = 0;
   if (const Regex* re = m.RawRegex(&state)) {
-    VisitRegex(all_, 0, *re, state, allowed);
+    RegexAllowed(*re, state, allowed);
     return;
   }
   if (m.InFreeString()) {
