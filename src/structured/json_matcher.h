@@ -50,7 +50,8 @@ class Matcher {
     int32_t count = 0;               // object: next property; array: items; string: chars;
                                      // literal: bytes matched; declared key: bytes matched
     int32_t aux = 0;                 // \u hex digits; object: the chosen property (-1: other)
-    int32_t state = 0;               // regex: its automaton's state; string: its pattern's
+    int32_t state = 0;               // regex, or a string or number with a pattern: the
+                                     // automaton's state
     uint64_t candidates = 0;         // declared key: properties whose name it may still be;
                                      // \u escape: the code point so far; UTF-8: next byte's
                                      // range
