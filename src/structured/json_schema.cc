@@ -279,7 +279,7 @@ Status SchemaCompiler::CompileString(const Json& s, const std::string& path, Sch
 
 // A number's or integer's range (minimum, maximum, exclusiveMinimum, exclusiveMaximum, and
 // draft 4's boolean exclusiveMinimum / exclusiveMaximum beside them) as a pattern over its text
-// (number_ranges.h). An integer's bounds may be any numbers; a number's must be integers.
+// (number_ranges.h): an integer's rounded inward, a number's as their decimal digits.
 Status SchemaCompiler::CompileNumber(const Json& s, const std::string& path,
                                      const std::string& type, SchemaNode* node) {
   const bool integer = type == "integer";
@@ -310,28 +310,31 @@ Status SchemaCompiler::CompileNumber(const Json& s, const std::string& path,
   CPM_RETURN_IF_ERROR(read("minimum", "exclusiveMinimum", true, &lo));
   CPM_RETURN_IF_ERROR(read("maximum", "exclusiveMaximum", false, &hi));
   if (!lo.set && !hi.set) return OkStatus();
-  NumberBound low, high;
-  for (auto [limit, bound, lower] : {std::tuple{&lo, &low, true}, std::tuple{&hi, &high, false}}) {
-    if (!limit->set) continue;
-    if (!(std::fabs(limit->value) <= static_cast<double>(kMaxRangeBound))) {
-      return Unsupported("a bound beyond ±1e15", path);
-    }
-    if (integer) {  // the nearest integer within, inclusive
-      const double v = limit->value;
+  std::string text;
+  if (integer) {
+    NumberBound low, high;
+    for (auto [limit, bound, lower] :
+         {std::tuple{&lo, &low, true}, std::tuple{&hi, &high, false}}) {
+      if (!limit->set) continue;
+      if (!(std::fabs(limit->value) <= static_cast<double>(kMaxRangeBound))) {
+        return Unsupported("a bound beyond ±1e15", path);
+      }
+      const double v = limit->value;  // the nearest integer within, inclusive
       const double within = lower ? (limit->exclusive ? std::floor(v) + 1 : std::ceil(v))
                                   : (limit->exclusive ? std::ceil(v) - 1 : std::floor(v));
       *bound = {true, static_cast<int64_t>(within), false};
-    } else {
-      if (limit->value != std::floor(limit->value)) {
-        return Unsupported("a bound that is not an integer on a number", path);
-      }
-      *bound = {true, static_cast<int64_t>(limit->value), limit->exclusive};
     }
+    if (!(low.set && high.set && low.value > high.value)) text = IntegerRangePattern(low, high);
+  } else {
+    DecimalBound low, high;
+    for (auto [limit, bound] : {std::pair{&lo, &low}, std::pair{&hi, &high}}) {
+      if (!limit->set) continue;
+      auto b = DecimalBound::FromDouble(limit->value, limit->exclusive);
+      if (!b.ok()) return Unsupported(b.status().message(), path);
+      *bound = *b;
+    }
+    text = NumberRangePattern(low, high);
   }
-  const std::string text = integer ? (low.set && high.set && low.value > high.value
-                                          ? std::string()
-                                          : IntegerRangePattern(low, high))
-                                   : NumberRangePattern(low, high);
   if (text.empty()) return Unsupported("bounds that no " + type + " lies within", path);
   auto re = Regex::Compile(text);
   if (!re.ok()) return Invalid("bounds (" + re.status().message() + ")", path);

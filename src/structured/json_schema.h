@@ -8,14 +8,14 @@
 // maxLength, pattern (regex.h: the whole string value must match, as xgrammar and llguidance
 // anchor it), format (string_formats.h: date, time, date-time, duration, uuid, ipv4, ipv6,
 // email, hostname enforced; others annotations, as JSON Schema 2020-12 has them by default),
-// minimum / maximum / exclusiveMinimum / exclusiveMaximum (number_ranges.h: integers any
-// bounds, numbers integer bounds), enum, const, anyOf / oneOf (as anyOf: exclusivity is not
-// enforced), $ref to local definitions (#/$defs/..., #/definitions/..., recursion allowed).
-// Annotations (title, description, default, examples, ...) are ignored; any other keyword that
-// constrains values (multipleOf, uniqueItems, ...) is an error, so that a client never gets
-// output that the schema it sent would reject. As xgrammar's strict mode (vLLM's default
-// backend): properties come in the schema's order (optional ones may be left out), and an
-// object with declared properties takes no others unless additionalProperties says so.
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum (number_ranges.h), enum, const,
+// anyOf / oneOf (as anyOf: exclusivity is not enforced), $ref to local definitions
+// (#/$defs/..., #/definitions/..., recursion allowed). Annotations (title, description,
+// default, examples, ...) are ignored; any other keyword that constrains values (multipleOf,
+// uniqueItems, ...) is an error, so that a client never gets output that the schema it sent
+// would reject. As xgrammar's strict mode (vLLM's default backend): properties come in the
+// schema's order (optional ones may be left out), and an object with declared properties takes
+// no others unless additionalProperties says so.
 #pragma once
 
 #include <cstdint>

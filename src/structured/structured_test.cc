@@ -2,6 +2,7 @@
 // the reference for what JSON is), and token masks (against trying every token).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -41,7 +42,7 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
             std::string::npos);
   EXPECT_NE(error(R"({"type": "integer", "multipleOf": 3})").find("'multipleOf' at '#'"),
             std::string::npos);
-  EXPECT_NE(error(R"({"type": "number", "maximum": 0.5})").find("not an integer on a number"),
+  EXPECT_NE(error(R"({"type": "number", "maximum": 1e-40})").find("fraction digits"),
             std::string::npos);
   EXPECT_NE(error(R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 4.0, "maximum": 2})")
                 .find("bounds that no integer lies within"),
@@ -417,33 +418,70 @@ TEST(NumberRanges, AgreeWithTheBounds) {
     if (dot != std::string::npos && dot + 1 == t.size()) return false;
     return !(t[0] == '-' && std::stod(t) == 0);
   };
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 400; ++trial) {
-    NumberBound lo, hi;
-    for (NumberBound* b : {&lo, &hi}) {
-      b->set = rng() % 4 != 0;
-      b->value = static_cast<int64_t>(rng() % 241) - 120;
-      b->exclusive = rng() % 2 == 0;
+  // Bounds with fractions, and texts on both sides of each (and on it, with a trailing zero).
+  const double fractional[] = {-99.5, -2.5, -0.75, -0.5, -0.05, 0.05, 0.25, 0.5, 1.5, 2.125,
+                               99.999};
+  for (double b : fractional) {
+    for (double delta : {-0.0001, 0.0, 0.0001}) {
+      char t[32];
+      std::snprintf(t, sizeof t, "%.4f", b + delta);
+      texts.push_back(t);
     }
-    if (lo.set && hi.set && lo.value > hi.value) std::swap(lo.value, hi.value);
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", b);
+    texts.push_back(t);
+    texts.push_back(std::string(t) + "0");
+  }
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 600; ++trial) {
     const bool integer = trial % 2 == 0;
-    const std::string pattern = integer ? IntegerRangePattern(lo, hi) : NumberRangePattern(lo, hi);
+    double values[2];
+    bool set[2], exclusive[2];
+    for (int k = 0; k < 2; ++k) {
+      set[k] = rng() % 4 != 0;
+      exclusive[k] = rng() % 2 == 0;
+      values[k] = !integer && rng() % 2 == 0 ? fractional[rng() % std::size(fractional)]
+                                             : static_cast<double>(rng() % 241) - 120;
+    }
+    if (set[0] && set[1] && values[0] > values[1]) std::swap(values[0], values[1]);
+    std::string pattern;
+    if (integer) {  // integer bounds as the schema compiler passes them (inclusive here)
+      pattern = IntegerRangePattern({set[0], static_cast<int64_t>(values[0]), exclusive[0]},
+                                    {set[1], static_cast<int64_t>(values[1]), exclusive[1]});
+    } else {
+      DecimalBound lo, hi;
+      if (set[0]) lo = *DecimalBound::FromDouble(values[0], exclusive[0]);
+      if (set[1]) hi = *DecimalBound::FromDouble(values[1], exclusive[1]);
+      pattern = NumberRangePattern(lo, hi);
+    }
     std::shared_ptr<const Regex> re;
     if (!pattern.empty()) re = *Regex::Compile(pattern);
     for (const std::string& t : texts) {
       bool want = canonical(t) && (!integer || t.find('.') == std::string::npos);
       if (want) {
         const double v = std::stod(t);
-        if (lo.set) want = want && (lo.exclusive ? v > lo.value : v >= lo.value);
-        if (hi.set) want = want && (hi.exclusive ? v < hi.value : v <= hi.value);
+        if (set[0]) want = want && (exclusive[0] ? v > values[0] : v >= values[0]);
+        if (set[1]) want = want && (exclusive[1] ? v < values[1] : v <= values[1]);
       }
       ASSERT_EQ(re != nullptr && re->Matches(t), want)
-          << t << " in " << (lo.set ? std::to_string(lo.value) : "-inf")
-          << (lo.exclusive ? "x" : "") << ".." << (hi.set ? std::to_string(hi.value) : "inf")
-          << (hi.exclusive ? "x" : "")
-          << (integer ? " integer " : " number ") << pattern;
+          << t << " in " << (set[0] ? std::to_string(values[0]) : "-inf")
+          << (exclusive[0] ? "x" : "") << ".." << (set[1] ? std::to_string(values[1]) : "inf")
+          << (exclusive[1] ? "x" : "") << (integer ? " integer " : " number ") << pattern;
     }
   }
+  // A bound equal on both sides: that one number, or none when either side excludes it.
+  const auto half = [](bool lo_exclusive, bool hi_exclusive) {
+    return NumberRangePattern(*DecimalBound::FromDouble(0.5, lo_exclusive),
+                              *DecimalBound::FromDouble(0.5, hi_exclusive));
+  };
+  EXPECT_EQ(half(true, false), "");
+  EXPECT_EQ(half(false, true), "");
+  const auto only = *Regex::Compile(half(false, false));
+  EXPECT_TRUE(only->Matches("0.5"));
+  EXPECT_TRUE(only->Matches("0.500"));
+  EXPECT_FALSE(only->Matches("0.51"));
+  EXPECT_EQ(DecimalBound::FromDouble(0.1, false)->fraction, "1");
+  EXPECT_FALSE(DecimalBound::FromDouble(1e-40, false).ok());
   // Long bounds.
   const auto big = *Regex::Compile(IntegerRangePattern({true, 999'999'999'999'990, false},
                                                        {true, kMaxRangeBound, false}));
@@ -465,6 +503,13 @@ TEST(JsonMatcher, NumberRanges) {
                          R"({"age": 1, "p": 0})", R"({"age": 1, "p": 1.01})",
                          R"({"age": 01})"}) {
     EXPECT_FALSE(Matches(age, no)) << no;
+  }
+  const auto top_p = Compile(R"({"type": "number", "minimum": 0.05, "exclusiveMaximum": 0.95})");
+  for (const char* yes : {"0.05", "0.050", "0.9499", "0.5"}) {
+    EXPECT_TRUE(Matches(top_p, yes)) << yes;
+  }
+  for (const char* no : {"0.049", "0.95", "0", "1", "0.950"}) {
+    EXPECT_FALSE(Matches(top_p, no)) << no;
   }
   // Draft 4's boolean exclusiveMaximum; an integer's bounds may be fractions.
   EXPECT_FALSE(Matches(Compile(R"({"type": "integer", "maximum": 5, "exclusiveMaximum": true})"),

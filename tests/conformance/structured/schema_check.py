@@ -77,8 +77,8 @@ def schema(rng, depth=0):
             s[rng.choice(["minimum", "exclusiveMinimum"])] = low
             if rng.random() < 0.7:
                 s[rng.choice(["maximum", "exclusiveMaximum"])] = low + rng.randint(2, 200)
-            if kind == "integer" and rng.random() < 0.3:
-                s["minimum"] = low + 0.5  # an integer's bound may be a fraction
+            if rng.random() < 0.3:
+                s["minimum"] = low + rng.choice([0.5, 0.25, 0.05])  # a bound with a fraction
         if kind == "string" and rng.random() < 0.5:
             # Bounds every pattern meets (each matches strings of 1 to 4 characters).
             s["maxLength"] = rng.randint(4, 6) if patterned else rng.randint(0, 4)
