@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <list>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -389,9 +391,52 @@ class DfaBuilder {
   uint32_t stamp_ = 0;
 };
 
+// The last automata compiled, by pattern, up to kRegexCacheBytes of tables: requests that send
+// one pattern again (a client's fixed format, a benchmark) share its automaton, its compile
+// time and, through its id, the token masks cached for its states (token_table.h).
+class CompiledCache {
+ public:
+  std::shared_ptr<const Regex> Find(std::string_view pattern) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->pattern == pattern) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return it->regex;
+      }
+    }
+    return nullptr;
+  }
+  void Add(std::string_view pattern, std::shared_ptr<const Regex> regex, size_t bytes) {
+    if (bytes > kRegexCacheBytes) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_front({std::string(pattern), std::move(regex), bytes});
+    bytes_ += bytes;
+    while (bytes_ > kRegexCacheBytes) {
+      bytes_ -= entries_.back().bytes;
+      entries_.pop_back();
+    }
+  }
+
+ private:
+  struct Entry {
+    std::string pattern;
+    std::shared_ptr<const Regex> regex;
+    size_t bytes;
+  };
+  std::mutex mutex_;
+  std::list<Entry> entries_;  // most recently used first
+  size_t bytes_ = 0;
+};
+
+CompiledCache& Compiled() {
+  static CompiledCache cache;
+  return cache;
+}
+
 }  // namespace
 
-StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) {
+StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern, bool cached) {
+  if (auto hit = cached ? Compiled().Find(pattern) : nullptr) return hit;
   CPM_ASSIGN_OR_RETURN(const Ast ast, regex::Parse(pattern));
   NfaBuilder nfa(ast);
   if (!nfa.Run()) {
@@ -409,7 +454,11 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) 
   re->max_chars_ = std::move(dfa.max_chars);
   static std::atomic<uint64_t> next_id{1};
   re->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
-  return std::shared_ptr<const Regex>(std::move(re));
+  const size_t bytes = pattern.size() + re->next_.size() * sizeof(int32_t) +
+                       re->accepting_.size() * (1 + 2 * sizeof(int32_t));
+  std::shared_ptr<const Regex> compiled = std::move(re);
+  if (cached) Compiled().Add(pattern, compiled, bytes);
+  return compiled;
 }
 
 bool Regex::Matches(std::string_view text) const {

@@ -23,7 +23,10 @@ namespace cpm::structured {
 class Regex {
  public:
   // Errors: the pattern's syntax, or an automaton beyond the bounds below ("regex: ...").
-  static StatusOr<std::shared_ptr<const Regex>> Compile(std::string_view pattern);
+  // A pattern compiled recently is served from a cache (kRegexCacheBytes), the same automaton,
+  // unless `cached` is false.
+  static StatusOr<std::shared_ptr<const Regex>> Compile(std::string_view pattern,
+                                                        bool cached = true);
 
   static constexpr int32_t kStart = 0;
   static constexpr int32_t kDead = -1;
@@ -58,5 +61,6 @@ class Regex {
 // Bounds on a request's automata (patterns such as (a{1000}){1000} are refused, not built).
 constexpr int32_t kMaxRegexNfaStates = 200000;
 constexpr int32_t kMaxRegexDfaStates = 10000;
+constexpr size_t kRegexCacheBytes = size_t{64} << 20;
 
 }  // namespace cpm::structured

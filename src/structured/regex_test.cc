@@ -83,6 +83,14 @@ TEST(Regex, RefusesDeadEnds) {
   EXPECT_EQ(Compile("a|x$y")->Next(Regex::kStart, 'x'), Regex::kDead);
 }
 
+TEST(Regex, RecentPatternsShareTheirAutomaton) {
+  const auto a = Compile("[a-f]{3}\\d+");
+  const auto b = Compile("[a-f]{3}\\d+");
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->id(), b->id());
+  EXPECT_NE(Compile("[a-f]{3}\\d*")->id(), a->id());
+}
+
 TEST(Regex, CountsCharactersToAMatch) {
   const auto alt = Compile("ab|cdefgh");
   EXPECT_EQ(alt->MinChars(Regex::kStart), 2);
