@@ -216,9 +216,13 @@ class DfaBuilder {
         if (!to.empty()) {
           const auto [it, inserted] = ids.emplace(std::move(to), static_cast<int32_t>(sets.size()));
           if (inserted) {
-            if (sets.size() >= static_cast<size_t>(kMaxRegexDfaStates)) {
-              return InvalidArgument("regex: too complex (its automaton has more than " +
-                                     std::to_string(kMaxRegexDfaStates) + " states)");
+            if (sets.size() >= static_cast<size_t>(kMaxRegexDfaStates) ||
+                (sets.size() + 1) * num_classes > kMaxRegexTableEntries) {
+              return InvalidArgument(
+                  "regex: too complex (its automaton has more than " +
+                  std::to_string(std::min<int64_t>(kMaxRegexDfaStates,
+                                                   kMaxRegexTableEntries / num_classes)) +
+                  " states)");
             }
             sets.push_back(it->first);
           }

@@ -58,9 +58,12 @@ class Regex {
   uint64_t id_ = 0;
 };
 
-// Bounds on a request's automata (patterns such as (a{1000}){1000} are refused, not built).
+// Bounds on a request's automata (patterns such as (a{1000}){1000} are refused, not built):
+// states, and table entries (states × byte classes; 16 MiB). ".{1000}" (~14k states, tens of
+// ms to build) is within them.
 constexpr int32_t kMaxRegexNfaStates = 200000;
-constexpr int32_t kMaxRegexDfaStates = 10000;
+constexpr int32_t kMaxRegexDfaStates = 50000;
+constexpr int64_t kMaxRegexTableEntries = int64_t{4} << 20;
 constexpr size_t kRegexCacheBytes = size_t{64} << 20;
 
 }  // namespace cpm::structured
