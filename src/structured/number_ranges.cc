@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace cpm::structured {
@@ -116,10 +117,9 @@ struct Magnitude {
   bool exclusive = false;
 };
 
-// The text after the integer part (".digits" or nothing) for fractions between lo and hi;
-// nullopt-like "!" if none.
-std::string FractionText(const Fractions& f) {
-  if (f.none()) return "!";
+// The text after the integer part (".digits" or nothing) for fractions `f`; none if f has none.
+std::optional<std::string> FractionText(const Fractions& f) {
+  if (f.none()) return std::nullopt;
   const std::string dotted = f.alts.empty() ? "" : "\\." + Join(f.alts);
   return f.empty && !dotted.empty() ? "(?:" + dotted + ")?" : dotted;
 }
@@ -128,8 +128,7 @@ std::string FractionText(const Fractions& f) {
 std::string DecimalMagnitudes(const Magnitude& c, const Magnitude* d) {
   std::vector<std::string> parts;
   const auto with = [&](int64_t n, const Fractions& f) {
-    const std::string text = FractionText(f);
-    if (text != "!") parts.push_back(Magnitudes(n, n) + text);
+    if (const auto text = FractionText(f)) parts.push_back(Magnitudes(n, n) + *text);
   };
   if (d != nullptr && c.whole == d->whole) {
     with(c.whole, Between(c.fraction, c.exclusive, &d->fraction, d->exclusive));
