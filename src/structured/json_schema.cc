@@ -396,8 +396,8 @@ Status SchemaCompiler::CompileArray(const Json& s, const std::string& path, Sche
   }
   CPM_RETURN_IF_ERROR(Bounds(s, "minItems", "maxItems", path, &node->min_items, &node->max_items));
   if (auto it = s.find("items"); it != s.end()) {
-    if (it->is_boolean() && !it->get<bool>() && s.contains("prefixItems")) {
-      // No items past the prefix (a tuple, as Pydantic writes one).
+    if (it->is_boolean() && !it->get<bool>()) {
+      // No items past the prefix (a tuple, as Pydantic writes one; without one, []).
       const int64_t n = static_cast<int64_t>(node->prefix_items.size());
       if (node->max_items < 0 || node->max_items > n) node->max_items = n;
       if (node->min_items > node->max_items) {

@@ -347,6 +347,9 @@ TEST(JsonMatcher, PrefixItems) {
   EXPECT_FALSE(Matches(head, R"(["id", "x"])"));
   EXPECT_FALSE(Schema::FromJsonSchema(Json::parse(
                    R"({"prefixItems": [{}], "items": false, "minItems": 2})")).ok());
+  const auto none = Compile(R"({"type": "array", "items": false})");
+  EXPECT_TRUE(Matches(none, "[]"));
+  EXPECT_FALSE(Matches(none, "[1]"));
 }
 
 TEST(JsonMatcher, StringFormats) {
