@@ -141,6 +141,52 @@ const tests = {
     assert.strictEqual(typeof v.sure, 'boolean');
     assert.deepStrictEqual(Object.keys(v).filter((k) => !['answer', 'sure', 'note'].includes(k)), []);
   },
+  async patternsFormatsRangesAndRegex() {
+    // What a Pydantic or zod model's schema holds: formats, a pattern, numeric ranges, a tuple;
+    // each complete reply checked here by JavaScript's Date, RegExp and Number.
+    const schema = {
+      type: 'object',
+      properties: {
+        when: { type: 'string', format: 'date-time' },
+        id: { type: 'string', format: 'uuid' },
+        code: { type: 'string', pattern: '^[A-Z]{3}-\\d{2}$' },
+        seats: { type: 'integer', minimum: 1, maximum: 500 },
+        ratio: { type: 'number', exclusiveMinimum: 0, maximum: 0.75 },
+        pair: { type: 'array', prefixItems: [{ type: 'integer' }, { type: 'boolean' }],
+                items: false, minItems: 2 },
+      },
+      required: ['when', 'id', 'code', 'seats', 'ratio', 'pair'], additionalProperties: false,
+    };
+    let complete = 0;
+    for (let seed = 0; seed < 4; ++seed) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: user('An event'), temperature: 0.8, seed, max_tokens: 200,
+        structured_outputs: { json: schema, disable_any_whitespace: true },
+      });
+      const c = r.choices[0];
+      if (c.finish_reason !== 'stop') continue;
+      ++complete;
+      const v = JSON.parse(c.message.content);
+      assert.ok(!Number.isNaN(Date.parse(v.when)) && /T.*(Z|[+-]\d\d:\d\d)$/.test(v.when), v.when);
+      assert.match(v.id, /^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$/i);
+      assert.match(v.code, /^[A-Z]{3}-\d{2}$/);
+      assert.ok(Number.isInteger(v.seats) && v.seats >= 1 && v.seats <= 500, String(v.seats));
+      assert.ok(v.ratio > 0 && v.ratio <= 0.75, String(v.ratio));
+      assert.ok(v.pair.length === 2 && Number.isInteger(v.pair[0]) &&
+                typeof v.pair[1] === 'boolean', JSON.stringify(v.pair));
+    }
+    assert.ok(complete >= 1, 'no reply completed within max_tokens');
+    // structured_outputs regex on the completions endpoint: the whole text matches.
+    const pattern = '(yes|no), \\d{1,3}( units)?\\.';
+    for (let seed = 0; seed < 3; ++seed) {
+      const r = await client.completions.create({
+        model: MODEL, prompt: 'Say', temperature: 1.0, seed, max_tokens: 30,
+        structured_outputs: { regex: pattern },
+      });
+      assert.strictEqual(r.choices[0].finish_reason, 'stop');
+      assert.match(r.choices[0].text, new RegExp(`^(?:${pattern})$`));
+    }
+  },
   async overlongPromptIs400() {
     try {
       await client.chat.completions.create({
