@@ -122,8 +122,9 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
 }
 
 // response_format (OpenAI) or structured_outputs (vLLM) -> the schema the output must match.
-// Supported: json_object, json_schema / json, choice, regex; grammar and structural tags are a
-// 400, never ignored, so that a client never takes free text for a guaranteed format. The
+// Supported: json_object, json_schema / json, choice, regex, grammar (without recursion);
+// structural tags are a 400, never ignored, so that a client never takes free text for a
+// guaranteed format. The
 // legacy guided_* fields are ignored, as vLLM >= 0.12 does.
 Status ParseStructuredOutputs(JsonReader& r, const Json& j,
                               std::shared_ptr<const structured::Schema>* out) {
@@ -204,9 +205,12 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
   } else if (kinds[0] == "regex") {
     if (!v.is_string()) return TypeError("structured_outputs.regex", "a string");
     CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromRegex(v.get<std::string>()));
+  } else if (kinds[0] == "grammar") {
+    if (!v.is_string()) return TypeError("structured_outputs.grammar", "a string");
+    CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromGrammar(v.get<std::string>()));
   } else {
     return InvalidArgument("structured_outputs." + kinds[0] + " is not supported by cpmserve " +
-                           "(json, regex, choice and json_object are)");
+                           "(json, regex, grammar, choice and json_object are)");
   }
   return OkStatus();
 }

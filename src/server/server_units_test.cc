@@ -254,6 +254,7 @@ TEST(Protocol, StructuredOutputs) {
         R"("structured_outputs":{"json":"{\"type\": \"string\"}"})",
         R"("structured_outputs":{"json_object":true})",
         R"("structured_outputs":{"regex":"a+"})",
+        R"("structured_outputs":{"grammar":"root ::= \"a\" b\nb ::= [0-9]+"})",
         R"("response_format":{"type":"json_schema","json_schema":{
             "schema":{"type":"string","pattern":"a"}}})"}) {
     auto c = chat(good);
@@ -268,7 +269,8 @@ TEST(Protocol, StructuredOutputs) {
                           R"("response_format":"json")", R"("response_format":{})",
                           R"("structured_outputs":{"regex":"(a"})",
                           R"("structured_outputs":{"regex":3})",
-                          R"("structured_outputs":{"grammar":"root ::= "a""})",
+                          R"("structured_outputs":{"grammar":"root ::= root \"a\""})",
+                          R"("structured_outputs":{"structural_tag":"{}"})",
                           R"("structured_outputs":{"choice":["a"],"json":{}})",
                           R"("structured_outputs":{})", R"("structured_outputs":{"json":"{"})",
                           R"("structured_outputs":{"choice":"a"})",
@@ -279,8 +281,13 @@ TEST(Protocol, StructuredOutputs) {
       EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << bad;
     }
   }
-  EXPECT_NE(chat(R"("structured_outputs":{"grammar":"root ::= \"a\""})").status().message().find(
-                "structured_outputs.grammar is not supported"),
+  EXPECT_NE(chat(R"("structured_outputs":{"structural_tag":"{}"})").status().message().find(
+                "structured_outputs.structural_tag is not supported"),
+            std::string::npos);
+  EXPECT_NE(chat(R"("structured_outputs":{"grammar":"root ::= x\nx ::= \"(\" x \")\""})")
+                .status()
+                .message()
+                .find("structured_outputs.grammar: recursive rules (x -> x)"),
             std::string::npos);
   EXPECT_NE(chat(R"x("structured_outputs":{"regex":"a(?=b)"})x").status().message().find(
                 "structured_outputs.regex: lookahead is not supported at offset 1"),

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "structured/grammar.h"
 #include "structured/number_ranges.h"
 #include "structured/string_formats.h"
 
@@ -454,9 +455,19 @@ StatusOr<std::shared_ptr<const Schema>> Schema::Choice(const std::vector<std::st
 StatusOr<std::shared_ptr<const Schema>> Schema::FromRegex(std::string_view pattern) {
   auto re = Regex::Compile(pattern);
   if (!re.ok()) return InvalidArgument("structured_outputs." + re.status().message());
+  return RawText(*re);
+}
+
+StatusOr<std::shared_ptr<const Schema>> Schema::FromGrammar(std::string_view grammar) {
+  auto re = CompileGrammar(grammar);
+  if (!re.ok()) return InvalidArgument("structured_outputs." + re.status().message());
+  return RawText(*re);
+}
+
+std::shared_ptr<const Schema> Schema::RawText(std::shared_ptr<const Regex> re) {
   auto schema = std::shared_ptr<Schema>(new Schema());
   SchemaNode* root = schema->NewNode(Kind::kRegex);
-  root->pattern = *re;
+  root->pattern = std::move(re);
   schema->root_ = root;
   schema->json_ = false;
   return std::shared_ptr<const Schema>(std::move(schema));

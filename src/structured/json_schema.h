@@ -42,7 +42,8 @@ enum class Kind : uint8_t {
   kNull,
   kLiterals,  // one of the serialized values in `literals` (enum, const, choice)
   kAnyOf,     // one of `options`
-  kRegex,     // raw text (not JSON) that `pattern` matches whole (structured_outputs regex)
+  kRegex,     // raw text (not JSON) that `pattern` matches whole (structured_outputs regex,
+              // grammar)
 };
 
 struct SchemaNode;
@@ -94,6 +95,8 @@ class Schema {
   static StatusOr<std::shared_ptr<const Schema>> Choice(const std::vector<std::string>& choices);
   // Raw text that `pattern` matches whole (structured_outputs regex).
   static StatusOr<std::shared_ptr<const Schema>> FromRegex(std::string_view pattern);
+  // Raw text that derives from an EBNF grammar's root (structured_outputs grammar, grammar.h).
+  static StatusOr<std::shared_ptr<const Schema>> FromGrammar(std::string_view grammar);
 
   const SchemaNode* root() const { return root_; }
   // JSON text: whitespace may surround values. Raw text (Choice, FromRegex): only the bytes
@@ -105,6 +108,8 @@ class Schema {
  private:
   friend class SchemaCompiler;
   SchemaNode* NewNode(Kind kind);
+  // A schema of raw text that `re` matches whole.
+  static std::shared_ptr<const Schema> RawText(std::shared_ptr<const Regex> re);
 
   std::vector<std::unique_ptr<SchemaNode>> nodes_;
   const SchemaNode* root_ = nullptr;

@@ -442,6 +442,16 @@ CompiledCache& Compiled() {
 StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern, bool cached) {
   if (auto hit = cached ? Compiled().Find(pattern) : nullptr) return hit;
   CPM_ASSIGN_OR_RETURN(const Ast ast, regex::Parse(pattern));
+  CPM_ASSIGN_OR_RETURN(std::shared_ptr<const Regex> compiled, FromAst(ast));
+  if (cached) {
+    const size_t bytes = pattern.size() + compiled->next_.size() * sizeof(int32_t) +
+                         compiled->accepting_.size() * (1 + 2 * sizeof(int32_t));
+    Compiled().Add(pattern, compiled, bytes);
+  }
+  return compiled;
+}
+
+StatusOr<std::shared_ptr<const Regex>> Regex::FromAst(const regex::Ast& ast) {
   NfaBuilder nfa(ast);
   if (!nfa.Run()) {
     return InvalidArgument("regex: too complex (more than " +
@@ -458,11 +468,7 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern, 
   re->max_chars_ = std::move(dfa.max_chars);
   static std::atomic<uint64_t> next_id{1};
   re->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
-  const size_t bytes = pattern.size() + re->next_.size() * sizeof(int32_t) +
-                       re->accepting_.size() * (1 + 2 * sizeof(int32_t));
-  std::shared_ptr<const Regex> compiled = std::move(re);
-  if (cached) Compiled().Add(pattern, compiled, bytes);
-  return compiled;
+  return std::shared_ptr<const Regex>(std::move(re));
 }
 
 bool Regex::Matches(std::string_view text) const {

@@ -20,6 +20,10 @@
 
 namespace cpm::structured {
 
+namespace regex {
+struct Ast;
+}  // namespace regex
+
 class Regex {
  public:
   // Errors: the pattern's syntax, or an automaton beyond the bounds below ("regex: ...").
@@ -27,6 +31,8 @@ class Regex {
   // unless `cached` is false.
   static StatusOr<std::shared_ptr<const Regex>> Compile(std::string_view pattern,
                                                         bool cached = true);
+  // The automaton of a syntax tree (regex_parser.h; grammar.h builds them too).
+  static StatusOr<std::shared_ptr<const Regex>> FromAst(const regex::Ast& ast);
 
   static constexpr int32_t kStart = 0;
   static constexpr int32_t kDead = -1;

@@ -1,4 +1,4 @@
-"""Random JSON schemas and regexes of cpmserve's structured outputs against a running server.
+"""Random JSON schemas, regexes and grammars of cpmserve's structured outputs against a server.
 
 usage: schema_check.py BASE_URL COUNT
 
@@ -8,10 +8,11 @@ consts, anyOf, nested objects with required and optional properties, odd propert
 quote, non-ASCII), additionalProperties of every kind, compact or free whitespace. Every reply
 that ends with "stop" must parse as JSON and satisfy its schema by the `jsonschema` package
 (draft 2020-12, formats checked), the independent reference. Then COUNT / 4 requests for a
-string of each format in turn, likewise checked, and COUNT / 4 under a random regex
-(structured_outputs regex), each complete reply checked by Python's `re.fullmatch`. Replies cut
-by max_tokens are counted, not checked. Exits non-zero on the first failure, or when too few
-replies completed to mean anything.
+string of each format in turn, likewise checked, COUNT / 4 under a random regex
+(structured_outputs regex) and COUNT / 8 under an EBNF grammar (structured_outputs grammar),
+each complete reply checked by Python's `re.fullmatch` (a grammar's against the regex it spells
+out). Replies cut by max_tokens are counted, not checked. Exits non-zero on the first failure,
+or when too few replies completed to mean anything.
 """
 import datetime
 import json
@@ -34,6 +35,19 @@ PATTERNS = [r"^[a-c]{1,3}$", r"[0-9]{2}-[a-z]+", r"(yes|no)!?", r"é+x?", r"a\.b
 # Formats cpmserve enforces, checked by jsonschema's format checkers (ipv4, ipv6, uuid, email)
 # and by Python's datetime and the label rules below.
 FORMATS = ["date", "time", "date-time", "uuid", "ipv4", "ipv6", "email", "hostname"]
+
+# EBNF grammars (structured_outputs grammar) and the regexes they spell out, for re.fullmatch.
+GRAMMARS = [
+    ('root ::= select_statement\n'  # vLLM's structured-output benchmark grammar
+     'select_statement ::= "SELECT " column " from " table " where " condition\n'
+     'column ::= "col_1 " | "col_2 "\ntable ::= "table_1 " | "table_2 "\n'
+     'condition ::= column "= " number\nnumber ::= "1 " | "2 "',
+     r"SELECT (col_1 |col_2 ) from (table_1 |table_2 ) where (col_1 |col_2 )= (1 |2 )"),
+    ('root ::= item (", " item){0,3}\nitem ::= [a-z]{1,6} | num\nnum ::= "-"? [0-9]{1,3}',
+     r"([a-z]{1,6}|-?[0-9]{1,3})(, ([a-z]{1,6}|-?[0-9]{1,3})){0,3}"),
+    ("root ::= 'Q: ' [^?\\n]{1,20} '?' # a comment\n",
+     r"Q: [^?\n]{1,20}\?"),
+]
 
 FORMAT_CHECKER = jsonschema.FormatChecker()
 
@@ -143,7 +157,7 @@ def chat(content, max_tokens, seed, **constraint):
 def main():
     base, count = sys.argv[1], int(sys.argv[2])
     rng = random.Random(20261202)
-    done = formatted = done_format = done_regex = 0
+    done = formatted = done_format = done_regex = done_grammar = 0
     try:
         for i in range(count):
             s = schema(rng)
@@ -186,10 +200,24 @@ def main():
                 return 1
             done_regex += 1
         print(f"{done_regex} of {count // 4} regex replies complete, each a full match")
+        done_grammar = 0
+        for i in range(count // 8):
+            grammar, spelled = GRAMMARS[i % len(GRAMMARS)]
+            choice = first_choice(base, "/v1/completions", {
+                "model": "tiny", "prompt": "Say", "max_tokens": 60, "temperature": 1.0, "seed": i,
+                "structured_outputs": {"grammar": grammar}})
+            if choice["finish_reason"] != "stop":
+                continue
+            if not re.fullmatch(spelled, choice["text"]):
+                print(f"reply {choice['text']!r} does not derive from grammar {grammar!r}")
+                return 1
+            done_grammar += 1
+        print(f"{done_grammar} of {count // 8} grammar replies complete, each derived")
     except Refused as e:
         print(e)
         return 1
-    enough = done >= count // 2 and done_format >= count // 8 and done_regex >= count // 8
+    enough = (done >= count // 2 and done_format >= count // 8 and done_regex >= count // 8 and
+              done_grammar >= count // 16)
     return 0 if enough else 1
 
 

@@ -1,0 +1,328 @@
+#include "structured/grammar.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "structured/regex_parser.h"
+
+namespace cpm::structured {
+namespace {
+
+using regex::Ast;
+using regex::Node;
+
+bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool IsNameChar(char c) { return IsNameStart(c) || (c >= '0' && c <= '9') || c == '-'; }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
+  return -1;
+}
+
+// Recursive descent over the grammar's bytes into one syntax tree: each rule's body is a
+// subtree; a reference to a rule is a placeholder node (kEmpty) noted in `refs_` until Inline.
+class GrammarParser {
+ public:
+  explicit GrammarParser(std::string_view text) : text_(text) {}
+
+  StatusOr<Ast> Run() {
+    Skip();
+    while (i_ < text_.size()) {
+      const size_t at = i_;
+      const std::string name = Name();
+      if (name.empty()) return Error(std::string("unexpected '") + text_[at] + "'", at);
+      Skip();
+      if (text_.substr(i_, 3) != "::=") return Error("'::=' expected after '" + name + "'", i_);
+      i_ += 3;
+      if (rules_.count(name)) return Error("rule '" + name + "' defined twice", at);
+      CPM_ASSIGN_OR_RETURN(rules_[name], Alternation(0));
+    }
+    if (!rules_.count("root")) return InvalidArgument("grammar: no 'root' rule");
+    for (const auto& [node, ref] : refs_) {
+      if (!rules_.count(ref.name)) return Error("undefined rule '" + ref.name + "'", ref.at);
+    }
+    Ast out;
+    std::vector<std::string> path = {"root"};
+    CPM_ASSIGN_OR_RETURN(out.root, Inline(rules_.at("root"), &out, &path));
+    return out;
+  }
+
+ private:
+  struct Ref {
+    std::string name;
+    size_t at;
+  };
+
+  Status Error(const std::string& what, size_t at) const {
+    return InvalidArgument("grammar: " + what + " at offset " + std::to_string(at));
+  }
+
+  // Whitespace (newlines included) and # comments.
+  void Skip() {
+    while (i_ < text_.size()) {
+      const char c = text_[i_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++i_;
+      } else if (c == '#') {
+        while (i_ < text_.size() && text_[i_] != '\n') ++i_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string Name() {
+    const size_t from = i_;
+    if (i_ < text_.size() && IsNameStart(text_[i_])) {
+      while (i_ < text_.size() && IsNameChar(text_[i_])) ++i_;
+    }
+    return std::string(text_.substr(from, i_ - from));
+  }
+
+  // The next rule begins here: a name, then "::=".
+  bool AtRuleStart() const {
+    size_t j = i_;
+    if (j >= text_.size() || !IsNameStart(text_[j])) return false;
+    while (j < text_.size() && IsNameChar(text_[j])) ++j;
+    while (j < text_.size() && (text_[j] == ' ' || text_[j] == '\t')) ++j;
+    return text_.substr(j, 3) == "::=";
+  }
+
+  int Add(Node n) {
+    ast_.nodes.push_back(std::move(n));
+    return static_cast<int>(ast_.nodes.size()) - 1;
+  }
+  int Op(Node::Op op, std::vector<int> children = {}) {
+    Node n;
+    n.op = op;
+    n.children = std::move(children);
+    return Add(std::move(n));
+  }
+
+  StatusOr<int> Alternation(int depth) {
+    if (depth > regex::kMaxGroupDepth) return Error("groups nested too deep", i_);
+    std::vector<int> options;
+    for (;;) {
+      CPM_ASSIGN_OR_RETURN(int option, Sequence(depth));
+      options.push_back(option);
+      Skip();
+      if (i_ >= text_.size() || text_[i_] != '|') break;
+      ++i_;
+    }
+    return options.size() == 1 ? options[0] : Op(Node::Op::kAlt, std::move(options));
+  }
+
+  StatusOr<int> Sequence(int depth) {
+    std::vector<int> items;
+    for (;;) {
+      Skip();
+      if (i_ >= text_.size() || text_[i_] == '|' || text_[i_] == ')' || AtRuleStart()) break;
+      CPM_ASSIGN_OR_RETURN(int item, Primary(depth));
+      CPM_ASSIGN_OR_RETURN(item, Quantified(item));
+      items.push_back(item);
+    }
+    if (items.empty()) return Op(Node::Op::kEmpty);
+    return items.size() == 1 ? items[0] : Op(Node::Op::kConcat, std::move(items));
+  }
+
+  StatusOr<int> Quantified(int item) {
+    if (i_ >= text_.size()) return item;
+    const char c = text_[i_];
+    int min = 0, max = -1;
+    if (c == '*' || c == '+' || c == '?') {
+      min = c == '+' ? 1 : 0;
+      max = c == '?' ? 1 : -1;
+      ++i_;
+    } else if (c == '{') {
+      const size_t at = i_;
+      const size_t close = text_.find('}', i_);
+      if (close == std::string_view::npos) return Error("unterminated '{'", at);
+      // {n}, {n,}, {n,m}: read by the regex parser on a stand-in atom.
+      auto probe = regex::Parse("a" + std::string(text_.substr(i_, close + 1 - i_)));
+      if (!probe.ok() || probe->nodes[probe->root].op != Node::Op::kRepeat) {
+        return Error("bad repetition '" + std::string(text_.substr(i_, close + 1 - i_)) + "'",
+                     at);
+      }
+      min = probe->nodes[probe->root].min;
+      max = probe->nodes[probe->root].max;
+      i_ = close + 1;
+    } else {
+      return item;
+    }
+    Node n;
+    n.op = Node::Op::kRepeat;
+    n.children = {item};
+    n.min = min;
+    n.max = max;
+    return Add(std::move(n));
+  }
+
+  StatusOr<int> Primary(int depth) {
+    const size_t at = i_;
+    const char c = text_[i_];
+    if (c == '"' || c == '\'') return String(c);
+    if (c == '[') return Class();
+    if (c == '.') {
+      ++i_;
+      Node n;
+      n.op = Node::Op::kChars;
+      n.chars = regex::Normalize({{0, regex::kMaxCodePoint}});
+      return Add(std::move(n));
+    }
+    if (c == '(') {
+      ++i_;
+      CPM_ASSIGN_OR_RETURN(int inner, Alternation(depth + 1));
+      Skip();
+      if (i_ >= text_.size() || text_[i_] != ')') return Error("missing ')'", at);
+      ++i_;
+      return inner;
+    }
+    const std::string name = Name();
+    if (name.empty()) return Error(std::string("unexpected '") + c + "'", at);
+    const int placeholder = Op(Node::Op::kEmpty);
+    refs_[placeholder] = {name, at};
+    return placeholder;
+  }
+
+  // A quoted literal: one character node per code point, escapes decoded.
+  StatusOr<int> String(char quote) {
+    const size_t at = i_++;
+    std::string bytes;
+    for (;;) {
+      if (i_ >= text_.size()) return Error("unterminated string", at);
+      const char c = text_[i_++];
+      if (c == quote) break;
+      if (c != '\\') {
+        bytes += c;
+        continue;
+      }
+      if (i_ >= text_.size()) return Error("unterminated string", at);
+      const char e = text_[i_++];
+      const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+      if (digits == 0) {
+        const std::string from = "nrt\\\"'", to = "\n\r\t\\\"'";
+        const size_t k = from.find(e);
+        if (k == std::string::npos) return Error(std::string("bad escape \\") + e, i_ - 2);
+        bytes += to[k];
+        continue;
+      }
+      uint32_t cp = 0;
+      for (int d = 0; d < digits; ++d) {
+        const int v = i_ < text_.size() ? HexValue(text_[i_]) : -1;
+        if (v < 0) return Error("bad hex escape", i_);
+        cp = cp << 4 | static_cast<uint32_t>(v);
+        ++i_;
+      }
+      if (cp > regex::kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return Error("bad code point", i_);
+      }
+      AppendUtf8(cp, &bytes);
+    }
+    // The literal's characters, through the regex parser's UTF-8 decoding (each escaped so
+    // that it stands for itself).
+    std::string pattern;
+    for (char b : bytes) {
+      const auto u = static_cast<unsigned char>(b);
+      if (u < 0x80 && !((u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') ||
+                        (u >= 'A' && u <= 'Z'))) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", u);
+        pattern += hex;
+      } else {
+        pattern += b;
+      }
+    }
+    return Graft(pattern, at);
+  }
+
+  // [...] as the regex parser reads a class.
+  StatusOr<int> Class() {
+    const size_t at = i_;
+    size_t j = i_ + 1;
+    if (j < text_.size() && text_[j] == '^') ++j;
+    if (j < text_.size() && text_[j] == ']') ++j;  // a leading ']' is a literal
+    while (j < text_.size() && text_[j] != ']') j += text_[j] == '\\' ? 2 : 1;
+    if (j >= text_.size()) return Error("unterminated character class", at);
+    i_ = j + 1;
+    return Graft(std::string(text_.substr(at, j + 1 - at)), at);
+  }
+
+  // `pattern` parsed by the regex parser, its nodes appended to ours; the subtree's root.
+  StatusOr<int> Graft(const std::string& pattern, size_t at) {
+    auto parsed = regex::Parse(pattern);
+    if (!parsed.ok()) return Error(parsed.status().message(), at);
+    const int offset = static_cast<int>(ast_.nodes.size());
+    for (Node n : parsed->nodes) {
+      for (int& c : n.children) c += offset;
+      ast_.nodes.push_back(std::move(n));
+    }
+    return parsed->root + offset;
+  }
+
+  static void AppendUtf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | cp >> 6);
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | cp >> 12);
+      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | cp >> 18);
+      *out += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // A copy of subtree `node` into `out` with every rule reference replaced by the rule's body;
+  // `path`: the rules being inlined, outermost first (a reference back into it is recursion).
+  StatusOr<int> Inline(int node, Ast* out, std::vector<std::string>* path) {
+    if (out->nodes.size() > kMaxGrammarNodes) {
+      return InvalidArgument("grammar: too large once its rules are inlined (more than " +
+                             std::to_string(kMaxGrammarNodes) + " nodes)");
+    }
+    if (auto ref = refs_.find(node); ref != refs_.end()) {
+      const std::string& name = ref->second.name;
+      for (size_t k = 0; k < path->size(); ++k) {
+        if ((*path)[k] != name) continue;
+        std::string cycle;
+        for (size_t m = k; m < path->size(); ++m) cycle += (*path)[m] + " -> ";
+        return InvalidArgument("grammar: recursive rules (" + cycle + name +
+                               ") are not supported; grammars without recursion are");
+      }
+      path->push_back(name);
+      auto inlined = Inline(rules_.at(name), out, path);
+      path->pop_back();
+      return inlined;
+    }
+    Node copy = ast_.nodes[node];
+    for (int& c : copy.children) {
+      CPM_ASSIGN_OR_RETURN(c, Inline(c, out, path));
+    }
+    out->nodes.push_back(std::move(copy));
+    return static_cast<int>(out->nodes.size()) - 1;
+  }
+
+  std::string_view text_;
+  size_t i_ = 0;
+  Ast ast_;
+  std::map<std::string, int> rules_;
+  std::map<int, Ref> refs_;  // placeholder node -> the rule it names
+};
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const Regex>> CompileGrammar(std::string_view text) {
+  CPM_ASSIGN_OR_RETURN(const Ast ast, GrammarParser(text).Run());
+  auto re = Regex::FromAst(ast);
+  if (!re.ok()) return InvalidArgument("grammar: " + re.status().message());
+  return re;
+}
+
+}  // namespace cpm::structured
