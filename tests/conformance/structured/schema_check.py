@@ -154,6 +154,23 @@ def chat(content, max_tokens, seed, **constraint):
             "max_tokens": max_tokens, "temperature": 1.0, "seed": seed, **constraint}
 
 
+def complete_texts(base, cases, max_tokens):
+    """Completions under each (structured_outputs, regex) case: how many ended with "stop", each
+    checked to match its regex whole; -1 on the first that does not."""
+    done = 0
+    for seed, (constraint, spelled) in enumerate(cases):
+        choice = first_choice(base, "/v1/completions", {
+            "model": "tiny", "prompt": "Say", "max_tokens": max_tokens, "temperature": 1.0,
+            "seed": seed, "structured_outputs": constraint})
+        if choice["finish_reason"] != "stop":
+            continue
+        if not re.fullmatch(spelled, choice["text"]):
+            print(f"reply {choice['text']!r} under {constraint!r} does not match {spelled!r}")
+            return -1
+        done += 1
+    return done
+
+
 def main():
     base, count = sys.argv[1], int(sys.argv[2])
     rng = random.Random(20261202)
@@ -186,33 +203,22 @@ def main():
                 return 1
             done_format += 1
         print(f"{done_format} of {count // 4} formatted strings complete, each valid")
-        for i in range(count // 4):
+        regexes = []
+        for _ in range(count // 4):
             pattern = rng.choice(PATTERNS)
             if not pattern.endswith("$"):
                 pattern += rng.choice(["", r"(, \d{1,2})*", r"[.?]"])
-            choice = first_choice(base, "/v1/completions", {
-                "model": "tiny", "prompt": "Say", "max_tokens": 40, "temperature": 1.0, "seed": i,
-                "structured_outputs": {"regex": pattern}})
-            if choice["finish_reason"] != "stop":
-                continue
-            if not re.fullmatch(pattern, choice["text"]):
-                print(f"reply {choice['text']!r} does not match regex {pattern!r}")
-                return 1
-            done_regex += 1
-        print(f"{done_regex} of {count // 4} regex replies complete, each a full match")
-        done_grammar = 0
-        for i in range(count // 8):
-            grammar, spelled = GRAMMARS[i % len(GRAMMARS)]
-            choice = first_choice(base, "/v1/completions", {
-                "model": "tiny", "prompt": "Say", "max_tokens": 60, "temperature": 1.0, "seed": i,
-                "structured_outputs": {"grammar": grammar}})
-            if choice["finish_reason"] != "stop":
-                continue
-            if not re.fullmatch(spelled, choice["text"]):
-                print(f"reply {choice['text']!r} does not derive from grammar {grammar!r}")
-                return 1
-            done_grammar += 1
-        print(f"{done_grammar} of {count // 8} grammar replies complete, each derived")
+            regexes.append(({"regex": pattern}, pattern))
+        done_regex = complete_texts(base, regexes, 40)
+        if done_regex < 0:
+            return 1
+        print(f"{done_regex} of {len(regexes)} regex replies complete, each a full match")
+        grammars = [({"grammar": g}, spelled)
+                    for g, spelled in (GRAMMARS[i % len(GRAMMARS)] for i in range(count // 8))]
+        done_grammar = complete_texts(base, grammars, 60)
+        if done_grammar < 0:
+            return 1
+        print(f"{done_grammar} of {len(grammars)} grammar replies complete, each derived")
     except Refused as e:
         print(e)
         return 1
