@@ -91,17 +91,6 @@ class GrammarParser {
     return text_.substr(j, 3) == "::=";
   }
 
-  int Add(Node n) {
-    ast_.nodes.push_back(std::move(n));
-    return static_cast<int>(ast_.nodes.size()) - 1;
-  }
-  int Op(Node::Op op, std::vector<int> children = {}) {
-    Node n;
-    n.op = op;
-    n.children = std::move(children);
-    return Add(std::move(n));
-  }
-
   StatusOr<int> Alternation(int depth) {
     if (depth > regex::kMaxGroupDepth) return Error("groups nested too deep", i_);
     std::vector<int> options;
@@ -112,7 +101,8 @@ class GrammarParser {
       if (i_ >= text_.size() || text_[i_] != '|') break;
       ++i_;
     }
-    return options.size() == 1 ? options[0] : Op(Node::Op::kAlt, std::move(options));
+    if (options.size() == 1) return options[0];
+    return ast_.Op(Node::Op::kAlt, std::move(options));
   }
 
   StatusOr<int> Sequence(int depth) {
@@ -124,8 +114,8 @@ class GrammarParser {
       CPM_ASSIGN_OR_RETURN(item, Quantified(item));
       items.push_back(item);
     }
-    if (items.empty()) return Op(Node::Op::kEmpty);
-    return items.size() == 1 ? items[0] : Op(Node::Op::kConcat, std::move(items));
+    if (items.empty()) return ast_.Op(Node::Op::kEmpty);
+    return items.size() == 1 ? items[0] : ast_.Op(Node::Op::kConcat, std::move(items));
   }
 
   StatusOr<int> Quantified(int item) {
@@ -152,12 +142,7 @@ class GrammarParser {
     } else {
       return item;
     }
-    Node n;
-    n.op = Node::Op::kRepeat;
-    n.children = {item};
-    n.min = min;
-    n.max = max;
-    return Add(std::move(n));
+    return ast_.Repeat(item, min, max);
   }
 
   StatusOr<int> Primary(int depth) {
@@ -167,10 +152,7 @@ class GrammarParser {
     if (c == '[') return Class();
     if (c == '.') {
       ++i_;
-      Node n;
-      n.op = Node::Op::kChars;
-      n.chars = regex::Normalize({{0, regex::kMaxCodePoint}});
-      return Add(std::move(n));
+      return ast_.Chars(regex::Normalize({{0, regex::kMaxCodePoint}}));
     }
     if (c == '(') {
       ++i_;
@@ -182,21 +164,28 @@ class GrammarParser {
     }
     const std::string name = Name();
     if (name.empty()) return Error(std::string("unexpected '") + c + "'", at);
-    const int placeholder = Op(Node::Op::kEmpty);
+    const int placeholder = ast_.Op(Node::Op::kEmpty);
     refs_[placeholder] = {name, at};
     return placeholder;
   }
 
-  // A quoted literal: one character node per code point, escapes decoded.
+  // A quoted literal, written as the regex of its characters (each escaped, so that it stands
+  // for itself; raw non-ASCII characters as they are) for the regex parser to read.
   StatusOr<int> String(char quote) {
     const size_t at = i_++;
-    std::string bytes;
+    std::string pattern;
+    const auto literal = [&](uint32_t cp) {
+      char escaped[16];
+      std::snprintf(escaped, sizeof escaped, "\\U%08X", cp);
+      pattern += escaped;
+    };
     for (;;) {
       if (i_ >= text_.size()) return Error("unterminated string", at);
       const char c = text_[i_++];
       if (c == quote) break;
       if (c != '\\') {
-        bytes += c;
+        if (static_cast<unsigned char>(c) < 0x80) literal(static_cast<unsigned char>(c));
+        else pattern += c;
         continue;
       }
       if (i_ >= text_.size()) return Error("unterminated string", at);
@@ -206,7 +195,7 @@ class GrammarParser {
         const std::string from = "nrt\\\"'", to = "\n\r\t\\\"'";
         const size_t k = from.find(e);
         if (k == std::string::npos) return Error(std::string("bad escape \\") + e, i_ - 2);
-        bytes += to[k];
+        literal(static_cast<unsigned char>(to[k]));
         continue;
       }
       uint32_t cp = 0;
@@ -219,21 +208,7 @@ class GrammarParser {
       if (cp > regex::kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
         return Error("bad code point", i_);
       }
-      AppendUtf8(cp, &bytes);
-    }
-    // The literal's characters, through the regex parser's UTF-8 decoding (each escaped so
-    // that it stands for itself).
-    std::string pattern;
-    for (char b : bytes) {
-      const auto u = static_cast<unsigned char>(b);
-      if (u < 0x80 && !((u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') ||
-                        (u >= 'A' && u <= 'Z'))) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\x%02x", u);
-        pattern += hex;
-      } else {
-        pattern += b;
-      }
+      literal(cp);
     }
     return Graft(pattern, at);
   }
@@ -257,27 +232,9 @@ class GrammarParser {
     const int offset = static_cast<int>(ast_.nodes.size());
     for (Node n : parsed->nodes) {
       for (int& c : n.children) c += offset;
-      ast_.nodes.push_back(std::move(n));
+      ast_.Add(std::move(n));
     }
     return parsed->root + offset;
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xC0 | cp >> 6);
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      *out += static_cast<char>(0xE0 | cp >> 12);
-      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      *out += static_cast<char>(0xF0 | cp >> 18);
-      *out += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
-      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   // A copy of subtree `node` into `out` with every rule reference replaced by the rule's body;
@@ -305,8 +262,7 @@ class GrammarParser {
     for (int& c : copy.children) {
       CPM_ASSIGN_OR_RETURN(c, Inline(c, out, path));
     }
-    out->nodes.push_back(std::move(copy));
-    return static_cast<int>(out->nodes.size()) - 1;
+    return out->Add(std::move(copy));
   }
 
   std::string_view text_;

@@ -40,6 +40,34 @@ CharSet Complement(const CharSet& s) {
   return Normalize(std::move(out));
 }
 
+int Ast::Add(Node n) {
+  nodes.push_back(std::move(n));
+  return static_cast<int>(nodes.size()) - 1;
+}
+
+int Ast::Op(Node::Op op, std::vector<int> children) {
+  Node n;
+  n.op = op;
+  n.children = std::move(children);
+  return Add(std::move(n));
+}
+
+int Ast::Chars(CharSet set) {
+  Node n;
+  n.op = Node::Op::kChars;
+  n.chars = std::move(set);
+  return Add(std::move(n));
+}
+
+int Ast::Repeat(int child, int min, int max) {
+  Node n;
+  n.op = Node::Op::kRepeat;
+  n.children = {child};
+  n.min = min;
+  n.max = max;
+  return Add(std::move(n));
+}
+
 namespace {
 
 const CharSet kDigit = {{'0', '9'}};
@@ -118,23 +146,6 @@ class Parser {
     return InvalidArgument("regex: " + what + " at offset " + std::to_string(offsets_[at]));
   }
 
-  int Add(Node n) {
-    ast_.nodes.push_back(std::move(n));
-    return static_cast<int>(ast_.nodes.size()) - 1;
-  }
-  int Chars(CharSet set) {
-    Node n;
-    n.op = Node::Op::kChars;
-    n.chars = std::move(set);
-    return Add(std::move(n));
-  }
-  int Op(Node::Op op, std::vector<int> children = {}) {
-    Node n;
-    n.op = op;
-    n.children = std::move(children);
-    return Add(std::move(n));
-  }
-
   StatusOr<int> Alternation(int depth) {
     std::vector<int> options;
     for (;;) {
@@ -143,7 +154,8 @@ class Parser {
       if (!More() || Peek() != '|') break;
       ++i_;
     }
-    return options.size() == 1 ? options[0] : Op(Node::Op::kAlt, std::move(options));
+    if (options.size() == 1) return options[0];
+    return ast_.Op(Node::Op::kAlt, std::move(options));
   }
 
   StatusOr<int> Sequence(int depth) {
@@ -153,8 +165,8 @@ class Parser {
       CPM_ASSIGN_OR_RETURN(atom, Quantified(atom));
       items.push_back(atom);
     }
-    if (items.empty()) return Op(Node::Op::kEmpty);
-    return items.size() == 1 ? items[0] : Op(Node::Op::kConcat, std::move(items));
+    if (items.empty()) return ast_.Op(Node::Op::kEmpty);
+    return items.size() == 1 ? items[0] : ast_.Op(Node::Op::kConcat, std::move(items));
   }
 
   // `atom` under the quantifiers that follow it (one, and a lazy '?' after it).
@@ -183,12 +195,7 @@ class Parser {
       } else if (More() && Peek() == '+') {
         return Error("possessive quantifiers are not supported", i_);
       }
-      Node n;
-      n.op = Node::Op::kRepeat;
-      n.children = {atom};
-      n.min = min;
-      n.max = max;
-      atom = Add(std::move(n));
+      atom = ast_.Repeat(atom, min, max);
     }
     return atom;
   }
@@ -234,14 +241,14 @@ class Parser {
     switch (c) {
       case '(': return Group(depth, at);
       case '[': return Class(at);
-      case '.': return Chars(Normalize({{0, kMaxCodePoint}}));
-      case '^': return Op(Node::Op::kBegin);
-      case '$': return Op(Node::Op::kEnd);
+      case '.': return ast_.Chars(Normalize({{0, kMaxCodePoint}}));
+      case '^': return ast_.Op(Node::Op::kBegin);
+      case '$': return ast_.Op(Node::Op::kEnd);
       case '\\': return Escape(at);
       case '*':
       case '+':
       case '?': return Error("nothing to repeat", at);
-      default: return Chars({{c, c}});
+      default: return ast_.Chars({{c, c}});
     }
   }
 
@@ -290,13 +297,13 @@ class Parser {
     if (!More()) return Error("bad escape (end of pattern)", at);
     const uint32_t c = cps_[i_++];
     CharSet storage;
-    if (const CharSet* set = ClassEscape(c, &storage)) return Chars(*set);
+    if (const CharSet* set = ClassEscape(c, &storage)) return ast_.Chars(*set);
     switch (c) {
       case 'b':
       case 'B': return Error("word boundaries (\\b, \\B) are not supported", at);
-      case 'A': return Op(Node::Op::kBegin);
+      case 'A': return ast_.Op(Node::Op::kBegin);
       case 'z':
-      case 'Z': return Op(Node::Op::kEnd);
+      case 'Z': return ast_.Op(Node::Op::kEnd);
       case 'k': return Error("backreferences are not supported", at);
       case 'p':
       case 'P': return Error("Unicode property classes (\\p, \\P) are not supported", at);
@@ -304,7 +311,7 @@ class Parser {
     }
     if (c >= '1' && c <= '9') return Error("backreferences are not supported", at);
     CPM_ASSIGN_OR_RETURN(const uint32_t cp, CharEscape(c, at));
-    return Chars({{cp, cp}});
+    return ast_.Chars({{cp, cp}});
   }
 
   // The character of escape `\c` (c already read): control escapes, \0, hex and Unicode
@@ -433,7 +440,7 @@ class Parser {
       }
     }
     set = Normalize(std::move(set));
-    return Chars(negate ? Complement(set) : std::move(set));
+    return ast_.Chars(negate ? Complement(set) : std::move(set));
   }
 
   std::string_view pattern_;

@@ -51,6 +51,12 @@ struct Node {
 struct Ast {
   std::vector<Node> nodes;
   int root = 0;
+
+  // Appends a node; its index.
+  int Add(Node n);
+  int Op(Node::Op op, std::vector<int> children = {});
+  int Chars(CharSet set);
+  int Repeat(int child, int min, int max);
 };
 
 // Bounds that keep a request's pattern from costing unbounded time or memory.
