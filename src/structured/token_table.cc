@@ -142,6 +142,7 @@ void TokenTable::RegexAllowed(const Regex& re, int32_t state,
       }
     }
   }
+  allowed->assign(static_cast<size_t>(size_), 0);  // a hit copies the whole mask instead
   int64_t walked = 0;
   VisitRegex(all_, 0, re, state, allowed, &walked);
   if (walked <= cache_walks_over_) return;
@@ -178,13 +179,10 @@ void TokenTable::VisitString(const Trie& t, uint32_t node, const Matcher& base,
 }
 
 void TokenTable::Allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
+  int32_t state = 0;
+  if (const Regex* re = m.RawRegex(&state)) return RegexAllowed(*re, state, allowed);
   allowed->assign(static_cast<size_t>(size_), 0);
   if (m.Dead()) return;
-  int32_t state = 0;
-  if (const Regex* re = m.RawRegex(&state)) {
-    RegexAllowed(*re, state, allowed);
-    return;
-  }
   if (m.InFreeString()) {
     for (int32_t id : plain_) (*allowed)[id] = 1;
     Visit(others_, 0, m, allowed);
