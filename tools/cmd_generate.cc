@@ -94,13 +94,13 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
   size_t next = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::string& text = a.prompts[i];
-    std::vector<std::string> urls;  // one image file per pad, as file:// URLs
+    std::vector<MediaRef> urls;  // one image file per pad, as file:// URLs
     const std::string pad = ImageProcessor::kPadText;
     for (size_t at = text.find(pad); at != std::string::npos; at = text.find(pad, at + pad.size())) {
       if (next >= a.images.size()) return InvalidArgument("--image: more <|image_pad|> than images");
       std::string url = "file://";  // '%' is the URL's escape character: escape it
       for (char c : std::filesystem::absolute(a.images[next++]).string()) url += c == '%' ? "%25" : std::string(1, c);
-      urls.push_back(std::move(url));
+      urls.push_back({MediaKind::kImage, std::move(url)});
     }
     if (urls.empty()) continue;
     CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, proc->Tokenize(tok, text, urls, /*add_special_tokens=*/true));

@@ -87,9 +87,12 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--mm-processor-kwargs", c.mm_processor_kwargs_json,
                   "image processor overrides, as vLLM's JSON: '{\"max_slice_nums\": 36}'");
   cmd->add_option("--limit-mm-per-prompt", c.limit_mm_per_prompt_json,
-                  "most images per request, as vLLM's JSON: '{\"image\": 2}'");
+                  "most images and videos per request, as vLLM's JSON: '{\"image\": 2, \"video\": 1}'");
+  cmd->add_option("--media-io-kwargs", c.media_io_kwargs_json,
+                  "media loading, as vLLM's JSON: '{\"video\": {\"num_frames\": 32}}' (frames "
+                  "sampled per video; -1: every frame)");
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
-                  "allow file:// image URLs below this folder (off by default, as vLLM)");
+                  "allow file:// image and video URLs below this folder (off by default, as vLLM)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
                 "out of the reply with --tool-call-parser");

@@ -1,6 +1,7 @@
-// From image URLs to encoder jobs (see image_processor.h).
+// From image and video URLs to encoder jobs (see image_processor.h).
 #include "multimodal/image_processor.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
@@ -8,6 +9,7 @@
 
 #include "io/mmap_file.h"
 #include "multimodal/image.h"
+#include "multimodal/video.h"
 
 namespace cpm {
 namespace {
@@ -61,15 +63,26 @@ class SharedEncoding {
   std::vector<float> embeds_;
 };
 
-StatusOr<int32_t> ReadImageTokenId(const std::string& model_dir) {
+// config.json's image_token_id (required) and video_token_id (-1 when absent).
+Status ReadPadTokenIds(const std::string& model_dir, int32_t* image_id, int32_t* video_id) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  auto it = j.is_object() ? j.find("image_token_id") : j.end();
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  auto it = j.find("image_token_id");
   if (it == j.end() || !it->is_number_integer())
     return InvalidArgument(path + ": field 'image_token_id' must be an integer");
-  return it->get<int32_t>();
+  *image_id = it->get<int32_t>();
+  *video_id = -1;
+  if (it = j.find("video_token_id"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int32_t>() == *image_id)
+      return InvalidArgument(path + ": field 'video_token_id' must be an integer other than image_token_id");
+    *video_id = it->get<int32_t>();
+  }
+  return OkStatus();
 }
+
+const char* KindName(MediaKind k) { return k == MediaKind::kVideo ? "a video" : "an image"; }
 
 }  // namespace
 
@@ -84,7 +97,10 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
     CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string()));
   }
   CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "--mm-processor-kwargs", &p->slices_));
-  CPM_ASSIGN_OR_RETURN(p->image_token_id_, ReadImageTokenId(model_dir));
+  CPM_RETURN_IF_ERROR(ReadPadTokenIds(model_dir, &p->image_token_id_, &p->video_token_id_));
+  p->video_slices_ = p->slices_;
+  p->video_slices_.max_slice_nums = kVideoMaxSliceNums;
+  p->video_slices_.use_image_id = false;
   // The placeholder count per slice must be what the encoder gives for it.
   const int64_t unit = 4 * p->slices_.patch_size;
   if (encoder->OutputRows(unit, unit) != SliceTokens({unit, unit}, p->slices_))
@@ -94,62 +110,113 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
   return p;
 }
 
-StatusOr<PreparedImage> ImageProcessor::Load(const std::string& url) const {
-  CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(url, media_));
-  // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
-  CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
+StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const SliceConfig& c) const {
   PreparedImage p;
-  p.plan = PlanSlices({image.height, image.width}, slices_);
-  CPM_RETURN_IF_ERROR(CheckPlan(p.plan, {image.height, image.width}, slices_));
-  p.slices = MakeSlices(image, p.plan, slices_);
+  p.plan = PlanSlices({image.height, image.width}, c);
+  CPM_RETURN_IF_ERROR(CheckPlan(p.plan, {image.height, image.width}, c));
+  p.slices = MakeSlices(image, p.plan, c);
   return p;
 }
 
+StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref) const {
+  PreparedMedia out;
+  out.kind = ref.kind;
+  if (ref.kind == MediaKind::kImage) {
+    CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "image_url"));
+    // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
+    CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
+    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(image, slices_));
+    out.images.push_back(std::move(p));
+    return out;
+  }
+  if (!takes_videos()) return InvalidArgument("video_url: this model takes no videos");
+  CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
+  // Each frame is sliced as it is decoded: only its thumbnail is kept.
+  const auto prepare = [&](const RgbImage& frame) -> Status {
+    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_));
+    out.images.push_back(std::move(p));
+    return OkStatus();
+  };
+  CPM_RETURN_IF_ERROR(DecodeVideo(bytes, media_.video_num_frames, prepare).status());
+  return out;
+}
+
 StatusOr<std::string> ImageProcessor::Expand(const std::string& prompt,
-                                             const std::vector<PreparedImage>& images) const {
-  const std::string pad = kPadText;
+                                             const std::vector<PreparedMedia>& media) const {
+  const std::string image_pad = kPadText, video_pad = kVideoPadText;
+  // The next pad of either kind at or after `from`, and its kind.
+  const auto next_pad = [&](size_t from, MediaKind* kind) {
+    const size_t i = prompt.find(image_pad, from);
+    const size_t v = takes_videos() ? prompt.find(video_pad, from) : std::string::npos;
+    *kind = v < i ? MediaKind::kVideo : MediaKind::kImage;
+    return std::min(i, v);
+  };
   std::string out;
   size_t from = 0, k = 0;
-  for (size_t at; (at = prompt.find(pad, from)) != std::string::npos; from = at + pad.size(), ++k) {
-    if (k >= images.size()) break;
+  int64_t image_index = 0;  // <image_id> counts the prompt's images only
+  MediaKind kind;
+  for (size_t at; (at = next_pad(from, &kind)) != std::string::npos; ++k) {
+    if (k >= media.size()) break;
+    if (kind != media[k].kind)
+      return InvalidArgument("the prompt's placeholder " + std::to_string(k + 1) + " is for " +
+                             KindName(kind) + ", but the request's item " + std::to_string(k + 1) +
+                             " is " + KindName(media[k].kind));
     out.append(prompt, from, at - from);
-    out += PlaceholderText(images[k].plan, static_cast<int64_t>(k), slices_, pad);
+    if (kind == MediaKind::kImage) {
+      out += PlaceholderText(media[k].images[0].plan, image_index++, slices_, image_pad);
+    } else {
+      // Frames one after another, each <image>{pads}</image>, no separator (V-M, HF-P).
+      for (const PreparedImage& frame : media[k].images) {
+        out += PlaceholderText(frame.plan, 0, video_slices_, video_pad);
+      }
+    }
+    from = at + (kind == MediaKind::kImage ? image_pad : video_pad).size();
   }
-  if (k != images.size() || prompt.find(pad, from) != std::string::npos)
-    return InvalidArgument("the prompt has a different number of " + pad + " placeholders than the " +
-                           std::to_string(images.size()) + " image(s) of the request");
+  if (k != media.size() || next_pad(from, &kind) != std::string::npos)
+    return InvalidArgument("the prompt has a different number of " + image_pad + " / " + video_pad +
+                           " placeholders than the " + std::to_string(media.size()) +
+                           " image(s) and video(s) of the request");
   out.append(prompt, from, std::string::npos);
   return out;
 }
 
 StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prompt_ids,
-                                                std::vector<PreparedImage> images) const {
+                                                std::vector<PreparedMedia> media) const {
   int64_t expected = 0;
-  for (const PreparedImage& image : images) expected += ImageTokens(image.plan, slices_);
+  std::vector<PreparedImage> images;  // every slice source in prompt order
+  for (PreparedMedia& m : media) {
+    const SliceConfig& c = m.kind == MediaKind::kImage ? slices_ : video_slices_;
+    for (PreparedImage& image : m.images) {
+      expected += ImageTokens(image.plan, c);
+      images.push_back(std::move(image));
+    }
+  }
   MultimodalInputs in;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {
-    if (prompt_ids[i] == image_token_id_) in.embed_rows.push_back(static_cast<int64_t>(i));
+    if (prompt_ids[i] == image_token_id_ || (takes_videos() && prompt_ids[i] == video_token_id_))
+      in.embed_rows.push_back(static_cast<int64_t>(i));
   }
   if (static_cast<int64_t>(in.embed_rows.size()) != expected)
     return InvalidArgument("the prompt holds " + std::to_string(in.embed_rows.size()) +
-                           " image placeholder tokens, but its images need " + std::to_string(expected));
+                           " image and video placeholder tokens, but its images and videos need " +
+                           std::to_string(expected));
   auto shared = std::make_shared<SharedEncoding>(encoder_, std::move(images));
   in.encode = [shared](ThreadPool& pool, std::vector<float>* embeds) { return shared->Next(pool, embeds); };
   return in;
 }
 
 StatusOr<MultimodalPrompt> ImageProcessor::Tokenize(const Tokenizer& tokenizer, const std::string& text,
-                                                    const std::vector<std::string>& urls,
+                                                    const std::vector<MediaRef>& refs,
                                                     bool add_special_tokens) const {
-  std::vector<PreparedImage> images;
-  for (const std::string& url : urls) {
-    CPM_ASSIGN_OR_RETURN(PreparedImage image, Load(url));
-    images.push_back(std::move(image));
+  std::vector<PreparedMedia> media;
+  for (const MediaRef& ref : refs) {
+    CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(ref));
+    media.push_back(std::move(m));
   }
-  CPM_ASSIGN_OR_RETURN(std::string expanded, Expand(text, images));
+  CPM_ASSIGN_OR_RETURN(std::string expanded, Expand(text, media));
   MultimodalPrompt p;
   p.ids = tokenizer.Encode(expanded, add_special_tokens);
-  CPM_ASSIGN_OR_RETURN(p.inputs, Bind(p.ids, std::move(images)));
+  CPM_ASSIGN_OR_RETURN(p.inputs, Bind(p.ids, std::move(media)));
   return p;
 }
 

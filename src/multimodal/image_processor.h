@@ -1,8 +1,11 @@
-// Images of a chat request, from URL to the language model's input embeddings, in the steps
-// vLLM's multimodal processor takes for MiniCPM-V-4.6:
-//   Load     (HTTP thread)  fetch, decode, plan the slices, resize and normalize them;
-//   Expand   (HTTP thread)  the k-th `<|image_pad|>` of the rendered prompt becomes image k's
-//                           placeholder layout (<image_id>k</image_id><image>pads</image><slice>…);
+// Images and videos of a chat request, from URL to the language model's input embeddings, in
+// the steps vLLM's multimodal processor takes for MiniCPM-V-4.6:
+//   Load     (HTTP thread)  fetch, decode (a video: its sampled frames, video.h), plan the
+//                           slices, resize and normalize them;
+//   Expand   (HTTP thread)  the k-th `<|image_pad|>` or `<|video_pad|>` of the rendered prompt
+//                           becomes item k's placeholder layout: an image's
+//                           <image_id>k</image_id><image>pads</image><slice>…, a video's
+//                           <image>pads</image> per frame (spec minicpmv46.md §6.2);
 //   Bind     (HTTP thread)  after tokenization: the prompt rows of the pad tokens, checked
 //                           against the images' token counts, and an encoder job;
 //   encode   (engine thread) the vision tower, about one encoder layer per engine step, on the
@@ -24,10 +27,24 @@
 
 namespace cpm {
 
-// One image, ready for the encoder.
+// One image (or video frame), ready for the encoder.
 struct PreparedImage {
   SlicePlan plan;
   std::vector<PixelSlice> slices;  // thumbnail, then the grid row-major
+};
+
+enum class MediaKind { kImage, kVideo };
+
+// An image_url or video_url content part of a request, in prompt order.
+struct MediaRef {
+  MediaKind kind = MediaKind::kImage;
+  std::string url;
+};
+
+// One image, or one video as its sampled frames, ready for the encoder.
+struct PreparedMedia {
+  MediaKind kind = MediaKind::kImage;
+  std::vector<PreparedImage> images;  // the image alone, or the video's frames in order
 };
 
 // A tokenized multimodal prompt's extra inputs for the engine (EngineRequest::embed_rows,
@@ -49,32 +66,45 @@ struct MultimodalPrompt {
 class ImageProcessor {
  public:
   // Reads `model_dir`/preprocessor_config.json (defaults when absent) and config.json's
-  // image_token_id (the id of kPadText); `mm_processor_kwargs`: vLLM's --mm-processor-kwargs
-  // JSON over the file's values (or "").
+  // image_token_id (the id of kPadText) and video_token_id (kVideoPadText's; without it the
+  // model takes no videos); `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the
+  // file's values (or ""). Video frames are sliced as vLLM slices them for MiniCPM-V (at most
+  // kVideoMaxSliceNums, no <image_id>).
   static StatusOr<std::unique_ptr<ImageProcessor>> Create(const std::string& model_dir,
                                                           std::shared_ptr<VisionEncoder> encoder,
                                                           MediaOptions media,
                                                           const std::string& mm_processor_kwargs = "");
 
-  StatusOr<PreparedImage> Load(const std::string& url) const;
-  // Replaces the pads of `prompt`, one per image, in order; their count must match.
-  StatusOr<std::string> Expand(const std::string& prompt, const std::vector<PreparedImage>& images) const;
-  // The pad tokens of `prompt_ids` must be exactly the images' placeholder tokens.
+  StatusOr<PreparedMedia> Load(const MediaRef& ref) const;
+  // Replaces the pads of `prompt`, one per item, in order (an image's kPadText, a video's
+  // kVideoPadText); their count and kinds must match.
+  StatusOr<std::string> Expand(const std::string& prompt, const std::vector<PreparedMedia>& media) const;
+  // The pad tokens of `prompt_ids` must be exactly the items' placeholder tokens.
   StatusOr<MultimodalInputs> Bind(const std::vector<int32_t>& prompt_ids,
-                                  std::vector<PreparedImage> images) const;
+                                  std::vector<PreparedMedia> media) const;
 
-  // Load, Expand, tokenize and Bind in one: `urls` are the images of `text`'s pads, in order.
+  // Load, Expand, tokenize and Bind in one: `media` are the items of `text`'s pads, in order.
   StatusOr<MultimodalPrompt> Tokenize(const Tokenizer& tokenizer, const std::string& text,
-                                      const std::vector<std::string>& urls, bool add_special_tokens) const;
+                                      const std::vector<MediaRef>& media, bool add_special_tokens) const;
 
   const SliceConfig& slice_config() const { return slices_; }
+  const SliceConfig& video_slice_config() const { return video_slices_; }
+  const MediaOptions& media_options() const { return media_; }
+  bool takes_videos() const { return video_token_id_ >= 0; }
   static constexpr const char* kPadText = "<|image_pad|>";
+  static constexpr const char* kVideoPadText = "<|video_pad|>";
+  // vLLM's MiniCPM-V video frames: a thumbnail only (get_video_max_slice_num), as the model
+  // card recommends for video.
+  static constexpr int64_t kVideoMaxSliceNums = 1;
 
  private:
-  SliceConfig slices_;
+  StatusOr<PreparedImage> Prepare(const RgbImage& image, const SliceConfig& c) const;
+
+  SliceConfig slices_, video_slices_;
   MediaOptions media_;
   std::shared_ptr<VisionEncoder> encoder_;
   int32_t image_token_id_ = -1;
+  int32_t video_token_id_ = -1;  // -1: no videos
 };
 
 }  // namespace cpm

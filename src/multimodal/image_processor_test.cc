@@ -10,6 +10,7 @@
 
 #include "multimodal/base64.h"
 #include "multimodal/test_images.h"
+#include "multimodal/test_videos.h"
 
 namespace cpm {
 namespace {
@@ -42,7 +43,7 @@ class ImageProcessorTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("cpm_image_processor_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    std::ofstream(dir_ / "config.json") << R"({"image_token_id": 7})";
+    std::ofstream(dir_ / "config.json") << R"({"image_token_id": 7, "video_token_id": 8})";
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string DataUrl(int w, int h) {
@@ -55,15 +56,16 @@ TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
   auto encoder = std::make_shared<ScriptedEncoder>(3);
   auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
   ASSERT_TRUE(proc.ok()) << proc.status().ToString();
-  std::vector<PreparedImage> images;
+  std::vector<PreparedMedia> images;
   for (auto [w, h] : {std::pair{100, 100}, {900, 500}}) {  // 1 slice, then thumbnail + 1×2
-    auto image = (*proc)->Load(DataUrl(w, h));
+    auto image = (*proc)->Load({MediaKind::kImage, DataUrl(w, h)});
     ASSERT_TRUE(image.ok()) << image.status().ToString();
+    ASSERT_EQ(image->images.size(), 1u);
     images.push_back(std::move(*image));
   }
-  ASSERT_EQ(images[1].plan.rows * images[1].plan.cols, 2);
-  const int64_t rows = ImageTokens(images[0].plan, (*proc)->slice_config()) +
-                       ImageTokens(images[1].plan, (*proc)->slice_config());
+  ASSERT_EQ(images[1].images[0].plan.rows * images[1].images[0].plan.cols, 2);
+  const int64_t rows = ImageTokens(images[0].images[0].plan, (*proc)->slice_config()) +
+                       ImageTokens(images[1].images[0].plan, (*proc)->slice_config());
   // Pad expansion: one pad per image, in order; a count mismatch is the client's error.
   EXPECT_FALSE((*proc)->Expand("<|image_pad|>", images).ok());
   EXPECT_FALSE((*proc)->Expand("<|image_pad|><|image_pad|><|image_pad|>", images).ok());
@@ -98,6 +100,75 @@ TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
   ASSERT_TRUE(*in->encode(pool, &again));
   EXPECT_EQ(again, embeds);
   EXPECT_EQ(encoder->calls, 12);
+}
+
+// A video: its sampled frames, each a thumbnail of `<|video_pad|>`s (no <image_id>, no slices,
+// as vLLM lays out MiniCPM-V's video frames), in prompt order among the images.
+TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
+  auto encoder = std::make_shared<ScriptedEncoder>(1);
+  MediaOptions media;
+  media.video_num_frames = 3;
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, media);
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  ASSERT_TRUE((*proc)->takes_videos());
+  // 900×600 frames: an image this size would be sliced; a frame is its thumbnail alone.
+  const std::string mp4 = test_videos::EncodeTestVideo(7, 900, 600, "mpeg4", "mp4");
+  ASSERT_FALSE(mp4.empty());
+  auto video = (*proc)->Load({MediaKind::kVideo, "data:video/mp4;base64," + EncodeBase64(mp4)});
+  ASSERT_TRUE(video.ok()) << video.status().ToString();
+  ASSERT_EQ(video->images.size(), 3u);  // frames 0, 3, 6
+  const SlicePlan& plan = video->images[0].plan;
+  EXPECT_EQ(plan.rows, 0);
+  const int64_t frame_tokens = ImageTokens(plan, (*proc)->video_slice_config());
+  auto image = (*proc)->Load({MediaKind::kImage, DataUrl(100, 100)});
+  ASSERT_TRUE(image.ok());
+  const int64_t image_tokens = ImageTokens(image->images[0].plan, (*proc)->slice_config());
+  std::vector<PreparedMedia> media_items;
+  media_items.push_back(std::move(*video));
+  media_items.push_back(std::move(*image));
+  // Kinds must match the pads' order; the image after the video is still image 0.
+  EXPECT_FALSE((*proc)->Expand("<|image_pad|><|video_pad|>", media_items).ok());
+  auto text = (*proc)->Expand("v<|video_pad|>i<|image_pad|>", media_items);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  std::string frame = "<image>";
+  for (int64_t i = 0; i < frame_tokens; ++i) frame += "<|video_pad|>";
+  frame += "</image>";
+  EXPECT_EQ(text->rfind("v" + frame + frame + frame + "i<image_id>0</image_id><image>", 0), 0u) << *text;
+  // Bind: video pads (8) and image pads (7) together, in prompt order.
+  std::vector<int32_t> ids = {1};
+  for (int64_t i = 0; i < 3 * frame_tokens; ++i) ids.push_back(8);
+  ids.push_back(1);
+  for (int64_t i = 0; i < image_tokens; ++i) ids.push_back(7);
+  EXPECT_FALSE((*proc)->Bind(std::vector<int32_t>(ids.begin(), ids.end() - 1), media_items).ok());
+  auto in = (*proc)->Bind(ids, std::move(media_items));
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ASSERT_EQ(in->embed_rows.size(), static_cast<size_t>(3 * frame_tokens + image_tokens));
+  EXPECT_EQ(in->embed_rows[0], 1);
+  EXPECT_EQ(in->embed_rows[3 * frame_tokens], 3 * frame_tokens + 2);
+  ThreadPool pool(1);
+  std::vector<float> embeds;
+  for (int call = 0; call < 3; ++call) ASSERT_FALSE(*in->encode(pool, &embeds));
+  ASSERT_TRUE(*in->encode(pool, &embeds));
+  // Rows hold their slice's encoding order: the three frames, then the image.
+  EXPECT_EQ(embeds[0], 0.0f);
+  EXPECT_EQ(embeds[2 * (3 * frame_tokens - 1)], 2.0f);
+  EXPECT_EQ(embeds.back(), 3.0f);
+}
+
+TEST_F(ImageProcessorTest, VideosNeedAVideoTokenAndAVideo) {
+  auto encoder = std::make_shared<ScriptedEncoder>(1);
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok());
+  auto bad = (*proc)->Load({MediaKind::kVideo, "data:video/mp4;base64," + EncodeBase64("not a video")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("video"), std::string::npos) << bad.status().message();
+  std::ofstream(dir_ / "config.json", std::ios::trunc) << R"({"image_token_id": 7})";
+  auto images_only = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(images_only.ok());
+  EXPECT_FALSE((*images_only)->takes_videos());
+  auto refused = (*images_only)->Load({MediaKind::kVideo, "data:video/mp4;base64,AAAA"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("takes no videos"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "multimodal/base64.h"
 #include "multimodal/http_fetch.h"
 
@@ -28,28 +30,30 @@ std::string Quote(std::string_view url) {
   return "'" + std::string(url.substr(0, kMax)) + "...'";
 }
 
-std::string TooBig(int64_t max_bytes) {
-  return "image_url: the image is larger than " + std::to_string(max_bytes) + " bytes";
+std::string TooBig(std::string_view part, int64_t max_bytes) {
+  return std::string(part) + ": the " + (part == "video_url" ? "video" : "image") +
+         " is larger than " + std::to_string(max_bytes) + " bytes";
 }
 
 // data:[<media type>][;base64],<data>. Only base64 payloads, as vLLM.
-StatusOr<std::string> FromDataUrl(std::string_view url, const MediaOptions& options) {
+StatusOr<std::string> FromDataUrl(std::string_view url, const MediaOptions& options,
+                                  std::string_view part) {
   const size_t comma = url.find(',');
   if (comma == std::string_view::npos) {
-    return InvalidArgument("image_url: malformed data URL " + Quote(url) + " (no ',')");
+    return InvalidArgument(std::string(part) + ": malformed data URL " + Quote(url) + " (no ',')");
   }
   const std::string_view spec = url.substr(5, comma - 5);  // after "data:"
   const size_t semicolon = spec.rfind(';');
   if (semicolon == std::string_view::npos || spec.substr(semicolon + 1) != "base64") {
-    return InvalidArgument("image_url: only base64 data URLs are supported "
+    return InvalidArgument(std::string(part) + ": only base64 data URLs are supported "
                            "(data:<media type>;base64,<data>), got " + Quote(url));
   }
   const std::string_view payload = url.substr(comma + 1);
   if (static_cast<int64_t>(payload.size()) / 4 * 3 > options.max_bytes) {
-    return InvalidArgument(TooBig(options.max_bytes));
+    return InvalidArgument(TooBig(part, options.max_bytes));
   }
   StatusOr<std::string> bytes = DecodeBase64(payload);
-  if (!bytes.ok()) return bytes.status().WithPrefix("image_url: data URL");
+  if (!bytes.ok()) return bytes.status().WithPrefix(std::string(part) + ": data URL");
   return bytes;
 }
 
@@ -80,33 +84,35 @@ std::string RealPath(const std::string& path) {
   return ::realpath(path.c_str(), resolved) ? std::string(resolved) : std::string();
 }
 
-StatusOr<std::string> ReadFileLimited(const std::string& path, int64_t max_bytes) {
+StatusOr<std::string> ReadFileLimited(const std::string& path, int64_t max_bytes,
+                                      std::string_view part) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return InvalidArgument("image_url: cannot read local file " + path);
+  if (!in) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
   const std::streamoff size = in.tellg();
-  if (size < 0) return InvalidArgument("image_url: cannot read local file " + path);
-  if (size > max_bytes) return InvalidArgument(TooBig(max_bytes));
+  if (size < 0) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
+  if (size > max_bytes) return InvalidArgument(TooBig(part, max_bytes));
   std::string bytes(static_cast<size_t>(size), '\0');
   in.seekg(0);
-  if (!in.read(bytes.data(), size)) return InvalidArgument("image_url: cannot read local file " + path);
+  if (!in.read(bytes.data(), size)) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
   return bytes;
 }
 
 // file://[localhost]/path, allowed only below --allowed-local-media-path (after resolving
 // symlinks and "..", so neither can lead outside it). Texts as vLLM's.
-StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& options) {
+StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& options,
+                                  std::string_view part) {
   if (options.allowed_local_media_path.empty()) {
     return InvalidArgument("Cannot load local files without `--allowed-local-media-path`.");
   }
   std::string_view rest = url.substr(7);  // after "file://"
   if (HasPrefixNoCase(rest, "localhost/")) rest.remove_prefix(9);
   if (rest.empty() || rest[0] != '/') {
-    return InvalidArgument("image_url: file URLs must name an absolute local path, got " + Quote(url));
+    return InvalidArgument(std::string(part) + ": file URLs must name an absolute local path, got " + Quote(url));
   }
   const std::string path = PercentDecode(rest);
   const std::string allowed = RealPath(options.allowed_local_media_path);
   if (allowed.empty()) {
-    return InvalidArgument("image_url: --allowed-local-media-path " +
+    return InvalidArgument(std::string(part) + ": --allowed-local-media-path " +
                            options.allowed_local_media_path + " does not exist");
   }
   const std::string real = RealPath(path);
@@ -115,25 +121,50 @@ StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& opti
   // which paths exist.
   const std::string lexical = std::filesystem::path(path).lexically_normal().string();
   if (real.empty() && lexical.compare(0, prefix.size(), prefix) == 0)
-    return InvalidArgument("image_url: local file " + path + " does not exist");
+    return InvalidArgument(std::string(part) + ": local file " + path + " does not exist");
   if (real.empty() || real.compare(0, prefix.size(), prefix) != 0) {
     return InvalidArgument("The file path " + path + " must be a subpath of "
                            "`--allowed-local-media-path` " + options.allowed_local_media_path + ".");
   }
-  return ReadFileLimited(real, options.max_bytes);
+  return ReadFileLimited(real, options.max_bytes, part);
 }
 
 }  // namespace
 
+Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options) {
+  if (kwargs_json.empty()) return OkStatus();
+  const std::string flag = "--media-io-kwargs";
+  const auto j = nlohmann::json::parse(kwargs_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(flag + ": not a JSON object: " + kwargs_json);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "video" || !it->is_object())
+      return InvalidArgument(flag + ": only {\"video\": {\"num_frames\": N}} is supported, got '" +
+                             it.key() + "'");
+    for (auto v = it->begin(); v != it->end(); ++v) {
+      if (v.key() != "num_frames")
+        return InvalidArgument(flag + ": video option '" + v.key() + "' is not supported (num_frames is)");
+      if (!v->is_number_integer() || v->get<int64_t>() == 0 || v->get<int64_t>() < -1)
+        return InvalidArgument(flag + ": video num_frames must be a positive integer or -1");
+      options->video_num_frames = v->get<int64_t>();
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions& options) {
-  if (HasPrefixNoCase(url, "data:")) return FromDataUrl(url, options);
+  return FetchMediaBytes(url, options, "image_url");
+}
+
+StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions& options,
+                                      std::string_view part) {
+  if (HasPrefixNoCase(url, "data:")) return FromDataUrl(url, options, part);
   if (HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://")) {
     StatusOr<std::string> body = HttpGet(url, {options.fetch_timeout_s, options.max_bytes});
-    if (!body.ok()) return body.status().WithPrefix("image_url");
+    if (!body.ok()) return body.status().WithPrefix(std::string(part));
     return body;
   }
-  if (HasPrefixNoCase(url, "file://")) return FromFileUrl(url, options);
-  return InvalidArgument("image_url: the URL must be either a HTTP, data or file URL, got " +
+  if (HasPrefixNoCase(url, "file://")) return FromFileUrl(url, options, part);
+  return InvalidArgument(std::string(part) + ": the URL must be either a HTTP, data or file URL, got " +
                          Quote(url));
 }
 

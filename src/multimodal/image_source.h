@@ -1,9 +1,11 @@
-// Where request images come from: the `url` of an OpenAI `image_url` content part, resolved to
-// the encoded bytes (decode them with DecodeImage). Policies follow vLLM's MediaConnector.
+// Where request images and videos come from: the `url` of an OpenAI `image_url` or `video_url`
+// content part, resolved to the encoded bytes (decode them with DecodeImage or DecodeVideo).
+// Policies follow vLLM's MediaConnector.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -15,10 +17,20 @@ struct MediaOptions {
   std::string allowed_local_media_path;
   int64_t fetch_timeout_s = 5;  // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default
   int64_t max_bytes = 64 << 20;
+  // vLLM's --media-io-kwargs '{"video": {"num_frames": N}}': frames sampled from each video
+  // (-1: every frame).
+  int64_t video_num_frames = 32;
 };
+
+// vLLM's --media-io-kwargs JSON (or "") over `options`: {"video": {"num_frames": N}}. Other
+// keys and bad values are errors naming the flag.
+Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options);
 
 // Accepts data:<media type>;base64,<data>, http://, https:// and (by policy) file:// URLs.
 // Every failure is InvalidArgument with a message fit for the client.
 StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions& options);
+// The same for any content part: `part` ("image_url", "video_url") names it in errors.
+StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions& options,
+                                      std::string_view part);
 
 }  // namespace cpm

@@ -369,12 +369,12 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                   ctx.tokenizer->vocab_size());
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
 
-  std::vector<std::string> image_urls;
-  auto text = RenderChatPrompt(ctx, req->chat, &image_urls);
+  std::vector<MediaRef> media;
+  auto text = RenderChatPrompt(ctx, req->chat, &media);
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
-  auto prompt = EncodeChatPrompt(ctx, *text, image_urls, req->add_special_tokens, &job->multimodal);
+  auto prompt = EncodeChatPrompt(ctx, *text, media, req->add_special_tokens, &job->multimodal);
   if (!prompt.ok()) return HttpReply::Error(prompt.status());
   job->prompt = std::move(*prompt);
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),

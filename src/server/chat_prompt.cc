@@ -1,6 +1,8 @@
-// Rendering chat messages to prompt text (vLLM's "string" content format; image parts as
-// "openai" content items for models with a vision encoder).
+// Rendering chat messages to prompt text (vLLM's "string" content format; image and video parts
+// as "openai" content items for models with a vision encoder).
 #include "server/chat_prompt.h"
+
+#include <algorithm>
 
 namespace cpm {
 
@@ -8,10 +10,11 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// The URL of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}.
-StatusOr<std::string> ImageUrl(const Json& part) {
+// The URL of an image_url or video_url part (`type`): {"image_url": {"url": "..."}} or
+// {"image_url": "..."}.
+StatusOr<std::string> PartUrl(const Json& part, const std::string& type) {
   const Json* url = nullptr;
-  if (auto u = part.find("image_url"); u != part.end()) {
+  if (auto u = part.find(type); u != part.end()) {
     if (u->is_string()) {
       url = &*u;
     } else if (u->is_object()) {
@@ -19,19 +22,20 @@ StatusOr<std::string> ImageUrl(const Json& part) {
     }
   }
   if (url == nullptr || !url->is_string() || url->get_ref<const std::string&>().empty())
-    return InvalidArgument("messages: an image_url content part needs 'image_url': {'url': <string>}");
+    return InvalidArgument("messages: " + std::string(type == "video_url" ? "a " : "an ") + type +
+                           " content part needs '" + type + "': {'url': <string>}");
   return url->get<std::string>();
 }
 
 // One list of OpenAI content parts for the template. Text only: the texts joined by newlines
-// (vLLM's "string" content format). With images (when `image_urls` is given, i.e. the model
-// has a vision encoder): a list of {"type": "image"} and {"type": "text"} items, which the
-// MiniCPM-V template renders as <|image_pad|> and text joined by newlines; the URLs are
-// appended to `image_urls` in order.
-StatusOr<Json> NormalizeContent(const Json& parts, std::vector<std::string>* image_urls) {
+// (vLLM's "string" content format). With images or videos (when `media` is given, i.e. the
+// model has a vision encoder): a list of {"type": "image"}, {"type": "video"} and {"type":
+// "text"} items, which the MiniCPM-V template renders as <|image_pad|>, <|video_pad|> and text
+// joined by newlines; the URLs are appended to `media` in order.
+StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media) {
   Json items = Json::array();
   std::string text;
-  bool has_image = false;
+  bool has_media = false;
   for (const Json& part : parts) {
     std::string t = "text", value;
     if (part.is_string()) {
@@ -40,11 +44,12 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<std::string>* ima
       if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
       auto type = part.find("type");
       t = type != part.end() && type->is_string() ? type->get<std::string>() : std::string();
-      if (t == "image_url" && image_urls != nullptr) {
-        CPM_ASSIGN_OR_RETURN(std::string url, ImageUrl(part));
-        image_urls->push_back(std::move(url));
-        items.push_back(Json{{"type", "image"}});
-        has_image = true;
+      if ((t == "image_url" || t == "video_url") && media != nullptr) {
+        CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t));
+        const bool video = t == "video_url";
+        media->push_back({video ? MediaKind::kVideo : MediaKind::kImage, std::move(url)});
+        items.push_back(Json{{"type", video ? "video" : "image"}});
+        has_media = true;
         continue;
       }
       if (t != "text")
@@ -57,17 +62,17 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<std::string>* ima
     text += (items.empty() ? "" : "\n") + value;
     items.push_back(Json{{"type", "text"}, {"text", value}});
   }
-  if (has_image) return items;
+  if (has_media) return items;
   return Json(text);
 }
 
-StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<std::string>* image_urls) {
+StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* media) {
   Json out = Json::array();
   for (const Json& m : messages) {
     Json msg = m;
     auto it = m.find("content");
     if (it != m.end() && it->is_array()) {
-      CPM_ASSIGN_OR_RETURN(msg["content"], NormalizeContent(*it, image_urls));
+      CPM_ASSIGN_OR_RETURN(msg["content"], NormalizeContent(*it, media));
     } else if (it != m.end() && !it->is_string() && !it->is_null()) {
       return InvalidArgument("messages: 'content' must be a string, a list of parts or null");
     }
@@ -80,7 +85,7 @@ StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<std::string>*
 
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
-                                       std::vector<std::string>* image_urls) {
+                                       std::vector<MediaRef>* media) {
   if (in.chat_template) {
     return InvalidArgument(
         "Chat template is passed with request, but --trust-request-chat-template is not set. "
@@ -97,7 +102,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   }
   ChatRenderInput r;
-  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? image_urls : nullptr));
+  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? media : nullptr));
   r.tools = in.tools;
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;
@@ -128,14 +133,20 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
 }
 
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
-                                                const std::vector<std::string>& image_urls,
+                                                const std::vector<MediaRef>& media,
                                                 bool add_special_tokens,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal) {
-  if (image_urls.empty()) return ctx.tokenizer->Encode(text, add_special_tokens);
-  if (ctx.image_limit >= 0 && static_cast<int64_t>(image_urls.size()) > ctx.image_limit)
-    return InvalidArgument("At most " + std::to_string(ctx.image_limit) +
-                           " image(s) may be provided in one prompt.");
-  CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, ctx.images->Tokenize(*ctx.tokenizer, text, image_urls,
+  if (media.empty()) return ctx.tokenizer->Encode(text, add_special_tokens);
+  for (MediaKind kind : {MediaKind::kImage, MediaKind::kVideo}) {
+    const int64_t limit = kind == MediaKind::kImage ? ctx.image_limit : ctx.video_limit;
+    const auto count = std::count_if(media.begin(), media.end(),
+                                     [&](const MediaRef& m) { return m.kind == kind; });
+    if (limit >= 0 && count > limit)
+      return InvalidArgument("At most " + std::to_string(limit) +
+                             (kind == MediaKind::kImage ? " image(s)" : " video(s)") +
+                             " may be provided in one prompt.");
+  }
+  CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, ctx.images->Tokenize(*ctx.tokenizer, text, media,
                                                                  add_special_tokens));
   if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(p.inputs));
   return std::move(p.ids);

@@ -17,17 +17,18 @@
 
 namespace cpm {
 
-// Image parts are rendered as image items, their URLs collected into `image_urls` in prompt
-// order, when the model takes images (ctx.images) and `image_urls` is given; else refused.
+// Image and video parts are rendered as image and video items, their URLs collected into `media`
+// in prompt order, when the model takes images (ctx.images) and `media` is given; else refused.
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
-                                       std::vector<std::string>* image_urls = nullptr);
+                                       std::vector<MediaRef>* media = nullptr);
 
-// The rendered prompt's tokens. With images, each image's <|image_pad|> first becomes its
-// placeholder layout (the images are fetched and sliced here, on the HTTP thread: a bad URL or
-// image is the client's 400), and `multimodal` (if given) gets the pad rows and the encoder job.
+// The rendered prompt's tokens. With images or videos, each one's pad first becomes its
+// placeholder layout (they are fetched, decoded and sliced here, on the HTTP thread: a bad URL,
+// image or video is the client's 400), and `multimodal` (if given) gets the pad rows and the
+// encoder job. --limit-mm-per-prompt's counts are checked first.
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
-                                                const std::vector<std::string>& image_urls,
+                                                const std::vector<MediaRef>& media,
                                                 bool add_special_tokens,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal);
 

@@ -71,11 +71,11 @@ HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
   if (Status s = ctx.CheckModel(req->model); !s.ok()) return HttpReply::Error(s);
   std::vector<int32_t> ids;
   if (req->is_chat) {
-    std::vector<std::string> image_urls;
-    auto text = RenderChatPrompt(ctx, req->chat, &image_urls);
+    std::vector<MediaRef> media;
+    auto text = RenderChatPrompt(ctx, req->chat, &media);
     if (!text.ok()) return HttpReply::Error(text.status());
     // Images count as their placeholder tokens, as in the chat request itself.
-    auto prompt = EncodeChatPrompt(ctx, *text, image_urls, req->add_special_tokens.value_or(false), nullptr);
+    auto prompt = EncodeChatPrompt(ctx, *text, media, req->add_special_tokens.value_or(false), nullptr);
     if (!prompt.ok()) return HttpReply::Error(prompt.status());
     ids = std::move(*prompt);
   } else {

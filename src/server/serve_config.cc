@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "multimodal/image_source.h"
 #include "server/reasoning_parser.h"
 #include "server/tool_call_parser.h"
 
@@ -83,7 +84,12 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (c.enable_auto_tool_choice && c.tool_call_parser.empty()) {  // vLLM's start-up check
     return InvalidArgument("--enable-auto-tool-choice requires --tool-call-parser");
   }
-  if (auto limit = ParseImageLimit(c.limit_mm_per_prompt_json); !limit.ok()) return limit.status();
+  for (const char* modality : {"image", "video"}) {
+    if (auto limit = ParseMediaLimit(c.limit_mm_per_prompt_json, modality); !limit.ok())
+      return limit.status();
+  }
+  MediaOptions media;
+  CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(c.media_io_kwargs_json, &media));
   if (auto so = ParseStructuredOutputsConfig(c.structured_outputs_config_json); !so.ok()) {
     return so.status();
   }
@@ -125,15 +131,15 @@ StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
   return in_reasoning;
 }
 
-StatusOr<int64_t> ParseImageLimit(const std::string& json) {
+StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality) {
   if (json.empty()) return int64_t{-1};
   const auto j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return InvalidArgument("--limit-mm-per-prompt: not a JSON object: " + json);
-  auto it = j.find("image");
+  auto it = j.find(modality);
   if (it == j.end()) return int64_t{-1};
   if (!it->is_number_integer() || it->get<int64_t>() < 0)
-    return InvalidArgument("--limit-mm-per-prompt: 'image' must be a non-negative integer");
+    return InvalidArgument("--limit-mm-per-prompt: '" + modality + "' must be a non-negative integer");
   return it->get<int64_t>();
 }
 

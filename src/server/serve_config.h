@@ -45,8 +45,9 @@ struct ServeConfig {
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
-  std::string allowed_local_media_path;  // file:// image URLs are read only below this folder
-  std::string limit_mm_per_prompt_json;  // vLLM's {"image": N}; empty: no limit
+  std::string allowed_local_media_path;  // file:// media URLs are read only below this folder
+  std::string limit_mm_per_prompt_json;  // vLLM's {"image": N, "video": M}; empty: no limit
+  std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";
@@ -58,10 +59,10 @@ struct ServeConfig {
 // field or backend is an error.
 StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json);
 
-// vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the image count, or -1
-// when `json` is empty or names no image limit. Other modalities are accepted and ignored (only
-// images are served).
-StatusOr<int64_t> ParseImageLimit(const std::string& json);
+// vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the count of `modality`
+// ("image", "video"), or -1 when `json` is empty or names no limit for it. Other modalities
+// (audio) are accepted and ignored.
+StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality);
 
 // vLLM's --max-model-len syntax: an integer, with an optional k/m/g (powers of 1000) or K/M/G
 // (powers of 1024) suffix, or -1 / "auto" for the largest length that fits. Returns 0 never;

@@ -202,6 +202,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   if (vision) {
     MediaOptions media;
     media.allowed_local_media_path = c.allowed_local_media_path;
+    CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(c.media_io_kwargs_json, &media));
     CPM_ASSIGN_OR_RETURN(out->images,
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     info.weight_bytes += vision->weight_bytes();
@@ -283,7 +284,8 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   ctx.max_model_len = budget.max_model_len;
   ctx.tokenizer = out->tokenizer.get();
   ctx.images = out->images.get();
-  CPM_ASSIGN_OR_RETURN(ctx.image_limit, ParseImageLimit(c.limit_mm_per_prompt_json));
+  CPM_ASSIGN_OR_RETURN(ctx.image_limit, ParseMediaLimit(c.limit_mm_per_prompt_json, "image"));
+  CPM_ASSIGN_OR_RETURN(ctx.video_limit, ParseMediaLimit(c.limit_mm_per_prompt_json, "video"));
   ctx.eos_ids = tok.eos_ids();
   for (int32_t id : info.eos_token_ids) {
     if (std::find(ctx.eos_ids.begin(), ctx.eos_ids.end(), id) == ctx.eos_ids.end()) {

@@ -2,6 +2,7 @@
 // validation texts, stop-string hold-back, SSE framing and the metrics exposition.
 #include <gtest/gtest.h>
 
+#include "multimodal/image_source.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/memory_budget.h"
@@ -29,15 +30,35 @@ TEST(ServeConfig, MaxModelLenForms) {
   EXPECT_FALSE(ParseMaxModelLen("1.0001k").ok());
 }
 
-TEST(ServeConfigTest, LimitMmPerPromptTakesTheImageCount) {
-  EXPECT_EQ(*ParseImageLimit(""), -1);
-  EXPECT_EQ(*ParseImageLimit(R"({"image": 2})"), 2);
-  EXPECT_EQ(*ParseImageLimit(R"({"image": 0, "video": 1})"), 0);
-  EXPECT_EQ(*ParseImageLimit(R"({"video": 1})"), -1);
+TEST(ServeConfigTest, LimitMmPerPromptTakesEachModalitysCount) {
+  EXPECT_EQ(*ParseMediaLimit("", "image"), -1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"image": 2})", "image"), 2);
+  EXPECT_EQ(*ParseMediaLimit(R"({"image": 2})", "video"), -1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"image": 0, "video": 1})", "image"), 0);
+  EXPECT_EQ(*ParseMediaLimit(R"({"image": 0, "video": 1})", "video"), 1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"video": 1, "audio": 3})", "image"), -1);
   for (const char* bad : {"2", "{\"image\": -1}", "{\"image\": \"2\"}", "{"}) {
-    auto r = ParseImageLimit(bad);
+    auto r = ParseMediaLimit(bad, "image");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("--limit-mm-per-prompt"), std::string::npos);
+  }
+  EXPECT_FALSE(ParseMediaLimit(R"({"video": 1.5})", "video").ok());
+}
+
+TEST(ServeConfigTest, MediaIoKwargsSetTheVideoFrameCount) {
+  MediaOptions media;
+  EXPECT_EQ(media.video_num_frames, 32);  // vLLM's default
+  ASSERT_TRUE(ApplyMediaIoKwargs("", &media).ok());
+  EXPECT_EQ(media.video_num_frames, 32);
+  ASSERT_TRUE(ApplyMediaIoKwargs(R"({"video": {"num_frames": 8}})", &media).ok());
+  EXPECT_EQ(media.video_num_frames, 8);
+  ASSERT_TRUE(ApplyMediaIoKwargs(R"({"video": {"num_frames": -1}})", &media).ok());
+  EXPECT_EQ(media.video_num_frames, -1);
+  for (const char* bad : {"[]", R"({"video": {"num_frames": 0}})", R"({"video": {"num_frames": -2}})",
+                          R"({"video": {"fps": 2}})", R"({"image": {}})", R"({"video": 3})"}) {
+    const Status s = ApplyMediaIoKwargs(bad, &media);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--media-io-kwargs"), std::string::npos) << s.message();
   }
 }
 

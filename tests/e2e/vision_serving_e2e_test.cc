@@ -1,8 +1,9 @@
-// MiniCPM-V-4.6 with images, end to end: `cpmserve serve` on a tiny checkpoint (real tensor
-// names, real chat template and preprocessor config) answers OpenAI image_url requests (data:
-// URLs, file:// under --allowed-local-media-path), and its first token's log-probs equal those
-// of `cpmserve generate --image` on the same rendered prompt (checked against the numpy
-// reference in tests/model's vision_generate scenario); bad images are 400s.
+// MiniCPM-V-4.6 with images and videos, end to end: `cpmserve serve` on a tiny checkpoint (real
+// tensor names, real chat template and preprocessor config) answers OpenAI image_url requests
+// (data: URLs, file:// under --allowed-local-media-path), and its first token's log-probs equal
+// those of `cpmserve generate --image` on the same rendered prompt (checked against the numpy
+// reference in tests/model's vision_generate scenario); video_url requests take their sampled
+// frames (--media-io-kwargs); bad images and videos are 400s.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "eval/server_figures.h"
 #include "multimodal/base64.h"
 #include "multimodal/test_images.h"
+#include "multimodal/test_videos.h"
 
 namespace cpm {
 namespace {
@@ -38,8 +40,9 @@ class VisionServingE2E : public ::testing::Test {
                                {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "v",
                                 "--kv-cache-memory-bytes", "16M", "--max-num-seqs", "4", "--threads",
                                 "2", "--max-model-len", "2048", "--allowed-local-media-path",
-                                *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2})",
-                                "--mm-processor-kwargs", R"({"max_slice_nums": 4})"}));
+                                *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2, "video": 1})",
+                                "--mm-processor-kwargs", R"({"max_slice_nums": 4})",
+                                "--media-io-kwargs", R"({"video": {"num_frames": 4}})"}));
     ASSERT_TRUE(server_->WaitReady()) << server_->Log();
   }
   static void TearDownTestSuite() {
@@ -60,6 +63,19 @@ class VisionServingE2E : public ::testing::Test {
   }
   static Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
   static Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
+  static Json VideoPart(const std::string& url) { return {{"type", "video_url"}, {"video_url", {{"url", url}}}}; }
+  // A video of `frames` solid-colour 900×600 frames (each frame's thumbnail is 392×560: 70 pads).
+  static std::string VideoUrl(int frames, int first_colour = 0) {
+    const std::string mp4 = test_videos::EncodeTestVideo(frames + first_colour, 900, 600, "mpeg4", "mp4");
+    EXPECT_FALSE(mp4.empty());
+    return "data:video/mp4;base64," + EncodeBase64(mp4);
+  }
+  static int64_t TokenCount(const Json& content) {
+    Json tok = {{"model", "v"}, {"messages", {{{"role", "user"}, {"content", content}}}}};
+    auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["count"].get<int64_t>();
+  }
   static std::string DataUrl() { return "data:image/jpeg;base64," + EncodeBase64(*jpeg_); }
 
   static std::string* dir_;
@@ -192,6 +208,51 @@ TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
   auto r = e2e::Post(server_->port(), "/v1/chat/completions", body.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   // The server still serves after every refusal.
+  EXPECT_EQ(e2e::Post(server_->port(), "/v1/chat/completions", Body("hi").dump()).status, 200);
+}
+
+TEST_F(VisionServingE2E, VideosTakeTheirSampledFrames) {
+  // --media-io-kwargs num_frames 4: a 2- or 3-frame video keeps every frame, a 7-frame one 4 of
+  // them; each frame is <image>, 70 pads (its 392×560 thumbnail, no slices), </image>.
+  const int64_t two = TokenCount({VideoPart(VideoUrl(2)), TextPart("x")});
+  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(3)), TextPart("x")}) - two, 72);
+  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(7)), TextPart("x")}) - two, 2 * 72);
+  // A chat request over a video, its prompt as /tokenize counts it; an image beside it.
+  const std::string video = VideoUrl(7);
+  auto a = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({VideoPart(video), TextPart("What happens?")}).dump());
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.json()["usage"]["prompt_tokens"].get<int64_t>(),
+            TokenCount({VideoPart(video), TextPart("What happens?")}));
+  auto b = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({VideoPart(video), ImagePart(DataUrl()), TextPart("What happens?")}).dump());
+  ASSERT_EQ(b.status, 200) << b.body;
+  // The frames reach the model: other frames (colours), another answer distribution; the same
+  // video again, the same one.
+  auto c = e2e::Post(server_->port(), "/v1/chat/completions",
+                     Body({VideoPart(VideoUrl(7, 1)), TextPart("What happens?")}).dump());
+  auto again = e2e::Post(server_->port(), "/v1/chat/completions",
+                         Body({VideoPart(video), TextPart("What happens?")}).dump());
+  ASSERT_EQ(c.status, 200) << c.body;
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_NE(a.json()["choices"][0]["logprobs"], c.json()["choices"][0]["logprobs"]);
+  EXPECT_EQ(a.json()["choices"][0]["logprobs"], again.json()["choices"][0]["logprobs"]);
+}
+
+TEST_F(VisionServingE2E, BadVideosAreClientErrors) {
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {Json::array({VideoPart("data:video/mp4;base64," + EncodeBase64("not a video")), TextPart("x")}),
+       "video: the data is not a video"},
+      {Json::array({VideoPart("file:///etc/passwd")}), "allowed-local-media-path"},
+      {Json::array({Json{{"type", "video_url"}, {"video_url", {{"detail", "auto"}}}}}), "video_url"},
+      {Json::array({VideoPart(VideoUrl(2)), VideoPart(VideoUrl(2))}),
+       "At most 1 video(s) may be provided in one prompt."},
+  };
+  for (const auto& [content, message] : cases) {
+    auto r = e2e::Post(server_->port(), "/v1/chat/completions", Body(content).dump());
+    EXPECT_EQ(r.status, 400) << content.dump().substr(0, 200) << " -> " << r.body;
+    EXPECT_NE(r.body.find(message), std::string::npos) << r.body;
+  }
   EXPECT_EQ(e2e::Post(server_->port(), "/v1/chat/completions", Body("hi").dump()).status, 200);
 }
 
