@@ -13,6 +13,7 @@
 #include "server/client_probe.h"
 #include "server/socket_scan.h"
 #include "server/handlers.h"
+#include "server/responses.h"
 
 namespace cpm {
 
@@ -131,7 +132,7 @@ std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
           {"/version", "GET"},         {"/metrics", "GET"},
           {"/tokenize", "POST"},       {"/detokenize", "POST"},
           {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
-          {"/v1/completions", "POST"}};
+          {"/v1/completions", "POST"}, {"/v1/responses", "POST"}};
 }
 
 void HttpServer::InstallRoutes() {
@@ -197,6 +198,11 @@ void HttpServer::InstallRoutes() {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
+  });
+  s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto arrival = Clock::now();
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleResponses(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
   });
   s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();

@@ -239,6 +239,23 @@ TEST_F(VisionServingE2E, VideosTakeTheirSampledFrames) {
   EXPECT_EQ(a.json()["choices"][0]["logprobs"], again.json()["choices"][0]["logprobs"]);
 }
 
+TEST_F(VisionServingE2E, ResponsesApiTakesInputImages) {
+  // /v1/responses with an input_image part: the same greedy answer as the chat request.
+  auto chat = e2e::Post(server_->port(), "/v1/chat/completions",
+                        Body({ImagePart(DataUrl()), TextPart("What is this?")}).dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const Json request = {
+      {"model", "v"}, {"temperature", 0}, {"max_output_tokens", 4}, {"ignore_eos", true},
+      {"input", {{{"role", "user"},
+                  {"content", {{{"type", "input_image"}, {"image_url", DataUrl()}},
+                               {{"type", "input_text"}, {"text", "What is this?"}}}}}}}};
+  auto r = e2e::Post(server_->port(), "/v1/responses", request.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = r.json();
+  EXPECT_EQ(j["output"].back()["content"][0]["text"], chat.json()["choices"][0]["message"]["content"]) << r.body;
+  EXPECT_EQ(j["usage"]["input_tokens"], chat.json()["usage"]["prompt_tokens"]);
+}
+
 TEST_F(VisionServingE2E, BadVideosAreClientErrors) {
   const std::vector<std::pair<Json, std::string>> cases = {
       {Json::array({VideoPart("data:video/mp4;base64," + EncodeBase64("not a video")), TextPart("x")}),

@@ -187,6 +187,104 @@ const tests = {
       assert.match(r.choices[0].text, new RegExp(`^(?:${pattern})$`));
     }
   },
+  async responsesPlainAndStreamed() {
+    // The Responses API over the same pipeline: the same greedy text as the chat endpoint for the
+    // same user message, cut by max_output_tokens ("incomplete"), and the same text streamed as
+    // output_text deltas between response.created and response.incomplete.
+    const chat = await greedy('Hello there', 8);
+    const r = await client.responses.create({
+      model: MODEL, input: 'Hello there', temperature: 0, max_output_tokens: 8, ignore_eos: true,
+    });
+    assert.strictEqual(r.object, 'response');
+    assert.match(r.id, /^resp_/);
+    assert.strictEqual(r.output_text, chat.choices[0].message.content);
+    assert.strictEqual(r.status, 'incomplete');
+    assert.deepStrictEqual(r.incomplete_details, { reason: 'max_output_tokens' });
+    assert.strictEqual(r.output.length, 1);
+    assert.strictEqual(r.output[0].type, 'message');
+    assert.strictEqual(r.output[0].role, 'assistant');
+    assert.strictEqual(r.usage.input_tokens, chat.usage.prompt_tokens);
+    assert.strictEqual(r.usage.output_tokens, 8);
+    assert.strictEqual(r.usage.total_tokens, r.usage.input_tokens + 8);
+    const stream = await client.responses.create({
+      model: MODEL, input: [{ role: 'user', content: [{ type: 'input_text', text: 'Hello there' }] }],
+      temperature: 0, max_output_tokens: 8, ignore_eos: true, stream: true,
+    });
+    const types = [];
+    let text = '';
+    let last = null;
+    let seq = -1;
+    for await (const event of stream) {
+      assert.strictEqual(event.sequence_number, seq + 1);
+      seq = event.sequence_number;
+      types.push(event.type);
+      if (event.type === 'response.output_text.delta') text += event.delta;
+      last = event;
+    }
+    assert.strictEqual(text, r.output_text);
+    assert.deepStrictEqual(types.slice(0, 4), ['response.created', 'response.in_progress',
+      'response.output_item.added', 'response.content_part.added']);
+    assert.deepStrictEqual(types.slice(-4), ['response.output_text.done',
+      'response.content_part.done', 'response.output_item.done', 'response.incomplete']);
+    assert.strictEqual(last.response.output[0].content[0].text, text);
+    assert.deepStrictEqual(last.response.usage, r.usage);
+  },
+  async responsesFormatsAndFunctionCalls() {
+    const schema = {
+      type: 'object', properties: { answer: { enum: ['yes', 'no'] }, sure: { type: 'boolean' } },
+      required: ['answer', 'sure'], additionalProperties: false,
+    };
+    const j = await client.responses.create({
+      model: MODEL, input: 'Answer in JSON', temperature: 0.8, seed: 3, max_output_tokens: 100,
+      text: { format: { type: 'json_schema', name: 'answer', strict: true, schema } },
+    });
+    if (j.status === 'completed') {
+      const v = JSON.parse(j.output_text);
+      assert.ok(['yes', 'no'].includes(v.answer) && typeof v.sure === 'boolean', j.output_text);
+    } else {
+      assert.match(j.output_text, /^\s*\{/);
+    }
+    // A required function call comes back as a function_call output item with JSON arguments.
+    const tools = [{
+      type: 'function', name: 'get_weather', description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 6 } },
+                    required: ['city'], additionalProperties: false },
+    }];
+    // (The tiny random model pads JSON with whitespace: some seeds run out of tokens.)
+    let calls = [];
+    for (let seed = 0; seed < 6 && calls.length === 0; ++seed) {
+      const f = await client.responses.create({
+        model: MODEL, input: 'Weather in Paris?', tools, tool_choice: 'required',
+        temperature: 0.8, seed, max_output_tokens: 150,
+      });
+      calls = f.output.filter((o) => o.type === 'function_call');
+      if (f.status === 'incomplete') continue;
+      assert.ok(calls.length >= 1, JSON.stringify(f.output));
+    }
+    assert.ok(calls.length >= 1, 'no call completed within max_output_tokens');
+    assert.strictEqual(calls[0].name, 'get_weather');
+    assert.match(calls[0].call_id, /\S/);
+    assert.strictEqual(typeof JSON.parse(calls[0].arguments).city, 'string');
+    // The call and its output sent back as input items: a new answer, not an error.
+    const next = await client.responses.create({
+      model: MODEL, tools, max_output_tokens: 4, ignore_eos: true, input: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { type: 'function_call', call_id: calls[0].call_id, name: calls[0].name,
+          arguments: calls[0].arguments },
+        { type: 'function_call_output', call_id: calls[0].call_id, output: '{"sky": "clear"}' },
+      ], tool_choice: 'none',
+    });
+    assert.strictEqual(next.usage.output_tokens, 4);
+    for (const body of [{ tools: [{ type: 'web_search' }] }, { previous_response_id: 'resp_x' }]) {
+      try {
+        await client.responses.create({ model: MODEL, input: 'x', ...body });
+        assert.fail('expected a 400');
+      } catch (e) {
+        assert.ok(e instanceof OpenAI.APIError, String(e));
+        assert.strictEqual(e.status, 400);
+      }
+    }
+  },
   async overlongPromptIs400() {
     try {
       await client.chat.completions.create({

@@ -1,0 +1,199 @@
+// A Responses API request as the chat completion request it stands for (see responses.h).
+#include "server/responses.h"
+
+#include <set>
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// A content part of an input message as a chat content part.
+StatusOr<Json> ChatPart(const Json& part) {
+  if (part.is_string()) return Json{{"type", "text"}, {"text", part}};
+  if (!part.is_object()) return InvalidArgument("input: content parts must be objects");
+  const std::string type = part.value("type", "");
+  if (type == "input_text" || type == "output_text" || type == "text" || type == "refusal") {
+    const char* key = type == "refusal" ? "refusal" : "text";
+    if (!part.contains(key) || !part[key].is_string())
+      return InvalidArgument("input: a " + type + " part needs a string '" + key + "'");
+    return Json{{"type", "text"}, {"text", part[key]}};
+  }
+  if (type == "input_image") {
+    auto url = part.find("image_url");
+    if (url == part.end() || !url->is_string())
+      return InvalidArgument("input: an input_image part needs 'image_url' (file_id is not supported)");
+    return Json{{"type", "image_url"}, {"image_url", {{"url", *url}}}};
+  }
+  return InvalidArgument("input: content part type '" + type + "' is not supported");
+}
+
+// A message item ({role, content}) as a chat message.
+StatusOr<Json> ChatMessage(const Json& item) {
+  std::string role = item.value("role", "");
+  if (role == "developer") role = "system";  // the chat templates know system messages only
+  if (role != "user" && role != "system" && role != "assistant")
+    return InvalidArgument("input: message role '" + role + "' is not one of user, system, developer, assistant");
+  auto content = item.find("content");
+  if (content == item.end()) return InvalidArgument("input: a message needs 'content'");
+  if (content->is_string()) return Json{{"role", role}, {"content", *content}};
+  if (!content->is_array()) return InvalidArgument("input: a message's content must be a string or a list of parts");
+  Json parts = Json::array();
+  for (const Json& p : *content) {
+    CPM_ASSIGN_OR_RETURN(Json part, ChatPart(p));
+    parts.push_back(std::move(part));
+  }
+  return Json{{"role", role}, {"content", std::move(parts)}};
+}
+
+std::string StringField(const Json& item, const char* key) {
+  auto it = item.find(key);
+  return it != item.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The input items as chat messages (after `messages`' system message, if any).
+Status AppendInput(const Json& input, Json* messages) {
+  if (input.is_string()) {
+    messages->push_back({{"role", "user"}, {"content", input}});
+    return OkStatus();
+  }
+  if (!input.is_array()) return InvalidArgument("input: must be a string or a list of items");
+  for (const Json& item : input) {
+    if (!item.is_object()) return InvalidArgument("input: items must be objects");
+    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    if (type == "message") {
+      CPM_ASSIGN_OR_RETURN(Json m, ChatMessage(item));
+      messages->push_back(std::move(m));
+    } else if (type == "function_call") {
+      const std::string call_id = StringField(item, "call_id"), name = StringField(item, "name");
+      if (call_id.empty() || name.empty())
+        return InvalidArgument("input: a function_call item needs 'call_id' and 'name'");
+      Json call = {{"id", call_id}, {"type", "function"},
+                   {"function", {{"name", name}, {"arguments", StringField(item, "arguments")}}}};
+      // Consecutive calls belong to one assistant turn.
+      if (!messages->empty() && messages->back()["role"] == "assistant" &&
+          messages->back().contains("tool_calls")) {
+        messages->back()["tool_calls"].push_back(std::move(call));
+      } else {
+        messages->push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", Json::array({call})}});
+      }
+    } else if (type == "function_call_output") {
+      const std::string call_id = StringField(item, "call_id");
+      auto output = item.find("output");
+      if (call_id.empty() || output == item.end())
+        return InvalidArgument("input: a function_call_output item needs 'call_id' and 'output'");
+      messages->push_back({{"role", "tool"}, {"tool_call_id", call_id},
+                           {"content", output->is_string() ? output->get<std::string>() : output->dump()}});
+    } else if (type == "reasoning") {
+      continue;  // past reasoning: the templates drop it from earlier turns
+    } else {
+      return InvalidArgument("input: item type '" + type + "' is not supported");
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<Json> ChatTools(const Json& tools) {
+  if (!tools.is_array()) return InvalidArgument("tools: must be a list");
+  Json out = Json::array();
+  for (const Json& t : tools) {
+    const std::string type = t.is_object() ? t.value("type", "") : "";
+    if (type != "function")
+      return InvalidArgument("tools: tool type '" + type + "' is not supported (function tools are)");
+    Json fn = {{"name", StringField(t, "name")}};
+    for (const char* key : {"description", "parameters", "strict"}) {
+      if (t.contains(key) && !t[key].is_null()) fn[key] = t[key];
+    }
+    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+  }
+  return out;
+}
+
+StatusOr<Json> ChatToolChoice(const Json& choice) {
+  if (choice.is_string()) return choice;
+  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name"))
+    return Json{{"type", "function"}, {"function", {{"name", choice["name"]}}}};
+  return InvalidArgument("tool_choice: must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}");
+}
+
+StatusOr<Json> ResponseFormat(const Json& text) {
+  if (!text.is_object()) return InvalidArgument("text: must be an object");
+  auto format = text.find("format");
+  if (format == text.end() || format->is_null()) return Json(nullptr);
+  const std::string type = format->is_object() ? format->value("type", "") : "";
+  if (type == "text") return Json(nullptr);
+  if (type == "json_object") return Json{{"type", "json_object"}};
+  if (type == "json_schema") {
+    Json schema = {{"name", format->value("name", "response")}};
+    for (const char* key : {"schema", "strict", "description"}) {
+      if (format->contains(key)) schema[key] = (*format)[key];
+    }
+    return Json{{"type", "json_schema"}, {"json_schema", std::move(schema)}};
+  }
+  return InvalidArgument("text.format: type '" + type + "' is not supported (text, json_object, json_schema are)");
+}
+
+}  // namespace
+
+StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::string>* ignored) {
+  if (request.is_discarded()) return InvalidArgument("JSON decode error: the request body is not valid JSON");
+  if (!request.is_object()) return InvalidArgument("the request body must be a JSON object");
+  // Sampling fields the chat request takes as they are (OpenAI's and vLLM's extras).
+  static const std::set<std::string> kSame = {
+      "model", "temperature", "top_p", "parallel_tool_calls", "top_k", "min_p", "seed", "stop",
+      "repetition_penalty", "presence_penalty", "frequency_penalty", "ignore_eos", "min_tokens",
+      "logit_bias", "chat_template_kwargs", "structured_outputs", "priority"};
+  // Answered, echoed or meaningless without storage; nothing to pass on.
+  static const std::set<std::string> kEchoed = {"store", "metadata", "user", "truncation",
+                                                "reasoning", "include", "service_tier",
+                                                "stream", "instructions", "input", "tools",
+                                                "tool_choice", "text", "max_output_tokens",
+                                                "previous_response_id", "background", "top_logprobs",
+                                                "request_id"};
+  if (auto p = request.find("previous_response_id"); p != request.end() && !p->is_null())
+    return InvalidArgument("previous_response_id: cpmserve stores no responses; send the "
+                           "conversation as input items");
+  if (request.value("background", false))
+    return InvalidArgument("background: background responses are not supported");
+  auto input = request.find("input");
+  if (input == request.end()) return InvalidArgument("input: field required");
+  Json chat = Json::object();
+  Json messages = Json::array();
+  if (auto ins = request.find("instructions"); ins != request.end() && !ins->is_null()) {
+    if (!ins->is_string()) return InvalidArgument("instructions: must be a string");
+    messages.push_back({{"role", "system"}, {"content", *ins}});
+  }
+  CPM_RETURN_IF_ERROR(AppendInput(*input, &messages));
+  for (auto it = request.begin(); it != request.end(); ++it) {
+    if (kSame.count(it.key())) {
+      chat[it.key()] = it.value();
+    } else if (!kEchoed.count(it.key())) {
+      ignored->push_back(it.key());
+    }
+  }
+  chat["messages"] = std::move(messages);
+  if (auto m = request.find("max_output_tokens"); m != request.end() && !m->is_null()) {
+    chat["max_tokens"] = *m;
+  }
+  if (auto t = request.find("tools"); t != request.end() && !t->is_null()) {
+    CPM_ASSIGN_OR_RETURN(Json tools, ChatTools(*t));
+    if (!tools.empty()) chat["tools"] = std::move(tools);
+  }
+  // Without tools, "auto" and "none" ask nothing (clients send "auto" by default).
+  if (auto c = request.find("tool_choice"); c != request.end() && !c->is_null() &&
+      (chat.contains("tools") || (*c != "auto" && *c != "none"))) {
+    CPM_ASSIGN_OR_RETURN(chat["tool_choice"], ChatToolChoice(*c));
+  }
+  if (auto t = request.find("text"); t != request.end() && !t->is_null()) {
+    CPM_ASSIGN_OR_RETURN(Json format, ResponseFormat(*t));
+    if (!format.is_null()) chat["response_format"] = std::move(format);
+  }
+  if (request.value("stream", false)) {
+    chat["stream"] = true;
+    chat["stream_options"] = {{"include_usage", true}};
+  }
+  return chat;
+}
+
+}  // namespace cpm

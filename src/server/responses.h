@@ -1,0 +1,50 @@
+// OpenAI's Responses API (POST /v1/responses) over the chat pipeline, as vLLM serves it for chat
+// models: the request's translation to a chat completion request, and the handler that turns
+// the chat reply (or stream) into a `response` object (or Responses events).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "server/generation_run.h"
+#include "server/server_context.h"
+
+namespace cpm {
+
+// The chat completion request a Responses request stands for:
+//   instructions                  → a system message first
+//   input (string)                → one user message
+//   input items                   → messages: {role, content} (developer → system; parts
+//                                   input_text / output_text → text, input_image → image_url),
+//                                   function_call → an assistant message's tool_calls,
+//                                   function_call_output → a tool message; reasoning items are
+//                                   left out (the template drops past reasoning anyway)
+//   tools [{type: function, ...}] → chat tools {type: function, function: {...}}
+//   tool_choice {type: function}  → {type: function, function: {name}}
+//   text.format                   → response_format (text, json_object, json_schema)
+//   max_output_tokens             → max_tokens
+//   temperature, top_p, parallel_tool_calls, and vLLM's sampling extras (top_k, min_p,
+//   repetition_penalty, seed, stop, ...) as they are.
+// Built-in tools (web_search, file_search, ...), file inputs, item references, background runs
+// and previous_response_id (nothing is stored) are 400s. Fields only echoed (store, metadata,
+// user, truncation, reasoning, include, service_tier) go nowhere; unknown ones are appended to
+// `ignored` (logged, as vLLM does).
+StatusOr<nlohmann::ordered_json> ChatRequestFromResponses(const nlohmann::ordered_json& request,
+                                                          std::vector<std::string>* ignored);
+
+// What the reply echoes besides the generated output.
+struct ResponsesJob {
+  std::string id;  // resp_...
+  int64_t created = 0;
+  std::string model;
+  nlohmann::ordered_json echo;  // the request: its instructions, tools, text, ... come back
+};
+
+HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
+                          Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr);
+
+}  // namespace cpm

@@ -1,0 +1,394 @@
+// POST /v1/responses: OpenAI's Responses API, served as vLLM serves it for chat models — over the
+// chat pipeline. The request becomes the equivalent chat completion request (instructions and
+// input items → messages, flat function tools → chat tools, text.format → response_format,
+// max_output_tokens → max_tokens); its reply becomes a `response` object whose output items are
+// the reasoning (when the reasoning parser split one off), the message, and the function calls;
+// a stream's chat chunks become the Responses events (response.created, output_item.added,
+// output_text.delta, ..., response.completed). Nothing is stored: previous_response_id is refused.
+#include "server/responses.h"
+
+#include <random>
+
+#include "server/api_error.h"
+#include "server/handlers.h"
+
+namespace cpm {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// "<prefix>_" and 32 hex digits (vLLM: random UUIDs).
+std::string RandomId(const char* prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = std::string(prefix) + "_";
+  for (int i = 0; i < 2; ++i) {
+    uint64_t v = rng();
+    for (int d = 0; d < 16; ++d, v >>= 4) id += kHex[v & 15];
+  }
+  return id;
+}
+
+Json OutputText(const std::string& text) {
+  return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
+}
+
+Json MessageItem(const std::string& id, const char* status, Json content) {
+  return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"},
+          {"content", std::move(content)}};
+}
+
+Json ReasoningItem(const std::string& id, const std::string& text) {
+  Json content = Json::array();
+  if (!text.empty()) content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  return {{"type", "reasoning"}, {"id", id}, {"summary", Json::array()},
+          {"content", std::move(content)}};
+}
+
+Json FunctionCallItem(const std::string& id, const std::string& call_id, const std::string& name,
+                      const std::string& arguments, const char* status) {
+  return {{"type", "function_call"}, {"id", id}, {"call_id", call_id}, {"name", name},
+          {"arguments", arguments}, {"status", status}};
+}
+
+Json UsageOf(int64_t input, int64_t output) {
+  return {{"input_tokens", input},
+          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"output_tokens", output},
+          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"total_tokens", input + output}};
+}
+
+// The parts of a finished choice: its reasoning, content and tool calls.
+struct Outcome {
+  std::string reasoning, content;
+  std::vector<Json> calls;  // chat tool_calls entries
+  std::string finish_reason;
+};
+
+// A message cut short by max_output_tokens is "incomplete", as OpenAI marks it.
+const char* ItemStatus(const Outcome& o) {
+  return o.finish_reason == "length" ? "incomplete" : "completed";
+}
+
+// A finished choice's output items: its reasoning, its message (also when empty, unless calls
+// or reasoning stand for the answer), its function calls.
+Json OutputItems(const Outcome& o) {
+  Json output = Json::array();
+  auto id = [](const char* prefix) { return RandomId(prefix); };
+  if (!o.reasoning.empty()) output.push_back(ReasoningItem(id("rs"), o.reasoning));
+  if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
+    output.push_back(MessageItem(id("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
+  }
+  for (const Json& c : o.calls) {
+    output.push_back(FunctionCallItem(id("fc"), c.value("id", ""), c["function"].value("name", ""),
+                                      c["function"].value("arguments", ""), "completed"));
+  }
+  return output;
+}
+
+// The response object: as created (in progress, no output yet) or finished.
+Json ResponseObject(const ResponsesJob& job, const char* status, Json output, Json usage,
+                    Json incomplete) {
+  Json r = {{"id", job.id},
+            {"object", "response"},
+            {"created_at", job.created},
+            {"status", status},
+            {"error", nullptr},
+            {"incomplete_details", std::move(incomplete)},
+            {"instructions", job.echo.value("instructions", Json(nullptr))},
+            {"max_output_tokens", job.echo.value("max_output_tokens", Json(nullptr))},
+            {"model", job.model},
+            {"output", std::move(output)},
+            {"parallel_tool_calls", job.echo.value("parallel_tool_calls", Json(true))},
+            {"previous_response_id", nullptr},
+            {"reasoning", job.echo.value("reasoning", Json(nullptr))},
+            {"store", false},
+            {"temperature", job.echo.value("temperature", Json(nullptr))},
+            {"text", job.echo.value("text", Json{{"format", {{"type", "text"}}}})},
+            {"tool_choice", job.echo.value("tool_choice", Json("auto"))},
+            {"tools", job.echo.value("tools", Json::array())},
+            {"top_p", job.echo.value("top_p", Json(nullptr))},
+            {"truncation", job.echo.value("truncation", Json("disabled"))},
+            {"usage", std::move(usage)},
+            {"user", job.echo.value("user", Json(nullptr))},
+            {"metadata", job.echo.value("metadata", Json::object())}};
+  return r;
+}
+
+Json Incomplete(const std::string& finish_reason) {
+  if (finish_reason == "length") return {{"reason", "max_output_tokens"}};
+  return nullptr;
+}
+
+// "event: <type>\ndata: <json>\n\n", the payload numbered in order.
+class EventWriter {
+ public:
+  explicit EventWriter(const std::function<bool(const std::string&)>& write) : write_(write) {}
+  bool Emit(Json event) {
+    const std::string type = event["type"];
+    Json ordered = {{"type", type}, {"sequence_number", sequence_++}};
+    for (auto it = event.begin(); it != event.end(); ++it) {
+      if (it.key() != "type") ordered[it.key()] = it.value();
+    }
+    return write_("event: " + type + "\ndata: " + DumpJson(ordered) + "\n\n");
+  }
+
+ private:
+  const std::function<bool(const std::string&)>& write_;
+  int64_t sequence_ = 0;
+};
+
+// The Responses events of one streamed choice, made from its chat chunks as they come: items
+// open when their first text arrives (reasoning, then the message) and close when the next
+// begins or the choice ends; function calls, whole in the chat stream's last chunks, follow.
+class StreamTranslator {
+ public:
+  StreamTranslator(const ResponsesJob& job, EventWriter* out) : job_(job), out_(out) {}
+
+  bool Start() {
+    Json r = ResponseObject(job_, "in_progress", Json::array(), nullptr, nullptr);
+    return out_->Emit({{"type", "response.created"}, {"response", r}}) &&
+           out_->Emit({{"type", "response.in_progress"}, {"response", r}});
+  }
+
+  // One chat chunk (choices[0].delta, finish_reason; or the usage chunk).
+  bool Chunk(const Json& chunk) {
+    if (auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) {
+      input_tokens_ = u->value("prompt_tokens", int64_t{0});
+      output_tokens_ = u->value("completion_tokens", int64_t{0});
+    }
+    auto choices = chunk.find("choices");
+    if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
+    const Json& c = (*choices)[0];
+    if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
+      if (auto r = d->find("reasoning"); r != d->end() && r->is_string() && !r->empty()) {
+        if (!Reasoning(r->get<std::string>())) return false;
+      }
+      if (auto t = d->find("content"); t != d->end() && t->is_string() && !t->empty()) {
+        if (!Text(t->get<std::string>())) return false;
+      }
+      if (auto calls = d->find("tool_calls"); calls != d->end() && calls->is_array()) {
+        for (const Json& call : *calls) MergeCall(call);
+      }
+    }
+    if (auto f = c.find("finish_reason"); f != c.end() && f->is_string()) {
+      outcome_.finish_reason = f->get<std::string>();
+    }
+    return true;
+  }
+
+  bool Finish() {
+    if (!CloseReasoning() || !CloseMessage()) return false;
+    if (outcome_.reasoning.empty() && outcome_.content.empty() && outcome_.calls.empty()) {
+      if (!OpenMessage() || !CloseMessage()) return false;  // an empty answer is still a message
+    }
+    for (const Json& call : outcome_.calls) {
+      const std::string id = RandomId("fc");
+      const std::string name = call["function"].value("name", "");
+      const std::string args = call["function"].value("arguments", "");
+      const std::string call_id = call.value("id", "");
+      const int index = next_index_++;
+      if (!out_->Emit({{"type", "response.output_item.added"},
+                       {"output_index", index},
+                       {"item", FunctionCallItem(id, call_id, name, "", "in_progress")}}) ||
+          !out_->Emit({{"type", "response.function_call_arguments.delta"},
+                       {"item_id", id}, {"output_index", index}, {"delta", args}}) ||
+          !out_->Emit({{"type", "response.function_call_arguments.done"},
+                       {"item_id", id}, {"output_index", index}, {"arguments", args}}) ||
+          !out_->Emit({{"type", "response.output_item.done"},
+                       {"output_index", index},
+                       {"item", FunctionCallItem(id, call_id, name, args, "completed")}})) {
+        return false;
+      }
+      items_.push_back(FunctionCallItem(id, call_id, name, args, "completed"));
+    }
+    const bool incomplete = outcome_.finish_reason == "length";
+    Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
+                            UsageOf(input_tokens_, output_tokens_), Incomplete(outcome_.finish_reason));
+    return out_->Emit({{"type", incomplete ? "response.incomplete" : "response.completed"},
+                       {"response", std::move(r)}});
+  }
+
+ private:
+  bool Reasoning(const std::string& delta) {
+    if (reasoning_index_ < 0) {
+      reasoning_id_ = RandomId("rs");
+      reasoning_index_ = next_index_++;
+      if (!out_->Emit({{"type", "response.output_item.added"},
+                       {"output_index", reasoning_index_},
+                       {"item", ReasoningItem(reasoning_id_, "")}}))
+        return false;
+    }
+    outcome_.reasoning += delta;
+    return out_->Emit({{"type", "response.reasoning_text.delta"}, {"item_id", reasoning_id_},
+                       {"output_index", reasoning_index_}, {"content_index", 0}, {"delta", delta}});
+  }
+
+  bool CloseReasoning() {
+    if (reasoning_index_ < 0 || reasoning_closed_) return true;
+    reasoning_closed_ = true;
+    Json item = ReasoningItem(reasoning_id_, outcome_.reasoning);
+    items_.push_back(item);
+    return out_->Emit({{"type", "response.reasoning_text.done"}, {"item_id", reasoning_id_},
+                       {"output_index", reasoning_index_}, {"content_index", 0},
+                       {"text", outcome_.reasoning}}) &&
+           out_->Emit({{"type", "response.output_item.done"},
+                       {"output_index", reasoning_index_}, {"item", std::move(item)}});
+  }
+
+  bool OpenMessage() {
+    message_id_ = RandomId("msg");
+    message_index_ = next_index_++;
+    return out_->Emit({{"type", "response.output_item.added"},
+                       {"output_index", message_index_},
+                       {"item", MessageItem(message_id_, "in_progress", Json::array())}}) &&
+           out_->Emit({{"type", "response.content_part.added"}, {"item_id", message_id_},
+                       {"output_index", message_index_}, {"content_index", 0},
+                       {"part", OutputText("")}});
+  }
+
+  bool Text(const std::string& delta) {
+    if (message_index_ < 0) {
+      if (!CloseReasoning() || !OpenMessage()) return false;
+    }
+    outcome_.content += delta;
+    return out_->Emit({{"type", "response.output_text.delta"}, {"item_id", message_id_},
+                       {"output_index", message_index_}, {"content_index", 0},
+                       {"delta", delta}, {"logprobs", Json::array()}});
+  }
+
+  bool CloseMessage() {
+    if (message_index_ < 0 || message_closed_) return true;
+    message_closed_ = true;
+    Json item = MessageItem(message_id_, ItemStatus(outcome_), Json::array({OutputText(outcome_.content)}));
+    items_.push_back(item);
+    return out_->Emit({{"type", "response.output_text.done"}, {"item_id", message_id_},
+                       {"output_index", message_index_}, {"content_index", 0},
+                       {"text", outcome_.content}, {"logprobs", Json::array()}}) &&
+           out_->Emit({{"type", "response.content_part.done"}, {"item_id", message_id_},
+                       {"output_index", message_index_}, {"content_index", 0},
+                       {"part", OutputText(outcome_.content)}}) &&
+           out_->Emit({{"type", "response.output_item.done"},
+                       {"output_index", message_index_}, {"item", std::move(item)}});
+  }
+
+  // Chat streams a call as its first delta (index, id, name) and argument pieces after it.
+  void MergeCall(const Json& delta) {
+    const size_t index = delta.value("index", size_t{0});
+    if (outcome_.calls.size() <= index) outcome_.calls.resize(index + 1, Json{{"function", Json::object()}});
+    Json& call = outcome_.calls[index];
+    if (delta.contains("id") && delta["id"].is_string()) call["id"] = delta["id"];
+    if (auto f = delta.find("function"); f != delta.end() && f->is_object()) {
+      if (f->contains("name") && (*f)["name"].is_string()) call["function"]["name"] = (*f)["name"];
+      if (f->contains("arguments") && (*f)["arguments"].is_string()) {
+        call["function"]["arguments"] =
+            call["function"].value("arguments", "") + (*f)["arguments"].get<std::string>();
+      }
+    }
+  }
+
+  const ResponsesJob& job_;
+  EventWriter* out_;
+  Outcome outcome_;
+  Json items_ = Json::array();
+  int next_index_ = 0;
+  int reasoning_index_ = -1, message_index_ = -1;
+  bool reasoning_closed_ = false, message_closed_ = false;
+  std::string reasoning_id_, message_id_;
+  int64_t input_tokens_ = 0, output_tokens_ = 0;
+};
+
+// Splits a chat stream's SSE bytes into their `data:` payloads.
+class SseSplitter {
+ public:
+  // Calls on_data(payload) for every complete event in `bytes`; false if it returns false.
+  template <typename Fn>
+  bool Feed(const std::string& bytes, Fn&& on_data) {
+    buffer_ += bytes;
+    for (size_t end; (end = buffer_.find("\n\n")) != std::string::npos;) {
+      std::string event = buffer_.substr(0, end);
+      buffer_.erase(0, end + 2);
+      if (event.rfind("data: ", 0) == 0 && !on_data(event.substr(6))) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string buffer_;
+};
+
+HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
+                   Clock::time_point arrival, const ClientGoneFn& client_gone) {
+  HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone);
+  if (chat.status != 200) return chat;
+  const Json j = Json::parse(chat.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
+  const Json& choice = j["choices"][0];
+  const Json& message = choice["message"];
+  Outcome o;
+  if (message.contains("reasoning") && message["reasoning"].is_string()) o.reasoning = message["reasoning"];
+  if (message.contains("content") && message["content"].is_string()) o.content = message["content"];
+  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+    for (const Json& c : message["tool_calls"]) o.calls.push_back(c);
+  }
+  if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+    o.finish_reason = choice["finish_reason"];
+  }
+  const Json& usage = j["usage"];
+  Json r = ResponseObject(job, o.finish_reason == "length" ? "incomplete" : "completed",
+                          OutputItems(o),
+                          UsageOf(usage.value("prompt_tokens", int64_t{0}),
+                                  usage.value("completion_tokens", int64_t{0})),
+                          Incomplete(o.finish_reason));
+  return HttpReply::Json(r);
+}
+
+}  // namespace
+
+HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
+                          Clock::time_point arrival, const ClientGoneFn& client_gone) {
+  const Json request = Json::parse(body, nullptr, false);
+  std::vector<std::string> ignored;
+  auto chat = ChatRequestFromResponses(request, &ignored);
+  if (!chat.ok()) return HttpReply::Error(chat.status());
+  LogIgnoredFields(ignored);
+  auto job = std::make_shared<ResponsesJob>();
+  job->id = RandomId("resp");
+  job->created = UnixNow();
+  job->model = ctx.served_name();
+  job->echo = request;
+  const bool stream = request.value("stream", false);
+  if (!stream) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
+  HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone);
+  if (!inner.stream) return inner;  // refused before generating: the chat error as it is
+  HttpReply reply;
+  reply.content_type = "text/event-stream";
+  reply.stream = [job, inner = std::move(inner)](const std::function<bool(const std::string&)>& write) {
+    EventWriter out(write);
+    StreamTranslator t(*job, &out);
+    if (!t.Start()) return;
+    SseSplitter split;
+    bool ok = true;
+    inner.stream([&](const std::string& bytes) {
+      if (!ok) return false;
+      ok = split.Feed(bytes, [&](const std::string& data) {
+        if (data == "[DONE]") return true;
+        const Json chunk = Json::parse(data, nullptr, false);
+        if (chunk.is_discarded()) return true;
+        if (chunk.contains("error")) {  // a failure mid-stream: Responses' error event
+          const Json& e = chunk["error"];
+          return out.Emit({{"type", "error"}, {"code", e.value("type", Json(nullptr))},
+                           {"message", e.value("message", "")}, {"param", nullptr}});
+        }
+        return t.Chunk(chunk);
+      });
+      return ok;
+    });
+    if (ok) t.Finish();
+  };
+  return reply;
+}
+
+}  // namespace cpm

@@ -1,0 +1,115 @@
+// The Responses API request's translation to the chat request it stands for.
+#include "server/responses.h"
+
+#include <gtest/gtest.h>
+
+namespace cpm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json Translate(const std::string& body, std::vector<std::string>* ignored = nullptr) {
+  std::vector<std::string> unused;
+  auto r = ChatRequestFromResponses(Json::parse(body, nullptr, false), ignored ? ignored : &unused);
+  EXPECT_TRUE(r.ok()) << body << ": " << r.status().message();
+  return r.ok() ? *r : Json();
+}
+
+std::string ErrorOf(const std::string& body) {
+  std::vector<std::string> ignored;
+  auto r = ChatRequestFromResponses(Json::parse(body, nullptr, false), &ignored);
+  EXPECT_FALSE(r.ok()) << body;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(ResponsesRequest, StringInputAndInstructions) {
+  const Json chat = Translate(
+      R"({"model": "m", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 7,
+          "temperature": 0.5, "top_p": 0.9, "store": true, "metadata": {"a": "b"}})");
+  EXPECT_EQ(chat["model"], "m");
+  EXPECT_EQ(chat["messages"], Json::parse(R"([{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(chat["max_tokens"], 7);
+  EXPECT_EQ(chat["temperature"], 0.5);
+  EXPECT_EQ(chat["top_p"], 0.9);
+  EXPECT_FALSE(chat.contains("store"));
+  EXPECT_FALSE(chat.contains("stream"));
+}
+
+TEST(ResponsesRequest, InputItemsBecomeMessages) {
+  const Json chat = Translate(R"({"input": [
+      {"role": "developer", "content": "Rules."},
+      {"type": "message", "role": "user", "content": [
+          {"type": "input_text", "text": "Look:"},
+          {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
+      {"type": "reasoning", "id": "rs_1", "summary": []},
+      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
+      {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "42"},
+      {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}]})");
+  const Json expected = Json::parse(R"([
+      {"role": "system", "content": "Rules."},
+      {"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+      {"role": "assistant", "content": "", "tool_calls": [
+          {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+          {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "42"},
+      {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}])");
+  EXPECT_EQ(chat["messages"], expected) << chat["messages"].dump(1);
+}
+
+TEST(ResponsesRequest, ToolsFormatsAndStreaming) {
+  const Json chat = Translate(R"({"input": "x", "stream": true,
+      "tools": [{"type": "function", "name": "get", "description": "d",
+                 "parameters": {"type": "object"}, "strict": true}],
+      "tool_choice": {"type": "function", "name": "get"},
+      "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}, "strict": true}}})");
+  EXPECT_EQ(chat["tools"], Json::parse(R"([{"type": "function", "function": {"name": "get",
+      "description": "d", "parameters": {"type": "object"}, "strict": true}}])"));
+  EXPECT_EQ(chat["tool_choice"], Json::parse(R"({"type": "function", "function": {"name": "get"}})"));
+  EXPECT_EQ(chat["response_format"], Json::parse(R"({"type": "json_schema", "json_schema":
+      {"name": "s", "schema": {"type": "object"}, "strict": true}})"));
+  EXPECT_EQ(chat["stream"], true);
+  EXPECT_EQ(chat["stream_options"], Json::parse(R"({"include_usage": true})"));
+  EXPECT_EQ(Translate(R"({"input": "x", "text": {"format": {"type": "json_object"}}})")["response_format"],
+            Json::parse(R"({"type": "json_object"})"));
+  EXPECT_FALSE(Translate(R"({"input": "x", "text": {"format": {"type": "text"}}})").contains("response_format"));
+  // A client's default "auto" without tools asks for nothing.
+  EXPECT_FALSE(Translate(R"({"input": "x", "tool_choice": "auto"})").contains("tool_choice"));
+  EXPECT_EQ(Translate(R"({"input": "x", "tool_choice": "required", "tools": [{"type": "function", "name": "f"}]})")["tool_choice"],
+            "required");
+}
+
+TEST(ResponsesRequest, UnknownFieldsAreReportedAndExtrasPassed) {
+  std::vector<std::string> ignored;
+  const Json chat = Translate(R"({"input": "x", "top_k": 5, "seed": 3, "frobnicate": 1})", &ignored);
+  EXPECT_EQ(chat["top_k"], 5);
+  EXPECT_EQ(chat["seed"], 3);
+  EXPECT_EQ(ignored, std::vector<std::string>{"frobnicate"});
+}
+
+TEST(ResponsesRequest, UnsupportedRequestsAreClientErrors) {
+  EXPECT_NE(ErrorOf(R"({"model": "m"})").find("input"), std::string::npos);
+  EXPECT_NE(ErrorOf("not json").find("JSON decode error"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": "x", "previous_response_id": "resp_1"})").find("stores no responses"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": "x", "tools": [{"type": "web_search"}]})").find("'web_search'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": [{"type": "item_reference", "id": "x"}]})").find("item_reference"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})")
+                .find("input_file"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})")
+                .find("file_id"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": [{"role": "critic", "content": "x"}]})").find("critic"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": "x", "text": {"format": {"type": "grammar"}}})").find("grammar"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": "x", "background": true})").find("background"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": 3})").find("input"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cpm
