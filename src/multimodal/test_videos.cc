@@ -12,6 +12,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/log.h>
 #include <libswscale/swscale.h>
 }
 
@@ -27,6 +28,7 @@ void FrameColour(int i, uint8_t rgb[3]) {
 // A `frames`-frame video of w × h solid-colour frames, `codec` in `container` ("mp4", "avi"),
 // through a temporary file; empty on failure (the test then fails on it).
 std::string EncodeTestVideo(int frames, int w, int h, const char* codec_name, const char* container) {
+  av_log_set_level(AV_LOG_ERROR);  // the encoders' statistics are not the test's output
   char path[] = "/tmp/cpm_video_testXXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) return {};

@@ -179,6 +179,16 @@ class StreamTranslator {
     return true;
   }
 
+  // The generation failed mid-stream: OpenAI's error event, then response.failed.
+  bool Fail(const Json& error) {
+    const std::string message = error.value("message", "");
+    const Json code = error.value("type", Json(nullptr));
+    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_), nullptr);
+    r["error"] = {{"code", code}, {"message", message}};
+    return out_->Emit({{"type", "error"}, {"code", code}, {"message", message}, {"param", nullptr}}) &&
+           out_->Emit({{"type", "response.failed"}, {"response", std::move(r)}});
+  }
+
   bool Finish() {
     if (!CloseReasoning() || !CloseMessage()) return false;
     if (outcome_.reasoning.empty() && outcome_.content.empty() && outcome_.calls.empty()) {
@@ -358,7 +368,11 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   job->id = RandomId("resp");
   job->created = UnixNow();
   job->model = ctx.served_name();
-  job->echo = request;
+  for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",
+                          "temperature", "text", "tool_choice", "tools", "top_p", "truncation",
+                          "user", "metadata"}) {
+    if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
+  }
   const bool stream = request.value("stream", false);
   if (!stream) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
   HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone);
@@ -370,23 +384,22 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
     StreamTranslator t(*job, &out);
     if (!t.Start()) return;
     SseSplitter split;
-    bool ok = true;
+    bool ok = true, failed = false;
     inner.stream([&](const std::string& bytes) {
       if (!ok) return false;
       ok = split.Feed(bytes, [&](const std::string& data) {
-        if (data == "[DONE]") return true;
+        if (data == "[DONE]" || failed) return true;
         const Json chunk = Json::parse(data, nullptr, false);
         if (chunk.is_discarded()) return true;
-        if (chunk.contains("error")) {  // a failure mid-stream: Responses' error event
-          const Json& e = chunk["error"];
-          return out.Emit({{"type", "error"}, {"code", e.value("type", Json(nullptr))},
-                           {"message", e.value("message", "")}, {"param", nullptr}});
+        if (auto e = chunk.find("error"); e != chunk.end() && e->is_object()) {
+          failed = true;
+          return t.Fail(*e);
         }
         return t.Chunk(chunk);
       });
       return ok;
     });
-    if (ok) t.Finish();
+    if (ok && !failed) t.Finish();
   };
   return reply;
 }
