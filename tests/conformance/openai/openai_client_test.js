@@ -265,6 +265,25 @@ const tests = {
     assert.strictEqual(calls[0].name, 'get_weather');
     assert.match(calls[0].call_id, /\S/);
     assert.strictEqual(typeof JSON.parse(calls[0].arguments).city, 'string');
+    // Streamed, the same call arrives as a function_call item with its arguments' events.
+    let streamed = null;
+    let argsDone = null;
+    for (let seed = 0; seed < 6 && streamed === null; ++seed) {
+      const stream = await client.responses.create({
+        model: MODEL, input: 'Weather in Paris?', tools, tool_choice: 'required',
+        temperature: 0.8, seed, max_output_tokens: 150, stream: true,
+      });
+      for await (const event of stream) {
+        if (event.type === 'response.function_call_arguments.done') argsDone = event.arguments;
+        if (event.type === 'response.completed') {
+          streamed = event.response.output.find((o) => o.type === 'function_call') || null;
+        }
+      }
+    }
+    assert.ok(streamed !== null, 'no streamed call completed within max_output_tokens');
+    assert.strictEqual(streamed.name, 'get_weather');
+    assert.strictEqual(streamed.arguments, argsDone);
+    assert.strictEqual(typeof JSON.parse(streamed.arguments).city, 'string');
     // The call and its output sent back as input items: a new answer, not an error.
     const next = await client.responses.create({
       model: MODEL, tools, max_output_tokens: 4, ignore_eos: true, input: [
