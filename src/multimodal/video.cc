@@ -11,6 +11,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/dict.h>
 #include <libavutil/error.h>
 #include <libavutil/log.h>
 #include <libswscale/swscale.h>
@@ -56,6 +57,12 @@ struct MemoryReader {
   }
 };
 
+// The containers a request's video may come in: self-contained ones only. Others name further
+// resources that libavformat would open: a concat script (probed by its first line) its files,
+// an HLS or DASH manifest its segments, an image2 pattern its images.
+constexpr const char* kContainers =
+    "mov,mp4,matroska,webm,avi,flv,mpegts,mpeg,ogg,asf,ivf,h264,hevc,gif,mjpeg";
+
 // An opened container over `bytes` and its best video stream. Each pass opens its own.
 class Demuxer {
  public:
@@ -75,8 +82,15 @@ class Demuxer {
     if (d->fmt_ == nullptr) return ResourceExhausted("video: out of memory");
     d->fmt_->pb = d->avio_;
     d->fmt_->flags |= AVFMT_FLAG_CUSTOM_IO;
+    // A request's bytes must never make the server open a file or a connection: only
+    // self-contained containers, and no protocol for anything they might name.
+    AVDictionary* options = nullptr;
+    av_dict_set(&options, "format_whitelist", kContainers, 0);
+    av_dict_set(&options, "protocol_whitelist", "none", 0);
     // On failure avformat_open_input frees the context (but not our I/O).
-    if (int rc = avformat_open_input(&d->fmt_, nullptr, nullptr, nullptr); rc < 0)
+    const int rc = avformat_open_input(&d->fmt_, nullptr, nullptr, &options);
+    av_dict_free(&options);
+    if (rc < 0)
       return InvalidArgument("video: the data is not a video this server can read (" + AvError(rc) + ")");
     if (int rc = avformat_find_stream_info(d->fmt_, nullptr); rc < 0)
       return InvalidArgument("video: cannot read the file's streams (" + AvError(rc) + ")");

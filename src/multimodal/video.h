@@ -1,6 +1,7 @@
-// Request videos: the bytes of an OpenAI `video_url` content part (any container and codec this
-// system's libavformat / libavcodec read: MP4, WebM, MKV, AVI, ... with H.264, VP9, AV1, MPEG-4,
-// MJPEG, ...) to the RGB frames the model sees, sampled as vLLM's default video loader samples
+// Request videos: the bytes of an OpenAI `video_url` content part (a self-contained container:
+// MP4/MOV, WebM/MKV, AVI, FLV, MPEG-TS/PS, Ogg, ASF, IVF, raw H.264/HEVC, GIF, MJPEG; with any
+// codec this system's libavcodec reads: H.264, HEVC, VP9, AV1, MPEG-4, MJPEG, ...; never a
+// playlist or script that names other files or URLs) to the RGB frames the model sees, sampled as vLLM's default video loader samples
 // them (vllm/multimodal/video.py, OpenCV backend): `num_frames` frames at
 // np.linspace(0, total - 1, num_frames) truncated to integers, or every frame of a video that
 // has fewer. vLLM takes `total` from the container (OpenCV's CAP_PROP_FRAME_COUNT); this counts

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "multimodal/test_videos.h"
@@ -127,6 +131,27 @@ TEST(DecodeVideo, BadDataIsAClientError) {
       EXPECT_EQ(frames.status().code(), StatusCode::kInvalidArgument);
     }
   }
+}
+
+// A container that names other files opens none of them: FFmpeg's concat demuxer, probed by
+// its first line, would read the files its script lists (relative names pass its "safe" check).
+TEST(DecodeVideo, ScriptsOpenNoOtherFile) {
+  const std::string name = "cpm_concat_target_" + std::to_string(getpid()) + ".mp4";
+  std::ofstream(name, std::ios::binary) << test_videos::EncodeTestVideo(4, 32, 32, "mpeg4", "mp4");
+  StatusOr<std::vector<RgbImage>> frames = Decode("ffconcat version 1.0\nfile " + name + "\n", 4);
+  std::remove(name.c_str());
+  ASSERT_FALSE(frames.ok()) << "the script's file was read";
+  EXPECT_EQ(frames.status().code(), StatusCode::kInvalidArgument) << frames.status().message();
+}
+
+// Containers outside the self-contained list are refused, video or not (NUT holds one here).
+TEST(DecodeVideo, OtherContainersAreRefused) {
+  const std::string nut = test_videos::EncodeTestVideo(4, 32, 32, "mpeg4", "nut");
+  ASSERT_FALSE(nut.empty());
+  StatusOr<std::vector<RgbImage>> frames = Decode(nut, 4);
+  ASSERT_FALSE(frames.ok());
+  EXPECT_NE(frames.status().message().find("not a video this server can read"), std::string::npos)
+      << frames.status().message();
 }
 
 TEST(DecodeVideo, CorruptDataNeverCrashes) {
