@@ -9,11 +9,27 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+// `key` of object `j` if it holds a string, else `fallback` (a client's wrong type then fails
+// the check that reads it, as a 400, never as an exception).
+std::string StringField(const Json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// `key` of the request as a boolean (false when absent or null).
+StatusOr<bool> BoolField(const Json& request, const char* key) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) return false;
+  if (!it->is_boolean()) return InvalidArgument(std::string(key) + ": must be a boolean");
+  return it->get<bool>();
+}
+
 // A content part of an input message as a chat content part.
 StatusOr<Json> ChatPart(const Json& part) {
   if (part.is_string()) return Json{{"type", "text"}, {"text", part}};
   if (!part.is_object()) return InvalidArgument("input: content parts must be objects");
-  const std::string type = part.value("type", "");
+  const std::string type = StringField(part, "type");
   if (type == "input_text" || type == "output_text" || type == "text" || type == "refusal") {
     const char* key = type == "refusal" ? "refusal" : "text";
     if (!part.contains(key) || !part[key].is_string())
@@ -31,7 +47,7 @@ StatusOr<Json> ChatPart(const Json& part) {
 
 // A message item ({role, content}) as a chat message.
 StatusOr<Json> ChatMessage(const Json& item) {
-  std::string role = item.value("role", "");
+  std::string role = StringField(item, "role");
   if (role == "developer") role = "system";  // the chat templates know system messages only
   if (role != "user" && role != "system" && role != "assistant")
     return InvalidArgument("input: message role '" + role + "' is not one of user, system, developer, assistant");
@@ -47,11 +63,6 @@ StatusOr<Json> ChatMessage(const Json& item) {
   return Json{{"role", role}, {"content", std::move(parts)}};
 }
 
-std::string StringField(const Json& item, const char* key) {
-  auto it = item.find(key);
-  return it != item.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // The input items as chat messages (after `messages`' system message, if any).
 Status AppendInput(const Json& input, Json* messages) {
   if (input.is_string()) {
@@ -61,7 +72,7 @@ Status AppendInput(const Json& input, Json* messages) {
   if (!input.is_array()) return InvalidArgument("input: must be a string or a list of items");
   for (const Json& item : input) {
     if (!item.is_object()) return InvalidArgument("input: items must be objects");
-    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    const std::string type = StringField(item, "type", item.contains("role") ? "message" : "");
     if (type == "message") {
       CPM_ASSIGN_OR_RETURN(Json m, ChatMessage(item));
       messages->push_back(std::move(m));
@@ -98,7 +109,7 @@ StatusOr<Json> ChatTools(const Json& tools) {
   if (!tools.is_array()) return InvalidArgument("tools: must be a list");
   Json out = Json::array();
   for (const Json& t : tools) {
-    const std::string type = t.is_object() ? t.value("type", "") : "";
+    const std::string type = StringField(t, "type");
     if (type != "function")
       return InvalidArgument("tools: tool type '" + type + "' is not supported (function tools are)");
     Json fn = {{"name", StringField(t, "name")}};
@@ -112,7 +123,7 @@ StatusOr<Json> ChatTools(const Json& tools) {
 
 StatusOr<Json> ChatToolChoice(const Json& choice) {
   if (choice.is_string()) return choice;
-  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name"))
+  if (StringField(choice, "type") == "function" && !StringField(choice, "name").empty())
     return Json{{"type", "function"}, {"function", {{"name", choice["name"]}}}};
   return InvalidArgument("tool_choice: must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}");
 }
@@ -121,11 +132,11 @@ StatusOr<Json> ResponseFormat(const Json& text) {
   if (!text.is_object()) return InvalidArgument("text: must be an object");
   auto format = text.find("format");
   if (format == text.end() || format->is_null()) return Json(nullptr);
-  const std::string type = format->is_object() ? format->value("type", "") : "";
+  const std::string type = StringField(*format, "type");
   if (type == "text") return Json(nullptr);
   if (type == "json_object") return Json{{"type", "json_object"}};
   if (type == "json_schema") {
-    Json schema = {{"name", format->value("name", "response")}};
+    Json schema = {{"name", StringField(*format, "name", "response")}};
     for (const char* key : {"schema", "strict", "description"}) {
       if (format->contains(key)) schema[key] = (*format)[key];
     }
@@ -154,8 +165,9 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   if (auto p = request.find("previous_response_id"); p != request.end() && !p->is_null())
     return InvalidArgument("previous_response_id: cpmserve stores no responses; send the "
                            "conversation as input items");
-  if (request.value("background", false))
-    return InvalidArgument("background: background responses are not supported");
+  CPM_ASSIGN_OR_RETURN(const bool background, BoolField(request, "background"));
+  if (background) return InvalidArgument("background: background responses are not supported");
+  CPM_ASSIGN_OR_RETURN(const bool stream, BoolField(request, "stream"));
   auto input = request.find("input");
   if (input == request.end()) return InvalidArgument("input: field required");
   Json chat = Json::object();
@@ -189,7 +201,7 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
     CPM_ASSIGN_OR_RETURN(Json format, ResponseFormat(*t));
     if (!format.is_null()) chat["response_format"] = std::move(format);
   }
-  if (request.value("stream", false)) {
+  if (stream) {
     chat["stream"] = true;
     chat["stream_options"] = {{"include_usage", true}};
   }

@@ -41,7 +41,8 @@ struct ResponsesJob {
   std::string id;  // resp_...
   int64_t created = 0;
   std::string model;
-  nlohmann::ordered_json echo;  // the request: its instructions, tools, text, ... come back
+  // The request's fields the reply repeats (instructions, tools, text, ...), those it has.
+  nlohmann::ordered_json echo = nlohmann::ordered_json::object();
 };
 
 HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,

@@ -76,13 +76,12 @@ const char* ItemStatus(const Outcome& o) {
 // or reasoning stand for the answer), its function calls.
 Json OutputItems(const Outcome& o) {
   Json output = Json::array();
-  auto id = [](const char* prefix) { return RandomId(prefix); };
-  if (!o.reasoning.empty()) output.push_back(ReasoningItem(id("rs"), o.reasoning));
+  if (!o.reasoning.empty()) output.push_back(ReasoningItem(RandomId("rs"), o.reasoning));
   if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
-    output.push_back(MessageItem(id("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
+    output.push_back(MessageItem(RandomId("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
   }
   for (const Json& c : o.calls) {
-    output.push_back(FunctionCallItem(id("fc"), c.value("id", ""), c["function"].value("name", ""),
+    output.push_back(FunctionCallItem(RandomId("fc"), c.value("id", ""), c["function"].value("name", ""),
                                       c["function"].value("arguments", ""), "completed"));
   }
   return output;
@@ -373,8 +372,7 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
                           "user", "metadata"}) {
     if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
   }
-  const bool stream = request.value("stream", false);
-  if (!stream) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
+  if (!chat->contains("stream")) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
   HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone);
   if (!inner.stream) return inner;  // refused before generating: the chat error as it is
   HttpReply reply;

@@ -111,5 +111,30 @@ TEST(ResponsesRequest, UnsupportedRequestsAreClientErrors) {
   EXPECT_NE(ErrorOf(R"({"input": 3})").find("input"), std::string::npos);
 }
 
+// Every field of a client's request with values of every JSON type: a translation or a 400,
+// never an exception (which the server would answer with a 500).
+TEST(ResponsesRequest, WrongTypesAreErrorsNotExceptions) {
+  const std::vector<Json> junk = {
+      nullptr, 1, -1.5, "s", true, Json::array(), Json::object(), Json::array({1}),
+      Json::array({nullptr}), Json::array({Json::object()}), Json{{"type", 1}},
+      Json::array({Json{{"type", 1}}}), Json::array({Json{{"role", 1}, {"content", 1}}}),
+      Json::array({Json{{"role", "user"}, {"content", Json::array({Json{{"type", "input_image"}}})}}}),
+      Json::array({Json{{"type", "function_call"}, {"call_id", 1}, {"name", Json::array()}}}),
+      Json{{"format", Json{{"type", "json_schema"}, {"name", 3}}}}, Json{{"format", 1}}};
+  const char* keys[] = {"model", "input", "instructions", "tools", "tool_choice", "text",
+                        "max_output_tokens", "stream", "background", "previous_response_id",
+                        "temperature", "metadata", "reasoning"};
+  for (const char* key : keys) {
+    for (const Json& value : junk) {
+      Json request = {{"model", "m"}, {"input", "x"}};
+      request[key] = value;
+      std::vector<std::string> ignored;
+      EXPECT_NO_THROW({ (void)ChatRequestFromResponses(request, &ignored); }) << request.dump();
+    }
+  }
+  std::vector<std::string> ignored;
+  EXPECT_FALSE(ChatRequestFromResponses(Json{{"input", "x"}, {"stream", "yes"}}, &ignored).ok());
+}
+
 }  // namespace
 }  // namespace cpm

@@ -191,6 +191,12 @@ const tests = {
     // The Responses API over the same pipeline: the same greedy text as the chat endpoint for the
     // same user message, cut by max_output_tokens ("incomplete"), and the same text streamed as
     // output_text deltas between response.created and response.incomplete.
+    // The least a client sends: model and input (the reply's echoed fields take their defaults).
+    const minimal = await client.responses.create({ model: MODEL, input: 'Hi' });
+    assert.ok(['completed', 'incomplete'].includes(minimal.status), minimal.status);
+    assert.strictEqual(typeof minimal.output_text, 'string');
+    assert.strictEqual(minimal.tool_choice, 'auto');
+    assert.deepStrictEqual(minimal.tools, []);
     const chat = await greedy('Hello there', 8);
     const r = await client.responses.create({
       model: MODEL, input: 'Hello there', temperature: 0, max_output_tokens: 8, ignore_eos: true,
