@@ -159,7 +159,9 @@ StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions
                                       std::string_view part) {
   if (HasPrefixNoCase(url, "data:")) return FromDataUrl(url, options, part);
   if (HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://")) {
-    StatusOr<std::string> body = HttpGet(url, {options.fetch_timeout_s, options.max_bytes});
+    const int64_t timeout_s =
+        part == "video_url" ? options.video_fetch_timeout_s : options.fetch_timeout_s;
+    StatusOr<std::string> body = HttpGet(url, {timeout_s, options.max_bytes});
     if (!body.ok()) return body.status().WithPrefix(std::string(part));
     return body;
   }

@@ -15,7 +15,8 @@ struct MediaOptions {
   // vLLM's --allowed-local-media-path: file:// URLs must resolve inside this directory;
   // empty refuses every file:// URL.
   std::string allowed_local_media_path;
-  int64_t fetch_timeout_s = 5;  // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default
+  int64_t fetch_timeout_s = 5;          // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default
+  int64_t video_fetch_timeout_s = 30;   // vLLM's VLLM_VIDEO_FETCH_TIMEOUT default
   int64_t max_bytes = 64 << 20;
   // vLLM's --media-io-kwargs '{"video": {"num_frames": N}}': frames sampled from each video
   // (-1: every frame).

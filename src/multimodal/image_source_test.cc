@@ -64,6 +64,17 @@ TEST(FetchImageBytes, DataUrlErrorsAreClear) {
   ExpectError(FetchImageBytes("data:image/png;base64,iVBORw0KGgo=", small), "larger than 4 bytes");
 }
 
+// A video_url part's errors name it and its kind of data.
+TEST(FetchMediaBytes, ErrorsNameTheVideoPart) {
+  MediaOptions small;
+  small.max_bytes = 4;
+  ExpectError(FetchMediaBytes("data:video/mp4;base64,AAAAAAAAAAAA", small, "video_url"),
+              "video_url: the video is larger than 4 bytes");
+  ExpectError(FetchMediaBytes("ftp://example.com/a.mp4", {}, "video_url"),
+              "video_url: the URL must be either a HTTP, data or file URL");
+  ExpectError(FetchMediaBytes("data:video/mp4;base64", {}, "video_url"), "video_url: malformed data URL");
+}
+
 TEST(FetchImageBytes, OtherSchemesAreRefused) {
   ExpectError(FetchImageBytes("ftp://example.com/a.png", {}), "must be either a HTTP, data or file URL");
   ExpectError(FetchImageBytes("a.png", {}), "must be either a HTTP, data or file URL");
