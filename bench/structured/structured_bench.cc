@@ -1,7 +1,7 @@
 // One token mask (TokenTable::Allowed) over MiniCPM4-0.5B's vocabulary (73448 tokens),
 // in the states a JSON document passes through: between values (structure), inside a string
-// (most of the bytes), in a number, in a declared key, in a string with a pattern; and under a
-// regex (raw text). A decode step of a constrained request pays one of these on the engine
+// (most of the bytes), in a number, in a declared key, in a string with a pattern; under a
+// regex (raw text); and under a recursive grammar (the pushdown matcher). A decode step of a constrained request pays one of these on the engine
 // thread. The regexes' compile time is measured too (it runs on the HTTP thread).
 #include <benchmark/benchmark.h>
 
@@ -87,6 +87,26 @@ void BM_RegexMask(benchmark::State& state) {
 BENCHMARK(BM_RegexMask)
     ->ArgNames({"regex", "cached"})
     ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
+// A recursive grammar (arithmetic: the pushdown matcher) in the states of an expression: after
+// an operator (a factor next), inside a number, and three parentheses deep.
+void BM_RecursiveGrammarMask(benchmark::State& state) {
+  auto schema = Schema::FromGrammar(R"g(
+    root ::= expr
+    expr ::= term (("+" | "-") term)*
+    term ::= factor (("*" | "/") factor)*
+    factor ::= [0-9]+ ("." [0-9]+)? | "(" expr ")" | "-" factor
+  )g");
+  if (!schema.ok()) std::abort();
+  Matcher m(*schema);
+  const char* prefixes[] = {"12*", "12*3.1", "((1+(2"};
+  if (!m.Advance(prefixes[state.range(0)])) std::abort();
+  TimeMasks(state, m);
+}
+BENCHMARK(BM_RecursiveGrammarMask)
+    ->ArgNames({"state"})
+    ->DenseRange(0, 2)
     ->Unit(benchmark::kMicrosecond);
 
 void BM_RegexCompile(benchmark::State& state) {

@@ -308,7 +308,12 @@ TEST(Protocol, StructuredOutputs) {
   EXPECT_NE(chat(R"("structured_outputs":{"grammar":"root ::= x\nx ::= \"(\" x \")\""})")
                 .status()
                 .message()
-                .find("structured_outputs.grammar: recursive rules (x -> x)"),
+                .find("structured_outputs.grammar: rule 'x' can never end"),
+            std::string::npos);
+  EXPECT_NE(chat(R"("structured_outputs":{"grammar":"root ::= root \"x\" | \"y\""})")
+                .status()
+                .message()
+                .find("structured_outputs.grammar: rule 'root' is left-recursive"),
             std::string::npos);
   EXPECT_NE(chat(R"x("structured_outputs":{"regex":"a(?=b)"})x").status().message().find(
                 "structured_outputs.regex: lookahead is not supported at offset 1"),

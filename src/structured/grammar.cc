@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ class GrammarParser {
  public:
   explicit GrammarParser(std::string_view text) : text_(text) {}
 
-  StatusOr<Ast> Run() {
+  StatusOr<CompiledGrammar> Run() {
     Skip();
     while (i_ < text_.size()) {
       const size_t at = i_;
@@ -44,9 +45,18 @@ class GrammarParser {
     for (const auto& [node, ref] : refs_) {
       if (!rules_.count(ref.name)) return Error("undefined rule '" + ref.name + "'", ref.at);
     }
-    Ast out;
-    std::vector<std::string> path = {"root"};
-    CPM_ASSIGN_OR_RETURN(out.root, Inline(rules_.at("root"), &out, &path));
+    FindCycles();
+    CompiledGrammar out;
+    if (calls_.empty()) {
+      Ast ast;
+      std::vector<std::string> path = {"root"};
+      CPM_ASSIGN_OR_RETURN(ast.root, Inline(rules_.at("root"), &ast, &path));
+      auto re = Regex::FromAst(ast);
+      if (!re.ok()) return InvalidArgument("grammar: " + re.status().message());
+      out.regex = std::move(*re);
+      return out;
+    }
+    CPM_ASSIGN_OR_RETURN(out.recursive, BuildRecursive());
     return out;
   }
 
@@ -225,6 +235,172 @@ class GrammarParser {
     return Graft(std::string(text_.substr(at, j + 1 - at)), at);
   }
 
+  // The rules each rule's body names (directly, not through others).
+  std::map<std::string, std::vector<std::string>> References() const {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& [name, root] : rules_) {
+      std::vector<int> todo = {root};
+      std::vector<std::string>& names = out[name];
+      while (!todo.empty()) {
+        const int node = todo.back();
+        todo.pop_back();
+        if (auto ref = refs_.find(node); ref != refs_.end()) {
+          names.push_back(ref->second.name);
+          continue;
+        }
+        for (int c : ast_.nodes[node].children) todo.push_back(c);
+      }
+    }
+    return out;
+  }
+
+  // calls_ and called_: root and the rules that can reach themselves, if any can.
+  void FindCycles() {
+    const auto refs = References();
+    std::vector<std::string> cyclic;
+    for (const auto& [name, _] : rules_) {
+      std::set<std::string> seen;
+      std::vector<std::string> todo = refs.at(name);
+      bool cycle = false;
+      while (!todo.empty() && !cycle) {
+        const std::string next = todo.back();
+        todo.pop_back();
+        if (next == name) cycle = true;
+        if (!seen.insert(next).second) continue;
+        for (const std::string& n : refs.at(next)) todo.push_back(n);
+      }
+      if (cycle) cyclic.push_back(name);
+    }
+    if (cyclic.empty()) return;
+    called_ = {"root"};
+    for (const std::string& name : cyclic) {
+      if (name != "root") called_.push_back(name);
+    }
+    for (size_t i = 0; i < called_.size(); ++i) calls_[called_[i]] = static_cast<int32_t>(i);
+  }
+
+  StatusOr<std::shared_ptr<const RecursiveGrammar>> BuildRecursive() {
+    if (called_.size() > static_cast<size_t>(RecursiveGrammar::kMaxRules)) {
+      return InvalidArgument("grammar: more than " + std::to_string(RecursiveGrammar::kMaxRules) +
+                             " recursive rules");
+    }
+    auto g = std::make_shared<RecursiveGrammar>();
+    g->names = called_;
+    for (const std::string& name : called_) {
+      Ast ast;
+      std::vector<std::string> path = {name};
+      CPM_ASSIGN_OR_RETURN(ast.root, Inline(rules_.at(name), &ast, &path));
+      auto re = Regex::FromAst(ast);
+      if (!re.ok()) return InvalidArgument("grammar: rule '" + name + "': " + re.status().message());
+      g->rules.push_back(std::move(*re));
+    }
+    for (const auto& re : g->rules) g->calls.push_back(CallTable(*re));
+    CPM_RETURN_IF_ERROR(CheckRecursion(*g));
+    return std::shared_ptr<const RecursiveGrammar>(std::move(g));
+  }
+
+  // Every state's calls: the paths ED, A0+(i>>6), 80+(i&63) that lead somewhere.
+  static std::vector<std::vector<std::pair<int32_t, int32_t>>> CallTable(const Regex& re) {
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> calls(re.num_states());
+    for (int32_t q = 0; q < re.num_states(); ++q) {
+      const int32_t s1 = re.Next(q, 0xED);
+      if (s1 == Regex::kDead) continue;
+      for (int b2 = 0xA0; b2 <= 0xBF; ++b2) {
+        const int32_t s2 = re.Next(s1, static_cast<uint8_t>(b2));
+        if (s2 == Regex::kDead) continue;
+        for (int b3 = 0x80; b3 <= 0xBF; ++b3) {
+          const int32_t s3 = re.Next(s2, static_cast<uint8_t>(b3));
+          if (s3 != Regex::kDead) calls[q].push_back({(b2 - 0xA0) << 6 | (b3 - 0x80), s3});
+        }
+      }
+    }
+    return calls;
+  }
+
+  // Whether rule r can reach an accepting state from its start, by text (`bytes`) or not, through
+  // calls of the rules `ok` marks.
+  static bool CanEnd(const RecursiveGrammar& g, size_t r, const std::vector<bool>& ok, bool bytes) {
+    const Regex& re = *g.rules[r];
+    std::vector<bool> seen(static_cast<size_t>(re.num_states()));
+    std::vector<int32_t> todo = {Regex::kStart};
+    seen[Regex::kStart] = true;
+    const auto visit = [&](int32_t q) {
+      if (q != Regex::kDead && !seen[q]) seen[q] = true, todo.push_back(q);
+    };
+    while (!todo.empty()) {
+      const int32_t q = todo.back();
+      todo.pop_back();
+      if (re.Accepting(q)) return true;
+      for (auto [callee, back] : g.calls[r][q]) {
+        if (ok[callee]) visit(back);
+      }
+      for (int b = 0; bytes && b < 256; ++b) {
+        // A real 0xED: only the continuations of a character (80-9F), not of a call.
+        const int32_t q1 = re.Next(q, static_cast<uint8_t>(b));
+        if (b != 0xED || q1 == Regex::kDead) {
+          visit(q1);
+          continue;
+        }
+        for (int c = 0x80; c <= 0x9F; ++c) visit(re.Next(q1, static_cast<uint8_t>(c)));
+      }
+    }
+    return false;
+  }
+
+  // Every rule can end (else generation could enter it and never finish), and none reaches itself
+  // before reading a byte (left recursion: the pushdown matcher would call forever).
+  Status CheckRecursion(const RecursiveGrammar& g) const {
+    const size_t n = g.rules.size();
+    std::vector<bool> productive(n, false), nullable(n, false);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < n; ++r) {
+        if (!productive[r] && CanEnd(g, r, productive, true)) productive[r] = changed = true;
+        if (!nullable[r] && CanEnd(g, r, nullable, false)) nullable[r] = changed = true;
+      }
+    }
+    for (size_t k = 1; k <= n; ++k) {  // root last: a rule it calls is the cause, if one is
+      const size_t r = k % n;
+      if (!productive[r]) {
+        return InvalidArgument("grammar: rule '" + g.names[r] +
+                               "' can never end (every way through it calls itself again)");
+      }
+    }
+    // Left calls: those made before any byte (from states reached by calls of nullable rules).
+    std::vector<std::vector<int32_t>> left(n);
+    for (size_t r = 0; r < n; ++r) {
+      const Regex& re = *g.rules[r];
+      std::vector<bool> seen(static_cast<size_t>(re.num_states()));
+      std::vector<int32_t> todo = {Regex::kStart};
+      seen[Regex::kStart] = true;
+      while (!todo.empty()) {
+        const int32_t q = todo.back();
+        todo.pop_back();
+        for (auto [callee, back] : g.calls[r][q]) {
+          left[r].push_back(callee);
+          if (nullable[callee] && !seen[back]) seen[back] = true, todo.push_back(back);
+        }
+      }
+    }
+    for (size_t r = 0; r < n; ++r) {
+      std::vector<bool> seen(n, false);
+      std::vector<int32_t> todo(left[r].begin(), left[r].end());
+      while (!todo.empty()) {
+        const int32_t c = todo.back();
+        todo.pop_back();
+        if (c == static_cast<int32_t>(r)) {
+          return InvalidArgument("grammar: rule '" + g.names[r] +
+                                 "' is left-recursive (it can reach itself before reading any "
+                                 "text), which is not supported; write the repetition with * or +");
+        }
+        if (seen[c]) continue;
+        seen[c] = true;
+        for (int32_t next : left[c]) todo.push_back(next);
+      }
+    }
+    return OkStatus();
+  }
+
   // `pattern` parsed by the regex parser, its nodes appended to ours; the subtree's root.
   StatusOr<int> Graft(const std::string& pattern, size_t at) {
     auto parsed = regex::Parse(pattern);
@@ -246,6 +422,13 @@ class GrammarParser {
     }
     if (auto ref = refs_.find(node); ref != refs_.end()) {
       const std::string& name = ref->second.name;
+      if (auto call = calls_.find(name); call != calls_.end()) {
+        const uint32_t cp = RecursiveGrammar::kCallBase + static_cast<uint32_t>(call->second);
+        regex::Node n;
+        n.op = Node::Op::kChars;
+        n.chars = {{cp, cp}};  // a surrogate: not through Normalize, which drops them
+        return out->Add(std::move(n));
+      }
       for (size_t k = 0; k < path->size(); ++k) {
         if ((*path)[k] != name) continue;
         std::string cycle;
@@ -270,15 +453,16 @@ class GrammarParser {
   Ast ast_;
   std::map<std::string, int> rules_;
   std::map<int, Ref> refs_;  // placeholder node -> the rule it names
+  // Rules compiled as automata of their own, called by the others: root and every rule on a
+  // cycle of references (empty: no recursion); their indices in RecursiveGrammar.
+  std::map<std::string, int32_t> calls_;
+  std::vector<std::string> called_;  // by index
 };
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const Regex>> CompileGrammar(std::string_view text) {
-  CPM_ASSIGN_OR_RETURN(const Ast ast, GrammarParser(text).Run());
-  auto re = Regex::FromAst(ast);
-  if (!re.ok()) return InvalidArgument("grammar: " + re.status().message());
-  return re;
+StatusOr<CompiledGrammar> CompileGrammar(std::string_view text) {
+  return GrammarParser(text).Run();
 }
 
 }  // namespace cpm::structured

@@ -1,7 +1,10 @@
 #include "structured/json_matcher.h"
 
+#include <set>
+
 #include <cctype>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "structured/utf8.h"
@@ -38,6 +41,8 @@ enum class Matcher::Phase : uint8_t {
   kLiteral,    // in `literal`, count bytes matched
   kRegex,      // raw text under node->pattern, `state` its automaton's
   kNumPattern, // a number under node->pattern (its range), `state` its automaton's
+  kRule,       // raw text under rule `count` of node->grammar, `state` its automaton's; aux 1:
+               // after a text byte 0xED (its next byte must continue a character, not a call)
 };
 
 namespace {
@@ -110,7 +115,9 @@ void Matcher::PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out
     }
     if (s.size() >= kMaxDepth || out->size() >= kMaxStacks) continue;
     Stack t = s;
-    t.push_back(Frame{n, n->kind == Kind::kRegex ? Phase::kRegex : Phase::kValue});
+    t.push_back(Frame{n, n->kind == Kind::kRegex     ? Phase::kRegex
+                         : n->kind == Kind::kGrammar ? Phase::kRule
+                                                     : Phase::kValue});
     t.back().state = Regex::kStart;
     out->push_back(std::move(t));
   }
@@ -283,6 +290,8 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         out->push_back(std::move(s));
       };
       switch (n->kind) {
+        case Kind::kGrammar:
+          return;  // pushed as a rule frame (PushValue)
         case Kind::kAny:
           if (c == 't') return literal(&kTrue);
           if (c == 'f') return literal(&kFalse);
@@ -533,6 +542,8 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       f.state = f.node->pattern->Next(f.state, c);
       if (f.state == Regex::kDead) return;
       return keep();
+    case Phase::kRule:
+      return StepRule(std::move(s), c, out);
     case Phase::kNumPattern: {
       const Regex& re = *f.node->pattern;
       if (re.Accepting(f.state)) {  // the number may end before c
@@ -556,9 +567,85 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
   }
 }
 
+namespace {
+
+// A grammar stack's frames as bytes, to tell readings apart.
+std::string RuleKey(const Stack& s) {
+  std::string key;
+  for (size_t i = 1; i < s.size(); ++i) {
+    const int32_t v[3] = {s[i].count, s[i].state, s[i].aux};
+    key.append(reinterpret_cast<const char*>(v), sizeof v);
+  }
+  return key;
+}
+
+bool IsRuleStack(const Stack& s) { return s.size() >= 2 && s.back().phase == Phase::kRule; }
+
+}  // namespace
+
+void Matcher::ExpandRule(Stack s, std::vector<Stack>* out, std::set<std::string>* seen) const {
+  if (out->size() >= kMaxStacks || !seen->insert(RuleKey(s)).second) return;
+  const Frame f = s.back();
+  const RecursiveGrammar& g = *f.node->grammar;
+  if (f.aux == 0) {  // between characters: the rule may call another, or end
+    for (auto [callee, back] : g.calls[f.count][f.state]) {
+      if (s.size() >= kMaxDepth) break;
+      Stack t = s;
+      t.back().state = back;
+      Frame call{f.node, Phase::kRule};
+      call.count = callee;
+      call.state = Regex::kStart;
+      t.push_back(call);
+      ExpandRule(std::move(t), out, seen);
+    }
+    if (s.size() > 2 && g.rules[f.count]->Accepting(f.state)) {
+      Stack t = s;
+      t.pop_back();  // the caller resumes at the state its call returns to
+      ExpandRule(std::move(t), out, seen);
+    }
+  }
+  out->push_back(std::move(s));
+}
+
+void Matcher::StepRule(Stack s, uint8_t c, std::vector<Stack>* out) const {
+  std::vector<Stack> ready;
+  std::set<std::string> seen;
+  ExpandRule(std::move(s), &ready, &seen);
+  for (Stack& t : ready) {
+    Frame& f = t.back();
+    const Regex& re = *f.node->grammar->rules[f.count];
+    if (f.aux != 0) {
+      if (c < 0x80 || c > 0x9F) continue;
+      f.aux = 0;
+    }
+    const int32_t q = re.Next(f.state, c);
+    if (q == Regex::kDead) continue;
+    if (c == 0xED) {
+      // Text's 0xED starts U+D000-D7FF only (80-9F next); A0-BF next would be a call's path.
+      bool character = false;
+      for (int b = 0x80; b <= 0x9F && !character; ++b) {
+        character = re.Next(q, static_cast<uint8_t>(b)) != Regex::kDead;
+      }
+      if (!character) continue;
+      f.aux = 1;
+    }
+    f.state = q;
+    out->push_back(std::move(t));
+  }
+}
+
 bool Matcher::Step(uint8_t c) {
   std::vector<Stack> next;
   for (Stack& s : stacks_) StepStack(s, c, &next);
+  if (!next.empty() && IsRuleStack(next[0])) {
+    // A grammar's readings often meet again (two ways to the same calls and states): one each.
+    std::set<std::string> seen;
+    std::vector<Stack> unique;
+    for (Stack& s : next) {
+      if (seen.insert(RuleKey(s)).second) unique.push_back(std::move(s));
+    }
+    next = std::move(unique);
+  }
   if (next.size() > kMaxStacks) next.resize(kMaxStacks);
   stacks_ = std::move(next);
   return !stacks_.empty();
@@ -584,6 +671,19 @@ bool Matcher::Accepts(std::string_view bytes) const {
 bool Matcher::Complete() const {
   for (const Stack& s : stacks_) {
     const Frame& top = s.back();
+    if (top.phase == Phase::kRule) {
+      // Complete if the readings it stands for include root's rule at an end of its own.
+      std::vector<Stack> ready;
+      std::set<std::string> seen;
+      ExpandRule(s, &ready, &seen);
+      for (const Stack& t : ready) {
+        const Frame& f = t.back();
+        if (t.size() == 2 && f.aux == 0 && f.node->grammar->rules[f.count]->Accepting(f.state)) {
+          return true;
+        }
+      }
+      continue;
+    }
     if (top.phase == Phase::kRootDone) return true;
     // A number at the root ends with the text; so does a regex's.
     if (s.size() == 2 && Accepting(top.phase)) return true;

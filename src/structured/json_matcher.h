@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,12 @@ class Matcher {
   static bool PatternViable(const Frame& f, int32_t state);
   static bool ControlCharViable(const Frame& f, uint32_t lo, uint32_t hi);
   static bool EscapeViable(const Frame& f);
+  // A grammar's stack `s` (top: a rule frame) as the readings it stands for before its next
+  // byte: itself, with the calls its top may make pushed, and with its top popped where that
+  // rule may end (its caller resumes); each reading once (`seen`).
+  void ExpandRule(Stack s, std::vector<Stack>* out, std::set<std::string>* seen) const;
+  // Appends what grammar stack `s` becomes on byte c.
+  void StepRule(Stack s, uint8_t c, std::vector<Stack>* out) const;
 
   std::shared_ptr<const Schema> schema_;
   std::vector<Stack> stacks_;

@@ -459,9 +459,15 @@ StatusOr<std::shared_ptr<const Schema>> Schema::FromRegex(std::string_view patte
 }
 
 StatusOr<std::shared_ptr<const Schema>> Schema::FromGrammar(std::string_view grammar) {
-  auto re = CompileGrammar(grammar);
-  if (!re.ok()) return InvalidArgument("structured_outputs." + re.status().message());
-  return RawText(*re);
+  auto g = CompileGrammar(grammar);
+  if (!g.ok()) return InvalidArgument("structured_outputs." + g.status().message());
+  if (g->regex) return RawText(g->regex);
+  auto schema = std::shared_ptr<Schema>(new Schema());
+  SchemaNode* root = schema->NewNode(Kind::kGrammar);
+  root->grammar = std::move(g->recursive);
+  schema->root_ = root;
+  schema->json_ = false;
+  return std::shared_ptr<const Schema>(std::move(schema));
 }
 
 std::shared_ptr<const Schema> Schema::RawText(std::shared_ptr<const Regex> re) {

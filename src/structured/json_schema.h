@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "structured/grammar.h"
 #include "structured/regex.h"
 
 namespace cpm::structured {
@@ -43,7 +44,8 @@ enum class Kind : uint8_t {
   kLiterals,  // one of the serialized values in `literals` (enum, const, choice)
   kAnyOf,     // one of `options`
   kRegex,     // raw text (not JSON) that `pattern` matches whole (structured_outputs regex,
-              // grammar)
+              // grammar without recursion)
+  kGrammar,   // raw text that `grammar` (recursive rules) derives
 };
 
 struct SchemaNode;
@@ -74,6 +76,8 @@ struct SchemaNode {
   std::vector<std::string> literals;
   // kAnyOf.
   std::vector<const SchemaNode*> options;
+  // kGrammar.
+  std::shared_ptr<const RecursiveGrammar> grammar;
 };
 
 // The most declared properties an object may have (the matcher tracks candidates in 64 bits).

@@ -384,13 +384,32 @@ TEST_F(ServerE2E, StructuredOutputsFollowTheSchema) {
     EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << command;
     EXPECT_TRUE(std::regex_match(command, spelled)) << command;
   }
+  // A recursive grammar: nested parentheses, checked by counting.
+  for (int seed = 0; seed < 3; ++seed) {
+    const Json r = Chat({{"messages", {{{"role", "user"}, {"content", "Nest"}}}},
+                         {"temperature", 1.0}, {"seed", seed}, {"max_tokens", 40},
+                         {"structured_outputs", {{"grammar", "root ::= \"(\" root? \")\" | \"x\""}}}});
+    const std::string text = r["choices"][0]["message"]["content"];
+    int depth = 0, most = 0;
+    bool ok = true;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '(') most = std::max(most, ++depth);
+      else if (text[i] == ')') ok = ok && --depth >= 0;
+      else ok = ok && text[i] == 'x' && i == static_cast<size_t>(most);
+    }
+    if (r["choices"][0]["finish_reason"] == "stop") {
+      EXPECT_TRUE(ok && depth == 0 && !text.empty()) << text;
+    } else {
+      EXPECT_TRUE(ok) << text;  // cut by max_tokens: a prefix of such a text
+    }
+  }
   // What cannot be enforced is an error, not free text.
   int status = 0;
   Json err = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                   {"structured_outputs", {{"grammar", "root ::= \"(\" root? \")\""}}}},
+                   {"structured_outputs", {{"grammar", "root ::= root \"+\" \"1\" | \"1\""}}}},
                   &status);
   EXPECT_EQ(status, 400);
-  EXPECT_NE(err["error"]["message"].get<std::string>().find("recursive rules (root -> root)"),
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("rule 'root' is left-recursive"),
             std::string::npos);
   err = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}},
               {"structured_outputs", {{"regex", "(a|b"}}}},

@@ -310,6 +310,62 @@ const tests = {
       }
     }
   },
+  async recursiveGrammar() {
+    // structured_outputs.grammar with recursion (vLLM's xgrammar takes it): arithmetic over
+    // nested parentheses, each complete reply parsed by a recursive-descent parser here.
+    const grammar = [
+      'root ::= expr',
+      'expr ::= term (("+" | "-") term)*',
+      'term ::= factor ("*" factor)*',
+      'factor ::= [0-9]+ | "(" expr ")"',
+    ].join('\n');
+    const parses = (text) => {
+      let i = 0;
+      const factor = () => {
+        if (text[i] === '(') {
+          ++i;
+          if (!expr() || text[i] !== ')') return false;
+          ++i;
+          return true;
+        }
+        const start = i;
+        while (i < text.length && text[i] >= '0' && text[i] <= '9') ++i;
+        return i > start;
+      };
+      const term = () => {
+        if (!factor()) return false;
+        while (text[i] === '*') { ++i; if (!factor()) return false; }
+        return true;
+      };
+      const expr = () => {
+        if (!term()) return false;
+        while (text[i] === '+' || text[i] === '-') { ++i; if (!term()) return false; }
+        return true;
+      };
+      return expr() && i === text.length;
+    };
+    let complete = 0;
+    for (let seed = 0; seed < 4; ++seed) {
+      const r = await client.completions.create({
+        model: MODEL, prompt: 'Compute', temperature: 1.0, seed, max_tokens: 40,
+        structured_outputs: { grammar },
+      });
+      if (r.choices[0].finish_reason !== 'stop') continue;
+      ++complete;
+      assert.ok(parses(r.choices[0].text), r.choices[0].text);
+    }
+    assert.ok(complete >= 1, 'no reply completed within max_tokens');
+    try {
+      await client.completions.create({
+        model: MODEL, prompt: 'x', max_tokens: 4,
+        structured_outputs: { grammar: 'root ::= root "+" "1" | "1"' },
+      });
+      assert.fail('expected a 400');
+    } catch (e) {
+      assert.strictEqual(e.status, 400);
+      assert.match(e.message, /left-recursive/);
+    }
+  },
   async overlongPromptIs400() {
     try {
       await client.chat.completions.create({
