@@ -413,8 +413,9 @@ class GrammarParser {
     return parsed->root + offset;
   }
 
-  // A copy of subtree `node` into `out` with every rule reference replaced by the rule's body;
-  // `path`: the rules being inlined, outermost first (a reference back into it is recursion).
+  // A copy of subtree `node` into `out` with every rule reference replaced by the rule's body,
+  // or by a call where the rule is compiled on its own (calls_); `path`: the rules being
+  // inlined, outermost first.
   StatusOr<int> Inline(int node, Ast* out, std::vector<std::string>* path) {
     if (out->nodes.size() > kMaxGrammarNodes) {
       return InvalidArgument("grammar: too large once its rules are inlined (more than " +
@@ -433,8 +434,9 @@ class GrammarParser {
         if ((*path)[k] != name) continue;
         std::string cycle;
         for (size_t m = k; m < path->size(); ++m) cycle += (*path)[m] + " -> ";
-        return InvalidArgument("grammar: recursive rules (" + cycle + name +
-                               ") are not supported; grammars without recursion are");
+        // Unreachable: FindCycles makes every rule on a cycle a call. Kept against a bug that
+        // would otherwise recurse without end.
+        return Internal("grammar: rules (" + cycle + name + ") reached the inliner");
       }
       path->push_back(name);
       auto inlined = Inline(rules_.at(name), out, path);
