@@ -1,7 +1,5 @@
 #include "structured/json_matcher.h"
 
-#include <set>
-
 #include <cctype>
 #include <cstring>
 #include <set>
