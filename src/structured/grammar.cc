@@ -111,8 +111,7 @@ class GrammarParser {
       if (i_ >= text_.size() || text_[i_] != '|') break;
       ++i_;
     }
-    if (options.size() == 1) return options[0];
-    return ast_.Op(Node::Op::kAlt, std::move(options));
+    return ast_.Alternatives(std::move(options));
   }
 
   StatusOr<int> Sequence(int depth) {
@@ -124,8 +123,7 @@ class GrammarParser {
       CPM_ASSIGN_OR_RETURN(item, Quantified(item));
       items.push_back(item);
     }
-    if (items.empty()) return ast_.Op(Node::Op::kEmpty);
-    return items.size() == 1 ? items[0] : ast_.Op(Node::Op::kConcat, std::move(items));
+    return ast_.Sequence(std::move(items));
   }
 
   StatusOr<int> Quantified(int item) {

@@ -59,6 +59,15 @@ int Ast::Chars(CharSet set) {
   return Add(std::move(n));
 }
 
+int Ast::Sequence(std::vector<int> items) {
+  if (items.empty()) return Op(Node::Op::kEmpty);
+  return items.size() == 1 ? items[0] : Op(Node::Op::kConcat, std::move(items));
+}
+
+int Ast::Alternatives(std::vector<int> options) {
+  return options.size() == 1 ? options[0] : Op(Node::Op::kAlt, std::move(options));
+}
+
 int Ast::Repeat(int child, int min, int max) {
   Node n;
   n.op = Node::Op::kRepeat;
@@ -154,8 +163,7 @@ class Parser {
       if (!More() || Peek() != '|') break;
       ++i_;
     }
-    if (options.size() == 1) return options[0];
-    return ast_.Op(Node::Op::kAlt, std::move(options));
+    return ast_.Alternatives(std::move(options));
   }
 
   StatusOr<int> Sequence(int depth) {
@@ -165,8 +173,7 @@ class Parser {
       CPM_ASSIGN_OR_RETURN(atom, Quantified(atom));
       items.push_back(atom);
     }
-    if (items.empty()) return ast_.Op(Node::Op::kEmpty);
-    return items.size() == 1 ? items[0] : ast_.Op(Node::Op::kConcat, std::move(items));
+    return ast_.Sequence(std::move(items));
   }
 
   // `atom` under the quantifiers that follow it (one, and a lazy '?' after it).

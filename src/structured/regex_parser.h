@@ -57,6 +57,10 @@ struct Ast {
   int Op(Node::Op op, std::vector<int> children = {});
   int Chars(CharSet set);
   int Repeat(int child, int min, int max);
+  // `items` in order (the empty text for none, the item itself for one).
+  int Sequence(std::vector<int> items);
+  // One of `options` (the option itself for one).
+  int Alternatives(std::vector<int> options);
 };
 
 // Bounds that keep a request's pattern from costing unbounded time or memory.
