@@ -1,7 +1,7 @@
 // Splits a streamed text/event-stream body into its events as bytes arrive, for the
-// `cpmserve bench serve` client: an event ends at a blank line ("\n\n" or "\r\n\r\n"); its
-// `data:` lines are joined with "\n"; comment lines (":" first) and other fields are dropped,
-// and so are events without data.
+// `cpmserve bench serve` client and for /v1/responses (which re-frames the chat stream): an
+// event ends at a blank line ("\n\n" or "\r\n\r\n"); its `data:` lines are joined with "\n";
+// comment lines (":" first) and other fields are dropped, and so are events without data.
 #pragma once
 
 #include <string>

@@ -1,7 +1,9 @@
 // A Responses API request as the chat completion request it stands for (see responses.h).
 #include "server/responses.h"
 
-#include <set>
+#include <optional>
+
+#include "server/json_reader.h"
 
 namespace cpm {
 
@@ -15,14 +17,6 @@ std::string StringField(const Json& j, const char* key, const std::string& fallb
   if (!j.is_object()) return fallback;
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-// `key` of the request as a boolean (false when absent or null).
-StatusOr<bool> BoolField(const Json& request, const char* key) {
-  auto it = request.find(key);
-  if (it == request.end() || it->is_null()) return false;
-  if (!it->is_boolean()) return InvalidArgument(std::string(key) + ": must be a boolean");
-  return it->get<bool>();
 }
 
 // A content part of an input message as a chat content part.
@@ -150,40 +144,39 @@ StatusOr<Json> ResponseFormat(const Json& text) {
 StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::string>* ignored) {
   if (request.is_discarded()) return InvalidArgument("JSON decode error: the request body is not valid JSON");
   if (!request.is_object()) return InvalidArgument("the request body must be a JSON object");
+  protocol::JsonReader r(request);
   // Sampling fields the chat request takes as they are (OpenAI's and vLLM's extras).
-  static const std::set<std::string> kSame = {
+  static const char* const kSame[] = {
       "model", "temperature", "top_p", "parallel_tool_calls", "top_k", "min_p", "seed", "stop",
       "repetition_penalty", "presence_penalty", "frequency_penalty", "ignore_eos", "min_tokens",
       "logit_bias", "chat_template_kwargs", "structured_outputs", "priority"};
-  // Answered, echoed or meaningless without storage; nothing to pass on.
-  static const std::set<std::string> kEchoed = {"store", "metadata", "user", "truncation",
-                                                "reasoning", "include", "service_tier",
-                                                "stream", "instructions", "input", "tools",
-                                                "tool_choice", "text", "max_output_tokens",
-                                                "previous_response_id", "background", "top_logprobs",
-                                                "request_id"};
-  if (auto p = request.find("previous_response_id"); p != request.end() && !p->is_null())
+  // Read below, echoed in the reply, or meaningless without storage.
+  static const char* const kOthers[] = {"store", "metadata", "user", "truncation", "reasoning",
+                                        "include", "service_tier", "input", "tools",
+                                        "tool_choice", "text", "max_output_tokens",
+                                        "previous_response_id", "top_logprobs", "request_id"};
+  if (r.Has("previous_response_id"))
     return InvalidArgument("previous_response_id: cpmserve stores no responses; send the "
                            "conversation as input items");
-  CPM_ASSIGN_OR_RETURN(const bool background, BoolField(request, "background"));
+  bool background = false, stream = false;
+  CPM_RETURN_IF_ERROR(r.Bool("background", &background));
   if (background) return InvalidArgument("background: background responses are not supported");
-  CPM_ASSIGN_OR_RETURN(const bool stream, BoolField(request, "stream"));
+  CPM_RETURN_IF_ERROR(r.Bool("stream", &stream));
   auto input = request.find("input");
   if (input == request.end()) return InvalidArgument("input: field required");
   Json chat = Json::object();
   Json messages = Json::array();
-  if (auto ins = request.find("instructions"); ins != request.end() && !ins->is_null()) {
-    if (!ins->is_string()) return InvalidArgument("instructions: must be a string");
-    messages.push_back({{"role", "system"}, {"content", *ins}});
-  }
+  std::optional<std::string> instructions;
+  CPM_RETURN_IF_ERROR(r.OptString("instructions", &instructions));
+  if (instructions) messages.push_back({{"role", "system"}, {"content", *instructions}});
   CPM_RETURN_IF_ERROR(AppendInput(*input, &messages));
-  for (auto it = request.begin(); it != request.end(); ++it) {
-    if (kSame.count(it.key())) {
-      chat[it.key()] = it.value();
-    } else if (!kEchoed.count(it.key())) {
-      ignored->push_back(it.key());
-    }
+  for (const char* key : kSame) {
+    std::optional<Json> value;
+    CPM_RETURN_IF_ERROR(r.Any(key, &value));
+    if (value) chat[key] = std::move(*value);
   }
+  for (const char* key : kOthers) r.Known(key);
+  for (std::string& key : r.Unknown()) ignored->push_back(std::move(key));
   chat["messages"] = std::move(messages);
   if (auto m = request.find("max_output_tokens"); m != request.end() && !m->is_null()) {
     chat["max_tokens"] = *m;

@@ -38,11 +38,15 @@ StatusOr<nlohmann::ordered_json> ChatRequestFromResponses(const nlohmann::ordere
 
 // What the reply echoes besides the generated output.
 struct ResponsesJob {
+  const ServerContext* ctx = nullptr;  // the server's ids (NewRequestId)
   std::string id;  // resp_...
   int64_t created = 0;
   std::string model;
   // The request's fields the reply repeats (instructions, tools, text, ...), those it has.
   nlohmann::ordered_json echo = nlohmann::ordered_json::object();
+
+  // An output item's id: "msg_…", "rs_…", "fc_…".
+  std::string NewItemId(const char* prefix) const { return ctx->NewRequestId(prefix, '_'); }
 };
 
 HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,

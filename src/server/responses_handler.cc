@@ -7,8 +7,7 @@
 // output_text.delta, ..., response.completed). Nothing is stored: previous_response_id is refused.
 #include "server/responses.h"
 
-#include <random>
-
+#include "benchserve/sse_reader.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
 
@@ -17,18 +16,6 @@ namespace cpm {
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-// "<prefix>_" and 32 hex digits (vLLM: random UUIDs).
-std::string RandomId(const char* prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = std::string(prefix) + "_";
-  for (int i = 0; i < 2; ++i) {
-    uint64_t v = rng();
-    for (int d = 0; d < 16; ++d, v >>= 4) id += kHex[v & 15];
-  }
-  return id;
-}
 
 Json OutputText(const std::string& text) {
   return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
@@ -74,14 +61,14 @@ const char* ItemStatus(const Outcome& o) {
 
 // A finished choice's output items: its reasoning, its message (also when empty, unless calls
 // or reasoning stand for the answer), its function calls.
-Json OutputItems(const Outcome& o) {
+Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   Json output = Json::array();
-  if (!o.reasoning.empty()) output.push_back(ReasoningItem(RandomId("rs"), o.reasoning));
+  if (!o.reasoning.empty()) output.push_back(ReasoningItem(job.NewItemId("rs"), o.reasoning));
   if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
-    output.push_back(MessageItem(RandomId("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
+    output.push_back(MessageItem(job.NewItemId("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
   }
   for (const Json& c : o.calls) {
-    output.push_back(FunctionCallItem(RandomId("fc"), c.value("id", ""), c["function"].value("name", ""),
+    output.push_back(FunctionCallItem(job.NewItemId("fc"), c.value("id", ""), c["function"].value("name", ""),
                                       c["function"].value("arguments", ""), "completed"));
   }
   return output;
@@ -194,7 +181,7 @@ class StreamTranslator {
       if (!OpenMessage() || !CloseMessage()) return false;  // an empty answer is still a message
     }
     for (const Json& call : outcome_.calls) {
-      const std::string id = RandomId("fc");
+      const std::string id = job_.NewItemId("fc");
       const std::string name = call["function"].value("name", "");
       const std::string args = call["function"].value("arguments", "");
       const std::string call_id = call.value("id", "");
@@ -223,7 +210,7 @@ class StreamTranslator {
  private:
   bool Reasoning(const std::string& delta) {
     if (reasoning_index_ < 0) {
-      reasoning_id_ = RandomId("rs");
+      reasoning_id_ = job_.NewItemId("rs");
       reasoning_index_ = next_index_++;
       if (!out_->Emit({{"type", "response.output_item.added"},
                        {"output_index", reasoning_index_},
@@ -248,7 +235,7 @@ class StreamTranslator {
   }
 
   bool OpenMessage() {
-    message_id_ = RandomId("msg");
+    message_id_ = job_.NewItemId("msg");
     message_index_ = next_index_++;
     return out_->Emit({{"type", "response.output_item.added"},
                        {"output_index", message_index_},
@@ -309,25 +296,6 @@ class StreamTranslator {
   int64_t input_tokens_ = 0, output_tokens_ = 0;
 };
 
-// Splits a chat stream's SSE bytes into their `data:` payloads.
-class SseSplitter {
- public:
-  // Calls on_data(payload) for every complete event in `bytes`; false if it returns false.
-  template <typename Fn>
-  bool Feed(const std::string& bytes, Fn&& on_data) {
-    buffer_ += bytes;
-    for (size_t end; (end = buffer_.find("\n\n")) != std::string::npos;) {
-      std::string event = buffer_.substr(0, end);
-      buffer_.erase(0, end + 2);
-      if (event.rfind("data: ", 0) == 0 && !on_data(event.substr(6))) return false;
-    }
-    return true;
-  }
-
- private:
-  std::string buffer_;
-};
-
 HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
                    Clock::time_point arrival, const ClientGoneFn& client_gone) {
   HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone);
@@ -347,7 +315,7 @@ HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std:
   }
   const Json& usage = j["usage"];
   Json r = ResponseObject(job, o.finish_reason == "length" ? "incomplete" : "completed",
-                          OutputItems(o),
+                          OutputItems(job, o),
                           UsageOf(usage.value("prompt_tokens", int64_t{0}),
                                   usage.value("completion_tokens", int64_t{0})),
                           Incomplete(o.finish_reason));
@@ -364,7 +332,8 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   if (!chat.ok()) return HttpReply::Error(chat.status());
   LogIgnoredFields(ignored);
   auto job = std::make_shared<ResponsesJob>();
-  job->id = RandomId("resp");
+  job->ctx = &ctx;
+  job->id = ctx.NewRequestId("resp", '_');
   job->created = UnixNow();
   job->model = ctx.served_name();
   for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",
@@ -381,20 +350,20 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
     EventWriter out(write);
     StreamTranslator t(*job, &out);
     if (!t.Start()) return;
-    SseSplitter split;
+    benchserve::SseReader events;
     bool ok = true, failed = false;
     inner.stream([&](const std::string& bytes) {
-      if (!ok) return false;
-      ok = split.Feed(bytes, [&](const std::string& data) {
-        if (data == "[DONE]" || failed) return true;
+      for (const std::string& data : events.Feed(bytes)) {
+        if (!ok || failed || data == "[DONE]") continue;
         const Json chunk = Json::parse(data, nullptr, false);
-        if (chunk.is_discarded()) return true;
+        if (chunk.is_discarded()) continue;
         if (auto e = chunk.find("error"); e != chunk.end() && e->is_object()) {
           failed = true;
-          return t.Fail(*e);
+          ok = t.Fail(*e);
+        } else {
+          ok = t.Chunk(chunk);
         }
-        return t.Chunk(chunk);
-      });
+      }
       return ok;
     });
     if (ok && !failed) t.Finish();

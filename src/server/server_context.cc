@@ -8,14 +8,14 @@
 
 namespace cpm {
 
-std::string ServerContext::NewRequestId(const char* prefix) const {
+std::string ServerContext::NewRequestId(const char* prefix, char separator) const {
   // splitmix64 of a counter under a start-up salt: unique, unpredictable enough for ids, and
   // without a lock or a shared generator.
   uint64_t z = id_salt + 0x9e3779b97f4a7c15ULL * (next_request.fetch_add(1) + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   z ^= z >> 31;
-  return fmt::format("{}-{:016x}{:016x}", prefix, z, z * 0x2545f4914f6cdd1dULL);
+  return fmt::format("{}{}{:016x}{:016x}", prefix, separator, z, z * 0x2545f4914f6cdd1dULL);
 }
 
 Status ServerContext::CheckModel(const std::optional<std::string>& model) const {

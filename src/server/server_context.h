@@ -56,7 +56,8 @@ struct ServerContext {
   std::shared_ptr<const structured::Constraint> MakeConstraint(
       std::shared_ptr<const structured::Schema> schema, bool opens_in_reasoning) const;
   // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
-  std::string NewRequestId(const char* prefix) const;
+  // "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
+  std::string NewRequestId(const char* prefix, char separator = '-') const;
   // 404 "The model `X` does not exist." unless absent or one of the served names.
   Status CheckModel(const std::optional<std::string>& model) const;
 };
