@@ -122,7 +122,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref) const {
   PreparedMedia out;
   out.kind = ref.kind;
   if (ref.kind == MediaKind::kImage) {
-    CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "image_url"));
+    CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(ref.url, media_));
     // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
     CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
     CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(image, slices_));
