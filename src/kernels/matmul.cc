@@ -123,19 +123,36 @@ struct Task {
   int64_t begin, end;
 };
 
+// Columns of the widest tile an m-row call of `layout` runs, where one row tile takes all m rows
+// (decode); taller calls' tiles span a panel.
+int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
+  const bool avx2 = LayoutIsa(layout) == Isa::kAvx2;
+  if (m > (avx2 ? kAvx2MaxTileRows : 8)) return width;
+  const int h = static_cast<int>(m);
+  return width * (avx2 ? Avx2PanelsPerTile(h) : Avx512PanelsPerTile(h));
+}
+
 // Tasks split columns only, never k, so neither their sizes nor the thread count change any
 // result. Units of several columns (panels): about 8 tasks per thread so the dynamic schedule
 // balances, at most `max_units` each (8 panels: a decode task then streams 16-64 KiB of
 // weights per panel, long enough to amortise it), shrinking towards the end of the group
-// (guided: half of each thread's share of what is left, down to one unit) because the other
-// threads wait for the last task: perf put ~3% of prefill and of batched decode in those
-// waits. Multiples of 4 units for one row (its AVX2 tile is 4 panels wide). Rows of an
-// unpacked W: kRowsPerTask each. `total_units`: the jobs' units of several columns.
+// (guided: half of each thread's share of what is left) because the other threads wait for the
+// last task: perf put ~3% of prefill and of batched decode in those waits. Down to one decode
+// tile's width (`quantum` units), no less: a narrower tile streams worse (Zen 5: batch 1's
+// 4-panel tiles against tails of 1-3 panels 0.88x; batch 2's 4-panel tiles, whose calls ended
+// in 1-panel tasks before, 1.07-1.10x in two runs of 5 interleaved rounds against a duplicate's
+// 0.95-1.03x; batch 3-4's 2-panel tiles level). Rows of an unpacked W: kRowsPerTask each.
+// `total_units`: the jobs' units of several columns.
 const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_units, int64_t m,
                                    int threads, int64_t max_units = 8) {
   thread_local std::vector<Task> tasks;
   tasks.clear();
-  const int64_t quantum = m == 1 && total_units >= 8 ? 4 : 1;
+  int64_t quantum = 1;
+  for (const Job& j : jobs) {
+    if (j.pw != nullptr && total_units >= 8) {
+      quantum = std::max(quantum, TileColumns(j.pw->layout, j.pw->width, m) / j.unit_cols);
+    }
+  }
   const int64_t per_task = std::max(
       quantum,
       std::clamp<int64_t>(total_units / (8 * int64_t{threads}), 1, max_units) / quantum * quantum);
@@ -420,7 +437,8 @@ void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& 
   const int64_t n = gate.out_features, units = (n + kFusedUnit - 1) / kFusedUnit;
   const int64_t unit_bytes = 2 * m * kFusedUnit * static_cast<int64_t>(sizeof(float));
   const int64_t max_units = std::clamp<int64_t>(kFusedScratchBytes / unit_bytes, 1, 4);
-  const Job fused{&gate, nullptr, nullptr, 0, units, kFusedUnit};
+  // Its kernels' layout (pw) sets the smallest task; the job itself never runs.
+  const Job fused{&gate, jobs[0].pw, nullptr, 0, units, kFusedUnit};
   const std::vector<Task>& tasks = MakeTasks({&fused, 1}, units, m, pool.num_threads(), max_units);
   // Each worker's scratch: the task's gate product [m][ss], then its up product. Rows a cache
   // line more than the widest task apart, so that they do not all share L1 sets.

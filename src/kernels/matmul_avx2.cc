@@ -39,9 +39,7 @@ constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
 constexpr int64_t kSpanBlocks = 5;      // prefill row blocks per span at most (600 rows)
 constexpr int64_t kPrefillGroup = 2;    // panels a prefill row block passes over together
 
-// Panels per tile for h rows: 2·h·NP accumulators, ≥ 8 chains and ≤ 12 registers of 16 (the
-// rest hold the widened weights and a broadcast).
-constexpr int PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
+constexpr int PanelsPerTile(int h) { return Avx2PanelsPerTile(h); }
 
 // Widens the panel row of 16 weights at `row`: w0 = columns 0..7, w1 = columns 8..15.
 template <bool kBf16>

@@ -60,11 +60,7 @@ enum class Mode { kF32, kBf16Widen, kBf16Dot };
 // two tiles are 8 + 8, 12 rows 6 + 6; a short tile has fewer chains to hide latency).
 constexpr int64_t EvenShare(int64_t rows, int64_t parts) { return (rows + parts - 1) / parts; }
 
-// Panels per tile for MR rows: short tiles (decode) widen over several panels so that there
-// are enough independent accumulator chains (2·MR·NP ≤ 16 of the 32 registers) and several
-// weight streams in flight; k is never split, which would make a row's order depend on its
-// tile's height.
-constexpr int PanelsPerTile(int mr) { return mr <= 2 ? 4 : mr <= 4 ? 2 : 1; }
+constexpr int PanelsPerTile(int mr) { return Avx512PanelsPerTile(mr); }
 
 // What a tile works on: rows of x at k-block start, the first of its panels at that k-block,
 // its rows of y at the first panel's column 0.

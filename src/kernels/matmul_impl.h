@@ -72,6 +72,15 @@ inline const PackedWeight* Packed(const LinearWeight& w) {
   return static_cast<const PackedWeight*>(w.packed.get());
 }
 
+// Panels one register tile spans, by its rows (decode widens over several panels so that a short
+// tile has enough accumulator chains and weight streams): AVX2 2·h·NP accumulators, ≥ 8 chains
+// and ≤ 12 of the 16 registers (the rest hold the widened weights and a broadcast); AVX-512
+// 2·MR·NP ≤ 16 of the 32 (widening, not a k-split, which would make a row's order depend on
+// its tile's height). The kernels' widths, and the task splitter's smallest task
+// (MakeTasks), so that no task ends in a narrower tile, which streams worse.
+constexpr int Avx2PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
+constexpr int Avx512PanelsPerTile(int mr) { return mr <= 2 ? 4 : mr <= 4 ? 2 : 1; }
+
 // Batch invariance: every kernel computes each output element y[i, c] as ONE sequential f32
 // FMA chain over k = 0, 1, ..., K-1 (acc = fma(x[i, k], W[c, k], acc), from acc = 0), whatever
 // m, the row's place in a register tile, the tile shape, the k-blocking or the thread count:
