@@ -127,7 +127,7 @@ struct Task {
 // (decode); taller calls' tiles span a panel.
 int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
   const bool avx2 = LayoutIsa(layout) == Isa::kAvx2;
-  if (m > (avx2 ? kAvx2MaxTileRows : 8)) return width;
+  if (m > (avx2 ? kAvx2MaxTileRows : kAvx512MaxTileRows)) return width;
   const int h = static_cast<int>(m);
   return width * (avx2 ? Avx2PanelsPerTile(h) : Avx512PanelsPerTile(h));
 }

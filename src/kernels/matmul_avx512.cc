@@ -37,7 +37,7 @@ bool HaveAvx512Bf16() { return GetCpuFeatures().avx512bf16; }
 #endif
 namespace {
 
-constexpr int64_t kMaxTileRows = 8;  // 16 accumulators
+constexpr int64_t kMaxTileRows = kAvx512MaxTileRows;
 // k-blocks, in elements of k (even, so pair rows never straddle blocks). Two decode tiles share
 // a panel's block from L1 (16 KiB of bf16 pairs). Taller blocks reload and store y at each
 // k-block, and a 128-row block's y has left the caches by its next one: 2048 (a 128 KiB panel

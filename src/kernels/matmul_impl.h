@@ -78,6 +78,7 @@ inline const PackedWeight* Packed(const LinearWeight& w) {
 // 2·MR·NP ≤ 16 of the 32 (widening, not a k-split, which would make a row's order depend on
 // its tile's height). The kernels' widths, and the task splitter's smallest task
 // (MakeTasks), so that no task ends in a narrower tile, which streams worse.
+constexpr int64_t kAvx512MaxTileRows = 8;  // 16 accumulators
 constexpr int Avx2PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
 constexpr int Avx512PanelsPerTile(int mr) { return mr <= 2 ? 4 : mr <= 4 ? 2 : 1; }
 
