@@ -149,9 +149,8 @@ const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_unit
   tasks.clear();
   int64_t quantum = 1;
   for (const Job& j : jobs) {
-    if (j.pw != nullptr && total_units >= 8) {
-      quantum = std::max(quantum, TileColumns(j.pw->layout, j.pw->width, m) / j.unit_cols);
-    }
+    if (j.pw == nullptr || total_units < 8) continue;
+    quantum = std::max(quantum, TileColumns(j.pw->layout, j.pw->width, m) / j.unit_cols);
   }
   const int64_t per_task = std::max(
       quantum,

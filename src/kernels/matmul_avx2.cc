@@ -39,8 +39,6 @@ constexpr int64_t kTilesPerBlock = 20;  // rows per row block: 20 tiles of ≤ 6
 constexpr int64_t kSpanBlocks = 5;      // prefill row blocks per span at most (600 rows)
 constexpr int64_t kPrefillGroup = 2;    // panels a prefill row block passes over together
 
-constexpr int PanelsPerTile(int h) { return Avx2PanelsPerTile(h); }
-
 // Widens the panel row of 16 weights at `row`: w0 = columns 0..7, w1 = columns 8..15.
 template <bool kBf16>
 inline void LoadPanelRow(const void* row, __m256* w0, __m256* w1) {
@@ -318,7 +316,7 @@ void TileAt(const PackedWeight& pw, int64_t p, const TileArgs& a) {
 // with narrower tiles (same per-element order, fewer chains).
 template <int H, bool kBf16>
 void RowTile(const PackedWeight& pw, int64_t p0, int64_t p1, const TileArgs& a) {
-  constexpr int NP = PanelsPerTile(H);
+  constexpr int NP = Avx2PanelsPerTile(H);
   int64_t p = p0;
   for (; p + NP <= p1; p += NP) TileAt<H, NP, kBf16>(pw, p, a);
   switch (p1 - p) {
@@ -382,7 +380,7 @@ void Panels(const float* xp, int64_t m, const PackedWeight& pw, int64_t pb, int6
     // the weights are read as a few sequential streams. The prefetch target is the next
     // k-block of the same panels, and during the last k-block the first k-block of the next
     // group's panels, so that no stream starts cold.
-    const int64_t group = n_tiles == 1 ? PanelsPerTile(static_cast<int>(m)) : 2;
+    const int64_t group = n_tiles == 1 ? Avx2PanelsPerTile(static_cast<int>(m)) : 2;
     for (int64_t p = pb; p < pe; p += group) {
       const int64_t p1 = std::min(pe, p + group);
       for (int64_t k0 = 0; k0 < k; k0 += kKcDecode) {

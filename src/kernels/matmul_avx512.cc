@@ -60,8 +60,6 @@ enum class Mode { kF32, kBf16Widen, kBf16Dot };
 // two tiles are 8 + 8, 12 rows 6 + 6; a short tile has fewer chains to hide latency).
 constexpr int64_t EvenShare(int64_t rows, int64_t parts) { return (rows + parts - 1) / parts; }
 
-constexpr int PanelsPerTile(int mr) { return Avx512PanelsPerTile(mr); }
-
 // What a tile works on: rows of x at k-block start, the first of its panels at that k-block,
 // its rows of y at the first panel's column 0.
 struct TileArgs {
@@ -193,7 +191,7 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
 template <int MR, Mode kMode>
 void RowTile(const TileArgs& a, int64_t panels, int64_t n_valid_last) {
   using T = std::conditional_t<kMode == Mode::kF32, float, uint16_t>;
-  constexpr int NP = PanelsPerTile(MR);
+  constexpr int NP = Avx512PanelsPerTile(MR);
   const T* panel = static_cast<const T*>(a.panel);
   int64_t q = 0;
   // Whole panels NP at a time, then the rest (the matrix's last one possibly partial) singly.
@@ -459,7 +457,7 @@ void TernaryTile(const uint32_t* x, int64_t xs, const PackedWeight& pw, int64_t 
 template <int MR>
 void TernaryPanels(const uint32_t* x, int64_t xs, const PackedWeight& pw, int64_t pb, int64_t pe,
                    float* y, int64_t ys, bool round) {
-  constexpr int NP = PanelsPerTile(MR);
+  constexpr int NP = Avx512PanelsPerTile(MR);
   const int64_t n_valid_last = std::min<int64_t>(32, pw.n - (pe - 1) * 32);
   int64_t p = pb;
   for (; p + NP <= pe && (p + NP < pe || n_valid_last == 32); p += NP) {
