@@ -86,6 +86,14 @@ void ModelArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->ArgNames({"m", "n", "k", "packed"})->Apply(ModelArgs)->MinTime(0.3);
 
+// Batched decode's row counts, 1 to 8, at gate_proj's shape: each is bandwidth-bound on these
+// models, so every m should stream near m = 1's GB/s.
+BENCHMARK(BM_MatMul)
+    ->Name("BM_MatMulDecodeRows")
+    ->ArgNames({"m", "n", "k", "packed"})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 6, 7, 8}, {4096}, {1024}, {1}})
+    ->MinTime(0.3);
+
 // BitCPM4's layers (ternary, 2-bit codes): GB/s counts the codes the kernel streams.
 void BM_MatMulTernary(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -160,7 +168,7 @@ void BM_GateUpSiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_GateUpSiluMul)
     ->ArgNames({"m", "fused"})
-    ->ArgsProduct({{1, 16, 512}, {0, 1}})
+    ->ArgsProduct({{1, 4, 16, 512}, {0, 1}})
     ->MinTime(0.3);
 
 // MiniCPM4-0.5B's whole gated MLP at m rows, rounded as the bf16 model runs it: GatedMlp (the
