@@ -510,8 +510,13 @@ int RunBench(const BenchArgs& a) {
   const Cost& cost = bm->cost;
   Bencher bench(**model, *bm, pool, a.depth);
   std::vector<Result> results;
-  for (int64_t n : a.pp) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
-  for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
+  // As llama-bench's -p 0 / -n 0: a prompt length or decode length of 0 is no test.
+  for (int64_t n : a.pp) {
+    if (n > 0) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
+  }
+  for (int64_t b : a.batches) {
+    if (a.tg > 0) results.push_back(bench.Decode(b, a.tg, a.repeats));  // no decode test at 0
+  }
   if (vision) {
     auto enc = LoadVisionEncoder(lo, (*model)->info(), pool);
     if (!enc.ok()) {
@@ -621,6 +626,20 @@ int RunBench(const BenchArgs& a) {
   return 0;
 }
 
+// A whole number of at least `lo`. (CLI11's PositiveNumber and NonNegativeNumber accept
+// fractions and print their upper bound as a 300-digit double when they refuse a value.)
+CLI::Validator AtLeast(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        int64_t n = 0;
+        if (!CLI::detail::lexical_cast(v, n) || n < lo) {
+          return "must be a whole number ≥ " + std::to_string(lo) + ", got " + v;
+        }
+        return {};
+      },
+      "");
+}
+
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code) {
@@ -631,20 +650,29 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", a->model,
                   "model directory whose config.json gives the dimensions: MiniCPM4 or "
                   "MiniCPM-V-4.6 (default: ../shared/models/MiniCPM4-0.5B)");
-  cmd->add_option("--pp", a->pp, "prompt lengths to prefill")->delimiter(',')->capture_default_str();
+  cmd->add_option("--pp", a->pp, "prompt lengths to prefill (0: no prefill test)")
+      ->delimiter(',')
+      ->check(AtLeast(0))
+      ->capture_default_str();
   cmd->add_option("--ubatch", a->ubatch,
                   "prompt tokens per prefill step, as llama-bench's -ub (longer prompts take "
                   "several steps, as a server's chunked prefill)")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--depth", a->depth,
                   "tokens already in each sequence's KV cache when a test starts, as "
                   "llama-bench's -d (decode then also counts reading them)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(AtLeast(0))
       ->capture_default_str();
-  cmd->add_option("--tg", a->tg, "tokens to decode per sequence")->capture_default_str();
-  cmd->add_option("--batch", a->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tg", a->tg, "tokens to decode per sequence (0: no decode test)")
+      ->check(AtLeast(0))
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batches, "decode batch sizes")
+      ->delimiter(',')
+      ->check(AtLeast(1))
+      ->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "runs per test (best is reported)")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");

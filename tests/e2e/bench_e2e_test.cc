@@ -387,6 +387,37 @@ TEST_F(OfflineBenchE2E, UbatchSplitsLongPrompts) {
   EXPECT_NE(zero.err.find("--ubatch"), std::string::npos) << zero.err;
 }
 
+// --pp 0 and --tg 0 leave out the prefill or the decode tests, as llama-bench's -p 0 and -n 0;
+// negative lengths, batch 0 and 0 repeats are refused with the option's name.
+TEST_F(OfflineBenchE2E, ZeroLengthsSkipTheirTests) {
+  const std::string model = Tiny("minicpm4");
+  const auto tests = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--model", model, "--repeats", "1", "--skip-limits", "--json",
+                             tmp + "/b.json"});
+    const ProcessRun run = Bench(args);
+    EXPECT_EQ(run.rc, 0) << run.out << run.err;
+    std::vector<std::string> names;
+    const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+    if (b.is_object()) {
+      for (const Json& r : b["results"]) names.push_back(r["test"].get<std::string>() + "/" +
+                                                         std::to_string(r["batch"].get<int>()));
+    }
+    return names;
+  };
+  EXPECT_EQ(tests({"--pp", "0", "--tg", "3", "--batch", "1,2"}),
+            (std::vector<std::string>{"tg3/1", "tg3/2"}));
+  EXPECT_EQ(tests({"--pp", "8,0", "--tg", "0", "--batch", "1"}),
+            (std::vector<std::string>{"pp8/1"}));
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--pp", "-1"}, {"--tg", "-2"}, {"--batch", "0"}, {"--repeats", "0"}}) {
+    std::vector<std::string> args = bad;
+    args.insert(args.end(), {"--model", model, "--skip-limits"});
+    const ProcessRun run = Bench(args);
+    EXPECT_NE(run.rc, 0) << bad[0];
+    EXPECT_NE((run.out + run.err).find(bad[0]), std::string::npos) << run.out << run.err;
+  }
+}
+
 // --depth: tests start with that many tokens in every sequence's KV cache (llama-bench's -d);
 // decode counts reading every cached K and V, prefill and decode count attention over them.
 TEST_F(OfflineBenchE2E, DepthCountsTheCachedKeys) {
