@@ -6,6 +6,7 @@
 // (Gated DeltaNet + gated full-attention layers; decode also streams each sequence's
 // recurrent state, so its bandwidth bound counts those bytes too).
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -514,8 +515,8 @@ int RunBench(const BenchArgs& a) {
   for (int64_t n : a.pp) {
     if (n > 0) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
   }
-  for (int64_t b : a.batches) {
-    if (a.tg > 0) results.push_back(bench.Decode(b, a.tg, a.repeats));  // no decode test at 0
+  if (a.tg > 0) {
+    for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
   }
   if (vision) {
     auto enc = LoadVisionEncoder(lo, (*model)->info(), pool);
@@ -632,7 +633,8 @@ CLI::Validator AtLeast(int64_t lo) {
   return CLI::Validator(
       [lo](std::string& v) -> std::string {
         int64_t n = 0;
-        if (!CLI::detail::lexical_cast(v, n) || n < lo) {
+        const auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (err != std::errc() || end != v.data() + v.size() || n < lo) {
           return "must be a whole number ≥ " + std::to_string(lo) + ", got " + v;
         }
         return {};
