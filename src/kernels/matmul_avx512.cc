@@ -37,7 +37,6 @@ bool HaveAvx512Bf16() { return GetCpuFeatures().avx512bf16; }
 #endif
 namespace {
 
-constexpr int64_t kMaxTileRows = kAvx512MaxTileRows;
 // k-blocks, in elements of k (even, so pair rows never straddle blocks). Two decode tiles share
 // a panel's block from L1 (16 KiB of bf16 pairs). Taller blocks reload and store y at each
 // k-block, and a 128-row block's y has left the caches by its next one: 2048 (a 128 KiB panel
@@ -252,7 +251,7 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
   const bool to_bf16 = round == Round::kBf16;
   for (int64_t i0 = 0; i0 < m; i0 += kMc) {
     const int64_t rows = std::min(kMc, m - i0);
-    const int64_t n_tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
+    const int64_t n_tiles = (rows + kAvx512MaxTileRows - 1) / kAvx512MaxTileRows;
     const int64_t kc_steps = (n_tiles == 2 ? kKcShared : kKcTall) / step_k;
     // All tiles of the block over panels [p, p + panels), k-steps [s0, s0 + kc), into yb: the
     // block's row 0 at panel p's column 0, rows ybs apart; the last k-block's finished sums
@@ -306,7 +305,7 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
       // ran 4-12% faster with the block (interleaved rounds, Zen 5).
       // The last k-block's tiles store straight into y (a copy of the block cost ~2% of
       // batch-16 decode), but for an odd k's last column, added to the block afterwards.
-      alignas(64) float block[kMaxTileRows * 2][kBlockStride];
+      alignas(64) float block[kAvx512MaxTileRows * 2][kBlockStride];
       for (int64_t p = pb; p < pe; ++p) {
         float* yp = yi + (p - pb) * 32;
         for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
@@ -541,7 +540,8 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
     while (i1 < m && dot(i1) == dot(i0)) ++i1;
     float* yi = y + i0 * y_stride;
     if (dot(i0) && codes && i1 - i0 <= kTernaryMaxRows) {
-      const int64_t rows = i1 - i0, chunks = (rows + kMaxTileRows - 1) / kMaxTileRows;
+      const int64_t rows = i1 - i0;
+      const int64_t chunks = (rows + kAvx512MaxTileRows - 1) / kAvx512MaxTileRows;
       for (int64_t c = 0, r = 0; c < chunks; ++c) {
         const int64_t cr = EvenShare(rows - r, chunks - c);
         RunTernaryPanels(cr, x.pairs + (i0 + r) * pairs_stride, pairs_stride, pw, panel_begin,
