@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +24,7 @@
 
 #include <unistd.h>
 
+#include "base/steal_time.h"
 #include "base/thread_pool.h"
 #include "commands.h"
 #include "kernels/cpu_features.h"
@@ -70,6 +73,7 @@ std::string DefaultModelDir() {
 
 // Each limit at its larger value of two measurements.
 kernels::MachineLimits BestOf(kernels::MachineLimits a, const kernels::MachineLimits& b) {
+  if (a.fma_isa[0] == '\0') return b;  // `a` is no measurement yet
   if (b.read_gbps > a.read_gbps) {
     a.read_gbps = b.read_gbps;
     a.read_prefetch_bytes = b.read_prefetch_bytes;
@@ -85,6 +89,37 @@ kernels::MachineLimits BestOf(kernels::MachineLimits a, const kernels::MachineLi
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The share of `threads` threads' time over `seconds` that `stolen` CPU-seconds are.
+double StealFraction(double stolen, double seconds, int threads) {
+  return seconds > 0 ? std::min(1.0, stolen / (seconds * threads)) : 0;
+}
+
+// A timed run, and the share of its threads' time the hypervisor gave to others (steal_time.h).
+struct Timed {
+  double seconds = 1e30;
+  double steal = 0;
+};
+
+template <typename F>
+Timed TimeRun(int threads, F&& run) {
+  const double s0 = StolenCpuSeconds(), t0 = Now();
+  run();
+  const double seconds = Now() - t0;
+  return {seconds, StealFraction(StolenCpuSeconds() - s0, seconds, threads)};
+}
+
+// The fastest of `repeats` runs, each after an untimed `setup`.
+template <typename Setup, typename F>
+Timed BestRun(int repeats, int threads, Setup&& setup, F&& run) {
+  Timed best;
+  for (int i = 0; i < repeats; ++i) {
+    setup();
+    const Timed t = TimeRun(threads, run);
+    if (t.seconds < best.seconds) best = t;
+  }
+  return best;
 }
 
 // Parameter, FLOP and byte counts of one token's pass, from the config.
@@ -193,6 +228,7 @@ struct Result {
   int64_t batch = 1;
   int64_t tokens = 0;      // tokens processed per run
   double seconds = 0;      // best run
+  double steal = 0;        // share of the best run's CPU time stolen by the hypervisor
   double flops = 0;        // per run, counted as 2 × params touched + attention (+ GDN state)
   double bytes = 0;        // bytes streamed per run (decode): weights + recurrent state + KV
   double state_bytes = 0;  // the recurrent-state part of `bytes` (hybrid models)
@@ -233,15 +269,14 @@ Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t 
   r.test = "image" + std::to_string(side);  // one side×side slice
   r.tokens = rows;
   r.flops = VisionFlops(v, enc.output_dim(), side);
-  r.seconds = 1e30;
-  for (int i = 0; i < repeats; ++i) {
-    const double t0 = Now();
+  const Timed t = BestRun(repeats, pool.num_threads(), [] {}, [&] {
     if (Status st = enc.EncodeSlice(pixels.data(), side, side, out.data(), pool); !st.ok()) {
       std::fprintf(stderr, "bench: %s\n", st.message().c_str());
-      break;
+      std::exit(1);
     }
-    r.seconds = std::min(r.seconds, Now() - t0);
-  }
+  });
+  r.seconds = t.seconds;
+  r.steal = t.steal;
   return r;
 }
 
@@ -276,9 +311,9 @@ class Bencher {
       if (p0 + len == n) chunks.back().rows = {len - 1};
     }
     Result r{Name("pp", n), 1, n};
-    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
+    Set(r, BestRun(repeats, pool_.num_threads(), [&] { ResetSlots(states.get()); }, [&] {
       for (const Chunk& c : chunks) Step(c.tokens, c.seqs, c.rows, kv, states.get(), logits);
-    });
+    }));
     r.flops = 2.0 * (cost_.body_params * n + cost_.head_params) +
               double(cost_.attn_flops_per_pair) * (n * depth_ + n * (n + 1) / 2) +
               double(cost_.state_flops_per_token) * n;
@@ -297,7 +332,7 @@ class Bencher {
     std::vector<int64_t> rows(batch);
     for (int64_t b = 0; b < batch; ++b) rows[b] = b;
     Result r{Name("tg", steps), batch, batch * steps};
-    r.seconds = Best(repeats, [&] { ResetSlots(states.get()); }, [&] {
+    Set(r, BestRun(repeats, pool_.num_threads(), [&] { ResetSlots(states.get()); }, [&] {
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<SeqStep> seqs;
         for (int64_t b = 0; b < batch; ++b) {
@@ -305,7 +340,7 @@ class Bencher {
         }
         Step(Tokens(batch), seqs, rows, kv, states.get(), logits);
       }
-    });
+    }));
     // Each step reads every sequence's recurrent state and writes it back, and reads the K and
     // V of every token in its cache (the new one included): (q, k) pairs of the whole run.
     const double pairs = double(batch) * (steps * depth_ + steps * (steps + 1) / 2);
@@ -380,16 +415,9 @@ class Bencher {
       std::exit(1);
     }
   }
-  template <typename Setup, typename F>
-  double Best(int repeats, Setup&& setup, F&& run) {
-    double best = 1e30;
-    for (int i = 0; i < repeats; ++i) {
-      setup();
-      const double t0 = Now();
-      run();
-      best = std::min(best, Now() - t0);
-    }
-    return best;
+  static void Set(Result& r, const Timed& t) {
+    r.seconds = t.seconds;
+    r.steal = t.steal;
   }
 
   Model& model_;
@@ -442,6 +470,34 @@ nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
     j["state_bytes_per_sequence"] = cost.state_bytes_per_seq;
   }
   return j;
+}
+
+// Lines after the table for a shared host: the tests and probes the hypervisor took CPU time
+// from (steal ≥ 1%), and any test that beat its bound, which only a limit measured low can
+// explain (its probes fell on a bad minute: a neighbour on the memory bus, or the other vCPU
+// run on the same core, which shows no steal).
+void PrintHostNotes(const std::vector<Result>& results, bool kernel_check_above_peak,
+                    double probe_stolen, double probe_seconds, int threads) {
+  constexpr double kNotable = 0.01;
+  std::string stolen, above = kernel_check_above_peak ? "the kernel check" : "";
+  for (const Result& r : results) {
+    const std::string name =
+        r.test.rfind("tg", 0) == 0 ? fmt::format("{} batch {}", r.test, r.batch) : r.test;
+    if (r.steal >= kNotable) stolen += fmt::format(", {} {:.1f}%", name, 100 * r.steal);
+    if (r.bound_seconds > r.seconds) above += (above.empty() ? "" : ", ") + name;
+  }
+  const double probes = StealFraction(probe_stolen, probe_seconds, threads);
+  if (probes >= kNotable) stolen += fmt::format(", the limit probes {:.1f}%", 100 * probes);
+  if (!stolen.empty()) {
+    std::printf("host steal (CPU time the hypervisor gave to other guests): %s\n",
+                stolen.substr(2).c_str());
+  }
+  if (!above.empty()) {
+    std::printf("warning: %s ran faster than the bound the limit probes allow: the limits were "
+                "measured low (the host was busy during every probe); run again for fractions "
+                "to trust\n",
+                above.c_str());
+  }
 }
 
 int RunBench(const BenchArgs& a) {
@@ -502,31 +558,50 @@ int RunBench(const BenchArgs& a) {
     return 1;
   }
 
-  // The limits are measured before and after the tests, and the larger of each is used: on a
-  // shared machine a neighbour only ever lowers a measurement, so the best one is closest to
-  // the real limit and the fractions below err on the side of modesty.
+  // The limits are probed before the first test, between tests and after the last, and each
+  // is taken at its best: on a shared machine a neighbour (or the hypervisor running another
+  // guest on our cores) only ever lowers a measurement, so the best one is closest to the real
+  // limit, the fractions below err on the side of modesty, and a test is never judged against
+  // one probe that happened to fall on a bad minute.
   kernels::MachineLimits lim;
-  if (!a.skip_limits) lim = kernels::MeasureMachineLimits(pool);
+  double probe_stolen = 0, probe_seconds = 0;  // CPU-seconds stolen during the probes; wall time
+  auto probe = [&](int repeats) {
+    if (a.skip_limits) return;
+    const double s0 = StolenCpuSeconds(), t0 = Now();
+    lim = BestOf(lim, kernels::MeasureMachineLimits(pool, int64_t{1} << 30, repeats));
+    probe_stolen += StolenCpuSeconds() - s0;
+    probe_seconds += Now() - t0;
+  };
 
   const Cost& cost = bm->cost;
   Bencher bench(**model, *bm, pool, a.depth);
-  std::vector<Result> results;
+  std::vector<std::function<Result()>> tests;
   // As llama-bench's -p 0 / -n 0: a prompt length or decode length of 0 is no test.
   for (int64_t n : a.pp) {
-    if (n > 0) results.push_back(bench.Prefill(n, a.ubatch, a.repeats));
+    if (n > 0) tests.push_back([&, n] { return bench.Prefill(n, a.ubatch, a.repeats); });
   }
   if (a.tg > 0) {
-    for (int64_t b : a.batches) results.push_back(bench.Decode(b, a.tg, a.repeats));
+    for (int64_t b : a.batches) {
+      tests.push_back([&, b] { return bench.Decode(b, a.tg, a.repeats); });
+    }
   }
+  std::unique_ptr<VisionEncoder> encoder;
   if (vision) {
     auto enc = LoadVisionEncoder(lo, (*model)->info(), pool);
     if (!enc.ok()) {
       std::fprintf(stderr, "bench: %s\n", enc.status().message().c_str());
       return 1;
     }
-    results.push_back(BenchVision(**enc, *vision, a.image_side, a.repeats, pool));
+    encoder = std::move(*enc);
+    tests.push_back([&] { return BenchVision(*encoder, *vision, a.image_side, a.repeats, pool); });
   }
-  if (!a.skip_limits) lim = BestOf(lim, kernels::MeasureMachineLimits(pool));
+  constexpr int kProbeRepeats = 5, kBetweenTestsRepeats = 2;
+  probe(kProbeRepeats);
+  std::vector<Result> results;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    results.push_back(tests[i]());
+    probe(i + 1 < tests.size() ? kBetweenTestsRepeats : kProbeRepeats);
+  }
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.
   const bool bf16_dot = kernels::MatMulUsesBf16Dot();
   const double peak = (bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
@@ -576,7 +651,7 @@ int RunBench(const BenchArgs& a) {
         {"kv_gb_per_s", r.kv_bytes / r.seconds / 1e9},
         {"gflop_per_s", r.flops / r.seconds / 1e9}, {"bound", r.bound},
         {"bound_tokens_per_s", r.bound_seconds > 0 ? r.tokens / r.bound_seconds : 0},
-        {"fraction_of_bound", frac}};
+        {"fraction_of_bound", frac}, {"steal_fraction", r.steal}};
     if (bm->hybrid) {
       e["state_gb_per_s"] = r.state_bytes / r.seconds / 1e9;
       e["bytes"] = r.bytes;
@@ -601,6 +676,8 @@ int RunBench(const BenchArgs& a) {
                 cost.state_bytes_per_seq / 1e6, cost.state_flops_per_token / 1e6,
                 static_cast<long long>(cost.full_layers));
   }
+  PrintHostNotes(results, peak > 0 && lim.matmul_l1_gflops * 1e9 > peak, probe_stolen,
+                 probe_seconds, pool.num_threads());
   if (!a.json.empty()) {
     nlohmann::json j = {
         {"machine",
@@ -611,6 +688,7 @@ int RunBench(const BenchArgs& a) {
           {"f32_fma_gflop_per_s_1t", lim.f32_fma_gflops_1t},
           {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops},
           {"matmul_l1_gflop_per_s", lim.matmul_l1_gflops},
+          {"probe_steal_fraction", StealFraction(probe_stolen, probe_seconds, pool.num_threads())},
           {"prefill_peak", bf16_dot ? "bf16_dot" : "f32_fma"}}},
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},

@@ -285,6 +285,9 @@ TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
   EXPECT_EQ(m["attn_flops_per_pair"], 4 * H * hd * full);
   EXPECT_GT(b["machine"]["read_gb_per_s"].get<double>(), 0);
   EXPECT_GT(b["machine"]["f32_fma_gflop_per_s"].get<double>(), 0);
+  // The share of the probes' and each test's CPU time a hypervisor took (0 on bare metal).
+  const double probe_steal = b["machine"]["probe_steal_fraction"].get<double>();
+  EXPECT_TRUE(probe_steal >= 0 && probe_steal <= 1) << probe_steal;
   // The matmul kernel's own in-L1 speed beside the peak (SIMD builds; AVX-512 is opt-in).
   if (b["machine"]["isa"] != "scalar") {
     EXPECT_GT(b["machine"]["matmul_l1_gflop_per_s"].get<double>(), 0);
@@ -317,6 +320,8 @@ TEST_F(OfflineBenchE2E, TinyMiniCpmV46HybridCostModel) {
       EXPECT_TRUE(std::isfinite(v) && v > 0) << name << " " << key << " = " << v;
     }
     EXPECT_TRUE(r["bound"] == "bandwidth" || r["bound"] == "compute") << r.dump();
+    const double steal = r["steal_fraction"].get<double>();
+    EXPECT_TRUE(steal >= 0 && steal <= 1) << name << " steal " << steal;
     EXPECT_NEAR(r["tokens_per_s"].get<double>(),
                 r["tokens"].get<double>() / r["seconds"].get<double>(), 1e-6);
     // The bound is the slower of bytes ÷ bandwidth and FLOPs ÷ peak.
