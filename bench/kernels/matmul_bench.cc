@@ -198,5 +198,72 @@ void BM_GatedMlp(benchmark::State& state) {
 }
 BENCHMARK(BM_GatedMlp)->ArgNames({"m", "fused"})->ArgsProduct({{16, 512}, {0, 1}})->MinTime(0.5);
 
+// Every matmul of one MiniCPM4-0.5B decode step at m rows, in the model's order: per layer
+// q/k/v as one group, o_proj, the gated MLP (GatedMlp), then the tied head; 868 MB of bf16
+// weights, far more than the LLC, so each step streams them from DRAM as the model does. Unlike
+// one shape at a time, this includes what a step's short calls cost: the q/k/v and o calls'
+// few tasks, each starting cold weight streams, and the gaps between calls. GB/s counts the
+// step's weight bytes (the probe in `cpmserve bench` is its bound); the model's step adds
+// attention, norms and RoPE (~3% at batch 1).
+struct StepWeights {
+  struct Layer {
+    LinearWeight q, k, v, o, gate, up, down;
+  };
+  std::vector<Layer> layers;
+  LinearWeight head;
+  double bytes = 0;
+};
+
+const StepWeights& MiniCpm4StepWeights() {
+  static const StepWeights* step = [] {
+    auto* s = new StepWeights;
+    std::mt19937 rng(1);
+    const auto make = [&](int64_t n, int64_t k) {
+      std::vector<uint16_t> data(n * k);
+      for (auto& v : data) v = static_cast<uint16_t>(0x3c00 + (rng() & 0x3ff));
+      LinearWeight w;
+      w.dtype = DType::kBF16;
+      w.out_features = n;
+      w.in_features = k;
+      w.data = data.data();
+      PrepareLinear(&w, Source::kDrop);  // `data` is freed on return: only the packing stays
+      s->bytes += 2.0 * n * k;
+      return w;
+    };
+    for (int l = 0; l < 24; ++l) {
+      s->layers.push_back({make(1024, 1024), make(128, 1024), make(128, 1024), make(1024, 1024),
+                           make(4096, 1024), make(4096, 1024), make(1024, 4096)});
+    }
+    s->head = make(73448, 1024);
+    return s;
+  }();
+  return *step;
+}
+
+void BM_DecodeStepMatmuls(benchmark::State& state) {
+  const int64_t m = state.range(0), hidden = 1024, ffn = 4096, qkv = 1280;
+  const StepWeights& w = MiniCpm4StepWeights();
+  ThreadPool pool(BenchThreads());
+  std::vector<float> x(m * hidden, RoundBf16(0.01f)), y(m * w.head.out_features),
+      act(m * ffn), out(m * hidden);
+  for (auto _ : state) {
+    for (const StepWeights::Layer& l : w.layers) {
+      const LinearWeight* ws[] = {&l.q, &l.k, &l.v};
+      float* ys[] = {y.data(), y.data() + 1024, y.data() + 1152};
+      const int64_t strides[] = {qkv, qkv, qkv};
+      MatMulGroup(x.data(), hidden, m, ws, ys, strides, pool, Round::kBf16);
+      MatMul(x.data(), hidden, m, l.o, out.data(), hidden, pool, Round::kBf16);
+      GatedMlp(x.data(), hidden, m, l.gate, l.up, l.down, act.data(), ffn, out.data(), hidden,
+               pool, Round::kBf16);
+    }
+    MatMul(x.data(), hidden, m, w.head, y.data(), w.head.out_features, pool);
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(iters * w.bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * m * w.bytes / 1e9, benchmark::Counter::kIsRate);  // 2 FLOP/weight
+}
+BENCHMARK(BM_DecodeStepMatmuls)->ArgName("m")->Arg(1)->Arg(4)->Arg(16)->MinTime(1.0);
+
 }  // namespace
 }  // namespace cpm::kernels
