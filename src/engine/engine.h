@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "engine/offline_generator.h"  // TokenLogprobs
 #include "model/model.h"
+#include "sampling/logits_rules.h"
 #include "sampling/sampling_params.h"
 #include "structured/constraint.h"
 
@@ -55,6 +56,9 @@ struct EngineRequest {
   // Structured output (response_format / structured_outputs): the tokens it allows at each
   // step (structured/constraint.h); null: any.
   std::shared_ptr<const structured::Constraint> constraint;
+  // logit_bias, allowed_token_ids, bad_words (sampling/logits_rules.h); null: none. Shared by
+  // the choices of one HTTP request.
+  std::shared_ptr<const LogitsRules> logits_rules;
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]

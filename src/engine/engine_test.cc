@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "engine/fake_model.h"
@@ -400,6 +401,77 @@ TEST(EngineTest, LogprobsAreTheModelsDistributionBeforePenalties) {
   Result z0 = Collect(engine->Submit(none));
   ASSERT_EQ(z0.logprobs.size(), 2u);
   EXPECT_TRUE(z0.logprobs[0].top.empty());
+}
+
+// Greedy over FakeModel with `edit` applied to each row (given the output so far): the
+// oracle for requests with logits rules, written out per rule rather than through
+// ApplyLogitsRules.
+std::vector<int32_t> OracleGreedyEdited(
+    const std::vector<int32_t>& prompt, int64_t n,
+    const std::function<void(const std::vector<int32_t>& out, std::vector<float>& row)>& edit) {
+  uint64_t h = 0;
+  for (int32_t t : prompt) h = FoldToken(h, t);
+  std::vector<int32_t> out;
+  std::vector<float> row(97);
+  for (int64_t i = 0, pos = static_cast<int64_t>(prompt.size()) - 1; i < n; ++i, ++pos) {
+    FakeModel::Logits(h, pos, 97, row.data());
+    edit(out, row);
+    out.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    h = FoldToken(h, out.back());
+  }
+  return out;
+}
+
+TEST(EngineTest, LogitsRulesShapeEachDraw) {
+  auto engine = MakeFakeEngine(SmallConfig(), {}, nullptr);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  const std::vector<int32_t> free = OracleGreedy(prompt, 8, 97);
+  const auto run = [&](const std::string& id, LogitsRules rules, int32_t logprobs = -1) {
+    EngineRequest r = Req(id, prompt, 8);
+    r.logits_rules = std::make_shared<const LogitsRules>(std::move(rules));
+    r.logprobs = logprobs;
+    return Collect(engine->Submit(r));
+  };
+
+  // A token the free run never draws, pushed up by 100 (logits are O(1)): drawn every step.
+  int32_t pushed = 0;
+  while (std::count(free.begin(), free.end(), pushed)) ++pushed;
+  LogitsRules bias;
+  bias.logit_bias = {{pushed, 100.0f}, {free[0], -5.0f}};
+  Result rb = run("bias", bias, 0);
+  EXPECT_EQ(rb.tokens, std::vector<int32_t>(8, pushed));
+  // The reported log-probs are the model's, before the bias (vLLM's raw log-probs).
+  ASSERT_EQ(rb.logprobs.size(), 8u);
+  EXPECT_LT(rb.logprobs[0].logprob, -1.0f);
+
+  // Only three tokens allowed, none of them the free run's first.
+  LogitsRules allowed;
+  allowed.allowed_token_ids = {10, 20, 30};
+  Result ra = run("allowed", allowed);
+  EXPECT_EQ(ra.tokens, OracleGreedyEdited(prompt, 8, [](const auto&, std::vector<float>& row) {
+              for (int t = 0; t < 97; ++t) {
+                if (t != 10 && t != 20 && t != 30) row[t] = -1e30f;
+              }
+            }));
+
+  // Bad words: the free run's first token alone, and its 2nd-3rd tokens as a pair (banned
+  // only right after the 2nd).
+  LogitsRules bad;
+  bad.bad_words = {{free[0]}, {free[1], free[2]}};
+  Result rw = run("bad", bad);
+  const std::vector<int32_t> expect_bad =
+      OracleGreedyEdited(prompt, 8, [&](const std::vector<int32_t>& out, std::vector<float>& row) {
+        row[free[0]] = -1e30f;
+        if (!out.empty() && out.back() == free[1]) row[free[2]] = -1e30f;
+      });
+  EXPECT_EQ(rw.tokens, expect_bad);
+  EXPECT_NE(rw.tokens[0], free[0]);
+
+  // Bad words are matched against the output only: a word that the prompt's last token and
+  // the free run's first would spell bans nothing at the first draw.
+  LogitsRules across;
+  across.bad_words = {{prompt.back(), free[0]}};
+  EXPECT_EQ(run("across", across).tokens, free);
 }
 
 TEST(EngineTest, SeededSamplingIgnoresBatchComposition) {

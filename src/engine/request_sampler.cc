@@ -66,6 +66,8 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
     scratch->resize(static_cast<size_t>(vocab));
     LogSoftmax(row, vocab, scratch->data());
   }
+  // vLLM's order: the allowed-token mask, bad words and logit bias, then the penalties.
+  if (r.req.logits_rules) ApplyLogitsRules(*r.req.logits_rules, r.output(), row, vocab);
   ApplyPenalties(row, vocab, r.req.sampling, r.prompt(), r.output());
   if (r.num_output_tokens() < r.req.min_tokens) {
     // vLLM's min-tokens processor: stop tokens and EOS cannot be drawn yet.

@@ -366,7 +366,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
-                                  ctx.tokenizer->vocab_size());
+                                  ctx.tokenizer->vocab_size(), ctx.tokenizer);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
 
   std::vector<MediaRef> media;

@@ -180,7 +180,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
   if (echo_only) fields.max_tokens = 1;
   auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
-                                  ctx.tokenizer->vocab_size());
+                                  ctx.tokenizer->vocab_size(), ctx.tokenizer);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);
   // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.

@@ -123,6 +123,18 @@ Status JsonReader::StringOrList(const char* name, std::vector<std::string>* out)
   return OkStatus();
 }
 
+Status JsonReader::StringList(const char* name, std::vector<std::string>* out) {
+  const Json* v = Find(name);
+  if (!v) return OkStatus();
+  if (!v->is_array()) return TypeError(name, "a valid list of strings");
+  out->clear();
+  for (const Json& e : *v) {
+    if (!e.is_string()) return TypeError(name, "a valid list of strings");
+    out->push_back(e.get<std::string>());
+  }
+  return OkStatus();
+}
+
 Status JsonReader::IntList(const char* name, std::vector<int64_t>* out) {
   const Json* v = Find(name);
   if (!v) return OkStatus();

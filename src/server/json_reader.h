@@ -29,6 +29,7 @@ class JsonReader {
   Status OptString(const char* name, std::optional<std::string>* out);
   // A string or a list of strings (OpenAI's `stop`).
   Status StringOrList(const char* name, std::vector<std::string>* out);
+  Status StringList(const char* name, std::vector<std::string>* out);
   Status IntList(const char* name, std::vector<int64_t>* out);
   Status Object(const char* name, nlohmann::ordered_json* out);
   // Any JSON value but null.

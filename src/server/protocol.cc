@@ -23,6 +23,17 @@ Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
   return OkStatus();
 }
 
+// logit_bias: an object of numbers (its keys are checked as token ids when resolved).
+Status ParseLogitBias(JsonReader& r, SamplingFields* f) {
+  Json bias = Json::object();
+  CPM_TRY(r.Object("logit_bias", &bias));
+  for (const auto& [key, value] : bias.items()) {
+    if (!value.is_number()) return TypeError("logit_bias." + key, "a valid number");
+    f->logit_bias.emplace_back(key, value.get<double>());
+  }
+  return OkStatus();
+}
+
 // Fields common to chat and completions. `max_tokens` is read by the caller (chat has two).
 Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.OptString("model", &f->model));
@@ -39,6 +50,12 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.IntList("stop_token_ids", &f->stop_token_ids));
   CPM_TRY(r.Int("min_tokens", &f->min_tokens));
   CPM_TRY(r.OptInt("prompt_logprobs", &f->prompt_logprobs));
+  CPM_TRY(ParseLogitBias(r, f));
+  r.Known("allowed_token_ids");  // null is absent: any token
+  if (r.Has("allowed_token_ids")) {
+    CPM_TRY(r.IntList("allowed_token_ids", &f->allowed_token_ids.emplace()));
+  }
+  CPM_TRY(r.StringList("bad_words", &f->bad_words));
   CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
   CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));
   CPM_TRY(r.Bool("skip_special_tokens", &f->skip_special_tokens));

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,11 @@ struct SamplingFields {
   bool include_usage = false;             // stream_options.include_usage
   bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats
   std::optional<int64_t> prompt_logprobs;  // vLLM extra: per prompt token, with top-k
+  // OpenAI's logit_bias (token ids as the object's keys, as sent), vLLM's allowed_token_ids
+  // (absent: any token) and bad_words; ResolveSampling checks and resolves them.
+  std::vector<std::pair<std::string, double>> logit_bias;
+  std::optional<std::vector<int64_t>> allowed_token_ids;
+  std::vector<std::string> bad_words;
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
   // json_object: what the output must be; null: free text.
   std::shared_ptr<const structured::Schema> structured;

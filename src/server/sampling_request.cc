@@ -2,8 +2,11 @@
 #include "server/sampling_request.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 namespace cpm {
 
@@ -18,9 +21,87 @@ StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_lo
   return logprobs ? 0 : -1;
 }
 
+namespace {
+
+// A logit_bias key as Python's int() reads it (surrounding spaces and a '+' allowed).
+std::optional<int64_t> TokenIdKey(std::string_view key) {
+  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+  if (!key.empty() && key.front() == '+') key.remove_prefix(1);
+  int64_t id = 0;
+  const auto [end, err] = std::from_chars(key.data(), key.data() + key.size(), id);
+  if (key.empty() || err != std::errc() || end != key.data() + key.size()) return std::nullopt;
+  return id;
+}
+
+// logit_bias, allowed_token_ids and bad_words with vLLM's checks and messages; null if the
+// request has none of them.
+StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
+    const protocol::SamplingFields& f, int32_t vocab_size, const Tokenizer* tokenizer) {
+  auto rules = std::make_shared<LogitsRules>();
+  std::vector<int64_t> out_of_vocab;
+  for (const auto& [key, bias] : f.logit_bias) {
+    const std::optional<int64_t> id = TokenIdKey(key);
+    if (!id) {
+      return InvalidArgument(
+          fmt::format("logit_bias: invalid literal for int() with base 10: '{}'", key));
+    }
+    if (*id < 0 || *id >= vocab_size) {
+      out_of_vocab.push_back(*id);
+      continue;
+    }
+    // OpenAI's range; vLLM clamps rather than refuses.
+    rules->logit_bias.emplace_back(static_cast<int32_t>(*id),
+                                   static_cast<float>(std::clamp(bias, -100.0, 100.0)));
+  }
+  if (!out_of_vocab.empty()) {
+    return InvalidArgument(fmt::format(
+        "token_id(s) [{}] in logit_bias contain out-of-vocab token ids. Vocabulary size: {}",
+        fmt::join(out_of_vocab, ", "), vocab_size));
+  }
+  if (f.allowed_token_ids) {
+    if (f.allowed_token_ids->empty()) {
+      return InvalidArgument("allowed_token_ids is not None and empty!");
+    }
+    for (int64_t id : *f.allowed_token_ids) {
+      if (id < 0 || id >= vocab_size) {
+        return InvalidArgument("allowed_token_ids contains out-of-vocab token id!");
+      }
+      rules->allowed_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  if (!f.bad_words.empty()) {
+    if (tokenizer == nullptr) return InvalidArgument("bad_words: no tokenizer to encode them");
+    rules->bad_words = BadWordsTokenIds(f.bad_words, *tokenizer);
+  }
+  if (rules->empty()) return std::shared_ptr<const LogitsRules>();
+  return std::shared_ptr<const LogitsRules>(std::move(rules));
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words,
+                                                   const Tokenizer& tokenizer) {
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& word : words) {
+    const std::string_view bare = std::string_view(word).substr(
+        std::min(word.size(), word.find_first_not_of(" \t\n\r\f\v")));
+    std::vector<int32_t> alone = tokenizer.Encode(bare, /*add_special_tokens=*/false);
+    // An empty word bans nothing (vLLM would fail on it).
+    if (alone.empty()) continue;
+    std::vector<int32_t> spaced =
+        tokenizer.Encode(" " + std::string(bare), /*add_special_tokens=*/false);
+    const bool new_word = !spaced.empty() && spaced.front() != alone.front() &&
+                          spaced.size() == alone.size();
+    ids.push_back(std::move(alone));
+    if (new_word) ids.push_back(std::move(spaced));
+  }
+  return ids;
+}
+
 StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                            const GenerationDefaults& d, int64_t logprobs,
-                                           int32_t vocab_size) {
+                                           int32_t vocab_size, const Tokenizer* tokenizer) {
   ResolvedSampling r;
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
   if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
@@ -120,6 +201,9 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     }
     r.prompt_logprobs = static_cast<int32_t>(*f.prompt_logprobs);
   }
+  auto rules = ResolveLogitsRules(f, vocab_size, tokenizer);
+  if (!rules.ok()) return rules.status();
+  r.logits_rules = std::move(*rules);
   return r;
 }
 

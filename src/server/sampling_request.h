@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sampling/logits_rules.h"
 #include "sampling/sampling_params.h"
 #include "server/generation_defaults.h"
 #include "server/protocol.h"
 #include "structured/constraint.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cpm {
 
@@ -33,12 +35,22 @@ struct ResolvedSampling {
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token and the top k
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: each prompt token's and the top k
   std::shared_ptr<const structured::Constraint> constraint;  // structured output; null: none
+  std::shared_ptr<const LogitsRules> logits_rules;  // logit_bias etc.; null: none
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).
+// Token ids (stop_token_ids, logit_bias, allowed_token_ids) must be below `vocab_size`;
+// bad_words are tokenized by `tokenizer` (required when the request has any).
 StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& fields,
                                            const GenerationDefaults& defaults,
-                                           int64_t logprobs, int32_t vocab_size);
+                                           int64_t logprobs, int32_t vocab_size,
+                                           const Tokenizer* tokenizer = nullptr);
+
+// vLLM's bad_words as token sequences: each word (leading spaces dropped) as `tokenizer`
+// encodes it alone, and again after a space where that gives a different first token and
+// as many tokens (a word mid-text).
+std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words,
+                                                   const Tokenizer& tokenizer);
 
 // Chat's logprobs/top_logprobs pair -> the count for ResolveSampling (-1: none).
 StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs);

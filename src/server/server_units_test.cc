@@ -2,6 +2,8 @@
 // validation texts, stop-string hold-back, SSE framing and the metrics exposition.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "multimodal/image_source.h"
 #include "server/api_error.h"
 #include "server/auth.h"
@@ -12,6 +14,7 @@
 #include "server/serve_config.h"
 #include "server/sse.h"
 #include "server/stop_matcher.h"
+#include "tokenizer/test_util.h"
 
 namespace cpm {
 namespace {
@@ -378,6 +381,75 @@ TEST(Sampling, RangesAndDefaults) {
   EXPECT_FALSE(ChatLogprobsCount(false, 3).ok());
   EXPECT_EQ(*ChatLogprobsCount(true, std::nullopt), 0);
   EXPECT_EQ(*ChatLogprobsCount(false, std::nullopt), -1);
+}
+
+// logit_bias, allowed_token_ids and bad_words: parsed with their types checked, resolved with
+// vLLM's checks and messages (the bias clamped to OpenAI's [-100, 100]).
+TEST(Sampling, LogitsRulesFromTheRequest) {
+  const GenerationDefaults d;
+  const auto resolve = [&](const std::string& extra) -> StatusOr<ResolvedSampling> {
+    auto req = protocol::ParseCompletionRequest(R"({"prompt":"a",)" + extra + "}", nullptr);
+    if (!req.ok()) return req.status();
+    return ResolveSampling(req->sampling, d, -1, 100);
+  };
+  auto none = resolve(R"("logit_bias":{},"allowed_token_ids":null,"bad_words":[])");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->logits_rules, nullptr);
+
+  auto r = resolve(R"("logit_bias":{"5":2.5," 7 ":-300,"+9":1000},"allowed_token_ids":[5,7,99])");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_NE(r->logits_rules, nullptr);
+  EXPECT_EQ(r->logits_rules->logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, 2.5f}, {7, -100.0f}, {9, 100.0f}}));
+  EXPECT_EQ(r->logits_rules->allowed_token_ids, (std::vector<int32_t>{5, 7, 99}));
+
+  const auto message = [&](const std::string& extra) {
+    return resolve(extra).status().message();
+  };
+  EXPECT_EQ(message(R"("logit_bias":{"100":1,"3":1,"-1":1})"),
+            "token_id(s) [100, -1] in logit_bias contain out-of-vocab token ids. Vocabulary "
+            "size: 100");
+  EXPECT_EQ(message(R"("logit_bias":{"x1":1})"),
+            "logit_bias: invalid literal for int() with base 10: 'x1'");
+  EXPECT_EQ(message(R"("logit_bias":{"1":"2"})"),
+            "1 validation error: field 'logit_bias.1': Input should be a valid number");
+  EXPECT_EQ(message(R"("logit_bias":[1])"),
+            "1 validation error: field 'logit_bias': Input should be a valid dictionary");
+  EXPECT_EQ(message(R"("allowed_token_ids":[])"), "allowed_token_ids is not None and empty!");
+  EXPECT_EQ(message(R"("allowed_token_ids":[1,100])"),
+            "allowed_token_ids contains out-of-vocab token id!");
+  EXPECT_EQ(message(R"("allowed_token_ids":["1"])"),
+            "1 validation error: field 'allowed_token_ids': Input should be a valid list of "
+            "integers");
+  EXPECT_EQ(message(R"("bad_words":"no")"),
+            "1 validation error: field 'bad_words': Input should be a valid list of strings");
+}
+
+// bad_words as vLLM tokenizes them (MiniCPM4's tokenizer: no dummy prefix, so a word alone and
+// after a space are different tokens).
+TEST(Sampling, BadWordsAloneAndAfterASpace) {
+  const auto dir = tokenizer_test::MiniCpm4Dir();
+  if (!std::filesystem::exists(dir / "tokenizer.model")) GTEST_SKIP() << "no shared/models";
+  auto tok = Tokenizer::Load(dir.string());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const Tokenizer& t = **tok;
+  const auto ids = [&](const char* text) { return t.Encode(text, false); };
+  ASSERT_EQ(ids("world").size(), 1u);
+  ASSERT_EQ(ids(" world").size(), 1u);
+  ASSERT_EQ(ids(" 你好").size(), 2u);  // "▁" then the word: not a word mid-text
+  EXPECT_EQ(BadWordsTokenIds({"world", "  world"}, t),
+            (std::vector<std::vector<int32_t>>{ids("world"), ids(" world"), ids("world"),
+                                               ids(" world")}));
+  EXPECT_EQ(BadWordsTokenIds({"你好", "", " "}, t),
+            (std::vector<std::vector<int32_t>>{ids("你好")}));
+  EXPECT_EQ(BadWordsTokenIds({"Hello world"}, t),
+            (std::vector<std::vector<int32_t>>{ids("Hello world"), ids(" Hello world")}));
+
+  protocol::SamplingFields f;
+  f.bad_words = {"world"};
+  auto r = ResolveSampling(f, GenerationDefaults{}, -1, t.vocab_size(), &t);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->logits_rules->bad_words.size(), 2u);
 }
 
 TEST(Sampling, ContextLengthTexts) {

@@ -273,6 +273,30 @@ TEST_F(ServerE2E, StopStringsLogprobsAndSeeds) {
   EXPECT_EQ(Chat(next)["choices"][0]["message"], a["choices"][1]["message"]);
 }
 
+// logit_bias and allowed_token_ids over HTTP: a token pushed up by 100, or the only one
+// allowed, is every greedy token; a bad request is vLLM's 400.
+TEST_F(ServerE2E, LogitBiasAndAllowedTokens) {
+  const Json hello = e2e::Post(port(), "/tokenize", R"({"prompt":"Hello"})").json()["tokens"];
+  ASSERT_FALSE(hello.empty());
+  const int t = hello.back();
+  const std::string four =
+      e2e::Post(port(), "/detokenize", Json{{"tokens", {t, t, t, t}}}.dump()).json()["prompt"];
+  const auto complete = [&](const Json& extra) {
+    Json body = {{"prompt", "x"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}};
+    body.update(extra);
+    return e2e::Post(port(), "/v1/completions", body.dump());
+  };
+  auto biased = complete({{"logit_bias", {{std::to_string(t), 100}}}});
+  ASSERT_EQ(biased.status, 200) << biased.body;
+  EXPECT_EQ(biased.json()["choices"][0]["text"], four);
+  auto allowed = complete({{"allowed_token_ids", {t}}});
+  ASSERT_EQ(allowed.status, 200) << allowed.body;
+  EXPECT_EQ(allowed.json()["choices"][0]["text"], four);
+  auto bad = complete({{"logit_bias", {{"100000000", 1}}}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("out-of-vocab"), std::string::npos) << bad.body;
+}
+
 // Structured outputs on the tiny model's random weights: whatever the model would say, the
 // text is what the schema allows. Checked here by parsing it (nlohmann) and testing each field
 // by hand, not by the matcher that produced it.
