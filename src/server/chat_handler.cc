@@ -376,6 +376,11 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto job = std::make_shared<ChatJob>();
   auto prompt = EncodeChatPrompt(ctx, *text, media, req->add_special_tokens, &job->multimodal);
   if (!prompt.ok()) return HttpReply::Error(prompt.status());
+  if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens, ctx.max_model_len,
+                                job->multimodal != nullptr, &*prompt);
+      !s.ok()) {
+    return HttpReply::Error(s);
+  }
   job->prompt = std::move(*prompt);
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len);

@@ -205,6 +205,10 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
         ids.push_back(static_cast<int32_t>(id));
       }
     }
+    if (Status s = TruncatePrompt(fields.truncate_prompt_tokens, ctx.max_model_len, false, &ids);
+        !s.ok()) {
+      return HttpReply::Error(s);
+    }
     if (ids.empty()) return HttpReply::Error(BadRequest("The decoder prompt cannot be empty"));
     auto max_tokens =
         ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len);

@@ -51,6 +51,8 @@ struct SamplingFields {
   std::vector<std::pair<std::string, double>> logit_bias;
   std::optional<std::vector<int64_t>> allowed_token_ids;
   std::vector<std::string> bad_words;
+  // vLLM extra: keep only the prompt's last k tokens (-1: max_model_len); TruncatePrompt.
+  std::optional<int64_t> truncate_prompt_tokens;
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
   // json_object: what the output must be; null: free text.
   std::shared_ptr<const structured::Schema> structured;

@@ -207,6 +207,33 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   return r;
 }
 
+Status TruncatePrompt(std::optional<int64_t> k, int64_t max_model_len, bool multimodal,
+                      std::vector<int32_t>* ids) {
+  if (!k) return OkStatus();
+  if (*k < -1) {
+    return InvalidArgument(fmt::format(
+        "1 validation error: field 'truncate_prompt_tokens': Input should be greater than or "
+        "equal to -1, got {}",
+        *k));
+  }
+  if (*k > max_model_len) {
+    return InvalidArgument(fmt::format(
+        "truncate_prompt_tokens value ({}) is greater than max_model_len ({}). Please, select a "
+        "smaller truncation size.",
+        *k, max_model_len));
+  }
+  const int64_t keep = *k == -1 ? max_model_len : *k;
+  const int64_t n = static_cast<int64_t>(ids->size());
+  if (keep == 0 || n <= keep) return OkStatus();
+  if (multimodal) {
+    return InvalidArgument(
+        "truncate_prompt_tokens cannot cut a prompt with images or videos (their placeholder "
+        "tokens would be cut)");
+  }
+  ids->erase(ids->begin(), ids->begin() + (n - keep));
+  return OkStatus();
+}
+
 StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, int64_t l) {
   // A prompt that fills the whole window leaves no room for a single generated token.
   if (n >= l) {

@@ -452,6 +452,25 @@ TEST(Sampling, BadWordsAloneAndAfterASpace) {
   EXPECT_EQ(r->logits_rules->bad_words.size(), 2u);
 }
 
+TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
+  const auto cut = [](std::optional<int64_t> k, bool multimodal = false) {
+    std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+    const Status s = TruncatePrompt(k, 4, multimodal, &ids);
+    return s.ok() ? ids : std::vector<int32_t>{-1};
+  };
+  EXPECT_EQ(cut(std::nullopt), (std::vector<int32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(cut(2), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(cut(-1), (std::vector<int32_t>{2, 3, 4, 5}));  // max_model_len
+  EXPECT_EQ(cut(0), (std::vector<int32_t>{1, 2, 3, 4, 5}));  // vLLM's ids[-0:]
+  EXPECT_EQ(cut(2, true), std::vector<int32_t>{-1});
+  std::vector<int32_t> ids = {1};
+  EXPECT_EQ(TruncatePrompt(5, 4, false, &ids).message(),
+            "truncate_prompt_tokens value (5) is greater than max_model_len (4). Please, select "
+            "a smaller truncation size.");
+  EXPECT_FALSE(TruncatePrompt(-2, 4, false, &ids).ok());
+  EXPECT_TRUE(TruncatePrompt(3, 4, true, &ids).ok());  // nothing cut: fine with images
+}
+
 TEST(Sampling, ContextLengthTexts) {
   EXPECT_EQ(ResolveMaxTokens(300, std::nullopt, 256).status().message(),
             "This model's maximum context length is 256 tokens. However, your request has 300 "

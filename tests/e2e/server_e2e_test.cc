@@ -297,6 +297,28 @@ TEST_F(ServerE2E, LogitBiasAndAllowedTokens) {
   EXPECT_NE(bad.body.find("out-of-vocab"), std::string::npos) << bad.body;
 }
 
+// truncate_prompt_tokens keeps the prompt's last tokens: the same reply as that tail sent alone.
+TEST_F(ServerE2E, TruncatePromptTokens) {
+  const auto complete = [&](const Json& prompt, const Json& extra) {
+    Json body = {{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}};
+    body.update(extra);
+    return e2e::Post(port(), "/v1/completions", body.dump()).json();
+  };
+  const Json cut = complete({11, 12, 13, 14, 15, 16}, {{"truncate_prompt_tokens", 3}});
+  EXPECT_EQ(cut["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(cut["choices"][0]["text"], complete({14, 15, 16}, Json::object())["choices"][0]["text"]);
+  auto chat = e2e::Post(port(), "/v1/chat/completions",
+                        Json{{"messages", {{{"role", "user"}, {"content", "a long question"}}}},
+                             {"max_tokens", 2}, {"truncate_prompt_tokens", 4}}
+                            .dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], 4);
+  auto too_long = e2e::Post(port(), "/v1/completions",
+                            R"({"prompt":"x","truncate_prompt_tokens":100000})");
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_NE(too_long.body.find("greater than max_model_len"), std::string::npos);
+}
+
 // Structured outputs on the tiny model's random weights: whatever the model would say, the
 // text is what the schema allows. Checked here by parsing it (nlohmann) and testing each field
 // by hand, not by the matcher that produced it.
