@@ -93,6 +93,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "sampled per video; -1: every frame)");
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
                   "allow file:// image and video URLs below this folder (off by default, as vLLM)");
+  cmd->add_flag("--return-tokens-as-token-ids", c.return_tokens_as_token_ids,
+                "name tokens in log-probs as \"token_id:<id>\" (a request's "
+                "return_tokens_as_token_ids overrides)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
                 "out of the reply with --tool-call-parser");

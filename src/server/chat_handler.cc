@@ -205,7 +205,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     if (!delta.empty() || with_logprobs) {
       Json lp = nullptr;
       if (job.want_logprobs) {
-        lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs)}};
+        lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
+                                             job.sampling.logprob_token_ids)}};
       }
       if (delta.empty()) delta["content"] = "";  // text held back: the logprobs still go out
       ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
@@ -261,7 +262,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     Out& o = outs[u.index];
     o.text += u.text;
     if (job.want_logprobs) {
-      for (const Json& e : ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs)) {
+      for (const Json& e : ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
+                                              job.sampling.logprob_token_ids)) {
         o.logprobs.push_back(e);
       }
     }
@@ -368,6 +370,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
+  sampling->logprob_token_ids =
+      req->sampling.return_tokens_as_token_ids.value_or(ctx.return_tokens_as_token_ids);
 
   std::vector<MediaRef> media;
   auto text = RenderChatPrompt(ctx, req->chat, &media);

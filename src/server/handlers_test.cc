@@ -224,6 +224,19 @@ TEST_F(HandlersTest, ChatLogprobs) {
   EXPECT_EQ(engine_.submitted[0].logprobs, 3);
 }
 
+// --return-tokens-as-token-ids sets the default; a request's return_tokens_as_token_ids wins.
+TEST_F(HandlersTest, LogprobTokensAsTokenIdsByDefaultOrRequest) {
+  ctx_.return_tokens_as_token_ids = true;
+  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"max_tokens":1})");
+  const std::string by_default = r["choices"][0]["logprobs"]["content"][0]["token"];
+  EXPECT_EQ(by_default.rfind("token_id:", 0), 0u) << by_default;
+  r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"max_tokens":1,
+               "return_tokens_as_token_ids":false})");
+  const std::string text = r["choices"][0]["logprobs"]["content"][0]["token"];
+  EXPECT_EQ(text.find("token_id:"), std::string::npos) << text;
+  ctx_.return_tokens_as_token_ids = false;
+}
+
 TEST_F(HandlersTest, ChatErrors) {
   int status = 0;
   Json e = Chat("{not json", &status);

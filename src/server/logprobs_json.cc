@@ -27,17 +27,22 @@ int64_t CodePoints(const std::string& s) {
 
 double ClampLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
 
-Json ChatLogprobEntries(const Tokenizer& tok, const std::vector<TokenLogprobs>& lps, int top) {
+std::string LogprobToken(const Tokenizer& tok, int32_t id, bool as_token_ids) {
+  return as_token_ids ? "token_id:" + std::to_string(id) : tok.TokenBytes(id);
+}
+
+Json ChatLogprobEntries(const Tokenizer& tok, const std::vector<TokenLogprobs>& lps, int top,
+                        bool as_token_ids) {
   Json out = Json::array();
   for (const TokenLogprobs& lp : lps) {
-    const std::string text = tok.TokenBytes(lp.token);
+    const std::string text = LogprobToken(tok, lp.token, as_token_ids);
     Json e;
     e["token"] = text;
     e["logprob"] = ClampLogprob(lp.logprob);
     e["bytes"] = Bytes(text);
     Json tops = Json::array();
     for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
-      const std::string t = tok.TokenBytes(lp.top[k].first);
+      const std::string t = LogprobToken(tok, lp.top[k].first, as_token_ids);
       Json te;
       te["token"] = t;
       te["logprob"] = ClampLogprob(lp.top[k].second);
@@ -72,7 +77,7 @@ Json PromptLogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
 }
 
 void CompletionLogprobs::AppendUnscored(int32_t token) {
-  const std::string text = tok_.TokenBytes(token);
+  const std::string text = LogprobToken(tok_, token, as_token_ids_);
   tokens_.push_back(text);
   token_logprobs_.push_back(nullptr);
   top_logprobs_.push_back(nullptr);
@@ -82,7 +87,7 @@ void CompletionLogprobs::AppendUnscored(int32_t token) {
 
 void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
   for (const TokenLogprobs& lp : lps) {
-    const std::string text = tok_.TokenBytes(lp.token);
+    const std::string text = LogprobToken(tok_, lp.token, as_token_ids_);
     tokens_.push_back(text);
     token_logprobs_.push_back(ClampLogprob(lp.logprob));
     text_offset_.push_back(offset_);
@@ -90,7 +95,7 @@ void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
     // vLLM's top_logprobs dict: the top k, plus the sampled token when it is not among them.
     Json tops = Json::object();
     for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top_; ++k) {
-      tops[tok_.TokenBytes(lp.top[k].first)] = ClampLogprob(lp.top[k].second);
+      tops[LogprobToken(tok_, lp.top[k].first, as_token_ids_)] = ClampLogprob(lp.top[k].second);
     }
     if (!tops.contains(text)) tops[text] = ClampLogprob(lp.logprob);
     top_logprobs_.push_back(std::move(tops));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,9 +17,14 @@ namespace cpm {
 // -inf (a token the filters removed) is reported as -9999.0, as vLLM does.
 double ClampLogprob(float lp);
 
+// How a token is named in log-probs: the text it adds, or with vLLM's
+// return_tokens_as_token_ids "token_id:<id>" (for tokens whose bytes are not whole UTF-8).
+std::string LogprobToken(const Tokenizer& tok, int32_t id, bool as_token_ids);
+
 // Entries for chat's logprobs.content; `top` is the requested top_logprobs count.
 nlohmann::ordered_json ChatLogprobEntries(const Tokenizer& tok,
-                                          const std::vector<TokenLogprobs>& lps, int top);
+                                          const std::vector<TokenLogprobs>& lps, int top,
+                                          bool as_token_ids = false);
 
 // vLLM's prompt_logprobs list: null for the first prompt token, then per token a map from
 // token id (as a string) to {logprob, rank, decoded_token}: the prompt token itself and the
@@ -29,8 +35,9 @@ nlohmann::ordered_json PromptLogprobsJson(const Tokenizer& tok,
 // Completions' logprobs object, built up step by step.
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset)
-      : tok_(tok), top_(top), offset_(initial_offset) {}
+  CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset,
+                     bool as_token_ids = false)
+      : tok_(tok), top_(top), offset_(initial_offset), as_token_ids_(as_token_ids) {}
   void Append(const std::vector<TokenLogprobs>& lps);
   // A token without a score (an echoed first prompt token): null logprob and top_logprobs.
   void AppendUnscored(int32_t token);
@@ -44,6 +51,7 @@ class CompletionLogprobs {
   const Tokenizer& tok_;
   int top_;
   int64_t offset_;
+  bool as_token_ids_;
   nlohmann::ordered_json tokens_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json token_logprobs_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json top_logprobs_ = nlohmann::ordered_json::array();

@@ -53,6 +53,8 @@ struct SamplingFields {
   std::vector<std::string> bad_words;
   // vLLM extra: keep only the prompt's last k tokens (-1: max_model_len); TruncatePrompt.
   std::optional<int64_t> truncate_prompt_tokens;
+  // vLLM extra: log-probs name tokens "token_id:<id>"; absent: --return-tokens-as-token-ids.
+  std::optional<bool> return_tokens_as_token_ids;
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
   // json_object: what the output must be; null: free text.
   std::shared_ptr<const structured::Schema> structured;

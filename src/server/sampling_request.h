@@ -36,6 +36,9 @@ struct ResolvedSampling {
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: each prompt token's and the top k
   std::shared_ptr<const structured::Constraint> constraint;  // structured output; null: none
   std::shared_ptr<const LogitsRules> logits_rules;  // logit_bias etc.; null: none
+  // Log-probs name tokens "token_id:<id>" (the request's return_tokens_as_token_ids, else the
+  // server's --return-tokens-as-token-ids; set by the handler).
+  bool logprob_token_ids = false;
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).

@@ -42,6 +42,7 @@ struct ServeConfig {
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
+  bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's

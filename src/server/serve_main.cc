@@ -312,6 +312,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   // Validated with the rest of the config: only its enable_in_reasoning changes anything here.
   const auto in_reasoning = ParseStructuredOutputsConfig(c.structured_outputs_config_json);
   ctx.structured_in_reasoning = in_reasoning.ok() && *in_reasoning;
+  ctx.return_tokens_as_token_ids = c.return_tokens_as_token_ids;
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();

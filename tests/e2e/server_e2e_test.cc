@@ -297,6 +297,36 @@ TEST_F(ServerE2E, LogitBiasAndAllowedTokens) {
   EXPECT_NE(bad.body.find("out-of-vocab"), std::string::npos) << bad.body;
 }
 
+// return_tokens_as_token_ids: log-probs name each token "token_id:<id>", in both shapes, and
+// the ids are the tokens the reply decodes from.
+TEST_F(ServerE2E, LogprobTokensAsTokenIds) {
+  Json c = e2e::Post(port(), "/v1/completions",
+                     R"({"prompt":"x","max_tokens":3,"temperature":0,"ignore_eos":true,)"
+                     R"("logprobs":2,"return_tokens_as_token_ids":true})")
+               .json();
+  Json ids = Json::array();
+  for (const Json& t : c["choices"][0]["logprobs"]["tokens"]) {
+    const std::string s = t;
+    ASSERT_EQ(s.rfind("token_id:", 0), 0u) << s;
+    ids.push_back(std::stoi(s.substr(9)));
+  }
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(e2e::Post(port(), "/detokenize", Json{{"tokens", ids}}.dump()).json()["prompt"],
+            c["choices"][0]["text"]);
+  for (const auto& [key, lp] : c["choices"][0]["logprobs"]["top_logprobs"][0].items()) {
+    EXPECT_EQ(key.rfind("token_id:", 0), 0u) << key;
+  }
+  Json chat = e2e::Post(port(), "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,)"
+                        R"("logprobs":true,"top_logprobs":1,"return_tokens_as_token_ids":true})")
+                  .json();
+  const Json& first = chat["choices"][0]["logprobs"]["content"][0];
+  const std::string token = first["token"];
+  EXPECT_EQ(token.rfind("token_id:", 0), 0u) << token;
+  EXPECT_EQ(first["bytes"].size(), token.size());
+  EXPECT_EQ(first["top_logprobs"][0]["token"].get<std::string>().rfind("token_id:", 0), 0u);
+}
+
 // truncate_prompt_tokens keeps the prompt's last tokens: the same reply as that tail sent alone.
 TEST_F(ServerE2E, TruncatePromptTokens) {
   const auto complete = [&](const Json& prompt, const Json& extra) {
