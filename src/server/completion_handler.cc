@@ -208,16 +208,19 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
         ids.push_back(static_cast<int32_t>(id));
       }
     }
+    const size_t given = ids.size();
     if (Status s = TruncatePrompt(fields.truncate_prompt_tokens, ctx.max_model_len, false, &ids);
         !s.ok()) {
       return HttpReply::Error(s);
     }
+    const bool cut = ids.size() != given;
     if (ids.empty()) return HttpReply::Error(BadRequest("The decoder prompt cannot be empty"));
     auto max_tokens =
         ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len);
     if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
     if (req->echo) {
-      job->echo.push_back(cp.is_text ? cp.text : ctx.tokenizer->Decode(ids, false));
+      // A cut prompt echoes what was kept.
+      job->echo.push_back(cp.is_text && !cut ? cp.text : ctx.tokenizer->Decode(ids, false));
     }
     job->prompt_tokens += static_cast<int64_t>(ids.size());
     for (int64_t j = 0; j < sampling->n; ++j) {

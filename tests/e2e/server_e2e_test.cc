@@ -336,6 +336,15 @@ TEST_F(ServerE2E, TruncatePromptTokens) {
   };
   const Json cut = complete({11, 12, 13, 14, 15, 16}, {{"truncate_prompt_tokens", 3}});
   EXPECT_EQ(cut["usage"]["prompt_tokens"], 3);
+  const Json echoed = complete("one two three four five six seven",
+                               {{"truncate_prompt_tokens", 2}, {"echo", true}, {"max_tokens", 1}});
+  const Json kept =
+      e2e::Post(port(), "/tokenize", R"({"prompt":"one two three four five six seven"})").json();
+  const Json last_two = {kept["tokens"][kept["tokens"].size() - 2], kept["tokens"].back()};
+  const std::string tail =
+      e2e::Post(port(), "/detokenize", Json{{"tokens", last_two}}.dump()).json()["prompt"];
+  EXPECT_EQ(echoed["choices"][0]["text"].get<std::string>().rfind(tail, 0), 0u)
+      << echoed.dump();
   EXPECT_EQ(cut["choices"][0]["text"], complete({14, 15, 16}, Json::object())["choices"][0]["text"]);
   auto chat = e2e::Post(port(), "/v1/chat/completions",
                         Json{{"messages", {{{"role", "user"}, {"content", "a long question"}}}},
