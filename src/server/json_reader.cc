@@ -107,6 +107,22 @@ Status JsonReader::OptString(const char* name, std::optional<std::string>* out) 
   return OkStatus();
 }
 
+namespace {
+
+// `v`'s strings if it is an array of strings only.
+bool StringsOf(const Json& v, std::vector<std::string>* out) {
+  if (!v.is_array()) return false;
+  std::vector<std::string> strings;
+  for (const Json& e : v) {
+    if (!e.is_string()) return false;
+    strings.push_back(e.get<std::string>());
+  }
+  *out = std::move(strings);
+  return true;
+}
+
+}  // namespace
+
 Status JsonReader::StringOrList(const char* name, std::vector<std::string>* out) {
   const Json* v = Find(name);
   if (!v) return OkStatus();
@@ -114,24 +130,14 @@ Status JsonReader::StringOrList(const char* name, std::vector<std::string>* out)
     out->assign(1, v->get<std::string>());
     return OkStatus();
   }
-  if (!v->is_array()) return TypeError(name, "a valid string or a list of strings");
-  out->clear();
-  for (const Json& e : *v) {
-    if (!e.is_string()) return TypeError(name, "a valid string or a list of strings");
-    out->push_back(e.get<std::string>());
-  }
+  if (!StringsOf(*v, out)) return TypeError(name, "a valid string or a list of strings");
   return OkStatus();
 }
 
 Status JsonReader::StringList(const char* name, std::vector<std::string>* out) {
   const Json* v = Find(name);
   if (!v) return OkStatus();
-  if (!v->is_array()) return TypeError(name, "a valid list of strings");
-  out->clear();
-  for (const Json& e : *v) {
-    if (!e.is_string()) return TypeError(name, "a valid list of strings");
-    out->push_back(e.get<std::string>());
-  }
+  if (!StringsOf(*v, out)) return TypeError(name, "a valid list of strings");
   return OkStatus();
 }
 
