@@ -110,6 +110,13 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
   return p;
 }
 
+StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::WithKwargs(
+    const std::string& mm_processor_kwargs) const {
+  auto p = std::make_unique<ImageProcessor>(*this);
+  CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "mm_processor_kwargs", &p->slices_));
+  return p;
+}
+
 StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const SliceConfig& c) const {
   PreparedImage p;
   p.plan = PlanSlices({image.height, image.width}, c);

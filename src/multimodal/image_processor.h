@@ -87,6 +87,11 @@ class ImageProcessor {
   StatusOr<MultimodalPrompt> Tokenize(const Tokenizer& tokenizer, const std::string& text,
                                       const std::vector<MediaRef>& media, bool add_special_tokens) const;
 
+  // A copy with a request's mm_processor_kwargs (a JSON object's text: max_slice_nums,
+  // scale_resolution, slice_mode, use_image_id) over this one's slicing, as vLLM merges a
+  // request's over --mm-processor-kwargs. An unknown key or a bad value is an error.
+  StatusOr<std::unique_ptr<ImageProcessor>> WithKwargs(const std::string& mm_processor_kwargs) const;
+
   const SliceConfig& slice_config() const { return slices_; }
   const SliceConfig& video_slice_config() const { return video_slices_; }
   const MediaOptions& media_options() const { return media_; }

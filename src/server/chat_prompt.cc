@@ -135,6 +135,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
                                                 const std::vector<MediaRef>& media,
                                                 bool add_special_tokens,
+                                                const std::string& mm_processor_kwargs,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal) {
   if (media.empty()) return ctx.tokenizer->Encode(text, add_special_tokens);
   for (MediaKind kind : {MediaKind::kImage, MediaKind::kVideo}) {
@@ -146,8 +147,14 @@ StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const 
                              (kind == MediaKind::kImage ? " image(s)" : " video(s)") +
                              " may be provided in one prompt.");
   }
-  CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, ctx.images->Tokenize(*ctx.tokenizer, text, media,
-                                                                 add_special_tokens));
+  const ImageProcessor* processor = ctx.images;
+  std::unique_ptr<ImageProcessor> overridden;
+  if (!mm_processor_kwargs.empty()) {
+    CPM_ASSIGN_OR_RETURN(overridden, ctx.images->WithKwargs(mm_processor_kwargs));
+    processor = overridden.get();
+  }
+  CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, processor->Tokenize(*ctx.tokenizer, text, media,
+                                                                add_special_tokens));
   if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(p.inputs));
   return std::move(p.ids);
 }

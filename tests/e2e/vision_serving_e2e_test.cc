@@ -139,18 +139,35 @@ TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
   // A 1344×1344 image is 3×3 slices under the file's max_slice_nums 9; the server runs with
   // --mm-processor-kwargs '{"max_slice_nums": 4}', so it is 2×2: beyond a small (unsliced)
   // image's count, 4 slices of 64 pads, 4 <slice></slice> pairs and one row break.
-  auto count = [&](int side) {
+  auto request = [&](int side, const Json& kwargs) {
     const std::string jpg = test_images::EncodeJpeg(test_images::NoiseImage(side, side, 1), 80);
     Json tok = {{"model", "v"},
                 {"messages", {{{"role", "user"},
                                {"content", {ImagePart("data:image/jpeg;base64," + EncodeBase64(jpg)),
                                             TextPart("x")}}}}}};
-    auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+    if (!kwargs.empty()) tok["mm_processor_kwargs"] = kwargs;
+    return tok;
+  };
+  auto count = [&](int side, const Json& kwargs = Json::object()) {
+    auto r = e2e::Post(server_->port(), "/tokenize", request(side, kwargs).dump());
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["count"].get<int64_t>();
   };
   EXPECT_EQ(count(1344) - count(100), 4 * 64 + 4 * 2 + 1);
   EXPECT_NE(server_->Log().find("up to 4 slices"), std::string::npos) << server_->Log();
+
+  // A request's mm_processor_kwargs over the server's, as vLLM merges them: 3×3 slices again.
+  const Json nine = {{"max_slice_nums", 9}};
+  EXPECT_EQ(count(1344, nine) - count(100), 9 * 64 + 9 * 2 + 2);
+  Json chat = request(1344, nine);
+  chat["max_tokens"] = 1;
+  auto reply = e2e::Post(server_->port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.json()["usage"]["prompt_tokens"], count(1344, nine));
+  auto bad = e2e::Post(server_->port(), "/tokenize", request(100, {{"max_slices", 2}}).dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("mm_processor_kwargs: unknown key 'max_slices'"), std::string::npos)
+      << bad.body;
 }
 
 TEST_F(VisionServingE2E, TwoImagesStreamedAndSeveralChoices) {
