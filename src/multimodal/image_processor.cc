@@ -111,9 +111,10 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
 }
 
 StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::WithKwargs(
-    const std::string& mm_processor_kwargs) const {
+    const std::string& mm_processor_kwargs, const std::string& media_io_kwargs) const {
   auto p = std::make_unique<ImageProcessor>(*this);
   CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "mm_processor_kwargs", &p->slices_));
+  CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(media_io_kwargs, &p->media_, "media_io_kwargs"));
   return p;
 }
 

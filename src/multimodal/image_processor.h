@@ -88,9 +88,12 @@ class ImageProcessor {
                                       const std::vector<MediaRef>& media, bool add_special_tokens) const;
 
   // A copy with a request's mm_processor_kwargs (a JSON object's text: max_slice_nums,
-  // scale_resolution, slice_mode, use_image_id) over this one's slicing, as vLLM merges a
-  // request's over --mm-processor-kwargs. An unknown key or a bad value is an error.
-  StatusOr<std::unique_ptr<ImageProcessor>> WithKwargs(const std::string& mm_processor_kwargs) const;
+  // scale_resolution, slice_mode, use_image_id) over this one's slicing and its
+  // media_io_kwargs ({"video": {"num_frames": N}}) over its media options, as vLLM merges a
+  // request's over --mm-processor-kwargs / --media-io-kwargs. Either may be empty. An unknown
+  // key or a bad value is an error naming the field.
+  StatusOr<std::unique_ptr<ImageProcessor>> WithKwargs(const std::string& mm_processor_kwargs,
+                                                       const std::string& media_io_kwargs) const;
 
   const SliceConfig& slice_config() const { return slices_; }
   const SliceConfig& video_slice_config() const { return video_slices_; }

@@ -131,9 +131,10 @@ StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& opti
 
 }  // namespace
 
-Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options) {
+Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
+                          const std::string& where) {
   if (kwargs_json.empty()) return OkStatus();
-  const std::string flag = "--media-io-kwargs";
+  const std::string& flag = where;
   const auto j = nlohmann::json::parse(kwargs_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(flag + ": not a JSON object: " + kwargs_json);
   for (auto it = j.begin(); it != j.end(); ++it) {

@@ -25,7 +25,8 @@ struct MediaOptions {
 
 // vLLM's --media-io-kwargs JSON (or "") over `options`: {"video": {"num_frames": N}}. Other
 // keys and bad values are errors naming the flag.
-Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options);
+Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
+                          const std::string& where = "--media-io-kwargs");
 
 // Accepts data:<media type>;base64,<data>, http://, https:// and (by policy) file:// URLs.
 // Every failure is InvalidArgument with a message fit for the client.

@@ -378,8 +378,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
-  auto prompt = EncodeChatPrompt(ctx, *text, media, req->add_special_tokens,
-                                 req->chat.mm_processor_kwargs, &job->multimodal);
+  auto prompt =
+      EncodeChatPrompt(ctx, *text, media, req->add_special_tokens, req->chat, &job->multimodal);
   if (!prompt.ok()) return HttpReply::Error(prompt.status());
   if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens, ctx.max_model_len,
                                 job->multimodal != nullptr, &*prompt);

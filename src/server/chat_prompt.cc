@@ -135,7 +135,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
                                                 const std::vector<MediaRef>& media,
                                                 bool add_special_tokens,
-                                                const std::string& mm_processor_kwargs,
+                                                const protocol::ChatTemplateFields& chat,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal) {
   if (media.empty()) return ctx.tokenizer->Encode(text, add_special_tokens);
   for (MediaKind kind : {MediaKind::kImage, MediaKind::kVideo}) {
@@ -149,8 +149,9 @@ StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const 
   }
   const ImageProcessor* processor = ctx.images;
   std::unique_ptr<ImageProcessor> overridden;
-  if (!mm_processor_kwargs.empty()) {
-    CPM_ASSIGN_OR_RETURN(overridden, ctx.images->WithKwargs(mm_processor_kwargs));
+  if (!chat.mm_processor_kwargs.empty() || !chat.media_io_kwargs.empty()) {
+    CPM_ASSIGN_OR_RETURN(overridden,
+                         ctx.images->WithKwargs(chat.mm_processor_kwargs, chat.media_io_kwargs));
     processor = overridden.get();
   }
   CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, processor->Tokenize(*ctx.tokenizer, text, media,

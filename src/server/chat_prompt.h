@@ -26,12 +26,12 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
 // The rendered prompt's tokens. With images or videos, each one's pad first becomes its
 // placeholder layout (they are fetched, decoded and sliced here, on the HTTP thread: a bad URL,
 // image or video is the client's 400), and `multimodal` (if given) gets the pad rows and the
-// encoder job. --limit-mm-per-prompt's counts are checked first. `mm_processor_kwargs` (a
-// request's, JSON text or empty) overrides the server's image slicing for this prompt.
+// encoder job. --limit-mm-per-prompt's counts are checked first. The request's
+// mm_processor_kwargs and media_io_kwargs (in `chat`) override the server's for this prompt.
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,
                                                 const std::vector<MediaRef>& media,
                                                 bool add_special_tokens,
-                                                const std::string& mm_processor_kwargs,
+                                                const protocol::ChatTemplateFields& chat,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal);
 
 }  // namespace cpm

@@ -76,7 +76,7 @@ HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body) {
     if (!text.ok()) return HttpReply::Error(text.status());
     // Images count as their placeholder tokens, as in the chat request itself.
     auto prompt = EncodeChatPrompt(ctx, *text, media, req->add_special_tokens.value_or(false),
-                                   req->chat.mm_processor_kwargs, nullptr);
+                                   req->chat, nullptr);
     if (!prompt.ok()) return HttpReply::Error(prompt.status());
     ids = std::move(*prompt);
   } else {

@@ -96,9 +96,12 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
   CPM_TRY(r.Bool("add_generation_prompt", &f->add_generation_prompt));
   CPM_TRY(r.Bool("continue_final_message", &f->continue_final_message));
   CPM_TRY(r.Object("chat_template_kwargs", &f->chat_template_kwargs));
-  Json mm_kwargs = Json::object();
-  CPM_TRY(r.Object("mm_processor_kwargs", &mm_kwargs));
-  if (!mm_kwargs.empty()) f->mm_processor_kwargs = mm_kwargs.dump();
+  for (auto [name, out] : {std::pair{"mm_processor_kwargs", &f->mm_processor_kwargs},
+                           std::pair{"media_io_kwargs", &f->media_io_kwargs}}) {
+    Json kwargs = Json::object();
+    CPM_TRY(r.Object(name, &kwargs));
+    if (!kwargs.empty()) *out = kwargs.dump();
+  }
   CPM_TRY(r.Any("tools", &f->tools));
   CPM_TRY(r.Any("documents", &f->documents));
   CPM_TRY(r.OptString("chat_template", &f->chat_template));

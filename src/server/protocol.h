@@ -68,8 +68,10 @@ struct ChatTemplateFields {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   Json chat_template_kwargs = Json::object();
-  // vLLM's per-request mm_processor_kwargs (the image slicing), as JSON text; empty: none.
+  // vLLM's per-request mm_processor_kwargs (the image slicing) and media_io_kwargs (video
+  // frames), as JSON text; empty: none.
   std::string mm_processor_kwargs;
+  std::string media_io_kwargs;
   std::optional<std::string> chat_template;  // refused (an untrusted template)
 };
 

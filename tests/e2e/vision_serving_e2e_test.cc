@@ -234,6 +234,18 @@ TEST_F(VisionServingE2E, VideosTakeTheirSampledFrames) {
   const int64_t two = TokenCount({VideoPart(VideoUrl(2)), TextPart("x")});
   EXPECT_EQ(TokenCount({VideoPart(VideoUrl(3)), TextPart("x")}) - two, 72);
   EXPECT_EQ(TokenCount({VideoPart(VideoUrl(7)), TextPart("x")}) - two, 2 * 72);
+  // A request's media_io_kwargs over the server's: 6 of the 7 frames; a bad one is a 400.
+  Json six = {{"model", "v"},
+              {"messages", {{{"role", "user"}, {"content", {VideoPart(VideoUrl(7)), TextPart("x")}}}}},
+              {"media_io_kwargs", {{"video", {{"num_frames", 6}}}}}};
+  auto r = e2e::Post(server_->port(), "/tokenize", six.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["count"].get<int64_t>() - two, 4 * 72);
+  six["media_io_kwargs"] = {{"video", {{"fps", 2}}}};
+  auto bad = e2e::Post(server_->port(), "/tokenize", six.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("media_io_kwargs: video option 'fps' is not supported"), std::string::npos)
+      << bad.body;
   // A chat request over a video, its prompt as /tokenize counts it; an image beside it.
   const std::string video = VideoUrl(7);
   auto a = e2e::Post(server_->port(), "/v1/chat/completions",
