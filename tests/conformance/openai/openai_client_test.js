@@ -100,6 +100,25 @@ const tests = {
       assert.strictEqual(e.top_logprobs.length, 4);
     }
   },
+  async logitBiasAndTokenIds() {
+    // The client's logit_bias (a map keyed by token-id strings) and vLLM's
+    // return_tokens_as_token_ids: the greedy run's first token pushed down, another pushed up.
+    const ids = async (extra) => {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: user('bias'), temperature: 0, max_tokens: 3, ignore_eos: true,
+        logprobs: true, return_tokens_as_token_ids: true, ...extra,
+      });
+      return r.choices[0].logprobs.content.map((e) => {
+        assert.match(e.token, /^token_id:\d+$/);
+        return Number(e.token.slice('token_id:'.length));
+      });
+    };
+    const free = await ids({});
+    const down = await ids({ logit_bias: { [free[0]]: -100 } });
+    assert.notStrictEqual(down[0], free[0]);
+    const pushed = free[0] === 7 ? 8 : 7;
+    assert.deepStrictEqual(await ids({ logit_bias: { [pushed]: 100 } }), [pushed, pushed, pushed]);
+  },
   async seedReproducible() {
     const req = {
       model: MODEL, messages: user('random'), temperature: 1.0, max_tokens: 10,
