@@ -160,10 +160,18 @@ void HttpServer::InstallRoutes() {
     e.message = "internal error";
     Apply(HttpReply::Error(e), res);
   });
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty() && res.status == 404) {
-      res.set_content(R"({"detail":"Not Found"})", "application/json");
+  // FastAPI's (vLLM's) bodies: an unknown path is a 404, a known one with another method a 405
+  // that names the methods it takes.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.status != 404) return;
+    for (const auto& [path, methods] : Routes()) {
+      if (path != req.path) continue;
+      res.status = 405;
+      res.set_header("Allow", methods);
+      res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
+      return;
     }
+    res.set_content(R"({"detail":"Not Found"})", "application/json");
   });
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     // 200 with an empty body when ready (vLLM); 503 while the model loads (llama.cpp).

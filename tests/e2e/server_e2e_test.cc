@@ -86,6 +86,15 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
     EXPECT_NE(log.find(line), std::string::npos) << line;
   }
   EXPECT_EQ(e2e::Get(port(), "/nope").status, 404);
+  // A known path with another method: FastAPI's 405, naming the methods it takes.
+  auto wrong = e2e::Get(port(), "/v1/chat/completions");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.json(), Json::parse(R"({"detail":"Method Not Allowed"})"));
+  httplib::Client cli("127.0.0.1", port());
+  auto del = cli.Delete("/v1/models");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  EXPECT_EQ(del->get_header_value("Allow"), "GET");
 }
 
 TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
