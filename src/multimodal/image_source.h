@@ -24,7 +24,7 @@ struct MediaOptions {
 };
 
 // vLLM's --media-io-kwargs JSON (or "") over `options`: {"video": {"num_frames": N}}. Other
-// keys and bad values are errors naming the flag.
+// keys and bad values are errors naming `where` (the flag, or a request's media_io_kwargs).
 Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
                           const std::string& where = "--media-io-kwargs");
 
