@@ -35,6 +35,7 @@ struct ChatJob {
   std::string echo_prefix;  // echo with continue_final_message: the continued text
   std::string reasoning_parser;     // "" for none
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
+  bool include_reasoning = true;    // false: the parsed reasoning is left out of the reply
   bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice
   Json tools;                // the request's tools (their parameter types)
   std::optional<ForcedToolChoice> forced;  // tool_choice "required" or a named function
@@ -67,15 +68,15 @@ std::vector<std::unique_ptr<ReasoningParser>> Parsers(const ChatJob& job) {
 }
 
 // A stream delta for text released by the parser (or all text without one). Reasoning goes
-// under both of vLLM's spellings, as clients read either.
-Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u) {
+// under both of vLLM's spellings, as clients read either, unless the request left it out.
+Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u, bool include_reasoning) {
   Json delta = Json::object();
   if (!parser) {
     if (!u.text.empty()) delta["content"] = u.text;
     return delta;
   }
   ReasoningDelta d = parser->Feed(u.text, u.finished);
-  if (!d.reasoning.empty()) {
+  if (!d.reasoning.empty() && include_reasoning) {
     delta["reasoning"] = d.reasoning;
     delta["reasoning_content"] = d.reasoning;
   }
@@ -166,7 +167,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       return;
     }
     bool ok = true;
-    Json delta = DeltaJson(parsers[u.index].get(), u);
+    Json delta = DeltaJson(parsers[u.index].get(), u, job.include_reasoning);
     ToolCallParser* tools = tool_parsers[u.index].get();
     ParseToolDelta(tools, u.finished, &delta);
     if (job.forced && !job.forced->required()) {
@@ -283,7 +284,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     if (ReasoningParser* parser = parsers[i].get()) {
       // Both of vLLM's spellings, as clients read either; null when there is none.
       ReasoningDelta d = parser->Feed(outs[i].text, true);
-      Json reasoning = d.reasoning.empty() ? Json(nullptr) : Json(d.reasoning);
+      Json reasoning =
+          d.reasoning.empty() || !job.include_reasoning ? Json(nullptr) : Json(d.reasoning);
       const bool no_content = d.content.empty() && job.echo_prefix.empty();
       message["content"] = no_content && parser->saw_reasoning()
                                ? Json(nullptr)
@@ -401,6 +403,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
+  job->include_reasoning = req->include_reasoning;
   job->forced = std::move(forced);
   if (auto schema = job->forced ? job->forced->schema() : req->sampling.structured) {
     job->sampling.constraint = ctx.MakeConstraint(

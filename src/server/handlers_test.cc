@@ -498,6 +498,29 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
                                                 std::string("\n\nIt is 4.")));
 }
 
+// include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
+// plain and streamed; the content is what follows it.
+TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
+  Json body = Json::parse(Body(true, false));
+  body["include_reasoning"] = false;
+  Json r = Chat(body.dump());
+  const Json& m = r["choices"][0]["message"];
+  EXPECT_TRUE(m["reasoning"].is_null()) << m.dump();
+  EXPECT_TRUE(m["reasoning_content"].is_null());
+  EXPECT_EQ(m["content"], "\n\nIt is 4.");
+  body["stream"] = true;
+  bool done = false;
+  std::string content;
+  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, body.dump(), Clock::now())), &done)) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const Json& d = e["choices"][0]["delta"];
+    EXPECT_FALSE(d.contains("reasoning") || d.contains("reasoning_content")) << d.dump();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(content, "\n\nIt is 4.");
+}
+
 // A structured output waits for </think> when the prompt opens thinking, unless the server
 // constrains the thinking too (--structured-outputs-config '{"enable_in_reasoning": true}').
 TEST_F(ReasoningHandlersTest, StructuredOutputStartsAfterThinking) {

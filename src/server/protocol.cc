@@ -258,6 +258,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
+  CPM_TRY(r.Bool("include_reasoning", &req.include_reasoning));
   r.Known("tool_choice");
   r.Known("parallel_tool_calls");
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));

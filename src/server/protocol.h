@@ -88,6 +88,9 @@ struct ChatCompletionRequest {
   std::optional<int64_t> top_logprobs;
   bool add_special_tokens = false;
   bool echo = false;  // vLLM extra: prefix the last message's content when continuing it
+  // vLLM extra: false leaves the reasoning parser's reasoning out of the reply (the content
+  // is still what follows it).
+  bool include_reasoning = true;
 };
 
 // One prompt of /v1/completions: text or token ids.
