@@ -383,7 +383,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto prompt =
       EncodeChatPrompt(ctx, *text, media, req->add_special_tokens, req->chat, &job->multimodal);
   if (!prompt.ok()) return HttpReply::Error(prompt.status());
-  if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens, ctx.max_model_len,
+  if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens,
+                                req->sampling.truncation_side == "right", ctx.max_model_len,
                                 job->multimodal != nullptr, &*prompt);
       !s.ok()) {
     return HttpReply::Error(s);

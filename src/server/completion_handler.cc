@@ -209,7 +209,8 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
       }
     }
     const size_t given = ids.size();
-    if (Status s = TruncatePrompt(fields.truncate_prompt_tokens, ctx.max_model_len, false, &ids);
+    if (Status s = TruncatePrompt(fields.truncate_prompt_tokens, fields.truncation_side == "right",
+                                  ctx.max_model_len, false, &ids);
         !s.ok()) {
       return HttpReply::Error(s);
     }

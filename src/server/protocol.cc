@@ -57,6 +57,10 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   }
   CPM_TRY(r.StringList("bad_words", &f->bad_words));
   CPM_TRY(r.OptInt("truncate_prompt_tokens", &f->truncate_prompt_tokens));
+  CPM_TRY(r.String("truncation_side", &f->truncation_side));
+  if (f->truncation_side != "left" && f->truncation_side != "right") {
+    return TypeError("truncation_side", "'left' or 'right'");
+  }
   CPM_TRY(r.OptBool("return_tokens_as_token_ids", &f->return_tokens_as_token_ids));
   CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
   CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));

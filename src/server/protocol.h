@@ -51,8 +51,10 @@ struct SamplingFields {
   std::vector<std::pair<std::string, double>> logit_bias;
   std::optional<std::vector<int64_t>> allowed_token_ids;
   std::vector<std::string> bad_words;
-  // vLLM extra: keep only the prompt's last k tokens (-1: max_model_len); TruncatePrompt.
+  // vLLM extras: keep only k of the prompt's tokens (-1: max_model_len), its last ones
+  // (truncation_side "left") or its first ("right"); TruncatePrompt.
   std::optional<int64_t> truncate_prompt_tokens;
+  std::string truncation_side = "left";
   // vLLM extra: log-probs name tokens "token_id:<id>"; absent: --return-tokens-as-token-ids.
   std::optional<bool> return_tokens_as_token_ids;
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /

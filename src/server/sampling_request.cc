@@ -207,8 +207,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   return r;
 }
 
-Status TruncatePrompt(std::optional<int64_t> k, int64_t max_model_len, bool multimodal,
-                      std::vector<int32_t>* ids) {
+Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
+                      bool multimodal, std::vector<int32_t>* ids) {
   if (!k) return OkStatus();
   if (*k < -1) {
     return InvalidArgument(fmt::format(
@@ -230,7 +230,11 @@ Status TruncatePrompt(std::optional<int64_t> k, int64_t max_model_len, bool mult
         "truncate_prompt_tokens cannot cut a prompt with images or videos (their placeholder "
         "tokens would be cut)");
   }
-  ids->erase(ids->begin(), ids->begin() + (n - keep));
+  if (keep_first) {
+    ids->resize(static_cast<size_t>(keep));
+  } else {
+    ids->erase(ids->begin(), ids->begin() + (n - keep));
+  }
   return OkStatus();
 }
 

@@ -58,12 +58,12 @@ std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string
 // Chat's logprobs/top_logprobs pair -> the count for ResolveSampling (-1: none).
 StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs);
 
-// vLLM's truncate_prompt_tokens: keeps the last `k` tokens of `ids` (k = -1: max_model_len; 0
-// keeps them all, as vLLM's slice ids[-0:] does). k below -1 or above max_model_len is a 400
-// with vLLM's text; so is cutting a multimodal prompt (`multimodal`), whose placeholders the
-// encoder's rows point into.
-Status TruncatePrompt(std::optional<int64_t> k, int64_t max_model_len, bool multimodal,
-                      std::vector<int32_t>* ids);
+// vLLM's truncate_prompt_tokens: keeps `k` tokens of `ids` (k = -1: max_model_len; 0 keeps
+// them all, as vLLM's slice ids[-0:] does), the last ones or with `keep_first` (truncation_side
+// "right") the first. k below -1 or above max_model_len is a 400 with vLLM's text; so is
+// cutting a multimodal prompt (`multimodal`), whose placeholders the encoder's rows point into.
+Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
+                      bool multimodal, std::vector<int32_t>* ids);
 
 // Checks `num_prompt_tokens` and the requested max_tokens against the context length with
 // vLLM's texts, and returns the number of tokens to generate at most.

@@ -453,22 +453,28 @@ TEST(Sampling, BadWordsAloneAndAfterASpace) {
 }
 
 TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
-  const auto cut = [](std::optional<int64_t> k, bool multimodal = false) {
+  const auto cut = [](std::optional<int64_t> k, bool multimodal = false, bool first = false) {
     std::vector<int32_t> ids = {1, 2, 3, 4, 5};
-    const Status s = TruncatePrompt(k, 4, multimodal, &ids);
+    const Status s = TruncatePrompt(k, first, 4, multimodal, &ids);
     return s.ok() ? ids : std::vector<int32_t>{-1};
   };
   EXPECT_EQ(cut(std::nullopt), (std::vector<int32_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(cut(2), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(cut(2, false, true), (std::vector<int32_t>{1, 2}));  // truncation_side "right"
   EXPECT_EQ(cut(-1), (std::vector<int32_t>{2, 3, 4, 5}));  // max_model_len
   EXPECT_EQ(cut(0), (std::vector<int32_t>{1, 2, 3, 4, 5}));  // vLLM's ids[-0:]
   EXPECT_EQ(cut(2, true), std::vector<int32_t>{-1});
   std::vector<int32_t> ids = {1};
-  EXPECT_EQ(TruncatePrompt(5, 4, false, &ids).message(),
+  EXPECT_EQ(TruncatePrompt(5, false, 4, false, &ids).message(),
             "truncate_prompt_tokens value (5) is greater than max_model_len (4). Please, select "
             "a smaller truncation size.");
-  EXPECT_FALSE(TruncatePrompt(-2, 4, false, &ids).ok());
-  EXPECT_TRUE(TruncatePrompt(3, 4, true, &ids).ok());  // nothing cut: fine with images
+  EXPECT_FALSE(TruncatePrompt(-2, false, 4, false, &ids).ok());
+  EXPECT_TRUE(TruncatePrompt(3, false, 4, true, &ids).ok());  // nothing cut: fine with images
+  EXPECT_EQ(protocol::ParseCompletionRequest(R"({"prompt":"a","truncation_side":"middle"})",
+                                             nullptr)
+                .status()
+                .message(),
+            "1 validation error: field 'truncation_side': Input should be 'left' or 'right'");
 }
 
 TEST(Sampling, ContextLengthTexts) {
