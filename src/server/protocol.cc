@@ -62,6 +62,12 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
     return TypeError("truncation_side", "'left' or 'right'");
   }
   CPM_TRY(r.OptBool("return_tokens_as_token_ids", &f->return_tokens_as_token_ids));
+  // Beam search changes what a reply is; refused rather than ignored (sampling would answer).
+  bool beam_search = false;
+  CPM_TRY(r.Bool("use_beam_search", &beam_search));
+  if (beam_search) {
+    return InvalidArgument("use_beam_search: beam search is not supported by cpmserve");
+  }
   CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
   CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));
   CPM_TRY(r.Bool("skip_special_tokens", &f->skip_special_tokens));

@@ -477,6 +477,17 @@ TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
             "1 validation error: field 'truncation_side': Input should be 'left' or 'right'");
 }
 
+TEST(Sampling, BeamSearchIsRefusedNotIgnored) {
+  const auto parse = [](const char* body) { return protocol::ParseCompletionRequest(body, nullptr); };
+  EXPECT_EQ(parse(R"({"prompt":"a","use_beam_search":true})").status().message(),
+            "use_beam_search: beam search is not supported by cpmserve");
+  EXPECT_TRUE(parse(R"({"prompt":"a","use_beam_search":false})").ok());
+  std::vector<std::string> ignored;
+  ASSERT_TRUE(protocol::ParseCompletionRequest(R"({"prompt":"a","use_beam_search":null})", &ignored)
+                  .ok());
+  EXPECT_TRUE(ignored.empty());
+}
+
 TEST(Sampling, ContextLengthTexts) {
   EXPECT_EQ(ResolveMaxTokens(300, std::nullopt, 256).status().message(),
             "This model's maximum context length is 256 tokens. However, your request has 300 "
