@@ -134,18 +134,17 @@ StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& opti
 Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
                           const std::string& where) {
   if (kwargs_json.empty()) return OkStatus();
-  const std::string& flag = where;
   const auto j = nlohmann::json::parse(kwargs_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(flag + ": not a JSON object: " + kwargs_json);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object: " + kwargs_json);
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() != "video" || !it->is_object())
-      return InvalidArgument(flag + ": only {\"video\": {\"num_frames\": N}} is supported, got '" +
+      return InvalidArgument(where + ": only {\"video\": {\"num_frames\": N}} is supported, got '" +
                              it.key() + "'");
     for (auto v = it->begin(); v != it->end(); ++v) {
       if (v.key() != "num_frames")
-        return InvalidArgument(flag + ": video option '" + v.key() + "' is not supported (num_frames is)");
+        return InvalidArgument(where + ": video option '" + v.key() + "' is not supported (num_frames is)");
       if (!v->is_number_integer() || v->get<int64_t>() == 0 || v->get<int64_t>() < -1)
-        return InvalidArgument(flag + ": video num_frames must be a positive integer or -1");
+        return InvalidArgument(where + ": video num_frames must be a positive integer or -1");
       options->video_num_frames = v->get<int64_t>();
     }
   }
