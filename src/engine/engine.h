@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "sampling/logits_rules.h"
 #include "sampling/sampling_params.h"
+#include "sampling/thinking_budget.h"
 #include "structured/constraint.h"
 
 namespace cpm {
@@ -59,6 +60,9 @@ struct EngineRequest {
   // logit_bias, allowed_token_ids, bad_words (sampling/logits_rules.h); null: none. Shared by
   // the choices of one HTTP request.
   std::shared_ptr<const LogitsRules> logits_rules;
+  // thinking_token_budget (sampling/thinking_budget.h): the end marker is forced once a
+  // thinking section holds this many generated tokens; null: no cap.
+  std::shared_ptr<const ThinkingBudget> thinking_budget;
   // Multimodal: rows of the prompt whose embedding is replaced, and the embeddings.
   std::vector<int64_t> embed_rows;
   std::vector<float> embeds;            // [embed_rows.size(), hidden]

@@ -474,6 +474,48 @@ TEST(EngineTest, LogitsRulesShapeEachDraw) {
   EXPECT_EQ(run("across", across).tokens, free);
 }
 
+TEST(EngineTest, ThinkingBudgetForcesTheEndMarkerAndTheModelReadsIt) {
+  auto engine = MakeFakeEngine(SmallConfig(), {}, nullptr);
+  constexpr int32_t kStart = 40, kEnd = 41;
+  // The prompt opens a thinking section (its last tokens: the start marker and one more).
+  const std::vector<int32_t> prompt = {3, 1, kStart, 7};
+  const std::vector<int32_t> free = OracleGreedy(prompt, 3, 97);
+  ASSERT_EQ(std::count(free.begin(), free.end(), kEnd), 0);
+  EngineRequest r = Req("think", prompt, 7);
+  r.thinking_budget = std::make_shared<const ThinkingBudget>(ThinkingBudget{3, {kStart}, {kEnd}});
+  r.logprobs = 1;
+  Result got = Collect(engine->Submit(r));
+
+  // Three free tokens, the forced end marker, then what the model makes of it all: the
+  // forced token went into the context as any drawn one.
+  std::vector<int32_t> context = prompt;
+  context.insert(context.end(), free.begin(), free.end());
+  context.push_back(kEnd);
+  std::vector<int32_t> expect = free;
+  expect.push_back(kEnd);
+  for (int32_t t : OracleGreedy(context, 3, 97)) expect.push_back(t);
+  EXPECT_EQ(got.tokens, expect);
+  // The forced token's log-prob is the model's, like every reported one (vLLM's raw
+  // log-probs): below that of the token the model preferred at that step.
+  ASSERT_EQ(got.logprobs.size(), 7u);
+  const TokenLogprobs& forced = got.logprobs[3];
+  EXPECT_EQ(forced.token, kEnd);
+  ASSERT_EQ(forced.top.size(), 1u);
+  EXPECT_NE(forced.top[0].first, kEnd);
+  EXPECT_LT(forced.logprob, forced.top[0].second);
+
+  // Sampled requests are forced the same way; a prompt without an open section never is.
+  EngineRequest sampled = r;
+  sampled.request_id = "think-sampled";
+  sampled.sampling.temperature = 1.0f;
+  sampled.sampling.seed = 7;
+  EXPECT_EQ(Collect(engine->Submit(sampled)).tokens[3], kEnd);
+  EngineRequest closed = r;
+  closed.request_id = "closed";
+  closed.prompt = {3, 1, kStart, 7, kEnd};
+  EXPECT_EQ(Collect(engine->Submit(closed)).tokens, OracleGreedy(closed.prompt, 7, 97));
+}
+
 TEST(EngineTest, SeededSamplingIgnoresBatchComposition) {
   FakeModel* fake = nullptr;
   ThreadPool pool(2);  // a step's rows are sampled on both threads

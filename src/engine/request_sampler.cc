@@ -56,6 +56,13 @@ void AdvanceConstraint(RequestState& r, int32_t token) {
   r.matcher->Advance(c.tokens->bytes(token));
 }
 
+// The token a thinking_token_budget forces on this draw, or -1.
+int32_t ForcedByThinkingBudget(RequestState& r) {
+  if (!r.req.thinking_budget) return -1;
+  if (!r.thinking) r.thinking.emplace(*r.req.thinking_budget, r.prompt());
+  return r.thinking->Next(*r.req.thinking_budget, r.output());
+}
+
 }  // namespace
 
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch) {
@@ -78,7 +85,10 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
     }
   }
   if (r.req.constraint) ApplyConstraint(r, row, vocab);
-  out.token = SampleToken(row, vocab, r.req.sampling, r.rng);
+  // A thinking section at its budget: the end marker's next token, whatever the logits say
+  // (vLLM's processor sets its logit to 1e9 after every other rule but the penalties).
+  const int32_t forced = ForcedByThinkingBudget(r);
+  out.token = forced >= 0 ? forced : SampleToken(row, vocab, r.req.sampling, r.rng);
   if (r.req.constraint) AdvanceConstraint(r, out.token);
   if (want_logprobs) {
     TokenLogprobs lp;

@@ -44,6 +44,8 @@ struct RequestState {
   // whether the constraint applies yet (Constraint::starts_after).
   std::optional<structured::Matcher> matcher;
   bool constraint_active = false;
+  // thinking_token_budget requests: where the output stands in its thinking sections.
+  std::optional<ThinkingBudgetState> thinking;
 
   RequestStatus status = RequestStatus::kWaiting;
   int64_t num_cached_tokens = -1;     // prefix-cache hit at first admission; -1 before

@@ -372,8 +372,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
-  sampling->logprob_token_ids =
-      req->sampling.return_tokens_as_token_ids.value_or(ctx.return_tokens_as_token_ids);
+  ctx.ApplyServerSampling(req->sampling, &*sampling);
 
   std::vector<MediaRef> media;
   auto text = RenderChatPrompt(ctx, req->chat, &media);

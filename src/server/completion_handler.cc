@@ -183,8 +183,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
-  sampling->logprob_token_ids =
-      fields.return_tokens_as_token_ids.value_or(ctx.return_tokens_as_token_ids);
+  ctx.ApplyServerSampling(fields, &*sampling);
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);
   // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.
   if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(*req->logprobs);

@@ -53,6 +53,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.prompt_logprobs = sampling.prompt_logprobs;
     r.constraint = sampling.constraint;
     r.logits_rules = sampling.logits_rules;
+    r.thinking_budget = sampling.thinking_budget;
     if (c.multimodal) {
       r.embed_rows = c.multimodal->embed_rows;
       r.encode = c.multimodal->encode;

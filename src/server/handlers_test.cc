@@ -521,6 +521,38 @@ TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
   EXPECT_EQ(content, "\n\nIt is 4.");
 }
 
+// thinking_token_budget reaches the engine with the parser's markers as this tokenizer's ids,
+// from chat and completions alike; without a reasoning parser it is dropped (vLLM's processor
+// is off then), and a negative one is a 400.
+TEST_F(ReasoningHandlersTest, ThinkingTokenBudgetCarriesTheParsersMarkers) {
+  const auto submitted_budget = [&](bool chat, const Json& budget) {
+    Json body = chat ? Json::parse(Body(true, false)) : Json{{"prompt", "Hi"}, {"max_tokens", 4}};
+    body["thinking_token_budget"] = budget;
+    HttpReply r = chat ? HandleChatCompletions(ctx_, body.dump(), Clock::now())
+                       : HandleCompletions(ctx_, body.dump(), Clock::now());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return engine_.submitted.back().thinking_budget;
+  };
+  const std::vector<int32_t> start = {*tok_->TokenToId("<think>")};
+  const std::vector<int32_t> end = {*tok_->TokenToId("</think>")};
+  for (bool chat : {true, false}) {
+    auto b = submitted_budget(chat, 7);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->budget, 7);
+    EXPECT_EQ(b->start, start);
+    EXPECT_EQ(b->end, end);
+    EXPECT_EQ(submitted_budget(chat, nullptr), nullptr);
+  }
+  HttpReply bad = HandleChatCompletions(
+      ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"thinking_token_budget":-2})",
+      Clock::now());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("thinking_token_budget must be non-negative, got -2."),
+            std::string::npos);
+  ctx_.reasoning_parser.clear();
+  EXPECT_EQ(submitted_budget(true, 7), nullptr);
+}
+
 // A structured output waits for </think> when the prompt opens thinking, unless the server
 // constrains the thinking too (--structured-outputs-config '{"enable_in_reasoning": true}').
 TEST_F(ReasoningHandlersTest, StructuredOutputStartsAfterThinking) {

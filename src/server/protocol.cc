@@ -62,6 +62,7 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
     return TypeError("truncation_side", "'left' or 'right'");
   }
   CPM_TRY(r.OptBool("return_tokens_as_token_ids", &f->return_tokens_as_token_ids));
+  CPM_TRY(r.OptInt("thinking_token_budget", &f->thinking_token_budget));
   // Beam search changes what a reply is; refused rather than ignored (sampling would answer).
   bool beam_search = false;
   CPM_TRY(r.Bool("use_beam_search", &beam_search));

@@ -57,6 +57,8 @@ struct SamplingFields {
   std::string truncation_side = "left";
   // vLLM extra: log-probs name tokens "token_id:<id>"; absent: --return-tokens-as-token-ids.
   std::optional<bool> return_tokens_as_token_ids;
+  // vLLM extra: generated tokens a thinking section may hold before its end is forced.
+  std::optional<int64_t> thinking_token_budget;
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
   // json_object: what the output must be; null: free text.
   std::shared_ptr<const structured::Schema> structured;

@@ -140,6 +140,11 @@ std::string DefaultReasoningParser(const std::string& architecture) {
   return architecture == "MiniCPMV4_6ForConditionalGeneration" ? "minicpmv" : "";
 }
 
+ReasoningMarkers ReasoningParserMarkers(const std::string& name) {
+  (void)name;  // every parser so far reads Qwen3's <think> grammar
+  return {kThinkStart, kThinkEnd};
+}
+
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
                                                      bool opens_in_reasoning) {
   if (name == "minicpmv") return std::make_unique<MiniCpmvParser>(opens_in_reasoning);

@@ -48,6 +48,13 @@ Status ValidateReasoningParserName(const std::string& name);
 // The parser a model gets when --reasoning-parser is not given ("" for none).
 std::string DefaultReasoningParser(const std::string& architecture);
 
+// The text that opens and the text that closes a thinking section for parser `name` (a valid,
+// non-empty name): what thinking_token_budget counts from and forces.
+struct ReasoningMarkers {
+  std::string_view start, end;
+};
+ReasoningMarkers ReasoningParserMarkers(const std::string& name);
+
 // A fresh parser for one choice. `opens_in_reasoning`: see PromptOpensReasoning.
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
                                                      bool opens_in_reasoning);

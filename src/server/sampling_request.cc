@@ -201,6 +201,11 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     }
     r.prompt_logprobs = static_cast<int32_t>(*f.prompt_logprobs);
   }
+  if (f.thinking_token_budget && *f.thinking_token_budget < 0) {
+    return InvalidArgument(fmt::format("thinking_token_budget must be non-negative, got {}.",
+                                       *f.thinking_token_budget));
+  }
+  r.thinking_token_budget = f.thinking_token_budget;
   auto rules = ResolveLogitsRules(f, vocab_size, tokenizer);
   if (!rules.ok()) return rules.status();
   r.logits_rules = std::move(*rules);

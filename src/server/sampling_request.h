@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "sampling/logits_rules.h"
 #include "sampling/sampling_params.h"
+#include "sampling/thinking_budget.h"
 #include "server/generation_defaults.h"
 #include "server/protocol.h"
 #include "structured/constraint.h"
@@ -37,8 +38,12 @@ struct ResolvedSampling {
   std::shared_ptr<const structured::Constraint> constraint;  // structured output; null: none
   std::shared_ptr<const LogitsRules> logits_rules;  // logit_bias etc.; null: none
   // Log-probs name tokens "token_id:<id>" (the request's return_tokens_as_token_ids, else the
-  // server's --return-tokens-as-token-ids; set by the handler).
+  // server's --return-tokens-as-token-ids; set by ServerContext::ApplyServerSampling).
   bool logprob_token_ids = false;
+  // thinking_token_budget, checked here; its markers come from the server's reasoning parser
+  // (ServerContext::ApplyServerSampling), without which it stays null.
+  std::optional<int64_t> thinking_token_budget;
+  std::shared_ptr<const ThinkingBudget> thinking_budget;
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).

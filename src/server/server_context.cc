@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "base/log.h"
+#include "server/reasoning_parser.h"
+
 namespace cpm {
 
 std::string ServerContext::NewRequestId(const char* prefix, char separator) const {
@@ -47,6 +50,21 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
     if (auto end = tokenizer->TokenToId("</think>")) c->starts_after = *end;
   }
   return c;
+}
+
+void ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields,
+                                        ResolvedSampling* s) const {
+  s->logprob_token_ids = fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
+  if (!s->thinking_token_budget) return;
+  if (reasoning_parser.empty()) {
+    CPM_LOG_WARN("thinking_token_budget ignored: the server has no reasoning parser "
+                 "(--reasoning-parser) to name the thinking markers");
+    return;
+  }
+  const ReasoningMarkers m = ReasoningParserMarkers(reasoning_parser);
+  s->thinking_budget = std::make_shared<const ThinkingBudget>(
+      ThinkingBudget{*s->thinking_token_budget, tokenizer->Encode(m.start, false),
+                     tokenizer->Encode(m.end, false)});
 }
 
 HttpReply HttpReply::Json(const nlohmann::ordered_json& j, int status) {

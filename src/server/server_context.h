@@ -21,6 +21,8 @@
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
 #include "server/metrics.h"
+#include "server/protocol.h"
+#include "server/sampling_request.h"
 #include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,6 +58,12 @@ struct ServerContext {
   // constraint then leaves free until </think>.
   std::shared_ptr<const structured::Constraint> MakeConstraint(
       std::shared_ptr<const structured::Schema> schema, bool opens_in_reasoning) const;
+  // What a request's resolved sampling takes from the server: log-probs naming tokens by id
+  // (the request's return_tokens_as_token_ids, else --return-tokens-as-token-ids) and the
+  // thinking budget's markers, as the reasoning parser names them and this tokenizer encodes
+  // them. Without a reasoning parser vLLM's budget processor is off, and so it is here (the
+  // field is logged as ignored).
+  void ApplyServerSampling(const protocol::SamplingFields& fields, ResolvedSampling* s) const;
   // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
   // "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
   std::string NewRequestId(const char* prefix, char separator = '-') const;

@@ -145,6 +145,60 @@ TEST_F(HybridServingE2E, StructuredOutputStartsAfterTheReasoning) {
   }
 }
 
+// thinking_token_budget (vLLM extra): the thinking the prompt opened holds that many generated
+// tokens, then </think> is forced and the model answers after it; the reply splits there. A
+// server without a reasoning parser ignores it, as vLLM does.
+TEST_F(HybridServingE2E, ThinkingTokenBudgetForcesTheEndOfThinking) {
+  const auto ids = [](ServerProcess* s, std::optional<int> budget, Json* message) {
+    Json b = Body(true, false);
+    b["logprobs"] = true;
+    b["return_tokens_as_token_ids"] = true;
+    b["skip_special_tokens"] = false;  // the text /detokenize gives for the same ids
+    if (budget) b["thinking_token_budget"] = *budget;
+    auto r = e2e::Post(s->port(), "/v1/chat/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<int64_t> out;
+    const Json j = r.json();
+    if (!j.contains("choices")) return out;
+    for (const Json& t : j["choices"][0]["logprobs"]["content"]) {
+      out.push_back(std::stoll(t["token"].get<std::string>().substr(9)));  // "token_id:<id>"
+    }
+    if (message) *message = j["choices"][0]["message"];
+    return out;
+  };
+  auto end = e2e::Post(parsed_->port(), "/tokenize",
+                       Json{{"prompt", "</think>"}, {"add_special_tokens", false}}.dump());
+  ASSERT_EQ(end.json()["tokens"].size(), 1u) << end.body;
+  const int64_t think_end = end.json()["tokens"][0];
+
+  const std::vector<int64_t> free = ids(parsed_, std::nullopt, nullptr);
+  ASSERT_EQ(free.size(), 24u);
+  ASSERT_NE(free[5], think_end);  // else the budget would change nothing visible
+  Json m;
+  const std::vector<int64_t> capped = ids(parsed_, 5, &m);
+  ASSERT_EQ(capped.size(), 24u);
+  EXPECT_EQ(std::vector<int64_t>(capped.begin(), capped.begin() + 5),
+            std::vector<int64_t>(free.begin(), free.begin() + 5));
+  EXPECT_EQ(capped[5], think_end);
+  // The reply is split at the forced </think>: the parser's split of the detokenized output.
+  auto text = e2e::Post(parsed_->port(), "/detokenize", Json{{"tokens", capped}}.dump());
+  ASSERT_EQ(text.status, 200) << text.body;
+  const ReasoningDelta want =
+      MakeReasoningParser("minicpmv", true)->Feed(text.json()["prompt"].get<std::string>(), true);
+  EXPECT_EQ(Str(m["reasoning"]), want.reasoning);
+  EXPECT_EQ(Str(m["content"]), want.content);
+  EXPECT_FALSE(want.content.empty());
+
+  // No reasoning parser: ignored (the greedy output is the free one).
+  EXPECT_EQ(ids(raw_, 5, nullptr), ids(raw_, std::nullopt, nullptr));
+  // A negative budget is the client's mistake.
+  Json bad = Body(true, false);
+  bad["thinking_token_budget"] = -1;
+  auto r = e2e::Post(parsed_->port(), "/v1/chat/completions", bad.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("thinking_token_budget must be non-negative"), std::string::npos);
+}
+
 TEST_F(HybridServingE2E, StreamedSplitEqualsTheWholeResponse) {
   for (bool thinking : {false, true}) {
     const Json m = Message(parsed_, thinking);
