@@ -382,6 +382,12 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto prompt =
       EncodeChatPrompt(ctx, *text, media, req->add_special_tokens, req->chat, &job->multimodal);
   if (!prompt.ok()) return HttpReply::Error(prompt.status());
+  if (sampling->beam_search && job->multimodal) {
+    // Each step of a search is a new request over the prompt: its images would be encoded
+    // again every step.
+    return HttpReply::Error(
+        InvalidArgument("use_beam_search is not supported for prompts with images or videos"));
+  }
   if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens,
                                 req->sampling.truncation_side == "right", ctx.max_model_len,
                                 job->multimodal != nullptr, &*prompt);

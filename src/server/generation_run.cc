@@ -36,6 +36,10 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     c.stop = std::make_unique<StopMatcher>(sampling.stop, sampling.include_stop_str_in_output);
     choices_.push_back(std::move(c));
   }
+  if (sampling.beam_search) {  // NextBeam runs the searches
+    eos_ids_ = eos_ids;
+    return;
+  }
   // Submit after every choice exists, so that a failure to build one never leaves an
   // orphaned engine request behind.
   for (Choice& c : choices_) {
@@ -84,6 +88,7 @@ void GenerationRun::CancelAll() {
 }
 
 bool GenerationRun::Next(ChoiceUpdate* out) {
+  if (sampling_.beam_search) return NextBeam(out);
   *out = ChoiceUpdate();
   TokenEvent ev;
   for (;;) {
@@ -193,6 +198,129 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
   o.max_tokens = c.max_tokens;
   o.n = sampling_.n;
   metrics_.Observe(o);
+}
+
+bool GenerationRun::NextBeam(ChoiceUpdate* out) {
+  *out = ChoiceUpdate();
+  if (!beams_searched_) {
+    beams_searched_ = true;
+    // A prompt's n choices are consecutive, numbered from seed offset 0 (ChoicePlan).
+    for (size_t first = 0; first < choices_.size();) {
+      size_t n = 1;
+      while (first + n < choices_.size() && choices_[first + n].seed_offset != 0) ++n;
+      const Status s = SearchBeams(first, n);
+      if (client_left_) return false;
+      if (!s.ok()) {
+        for (Choice& c : choices_) {
+          if (c.finished) continue;
+          ChoiceUpdate u;
+          u.index = c.index;
+          u.finished = true;
+          u.finish_reason = "error";
+          u.error = s;
+          Finish(c, "error");
+          beam_updates_.push_back(std::move(u));
+        }
+        break;
+      }
+      first += n;
+    }
+  }
+  if (beam_updates_.empty()) return false;
+  *out = std::move(beam_updates_.front());
+  beam_updates_.pop_front();
+  return true;
+}
+
+Status GenerationRun::SearchBeams(size_t first, size_t n) {
+  const Choice& c = choices_[first];
+  BeamSearchParams p;
+  p.width = static_cast<int>(n);
+  p.max_tokens = c.max_tokens;
+  p.prompt_len = c.num_prompt;
+  p.length_penalty = sampling_.length_penalty;
+  p.ignore_eos = sampling_.ignore_eos;
+  p.eos_ids = eos_ids_;
+  auto beams = RunBeamSearch(
+      p, [&](const std::vector<const std::vector<int32_t>*>& prefixes, int k) {
+        return ExpandBeams(c, prefixes, k);
+      });
+  if (!beams.ok()) return beams.status();
+  for (size_t j = 0; j < n; ++j) {
+    BeamUpdate(choices_[first + j], j < beams->size() ? &(*beams)[j] : nullptr);
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<TokenLogprobs>> GenerationRun::ExpandBeams(
+    const Choice& c, const std::vector<const std::vector<int32_t>*>& beams, int k) {
+  std::vector<std::string> ids;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < beams.size(); ++i) {
+    EngineRequest r;
+    r.request_id = c.engine_id + "-beam-" + std::to_string(beam_step_) + "-" + std::to_string(i);
+    r.prompt = c.prompt;
+    r.prompt.insert(r.prompt.end(), beams[i]->begin(), beams[i]->end());
+    r.sampling.temperature = 0.0f;  // its draw is not used: the candidates are the log-probs
+    r.max_tokens = 1;
+    r.ignore_eos = true;
+    r.logprobs = k;
+    ids.push_back(r.request_id);
+    streams.push_back(engine_.Submit(std::move(r)));
+  }
+  ++beam_step_;
+  const auto cancel_all = [&] {
+    for (const std::string& id : ids) engine_.Cancel(id);
+  };
+  std::vector<TokenLogprobs> out(beams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    for (TokenEvent ev;;) {
+      if (client_gone_ && client_gone_()) {
+        client_left_ = true;
+        cancel_all();
+        return Cancelled("the client disconnected");
+      }
+      if (!streams[i]->Next(&ev, std::chrono::milliseconds(100))) continue;
+      if (!ev.error.ok()) {
+        cancel_all();
+        return ev.error;
+      }
+      if (!ev.logprobs.empty()) out[i] = ev.logprobs.back();
+      if (ev.finished) break;
+    }
+  }
+  return out;
+}
+
+// A finished search's beam as its choice's one update (no beam: an empty "length" choice,
+// where the vocabulary offered fewer candidates than n).
+void GenerationRun::BeamUpdate(Choice& c, const Beam* beam) {
+  ChoiceUpdate u;
+  u.index = c.index;
+  u.finished = true;
+  u.finish_reason = beam != nullptr && beam->ended_by_eos ? "stop" : "length";
+  if (beam != nullptr) {
+    c.generated = static_cast<int64_t>(beam->tokens.size());
+    c.has_token = !beam->tokens.empty();
+    c.first_token = c.last_token = Clock::now();
+    // The EOS that ended a beam stays out of its text, as a sampled one does (vLLM's rule),
+    // and names it as the stop reason (as vLLM's beam search does).
+    const bool hide_eos = beam->ended_by_eos && !sampling_.include_stop_str_in_output;
+    const size_t shown = beam->tokens.size() - (hide_eos ? 1 : 0);
+    for (size_t t = 0; t < shown; ++t) u.text += c.detok->Push(beam->tokens[t]);
+    u.text += c.detok->Flush();
+    if (beam->ended_by_eos) u.stop_token = beam->tokens.back();
+    if (sampling_.logprobs >= 0) {
+      for (TokenLogprobs lp : beam->logprobs) {
+        if (lp.top.size() > static_cast<size_t>(sampling_.logprobs)) {
+          lp.top.resize(static_cast<size_t>(sampling_.logprobs));
+        }
+        u.logprobs.push_back(std::move(lp));
+      }
+    }
+  }
+  Finish(c, u.finish_reason);
+  beam_updates_.push_back(std::move(u));
 }
 
 }  // namespace cpm

@@ -2,12 +2,15 @@
 // a batched completion), then turns their token events into per-choice text deltas with
 // incremental detokenization and stop-string hold-back, tracks usage and timing, and reports
 // each finished choice to the metrics. Used by chat and completions alike, streamed or not.
+// With use_beam_search the n choices of a prompt are the beams of one search (beam_search.h),
+// each reported as one finished update once the search is over.
 // Not thread-safe: owned by the handler thread serving the request.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +19,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "multimodal/image_processor.h"
+#include "server/beam_search.h"
 #include "server/engine_client.h"
 #include "server/metrics.h"
 #include "server/sampling_request.h"
@@ -101,6 +105,15 @@ class GenerationRun {
 
   void Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out);
   void Finish(Choice& c, const std::string& reason);
+  // Beam search: runs every prompt's search on the first call, then hands out one update per
+  // choice.
+  bool NextBeam(ChoiceUpdate* out);
+  Status SearchBeams(size_t first, size_t n);
+  // Top-k next tokens of each beam: one-token engine requests, run side by side.
+  StatusOr<std::vector<TokenLogprobs>> ExpandBeams(const Choice& c,
+                                                   const std::vector<const std::vector<int32_t>*>& beams,
+                                                   int k);
+  void BeamUpdate(Choice& c, const Beam* beam);
 
   EngineClient& engine_;
   const Tokenizer& tokenizer_;
@@ -113,6 +126,12 @@ class GenerationRun {
   ClientGoneFn client_gone_;
   bool client_left_ = false;
   int64_t cached_tokens_ = 0;
+  // Beam search (sampling_.beam_search): the eos ids, whether the searches have run, and the
+  // updates they left.
+  std::vector<int32_t> eos_ids_;
+  bool beams_searched_ = false;
+  std::deque<ChoiceUpdate> beam_updates_;
+  int64_t beam_step_ = 0;  // numbers the one-token requests
 };
 
 }  // namespace cpm

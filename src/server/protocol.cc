@@ -63,12 +63,8 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   }
   CPM_TRY(r.OptBool("return_tokens_as_token_ids", &f->return_tokens_as_token_ids));
   CPM_TRY(r.OptInt("thinking_token_budget", &f->thinking_token_budget));
-  // Beam search changes what a reply is; refused rather than ignored (sampling would answer).
-  bool beam_search = false;
-  CPM_TRY(r.Bool("use_beam_search", &beam_search));
-  if (beam_search) {
-    return InvalidArgument("use_beam_search: beam search is not supported by cpmserve");
-  }
+  CPM_TRY(r.Bool("use_beam_search", &f->use_beam_search));
+  CPM_TRY(r.OptNumber("length_penalty", &f->length_penalty));
   CPM_TRY(r.Bool("ignore_eos", &f->ignore_eos));
   CPM_TRY(r.Bool("include_stop_str_in_output", &f->include_stop_str_in_output));
   CPM_TRY(r.Bool("skip_special_tokens", &f->skip_special_tokens));

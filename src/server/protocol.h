@@ -59,6 +59,10 @@ struct SamplingFields {
   std::optional<bool> return_tokens_as_token_ids;
   // vLLM extra: generated tokens a thinking section may hold before its end is forced.
   std::optional<int64_t> thinking_token_budget;
+  // vLLM extras: beam search of width n instead of sampling (server/beam_search.h), its
+  // length penalty.
+  bool use_beam_search = false;
+  std::optional<double> length_penalty;  // absent: 1.0
   // response_format json_object / json_schema, or vLLM's structured_outputs json / choice /
   // json_object: what the output must be; null: free text.
   std::shared_ptr<const structured::Schema> structured;

@@ -206,6 +206,15 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                        *f.thinking_token_budget));
   }
   r.thinking_token_budget = f.thinking_token_budget;
+  r.beam_search = f.use_beam_search;
+  r.length_penalty = static_cast<float>(f.length_penalty.value_or(1.0));
+  // A beam search expands each beam by its 2·n likeliest tokens: vLLM asks for that many
+  // log-probs, which --max-logprobs bounds.
+  if (r.beam_search && 2 * r.n > kMaxLogprobs) {
+    return InvalidArgument(fmt::format(
+        "Requested sample logprobs of {}, which is greater than max allowed: {}", 2 * r.n,
+        kMaxLogprobs));
+  }
   auto rules = ResolveLogitsRules(f, vocab_size, tokenizer);
   if (!rules.ok()) return rules.status();
   r.logits_rules = std::move(*rules);

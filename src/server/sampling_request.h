@@ -44,6 +44,9 @@ struct ResolvedSampling {
   // (ServerContext::ApplyServerSampling), without which it stays null.
   std::optional<int64_t> thinking_token_budget;
   std::shared_ptr<const ThinkingBudget> thinking_budget;
+  // use_beam_search: n is the beam width (GenerationRun runs server/beam_search.h).
+  bool beam_search = false;
+  float length_penalty = 1.0f;
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).

@@ -477,15 +477,26 @@ TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
             "1 validation error: field 'truncation_side': Input should be 'left' or 'right'");
 }
 
-TEST(Sampling, BeamSearchIsRefusedNotIgnored) {
-  const auto parse = [](const char* body) { return protocol::ParseCompletionRequest(body, nullptr); };
-  EXPECT_EQ(parse(R"({"prompt":"a","use_beam_search":true})").status().message(),
-            "use_beam_search: beam search is not supported by cpmserve");
-  EXPECT_TRUE(parse(R"({"prompt":"a","use_beam_search":false})").ok());
-  std::vector<std::string> ignored;
-  ASSERT_TRUE(protocol::ParseCompletionRequest(R"({"prompt":"a","use_beam_search":null})", &ignored)
-                  .ok());
-  EXPECT_TRUE(ignored.empty());
+TEST(Sampling, BeamSearchFieldsAndTheirLimits) {
+  const auto resolve = [](const char* body) -> StatusOr<ResolvedSampling> {
+    auto req = protocol::ParseCompletionRequest(body, nullptr);
+    if (!req.ok()) return req.status();
+    return ResolveSampling(req->sampling, GenerationDefaults{}, -1, 1000);
+  };
+  auto on = resolve(R"({"prompt":"a","use_beam_search":true,"n":3,"length_penalty":0.5})");
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_TRUE(on->beam_search);
+  EXPECT_EQ(on->n, 3);
+  EXPECT_EQ(on->length_penalty, 0.5f);
+  auto off = resolve(R"({"prompt":"a","use_beam_search":null})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->beam_search);
+  EXPECT_EQ(off->length_penalty, 1.0f);
+  // Each beam is expanded by its 2·n likeliest tokens: log-probs --max-logprobs (20) bounds.
+  EXPECT_EQ(resolve(R"({"prompt":"a","use_beam_search":true,"n":11})").status().message(),
+            "Requested sample logprobs of 22, which is greater than max allowed: 20");
+  EXPECT_TRUE(resolve(R"({"prompt":"a","use_beam_search":true,"n":10})").ok());
+  EXPECT_FALSE(resolve(R"({"prompt":"a","length_penalty":"long"})").ok());
 }
 
 TEST(Sampling, ContextLengthTexts) {

@@ -336,6 +336,86 @@ TEST_F(ServerE2E, LogprobTokensAsTokenIds) {
   EXPECT_EQ(first["top_logprobs"][0]["token"].get<std::string>().rfind("token_id:", 0), 0u);
 }
 
+// use_beam_search (vLLM extra): the n choices are the beams of a search. Checked against a
+// search written here over the server's own next-token log-probs (one-token completions with
+// the top 2n), and, at width 1, against greedy decoding, plain and streamed chat alike.
+TEST_F(ServerE2E, BeamSearchMatchesASearchOverTheLogprobs) {
+  const std::vector<int> prompt = {11, 12, 13};
+  const auto ids_of = [](const Json& tokens) {  // "token_id:<id>" strings
+    std::vector<int> ids;
+    for (const Json& t : tokens) ids.push_back(std::stoi(t.get<std::string>().substr(9)));
+    return ids;
+  };
+  // The k likeliest tokens after prompt + `out`, with their log-probs.
+  const auto next = [&](const std::vector<int>& out, int k) {
+    std::vector<int> ids = prompt;
+    ids.insert(ids.end(), out.begin(), out.end());
+    Json body = {{"prompt", ids},     {"max_tokens", 1},  {"temperature", 0},
+                 {"logprobs", k},     {"ignore_eos", true}, {"return_tokens_as_token_ids", true}};
+    Json r = e2e::Post(port(), "/v1/completions", body.dump()).json();
+    std::vector<std::pair<int, double>> top;
+    for (const auto& [key, lp] : r["choices"][0]["logprobs"]["top_logprobs"][0].items()) {
+      top.push_back({std::stoi(key.substr(9)), lp.get<double>()});
+    }
+    return top;
+  };
+  // With EOS ignored every beam has the same length, so the cumulative log-prob ranks them.
+  constexpr int kWidth = 2, kSteps = 4;
+  std::vector<std::pair<std::vector<int>, double>> beams = {{{}, 0.0}};
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<std::pair<std::vector<int>, double>> grown;
+    for (const auto& [out, cum] : beams) {
+      for (const auto& [t, lp] : next(out, 2 * kWidth)) {
+        std::vector<int> longer = out;
+        longer.push_back(t);
+        grown.push_back({longer, cum + lp});
+      }
+    }
+    std::stable_sort(grown.begin(), grown.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    grown.resize(kWidth);
+    beams = grown;
+  }
+
+  Json body = {{"prompt", prompt}, {"max_tokens", kSteps},   {"use_beam_search", true},
+               {"n", kWidth},      {"ignore_eos", true},     {"logprobs", 1},
+               {"return_tokens_as_token_ids", true}};
+  auto r = e2e::Post(port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json choices = r.json()["choices"];
+  ASSERT_EQ(choices.size(), static_cast<size_t>(kWidth));
+  for (int i = 0; i < kWidth; ++i) {
+    const Json& lps = choices[i]["logprobs"];
+    EXPECT_EQ(ids_of(lps["tokens"]), beams[i].first) << i;
+    double cum = 0;
+    for (const Json& lp : lps["token_logprobs"]) cum += lp.get<double>();
+    EXPECT_NEAR(cum, beams[i].second, 1e-4) << i;
+    EXPECT_EQ(choices[i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], kWidth * kSteps);
+
+  // Width 1 keeps the likeliest token each step: greedy decoding.
+  Json chat = {{"messages", {{{"role", "user"}, {"content", "beam me up"}}}},
+               {"max_tokens", 6}, {"ignore_eos", true}, {"use_beam_search", true}};
+  Json one = Chat(chat);
+  ASSERT_TRUE(one.contains("choices")) << one.dump();
+  EXPECT_EQ(one["choices"][0]["message"]["content"], GreedyChat("beam me up", 6));
+  chat["stream"] = true;
+  auto streamed = e2e::PostStream(port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(streamed.status, 200);
+  bool framing_ok = false;
+  std::string text;
+  for (const std::string& data : e2e::SseData(streamed.body, &framing_ok)) {
+    if (data == "[DONE]") continue;
+    const Json c = Json::parse(data);
+    if (!c["choices"].empty() && c["choices"][0]["delta"].contains("content")) {
+      text += c["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_TRUE(framing_ok);
+  EXPECT_EQ(text, one["choices"][0]["message"]["content"]);
+}
+
 // truncate_prompt_tokens keeps the prompt's last tokens: the same reply as that tail sent alone.
 TEST_F(ServerE2E, TruncatePromptTokens) {
   const auto complete = [&](const Json& prompt, const Json& extra) {
