@@ -52,6 +52,8 @@ class Engine::Impl {
   void EncodeStep();
   Status Validate(const RequestState& r) const;
   void Step();
+  // Speculative decoding: the next step's draft for every running decode.
+  void ProposeDrafts();
   // Ends a live request: frees its blocks and slot at once, then queues its last event.
   void Finish(RequestState* r, TokenEvent event);
   // Ends a request that never became live: "error" with `error`, or "abort" when it is OK.
@@ -83,6 +85,9 @@ class Engine::Impl {
   int64_t num_finished_ = 0;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
+  int64_t spec_num_drafts_ = 0;
+  int64_t spec_num_draft_tokens_ = 0;
+  int64_t spec_num_accepted_tokens_ = 0;
 
   // Inbox, shared with the HTTP threads.
   std::mutex mu_;
@@ -111,6 +116,17 @@ Status Engine::Impl::Init() {
     pool_ = own_pool_.get();
   }
   const bool hybrid = info.state_slot_bytes > 0;
+  if (config_.speculative.enabled()) {
+    if (hybrid) {
+      return InvalidArgument(
+          "speculative decoding needs a model without recurrent state: a rejected draft "
+          "token's update of a linear-attention state cannot be undone");
+    }
+    const SpeculativeConfig& sc = config_.speculative;
+    if (sc.prompt_lookup_min < 1 || sc.prompt_lookup_min > sc.prompt_lookup_max) {
+      return InvalidArgument("speculative config: need 1 <= prompt_lookup_min <= prompt_lookup_max");
+    }
+  }
   if (hybrid && config_.enable_prefix_caching) {
     // A recurrent state summarises the whole prefix and cannot be rebuilt from K/V blocks.
     CPM_LOG_INFO("Hybrid or mamba-based model detected: disabling prefix caching");
@@ -385,49 +401,80 @@ void Engine::Impl::Step() {
   }
   const Clock::time_point done = Clock::now();
   const int64_t vocab = model_->info().vocab_size;
-  const size_t n_rows = step_logits_.rows.size();
-  // Per row, over the pool: a prompt row's log-prob entry, or its request's next token. Each
-  // request draws from its own generator and has at most one sampled row per step, so no token
-  // depends on the thread that draws it (a sampled row costs 0.1-3 ms at 73k entries).
-  std::vector<TokenLogprobs> scored(n_rows);
-  std::vector<SampledToken> drawn(n_rows);
+  // Work items: a prompt_logprobs row alone, or one request's sampling rows (one, plus one per
+  // draft token), which are drawn in order. Over the pool: each request draws from its own
+  // generator and only its own rows, so no token depends on the thread that draws it (a
+  // sampled row costs 0.1-3 ms at 73k entries).
+  const std::vector<StepLogits::Row>& rows = step_logits_.rows;
+  struct Item {
+    size_t row;
+    int64_t count;
+  };
+  std::vector<Item> items;
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (rows[i].prompt_position < 0 && j < rows.size() && rows[j].req == rows[i].req &&
+           rows[j].prompt_position < 0) {
+      ++j;
+    }
+    items.push_back({i, static_cast<int64_t>(j - i)});
+    i = j;
+  }
+  std::vector<TokenLogprobs> scored(rows.size());
+  std::vector<std::vector<SampledToken>> drawn(rows.size());  // at each item's first row
   scratch_.resize(pool_->num_threads());
-  pool_->ParallelFor(static_cast<int64_t>(n_rows), [&](int64_t i, int worker) {
-    RequestState* r = step_logits_.rows[i].req;
-    float* row = step_logits_.logits.data() + i * vocab;
-    if (const int64_t p = step_logits_.rows[i].prompt_position; p >= 0) {
-      scored[i] = ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs,
-                             &scratch_[worker]);
+  pool_->ParallelFor(static_cast<int64_t>(items.size()), [&](int64_t t, int worker) {
+    const Item& it = items[static_cast<size_t>(t)];
+    RequestState* r = rows[it.row].req;
+    float* row = step_logits_.logits.data() + static_cast<int64_t>(it.row) * vocab;
+    if (const int64_t p = rows[it.row].prompt_position; p >= 0) {
+      scored[it.row] = ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs,
+                                  &scratch_[worker]);
     } else if (r->req.max_tokens != 0) {
-      drawn[i] = SampleForRequest(*r, row, vocab, &scratch_[worker]);
+      drawn[it.row] =
+          SampleWithDraft(*r, row, it.count, vocab, config_.max_model_len, &scratch_[worker]);
     }
   });
-  for (size_t i = 0; i < n_rows; ++i) {
-    RequestState* r = step_logits_.rows[i].req;
-    if (const int64_t p = step_logits_.rows[i].prompt_position; p >= 0) {
+  for (const Item& it : items) {
+    RequestState* r = rows[it.row].req;
+    if (const int64_t p = rows[it.row].prompt_position; p >= 0) {
       CPM_CHECK(p == static_cast<int64_t>(r->prompt_logprobs.size()));
-      r->prompt_logprobs.push_back(std::move(scored[i]));
+      r->prompt_logprobs.push_back(std::move(scored[it.row]));
       continue;
     }
-    const bool first = r->num_output_tokens() == 0;
-    if (first) prompt_tokens_total_ += r->num_prompt_tokens;
     if (r->req.max_tokens == 0) {  // a prompt_logprobs request that only scores its prompt
+      prompt_tokens_total_ += r->num_prompt_tokens;
       TokenEvent e = MakeEvent(*r);
       e.prompt_logprobs = std::move(r->prompt_logprobs);
       e.finish_reason = "length";
       Finish(r, std::move(e));
       continue;
     }
-    SampledToken& sampled = drawn[i];
-    if (first) r->times.first_token = done;
-    r->tokens.push_back(sampled.token);
+    std::vector<SampledToken>& tokens = drawn[it.row];  // already appended to r->tokens
+    const int64_t n_new = static_cast<int64_t>(tokens.size());
+    const bool first = r->num_output_tokens() == n_new;
+    if (first) {
+      prompt_tokens_total_ += r->num_prompt_tokens;
+      r->times.first_token = done;
+    }
     r->times.token_time = done;
-    ++generation_tokens_total_;
+    generation_tokens_total_ += n_new;
+    // Draft tokens that stood are computed: their K/V went into the cache this step.
+    if (it.count > 1) {
+      ++spec_num_drafts_;
+      spec_num_draft_tokens_ += it.count - 1;
+      spec_num_accepted_tokens_ += n_new - 1;
+      r->num_computed += n_new - 1;
+      kv_manager_->CacheFullBlocks(*r);
+    }
+    r->draft.clear();
     TokenEvent e = MakeEvent(*r);
     // The entries stay in r (a preempted request's recompute skips their rows).
     if (first) e.prompt_logprobs = r->prompt_logprobs;
-    e.tokens.push_back(sampled.token);
-    if (sampled.logprobs) e.logprobs.push_back(std::move(*sampled.logprobs));
+    for (SampledToken& t : tokens) {
+      e.tokens.push_back(t.token);
+      if (t.logprobs) e.logprobs.push_back(std::move(*t.logprobs));
+    }
     const FinishDecision d = CheckFinish(*r, config_.max_model_len);
     if (d.finished) {
       e.finish_reason = d.reason;
@@ -436,6 +483,18 @@ void Engine::Impl::Step() {
     } else {
       pending_events_.emplace_back(r->stream, std::move(e));
     }
+  }
+  if (config_.speculative.enabled()) ProposeDrafts();
+}
+
+void Engine::Impl::ProposeDrafts() {
+  for (RequestState* r : scheduler_->running()) {
+    // Decodes only: a prefill still has prompt tokens to feed.
+    if (r->num_computed != r->num_tokens() - 1) continue;
+    // Room for the drafts and the token drawn after them, within max_tokens and the context.
+    const int64_t room = std::min(r->req.max_tokens - r->num_output_tokens(),
+                                  config_.max_model_len - r->num_tokens()) - 1;
+    r->draft = ProposeNgramDraft(r->tokens, config_.speculative, room);
   }
 }
 
@@ -449,6 +508,9 @@ void Engine::Impl::PublishStats() {
   s.num_preemptions = scheduler_->num_preemptions();
   s.prompt_tokens_total = prompt_tokens_total_;
   s.generation_tokens_total = generation_tokens_total_;
+  s.spec_num_drafts = spec_num_drafts_;
+  s.spec_num_draft_tokens = spec_num_draft_tokens_;
+  s.spec_num_accepted_tokens = spec_num_accepted_tokens_;
   s.num_free_blocks = blocks_->num_free();
   s.num_total_blocks = blocks_->num_blocks();
   s.num_cached_free_blocks = blocks_->num_cached_free();

@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/ngram_proposer.h"
 #include "engine/offline_generator.h"  // TokenLogprobs
 #include "model/model.h"
 #include "sampling/logits_rules.h"
@@ -37,6 +38,9 @@ struct EngineConfig {
   int64_t num_state_slots = 0;            // hybrid models: recurrent-state slots
   bool enable_prefix_caching = true;
   uint64_t seed = 0;                      // --seed: generator seed of requests without one
+  // n-gram speculative decoding (engine/ngram_proposer.h); off by default. Models with a
+  // recurrent state cannot take it (a rejected draft token's state update cannot be undone).
+  SpeculativeConfig speculative;
 };
 
 struct EngineRequest {
@@ -142,6 +146,11 @@ struct EngineStats {
   int64_t num_steps = 0;               // forward steps run
   int64_t num_requests_finished = 0;   // any reason, errors and aborts included
   bool prefix_caching_enabled = false; // false for hybrid models even if configured
+  // Speculative decoding (vLLM's spec_decode counters): verification steps that had a draft,
+  // draft tokens proposed, and of those accepted.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
 };
 
 class Engine {

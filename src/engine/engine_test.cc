@@ -516,6 +516,97 @@ TEST(EngineTest, ThinkingBudgetForcesTheEndMarkerAndTheModelReadsIt) {
   EXPECT_EQ(Collect(engine->Submit(closed)).tokens, OracleGreedy(closed.prompt, 7, 97));
 }
 
+// n-gram speculative decoding never changes a token: every request gives the same tokens and
+// log-probs with and without it, greedy or seeded, under rules that make outputs repeat (so
+// drafts are proposed and accepted) and rules that end requests mid-draft (stop tokens,
+// max_tokens, min_tokens). The fake model reads its history from the K/V slots, so a rejected
+// draft token left in the cache would change every later token.
+TEST(EngineTest, NgramSpeculationChangesNoToken) {
+  EngineConfig plain_config = SmallConfig();
+  plain_config.enable_prefix_caching = false;  // so that both feed every prompt token
+  EngineConfig spec_config = plain_config;
+  spec_config.speculative.num_speculative_tokens = 3;
+  spec_config.speculative.prompt_lookup_min = 1;
+  spec_config.speculative.prompt_lookup_max = 3;
+  FakeModel *plain_model = nullptr, *spec_model = nullptr;
+  auto plain = MakeFakeEngine(plain_config, {}, &plain_model);
+  auto spec = MakeFakeEngine(spec_config, {}, &spec_model);
+  const auto rules = [](std::vector<int32_t> allowed, std::vector<std::pair<int32_t, float>> bias) {
+    LogitsRules r;
+    r.allowed_token_ids = std::move(allowed);
+    r.logit_bias = std::move(bias);
+    return std::make_shared<const LogitsRules>(std::move(r));
+  };
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    EngineRequest r = Req("r" + std::to_string(i), {3, 1, 4, 1, 5, 9, 2, 6}, 40);
+    r.prompt.push_back(i);
+    r.logprobs = 2;
+    switch (i) {
+      case 0: r.logits_rules = rules({7}, {}); break;                 // one token: every draft stands
+      case 1: r.logits_rules = rules({7, 8}, {}); break;              // two: drafts half right
+      case 2: r.logits_rules = rules({7, 8, 9}, {}); r.sampling.temperature = 1.0f;
+              r.sampling.seed = 11; break;                            // sampled, seeded
+      case 3: r.logits_rules = rules({7, 8}, {}); r.stop_token_ids = {8}; r.min_tokens = 5; break;
+      case 4: r.logits_rules = rules({}, {{7, 100.0f}}); r.max_tokens = 6; break;
+      case 5: r.logits_rules = rules({7, 8}, {}); r.sampling.repetition_penalty = 1.3f; break;
+      case 6: break;                                                  // free: drafts rare
+      default: r.logits_rules = rules({7}, {}); r.eos_token_ids = {7}; r.min_tokens = 9; break;
+    }
+    reqs.push_back(std::move(r));
+  }
+  // Accepted drafts are steps saved: one token allowed, so every draft stands, and each step
+  // after the first few gives up to 3 drafts + 1 tokens.
+  {
+    const int64_t plain_steps = plain->Stats().num_steps, spec_steps = spec->Stats().num_steps;
+    EXPECT_EQ(Collect(spec->Submit(reqs[0])).tokens, Collect(plain->Submit(reqs[0])).tokens);
+    EXPECT_EQ(plain->Stats().num_steps - plain_steps, 40);
+    EXPECT_LE(spec->Stats().num_steps - spec_steps, 14);
+    for (EngineRequest& r : reqs) r.request_id += "-again";
+  }
+  std::vector<std::shared_ptr<RequestStream>> a, b;
+  for (const EngineRequest& r : reqs) {
+    a.push_back(plain->Submit(r));
+    b.push_back(spec->Submit(r));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Result x = Collect(a[i]), y = Collect(b[i]);
+    EXPECT_EQ(y.tokens, x.tokens) << i;
+    EXPECT_EQ(y.finish_reason, x.finish_reason) << i;
+    EXPECT_EQ(y.stop_token, x.stop_token) << i;
+    ASSERT_EQ(y.logprobs.size(), x.logprobs.size()) << i;
+    for (size_t t = 0; t < x.logprobs.size(); ++t) {
+      EXPECT_EQ(y.logprobs[t].logprob, x.logprobs[t].logprob) << i << " " << t;
+      EXPECT_EQ(y.logprobs[t].top, x.logprobs[t].top) << i << " " << t;
+    }
+  }
+  const EngineStats s = spec->Stats();
+  EXPECT_GT(s.spec_num_drafts, 0);
+  EXPECT_GT(s.spec_num_accepted_tokens, 0);
+  EXPECT_LT(s.spec_num_accepted_tokens, s.spec_num_draft_tokens);
+  EXPECT_EQ(s.generation_tokens_total, plain->Stats().generation_tokens_total);
+  // Every token is fed once, plus the draft tokens that did not stand: accepted ones are never
+  // computed again.
+  const auto fed = [](const FakeModel* m) {
+    int64_t n = 0;
+    for (const FakeStep& st : m->Steps()) n += st.num_tokens;
+    return n;
+  };
+  EXPECT_EQ(fed(spec_model),
+            fed(plain_model) + s.spec_num_draft_tokens - s.spec_num_accepted_tokens);
+}
+
+TEST(EngineTest, SpeculationIsRefusedForRecurrentState) {
+  EngineConfig c = SmallConfig();
+  c.speculative.num_speculative_tokens = 2;
+  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 2;
+  FakeModelOptions o;
+  o.state_slot_bytes = 8;
+  auto engine = Engine::Create(std::make_unique<FakeModel>(o), c, nullptr);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("recurrent state"), std::string::npos);
+}
+
 TEST(EngineTest, SeededSamplingIgnoresBatchComposition) {
   FakeModel* fake = nullptr;
   ThreadPool pool(2);  // a step's rows are sampled on both threads

@@ -20,11 +20,14 @@ Status ModelRunner::Run(const SchedulerOutput& plan, StepLogits* out) {
     const int64_t first_row = static_cast<int64_t>(tokens_.size());
     const int64_t begin = r.num_computed, end = r.num_computed + s.num_tokens;
     CPM_CHECK(end <= r.num_tokens());
-    CPM_CHECK(static_cast<int64_t>(r.blocks.size()) * block_size >= end);
+    CPM_CHECK(s.num_draft <= static_cast<int64_t>(r.draft.size()));
+    CPM_CHECK(s.num_draft == 0 || end == r.num_tokens());
+    CPM_CHECK(static_cast<int64_t>(r.blocks.size()) * block_size >= end + s.num_draft);
     tokens_.insert(tokens_.end(), r.tokens.begin() + begin, r.tokens.begin() + end);
+    tokens_.insert(tokens_.end(), r.draft.begin(), r.draft.begin() + s.num_draft);
     SeqStep step;
     step.num_computed = begin;
-    step.num_tokens = s.num_tokens;
+    step.num_tokens = s.num_tokens + s.num_draft;
     step.block_table = r.blocks;
     step.state_slot = r.state_slot;
     seqs_.push_back(step);
@@ -48,8 +51,10 @@ Status ModelRunner::Run(const SchedulerOutput& plan, StepLogits* out) {
     // Only a sequence that reaches its newest token samples; a prefill chunk short of it
     // needs no logits.
     if (end == r.num_tokens()) {
-      logit_rows_.push_back(first_row + s.num_tokens - 1);
-      out->rows.push_back({&r, -1});
+      for (int64_t j = 0; j <= s.num_draft; ++j) {
+        logit_rows_.push_back(first_row + s.num_tokens - 1 + j);
+        out->rows.push_back({&r, -1, j});
+      }
     }
   }
   out->logits.resize(logit_rows_.size() * static_cast<size_t>(model_.info().vocab_size));

@@ -21,6 +21,9 @@ struct StepLogits {
     // -1: the row samples the request's next token. Else a prompt_logprobs row: it scores
     // prompt token prompt_position + 1.
     int64_t prompt_position = -1;
+    // Sampling rows under speculative decoding: 0 after the request's newest token, j after
+    // its draft token j - 1 (a request's sampling rows are consecutive, in this order).
+    int64_t draft_position = 0;
   };
   std::vector<float> logits;  // [rows.size(), vocab]
   std::vector<Row> rows;      // what each logits row is for

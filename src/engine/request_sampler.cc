@@ -100,6 +100,20 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
   return out;
 }
 
+std::vector<SampledToken> SampleWithDraft(RequestState& r, float* rows, int64_t count,
+                                          int64_t vocab, int64_t max_model_len,
+                                          std::vector<float>* scratch) {
+  std::vector<SampledToken> out;
+  for (int64_t j = 0; j < count; ++j) {
+    out.push_back(SampleForRequest(r, rows + j * vocab, vocab, scratch));
+    const int32_t token = out.back().token;
+    r.tokens.push_back(token);
+    if (CheckFinish(r, max_model_len).finished) break;
+    if (j + 1 < count && token != r.draft[static_cast<size_t>(j)]) break;
+  }
+  return out;
+}
+
 TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t k,
                          std::vector<float>* scratch) {
   scratch->resize(static_cast<size_t>(vocab));

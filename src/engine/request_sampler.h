@@ -22,6 +22,19 @@ struct SampledToken {
 // `row` [vocab] is modified in place (penalties). `scratch` is resized as needed.
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch);
 
+// The draws of one step for `r`, appended to r.tokens as they are made: row j of `rows`
+// ([count, vocab], modified) follows r's tokens and the first j tokens of r.draft. A draft
+// token stands when the draw at its row is that very token, so the step goes on while draws
+// match the draft and ends at the first that does not (it replaces that draft token), after
+// the row past the last draft token, or at a token that ends the request. Every draw is the
+// one decoding without a draft would make at that point (same logits rows, rules, penalties
+// and generator), so outputs do not depend on drafts; for sampled requests this is also the
+// exact speculative acceptance rule for a draft proposed with certainty (accept with
+// probability p(draft), else draw from p without it).
+std::vector<SampledToken> SampleWithDraft(RequestState& r, float* rows, int64_t count,
+                                          int64_t vocab, int64_t max_model_len,
+                                          std::vector<float>* scratch);
+
 // A prompt_logprobs entry: `token`'s log-prob under the raw logits `row`, its 1-based rank
 // (1 + the number of tokens more likely) and the top `k`.
 TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t k,

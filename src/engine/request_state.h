@@ -44,6 +44,9 @@ struct RequestState {
   // whether the constraint applies yet (Constraint::starts_after).
   std::optional<structured::Matcher> matcher;
   bool constraint_active = false;
+  // Speculative decoding: tokens proposed to follow `tokens`, verified in the next step (their
+  // K/V is written then; those not accepted are overwritten later). Empty: none.
+  std::vector<int32_t> draft;
   // thinking_token_budget requests: where the output stands in its thinking sections.
   std::optional<ThinkingBudgetState> thinking;
 

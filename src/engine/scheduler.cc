@@ -61,6 +61,7 @@ RequestState* Scheduler::PreemptNewest() {
   // Recompute from scratch later: its tokens (prompt and outputs so far) stay; the state
   // slot is freed too because a recurrent state cannot be rewound.
   ReleaseResources(*victim);
+  victim->draft.clear();
   victim->status = RequestStatus::kWaiting;
   ++victim->num_preemptions;
   ++num_preemptions_;
@@ -89,8 +90,15 @@ SchedulerOutput Scheduler::Schedule() {
     RequestState* r = running_[i];
     const int64_t n = ChunkSize(*r, r->num_computed, budget);
     CPM_CHECK(n > 0);  // a live running request always has its newest token to feed
+    // A decode's draft rides along where budget and blocks allow; it is dropped rather than
+    // making room for it by preempting.
+    int64_t d = r->num_computed + n == r->num_tokens()
+                    ? std::min(static_cast<int64_t>(r->draft.size()), budget - n)
+                    : 0;
+    if (d > 0 && !kv_.AllocateSlots(*r, n + d, nullptr)) d = 0;
+    if (d == 0) r->draft.clear();
     bool self_preempted = false;
-    while (!kv_.AllocateSlots(*r, n, nullptr)) {
+    while (d == 0 && !kv_.AllocateSlots(*r, n, nullptr)) {
       // Victims come from the back, which has not been scheduled yet this step.
       RequestState* victim = PreemptNewest();
       out.preempted.push_back(victim);
@@ -100,9 +108,9 @@ SchedulerOutput Scheduler::Schedule() {
       }
     }
     if (self_preempted) break;
-    out.seqs.push_back({r, n});
-    out.num_tokens += n;
-    budget -= n;
+    out.seqs.push_back({r, n, d});
+    out.num_tokens += n + d;
+    budget -= n + d;
     ++i;
   }
   // As vLLM: no new admissions in a step that had to preempt (memory is tight).

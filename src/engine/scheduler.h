@@ -33,6 +33,7 @@ struct SchedulerConfig {
 struct ScheduledSeq {
   RequestState* req = nullptr;
   int64_t num_tokens = 0;  // new tokens this step, from req->num_computed on
+  int64_t num_draft = 0;   // draft tokens fed after them (req->draft's first ones)
 };
 
 // The plan of one step: a plain data contract between the scheduler and the step runner.

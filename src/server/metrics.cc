@@ -141,6 +141,11 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total);
   counter("vllm:generation_tokens", "Number of generation tokens processed.",
           s.generation_tokens_total);
+  counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_num_drafts);
+  counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+          s.spec_num_draft_tokens);
+  counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+          s.spec_num_accepted_tokens);
 
   std::lock_guard<std::mutex> lock(mu_);
   header("vllm:request_success", "counter", "Count of successfully processed requests.");

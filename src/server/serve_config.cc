@@ -93,6 +93,9 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (auto so = ParseStructuredOutputsConfig(c.structured_outputs_config_json); !so.ok()) {
     return so.status();
   }
+  if (auto spec = ParseSpeculativeConfig(c.speculative_config_json); !spec.ok()) {
+    return spec.status();
+  }
   if (!c.default_chat_template_kwargs_json.empty()) {
     const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -129,6 +132,46 @@ StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
     }
   }
   return in_reasoning;
+}
+
+StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
+  SpeculativeConfig c;  // off
+  if (json.empty()) return c;
+  const std::string what = "--speculative-config: ";
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
+  std::optional<int64_t> k, min_n, max_n;
+  std::string method;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "method") {
+      if (!value.is_string()) return InvalidArgument(what + "method: a string");
+      method = value.get<std::string>();
+    } else if (key == "num_speculative_tokens" || key == "prompt_lookup_min" ||
+               key == "prompt_lookup_max") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1) {
+        return InvalidArgument(what + key + " must be a positive integer, got " + value.dump());
+      }
+      (key == "num_speculative_tokens" ? k : key == "prompt_lookup_min" ? min_n : max_n) =
+          value.get<int64_t>();
+    } else if (key == "model") {
+      return InvalidArgument(what + "a draft model is not supported; use \"method\": \"ngram\"");
+    } else {
+      return InvalidArgument(what + "unknown field '" + key + "'");
+    }
+  }
+  if (method != "ngram") {
+    return InvalidArgument(what + "method " + (method.empty() ? "(none)" : "'" + method + "'") +
+                           " is not supported: only \"ngram\" (prompt lookup) needs no draft model");
+  }
+  if (!k) return InvalidArgument(what + "num_speculative_tokens is required");
+  c.num_speculative_tokens = *k;
+  c.prompt_lookup_min = min_n.value_or(max_n.value_or(5));
+  c.prompt_lookup_max = max_n.value_or(min_n.value_or(5));
+  if (c.prompt_lookup_min > c.prompt_lookup_max) {
+    return InvalidArgument(what + "prompt_lookup_min=" + std::to_string(c.prompt_lookup_min) +
+                           " must be <= prompt_lookup_max=" + std::to_string(c.prompt_lookup_max));
+  }
+  return c;
 }
 
 StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality) {

@@ -1,6 +1,6 @@
 // The settings of `cpmserve serve`, as vLLM's `vllm serve` names them, and the parsing of the
 // flag values that have a syntax of their own (--max-model-len 1k, --default-chat-template-kwargs).
-// Plain data; depends only on base/.
+// Plain data; depends only on base/ (and the engine's SpeculativeConfig).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/ngram_proposer.h"
 
 namespace cpm {
 
@@ -42,6 +43,7 @@ struct ServeConfig {
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
+  std::string speculative_config_json;  // vLLM's --speculative-config (JSON); empty: off
   bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
@@ -59,6 +61,12 @@ struct ServeConfig {
 // vLLM's other fields (accepted, no effect here)}. Returns enable_in_reasoning; an unknown
 // field or backend is an error.
 StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json);
+
+// vLLM's --speculative-config: {"method": "ngram", "num_speculative_tokens": k,
+// "prompt_lookup_min": a, "prompt_lookup_max": b}; the window defaults as vLLM's (both 5, or
+// the one given for both). Methods that need a draft model (eagle, medusa, mtp, a model name)
+// and unknown fields are errors naming them. Empty: speculative decoding off.
+StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);
 
 // vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the count of `modality`
 // ("image", "video"), or -1 when `json` is empty or names no limit for it. Other modalities

@@ -270,6 +270,13 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   ec.num_state_slots = num_state_slots;
   ec.enable_prefix_caching = c.enable_prefix_caching;
   ec.seed = c.seed;
+  CPM_ASSIGN_OR_RETURN(ec.speculative, ParseSpeculativeConfig(c.speculative_config_json));
+  if (ec.speculative.enabled()) {
+    CPM_LOG_INFO("Speculative decoding: ngram, num_speculative_tokens={}, prompt_lookup_min={}, "
+                 "prompt_lookup_max={}",
+                 ec.speculative.num_speculative_tokens, ec.speculative.prompt_lookup_min,
+                 ec.speculative.prompt_lookup_max);
+  }
   CPM_LOG_INFO("Chunked prefill is enabled with max_num_batched_tokens={}.",
                ec.max_num_batched_tokens);
   if (!c.enable_prefix_caching) CPM_LOG_INFO("Prefix caching is disabled");

@@ -78,6 +78,42 @@ TEST(ServeConfigTest, StructuredOutputsConfigAsVllm) {
   }
 }
 
+TEST(ServeConfigTest, SpeculativeConfigAsVllm) {
+  auto off = ParseSpeculativeConfig("");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->enabled());
+  auto both = ParseSpeculativeConfig(
+      R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":3})");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(both->num_speculative_tokens, 4);
+  EXPECT_EQ(both->prompt_lookup_min, 2);
+  EXPECT_EQ(both->prompt_lookup_max, 3);
+  // The window defaults as vLLM's: 5 and 5, or the one bound given for both.
+  auto k_only = ParseSpeculativeConfig(R"({"method":"ngram","num_speculative_tokens":2})");
+  ASSERT_TRUE(k_only.ok());
+  EXPECT_EQ(k_only->prompt_lookup_min, 5);
+  EXPECT_EQ(k_only->prompt_lookup_max, 5);
+  auto max_only = ParseSpeculativeConfig(
+      R"({"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":3})");
+  ASSERT_TRUE(max_only.ok());
+  EXPECT_EQ(max_only->prompt_lookup_min, 3);
+  const auto error = [](const char* json) { return ParseSpeculativeConfig(json).status().message(); };
+  EXPECT_NE(error(R"({"method":"eagle","num_speculative_tokens":2})").find("'eagle' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"method":"ngram"})").find("num_speculative_tokens is required"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":0})").find("positive integer"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":2,"prompt_lookup_min":4,)"
+                  R"("prompt_lookup_max":3})").find("must be <= prompt_lookup_max=3"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"model":"draft","num_speculative_tokens":2})").find("draft model"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":2,"speed":1})").find("'speed'"),
+            std::string::npos);
+  EXPECT_NE(error("[1]").find("not a JSON object"), std::string::npos);
+}
+
 TEST(ServeConfig, Validation) {
   ServeConfig c;
   EXPECT_TRUE(ValidateServeConfig(c).ok());

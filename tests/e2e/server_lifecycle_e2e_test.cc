@@ -59,7 +59,9 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--gpu-memory-utilization", "2"}, "--gpu-memory-utilization"},
       {{"--port", "notaport"}, "--port"},
       {{"--max-model-len", "100000"}, "User-specified max_model_len (100000)"},
-      {{"--load-format", "gguf"}, "--load-format"}};
+      {{"--load-format", "gguf"}, "--load-format"},
+      {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
+       "--speculative-config: method 'eagle' is not supported"}};
   for (const auto& [bad, needle] : cases) {
     ServerProcess p;
     ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
@@ -144,6 +146,49 @@ TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
   const std::string m = e2e::Get(p.port(), "/metrics").body;
   EXPECT_GT(e2e::Metric(m, "vllm:num_preemptions_total"), 0) << p.Log();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
+// --speculative-config (n-gram): the same text and log-probs as without it, greedy and seeded,
+// with drafts proposed and accepted (a request whose logit bias makes it repeat one token
+// accepts every draft), counted in vLLM's spec_decode metrics.
+TEST_F(ServerLifecycle, NgramSpeculationGivesTheSameOutput) {
+  ServerProcess plain, spec;
+  ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(spec.Start(
+      CPM_CPMSERVE_BIN, dir_,
+      Args({"--speculative-config",
+            R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":1,"prompt_lookup_max":3})"})));
+  ASSERT_TRUE(plain.WaitReady()) << plain.Log();
+  ASSERT_TRUE(spec.WaitReady()) << spec.Log();
+  EXPECT_NE(spec.Log().find("Speculative decoding: ngram, num_speculative_tokens=4"),
+            std::string::npos) << spec.Log();
+  const Json tokens = e2e::Post(plain.port(), "/tokenize", R"({"prompt":"Hello"})").json()["tokens"];
+  const std::string hello = std::to_string(tokens.back().get<int>());
+  const std::vector<Json> bodies = {
+      {{"prompt", "one two one two one two one"}, {"temperature", 0}},
+      {{"prompt", "the cat sat on the mat"}, {"temperature", 0}, {"logprobs", 2}},
+      {{"prompt", "x"}, {"temperature", 0}, {"logit_bias", {{hello, 100}}}},
+      {{"prompt", "seeded"}, {"temperature", 1.0}, {"seed", 5}, {"logprobs", 1}}};
+  for (Json body : bodies) {
+    body["max_tokens"] = 40;
+    body["ignore_eos"] = true;
+    const Json a = e2e::Post(plain.port(), "/v1/completions", body.dump()).json();
+    const Json b = e2e::Post(spec.port(), "/v1/completions", body.dump()).json();
+    ASSERT_TRUE(a.contains("choices")) << a.dump();
+    ASSERT_TRUE(b.contains("choices")) << b.dump();
+    EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["text"]) << body.dump();
+    EXPECT_EQ(b["choices"][0]["logprobs"], a["choices"][0]["logprobs"]) << body.dump();
+    EXPECT_EQ(b["usage"], a["usage"]);
+  }
+  const std::string m = e2e::Get(spec.port(), "/metrics").body;
+  EXPECT_GT(e2e::Metric(m, "vllm:spec_decode_num_drafts_total"), 0) << m;
+  EXPECT_GT(e2e::Metric(m, "vllm:spec_decode_num_accepted_tokens_total"), 30);
+  EXPECT_GE(e2e::Metric(m, "vllm:spec_decode_num_draft_tokens_total"),
+            e2e::Metric(m, "vllm:spec_decode_num_accepted_tokens_total"));
+  EXPECT_EQ(e2e::Metric(e2e::Get(plain.port(), "/metrics").body,
+                        "vllm:spec_decode_num_drafts_total"), 0);
+  EXPECT_EQ(spec.Stop(SIGTERM), 0);
+  EXPECT_EQ(plain.Stop(SIGTERM), 0);
 }
 
 TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {

@@ -1,0 +1,28 @@
+// Speculative decoding's n-gram proposer (vLLM's `--speculative-config '{"method": "ngram", ...}'`,
+// prompt lookup): the draft for a sequence is what followed the earliest earlier occurrence of
+// its longest suffix of prompt_lookup_min..prompt_lookup_max tokens. No model runs: on a CPU,
+// where a decode step streams every weight once whatever its row count, verifying k drafts costs
+// little more than one token, so each accepted draft token is a step saved.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cpm {
+
+struct SpeculativeConfig {
+  int64_t num_speculative_tokens = 0;  // 0: speculative decoding off
+  int64_t prompt_lookup_min = 5;
+  int64_t prompt_lookup_max = 5;
+
+  bool enabled() const { return num_speculative_tokens > 0; }
+};
+
+// Up to `max_draft` tokens proposed after `tokens` (prompt and output so far): those that
+// followed the earliest occurrence, ending before the last token, of the longest suffix of
+// prompt_lookup_min..prompt_lookup_max tokens that occurred before. Empty if none did.
+std::vector<int32_t> ProposeNgramDraft(std::span<const int32_t> tokens, const SpeculativeConfig& c,
+                                       int64_t max_draft);
+
+}  // namespace cpm
