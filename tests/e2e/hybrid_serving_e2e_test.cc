@@ -83,6 +83,20 @@ TEST_F(HybridServingE2E, StartsAsAHybridModelWithTheReasoningParser) {
   EXPECT_EQ(raw_->Log().find("Reasoning parser"), std::string::npos);
 }
 
+// A draft token the verification rejects has already updated the linear-attention state, so
+// speculative decoding is refused at start-up for this model, with the reason.
+TEST_F(HybridServingE2E, SpeculativeDecodingIsRefusedAtStartup) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, *dir_,
+                      {"--host", "127.0.0.1", "--port", "0", "--threads", "2",
+                       "--kv-cache-memory-bytes", "8M", "--max-model-len", "1024",
+                       "--max-num-seqs", "8", "--speculative-config",
+                       R"({"method":"ngram","num_speculative_tokens":2})"}));
+  EXPECT_NE(p.Wait(60), 0);
+  EXPECT_NE(p.Log().find("speculative decoding needs a model without recurrent state"),
+            std::string::npos) << p.Log();
+}
+
 TEST_F(HybridServingE2E, TemplateOpensThinkingOnlyWhenAskedTo) {
   for (bool thinking : {false, true}) {
     Json t = {{"model", "minicpmv"},
