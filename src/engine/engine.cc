@@ -52,6 +52,10 @@ class Engine::Impl {
   void EncodeStep();
   Status Validate(const RequestState& r) const;
   void Step();
+  // A request's tokens drawn this step (already in r->tokens; the first `num_draft` + 1 rows
+  // were its, the drafts verified): bookkeeping, then its event (finishing it if they end it).
+  void Deliver(RequestState* r, std::vector<SampledToken> tokens, int64_t num_draft,
+               Clock::time_point done);
   // Speculative decoding: the next step's draft for every running decode.
   void ProposeDrafts();
   // Ends a live request: frees its blocks and slot at once, then queues its last event.
@@ -450,41 +454,45 @@ void Engine::Impl::Step() {
       Finish(r, std::move(e));
       continue;
     }
-    std::vector<SampledToken>& tokens = drawn[it.row];  // already appended to r->tokens
-    const int64_t n_new = static_cast<int64_t>(tokens.size());
-    const bool first = r->num_output_tokens() == n_new;
-    if (first) {
-      prompt_tokens_total_ += r->num_prompt_tokens;
-      r->times.first_token = done;
-    }
-    r->times.token_time = done;
-    generation_tokens_total_ += n_new;
-    // Draft tokens that stood are computed: their K/V went into the cache this step.
-    if (it.count > 1) {
-      ++spec_num_drafts_;
-      spec_num_draft_tokens_ += it.count - 1;
-      spec_num_accepted_tokens_ += n_new - 1;
-      r->num_computed += n_new - 1;
-      kv_manager_->CacheFullBlocks(*r);
-    }
-    r->draft.clear();
-    TokenEvent e = MakeEvent(*r);
-    // The entries stay in r (a preempted request's recompute skips their rows).
-    if (first) e.prompt_logprobs = r->prompt_logprobs;
-    for (SampledToken& t : tokens) {
-      e.tokens.push_back(t.token);
-      if (t.logprobs) e.logprobs.push_back(std::move(*t.logprobs));
-    }
-    const FinishDecision d = CheckFinish(*r, config_.max_model_len);
-    if (d.finished) {
-      e.finish_reason = d.reason;
-      e.stop_token = d.stop_token;
-      Finish(r, std::move(e));
-    } else {
-      pending_events_.emplace_back(r->stream, std::move(e));
-    }
+    Deliver(r, std::move(drawn[it.row]), it.count - 1, done);
   }
   if (config_.speculative.enabled()) ProposeDrafts();
+}
+
+void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, int64_t num_draft,
+                           Clock::time_point done) {
+  const int64_t n_new = static_cast<int64_t>(tokens.size());
+  const bool first = r->num_output_tokens() == n_new;
+  if (first) {
+    prompt_tokens_total_ += r->num_prompt_tokens;
+    r->times.first_token = done;
+  }
+  r->times.token_time = done;
+  generation_tokens_total_ += n_new;
+  // Draft tokens that stood are computed: their K/V went into the cache this step.
+  if (num_draft > 0) {
+    ++spec_num_drafts_;
+    spec_num_draft_tokens_ += num_draft;
+    spec_num_accepted_tokens_ += n_new - 1;
+    r->num_computed += n_new - 1;
+    kv_manager_->CacheFullBlocks(*r);
+  }
+  r->draft.clear();
+  TokenEvent e = MakeEvent(*r);
+  // The entries stay in r (a preempted request's recompute skips their rows).
+  if (first) e.prompt_logprobs = r->prompt_logprobs;
+  for (SampledToken& t : tokens) {
+    e.tokens.push_back(t.token);
+    if (t.logprobs) e.logprobs.push_back(std::move(*t.logprobs));
+  }
+  const FinishDecision d = CheckFinish(*r, config_.max_model_len);
+  if (d.finished) {
+    e.finish_reason = d.reason;
+    e.stop_token = d.stop_token;
+    Finish(r, std::move(e));
+  } else {
+    pending_events_.emplace_back(r->stream, std::move(e));
+  }
 }
 
 void Engine::Impl::ProposeDrafts() {
