@@ -596,6 +596,40 @@ TEST(EngineTest, NgramSpeculationChangesNoToken) {
             fed(plain_model) + s.spec_num_draft_tokens - s.spec_num_accepted_tokens);
 }
 
+// Speculation under a pool too small for every draft: drafts are dropped where their blocks do
+// not fit, preempted requests lose theirs, and every output is still the oracle's.
+TEST(EngineTest, SpeculationUnderTinyPoolKeepsOutputs) {
+  EngineConfig c = SmallConfig();
+  c.num_kv_blocks = 12;
+  c.speculative.num_speculative_tokens = 4;
+  c.speculative.prompt_lookup_min = 1;
+  c.speculative.prompt_lookup_max = 2;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  LogitsRules two;
+  two.allowed_token_ids = {5, 6};  // outputs repeat: drafts are proposed and mostly stand
+  const auto rules = std::make_shared<const LogitsRules>(two);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back(Req("r" + std::to_string(i), Range(10 * i, 10 * i + 10), 20));
+    reqs.back().logits_rules = rules;
+  }
+  auto streams = SubmitTogether(*engine, *fake, reqs);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    Result r = Collect(streams[i]);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    EXPECT_EQ(r.tokens, OracleGreedyEdited(reqs[i].prompt, 20, [](const auto&, std::vector<float>& row) {
+                for (int t = 0; t < 97; ++t) {
+                  if (t != 5 && t != 6) row[t] = -1e30f;
+                }
+              })) << i;
+  }
+  EngineStats s = engine->Stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_GT(s.spec_num_accepted_tokens, 0);
+  EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+}
+
 TEST(EngineTest, SpeculationIsRefusedForRecurrentState) {
   EngineConfig c = SmallConfig();
   c.speculative.num_speculative_tokens = 2;
