@@ -496,6 +496,8 @@ void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, in
 }
 
 void Engine::Impl::ProposeDrafts() {
+  const int64_t limit = config_.speculative.disable_by_batch_size;
+  if (limit > 0 && scheduler_->num_running() > limit) return;
   for (RequestState* r : scheduler_->running()) {
     // Decodes only: a prefill still has prompt tokens to feed.
     if (r->num_computed != r->num_tokens() - 1) continue;

@@ -630,6 +630,33 @@ TEST(EngineTest, SpeculationUnderTinyPoolKeepsOutputs) {
   EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
 }
 
+// disable_by_batch_size: no drafts while more requests than that run; one alone gets them.
+TEST(EngineTest, SpeculationStopsAboveTheBatchLimit) {
+  EngineConfig c = SmallConfig();
+  c.speculative.num_speculative_tokens = 3;
+  c.speculative.prompt_lookup_min = 1;
+  c.speculative.prompt_lookup_max = 2;
+  c.speculative.disable_by_batch_size = 2;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  LogitsRules one;
+  one.allowed_token_ids = {5};
+  const auto rules = std::make_shared<const LogitsRules>(one);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    reqs.push_back(Req("r" + std::to_string(i), Range(10 * i, 10 * i + 10), 12));
+    reqs.back().logits_rules = rules;
+  }
+  for (auto& s : SubmitTogether(*engine, *fake, reqs)) {
+    EXPECT_EQ(Collect(s).tokens, std::vector<int32_t>(12, 5));
+  }
+  EXPECT_EQ(engine->Stats().spec_num_drafts, 0);
+  EngineRequest alone = reqs[0];
+  alone.request_id = "alone";
+  EXPECT_EQ(Collect(engine->Submit(alone)).tokens, std::vector<int32_t>(12, 5));
+  EXPECT_GT(engine->Stats().spec_num_drafts, 0);
+}
+
 TEST(EngineTest, SpeculationIsRefusedForRecurrentState) {
   EngineConfig c = SmallConfig();
   c.speculative.num_speculative_tokens = 2;

@@ -15,6 +15,10 @@ struct SpeculativeConfig {
   int64_t num_speculative_tokens = 0;  // 0: speculative decoding off
   int64_t prompt_lookup_min = 5;
   int64_t prompt_lookup_max = 5;
+  // No drafts while more than this many requests run (0: no limit): a batch that large is
+  // compute-bound, where every draft row costs its FLOPs (vLLM's disable_by_batch_size; checked
+  // at every step here, where vLLM decides once per request as it arrives).
+  int64_t disable_by_batch_size = 0;
 
   bool enabled() const { return num_speculative_tokens > 0; }
 };

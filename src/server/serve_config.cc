@@ -153,6 +153,11 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
       }
       (key == "num_speculative_tokens" ? k : key == "prompt_lookup_min" ? min_n : max_n) =
           value.get<int64_t>();
+    } else if (key == "disable_by_batch_size") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 2) {
+        return InvalidArgument(what + key + " must be an integer >= 2, got " + value.dump());
+      }
+      c.disable_by_batch_size = value.get<int64_t>();
     } else if (key == "model") {
       return InvalidArgument(what + "a draft model is not supported; use \"method\": \"ngram\"");
     } else {

@@ -63,7 +63,7 @@ struct ServeConfig {
 StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json);
 
 // vLLM's --speculative-config: {"method": "ngram", "num_speculative_tokens": k,
-// "prompt_lookup_min": a, "prompt_lookup_max": b}; the window defaults as vLLM's (both 5, or
+// "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n}; the window defaults as vLLM's (both 5, or
 // the one given for both). Methods that need a draft model (eagle, medusa, mtp, a model name)
 // and unknown fields are errors naming them. Empty: speculative decoding off.
 StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);

@@ -97,6 +97,11 @@ TEST(ServeConfigTest, SpeculativeConfigAsVllm) {
       R"({"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":3})");
   ASSERT_TRUE(max_only.ok());
   EXPECT_EQ(max_only->prompt_lookup_min, 3);
+  auto limited = ParseSpeculativeConfig(
+      R"({"method":"ngram","num_speculative_tokens":2,"disable_by_batch_size":4})");
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ(limited->disable_by_batch_size, 4);
+  EXPECT_EQ(k_only->disable_by_batch_size, 0);
   const auto error = [](const char* json) { return ParseSpeculativeConfig(json).status().message(); };
   EXPECT_NE(error(R"({"method":"eagle","num_speculative_tokens":2})").find("'eagle' is not supported"),
             std::string::npos);
@@ -112,6 +117,9 @@ TEST(ServeConfigTest, SpeculativeConfigAsVllm) {
   EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":2,"speed":1})").find("'speed'"),
             std::string::npos);
   EXPECT_NE(error("[1]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":2,"disable_by_batch_size":1})")
+                .find("disable_by_batch_size must be an integer >= 2"),
+            std::string::npos);
 }
 
 TEST(ServeConfig, Validation) {
