@@ -417,8 +417,8 @@ void Engine::Impl::Step() {
   std::vector<Item> items;
   for (size_t i = 0; i < rows.size();) {
     size_t j = i + 1;
-    while (rows[i].prompt_position < 0 && j < rows.size() && rows[j].req == rows[i].req &&
-           rows[j].prompt_position < 0) {
+    while (j < rows.size() && rows[j].prompt_position < 0 && rows[j].draft_position > 0) {
+      CPM_CHECK(rows[j].req == rows[i].req && rows[j].draft_position == rows[j - 1].draft_position + 1);
       ++j;
     }
     items.push_back({i, static_cast<int64_t>(j - i)});
