@@ -27,6 +27,7 @@
 #include "benchserve/random_requests.h"
 #include "benchserve/report.h"
 #include "benchserve/serve_metrics.h"
+#include "benchserve/spec_decode_stats.h"
 #include "benchserve/stream_client.h"
 #include "commands.h"
 #include "multimodal/base64.h"
@@ -440,6 +441,21 @@ Json ResultJson(const ServeBenchArgs& a, const Plan& plan, const std::string& mo
   return result;
 }
 
+// The speculative-decoding block (only when the server drafted during the run).
+void ReportSpecDecode(const benchserve::SpecDecodeSummary& s, Json& result) {
+  std::printf("%s\n", Center("Speculative Decoding", '-', 50).c_str());
+  Row("Acceptance rate (%):", s.acceptance_rate);
+  Row("Acceptance length:", s.acceptance_length);
+  Row("Drafts:", s.drafts);
+  Row("Draft tokens:", s.draft_tokens);
+  Row("Accepted tokens:", s.accepted_tokens);
+  result["spec_decode_acceptance_rate"] = s.acceptance_rate;
+  result["spec_decode_acceptance_length"] = s.acceptance_length;
+  result["spec_decode_num_drafts"] = s.drafts;
+  result["spec_decode_draft_tokens"] = s.draft_tokens;
+  result["spec_decode_accepted_tokens"] = s.accepted_tokens;
+}
+
 // --save-result / --result-filename / --result-dir: vLLM's default file name.
 bool SaveResult(const ServeBenchArgs& a, const Plan& plan, const std::string& model,
                 const std::string& date, const Json& result, Failure* f) {
@@ -507,8 +523,15 @@ int RunServeBench(const ServeBenchArgs& a) {
               a.max_concurrency > 0 ? std::to_string(a.max_concurrency).c_str() : "None");
   std::fflush(stdout);
 
+  // The server's spec_decode counters around the run (vLLM's bench reads them the same way).
+  const auto spec_counters = [&] {
+    auto [status, body] = server->Get("/metrics");
+    return benchserve::ReadSpecDecodeCounters(status == 200 ? body : "");
+  };
+  const benchserve::SpecDecodeCounters spec_before = spec_counters();
   std::vector<RequestOutput> outputs;
   const double duration = RunTraffic(a, *plan, *server, requests, *payloads, &outputs);
+  const benchserve::SpecDecodeSummary spec = benchserve::Summarize(spec_before, spec_counters());
   auto fallback = [&](size_t i) -> int64_t {  // no usage from the server: count tokens
     if (vocab->tokenizer) {
       return static_cast<int64_t>(
@@ -535,6 +558,7 @@ int RunServeBench(const ServeBenchArgs& a) {
                result);
   ReportMetric(plan->metrics, "itl", "ITL", "Inter-token Latency", m.itl, result);
   ReportMetric(plan->metrics, "e2el", "E2EL", "End-to-end Latency", m.e2el, result);
+  if (spec.drafts > 0) ReportSpecDecode(spec, result);
   std::printf("%s\n", std::string(50, '=').c_str());
   if ((a.save_result || !a.result_filename.empty()) &&
       !SaveResult(a, *plan, *model, date, result, &f)) {

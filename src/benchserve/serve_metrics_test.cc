@@ -10,6 +10,7 @@
 
 #include "benchserve/random_requests.h"
 #include "benchserve/report.h"
+#include "benchserve/spec_decode_stats.h"
 #include "benchserve/sse_reader.h"
 
 namespace cpm::benchserve {
@@ -227,6 +228,36 @@ TEST(BenchServeReport, HeadingsFlagsAndNames) {
   EXPECT_EQ(RateText(INFINITY), "inf");
   EXPECT_EQ(RateText(2), "2.0");
   EXPECT_EQ(RateText(0.5), "0.5");
+}
+
+}  // namespace
+}  // namespace cpm::benchserve
+
+namespace cpm::benchserve {
+namespace {
+
+TEST(SpecDecodeStats, SumsCountersOverLabelsAndDiffersRuns) {
+  const std::string before =
+      "# HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.\n"
+      "# TYPE vllm:spec_decode_num_drafts counter\n"
+      "vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 10.0\n"
+      "vllm:spec_decode_num_drafts_total{engine=\"1\",model_name=\"m\"} 2\n"
+      "vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} 40\n"
+      "vllm:spec_decode_num_draft_tokens_total_extra 999\n"
+      "vllm:spec_decode_num_accepted_tokens_total 30\n";
+  const SpecDecodeCounters b = ReadSpecDecodeCounters(before);
+  EXPECT_EQ(b.drafts, 12);
+  EXPECT_EQ(b.draft_tokens, 40);
+  EXPECT_EQ(b.accepted_tokens, 30);
+  const SpecDecodeCounters a{22, 80, 50};
+  const SpecDecodeSummary s = Summarize(b, a);
+  EXPECT_EQ(s.drafts, 10);
+  EXPECT_EQ(s.draft_tokens, 40);
+  EXPECT_EQ(s.accepted_tokens, 20);
+  EXPECT_DOUBLE_EQ(s.acceptance_rate, 50.0);
+  EXPECT_DOUBLE_EQ(s.acceptance_length, 3.0);
+  // A server without the counters: nothing drafted.
+  EXPECT_EQ(Summarize(ReadSpecDecodeCounters("vllm:num_requests_running 0\n"), {}).drafts, 0);
 }
 
 }  // namespace

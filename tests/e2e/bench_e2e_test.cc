@@ -5,6 +5,7 @@
 // against a hand count from its config.json) and on a tiny MiniCPM4 one (its JSON unchanged).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,6 +169,39 @@ TEST_F(BenchE2E, CompletionsWithConcurrencyCap) {
   EXPECT_GE(r["max_output_tokens_per_s"].get<double>(), 1);
   EXPECT_GE(r["max_concurrent_requests"].get<int>(), 1);
   ExpectSaneMetrics(r, {"ttft", "tpot", "itl", "e2el"});
+  // A server that does not draft gets no speculative-decoding block.
+  EXPECT_EQ(run.out.find("Speculative Decoding"), std::string::npos);
+  EXPECT_FALSE(r.contains("spec_decode_acceptance_rate"));
+}
+
+// Against a server with n-gram speculation, the report adds vLLM's speculative-decoding block
+// from the server's counters: a logit bias that makes every output one token repeated makes
+// every draft stand.
+TEST_F(BenchE2E, SpeculativeDecodingBlockFromTheServersCounters) {
+  ServerProcess spec;
+  ASSERT_TRUE(spec.Start(CPM_CPMSERVE_BIN, *model_,
+                         {"--host", "127.0.0.1", "--port", "0", "--kv-cache-memory-bytes", "4M",
+                          "--threads", "2", "--speculative-config",
+                          R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1})"}));
+  ASSERT_TRUE(spec.WaitReady()) << spec.Log();
+  const std::string result = *tmp_ + "/spec.json";
+  const ProcessRun run = Cpmserve({"bench", "serve", "--port", std::to_string(spec.port()),
+                                   "--num-prompts", "2", "--random-input-len", "12",
+                                   "--random-output-len", "24", "--extra-body",
+                                   R"({"logit_bias": {"5": 100}})", "--result-filename", result},
+                                  *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << spec.Log();
+  for (const char* line : {"---------------Speculative Decoding---------------",
+                           "Acceptance rate (%):                     100.00",
+                           "Acceptance length:", "Drafts:", "Draft tokens:", "Accepted tokens:"}) {
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << "\n" << run.out;
+  }
+  const Json r = Json::parse(ReadFile(result), nullptr, false);
+  ASSERT_TRUE(r.is_object());
+  EXPECT_GT(r["spec_decode_num_drafts"].get<int>(), 0);
+  EXPECT_EQ(r["spec_decode_accepted_tokens"], r["spec_decode_draft_tokens"]);
+  EXPECT_GT(r["spec_decode_acceptance_length"].get<double>(), 2.0);
+  EXPECT_EQ(spec.Stop(SIGTERM), 0);
 }
 
 TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
