@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <random>
 #include <thread>
@@ -58,6 +59,10 @@ class Engine::Impl {
                Clock::time_point done);
   // Speculative decoding: the next step's draft for every running decode.
   void ProposeDrafts();
+  // Models with a recurrent state: copies r's state into a snapshot slot before a draft step
+  // (false when none is free), and drops the copy after it, first putting it back if `restore`.
+  bool SnapshotState(RequestState& r);
+  void ReleaseSnapshot(RequestState& r, bool restore);
   // Ends a live request: frees its blocks and slot at once, then queues its last event.
   void Finish(RequestState* r, TokenEvent event);
   // Ends a request that never became live: "error" with `error`, or "abort" when it is OK.
@@ -75,6 +80,9 @@ class Engine::Impl {
   std::unique_ptr<KvCache> kv_cache_;
   std::unique_ptr<BlockPool> blocks_;
   std::unique_ptr<StateSlots> slots_;
+  // Speculative decoding on a model with recurrent state: copies of the states of the step's
+  // drafting sequences, taken before the step (null otherwise).
+  std::unique_ptr<StateSlots> snapshots_;
   std::unique_ptr<KvCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
@@ -121,11 +129,6 @@ Status Engine::Impl::Init() {
   }
   const bool hybrid = info.state_slot_bytes > 0;
   if (config_.speculative.enabled()) {
-    if (hybrid) {
-      return InvalidArgument(
-          "speculative decoding needs a model without recurrent state: a rejected draft "
-          "token's update of a linear-attention state cannot be undone");
-    }
     const SpeculativeConfig& sc = config_.speculative;
     if (sc.prompt_lookup_min < 1 || sc.prompt_lookup_min > sc.prompt_lookup_max) {
       return InvalidArgument("speculative config: need 1 <= prompt_lookup_min <= prompt_lookup_max");
@@ -141,6 +144,9 @@ Status Engine::Impl::Init() {
     if (hybrid) {
       if (config_.num_state_slots <= 0) config_.num_state_slots = config_.max_num_seqs;
       slots_ = std::make_unique<StateSlots>(config_.num_state_slots, info.state_slot_bytes);
+      snapshots_ = std::make_unique<StateSlots>(
+          SpeculativeStateSnapshots(config_.speculative, config_.max_num_seqs),
+          info.state_slot_bytes);
     }
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("cannot allocate the KV cache (" + std::to_string(config_.num_kv_blocks) +
@@ -386,12 +392,19 @@ void Engine::Impl::Step() {
       s.req->times.first_scheduled = start;
     }
   }
+  for (ScheduledSeq& s : plan.seqs) {
+    if (s.num_draft > 0 && snapshots_ && !SnapshotState(*s.req)) {
+      s.num_draft = 0;  // no room for its state's copy: it decodes plainly this step
+      s.req->draft.clear();
+    }
+  }
   Status st = runner_->Run(plan, &step_logits_);
   ++num_steps_;
   if (!st.ok()) {
     // One failed forward ends the requests in it, never the engine.
     CPM_LOG_ERROR("forward step failed: {}", st.ToString());
     for (const ScheduledSeq& s : plan.seqs) {
+      ReleaseSnapshot(*s.req, false);
       TokenEvent e = MakeEvent(*s.req);
       e.finish_reason = "error";
       e.error = st;
@@ -469,13 +482,23 @@ void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, in
   }
   r->times.token_time = done;
   generation_tokens_total_ += n_new;
-  // Draft tokens that stood are computed: their K/V went into the cache this step.
   if (num_draft > 0) {
+    const int64_t accepted = n_new - 1;
     ++spec_num_drafts_;
     spec_num_draft_tokens_ += num_draft;
-    spec_num_accepted_tokens_ += n_new - 1;
-    r->num_computed += n_new - 1;
-    kv_manager_->CacheFullBlocks(*r);
+    spec_num_accepted_tokens_ += accepted;
+    if (r->state_snapshot >= 0 && accepted < num_draft) {
+      // The recurrent state went through draft tokens that did not stand: back to its copy
+      // from before the step, and the step's real tokens and accepted drafts are fed again
+      // next step, with its newest token (their K/V is rewritten the same).
+      r->num_computed = r->snapshot_computed;
+      ReleaseSnapshot(*r, true);
+    } else {
+      // Draft tokens that stood are computed: their K/V went into the cache this step.
+      ReleaseSnapshot(*r, false);
+      r->num_computed += accepted;
+      kv_manager_->CacheFullBlocks(*r);
+    }
   }
   r->draft.clear();
   TokenEvent e = MakeEvent(*r);
@@ -498,14 +521,37 @@ void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, in
 void Engine::Impl::ProposeDrafts() {
   const int64_t limit = config_.speculative.disable_by_batch_size;
   if (limit > 0 && scheduler_->num_running() > limit) return;
+  // With a recurrent state, each drafting sequence needs a snapshot slot in the step.
+  int64_t left = snapshots_ ? snapshots_->num_free() : scheduler_->num_running();
   for (RequestState* r : scheduler_->running()) {
-    // Decodes only: a prefill still has prompt tokens to feed.
-    if (r->num_computed != r->num_tokens() - 1) continue;
+    // Decodes only (a prefill still has prompt tokens to feed), while snapshots last.
+    if (r->num_computed < r->num_prompt_tokens || left == 0) continue;
     // Room for the drafts and the token drawn after them, within max_tokens and the context.
     const int64_t room = std::min(r->req.max_tokens - r->num_output_tokens(),
                                   config_.max_model_len - r->num_tokens()) - 1;
     r->draft = ProposeNgramDraft(r->tokens, config_.speculative, room);
+    left -= !r->draft.empty();
   }
+}
+
+bool Engine::Impl::SnapshotState(RequestState& r) {
+  const std::optional<int32_t> slot = snapshots_->Allocate(/*zero=*/false);
+  if (!slot) return false;
+  std::memcpy(snapshots_->Data(*slot), slots_->Data(r.state_slot),
+              static_cast<size_t>(slots_->slot_bytes()));
+  r.state_snapshot = *slot;
+  r.snapshot_computed = r.num_computed;
+  return true;
+}
+
+void Engine::Impl::ReleaseSnapshot(RequestState& r, bool restore) {
+  if (r.state_snapshot < 0) return;
+  if (restore) {
+    std::memcpy(slots_->Data(r.state_slot), snapshots_->Data(r.state_snapshot),
+                static_cast<size_t>(slots_->slot_bytes()));
+  }
+  snapshots_->Release(r.state_snapshot);
+  r.state_snapshot = -1;
 }
 
 void Engine::Impl::PublishStats() {

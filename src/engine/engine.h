@@ -38,8 +38,9 @@ struct EngineConfig {
   int64_t num_state_slots = 0;            // hybrid models: recurrent-state slots
   bool enable_prefix_caching = true;
   uint64_t seed = 0;                      // --seed: generator seed of requests without one
-  // n-gram speculative decoding (engine/ngram_proposer.h); off by default. Models with a
-  // recurrent state cannot take it (a rejected draft token's state update cannot be undone).
+  // n-gram speculative decoding (engine/ngram_proposer.h); off by default. With a recurrent
+  // state, a drafting sequence's state is copied before its step and put back if a draft token
+  // did not stand (SpeculativeStateSnapshots copies at most).
   SpeculativeConfig speculative;
 };
 

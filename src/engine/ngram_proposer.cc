@@ -4,6 +4,11 @@
 
 namespace cpm {
 
+int64_t SpeculativeStateSnapshots(const SpeculativeConfig& c, int64_t max_num_seqs) {
+  if (!c.enabled()) return 0;
+  return std::min(max_num_seqs, c.disable_by_batch_size > 0 ? c.disable_by_batch_size : 4);
+}
+
 std::vector<int32_t> ProposeNgramDraft(std::span<const int32_t> tokens, const SpeculativeConfig& c,
                                        int64_t max_draft) {
   const int64_t total = static_cast<int64_t>(tokens.size());

@@ -23,6 +23,13 @@ struct SpeculativeConfig {
   bool enabled() const { return num_speculative_tokens > 0; }
 };
 
+// Models with a recurrent state: how many sequences may carry a draft in one step. Each needs a
+// copy of its state taken before the step (a rejected draft token has updated the state, which
+// is then put back and the accepted tokens fed again), so this bounds that memory: the batch
+// limit when there is one, else 4 (past a few sequences a CPU step is compute-bound and drafts
+// pay little). 0 when speculation is off.
+int64_t SpeculativeStateSnapshots(const SpeculativeConfig& c, int64_t max_num_seqs);
+
 // Up to `max_draft` tokens proposed after `tokens` (prompt and output so far): those that
 // followed the earliest occurrence, ending before the last token, of the longest suffix of
 // prompt_lookup_min..prompt_lookup_max tokens that occurred before. Empty if none did.

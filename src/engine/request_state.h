@@ -47,6 +47,10 @@ struct RequestState {
   // Speculative decoding: tokens proposed to follow `tokens`, verified in the next step (their
   // K/V is written then; those not accepted are overwritten later). Empty: none.
   std::vector<int32_t> draft;
+  // Its state's copy taken before this step's draft (models with a recurrent state; -1: none),
+  // and num_computed then: the tokens that state summarises.
+  int32_t state_snapshot = -1;
+  int64_t snapshot_computed = 0;
   // thinking_token_budget requests: where the output stands in its thinking sections.
   std::optional<ThinkingBudgetState> thinking;
 

@@ -17,12 +17,12 @@ StateSlots::StateSlots(int64_t num_slots, int64_t slot_bytes)
   for (int64_t s = num_slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
 }
 
-std::optional<int32_t> StateSlots::Allocate() {
+std::optional<int32_t> StateSlots::Allocate(bool zero) {
   if (free_.empty()) return std::nullopt;
   const int32_t s = free_.back();
   free_.pop_back();
   in_use_[s] = true;
-  if (slot_bytes_ > 0) std::memset(Data(s), 0, static_cast<size_t>(slot_bytes_));
+  if (zero && slot_bytes_ > 0) std::memset(Data(s), 0, static_cast<size_t>(slot_bytes_));
   return s;
 }
 

@@ -22,7 +22,8 @@ class StateSlots {
   int64_t slot_stride() const { return stride_; }
 
   // Takes a free slot and zeroes it (a new sequence starts from the zero state), or nullopt.
-  std::optional<int32_t> Allocate();
+  // `zero` false leaves its bytes as they are (a slot about to be overwritten whole).
+  std::optional<int32_t> Allocate(bool zero = true);
   void Release(int32_t slot);
   bool InUse(int32_t slot) const { return in_use_[slot]; }
 

@@ -237,7 +237,11 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   in.derived_max_model_len = derived;
   in.max_num_seqs = c.max_num_seqs;
   const int64_t num_state_slots = info.state_slot_bytes > 0 ? EngineSeqs(c) : 0;
-  in.state_bytes = num_state_slots * info.state_slot_bytes;
+  // Speculative decoding keeps copies of the drafting sequences' states (ngram_proposer.h).
+  CPM_ASSIGN_OR_RETURN(const SpeculativeConfig spec, ParseSpeculativeConfig(c.speculative_config_json));
+  const int64_t num_state_snapshots =
+      num_state_slots > 0 ? SpeculativeStateSnapshots(spec, EngineSeqs(c)) : 0;
+  in.state_bytes = (num_state_slots + num_state_snapshots) * info.state_slot_bytes;
   CPM_ASSIGN_OR_RETURN(KvBudget budget, PlanKvBudget(in));
   if (budget.fell_back_to_available) {
     CPM_LOG_WARN("Only {:.2f} GiB of {:.2f} GiB host memory is available; sizing for {:.2f} GiB "
@@ -247,8 +251,12 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   }
   if (num_state_slots > 0) {
     CPM_LOG_INFO("Linear-attention state: {} slots of {:.2f} MiB ({:.2f} GiB), one per running "
-                 "sequence", num_state_slots, info.state_slot_bytes / (1024.0 * 1024.0),
-                 ToGiB(in.state_bytes));
+                 "sequence{}", num_state_slots, info.state_slot_bytes / (1024.0 * 1024.0),
+                 ToGiB(in.state_bytes),
+                 num_state_snapshots > 0
+                     ? fmt::format(", and {} for the states of drafting sequences before a "
+                                   "speculative step", num_state_snapshots)
+                     : "");
   }
   CPM_LOG_INFO("Available KV cache memory: {:.2f} GiB", ToGiB(budget.kv_bytes));
   if (budget.capped) {
@@ -270,7 +278,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   ec.num_state_slots = num_state_slots;
   ec.enable_prefix_caching = c.enable_prefix_caching;
   ec.seed = c.seed;
-  CPM_ASSIGN_OR_RETURN(ec.speculative, ParseSpeculativeConfig(c.speculative_config_json));
+  ec.speculative = spec;
   if (ec.speculative.enabled()) {
     CPM_LOG_INFO("Speculative decoding: ngram, num_speculative_tokens={}, prompt_lookup_min={}, "
                  "prompt_lookup_max={}",
