@@ -104,8 +104,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
   cmd->add_option("--speculative-config", c.speculative_config_json,
                   "vLLM's JSON; n-gram prompt lookup: '{\"method\": \"ngram\", "
-                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 3}' (models without "
-                  "recurrent state)");
+                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 3}'; outputs unchanged");
   cmd->add_option("--structured-outputs-config", c.structured_outputs_config_json,
                   "vLLM's JSON: any backend name is served by cpmserve's own matcher; "
                   "'{\"enable_in_reasoning\": true}' constrains thinking too");
