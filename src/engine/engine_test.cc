@@ -521,6 +521,15 @@ TEST(EngineTest, ThinkingBudgetForcesTheEndMarkerAndTheModelReadsIt) {
 // drafts are proposed and accepted) and rules that end requests mid-draft (stop tokens,
 // max_tokens, min_tokens). The fake model reads its history from the K/V slots, so a rejected
 // draft token left in the cache would change every later token.
+// SmallConfig with n-gram speculation: k draft tokens, lookup windows of min_n..max_n.
+EngineConfig SpecConfig(int64_t k, int64_t min_n, int64_t max_n) {
+  EngineConfig c = SmallConfig();
+  c.speculative.num_speculative_tokens = k;
+  c.speculative.prompt_lookup_min = min_n;
+  c.speculative.prompt_lookup_max = max_n;
+  return c;
+}
+
 // `state_slot_bytes` > 0: the fake model keeps a recurrent state (its history hash) and checks at
 // every step that it summarises exactly the cached prefix, so a draft token left in the state
 // after its rejection fails the step.
@@ -529,10 +538,8 @@ void ExpectSpeculationChangesNoToken(int64_t state_slot_bytes) {
   options.state_slot_bytes = state_slot_bytes;
   EngineConfig plain_config = SmallConfig();
   plain_config.enable_prefix_caching = false;  // so that both feed every prompt token
-  EngineConfig spec_config = plain_config;
-  spec_config.speculative.num_speculative_tokens = 3;
-  spec_config.speculative.prompt_lookup_min = 1;
-  spec_config.speculative.prompt_lookup_max = 3;
+  EngineConfig spec_config = SpecConfig(3, 1, 3);
+  spec_config.enable_prefix_caching = false;
   FakeModel *plain_model = nullptr, *spec_model = nullptr;
   auto plain = MakeFakeEngine(plain_config, options, &plain_model);
   auto spec = MakeFakeEngine(spec_config, options, &spec_model);
@@ -615,11 +622,8 @@ TEST(EngineTest, NgramSpeculationWithRecurrentStateChangesNoToken) {
 // Speculation under a pool too small for every draft: drafts are dropped where their blocks do
 // not fit, preempted requests lose theirs, and every output is still the oracle's.
 TEST(EngineTest, SpeculationUnderTinyPoolKeepsOutputs) {
-  EngineConfig c = SmallConfig();
+  EngineConfig c = SpecConfig(4, 1, 2);
   c.num_kv_blocks = 12;
-  c.speculative.num_speculative_tokens = 4;
-  c.speculative.prompt_lookup_min = 1;
-  c.speculative.prompt_lookup_max = 2;
   FakeModel* fake = nullptr;
   auto engine = MakeFakeEngine(c, {}, &fake);
   LogitsRules two;
@@ -648,10 +652,7 @@ TEST(EngineTest, SpeculationUnderTinyPoolKeepsOutputs) {
 
 // disable_by_batch_size: no drafts while more requests than that run; one alone gets them.
 TEST(EngineTest, SpeculationStopsAboveTheBatchLimit) {
-  EngineConfig c = SmallConfig();
-  c.speculative.num_speculative_tokens = 3;
-  c.speculative.prompt_lookup_min = 1;
-  c.speculative.prompt_lookup_max = 2;
+  EngineConfig c = SpecConfig(3, 1, 2);
   c.speculative.disable_by_batch_size = 2;
   FakeModel* fake = nullptr;
   auto engine = MakeFakeEngine(c, {}, &fake);
