@@ -244,18 +244,23 @@ TEST(SpecDecodeStats, SumsCountersOverLabelsAndDiffersRuns) {
       "vllm:spec_decode_num_drafts_total{engine=\"1\",model_name=\"m\"} 2\n"
       "vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} 40\n"
       "vllm:spec_decode_num_draft_tokens_total_extra 999\n"
-      "vllm:spec_decode_num_accepted_tokens_total 30\n";
+      "vllm:spec_decode_num_accepted_tokens_total 30\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",position=\"0\"} 8\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",position=\"1\"} 4\n";
   const SpecDecodeCounters b = ReadSpecDecodeCounters(before);
   EXPECT_EQ(b.drafts, 12);
   EXPECT_EQ(b.draft_tokens, 40);
   EXPECT_EQ(b.accepted_tokens, 30);
-  const SpecDecodeCounters a{22, 80, 50};
+  EXPECT_EQ(b.accepted_per_pos, (std::vector<double>{8, 4}));
+  const SpecDecodeCounters a{22, 80, 50, {15, 9, 1}};
   const SpecDecodeSummary s = Summarize(b, a);
   EXPECT_EQ(s.drafts, 10);
   EXPECT_EQ(s.draft_tokens, 40);
   EXPECT_EQ(s.accepted_tokens, 20);
   EXPECT_DOUBLE_EQ(s.acceptance_rate, 50.0);
   EXPECT_DOUBLE_EQ(s.acceptance_length, 3.0);
+  // Per position: the accepted count's increase over the drafts (a position new since).
+  EXPECT_EQ(s.per_position_rates, (std::vector<double>{70.0, 50.0, 10.0}));
   // A server without the counters: nothing drafted.
   EXPECT_EQ(Summarize(ReadSpecDecodeCounters("vllm:num_requests_running 0\n"), {}).drafts, 0);
 }

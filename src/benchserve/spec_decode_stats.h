@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cpm::benchserve {
 
@@ -12,6 +13,9 @@ struct SpecDecodeCounters {
   double drafts = 0;           // vllm:spec_decode_num_drafts_total
   double draft_tokens = 0;     // vllm:spec_decode_num_draft_tokens_total
   double accepted_tokens = 0;  // vllm:spec_decode_num_accepted_tokens_total
+  // vllm:spec_decode_num_accepted_tokens_per_pos_total by its position label (summed over the
+  // other labels); empty when the server has none.
+  std::vector<double> accepted_per_pos;
 };
 
 // Sum over label sets of the samples of counter `name` ("<name>{labels} value" or
@@ -24,6 +28,7 @@ struct SpecDecodeSummary {
   int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
   double acceptance_rate = 0;    // accepted / draft tokens, in percent
   double acceptance_length = 0;  // 1 + accepted / drafts: tokens a verification step yields
+  std::vector<double> per_position_rates;  // percent of drafts whose token there stood
 };
 
 // after − before; drafts == 0 when the server drafted nothing (or has no such counters).

@@ -100,6 +100,7 @@ class Engine::Impl {
   int64_t spec_num_drafts_ = 0;
   int64_t spec_num_draft_tokens_ = 0;
   int64_t spec_num_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_num_accepted_per_pos_;
 
   // Inbox, shared with the HTTP threads.
   std::mutex mu_;
@@ -487,6 +488,10 @@ void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, in
     ++spec_num_drafts_;
     spec_num_draft_tokens_ += num_draft;
     spec_num_accepted_tokens_ += accepted;
+    spec_num_accepted_per_pos_.resize(
+        std::max<size_t>(spec_num_accepted_per_pos_.size(),
+                         static_cast<size_t>(config_.speculative.num_speculative_tokens)));
+    for (int64_t p = 0; p < accepted; ++p) ++spec_num_accepted_per_pos_[static_cast<size_t>(p)];
     if (r->state_snapshot >= 0 && accepted < num_draft) {
       // The recurrent state went through draft tokens that did not stand: back to its copy
       // from before the step, and the step's real tokens and accepted drafts are fed again
@@ -567,6 +572,7 @@ void Engine::Impl::PublishStats() {
   s.spec_num_drafts = spec_num_drafts_;
   s.spec_num_draft_tokens = spec_num_draft_tokens_;
   s.spec_num_accepted_tokens = spec_num_accepted_tokens_;
+  s.spec_num_accepted_per_pos = spec_num_accepted_per_pos_;
   s.num_free_blocks = blocks_->num_free();
   s.num_total_blocks = blocks_->num_blocks();
   s.num_cached_free_blocks = blocks_->num_cached_free();

@@ -152,6 +152,8 @@ struct EngineStats {
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
+  // [num_speculative_tokens]: drafts whose token at this position stood.
+  std::vector<int64_t> spec_num_accepted_per_pos;
 };
 
 class Engine {

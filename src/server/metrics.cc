@@ -146,6 +146,15 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           s.spec_num_draft_tokens);
   counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
           s.spec_num_accepted_tokens);
+  if (!s.spec_num_accepted_per_pos.empty()) {
+    header("vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
+           "Accepted tokens per draft position.");
+    for (size_t p = 0; p < s.spec_num_accepted_per_pos.size(); ++p) {
+      out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{} {}\n",
+                         Labels("position=\"" + std::to_string(p) + "\""),
+                         Num(static_cast<double>(s.spec_num_accepted_per_pos[p])));
+    }
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   header("vllm:request_success", "counter", "Count of successfully processed requests.");

@@ -193,7 +193,9 @@ TEST_F(BenchE2E, SpeculativeDecodingBlockFromTheServersCounters) {
   ASSERT_EQ(run.rc, 0) << run.out << run.err << spec.Log();
   for (const char* line : {"---------------Speculative Decoding---------------",
                            "Acceptance rate (%):                     100.00",
-                           "Acceptance length:", "Drafts:", "Draft tokens:", "Accepted tokens:"}) {
+                           "Acceptance length:", "Drafts:", "Draft tokens:", "Accepted tokens:",
+                           "Per-position acceptance (%):",
+                           "  Position 0:                            100.00"}) {
     EXPECT_NE(run.out.find(line), std::string::npos) << line << "\n" << run.out;
   }
   const Json r = Json::parse(ReadFile(result), nullptr, false);
@@ -201,6 +203,12 @@ TEST_F(BenchE2E, SpeculativeDecodingBlockFromTheServersCounters) {
   EXPECT_GT(r["spec_decode_num_drafts"].get<int>(), 0);
   EXPECT_EQ(r["spec_decode_accepted_tokens"], r["spec_decode_draft_tokens"]);
   EXPECT_GT(r["spec_decode_acceptance_length"].get<double>(), 2.0);
+  // Every draft stood, but not every draft is 3 tokens long (the first after the prompt may
+  // be shorter): position 0 accepted in every draft, the later ones in at most as many.
+  const Json& per_pos = r["spec_decode_per_position_acceptance_rates"];
+  ASSERT_EQ(per_pos.size(), 3u);
+  EXPECT_DOUBLE_EQ(per_pos[0].get<double>(), 100.0);
+  EXPECT_LE(per_pos[2].get<double>(), per_pos[1].get<double>());
   EXPECT_EQ(spec.Stop(SIGTERM), 0);
 }
 
