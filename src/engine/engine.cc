@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <deque>
 #include <random>
 #include <thread>
@@ -526,8 +527,9 @@ void Engine::Impl::Deliver(RequestState* r, std::vector<SampledToken> tokens, in
 void Engine::Impl::ProposeDrafts() {
   const int64_t limit = config_.speculative.disable_by_batch_size;
   if (limit > 0 && scheduler_->num_running() > limit) return;
-  // With a recurrent state, each drafting sequence needs a snapshot slot in the step.
-  int64_t left = snapshots_ ? snapshots_->num_free() : scheduler_->num_running();
+  // With a recurrent state, each drafting sequence needs a snapshot slot in the step;
+  // without one, drafts are not limited.
+  int64_t left = snapshots_ ? snapshots_->num_free() : std::numeric_limits<int64_t>::max();
   for (RequestState* r : scheduler_->running()) {
     // Decodes only (a prefill still has prompt tokens to feed), while snapshots last.
     if (r->num_computed < r->num_prompt_tokens || left == 0) continue;
