@@ -381,23 +381,32 @@ Status Parser::ParseArgs(Arguments* args) {
   return OkStatus();
 }
 
+StatusOr<std::string> Parser::ExpectDottedName() {
+  CPM_ASSIGN_OR_RETURN(std::string name, ExpectName());
+  while (IsOp(".")) {
+    Advance();
+    CPM_ASSIGN_OR_RETURN(std::string more, ExpectName());
+    name += "." + more;
+  }
+  return name;
+}
+
+StatusOr<ExprPtr> Parser::ParseOneFilter(ExprPtr node) {
+  Advance();  // |
+  const Token at = Cur();
+  CPM_ASSIGN_OR_RETURN(std::string name, ExpectDottedName());
+  if (!IsKnownFilter(name)) return SyntaxError(at.line, at.column, "no filter named '" + name + "'");
+  auto f = NewExpr(Expr::Kind::kFilter, at);
+  f->name = std::move(name);
+  f->operand = std::move(node);
+  if (IsOp("(")) CPM_RETURN_IF_ERROR(ParseArgs(&f->args));
+  return f;
+}
+
 StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr node) {
   // One or more `| name(args)`; `node` may be null for filter blocks.
   while (IsOp("|")) {
-    Advance();
-    const Token at = Cur();
-    CPM_ASSIGN_OR_RETURN(std::string name, ExpectName());
-    while (IsOp(".")) {
-      Advance();
-      CPM_ASSIGN_OR_RETURN(std::string more, ExpectName());
-      name += "." + more;
-    }
-    if (!IsKnownFilter(name)) return SyntaxError(at.line, at.column, "no filter named '" + name + "'");
-    auto f = NewExpr(Expr::Kind::kFilter, at);
-    f->name = std::move(name);
-    f->operand = std::move(node);
-    if (IsOp("(")) CPM_RETURN_IF_ERROR(ParseArgs(&f->args));
-    node = std::move(f);
+    CPM_ASSIGN_OR_RETURN(node, ParseOneFilter(std::move(node)));
   }
   return node;
 }
@@ -411,12 +420,7 @@ StatusOr<ExprPtr> Parser::ParseTest(ExprPtr node) {
     Advance();
   }
   const Token name_at = Cur();
-  CPM_ASSIGN_OR_RETURN(t->name, ExpectName());
-  while (IsOp(".")) {
-    Advance();
-    CPM_ASSIGN_OR_RETURN(std::string more, ExpectName());
-    t->name += "." + more;
-  }
+  CPM_ASSIGN_OR_RETURN(t->name, ExpectDottedName());
   if (!IsKnownTest(t->name)) {
     return SyntaxError(name_at.line, name_at.column, "no test named '" + t->name + "'");
   }
@@ -443,20 +447,7 @@ StatusOr<ExprPtr> Parser::ParseTest(ExprPtr node) {
 StatusOr<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
   while (true) {
     if (IsOp("|")) {
-      Advance();
-      const Token at = Cur();
-      CPM_ASSIGN_OR_RETURN(std::string name, ExpectName());
-      while (IsOp(".")) {
-        Advance();
-        CPM_ASSIGN_OR_RETURN(std::string more, ExpectName());
-        name += "." + more;
-      }
-      if (!IsKnownFilter(name)) return SyntaxError(at.line, at.column, "no filter named '" + name + "'");
-      auto f = NewExpr(Expr::Kind::kFilter, at);
-      f->name = std::move(name);
-      f->operand = std::move(node);
-      if (IsOp("(")) CPM_RETURN_IF_ERROR(ParseArgs(&f->args));
-      node = std::move(f);
+      CPM_ASSIGN_OR_RETURN(node, ParseOneFilter(std::move(node)));
     } else if (IsName("is")) {
       CPM_ASSIGN_OR_RETURN(node, ParseTest(std::move(node)));
     } else if (IsOp("(")) {

@@ -90,6 +90,9 @@ class Parser {
   StatusOr<ExprPtr> ParsePrimary();
   StatusOr<ExprPtr> ParsePostfix(ExprPtr node);
   StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node);
+  // `| name(args)`, the `|` current; a filter's or test's name may be dotted (`a.b`).
+  StatusOr<ExprPtr> ParseOneFilter(ExprPtr node);
+  StatusOr<std::string> ExpectDottedName();
   StatusOr<ExprPtr> ParseFilter(ExprPtr node);
   StatusOr<ExprPtr> ParseTest(ExprPtr node);
   StatusOr<ExprPtr> ParseSubscript(ExprPtr node);
