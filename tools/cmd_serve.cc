@@ -16,6 +16,7 @@ struct ServeFlags {
   std::string max_model_len;
   std::string kv_cache_memory_bytes;
   CLI::Option* gpu_util = nullptr;
+  CLI::Option* batched_tokens = nullptr;
 };
 
 int RunServeCommand(ServeFlags& f) {
@@ -39,6 +40,7 @@ int RunServeCommand(ServeFlags& f) {
     c.kv_cache_memory_bytes = *bytes;
   }
   c.gpu_memory_utilization_set = f.gpu_util->count() > 0;
+  c.max_num_batched_tokens_set = f.batched_tokens->count() > 0;
   return RunServe(c);
 }
 
@@ -58,10 +60,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-model-len", f->max_model_len,
                   "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (fit memory)");
-  cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
-                  "token budget per step (chunked prefill; vLLM's CPU default is 2048, 256 here "
-                  "keeps decodes responsive on small CPUs)")
-      ->capture_default_str();
+  f->batched_tokens =
+      cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                      "token budget per step (chunked prefill; vLLM's CPU default is 2048, 256 "
+                      "here keeps decodes responsive on small CPUs)")
+          ->capture_default_str();
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", c.enable_chunked_prefill,
+                "split long prompts over steps (on by default); off, a prompt waits for a step "
+                "with room for all of it and the budget defaults to max(max-model-len, 256)");
   cmd->add_option("--dtype", c.dtype, "auto | bfloat16 | float32")->capture_default_str();
   f->gpu_util = cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
                                 "fraction of host RAM for weights, activations and KV cache")
@@ -112,6 +118,26 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");
   cmd->add_option("--uvicorn-log-level", c.uvicorn_log_level, "accepted for compatibility");
+  cmd->add_option("--tokenizer", c.tokenizer,
+                  "tokenizer folder (tokenizer.json or tokenizer.model, tokenizer_config.json; "
+                  "default: the model's)");
+  cmd->add_option("--max-logprobs", c.max_logprobs,
+                  "most log-probs (logprobs, top_logprobs, prompt_logprobs) a request may ask "
+                  "for; -1: the vocabulary")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype,
+                  "auto: the model's dtype, which the KV cache holds (fp8 caches not supported)")
+      ->capture_default_str();
+  cmd->add_option("--response-role", c.response_role,
+                  "role of chat replies when add_generation_prompt is true")
+      ->capture_default_str();
+  cmd->add_flag("--enable-log-requests,!--disable-log-requests", c.enable_log_requests,
+                "log each received prompt and its sampling parameters (off by default)");
+  cmd->add_option("--max-log-len", c.max_log_len,
+                  "prompt characters and ids in those lines (-1: all)")
+      ->capture_default_str();
+  cmd->add_flag("--disable-log-stats", c.disable_log_stats,
+                "no periodic throughput / KV cache usage line");
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });
 }
 

@@ -125,6 +125,13 @@ Status Engine::Impl::Init() {
                            "max_num_batched_tokens must be positive");
   }
   if (config_.max_model_len <= 0) config_.max_model_len = info.max_position_embeddings;
+  if (!config_.enable_chunked_prefill && config_.max_num_batched_tokens < config_.max_model_len) {
+    // A longer prompt would wait for a step with room for it forever.
+    return InvalidArgument("engine config: with chunked prefill off, max_num_batched_tokens (" +
+                           std::to_string(config_.max_num_batched_tokens) +
+                           ") must be at least max_model_len (" +
+                           std::to_string(config_.max_model_len) + ")");
+  }
   if (!pool_) {
     own_pool_ = std::make_unique<ThreadPool>(1);
     pool_ = own_pool_.get();
@@ -163,6 +170,7 @@ Status Engine::Impl::Init() {
   sc.max_num_seqs = config_.max_num_seqs;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
   sc.max_model_len = config_.max_model_len;
+  sc.enable_chunked_prefill = config_.enable_chunked_prefill;
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
   PublishStats();

@@ -32,6 +32,7 @@ namespace cpm {
 struct EngineConfig {
   int64_t max_num_seqs = 128;             // running sequences per step
   int64_t max_num_batched_tokens = 2048;  // token budget per step (chunked prefill)
+  bool enable_chunked_prefill = true;     // off: prompts prefilled whole (SchedulerConfig)
   int64_t max_model_len = 0;              // prompt + output limit
   int64_t block_size = 16;
   int64_t num_kv_blocks = 0;              // sized by the caller from the memory budget

@@ -59,6 +59,29 @@ TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 8, 16, 24, 30, 31}));
 }
 
+TEST(EngineTest, WithoutChunkedPrefillAPromptRunsInOneStep) {
+  EngineConfig c = SmallConfig();
+  c.enable_chunked_prefill = false;
+  c.max_num_batched_tokens = 40;
+  c.max_model_len = 40;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  const std::vector<int32_t> prompt = Range(1, 31);  // 30 tokens
+  Result r = Collect(engine->Submit(Req("a", prompt, 3)));
+  ASSERT_TRUE(r.error.ok());
+  EXPECT_EQ(r.tokens, OracleGreedy(prompt, 3, 97));
+  std::vector<int64_t> chunk_sizes;
+  for (const FakeStep& s : fake->Steps()) chunk_sizes.push_back(s.seqs[0].num_tokens);
+  EXPECT_EQ(chunk_sizes, (std::vector<int64_t>{30, 1, 1}));
+  // A budget below max_model_len could never admit the longest prompt: refused at creation.
+  c.max_num_batched_tokens = 39;
+  auto refused = Engine::Create(std::make_unique<FakeModel>(FakeModelOptions{}), c, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("max_num_batched_tokens (39) must be at least "
+                                            "max_model_len (40)"),
+            std::string::npos);
+}
+
 // Submits `reqs` so that the engine sees them all in one drain: a warm-up request holds the
 // engine inside Forward while they are queued.
 std::vector<std::shared_ptr<RequestStream>> SubmitTogether(Engine& engine, FakeModel& fake,

@@ -124,6 +124,10 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
     CPM_CHECK(r->num_computed == 0 && r->blocks.empty());
     if (slots_ && slots_->num_free() == 0) break;
     ComputedBlocks hit = kv_.GetComputedBlocks(*r);
+    if (!config_.enable_chunked_prefill && r->num_tokens() - hit.num_tokens > *budget &&
+        r->req.prompt_logprobs < 0) {
+      break;  // FCFS: waits for a step with room for its whole prompt
+    }
     const int64_t n = ChunkSize(*r, hit.num_tokens, *budget);
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {

@@ -28,6 +28,10 @@ struct SchedulerConfig {
   int64_t max_num_seqs = 128;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;
+  // Off: a waiting request is admitted only when its whole prompt (less its cached prefix) fits
+  // the step's budget, else it and those behind it wait (vLLM V1). Prompt log-prob requests still
+  // run in chunks of kPromptLogprobsChunk, which bound their logits.
+  bool enable_chunked_prefill = true;
 };
 
 struct ScheduledSeq {

@@ -73,6 +73,21 @@ TEST_F(SchedulerTest, RunningFirstThenChunksOfWaiting) {
   EXPECT_EQ(pool_->num_free(), 100);
 }
 
+TEST_F(SchedulerTest, WithoutChunkedPrefillPromptsWaitForRoomForAllOfThem) {
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 16, .enable_chunked_prefill = false});
+  Add("a", 10, 3);
+  Add("b", 10, 2, 50);  // 10 more do not fit beside a's 10: b waits, whole
+  Add("c", 2, 1, 80);   // would fit, but FCFS keeps it behind b
+  EXPECT_EQ(Step(), (Plan{{"a", 10}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 10}, {"c", 2}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 1}}));
+  EXPECT_TRUE(sched_->empty());
+  // What counts is the prompt less its cached prefix: 24 tokens, 8 of them a's cached blocks.
+  Add("d", 24, 1);
+  EXPECT_EQ(Step(), (Plan{{"d", 16}}));
+  EXPECT_TRUE(sched_->empty());
+}
+
 TEST_F(SchedulerTest, MaxNumSeqsHoldsBackAdmissions) {
   Init(100, 4, {.max_num_seqs = 2, .max_num_batched_tokens = 100});
   Add("a", 3, 1);

@@ -33,6 +33,9 @@ struct ChatJob {
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   std::string echo_prefix;  // echo with continue_final_message: the continued text
+  // The reply's role: --response-role, or without add_generation_prompt the last message's
+  // (the reply continues it), as vLLM's get_chat_request_role.
+  std::string role = "assistant";
   std::string reasoning_parser;     // "" for none
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   bool include_reasoning = true;    // false: the parsed reasoning is left out of the reply
@@ -133,7 +136,7 @@ std::vector<ChoicePlan> Plans(const ChatJob& job) {
 void Stream(const ServerContext& ctx, const ChatJob& job,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
   const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());
   // A choice's chunk, with its running usage under continuous_usage_stats (vLLM).
   auto emit = [&](Json chunk, int index) {
@@ -141,7 +144,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     return write(SseEvent(chunk));
   };
   for (int i = 0; i < job.sampling.n; ++i) {
-    Json delta = {{"role", "assistant"}, {"content", ""}};
+    Json delta = {{"role", job.role}, {"content", ""}};
     if (!emit(Chunk(job, i, delta, nullptr, nullptr, nullptr, false), i)) {
       run.CancelAll();
       return;
@@ -239,7 +242,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
 
 HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  run.Start(Plans(job), job.sampling, ctx.eos_ids);
+  run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
   run.WatchClient(client_gone);
   struct Out {
     std::string text;
@@ -280,7 +283,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
     Json message;
-    message["role"] = "assistant";
+    message["role"] = job.role;
     if (ReasoningParser* parser = parsers[i].get()) {
       // Both of vLLM's spellings, as clients read either; null when there is none.
       ReasoningDelta d = parser->Feed(outs[i].text, true);
@@ -370,7 +373,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
-                                  ctx.tokenizer->vocab_size(), ctx.tokenizer);
+                                  ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
   ctx.ApplyServerSampling(req->sampling, &*sampling);
 
@@ -418,6 +421,11 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;
+  job->role = ctx.response_role;
+  if (!req->chat.add_generation_prompt) {
+    const Json& last = req->chat.messages.back();
+    if (auto r = last.find("role"); r != last.end() && r->is_string()) job->role = r->get<std::string>();
+  }
   if (req->echo && req->chat.continue_final_message) {
     const Json& last = req->chat.messages.back();
     auto c = last.find("content");

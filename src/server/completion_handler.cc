@@ -66,7 +66,7 @@ void AppendLogprobs(const CompletionJob& job, const ChoiceUpdate& u, CompletionL
 void Stream(const ServerContext& ctx, const CompletionJob& job,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  run.Start(job.plans, job.sampling, ctx.eos_ids);
+  run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
   // Prompt p's choices share its token count; plans are in choice order.
@@ -120,7 +120,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
 
 HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  run.Start(job.plans, job.sampling, ctx.eos_ids);
+  run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
   run.WatchClient(client_gone);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<std::string> texts(job.plans.size());
@@ -181,7 +181,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
   if (echo_only) fields.max_tokens = 1;
   auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
-                                  ctx.tokenizer->vocab_size(), ctx.tokenizer);
+                                  ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
   ctx.ApplyServerSampling(fields, &*sampling);
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);

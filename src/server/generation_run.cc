@@ -1,6 +1,8 @@
 // Engine token events -> per-choice text deltas, usage and metrics for one HTTP request.
 #include "server/generation_run.h"
 
+#include "base/log.h"
+
 namespace cpm {
 
 namespace {
@@ -19,7 +21,8 @@ GenerationRun::GenerationRun(EngineClient& engine, const Tokenizer& tokenizer,
 GenerationRun::~GenerationRun() { CancelAll(); }
 
 void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
-                          const std::vector<int32_t>& eos_ids) {
+                          const std::vector<int32_t>& eos_ids, const RequestLogOptions& log) {
+  if (log.enabled) LogPrompts(plans, sampling, log.max_len);
   sampling_ = sampling;
   choices_.reserve(plans.size());
   for (const ChoicePlan& plan : plans) {
@@ -63,6 +66,22 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
       r.encode = c.multimodal->encode;
     }
     c.stream = engine_.Submit(std::move(r));
+  }
+}
+
+void GenerationRun::LogPrompts(const std::vector<ChoicePlan>& plans,
+                               const ResolvedSampling& sampling, int64_t max_len) const {
+  // Choices of one prompt are adjacent plans with the same ids; a batched completion's prompts
+  // are logged as <id>-<prompt index>, as vLLM does.
+  std::vector<const ChoicePlan*> prompts;
+  for (const ChoicePlan& plan : plans) {
+    if (prompts.empty() || prompts.back()->prompt != plan.prompt) prompts.push_back(&plan);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const ChoicePlan& p = *prompts[i];
+    const std::string id = prompts.size() == 1 ? request_id_ : request_id_ + "-" + std::to_string(i);
+    CPM_LOG_INFO("{}", RequestLogLine(id, tokenizer_.Decode(p.prompt, false), p.prompt, sampling,
+                                      p.max_tokens, max_len));
   }
 }
 

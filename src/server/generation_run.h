@@ -22,6 +22,7 @@
 #include "server/beam_search.h"
 #include "server/engine_client.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
 #include "server/sampling_request.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/incremental_detokenizer.h"
@@ -62,8 +63,9 @@ class GenerationRun {
   ~GenerationRun();  // cancels what is still running
 
   // Submits every choice. The j-th of n choices of a seeded prompt uses seed + j (vLLM's rule).
+  // With `log` enabled each distinct prompt is logged first (request_log.h).
   void Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
-             const std::vector<int32_t>& eos_ids);
+             const std::vector<int32_t>& eos_ids, const RequestLogOptions& log = {});
 
   // Waits for progress of any unfinished choice; false once every choice has finished, or
   // once `client_gone` (see WatchClient) says the client left: then every choice is cancelled.
@@ -82,6 +84,9 @@ class GenerationRun {
   int64_t cached_tokens() const { return cached_tokens_; }
 
  private:
+  void LogPrompts(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
+                  int64_t max_len) const;
+
   struct Choice {
     int index = 0;
     std::string engine_id;

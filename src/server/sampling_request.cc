@@ -101,7 +101,8 @@ std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string
 
 StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                            const GenerationDefaults& d, int64_t logprobs,
-                                           int32_t vocab_size, const Tokenizer* tokenizer) {
+                                           int32_t vocab_size, const Tokenizer* tokenizer,
+                                           int64_t max_logprobs) {
   ResolvedSampling r;
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
   if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
@@ -180,10 +181,10 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   if (logprobs < -1) {
     return InvalidArgument(fmt::format("logprobs must be non-negative, got {}.", logprobs));
   }
-  if (logprobs > kMaxLogprobs) {
+  if (logprobs > max_logprobs) {
     return InvalidArgument(fmt::format(
         "Requested sample logprobs of {}, which is greater than max allowed: {}", logprobs,
-        kMaxLogprobs));
+        max_logprobs));
   }
   r.logprobs = static_cast<int32_t>(logprobs);
   if (f.prompt_logprobs) {
@@ -194,10 +195,10 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
       return InvalidArgument(
           fmt::format("prompt_logprobs must be non-negative, got {}.", *f.prompt_logprobs));
     }
-    if (*f.prompt_logprobs > kMaxLogprobs) {
+    if (*f.prompt_logprobs > max_logprobs) {
       return InvalidArgument(fmt::format(
           "Requested prompt logprobs of {}, which is greater than max allowed: {}",
-          *f.prompt_logprobs, kMaxLogprobs));
+          *f.prompt_logprobs, max_logprobs));
     }
     r.prompt_logprobs = static_cast<int32_t>(*f.prompt_logprobs);
   }
@@ -210,10 +211,10 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.length_penalty = static_cast<float>(f.length_penalty.value_or(1.0));
   // A beam search expands each beam by its 2·n likeliest tokens: vLLM asks for that many
   // log-probs, which --max-logprobs bounds.
-  if (r.beam_search && 2 * r.n > kMaxLogprobs) {
+  if (r.beam_search && 2 * r.n > max_logprobs) {
     return InvalidArgument(fmt::format(
         "Requested sample logprobs of {}, which is greater than max allowed: {}", 2 * r.n,
-        kMaxLogprobs));
+        max_logprobs));
   }
   auto rules = ResolveLogitsRules(f, vocab_size, tokenizer);
   if (!rules.ok()) return rules.status();

@@ -49,13 +49,15 @@ struct ResolvedSampling {
   float length_penalty = 1.0f;
 };
 
-// `logprobs`: -1 for none, else the number of top log-probs wanted (checked here, <= 20).
+// `logprobs`: -1 for none, else the number of top log-probs wanted (checked here against
+// `max_logprobs`, the server's --max-logprobs; so is prompt_logprobs).
 // Token ids (stop_token_ids, logit_bias, allowed_token_ids) must be below `vocab_size`;
 // bad_words are tokenized by `tokenizer` (required when the request has any).
 StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& fields,
                                            const GenerationDefaults& defaults,
                                            int64_t logprobs, int32_t vocab_size,
-                                           const Tokenizer* tokenizer = nullptr);
+                                           const Tokenizer* tokenizer = nullptr,
+                                           int64_t max_logprobs = kMaxLogprobs);
 
 // vLLM's bad_words as token sequences: each word (leading spaces dropped) as `tokenizer`
 // encodes it alone, and again after a space where that gives a different first token and

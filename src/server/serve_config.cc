@@ -70,6 +70,11 @@ Status ValidateServeConfig(const ServeConfig& c) {
     return InvalidArgument("--block-size must be in [1, 1024]");
   }
   if (c.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (c.max_logprobs < -1) {
+    return InvalidArgument("--max-logprobs must be -1 (the vocabulary) or at least 0, got " +
+                           std::to_string(c.max_logprobs));
+  }
+  if (c.max_log_len < -1) return InvalidArgument("--max-log-len must be -1 (all) or at least 0");
   if (c.generation_config.empty()) {
     return InvalidArgument("--generation-config: give auto, vllm or a folder");
   }
@@ -104,6 +109,27 @@ Status ValidateServeConfig(const ServeConfig& c) {
     }
   }
   return OkStatus();
+}
+
+Status CheckKvCacheDtype(const std::string& kv_cache_dtype, const std::string& model_dtype) {
+  if (kv_cache_dtype == "auto" || kv_cache_dtype == model_dtype) return OkStatus();
+  if (kv_cache_dtype.rfind("fp8", 0) == 0) {
+    return InvalidArgument("--kv-cache-dtype: '" + kv_cache_dtype +
+                           "' is not supported: the KV cache holds the model's dtype (" +
+                           model_dtype + " here; pass auto)");
+  }
+  return InvalidArgument("--kv-cache-dtype: '" + kv_cache_dtype + "' is not the model's dtype (" +
+                         model_dtype + "), which the KV cache holds: pass auto or " + model_dtype);
+}
+
+Status CheckUnchunkedBudget(int64_t max_num_batched_tokens, int64_t max_model_len) {
+  if (max_num_batched_tokens >= max_model_len) return OkStatus();
+  return InvalidArgument(
+      "max_num_batched_tokens (" + std::to_string(max_num_batched_tokens) +
+      ") is smaller than max_model_len (" + std::to_string(max_model_len) +
+      "). This effectively limits the maximum sequence length to max_num_batched_tokens and "
+      "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+      "max_model_len.");
 }
 
 StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {

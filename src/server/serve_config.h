@@ -27,6 +27,11 @@ struct ServeConfig {
   // at 128-512 tokens, and `bench serve` (16 streams, 256 in / 64 out) measured +19% total
   // throughput, median TTFT 8 s instead of 22 s and p99 ITL 2.3 s instead of 12 s.
   int64_t max_num_batched_tokens = 256;
+  bool max_num_batched_tokens_set = false;  // given on the command line
+  // --no-enable-chunked-prefill: a prompt is prefilled in one step or waits for a step with room
+  // (vLLM V1's rule); the token budget then defaults to max(max_model_len, 256) and may not be
+  // below max_model_len.
+  bool enable_chunked_prefill = true;
   std::string dtype = "auto";
   double gpu_memory_utilization = 0.9;
   bool gpu_memory_utilization_set = false;  // explicit flag: the free-memory check is strict
@@ -54,7 +59,21 @@ struct ServeConfig {
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   int http_threads = 0;               // 0: a small pool sized from max_num_seqs
   std::string uvicorn_log_level = "info";
+  std::string tokenizer;              // --tokenizer: tokenizer folder; empty: model_dir
+  int64_t max_logprobs = 20;          // most log-probs a request may ask for; -1: the vocabulary
+  std::string kv_cache_dtype = "auto";  // auto or the model's dtype (the cache holds it)
+  std::string response_role = "assistant";  // chat replies' role with add_generation_prompt
+  bool enable_log_requests = false;   // one log line per received prompt
+  int64_t max_log_len = -1;           // prompt characters / ids in that line; -1: all
+  bool disable_log_stats = false;     // no periodic throughput line
 };
+
+// vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or
+// that dtype; fp8 caches and other dtypes are errors naming the flag.
+Status CheckKvCacheDtype(const std::string& kv_cache_dtype, const std::string& model_dtype);
+
+// vLLM's check with chunked prefill off: a prompt of max_model_len tokens must fit one step.
+Status CheckUnchunkedBudget(int64_t max_num_batched_tokens, int64_t max_model_len);
 
 // vLLM's --structured-outputs-config: {"backend": auto | xgrammar | guidance | outlines |
 // lm-format-enforcer (all served by cpmserve's own matcher), "enable_in_reasoning": bool, and

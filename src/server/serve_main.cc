@@ -126,8 +126,14 @@ struct Loaded {
 };
 
 // Everything between "listening" and "ready". Errors name what failed.
-Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory, Loaded* out) {
+Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded* out) {
   CPM_ASSIGN_OR_RETURN(int64_t derived, DerivedMaxModelLen(c.model_dir));
+  if (!c.enable_chunked_prefill && !c.max_num_batched_tokens_set) {
+    // vLLM's default without chunking: room for a whole prompt of max_model_len tokens (the
+    // config's length for "auto", which fits memory later and is no longer).
+    c.max_num_batched_tokens =
+        std::max<int64_t>(c.max_model_len > 0 ? c.max_model_len : derived, 256);
+  }
   if (c.max_model_len > derived) {
     const char* allow = std::getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
     if (!allow || std::string(allow) != "1") {
@@ -142,7 +148,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
                  c.max_model_len, derived);
   }
 
-  auto tokenizer = Tokenizer::Load(c.model_dir);
+  auto tokenizer = Tokenizer::Load(c.tokenizer.empty() ? c.model_dir : c.tokenizer);
   if (!tokenizer.ok()) return tokenizer.status().WithPrefix("tokenizer");
   out->tokenizer = std::move(*tokenizer);
   const Tokenizer& tok = *out->tokenizer;
@@ -198,6 +204,7 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   auto model = LoadModel(lo, pool);
   if (!model.ok()) return model.status();
   ModelInfo info = (*model)->info();
+  CPM_RETURN_IF_ERROR(CheckKvCacheDtype(c.kv_cache_dtype, ToString(info.dtype)));
   CPM_ASSIGN_OR_RETURN(std::shared_ptr<VisionEncoder> vision, LoadVisionEncoder(lo, info, pool));
   if (vision) {
     MediaOptions media;
@@ -268,10 +275,14 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
                WithThousands(budget.max_model_len),
                static_cast<double>(budget.num_tokens) / budget.max_model_len);
   CPM_LOG_INFO("Using max model len {}", budget.max_model_len);
+  if (!c.enable_chunked_prefill) {
+    CPM_RETURN_IF_ERROR(CheckUnchunkedBudget(c.max_num_batched_tokens, budget.max_model_len));
+  }
 
   EngineConfig ec;
   ec.max_num_seqs = EngineSeqs(c);
   ec.max_num_batched_tokens = c.max_num_batched_tokens;
+  ec.enable_chunked_prefill = c.enable_chunked_prefill;
   ec.max_model_len = budget.max_model_len;
   ec.block_size = c.block_size;
   ec.num_kv_blocks = budget.num_blocks;
@@ -285,8 +296,13 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
                  ec.speculative.num_speculative_tokens, ec.speculative.prompt_lookup_min,
                  ec.speculative.prompt_lookup_max);
   }
-  CPM_LOG_INFO("Chunked prefill is enabled with max_num_batched_tokens={}.",
-               ec.max_num_batched_tokens);
+  if (c.enable_chunked_prefill) {
+    CPM_LOG_INFO("Chunked prefill is enabled with max_num_batched_tokens={}.",
+                 ec.max_num_batched_tokens);
+  } else {
+    CPM_LOG_INFO("Chunked prefill is disabled: each prompt is prefilled in one step of at most "
+                 "max_num_batched_tokens={}.", ec.max_num_batched_tokens);
+  }
   if (!c.enable_prefix_caching) CPM_LOG_INFO("Prefix caching is disabled");
   auto engine = Engine::Create(std::move(*model), ec, &pool);
   if (!engine.ok()) return engine.status().WithPrefix("engine");
@@ -328,6 +344,9 @@ Status LoadAll(const ServeConfig& c, ThreadPool& pool, const HostMemory& memory,
   const auto in_reasoning = ParseStructuredOutputsConfig(c.structured_outputs_config_json);
   ctx.structured_in_reasoning = in_reasoning.ok() && *in_reasoning;
   ctx.return_tokens_as_token_ids = c.return_tokens_as_token_ids;
+  ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
+  ctx.response_role = c.response_role;
+  ctx.request_log = {c.enable_log_requests, c.max_log_len};
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
@@ -398,7 +417,7 @@ int RunServe(const ServeConfig& config) {
   ThroughputLogger throughput;
   while (!stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    throughput.Maybe(loaded.engine->Stats());
+    if (!c.disable_log_stats) throughput.Maybe(loaded.engine->Stats());
   }
   // Stop accepting first, then end what is in flight ("abort"); Run() returns when every
   // handler has written its last chunk.

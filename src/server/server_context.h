@@ -22,6 +22,7 @@
 #include "server/generation_defaults.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
+#include "server/request_log.h"
 #include "server/sampling_request.h"
 #include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +47,9 @@ struct ServerContext {
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
   bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids: the default
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
+  int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)
+  std::string response_role = "assistant";  // --response-role
+  RequestLogOptions request_log;            // --enable-log-requests, --max-log-len
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
   mutable std::atomic<uint64_t> next_request{0};

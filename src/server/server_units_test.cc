@@ -10,6 +10,7 @@
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
+#include "server/request_log.h"
 #include "server/sampling_request.h"
 #include "server/serve_config.h"
 #include "server/sse.h"
@@ -387,6 +388,67 @@ TEST(Protocol, CompletionPromptForms) {
   EXPECT_FALSE(one(R"({"prompt":[]})").ok());
   EXPECT_FALSE(one(R"({"prompt":5})").ok());
   EXPECT_FALSE(one(R"({})").ok());
+}
+
+TEST(Sampling, MaxLogprobsIsTheServersLimit) {
+  protocol::SamplingFields f;
+  EXPECT_TRUE(ResolveSampling(f, {}, 20, 100).ok());  // vLLM's default limit, 20
+  EXPECT_EQ(ResolveSampling(f, {}, 21, 100).status().message(),
+            "Requested sample logprobs of 21, which is greater than max allowed: 20");
+  EXPECT_TRUE(ResolveSampling(f, {}, 5, 100, nullptr, 5).ok());
+  EXPECT_EQ(ResolveSampling(f, {}, 6, 100, nullptr, 5).status().message(),
+            "Requested sample logprobs of 6, which is greater than max allowed: 5");
+  EXPECT_TRUE(ResolveSampling(f, {}, 50, 100, nullptr, 100).ok());
+  f.prompt_logprobs = 6;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 5).status().message(),
+            "Requested prompt logprobs of 6, which is greater than max allowed: 5");
+  f = {};
+  f.use_beam_search = true;
+  f.n = 3;  // a beam search asks for 2·n
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 5).status().message(),
+            "Requested sample logprobs of 6, which is greater than max allowed: 5");
+}
+
+TEST(RequestLog, VllmsLineCutToMaxLogLen) {
+  ResolvedSampling s;
+  s.params.temperature = 0.5f;
+  s.params.top_p = 0.2f;  // printed as 0.2, the JSON number it came from
+  s.params.seed = 7;
+  s.stop = {"it's"};
+  s.stop_token_ids = {2};
+  s.logprobs = 3;
+  const std::vector<int32_t> ids = {5, 6, 7, 8};
+  EXPECT_EQ(RequestLogLine("cmpl-1", "h\u00e9llo\n", ids, s, 16, -1),
+            "Received request cmpl-1: prompt: 'h\u00e9llo\\n', params: SamplingParams(n=1, "
+            "presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, "
+            "temperature=0.5, top_p=0.2, top_k=0, min_p=0.0, seed=7, stop=[\"it's\"], "
+            "stop_token_ids=[2], include_stop_str_in_output=False, ignore_eos=False, "
+            "max_tokens=16, min_tokens=0, logprobs=3, prompt_logprobs=None, "
+            "skip_special_tokens=True), prompt_token_ids: [5, 6, 7, 8].");
+  // --max-log-len counts code points (é is one) and ids.
+  const std::string cut = RequestLogLine("x", "h\u00e9llo", ids, s, 16, 2);
+  EXPECT_NE(cut.find("prompt: 'h\u00e9', params"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("prompt_token_ids: [5, 6]."), std::string::npos) << cut;
+  EXPECT_NE(RequestLogLine("x", "abc", ids, s, 16, 0).find("prompt: '', "), std::string::npos);
+}
+
+TEST(ServeConfig, KvCacheDtypeAndUnchunkedBudget) {
+  EXPECT_TRUE(CheckKvCacheDtype("auto", "bfloat16").ok());
+  EXPECT_TRUE(CheckKvCacheDtype("bfloat16", "bfloat16").ok());
+  EXPECT_EQ(CheckKvCacheDtype("fp8_e5m2", "bfloat16").message(),
+            "--kv-cache-dtype: 'fp8_e5m2' is not supported: the KV cache holds the model's dtype "
+            "(bfloat16 here; pass auto)");
+  EXPECT_FALSE(CheckKvCacheDtype("bfloat16", "float32").ok());
+  EXPECT_TRUE(CheckUnchunkedBudget(4096, 4096).ok());
+  EXPECT_NE(CheckUnchunkedBudget(256, 4096).message().find(
+                "max_num_batched_tokens (256) is smaller than max_model_len (4096)"),
+            std::string::npos);
+  ServeConfig c;
+  c.max_logprobs = -2;
+  EXPECT_NE(ValidateServeConfig(c).message().find("--max-logprobs"), std::string::npos);
+  c.max_logprobs = -1;
+  c.max_log_len = -3;
+  EXPECT_NE(ValidateServeConfig(c).message().find("--max-log-len"), std::string::npos);
 }
 
 TEST(Sampling, RangesAndDefaults) {

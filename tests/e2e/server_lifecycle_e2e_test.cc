@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <latch>
@@ -13,6 +14,7 @@
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
 #include "e2e/tiny_serving_model.h"
+#include "tokenizer/tiny_tokenizer.h"
 
 namespace cpm {
 namespace {
@@ -61,7 +63,11 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--max-model-len", "100000"}, "User-specified max_model_len (100000)"},
       {{"--load-format", "gguf"}, "--load-format"},
       {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
-       "--speculative-config: method 'eagle' is not supported"}};
+       "--speculative-config: method 'eagle' is not supported"},
+      {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
+      {{"--max-logprobs", "-2"}, "--max-logprobs"},
+      {{"--no-enable-chunked-prefill", "--max-num-batched-tokens", "64", "--max-model-len", "128"},
+       "max_num_batched_tokens (64) is smaller than max_model_len (128)"}};
   for (const auto& [bad, needle] : cases) {
     ServerProcess p;
     ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
@@ -82,6 +88,69 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   EXPECT_EQ(e2e::Get(p.port(), "/health").status, 200);
   EXPECT_EQ(e2e::Get(p.port(), "/metrics").status, 200);
   EXPECT_EQ(e2e::Post(p.port(), "/tokenize", R"({"prompt":"a"})").status, 200);
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
+// vLLM's serving flags beyond the seeds': a tokenizer folder of its own, --max-logprobs,
+// request logging cut to --max-log-len, --response-role, prefill without chunks.
+TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
+  const std::string tok = dir_ + "/tok";
+  int32_t vocab = 0;
+  std::filesystem::create_directories(tok);
+  ASSERT_TRUE(WriteTinyTokenizer(tok, TinyTokenizerFamily::kSentencePieceBpe, &vocab).ok());
+  for (const auto& f : std::filesystem::directory_iterator(tok)) {  // none beside the weights
+    std::filesystem::remove(dir_ + "/" + f.path().filename().string());
+  }
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--tokenizer", tok, "--max-logprobs", "3", "--enable-log-requests",
+                            "--max-log-len", "5", "--response-role", "bot",
+                            "--no-enable-chunked-prefill", "--max-model-len", "128",
+                            "--kv-cache-dtype", "auto", "--disable-log-stats"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_NE(p.Log().find("Chunked prefill is disabled: each prompt is prefilled in one step of at "
+                         "most max_num_batched_tokens=256."),
+            std::string::npos) << p.Log();
+  auto complete = [&](int logprobs) {
+    return e2e::Post(p.port(), "/v1/completions",
+                     R"({"prompt":"hello world hello world","max_tokens":2,"logprobs":)" +
+                         std::to_string(logprobs) + "}");
+  };
+  const e2e::Reply over = complete(4);
+  EXPECT_EQ(over.status, 400);
+  EXPECT_NE(over.body.find("greater than max allowed: 3"), std::string::npos) << over.body;
+  const e2e::Reply ok = complete(3);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  // The top 3, and the sampled token where it is not among them (vLLM's completions form).
+  const size_t top = ok.json()["choices"][0]["logprobs"]["top_logprobs"][0].size();
+  EXPECT_TRUE(top == 3 || top == 4) << ok.body;
+  // The logged prompt: at most 5 characters of its text and 5 of its ids.
+  const std::string log = p.Log();
+  const size_t at = log.find("Received request cmpl-");
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t text = log.find("prompt: '", at) + 9, end = log.find("', params: SamplingParams(n=1", at);
+  ASSERT_NE(end, std::string::npos) << log.substr(at);
+  EXPECT_LE(end - text, 5u) << log.substr(at);
+  EXPECT_NE(log.find("logprobs=3", at), std::string::npos);
+  const size_t ids = log.find("prompt_token_ids: [", at) + 19;
+  EXPECT_EQ(std::count(log.begin() + ids, log.begin() + log.find(']', ids), ','), 4) << log.substr(at);
+  // The reply's role: --response-role, or the continued message's without a generation prompt.
+  const Json chat = e2e::Post(p.port(), "/v1/chat/completions",
+                              R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})")
+                        .json();
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "bot") << chat.dump();
+  const Json cont =
+      e2e::Post(p.port(), "/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Su"}],)"
+                R"("add_generation_prompt":false,"continue_final_message":true,"max_tokens":2})")
+          .json();
+  EXPECT_EQ(cont["choices"][0]["message"]["role"], "assistant") << cont.dump();
+  // A prompt near max_model_len runs whole (one step of ~100 tokens).
+  std::string words;
+  for (int i = 0; i < 40; ++i) words += "hello ";
+  const e2e::Reply longer = e2e::Post(p.port(), "/v1/completions",
+                                      R"({"prompt":")" + words + R"(","max_tokens":2})");
+  EXPECT_EQ(longer.status, 200) << longer.body;
   EXPECT_EQ(p.Stop(SIGTERM), 0);
 }
 
