@@ -138,6 +138,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--disable-log-stats", c.disable_log_stats,
                 "no periodic throughput / KV cache usage line");
+  cmd->add_flag("--disable-uvicorn-access-log", c.disable_access_log,
+                "no access-log line per HTTP request");
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });
 }
 

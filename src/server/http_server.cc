@@ -8,6 +8,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "base/log.h"
 #include "server/auth.h"
 #include "server/client_probe.h"
@@ -73,7 +75,37 @@ HttpReply Loading() {
   return HttpReply::Error(e);
 }
 
+// The reason phrase uvicorn's access log prints after a status code.
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Request Entity Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "";
+  }
+}
+
 }  // namespace
+
+std::string AccessLogLine(const std::string& remote_addr, int remote_port,
+                          const std::string& method, const std::string& target,
+                          const std::string& version, int status) {
+  return fmt::format("{}:{} - \"{} {} {}\" {} {}", remote_addr, remote_port, method, target,
+                     version, status, ReasonPhrase(status));
+}
+
+void HttpServer::EnableAccessLog() {
+  svr_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    CPM_LOG_INFO("{}", AccessLogLine(req.remote_addr, req.remote_port, req.method, req.target,
+                                     req.version, res.status));
+  });
+}
 
 HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
     : svr_(std::make_unique<httplib::Server>()), api_keys_(std::move(api_keys)) {

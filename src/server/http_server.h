@@ -19,6 +19,11 @@ class Server;
 
 namespace cpm {
 
+// uvicorn's access log line: `127.0.0.1:53042 - "POST /v1/completions HTTP/1.1" 200 OK`.
+std::string AccessLogLine(const std::string& remote_addr, int remote_port,
+                          const std::string& method, const std::string& target,
+                          const std::string& version, int status);
+
 class HttpServer {
  public:
   HttpServer(std::vector<std::string> api_keys, int num_threads);
@@ -33,6 +38,9 @@ class HttpServer {
   // done. Safe before, during or after Run() starts (httplib's own stop() is a no-op until
   // listening has begun).
   void Stop();
+  // One line per answered request, as uvicorn's access log (vLLM's default; off with
+  // --disable-uvicorn-access-log). Call before Run().
+  void EnableAccessLog();
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 

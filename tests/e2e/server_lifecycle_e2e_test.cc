@@ -89,6 +89,10 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   EXPECT_EQ(e2e::Get(p.port(), "/metrics").status, 200);
   EXPECT_EQ(e2e::Post(p.port(), "/tokenize", R"({"prompt":"a"})").status, 200);
   EXPECT_EQ(p.Stop(SIGTERM), 0);
+  // uvicorn's access log, on by default as in vLLM.
+  EXPECT_NE(p.Log().find(" - \"GET /v1/models HTTP/1.1\" 401 Unauthorized"), std::string::npos)
+      << p.Log();
+  EXPECT_NE(p.Log().find(" - \"POST /tokenize HTTP/1.1\" 200 OK"), std::string::npos);
 }
 
 // vLLM's serving flags beyond the seeds': a tokenizer folder of its own, --max-logprobs,
@@ -106,7 +110,8 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                       Args({"--tokenizer", tok, "--max-logprobs", "3", "--enable-log-requests",
                             "--max-log-len", "5", "--response-role", "bot",
                             "--no-enable-chunked-prefill", "--max-model-len", "128",
-                            "--kv-cache-dtype", "auto", "--disable-log-stats"})));
+                            "--kv-cache-dtype", "auto", "--disable-log-stats",
+                            "--disable-uvicorn-access-log"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("Chunked prefill is disabled: each prompt is prefilled in one step of at "
                          "most max_num_batched_tokens=256."),
@@ -152,6 +157,7 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                                       R"({"prompt":")" + words + R"(","max_tokens":2})");
   EXPECT_EQ(longer.status, 200) << longer.body;
   EXPECT_EQ(p.Stop(SIGTERM), 0);
+  EXPECT_EQ(p.Log().find("HTTP/1.1\" 200 OK"), std::string::npos) << p.Log();
 }
 
 TEST_F(ServerLifecycle, GenerationConfigDefaults) {
