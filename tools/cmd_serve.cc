@@ -138,6 +138,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--disable-log-stats", c.disable_log_stats,
                 "no periodic throughput / KV cache usage line");
+  cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
+                "usage.prompt_tokens_details.cached_tokens: prompt tokens read from the prefix "
+                "cache");
   cmd->add_flag("--disable-uvicorn-access-log", c.disable_access_log,
                 "no access-log line per HTTP request");
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });

@@ -234,7 +234,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   if (job.include_usage) {
     Json c = ChunkBase(job);
     c["choices"] = Json::array();
-    c["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens());
+    c["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens(),
+                           ReportedCachedTokens(ctx, run));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -336,7 +337,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   }
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
                             std::move(choices), static_cast<int64_t>(job.prompt.size()),
-                            run.completion_tokens());
+                            run.completion_tokens(), ReportedCachedTokens(ctx, run));
   r["prompt_logprobs"] = std::move(prompt_logprobs);
   return HttpReply::Json(r);
 }

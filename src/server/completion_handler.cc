@@ -112,7 +112,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   if (job.include_usage) {
     Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
     c["choices"] = Json::array();
-    c["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens());
+    c["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -160,7 +160,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
   }
   return HttpReply::Json(CompleteResponse(job.id, "text_completion", job.created, job.model,
                                           std::move(choices), job.prompt_tokens,
-                                          run.completion_tokens()));
+                                          run.completion_tokens(), ReportedCachedTokens(ctx, run)));
 }
 
 }  // namespace

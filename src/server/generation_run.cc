@@ -71,11 +71,11 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
 
 void GenerationRun::LogPrompts(const std::vector<ChoicePlan>& plans,
                                const ResolvedSampling& sampling, int64_t max_len) const {
-  // Choices of one prompt are adjacent plans with the same ids; a batched completion's prompts
-  // are logged as <id>-<prompt index>, as vLLM does.
+  // A prompt's first choice (seed offset 0) stands for it; a batched completion's prompts are
+  // logged as <id>-<prompt index>, as vLLM does.
   std::vector<const ChoicePlan*> prompts;
   for (const ChoicePlan& plan : plans) {
-    if (prompts.empty() || prompts.back()->prompt != plan.prompt) prompts.push_back(&plan);
+    if (plan.seed_offset == 0) prompts.push_back(&plan);
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ChoicePlan& p = *prompts[i];
@@ -156,7 +156,7 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
     Finish(c, "error");
     return;
   }
-  if (!c.cache_counted) {
+  if (!c.cache_counted && c.seed_offset == 0) {
     cached_tokens_ += ev.num_cached_tokens;
     c.cache_counted = true;
   }

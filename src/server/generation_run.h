@@ -81,6 +81,8 @@ class GenerationRun {
   // Generated tokens of the choice with this index so far.
   int64_t completion_tokens(int index) const;
   // Prompt tokens served from the prefix cache, over all choices.
+  // Prompt tokens found in the prefix cache, one count per prompt (its first choice's, as
+  // vLLM's num_cached_tokens), known once each has its first event.
   int64_t cached_tokens() const { return cached_tokens_; }
 
  private:

@@ -24,8 +24,13 @@ HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body);
 HttpReply HandleModels(const ServerContext& ctx);
 HttpReply HandleVersion();
 
-// Shared by chat and completions.
-nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
+// Shared by chat and completions. prompt_tokens_details is {"cached_tokens": n} when n > 0,
+// else null (vLLM's rule under --enable-prompt-tokens-details).
+nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
+                                 int64_t cached_tokens = 0);
+// The prompt tokens a run found in the prefix cache, where --enable-prompt-tokens-details asks
+// for them in usage; else 0.
+int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run);
 // The head every response and chunk object starts with: {id, object, created, model}.
 nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, int64_t created,
                                     const std::string& model);
@@ -33,7 +38,7 @@ nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, i
 nlohmann::ordered_json CompleteResponse(const std::string& id, const char* object,
                                         int64_t created, const std::string& model,
                                         nlohmann::ordered_json choices, int64_t prompt_tokens,
-                                        int64_t completion_tokens);
+                                        int64_t completion_tokens, int64_t cached_tokens = 0);
 // stop_reason: the matched stop string, the stop token id, or null.
 nlohmann::ordered_json StopReasonJson(const ChoiceUpdate& u);
 int64_t UnixNow();

@@ -40,21 +40,26 @@ Json ResponseHead(const std::string& id, const char* object, int64_t created,
 
 Json CompleteResponse(const std::string& id, const char* object, int64_t created,
                       const std::string& model, Json choices, int64_t prompt_tokens,
-                      int64_t completion_tokens) {
+                      int64_t completion_tokens, int64_t cached_tokens) {
   Json r = ResponseHead(id, object, created, model);
   r["choices"] = std::move(choices);
-  r["usage"] = UsageJson(prompt_tokens, completion_tokens);
+  r["usage"] = UsageJson(prompt_tokens, completion_tokens, cached_tokens);
   r["system_fingerprint"] = nullptr;
   return r;
 }
 
-Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   Json u;
   u["prompt_tokens"] = prompt_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["completion_tokens"] = completion_tokens;
-  u["prompt_tokens_details"] = nullptr;
+  u["prompt_tokens_details"] =
+      cached_tokens > 0 ? Json{{"cached_tokens", cached_tokens}} : Json(nullptr);
   return u;
+}
+
+int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run) {
+  return ctx.enable_prompt_tokens_details ? run.cached_tokens() : 0;
 }
 
 Json StopReasonJson(const ChoiceUpdate& u) {

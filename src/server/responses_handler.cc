@@ -39,9 +39,17 @@ Json FunctionCallItem(const std::string& id, const std::string& call_id, const s
           {"arguments", arguments}, {"status", status}};
 }
 
-Json UsageOf(int64_t input, int64_t output) {
+// The chat usage's prompt_tokens_details.cached_tokens (present under
+// --enable-prompt-tokens-details when the prefix cache served part of the prompt), else 0.
+int64_t CachedTokensOf(const Json& usage) {
+  auto d = usage.find("prompt_tokens_details");
+  if (d == usage.end() || !d->is_object()) return 0;
+  return d->value("cached_tokens", int64_t{0});
+}
+
+Json UsageOf(int64_t input, int64_t output, int64_t cached) {
   return {{"input_tokens", input},
-          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", cached}}},
           {"output_tokens", output},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},
           {"total_tokens", input + output}};
@@ -144,6 +152,7 @@ class StreamTranslator {
     if (auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) {
       input_tokens_ = u->value("prompt_tokens", int64_t{0});
       output_tokens_ = u->value("completion_tokens", int64_t{0});
+      cached_tokens_ = CachedTokensOf(*u);
     }
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
@@ -169,7 +178,7 @@ class StreamTranslator {
   bool Fail(const Json& error) {
     const std::string message = error.value("message", "");
     const Json code = error.value("type", Json(nullptr));
-    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_), nullptr);
+    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_, cached_tokens_), nullptr);
     r["error"] = {{"code", code}, {"message", message}};
     return out_->Emit({{"type", "error"}, {"code", code}, {"message", message}, {"param", nullptr}}) &&
            out_->Emit({{"type", "response.failed"}, {"response", std::move(r)}});
@@ -202,7 +211,7 @@ class StreamTranslator {
     }
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
-                            UsageOf(input_tokens_, output_tokens_), Incomplete(outcome_.finish_reason));
+                            UsageOf(input_tokens_, output_tokens_, cached_tokens_), Incomplete(outcome_.finish_reason));
     return out_->Emit({{"type", incomplete ? "response.incomplete" : "response.completed"},
                        {"response", std::move(r)}});
   }
@@ -293,7 +302,7 @@ class StreamTranslator {
   int reasoning_index_ = -1, message_index_ = -1;
   bool reasoning_closed_ = false, message_closed_ = false;
   std::string reasoning_id_, message_id_;
-  int64_t input_tokens_ = 0, output_tokens_ = 0;
+  int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
 };
 
 HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
@@ -317,7 +326,8 @@ HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std:
   Json r = ResponseObject(job, o.finish_reason == "length" ? "incomplete" : "completed",
                           OutputItems(job, o),
                           UsageOf(usage.value("prompt_tokens", int64_t{0}),
-                                  usage.value("completion_tokens", int64_t{0})),
+                                  usage.value("completion_tokens", int64_t{0}),
+                                  CachedTokensOf(usage)),
                           Incomplete(o.finish_reason));
   return HttpReply::Json(r);
 }

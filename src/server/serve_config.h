@@ -66,6 +66,7 @@ struct ServeConfig {
   bool enable_log_requests = false;   // one log line per received prompt
   int64_t max_log_len = -1;           // prompt characters / ids in that line; -1: all
   bool disable_log_stats = false;     // no periodic throughput line
+  bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
   bool disable_access_log = false;    // --disable-uvicorn-access-log: no line per HTTP request
 };
 

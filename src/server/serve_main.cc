@@ -347,6 +347,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
   ctx.response_role = c.response_role;
   ctx.request_log = {c.enable_log_requests, c.max_log_len};
+  ctx.enable_prompt_tokens_details = c.enable_prompt_tokens_details;
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();

@@ -50,6 +50,7 @@ struct ServerContext {
   int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)
   std::string response_role = "assistant";  // --response-role
   RequestLogOptions request_log;            // --enable-log-requests, --max-log-len
+  bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
   mutable std::atomic<uint64_t> next_request{0};

@@ -111,7 +111,7 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                             "--max-log-len", "5", "--response-role", "bot",
                             "--no-enable-chunked-prefill", "--max-model-len", "128",
                             "--kv-cache-dtype", "auto", "--disable-log-stats",
-                            "--disable-uvicorn-access-log"})));
+                            "--disable-uvicorn-access-log", "--enable-prompt-tokens-details"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("Chunked prefill is disabled: each prompt is prefilled in one step of at "
                          "most max_num_batched_tokens=256."),
@@ -156,6 +156,19 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
   const e2e::Reply longer = e2e::Post(p.port(), "/v1/completions",
                                       R"({"prompt":")" + words + R"(","max_tokens":2})");
   EXPECT_EQ(longer.status, 200) << longer.body;
+  // The same prompt again reads its full blocks from the prefix cache, and usage says so.
+  EXPECT_TRUE(longer.json()["usage"]["prompt_tokens_details"].is_null()) << longer.body;
+  const Json again = e2e::Post(p.port(), "/v1/completions",
+                               R"({"prompt":")" + words + R"(","max_tokens":2})").json();
+  ASSERT_TRUE(again.contains("usage")) << again.dump();
+  const int64_t prompt_tokens = again["usage"]["prompt_tokens"];
+  const int64_t cached = again["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t{0});
+  EXPECT_EQ(cached, (prompt_tokens - 1) / 16 * 16) << again.dump();
+  const std::string input = R"({"input":")" + words.substr(0, 120) + R"(","max_output_tokens":2})";
+  e2e::Post(p.port(), "/v1/responses", input);
+  const Json resp = e2e::Post(p.port(), "/v1/responses", input).json();
+  ASSERT_TRUE(resp.contains("usage")) << resp.dump();
+  EXPECT_GT(resp["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << resp.dump();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
   EXPECT_EQ(p.Log().find("HTTP/1.1\" 200 OK"), std::string::npos) << p.Log();
 }
