@@ -63,7 +63,7 @@ class GenerationRun {
   ~GenerationRun();  // cancels what is still running
 
   // Submits every choice. The j-th of n choices of a seeded prompt uses seed + j (vLLM's rule).
-  // With `log` enabled each distinct prompt is logged first (request_log.h).
+  // With `log` enabled each prompt (its first choice's plan) is logged first (request_log.h).
   void Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
              const std::vector<int32_t>& eos_ids, const RequestLogOptions& log = {});
 
@@ -80,7 +80,6 @@ class GenerationRun {
   int64_t completion_tokens() const;
   // Generated tokens of the choice with this index so far.
   int64_t completion_tokens(int index) const;
-  // Prompt tokens served from the prefix cache, over all choices.
   // Prompt tokens found in the prefix cache, one count per prompt (its first choice's, as
   // vLLM's num_cached_tokens), known once each has its first event.
   int64_t cached_tokens() const { return cached_tokens_; }

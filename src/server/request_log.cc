@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "chat/value.h"
 
 namespace cpm {
@@ -27,6 +29,7 @@ std::string PyFloat(float v) {
   return s;
 }
 std::string PyBool(bool b) { return b ? "True" : "False"; }
+std::string PyInt(int32_t i) { return std::to_string(i); }
 
 template <typename T, typename F>
 std::string PyList(const std::vector<T>& items, F format, int64_t limit = -1) {
@@ -49,7 +52,7 @@ std::string SamplingParamsRepr(const ResolvedSampling& s, int64_t max_tokens) {
       s.n, PyFloat(p.presence_penalty), PyFloat(p.frequency_penalty), PyFloat(p.repetition_penalty),
       PyFloat(p.temperature), PyFloat(p.top_p), p.top_k, PyFloat(p.min_p),
       p.seed ? std::to_string(*p.seed) : "None", PyList(s.stop, PyStr),
-      PyList(s.stop_token_ids, [](int32_t id) { return std::to_string(id); }),
+      PyList(s.stop_token_ids, PyInt),
       PyBool(s.include_stop_str_in_output), PyBool(s.ignore_eos), max_tokens, s.min_tokens,
       PyOptionalInt(s.logprobs), PyOptionalInt(s.prompt_logprobs), PyBool(s.skip_special_tokens));
 }
@@ -62,7 +65,7 @@ std::string RequestLogLine(std::string_view request_id, std::string_view prompt,
   return fmt::format("Received request {}: prompt: {}, params: {}, prompt_token_ids: {}.",
                      request_id, PyStr(FirstCodePoints(prompt, max_len)),
                      SamplingParamsRepr(s, max_tokens),
-                     PyList(prompt_ids, [](int32_t id) { return std::to_string(id); }, max_len));
+                     PyList(prompt_ids, PyInt, max_len));
 }
 
 }  // namespace cpm
