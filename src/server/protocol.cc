@@ -71,10 +71,10 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.Bool("spaces_between_special_tokens", &f->spaces_between_special_tokens));
   CPM_TRY(r.Bool("stream", &f->stream));
   CPM_TRY(ParseStreamOptions(r, f));
+  CPM_TRY(r.Int("priority", &f->priority));
   // Accepted and without effect here: OpenAI bookkeeping fields.
   r.Known("user");
   r.Known("request_id");
-  r.Known("priority");
   return OkStatus();
 }
 

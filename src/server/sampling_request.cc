@@ -104,6 +104,10 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                            int32_t vocab_size, const Tokenizer* tokenizer,
                                            int64_t max_logprobs) {
   ResolvedSampling r;
+  if (f.priority != 0) {  // vLLM's check under its default --scheduling-policy fcfs
+    return InvalidArgument(
+        fmt::format("Got priority {} but Priority scheduling is not enabled.", f.priority));
+  }
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
   if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
   r.n = f.n;

@@ -409,6 +409,14 @@ TEST(Sampling, MaxLogprobsIsTheServersLimit) {
             "Requested sample logprobs of 6, which is greater than max allowed: 5");
 }
 
+TEST(Sampling, OnlyPriorityZeroIsServed) {
+  protocol::SamplingFields f;
+  EXPECT_TRUE(ResolveSampling(f, {}, -1, 100).ok());
+  f.priority = -1;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
+            "Got priority -1 but Priority scheduling is not enabled.");
+}
+
 TEST(RequestLog, VllmsLineCutToMaxLogLen) {
   ResolvedSampling s;
   s.params.temperature = 0.5f;
