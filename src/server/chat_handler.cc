@@ -345,7 +345,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
-                                Clock::time_point arrival, const ClientGoneFn& client_gone) {
+                                Clock::time_point arrival, const ClientGoneFn& client_gone,
+                                const std::string& x_request_id) {
   std::vector<std::string> ignored;
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -402,7 +403,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
-  job->id = ctx.NewRequestId("chatcmpl");
+  job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.served_name();
   job->created = UnixNow();
   job->sampling = *sampling;

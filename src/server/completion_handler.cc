@@ -166,7 +166,8 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
 }  // namespace
 
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
-                            Clock::time_point arrival, const ClientGoneFn& client_gone) {
+                            Clock::time_point arrival, const ClientGoneFn& client_gone,
+                            const std::string& x_request_id) {
   std::vector<std::string> ignored;
   auto req = protocol::ParseCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -228,7 +229,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
           {static_cast<int>(p * sampling->n + j), ids, echo_only ? 0 : *max_tokens, j});
     }
   }
-  job->id = ctx.NewRequestId("cmpl");
+  job->id = ctx.RequestId("cmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.served_name();
   job->created = UnixNow();
   job->sampling = *sampling;

@@ -1,12 +1,23 @@
 // Engine token events -> per-choice text deltas, usage and metrics for one HTTP request.
 #include "server/generation_run.h"
 
+#include <fmt/format.h>
+
+#include <atomic>
+
 #include "base/log.h"
 
 namespace cpm {
 
 namespace {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Numbers this process's runs: a client may name two requests alike (X-Request-Id), and the
+// engine needs each live request id once.
+uint64_t NextRunNumber() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
 GenerationRun::GenerationRun(EngineClient& engine, const Tokenizer& tokenizer,
@@ -16,6 +27,7 @@ GenerationRun::GenerationRun(EngineClient& engine, const Tokenizer& tokenizer,
       tokenizer_(tokenizer),
       metrics_(metrics),
       request_id_(std::move(request_id)),
+      engine_prefix_(fmt::format("{}-{}", request_id_, NextRunNumber())),
       arrival_(arrival) {}
 
 GenerationRun::~GenerationRun() { CancelAll(); }
@@ -28,7 +40,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
   for (const ChoicePlan& plan : plans) {
     Choice c;
     c.index = plan.index;
-    c.engine_id = request_id_ + "-" + std::to_string(plan.index);
+    c.engine_id = engine_prefix_ + "-" + std::to_string(plan.index);
     c.prompt = plan.prompt;
     c.num_prompt = static_cast<int64_t>(plan.prompt.size());
     c.max_tokens = plan.max_tokens;

@@ -124,7 +124,8 @@ class GenerationRun {
   EngineClient& engine_;
   const Tokenizer& tokenizer_;
   ServerMetrics& metrics_;
-  std::string request_id_;
+  std::string request_id_;     // the reply's id (logs)
+  std::string engine_prefix_;  // the engine requests' ids: <request id>-<run number>-<choice>
   Clock::time_point arrival_;
   ResolvedSampling sampling_;
   std::vector<Choice> choices_;

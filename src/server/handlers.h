@@ -12,11 +12,15 @@ namespace cpm {
 
 // `client_gone` (optional) tells a non-streaming reply that its client hung up, so that the
 // generation is cancelled instead of finished for nobody (streams notice failed writes).
+// `x_request_id`: the X-Request-Id header, which names the reply ("chatcmpl-<it>") before the
+// body's request_id and a fresh random id, as vLLM's _base_request_id.
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival,
-                                const ClientGoneFn& client_gone = nullptr);
+                                const ClientGoneFn& client_gone = nullptr,
+                                const std::string& x_request_id = {});
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
-                            Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr);
+                            Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr,
+                            const std::string& x_request_id = {});
 // The reply of a non-streaming request whose client is gone (nobody reads it; logs do).
 HttpReply ClientGoneReply();
 HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body);

@@ -232,12 +232,18 @@ void HttpServer::InstallRoutes() {
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
-    Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
+    Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req),
+                                      req.get_header_value("X-Request-Id"))
+              : Loading(),
+          res);
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
-    Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
+    Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req),
+                                  req.get_header_value("X-Request-Id"))
+              : Loading(),
+          res);
   });
   s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();

@@ -74,7 +74,7 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.Int("priority", &f->priority));
   // Accepted and without effect here: OpenAI bookkeeping fields.
   r.Known("user");
-  r.Known("request_id");
+  CPM_TRY(r.OptString("request_id", &f->request_id));
   return OkStatus();
 }
 

@@ -59,7 +59,8 @@ struct SamplingFields {
   std::optional<bool> return_tokens_as_token_ids;
   // vLLM extra: generated tokens a thinking section may hold before its end is forced.
   std::optional<int64_t> thinking_token_budget;
-  int64_t priority = 0;  // vLLM's; only 0 is served (first-come-first-served scheduling)
+  int64_t priority = 0;
+  std::optional<std::string> request_id;  // vLLM's: the response id's part after "chatcmpl-"  // vLLM's; only 0 is served (first-come-first-served scheduling)
   // vLLM extras: beam search of width n instead of sampling (server/beam_search.h), its
   // length penalty.
   bool use_beam_search = false;

@@ -21,6 +21,13 @@ std::string ServerContext::NewRequestId(const char* prefix, char separator) cons
   return fmt::format("{}{}{:016x}{:016x}", prefix, separator, z, z * 0x2545f4914f6cdd1dULL);
 }
 
+std::string ServerContext::RequestId(const char* prefix, const std::string& x_request_id,
+                                     const std::optional<std::string>& body_request_id) const {
+  if (!x_request_id.empty()) return std::string(prefix) + "-" + x_request_id;
+  if (body_request_id) return std::string(prefix) + "-" + *body_request_id;
+  return NewRequestId(prefix);
+}
+
 Status ServerContext::CheckModel(const std::optional<std::string>& model) const {
   if (!model) return OkStatus();
   for (const std::string& name : model_names) {

@@ -72,6 +72,11 @@ struct ServerContext {
   // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
   // "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
   std::string NewRequestId(const char* prefix, char separator = '-') const;
+  // A reply's id as vLLM names it: "<prefix>-" and the X-Request-Id header, else the body's
+  // request_id, else a fresh NewRequestId. Client-chosen ids may repeat: engine requests get
+  // ids of their own (GenerationRun).
+  std::string RequestId(const char* prefix, const std::string& x_request_id,
+                        const std::optional<std::string>& body_request_id) const;
   // 404 "The model `X` does not exist." unless absent or one of the served names.
   Status CheckModel(const std::optional<std::string>& model) const;
 };

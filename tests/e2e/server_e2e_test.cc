@@ -661,6 +661,44 @@ TEST_F(ServerE2E, BurstOfConcurrentStreamsAllAnswered) {
   EXPECT_EQ(answered, kClients);
 }
 
+// vLLM's reply ids: "chatcmpl-" / "cmpl-" and the X-Request-Id header, else the body's
+// request_id; a client may reuse one, even for requests in flight together.
+TEST_F(ServerE2E, ClientChosenRequestIds) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"ids"}],"max_tokens":3})";
+  EXPECT_EQ(e2e::Post(port(), "/v1/chat/completions", chat, {{"X-Request-Id", "trace-7"}})
+                .json()["id"],
+            "chatcmpl-trace-7");
+  const std::string completion = R"({"prompt":"ids","max_tokens":3,"request_id":"from-body"})";
+  EXPECT_EQ(e2e::Post(port(), "/v1/completions", completion).json()["id"], "cmpl-from-body");
+  EXPECT_EQ(e2e::Post(port(), "/v1/completions", completion, {{"X-Request-Id", "hdr"}})
+                .json()["id"],
+            "cmpl-hdr");
+  const std::string streamed = e2e::PostStream(port(), "/v1/completions",
+                                               R"({"prompt":"ids","max_tokens":2,"stream":true,)"
+                                               R"("request_id":"s1"})")
+                                   .body;
+  EXPECT_NE(streamed.find(R"("id":"cmpl-s1")"), std::string::npos) << streamed;
+  EXPECT_EQ(e2e::Post(port(), "/v1/completions", R"({"prompt":"ids","request_id":5})").status,
+            400);
+  // Eight requests in flight at once under one id: each answered in full.
+  std::vector<e2e::Reply> replies(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      replies[i] = e2e::Post(port(), "/v1/completions",
+                             R"({"prompt":"same id )" + std::to_string(i) +
+                                 R"(","max_tokens":16,"ignore_eos":true})",
+                             {{"X-Request-Id", "shared"}});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const e2e::Reply& r : replies) {
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json()["id"], "cmpl-shared");
+    EXPECT_EQ(r.json()["usage"]["completion_tokens"], 16);
+  }
+}
+
 TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
   std::string shared;
   for (int i = 0; i < 4; ++i) shared += "The same long system prompt, sentence " + std::to_string(i) + ". ";
