@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -104,6 +105,17 @@ void HttpServer::EnableAccessLog() {
   svr_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
     CPM_LOG_INFO("{}", AccessLogLine(req.remote_addr, req.remote_port, req.method, req.target,
                                      req.version, res.status));
+  });
+}
+
+void HttpServer::EnableRequestIdHeaders() {
+  svr_->set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    std::string id = req.get_header_value("X-Request-Id");
+    if (id.empty()) {
+      thread_local std::mt19937_64 rng{std::random_device{}()};
+      id = fmt::format("{:016x}{:016x}", rng(), rng());
+    }
+    res.set_header("X-Request-Id", id);
   });
 }
 

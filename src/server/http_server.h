@@ -41,6 +41,9 @@ class HttpServer {
   // One line per answered request, as uvicorn's access log (vLLM's default; off with
   // --disable-uvicorn-access-log). Call before Run().
   void EnableAccessLog();
+  // vLLM's --enable-request-id-headers: every response carries X-Request-Id, the request's own
+  // or 32 random hex digits. Call before Run().
+  void EnableRequestIdHeaders();
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 

@@ -67,7 +67,8 @@ struct ServeConfig {
   int64_t max_log_len = -1;           // prompt characters / ids in that line; -1: all
   bool disable_log_stats = false;     // no periodic throughput line
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
-  bool disable_access_log = false;    // --disable-uvicorn-access-log: no line per HTTP request
+  bool disable_access_log = false;
+  bool enable_request_id_headers = false;  // responses carry X-Request-Id    // --disable-uvicorn-access-log: no line per HTTP request
 };
 
 // vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or

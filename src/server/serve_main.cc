@@ -386,6 +386,7 @@ int RunServe(const ServeConfig& config) {
                          : static_cast<int>(std::clamp<int64_t>(c.max_num_seqs + 8, 16, 128));
   HttpServer server(c.api_keys, http_threads);
   if (!c.disable_access_log) server.EnableAccessLog();
+  if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
   std::thread http([&server] { server.Run(); });
   std::atomic<bool> stop{false}, done{false};

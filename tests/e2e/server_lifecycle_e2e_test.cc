@@ -111,7 +111,8 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                             "--max-log-len", "5", "--response-role", "bot",
                             "--no-enable-chunked-prefill", "--max-model-len", "128",
                             "--kv-cache-dtype", "auto", "--disable-log-stats",
-                            "--disable-uvicorn-access-log", "--enable-prompt-tokens-details"})));
+                            "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
+                            "--enable-request-id-headers"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("Chunked prefill is disabled: each prompt is prefilled in one step of at "
                          "most max_num_batched_tokens=256."),
@@ -169,6 +170,17 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
   const Json resp = e2e::Post(p.port(), "/v1/responses", input).json();
   ASSERT_TRUE(resp.contains("usage")) << resp.dump();
   EXPECT_GT(resp["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << resp.dump();
+  // --enable-request-id-headers: the request's X-Request-Id back, else 32 random hex digits.
+  httplib::Client cli("127.0.0.1", p.port());
+  auto echoed = cli.Post("/v1/completions", {{"X-Request-Id", "mine"}},
+                         R"({"prompt":"a","max_tokens":1})", "application/json");
+  ASSERT_TRUE(echoed);
+  EXPECT_EQ(echoed->get_header_value("X-Request-Id"), "mine");
+  auto fresh = cli.Get("/health");
+  ASSERT_TRUE(fresh);
+  const std::string id = fresh->get_header_value("X-Request-Id");
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
   EXPECT_EQ(p.Stop(SIGTERM), 0);
   EXPECT_EQ(p.Log().find("HTTP/1.1\" 200 OK"), std::string::npos) << p.Log();
 }
