@@ -24,7 +24,10 @@ std::string ServerContext::NewRequestId(const char* prefix, char separator) cons
 std::string ServerContext::RequestId(const char* prefix, const std::string& x_request_id,
                                      const std::optional<std::string>& body_request_id) const {
   if (!x_request_id.empty()) return std::string(prefix) + "-" + x_request_id;
-  if (body_request_id) return std::string(prefix) + "-" + *body_request_id;
+  // An empty one is Python-falsy in vLLM's `default or random_uuid()`: a fresh id.
+  if (body_request_id && !body_request_id->empty()) {
+    return std::string(prefix) + "-" + *body_request_id;
+  }
   return NewRequestId(prefix);
 }
 

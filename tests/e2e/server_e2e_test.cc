@@ -680,6 +680,10 @@ TEST_F(ServerE2E, ClientChosenRequestIds) {
   EXPECT_NE(streamed.find(R"("id":"cmpl-s1")"), std::string::npos) << streamed;
   EXPECT_EQ(e2e::Post(port(), "/v1/completions", R"({"prompt":"ids","request_id":5})").status,
             400);
+  const std::string empty =
+      e2e::Post(port(), "/v1/completions", R"({"prompt":"ids","max_tokens":1,"request_id":""})")
+          .json()["id"];
+  EXPECT_EQ(empty.size(), std::string("cmpl-").size() + 32) << empty;  // a fresh random id
   // Eight requests in flight at once under one id: each answered in full.
   std::vector<e2e::Reply> replies(8);
   std::vector<std::thread> threads;
