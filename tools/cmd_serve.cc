@@ -143,6 +143,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "cache");
   cmd->add_flag("--disable-uvicorn-access-log", c.disable_access_log,
                 "no access-log line per HTTP request");
+  cmd->add_option("--scheduling-policy", c.scheduling_policy,
+                  "fcfs, or priority: requests wait by their `priority` (lower first, then "
+                  "arrival) and preemption takes the last in that order")
+      ->capture_default_str();
   cmd->add_flag("--enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });

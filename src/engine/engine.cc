@@ -171,6 +171,7 @@ Status Engine::Impl::Init() {
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
   sc.max_model_len = config_.max_model_len;
   sc.enable_chunked_prefill = config_.enable_chunked_prefill;
+  sc.priority_policy = config_.priority_policy;
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
   PublishStats();

@@ -33,6 +33,7 @@ struct EngineConfig {
   int64_t max_num_seqs = 128;             // running sequences per step
   int64_t max_num_batched_tokens = 2048;  // token budget per step (chunked prefill)
   bool enable_chunked_prefill = true;     // off: prompts prefilled whole (SchedulerConfig)
+  bool priority_policy = false;           // vLLM's --scheduling-policy priority (SchedulerConfig)
   int64_t max_model_len = 0;              // prompt + output limit
   int64_t block_size = 16;
   int64_t num_kv_blocks = 0;              // sized by the caller from the memory budget
@@ -54,6 +55,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;  // finish with "stop" after emitting one (always)
   std::vector<int32_t> eos_token_ids;   // finish with "stop" unless ignore_eos
   bool ignore_eos = false;
+  int64_t priority = 0;                 // with EngineConfig::priority_policy: lower runs first
   int32_t logprobs = -1;                // -1: none; k >= 0: chosen token + top-k per step
   // -1: none; k >= 0: the logprob, rank and top-k of every prompt token after the first (vLLM's
   // prompt_logprobs). Such a request never reads the prefix cache (as in vLLM: cached tokens

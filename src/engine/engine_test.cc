@@ -123,6 +123,25 @@ TEST(EngineTest, MixedStepsRespectBudgetAndMaxNumSeqs) {
   EXPECT_TRUE(saw_mixed) << "no step mixed a decode with a prefill chunk";
 }
 
+TEST(EngineTest, PriorityPolicyAdmitsLowerPriorityValuesFirst) {
+  EngineConfig c = SmallConfig();
+  c.max_num_seqs = 1;
+  c.priority_policy = true;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  // Prompt lengths 3, 5, 7 name the requests in the model's steps.
+  std::vector<EngineRequest> reqs = {Req("a", Range(10, 13), 2), Req("b", Range(20, 25), 2),
+                                     Req("c", Range(30, 37), 2)};
+  reqs[0].priority = 3;
+  reqs[1].priority = -1;
+  for (const auto& s : SubmitTogether(*engine, *fake, reqs)) ASSERT_TRUE(Collect(s).error.ok());
+  std::vector<int64_t> prefills;
+  for (const FakeStep& s : fake->Steps()) {
+    if (s.seqs[0].num_computed == 0 && s.seqs[0].num_tokens > 1) prefills.push_back(s.seqs[0].num_tokens);
+  }
+  EXPECT_EQ(prefills, (std::vector<int64_t>{5, 7, 3}));  // b (-1), c (0), a (3)
+}
+
 TEST(EngineTest, PreemptionUnderTinyPoolKeepsOutputs) {
   EngineConfig c = SmallConfig();
   c.num_kv_blocks = 12;  // one request needs up to 8 blocks of 4

@@ -39,7 +39,41 @@ void Scheduler::Add(std::unique_ptr<RequestState> r) {
   RequestState* p = r.get();
   CPM_CHECK(requests_.emplace(p->req.request_id, std::move(r)).second);
   p->status = RequestStatus::kWaiting;
-  waiting_.push_back(p);
+  Enqueue(p, false);
+}
+
+namespace {
+
+// Earlier in the priority policy's order: lower priority value, then earlier arrival.
+bool ComesBefore(const RequestState& a, const RequestState& b) {
+  return a.req.priority != b.req.priority ? a.req.priority < b.req.priority : a.seq_no < b.seq_no;
+}
+
+}  // namespace
+
+void Scheduler::Enqueue(RequestState* r, bool preempted) {
+  if (!config_.priority_policy) {
+    if (preempted) {
+      waiting_.push_front(r);
+    } else {
+      waiting_.push_back(r);
+    }
+    return;
+  }
+  auto at = std::upper_bound(waiting_.begin(), waiting_.end(), r,
+                             [](const RequestState* a, const RequestState* b) {
+                               return ComesBefore(*a, *b);
+                             });
+  waiting_.insert(at, r);
+}
+
+size_t Scheduler::VictimIndex() const {
+  if (!config_.priority_policy) return running_.size() - 1;
+  size_t v = 0;
+  for (size_t i = 1; i < running_.size(); ++i) {
+    if (ComesBefore(*running_[v], *running_[i])) v = i;
+  }
+  return v;
 }
 
 RequestState* Scheduler::Find(const std::string& request_id) {
@@ -55,9 +89,9 @@ void Scheduler::ReleaseResources(RequestState& r) {
   }
 }
 
-RequestState* Scheduler::PreemptNewest() {
-  RequestState* victim = running_.back();
-  running_.pop_back();
+RequestState* Scheduler::Preempt(size_t index) {
+  RequestState* victim = running_[index];
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
   // Recompute from scratch later: its tokens (prompt and outputs so far) stay; the state
   // slot is freed too because a recurrent state cannot be rewound.
   ReleaseResources(*victim);
@@ -65,7 +99,7 @@ RequestState* Scheduler::PreemptNewest() {
   victim->status = RequestStatus::kWaiting;
   ++victim->num_preemptions;
   ++num_preemptions_;
-  waiting_.push_front(victim);
+  Enqueue(victim, true);
   return victim;
 }
 
@@ -99,8 +133,17 @@ SchedulerOutput Scheduler::Schedule() {
     if (d == 0) r->draft.clear();
     bool self_preempted = false;
     while (d == 0 && !kv_.AllocateSlots(*r, n, nullptr)) {
-      // Victims come from the back, which has not been scheduled yet this step.
-      RequestState* victim = PreemptNewest();
+      const size_t v = VictimIndex();
+      if (v < i) {
+        // Scheduled earlier this step (priority policy only): out of the plan again. Running
+        // requests are planned in running order, so its entry is the v-th.
+        const ScheduledSeq& s = out.seqs[v];
+        budget += s.num_tokens + s.num_draft;
+        out.num_tokens -= s.num_tokens + s.num_draft;
+        out.seqs.erase(out.seqs.begin() + static_cast<std::ptrdiff_t>(v));
+        --i;
+      }
+      RequestState* victim = Preempt(v);
       out.preempted.push_back(victim);
       if (victim == r) {
         self_preempted = true;

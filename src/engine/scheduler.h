@@ -32,6 +32,11 @@ struct SchedulerConfig {
   // the step's budget, else it and those behind it wait (vLLM V1). Prompt log-prob requests still
   // run in chunks of kPromptLogprobsChunk, which bound their logits.
   bool enable_chunked_prefill = true;
+  // vLLM's --scheduling-policy priority: the waiting queue is ordered by (priority, arrival),
+  // lower first, and a preemption takes the running request last in that order (perhaps one
+  // already scheduled this step, which is then taken out of the plan). Off: first come, first
+  // served, and the newest running request is preempted.
+  bool priority_policy = false;
 };
 
 struct ScheduledSeq {
@@ -74,8 +79,14 @@ class Scheduler {
   int64_t prefix_cache_hits() const { return prefix_cache_hits_; }        // tokens
 
  private:
-  // Frees the last running request and puts it at the front of the waiting queue.
-  RequestState* PreemptNewest();
+  // The running request a preemption takes: the newest, or under the priority policy the last
+  // by (priority, arrival).
+  size_t VictimIndex() const;
+  // Frees running_[index] and queues it to wait again (FCFS: at the front).
+  RequestState* Preempt(size_t index);
+  // Queues `r` to wait: FCFS at the back (or the front for a preempted one); under the
+  // priority policy at its place by (priority, arrival).
+  void Enqueue(RequestState* r, bool preempted);
   void ReleaseResources(RequestState& r);
   // Admits waiting requests into the remaining budget; stops at the first that does not fit.
   void ScheduleWaiting(int64_t* budget, SchedulerOutput* out);

@@ -20,10 +20,13 @@ class SchedulerTest : public ::testing::Test {
     sched_ = std::make_unique<Scheduler>(config, *kv_, slots_.get());
   }
 
-  RequestState* Add(const std::string& id, int64_t prompt_len, int64_t max_tokens, int32_t first = 0) {
+  RequestState* Add(const std::string& id, int64_t prompt_len, int64_t max_tokens, int32_t first = 0,
+                    int64_t priority = 0) {
     auto r = std::make_unique<RequestState>();
     r->req.request_id = id;
     r->req.max_tokens = max_tokens;
+    r->req.priority = priority;
+    r->seq_no = next_seq_no_++;
     for (int64_t i = 0; i < prompt_len; ++i) r->tokens.push_back(first + static_cast<int32_t>(i));
     r->num_prompt_tokens = prompt_len;
     RequestState* p = r.get();
@@ -53,6 +56,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   using Plan = std::vector<std::pair<std::string, int64_t>>;
+  int64_t next_seq_no_ = 0;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<StateSlots> slots_;
@@ -86,6 +90,48 @@ TEST_F(SchedulerTest, WithoutChunkedPrefillPromptsWaitForRoomForAllOfThem) {
   Add("d", 24, 1);
   EXPECT_EQ(Step(), (Plan{{"d", 16}}));
   EXPECT_TRUE(sched_->empty());
+}
+
+TEST_F(SchedulerTest, PriorityPolicyOrdersTheWaitingQueue) {
+  Init(100, 4, {.max_num_seqs = 1, .max_num_batched_tokens = 100, .priority_policy = true});
+  Add("a", 3, 1, 0, 0);
+  Add("b", 3, 1, 10, 5);
+  Add("c", 3, 1, 20, -1);
+  Add("d", 3, 1, 30, 0);  // same priority as a: after it (arrival)
+  EXPECT_EQ(Step(), (Plan{{"c", 3}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 3}}));
+  EXPECT_EQ(Step(), (Plan{{"d", 3}}));
+  EXPECT_EQ(Step(), (Plan{{"b", 3}}));
+  EXPECT_TRUE(sched_->empty());
+}
+
+// Five blocks of 4. low (running first) holds three after its first decode, high's prompt the
+// other two; high's first decode then needs a sixth.
+TEST_F(SchedulerTest, PriorityPolicyPreemptsTheLowestPriorityEvenIfScheduled) {
+  for (bool priority : {false, true}) {
+    Init(5, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100, .priority_policy = priority},
+         /*prefix=*/false);
+    next_seq_no_ = 0;
+    RequestState* low = Add("low", 8, 4, 0, 9);
+    EXPECT_EQ(Step(), (Plan{{"low", 8}}));
+    Add("high", 8, 4, 100, 0);
+    EXPECT_EQ(Step(), (Plan{{"low", 1}, {"high", 8}}));
+    EXPECT_EQ(pool_->num_free(), 0);
+    SchedulerOutput plan;
+    const Plan got = Step(&plan);
+    ASSERT_EQ(plan.preempted.size(), 1u);
+    if (priority) {
+      // low was planned first; high's need takes low out of the plan and frees its blocks.
+      EXPECT_EQ(got, (Plan{{"high", 1}}));
+      EXPECT_EQ(plan.preempted[0], low);
+      EXPECT_EQ(plan.num_tokens, 1);
+    } else {
+      EXPECT_EQ(got, (Plan{{"low", 1}}));  // FCFS: the newest goes
+      EXPECT_EQ(plan.preempted[0]->req.request_id, "high");
+    }
+    while (!sched_->empty()) Step();  // both finish, the preempted one recomputed
+    EXPECT_EQ(pool_->num_free(), 5);
+  }
 }
 
 TEST_F(SchedulerTest, MaxNumSeqsHoldsBackAdmissions) {

@@ -377,7 +377,9 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
-  ctx.ApplyServerSampling(req->sampling, &*sampling);
+  if (Status s = ctx.ApplyServerSampling(req->sampling, &*sampling); !s.ok()) {
+    return HttpReply::Error(s);
+  }
 
   std::vector<MediaRef> media;
   auto text = RenderChatPrompt(ctx, req->chat, &media);

@@ -184,7 +184,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
-  ctx.ApplyServerSampling(fields, &*sampling);
+  if (Status s = ctx.ApplyServerSampling(fields, &*sampling); !s.ok()) return HttpReply::Error(s);
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);
   // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.
   if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(*req->logprobs);

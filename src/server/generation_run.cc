@@ -68,6 +68,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.stop_token_ids = sampling.stop_token_ids;
     r.eos_token_ids = eos_ids;
     r.ignore_eos = sampling.ignore_eos;
+    r.priority = sampling.priority;
     r.logprobs = sampling.logprobs;
     r.prompt_logprobs = sampling.prompt_logprobs;
     r.constraint = sampling.constraint;

@@ -104,10 +104,6 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                            int32_t vocab_size, const Tokenizer* tokenizer,
                                            int64_t max_logprobs) {
   ResolvedSampling r;
-  if (f.priority != 0) {  // vLLM's check under its default --scheduling-policy fcfs
-    return InvalidArgument(
-        fmt::format("Got priority {} but Priority scheduling is not enabled.", f.priority));
-  }
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
   if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
   r.n = f.n;
@@ -211,6 +207,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                        *f.thinking_token_budget));
   }
   r.thinking_token_budget = f.thinking_token_budget;
+  r.priority = f.priority;
   r.beam_search = f.use_beam_search;
   r.length_penalty = static_cast<float>(f.length_penalty.value_or(1.0));
   // A beam search expands each beam by its 2·n likeliest tokens: vLLM asks for that many

@@ -47,6 +47,7 @@ struct ResolvedSampling {
   // use_beam_search: n is the beam width (GenerationRun runs server/beam_search.h).
   bool beam_search = false;
   float length_penalty = 1.0f;
+  int64_t priority = 0;  // lower runs first under --scheduling-policy priority (checked there)
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here against

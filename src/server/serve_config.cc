@@ -75,6 +75,10 @@ Status ValidateServeConfig(const ServeConfig& c) {
                            std::to_string(c.max_logprobs));
   }
   if (c.max_log_len < -1) return InvalidArgument("--max-log-len must be -1 (all) or at least 0");
+  if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority") {
+    return InvalidArgument("--scheduling-policy: '" + c.scheduling_policy +
+                           "' is not supported (fcfs, priority)");
+  }
   if (c.generation_config.empty()) {
     return InvalidArgument("--generation-config: give auto, vllm or a folder");
   }

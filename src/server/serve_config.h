@@ -68,7 +68,8 @@ struct ServeConfig {
   bool disable_log_stats = false;     // no periodic throughput line
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
   bool disable_access_log = false;
-  bool enable_request_id_headers = false;  // responses carry X-Request-Id    // --disable-uvicorn-access-log: no line per HTTP request
+  bool enable_request_id_headers = false;  // responses carry X-Request-Id
+  std::string scheduling_policy = "fcfs";  // fcfs | priority (a request's priority, lower first)    // --disable-uvicorn-access-log: no line per HTTP request
 };
 
 // vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or

@@ -62,19 +62,24 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
   return c;
 }
 
-void ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields,
-                                        ResolvedSampling* s) const {
+Status ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields,
+                                          ResolvedSampling* s) const {
+  if (s->priority != 0 && !priority_scheduling) {  // vLLM's check under its default fcfs
+    return InvalidArgument(
+        fmt::format("Got priority {} but Priority scheduling is not enabled.", s->priority));
+  }
   s->logprob_token_ids = fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
-  if (!s->thinking_token_budget) return;
+  if (!s->thinking_token_budget) return OkStatus();
   if (reasoning_parser.empty()) {
     CPM_LOG_WARN("thinking_token_budget ignored: the server has no reasoning parser "
                  "(--reasoning-parser) to name the thinking markers");
-    return;
+    return OkStatus();
   }
   const ReasoningMarkers m = ReasoningParserMarkers(reasoning_parser);
   s->thinking_budget = std::make_shared<const ThinkingBudget>(
       ThinkingBudget{*s->thinking_token_budget, tokenizer->Encode(m.start, false),
                      tokenizer->Encode(m.end, false)});
+  return OkStatus();
 }
 
 HttpReply HttpReply::Json(const nlohmann::ordered_json& j, int status) {

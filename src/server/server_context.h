@@ -51,6 +51,7 @@ struct ServerContext {
   std::string response_role = "assistant";  // --response-role
   RequestLogOptions request_log;            // --enable-log-requests, --max-log-len
   bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
+  bool priority_scheduling = false;           // --scheduling-policy priority
   int64_t created = 0;           // unix time of start-up (ModelCard.created)
   uint64_t id_salt = 0;          // random at start-up, so ids differ between runs
   mutable std::atomic<uint64_t> next_request{0};
@@ -68,7 +69,8 @@ struct ServerContext {
   // thinking budget's markers, as the reasoning parser names them and this tokenizer encodes
   // them. Without a reasoning parser vLLM's budget processor is off, and so it is here (the
   // field is logged as ignored).
-  void ApplyServerSampling(const protocol::SamplingFields& fields, ResolvedSampling* s) const;
+  // A priority other than 0 without --scheduling-policy priority is vLLM's 400.
+  Status ApplyServerSampling(const protocol::SamplingFields& fields, ResolvedSampling* s) const;
   // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
   // "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
   std::string NewRequestId(const char* prefix, char separator = '-') const;

@@ -409,12 +409,10 @@ TEST(Sampling, MaxLogprobsIsTheServersLimit) {
             "Requested sample logprobs of 6, which is greater than max allowed: 5");
 }
 
-TEST(Sampling, OnlyPriorityZeroIsServed) {
+TEST(Sampling, PriorityIsCarried) {
   protocol::SamplingFields f;
-  EXPECT_TRUE(ResolveSampling(f, {}, -1, 100).ok());
-  f.priority = -1;
-  EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
-            "Got priority -1 but Priority scheduling is not enabled.");
+  f.priority = -3;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100)->priority, -3);
 }
 
 TEST(RequestLog, VllmsLineCutToMaxLogLen) {

@@ -680,6 +680,12 @@ TEST_F(ServerE2E, ClientChosenRequestIds) {
   EXPECT_NE(streamed.find(R"("id":"cmpl-s1")"), std::string::npos) << streamed;
   EXPECT_EQ(e2e::Post(port(), "/v1/completions", R"({"prompt":"ids","request_id":5})").status,
             400);
+  // Without --scheduling-policy priority a priority other than 0 is vLLM's 400.
+  const e2e::Reply prio = e2e::Post(port(), "/v1/chat/completions",
+                                    R"({"messages":[{"role":"user","content":"p"}],"priority":1})");
+  EXPECT_EQ(prio.status, 400);
+  EXPECT_NE(prio.body.find("Got priority 1 but Priority scheduling is not enabled."),
+            std::string::npos) << prio.body;
   const std::string empty =
       e2e::Post(port(), "/v1/completions", R"({"prompt":"ids","max_tokens":1,"request_id":""})")
           .json()["id"];

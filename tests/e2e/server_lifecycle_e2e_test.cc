@@ -65,6 +65,7 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
        "--speculative-config: method 'eagle' is not supported"},
       {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
+      {{"--scheduling-policy", "lifo"}, "--scheduling-policy: 'lifo' is not supported"},
       {{"--max-logprobs", "-2"}, "--max-logprobs"},
       {{"--no-enable-chunked-prefill", "--max-num-batched-tokens", "64", "--max-model-len", "128"},
        "max_num_batched_tokens (64) is smaller than max_model_len (128)"}};
@@ -112,7 +113,7 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                             "--no-enable-chunked-prefill", "--max-model-len", "128",
                             "--kv-cache-dtype", "auto", "--disable-log-stats",
                             "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
-                            "--enable-request-id-headers"})));
+                            "--enable-request-id-headers", "--scheduling-policy", "priority"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("Chunked prefill is disabled: each prompt is prefilled in one step of at "
                          "most max_num_batched_tokens=256."),
@@ -170,6 +171,10 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
   const Json resp = e2e::Post(p.port(), "/v1/responses", input).json();
   ASSERT_TRUE(resp.contains("usage")) << resp.dump();
   EXPECT_GT(resp["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << resp.dump();
+  // --scheduling-policy priority takes a request's priority.
+  EXPECT_EQ(e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1,"priority":-5})")
+                .status,
+            200);
   // --enable-request-id-headers: the request's X-Request-Id back, else 32 random hex digits.
   httplib::Client cli("127.0.0.1", p.port());
   auto echoed = cli.Post("/v1/completions", {{"X-Request-Id", "mine"}},
