@@ -32,6 +32,7 @@ struct ChatJob {
   int top_logprobs = 0;
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
+  bool cached_tokens_details = false;  // usage.prompt_tokens_details from the prefix cache
   std::string echo_prefix;  // echo with continue_final_message: the continued text
   // The reply's role: --response-role, or without add_generation_prompt the last message's
   // (the reply continues it), as vLLM's get_chat_request_role.
@@ -235,7 +236,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     Json c = ChunkBase(job);
     c["choices"] = Json::array();
     c["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens(),
-                           ReportedCachedTokens(ctx, run));
+                           job.cached_tokens_details ? run.cached_tokens() : 0);
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -337,7 +338,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   }
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
                             std::move(choices), static_cast<int64_t>(job.prompt.size()),
-                            run.completion_tokens(), ReportedCachedTokens(ctx, run));
+                            run.completion_tokens(),
+                            job.cached_tokens_details ? run.cached_tokens() : 0);
   r["prompt_logprobs"] = std::move(prompt_logprobs);
   return HttpReply::Json(r);
 }
@@ -346,7 +348,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival, const ClientGoneFn& client_gone,
-                                const std::string& x_request_id) {
+                                const std::string& x_request_id, bool cached_tokens_details) {
   std::vector<std::string> ignored;
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -414,6 +416,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->top_logprobs = static_cast<int>(std::max<int64_t>(*num_logprobs, 0));
   job->include_usage = req->sampling.include_usage;
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
+  job->cached_tokens_details = cached_tokens_details || ctx.enable_prompt_tokens_details;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning = PromptOpensReasoning(*text);
   job->include_reasoning = req->include_reasoning;

@@ -13,11 +13,14 @@ namespace cpm {
 // `client_gone` (optional) tells a non-streaming reply that its client hung up, so that the
 // generation is cancelled instead of finished for nobody (streams notice failed writes).
 // `x_request_id`: the X-Request-Id header, which names the reply ("chatcmpl-<it>") before the
-// body's request_id and a fresh random id, as vLLM's _base_request_id.
+// body's request_id and a fresh random id, as vLLM's _base_request_id. `cached_tokens_details`:
+// usage carries prompt_tokens_details whatever --enable-prompt-tokens-details says (the
+// Responses API, whose usage always reports cached tokens).
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival,
                                 const ClientGoneFn& client_gone = nullptr,
-                                const std::string& x_request_id = {});
+                                const std::string& x_request_id = {},
+                                bool cached_tokens_details = false);
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
                             Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr,
                             const std::string& x_request_id = {});

@@ -39,8 +39,8 @@ Json FunctionCallItem(const std::string& id, const std::string& call_id, const s
           {"arguments", arguments}, {"status", status}};
 }
 
-// The chat usage's prompt_tokens_details.cached_tokens (present under
-// --enable-prompt-tokens-details when the prefix cache served part of the prompt), else 0.
+// The chat usage's prompt_tokens_details.cached_tokens (the internal chat call always asks for
+// it; present when the prefix cache served part of the prompt), else 0.
 int64_t CachedTokensOf(const Json& usage) {
   auto d = usage.find("prompt_tokens_details");
   if (d == usage.end() || !d->is_object()) return 0;
@@ -307,7 +307,7 @@ class StreamTranslator {
 
 HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
                    Clock::time_point arrival, const ClientGoneFn& client_gone) {
-  HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone);
+  HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone, {}, true);
   if (chat.status != 200) return chat;
   const Json j = Json::parse(chat.body, nullptr, false);
   if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
@@ -352,7 +352,7 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
     if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
   }
   if (!chat->contains("stream")) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
-  HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone);
+  HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {}, true);
   if (!inner.stream) return inner;  // refused before generating: the chat error as it is
   HttpReply reply;
   reply.content_type = "text/event-stream";

@@ -709,6 +709,23 @@ TEST_F(ServerE2E, ClientChosenRequestIds) {
   }
 }
 
+// vLLM's usage: chat and completions report cached prompt tokens only under
+// --enable-prompt-tokens-details; the Responses API always does.
+TEST_F(ServerE2E, CachedPromptTokensInUsage) {
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += "A prompt long enough to fill whole blocks, part " + std::to_string(i) + ". ";
+  const std::string chat =
+      Json{{"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", 1}}.dump();
+  e2e::Post(port(), "/v1/chat/completions", chat);
+  const Json again = e2e::Post(port(), "/v1/chat/completions", chat).json();
+  EXPECT_TRUE(again["usage"]["prompt_tokens_details"].is_null()) << again.dump();
+  const std::string responses = Json{{"input", text}, {"max_output_tokens", 1}}.dump();
+  e2e::Post(port(), "/v1/responses", responses);
+  const Json r = e2e::Post(port(), "/v1/responses", responses).json();
+  ASSERT_TRUE(r.contains("usage")) << r.dump();
+  EXPECT_GE(r["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 16) << r.dump();
+}
+
 TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
   std::string shared;
   for (int i = 0; i < 4; ++i) shared += "The same long system prompt, sentence " + std::to_string(i) + ". ";
