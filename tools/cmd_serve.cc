@@ -147,6 +147,13 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "fcfs, or priority: requests wait by their `priority` (lower first, then "
                   "arrival) and preemption takes the last in that order")
       ->capture_default_str();
+  cmd->add_option("--allowed-origins", c.allowed_origins_json,
+                  "CORS: JSON list of allowed origins (default [\"*\"])");
+  cmd->add_option("--allowed-methods", c.allowed_methods_json,
+                  "CORS: JSON list of allowed methods (default [\"*\"])");
+  cmd->add_option("--allowed-headers", c.allowed_headers_json,
+                  "CORS: JSON list of allowed headers (default [\"*\"])");
+  cmd->add_flag("--allow-credentials", c.allow_credentials, "CORS: allow credentials");
   cmd->add_flag("--enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });

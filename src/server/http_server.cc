@@ -108,17 +108,6 @@ void HttpServer::EnableAccessLog() {
   });
 }
 
-void HttpServer::EnableRequestIdHeaders() {
-  svr_->set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    std::string id = req.get_header_value("X-Request-Id");
-    if (id.empty()) {
-      thread_local std::mt19937_64 rng{std::random_device{}()};
-      id = fmt::format("{:016x}{:016x}", rng(), rng());
-    }
-    res.set_header("X-Request-Id", id);
-  });
-}
-
 HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
     : svr_(std::make_unique<httplib::Server>()), api_keys_(std::move(api_keys)) {
   const int n = num_threads > 0 ? num_threads : 8;
@@ -182,12 +171,38 @@ std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
 void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = req.get_header_value("Origin");
+    if (req.method == "OPTIONS" && !origin.empty() &&
+        req.has_header("Access-Control-Request-Method")) {
+      // A browser's preflight, answered before authentication as vLLM's middleware does.
+      const PreflightReply p =
+          CorsPreflight(cors_, origin, req.get_header_value("Access-Control-Request-Method"),
+                        req.get_header_value("Access-Control-Request-Headers"));
+      res.status = p.status;
+      for (const auto& [name, value] : p.headers) res.set_header(name, value);
+      res.set_content(p.body, "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
+    for (const auto& [name, value] : CorsResponseHeaders(cors_, origin)) res.set_header(name, value);
     res.status = 401;
     res.set_content(UnauthorizedBody(), "application/json");
     return httplib::Server::HandlerResponse::Handled;
+  });
+  // After every routed request: the CORS headers for its origin, and X-Request-Id if enabled.
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& [name, value] : CorsResponseHeaders(cors_, req.get_header_value("Origin"))) {
+      res.set_header(name, value);
+    }
+    if (!request_id_headers_) return;
+    std::string id = req.get_header_value("X-Request-Id");
+    if (id.empty()) {
+      thread_local std::mt19937_64 rng{std::random_device{}()};
+      id = fmt::format("{:016x}{:016x}", rng(), rng());
+    }
+    res.set_header("X-Request-Id", id);
   });
   // Handlers return errors as values; this only guards against a bug turning into a crash.
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "server/cors.h"
 #include "server/server_context.h"
 
 namespace httplib {
@@ -43,7 +44,10 @@ class HttpServer {
   void EnableAccessLog();
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id, the request's own
   // or 32 random hex digits. Call before Run().
-  void EnableRequestIdHeaders();
+  void EnableRequestIdHeaders() { request_id_headers_ = true; }
+  // Cross-origin requests answered as vLLM's CORS middleware does (cors.h; its defaults allow
+  // every origin). Call before Run().
+  void SetCors(CorsOptions cors) { cors_ = std::move(cors); }
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 
@@ -58,6 +62,8 @@ class HttpServer {
   std::atomic<const ServerContext*> ctx_{nullptr};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};
+  bool request_id_headers_ = false;
+  CorsOptions cors_;
   int port_ = 0;
 };
 

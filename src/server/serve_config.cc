@@ -75,6 +75,7 @@ Status ValidateServeConfig(const ServeConfig& c) {
                            std::to_string(c.max_logprobs));
   }
   if (c.max_log_len < -1) return InvalidArgument("--max-log-len must be -1 (all) or at least 0");
+  if (auto cors = CorsFromConfig(c); !cors.ok()) return cors.status();
   if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority") {
     return InvalidArgument("--scheduling-policy: '" + c.scheduling_policy +
                            "' is not supported (fcfs, priority)");
@@ -113,6 +114,21 @@ Status ValidateServeConfig(const ServeConfig& c) {
     }
   }
   return OkStatus();
+}
+
+StatusOr<CorsOptions> CorsFromConfig(const ServeConfig& c) {
+  CorsOptions o;
+  o.allow_credentials = c.allow_credentials;
+  const std::pair<const char*, const std::string*> lists[] = {
+      {"--allowed-origins", &c.allowed_origins_json},
+      {"--allowed-methods", &c.allowed_methods_json},
+      {"--allowed-headers", &c.allowed_headers_json}};
+  std::vector<std::string>* out[] = {&o.allowed_origins, &o.allowed_methods, &o.allowed_headers};
+  for (size_t i = 0; i < 3; ++i) {
+    if (lists[i].second->empty()) continue;
+    CPM_ASSIGN_OR_RETURN(*out[i], ParseCorsList(lists[i].first, *lists[i].second));
+  }
+  return o;
 }
 
 Status CheckKvCacheDtype(const std::string& kv_cache_dtype, const std::string& model_dtype) {

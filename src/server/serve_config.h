@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "engine/ngram_proposer.h"
+#include "server/cors.h"
 
 namespace cpm {
 
@@ -69,7 +70,10 @@ struct ServeConfig {
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
   bool disable_access_log = false;
   bool enable_request_id_headers = false;  // responses carry X-Request-Id
-  std::string scheduling_policy = "fcfs";  // fcfs | priority (a request's priority, lower first)    // --disable-uvicorn-access-log: no line per HTTP request
+  std::string scheduling_policy = "fcfs";
+  // vLLM's CORS flags: JSON lists of strings ("" = ["*"]), and credentials.
+  std::string allowed_origins_json, allowed_methods_json, allowed_headers_json;
+  bool allow_credentials = false;  // fcfs | priority (a request's priority, lower first)    // --disable-uvicorn-access-log: no line per HTTP request
 };
 
 // vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or
@@ -100,6 +104,9 @@ StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& mo
 // (powers of 1024) suffix, or -1 / "auto" for the largest length that fits. Returns 0 never;
 // -1 means auto.
 StatusOr<int64_t> ParseMaxModelLen(const std::string& text);
+
+// The CORS options the flags ask for (every origin, method and header when not given).
+StatusOr<CorsOptions> CorsFromConfig(const ServeConfig& c);
 
 // Checks the combinations a flag parser cannot see; messages name the flag.
 Status ValidateServeConfig(const ServeConfig& config);

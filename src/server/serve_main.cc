@@ -389,6 +389,7 @@ int RunServe(const ServeConfig& config) {
   HttpServer server(c.api_keys, http_threads);
   if (!c.disable_access_log) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
+  server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
   std::thread http([&server] { server.Run(); });
   std::atomic<bool> stop{false}, done{false};

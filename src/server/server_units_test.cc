@@ -6,6 +6,7 @@
 
 #include "multimodal/image_source.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/auth.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -407,6 +408,50 @@ TEST(Sampling, MaxLogprobsIsTheServersLimit) {
   f.n = 3;  // a beam search asks for 2·n
   EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 5).status().message(),
             "Requested sample logprobs of 6, which is greater than max allowed: 5");
+}
+
+// Starlette's CORSMiddleware, as vLLM configures it.
+TEST(Cors, DefaultsAllowEveryOriginMethodAndHeader) {
+  const CorsOptions o;
+  EXPECT_EQ(CorsResponseHeaders(o, "http://ui.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "*"}}));
+  EXPECT_TRUE(CorsResponseHeaders(o, "").empty());  // not a cross-origin request
+  const PreflightReply p = CorsPreflight(o, "http://ui.example", "POST", "content-type, authorization");
+  EXPECT_EQ(p.status, 200);
+  EXPECT_EQ(p.body, "OK");
+  EXPECT_EQ(p.headers, (HeaderList{{"Access-Control-Allow-Origin", "*"},
+                                   {"Access-Control-Allow-Methods",
+                                    "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"},
+                                   {"Access-Control-Max-Age", "600"},
+                                   {"Access-Control-Allow-Headers", "content-type, authorization"}}));
+}
+
+TEST(Cors, RestrictedListsAndCredentials) {
+  CorsOptions o;
+  o.allowed_origins = {"http://a.example"};
+  o.allowed_methods = {"GET", "POST"};
+  o.allowed_headers = {"X-Trace"};
+  EXPECT_EQ(CorsResponseHeaders(o, "http://a.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "http://a.example"}, {"Vary", "Origin"}}));
+  EXPECT_TRUE(CorsResponseHeaders(o, "http://b.example").empty());
+  PreflightReply p = CorsPreflight(o, "http://a.example", "POST", "Content-Type, x-trace");
+  EXPECT_EQ(p.status, 200) << p.body;
+  p = CorsPreflight(o, "http://b.example", "DELETE", "authorization");
+  EXPECT_EQ(p.status, 400);
+  EXPECT_EQ(p.body, "Disallowed CORS origin, method, headers");
+  o.allowed_origins = {"*"};
+  o.allow_credentials = true;  // the origin echoed, never "*"
+  EXPECT_EQ(CorsResponseHeaders(o, "http://c.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "http://c.example"},
+                        {"Vary", "Origin"},
+                        {"Access-Control-Allow-Credentials", "true"}}));
+  EXPECT_EQ(*ParseCorsList("--allowed-origins", R"(["http://a", "http://b"])"),
+            (std::vector<std::string>{"http://a", "http://b"}));
+  EXPECT_EQ(ParseCorsList("--allowed-origins", "*").status().message(),
+            "--allowed-origins: not a JSON list of strings: *");
+  ServeConfig c;
+  c.allowed_methods_json = "[1]";
+  EXPECT_NE(ValidateServeConfig(c).message().find("--allowed-methods"), std::string::npos);
 }
 
 TEST(Sampling, PriorityIsCarried) {

@@ -726,6 +726,27 @@ TEST_F(ServerE2E, CachedPromptTokensInUsage) {
   EXPECT_GE(r["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 16) << r.dump();
 }
 
+// Browser clients: vLLM's CORS defaults (every origin) on the preflight and the request.
+TEST_F(ServerE2E, CrossOriginRequestsAsVllm) {
+  httplib::Client cli("127.0.0.1", port());
+  auto pre = cli.Options("/v1/chat/completions",
+                         {{"Origin", "http://ui.example"},
+                          {"Access-Control-Request-Method", "POST"},
+                          {"Access-Control-Request-Headers", "content-type,authorization"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 200);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), "content-type,authorization");
+  auto post = cli.Post("/v1/completions", {{"Origin", "http://ui.example"}},
+                       R"({"prompt":"cors","max_tokens":1})", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 200);
+  EXPECT_EQ(post->get_header_value("Access-Control-Allow-Origin"), "*");
+  auto same_origin = cli.Get("/health");
+  ASSERT_TRUE(same_origin);
+  EXPECT_FALSE(same_origin->has_header("Access-Control-Allow-Origin"));
+}
+
 TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
   std::string shared;
   for (int i = 0; i < 4; ++i) shared += "The same long system prompt, sentence " + std::to_string(i) + ". ";

@@ -89,6 +89,13 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   EXPECT_EQ(e2e::Get(p.port(), "/health").status, 200);
   EXPECT_EQ(e2e::Get(p.port(), "/metrics").status, 200);
   EXPECT_EQ(e2e::Post(p.port(), "/tokenize", R"({"prompt":"a"})").status, 200);
+  // A browser's preflight carries no key: answered before authentication, as vLLM's is.
+  httplib::Client cli("127.0.0.1", p.port());
+  auto pre = cli.Options("/v1/models", {{"Origin", "http://ui.example"},
+                                        {"Access-Control-Request-Method", "GET"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 200);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
   EXPECT_EQ(p.Stop(SIGTERM), 0);
   // uvicorn's access log, on by default as in vLLM.
   EXPECT_NE(p.Log().find(" - \"GET /v1/models HTTP/1.1\" 401 Unauthorized"), std::string::npos)
