@@ -85,6 +85,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--generation-config", c.generation_config,
                   "auto (generation_config.json), vllm (ignore it) or a folder")
       ->capture_default_str();
+  cmd->add_option("--override-generation-config", c.override_generation_config_json,
+                  "JSON object of sampling defaults merged over --generation-config's, e.g. "
+                  "'{\"temperature\": 0.5}'");
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size, "must be 1")
       ->capture_default_str();
   cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");

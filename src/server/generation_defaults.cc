@@ -35,6 +35,47 @@ std::string GenerationDefaults::ToPythonDict() const {
   return out + "}";
 }
 
+namespace {
+
+// The sampling fields of a generation config object `j` that it sets; `where` names it in errors.
+Status MergeGenerationFields(const nlohmann::json& j, const std::string& where,
+                             GenerationDefaults* d) {
+  auto number = [&](const char* key, std::optional<double>* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return OkStatus();
+    if (!it->is_number()) return InvalidArgument(where + ": '" + key + "' is not a number");
+    *out = it->get<double>();
+    return OkStatus();
+  };
+  auto integer = [&](const char* key, std::optional<int64_t>* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return OkStatus();
+    if (!it->is_number_integer()) {
+      return InvalidArgument(where + ": '" + key + "' is not an integer");
+    }
+    *out = it->get<int64_t>();
+    return OkStatus();
+  };
+  CPM_RETURN_IF_ERROR(number("temperature", &d->temperature));
+  CPM_RETURN_IF_ERROR(number("top_p", &d->top_p));
+  CPM_RETURN_IF_ERROR(integer("top_k", &d->top_k));
+  CPM_RETURN_IF_ERROR(number("min_p", &d->min_p));
+  CPM_RETURN_IF_ERROR(number("repetition_penalty", &d->repetition_penalty));
+  CPM_RETURN_IF_ERROR(integer("max_new_tokens", &d->max_tokens));
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ApplyGenerationOverrides(const std::string& json, GenerationDefaults* d) {
+  if (json.empty()) return OkStatus();
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument("--override-generation-config: not a JSON object: " + json);
+  }
+  return MergeGenerationFields(j, "--override-generation-config", d);
+}
+
 StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::string& choice,
                                                     const std::string& model_dir) {
   GenerationDefaults d;
@@ -55,28 +96,7 @@ StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::string& choice,
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument(path.string() + ": not a JSON object");
   }
-  auto number = [&](const char* key, std::optional<double>* out) -> Status {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return OkStatus();
-    if (!it->is_number()) return InvalidArgument(path.string() + ": '" + key + "' is not a number");
-    *out = it->get<double>();
-    return OkStatus();
-  };
-  auto integer = [&](const char* key, std::optional<int64_t>* out) -> Status {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return OkStatus();
-    if (!it->is_number_integer()) {
-      return InvalidArgument(path.string() + ": '" + key + "' is not an integer");
-    }
-    *out = it->get<int64_t>();
-    return OkStatus();
-  };
-  CPM_RETURN_IF_ERROR(number("temperature", &d.temperature));
-  CPM_RETURN_IF_ERROR(number("top_p", &d.top_p));
-  CPM_RETURN_IF_ERROR(integer("top_k", &d.top_k));
-  CPM_RETURN_IF_ERROR(number("min_p", &d.min_p));
-  CPM_RETURN_IF_ERROR(number("repetition_penalty", &d.repetition_penalty));
-  CPM_RETURN_IF_ERROR(integer("max_new_tokens", &d.max_tokens));
+  CPM_RETURN_IF_ERROR(MergeGenerationFields(j, path.string(), &d));
   return d;
 }
 

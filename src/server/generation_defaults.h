@@ -26,6 +26,10 @@ struct GenerationDefaults {
   std::string ToPythonDict() const;
 };
 
+// vLLM's --override-generation-config: the JSON object's fields (temperature, top_p, top_k,
+// min_p, repetition_penalty, max_new_tokens) replace or add to `d`'s; others are ignored.
+Status ApplyGenerationOverrides(const std::string& json, GenerationDefaults* d);
+
 // `choice` is the flag value. A missing generation_config.json is no error (no defaults); a
 // malformed one is.
 StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::string& choice,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "multimodal/image_source.h"
+#include "server/generation_defaults.h"
 #include "server/reasoning_parser.h"
 #include "server/tool_call_parser.h"
 
@@ -76,6 +77,10 @@ Status ValidateServeConfig(const ServeConfig& c) {
   }
   if (c.max_log_len < -1) return InvalidArgument("--max-log-len must be -1 (all) or at least 0");
   if (auto cors = CorsFromConfig(c); !cors.ok()) return cors.status();
+  {
+    GenerationDefaults scratch;
+    CPM_RETURN_IF_ERROR(ApplyGenerationOverrides(c.override_generation_config_json, &scratch));
+  }
   if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority") {
     return InvalidArgument("--scheduling-policy: '" + c.scheduling_policy +
                            "' is not supported (fcfs, priority)");

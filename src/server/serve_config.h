@@ -44,6 +44,7 @@ struct ServeConfig {
   std::vector<std::string> api_keys;  // --api-key, else $VLLM_API_KEY
   std::string chat_template;          // file or inline Jinja; empty: the tokenizer's
   std::string generation_config = "auto";  // auto | vllm | a folder with generation_config.json
+  std::string override_generation_config_json;  // merged over it (vLLM's JSON object)
   int tensor_parallel_size = 1;
   int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
   int64_t block_size = 16;

@@ -177,6 +177,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
 
   auto defaults = LoadGenerationDefaults(c.generation_config, c.model_dir);
   if (!defaults.ok()) return defaults.status();
+  CPM_RETURN_IF_ERROR(ApplyGenerationOverrides(c.override_generation_config_json, &*defaults));
   ctx.generation_defaults = *defaults;
   if (!defaults->empty()) {
     CPM_LOG_WARN(

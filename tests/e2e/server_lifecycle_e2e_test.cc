@@ -66,6 +66,8 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
        "--speculative-config: method 'eagle' is not supported"},
       {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
       {{"--scheduling-policy", "lifo"}, "--scheduling-policy: 'lifo' is not supported"},
+      {{"--override-generation-config", R"({"top_k": 0.5})"},
+       "--override-generation-config: 'top_k' is not an integer"},
       {{"--max-logprobs", "-2"}, "--max-logprobs"},
       {{"--no-enable-chunked-prefill", "--max-num-batched-tokens", "64", "--max-model-len", "128"},
        "max_num_batched_tokens (64) is smaller than max_model_len (128)"}};
@@ -218,6 +220,22 @@ TEST_F(ServerLifecycle, GenerationConfigDefaults) {
   Json b = e2e::Post(p.port(), "/v1/chat/completions", body).json();
   EXPECT_EQ(a["choices"][0]["message"], b["choices"][0]["message"]);
   EXPECT_EQ(p.Stop(SIGTERM), 0);
+
+  // --override-generation-config merges over the folder's: top_p replaced, max_new_tokens added.
+  ServerProcess q;
+  ASSERT_TRUE(q.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--generation-config", gen, "--override-generation-config",
+                            R"({"top_p": 0.5, "max_new_tokens": 3, "do_sample": true})"})));
+  ASSERT_TRUE(q.WaitReady()) << q.Log();
+  EXPECT_NE(q.Log().find("Using default chat sampling params from model: {'temperature': 0.0, "
+                         "'top_p': 0.5, 'max_tokens': 3}"),
+            std::string::npos)
+      << q.Log();
+  const Json capped = e2e::Post(q.port(), "/v1/chat/completions",
+                                R"({"messages":[{"role":"user","content":"cap"}],"ignore_eos":true})")
+                          .json();
+  EXPECT_EQ(capped["usage"]["completion_tokens"], 3) << capped.dump();
+  EXPECT_EQ(q.Stop(SIGTERM), 0);
 }
 
 TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
