@@ -40,23 +40,30 @@ TEST(EngineTest, SingleGreedyRequestMatchesOracle) {
   EXPECT_EQ(s.num_running + s.num_waiting, 0);
 }
 
-TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
-  EngineConfig c = SmallConfig();
-  c.max_num_batched_tokens = 8;
+// Runs one greedy request (prompt 1..30, 3 tokens) on a fake engine under `c`, checks its
+// tokens against the oracle, and returns each step's (num_computed, num_tokens): one sequence
+// per step.
+std::vector<std::pair<int64_t, int64_t>> StepsOfOneRequest(const EngineConfig& c) {
   FakeModel* fake = nullptr;
   auto engine = MakeFakeEngine(c, {}, &fake);
   const std::vector<int32_t> prompt = Range(1, 31);  // 30 tokens
   Result r = Collect(engine->Submit(Req("a", prompt, 3)));
-  ASSERT_TRUE(r.error.ok());
+  EXPECT_TRUE(r.error.ok());
   EXPECT_EQ(r.tokens, OracleGreedy(prompt, 3, 97));
-  std::vector<int64_t> chunk_sizes, starts;
+  std::vector<std::pair<int64_t, int64_t>> steps;
   for (const FakeStep& s : fake->Steps()) {
-    ASSERT_EQ(s.seqs.size(), 1u);
-    chunk_sizes.push_back(s.seqs[0].num_tokens);
-    starts.push_back(s.seqs[0].num_computed);
+    EXPECT_EQ(s.seqs.size(), 1u);
+    if (!s.seqs.empty()) steps.emplace_back(s.seqs[0].num_computed, s.seqs[0].num_tokens);
   }
-  EXPECT_EQ(chunk_sizes, (std::vector<int64_t>{8, 8, 8, 6, 1, 1}));
-  EXPECT_EQ(starts, (std::vector<int64_t>{0, 8, 16, 24, 30, 31}));
+  return steps;
+}
+
+using Steps = std::vector<std::pair<int64_t, int64_t>>;
+
+TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
+  EngineConfig c = SmallConfig();
+  c.max_num_batched_tokens = 8;
+  EXPECT_EQ(StepsOfOneRequest(c), (Steps{{0, 8}, {8, 8}, {16, 8}, {24, 6}, {30, 1}, {31, 1}}));
 }
 
 TEST(EngineTest, WithoutChunkedPrefillAPromptRunsInOneStep) {
@@ -64,15 +71,7 @@ TEST(EngineTest, WithoutChunkedPrefillAPromptRunsInOneStep) {
   c.enable_chunked_prefill = false;
   c.max_num_batched_tokens = 40;
   c.max_model_len = 40;
-  FakeModel* fake = nullptr;
-  auto engine = MakeFakeEngine(c, {}, &fake);
-  const std::vector<int32_t> prompt = Range(1, 31);  // 30 tokens
-  Result r = Collect(engine->Submit(Req("a", prompt, 3)));
-  ASSERT_TRUE(r.error.ok());
-  EXPECT_EQ(r.tokens, OracleGreedy(prompt, 3, 97));
-  std::vector<int64_t> chunk_sizes;
-  for (const FakeStep& s : fake->Steps()) chunk_sizes.push_back(s.seqs[0].num_tokens);
-  EXPECT_EQ(chunk_sizes, (std::vector<int64_t>{30, 1, 1}));
+  EXPECT_EQ(StepsOfOneRequest(c), (Steps{{0, 30}, {30, 1}, {31, 1}}));
   // A budget below max_model_len could never admit the longest prompt: refused at creation.
   c.max_num_batched_tokens = 39;
   auto refused = Engine::Create(std::make_unique<FakeModel>(FakeModelOptions{}), c, nullptr);
