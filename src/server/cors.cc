@@ -54,6 +54,7 @@ void AddOrigin(const CorsOptions& o, const std::string& origin, HeaderList* h) {
 
 StatusOr<std::vector<std::string>> ParseCorsList(const std::string& flag,
                                                  const std::string& json) {
+  if (json.empty()) return std::vector<std::string>{"*"};
   const auto j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_array()) {
     return InvalidArgument(flag + ": not a JSON list of strings: " + json);

@@ -21,7 +21,8 @@ struct CorsOptions {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
-// A flag's JSON list of strings (vLLM parses them with json.loads); errors name the flag.
+// A flag's JSON list of strings (vLLM parses them with json.loads; empty: the flag's default,
+// ["*"]); errors name the flag.
 StatusOr<std::vector<std::string>> ParseCorsList(const std::string& flag, const std::string& json);
 
 // The headers a response to a request from `origin` gets: none unless the origin is allowed.

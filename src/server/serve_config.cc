@@ -123,16 +123,10 @@ Status ValidateServeConfig(const ServeConfig& c) {
 
 StatusOr<CorsOptions> CorsFromConfig(const ServeConfig& c) {
   CorsOptions o;
+  CPM_ASSIGN_OR_RETURN(o.allowed_origins, ParseCorsList("--allowed-origins", c.allowed_origins_json));
+  CPM_ASSIGN_OR_RETURN(o.allowed_methods, ParseCorsList("--allowed-methods", c.allowed_methods_json));
+  CPM_ASSIGN_OR_RETURN(o.allowed_headers, ParseCorsList("--allowed-headers", c.allowed_headers_json));
   o.allow_credentials = c.allow_credentials;
-  const std::pair<const char*, const std::string*> lists[] = {
-      {"--allowed-origins", &c.allowed_origins_json},
-      {"--allowed-methods", &c.allowed_methods_json},
-      {"--allowed-headers", &c.allowed_headers_json}};
-  std::vector<std::string>* out[] = {&o.allowed_origins, &o.allowed_methods, &o.allowed_headers};
-  for (size_t i = 0; i < 3; ++i) {
-    if (lists[i].second->empty()) continue;
-    CPM_ASSIGN_OR_RETURN(*out[i], ParseCorsList(lists[i].first, *lists[i].second));
-  }
   return o;
 }
 

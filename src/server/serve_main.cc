@@ -280,11 +280,12 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_RETURN_IF_ERROR(CheckUnchunkedBudget(c.max_num_batched_tokens, budget.max_model_len));
   }
 
+  const bool priority_scheduling = c.scheduling_policy == "priority";
   EngineConfig ec;
   ec.max_num_seqs = EngineSeqs(c);
   ec.max_num_batched_tokens = c.max_num_batched_tokens;
   ec.enable_chunked_prefill = c.enable_chunked_prefill;
-  ec.priority_policy = c.scheduling_policy == "priority";
+  ec.priority_policy = priority_scheduling;
   ec.max_model_len = budget.max_model_len;
   ec.block_size = c.block_size;
   ec.num_kv_blocks = budget.num_blocks;
@@ -350,7 +351,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ctx.response_role = c.response_role;
   ctx.request_log = {c.enable_log_requests, c.max_log_len};
   ctx.enable_prompt_tokens_details = c.enable_prompt_tokens_details;
-  ctx.priority_scheduling = c.scheduling_policy == "priority";
+  ctx.priority_scheduling = priority_scheduling;
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();

@@ -447,6 +447,7 @@ TEST(Cors, RestrictedListsAndCredentials) {
                         {"Access-Control-Allow-Credentials", "true"}}));
   EXPECT_EQ(*ParseCorsList("--allowed-origins", R"(["http://a", "http://b"])"),
             (std::vector<std::string>{"http://a", "http://b"}));
+  EXPECT_EQ(*ParseCorsList("--allowed-origins", ""), (std::vector<std::string>{"*"}));  // unset
   EXPECT_EQ(ParseCorsList("--allowed-origins", "*").status().message(),
             "--allowed-origins: not a JSON list of strings: *");
   ServeConfig c;
