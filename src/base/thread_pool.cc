@@ -28,6 +28,13 @@ constexpr uint64_t kFieldMask = (uint64_t{1} << 22) - 1;
 inline uint64_t JobOf(uint64_t s) { return s >> kJobShift; }
 inline int64_t CountOf(uint64_t s) { return static_cast<int64_t>((s >> kCountShift) & kFieldMask); }
 inline int64_t NextOf(uint64_t s) { return static_cast<int64_t>(s & kFieldMask); }
+// A share's word: the job id, then its next task where state_ has the count, its end below.
+inline int64_t ShareNext(uint64_t s) { return CountOf(s); }
+inline int64_t ShareEnd(uint64_t s) { return NextOf(s); }
+inline uint64_t ShareWord(uint64_t job, int64_t next, int64_t end) {
+  return (job << kJobShift) | (static_cast<uint64_t>(next) << kCountShift) |
+         static_cast<uint64_t>(end);
+}
 
 // The i-th CPU (mod count) of this process's affinity mask, or -1.
 int NthAllowedCpu(int i) {
@@ -64,7 +71,8 @@ ThreadPool::ThreadPool(int num_threads) : ThreadPool(ThreadPoolOptions{.num_thre
 
 ThreadPool::ThreadPool(const ThreadPoolOptions& options)
     : num_threads_(options.num_threads > 0 ? options.num_threads : AvailableCpus()),
-      options_(options) {
+      options_(options),
+      shares_(std::make_unique<Share[]>(static_cast<size_t>(num_threads_))) {
   for (int w = 1; w < num_threads_; ++w) {
     threads_.emplace_back([this, w] { WorkerLoop(w); });
     if (options_.pin_threads) PinTo(threads_.back().native_handle(), NthAllowedCpu(w));
@@ -102,6 +110,41 @@ int64_t ThreadPool::RunTasks(uint64_t job, int worker) {
   return ran;
 }
 
+void ThreadPool::RunShares(uint64_t job, int worker) {
+  // A claim is a compare-exchange of the share's word that still carries `job`, so it can never
+  // take a task of a newer job; the owner advances its next, a thief lowers its end.
+  const auto claim = [&](int w, bool from_end) -> int64_t {
+    std::atomic<uint64_t>& word = shares_[w].word;
+    uint64_t s = word.load(std::memory_order_acquire);
+    for (;;) {
+      const int64_t next = ShareNext(s), end = ShareEnd(s);
+      if (JobOf(s) != job || next >= end) return -1;
+      const uint64_t claimed = from_end ? ShareWord(job, next, end - 1)
+                                        : ShareWord(job, next + 1, end);
+      if (word.compare_exchange_weak(s, claimed, std::memory_order_acquire,
+                                     std::memory_order_acquire)) {
+        return from_end ? end - 1 : next;
+      }
+    }
+  };
+  const auto run = [&](int64_t task) {
+    (*fn_)(task, worker);
+    done_.fetch_add(1, std::memory_order_release);
+  };
+  for (int64_t t; (t = claim(worker, false)) >= 0;) run(t);
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int w = 0; w < num_threads_; ++w) {
+      const uint64_t s = shares_[w].word.load(std::memory_order_acquire);
+      const int64_t left = ShareEnd(s) - ShareNext(s);
+      if (JobOf(s) == job && left > most) victim = w, most = left;
+    }
+    if (victim < 0) return;
+    if (const int64_t t = claim(victim, true); t >= 0) run(t);
+  }
+}
+
 void ThreadPool::WorkerLoop(int worker) {
   uint64_t seen = 0;  // last job this worker looked at
   const auto spin = std::chrono::microseconds(options_.spin_us);
@@ -132,11 +175,22 @@ void ThreadPool::WorkerLoop(int worker) {
     if (stop_.load(std::memory_order_acquire)) return;
     seen = job;
     RunTasks(job, worker);
+    RunShares(job, worker);
   }
 }
 
 void ThreadPool::ParallelFor(int64_t num_tasks,
                              const std::function<void(int64_t task, int worker)>& fn) {
+  Run(num_tasks, fn, /*shares=*/false);
+}
+
+void ThreadPool::ParallelForShares(int64_t num_tasks,
+                                   const std::function<void(int64_t task, int worker)>& fn) {
+  Run(num_tasks, fn, /*shares=*/true);
+}
+
+void ThreadPool::Run(int64_t num_tasks, const std::function<void(int64_t, int)>& fn,
+                     bool shares) {
   if (num_tasks <= 0) return;
   CPM_CHECK(num_tasks <= kMaxTasks);
   if (options_.pin_threads && !caller_pinned_) PinCaller();
@@ -148,11 +202,19 @@ void ThreadPool::ParallelFor(int64_t num_tasks,
   done_.store(0, std::memory_order_relaxed);
   job_ = (job_ + 1) & ((uint64_t{1} << (64 - kJobShift)) - 1);
   if (job_ == 0) job_ = 1;  // 0 is "no job yet" for the workers
-  state_.store((job_ << kJobShift) | (static_cast<uint64_t>(num_tasks) << kCountShift),
+  // A job of shares leaves nothing to claim one by one (next = count): the workers find their
+  // shares, tagged with the job id, which the store of state_ below publishes.
+  for (int w = 0; shares && w < num_threads_; ++w) {
+    const int64_t begin = num_tasks * w / num_threads_, end = num_tasks * (w + 1) / num_threads_;
+    shares_[w].word.store(ShareWord(job_, begin, end), std::memory_order_relaxed);
+  }
+  const uint64_t next = shares ? static_cast<uint64_t>(num_tasks) : 0;
+  state_.store((job_ << kJobShift) | (static_cast<uint64_t>(num_tasks) << kCountShift) | next,
                std::memory_order_seq_cst);
   wake_seq_.store(static_cast<uint32_t>(job_), std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_seq_.notify_all();
   RunTasks(job_, 0);
+  RunShares(job_, 0);
   while (done_.load(std::memory_order_acquire) != num_tasks) CpuRelax();
   fn_ = nullptr;
 }

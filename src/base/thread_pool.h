@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,14 @@ class ThreadPool {
   // At most kMaxTasks tasks per call.
   void ParallelFor(int64_t num_tasks, const std::function<void(int64_t task, int worker)>& fn);
 
+  // ParallelFor whose tasks are handed out in contiguous shares: worker w first runs the tasks of
+  // [w·n/T, (w+1)·n/T) in order, then, its share done, takes the last task left of the share
+  // with the most left, until none is. Each thread's tasks then follow one another in memory
+  // where the caller lays them out so (a matmul's column panels: one stream for the hardware and
+  // software prefetchers, where ParallelFor's interleaved claims start a cold one per task),
+  // while the ends still balance as ParallelFor's do.
+  void ParallelForShares(int64_t num_tasks, const std::function<void(int64_t task, int worker)>& fn);
+
   // Splits [0, n) into about `num_threads` contiguous ranges of multiples of `grain`:
   // fn(begin, end, worker).
   void ParallelForRange(int64_t n, int64_t grain,
@@ -60,6 +69,10 @@ class ThreadPool {
   void WorkerLoop(int worker);
   // Claims and runs tasks of job `job` until none is left; returns how many it ran.
   int64_t RunTasks(uint64_t job, int worker);
+  // The same for a ParallelForShares job: its own share, then the others' ends.
+  void RunShares(uint64_t job, int worker);
+  // Publishes a job of `num_tasks` (claimed one by one, or in shares) and runs the caller's part.
+  void Run(int64_t num_tasks, const std::function<void(int64_t, int)>& fn, bool shares);
   void PinCaller();
 
   int num_threads_;
@@ -69,6 +82,12 @@ class ThreadPool {
   // bits 44..63 job id, 22..43 task count, 0..21 next unclaimed task.
   std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> done_{0};  // tasks of the current job finished
+  // A ParallelForShares job's shares, one per worker on a cache line of its own:
+  // bits 44..63 job id, 22..43 next task of the share, 0..21 its end.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> word{0};
+  };
+  std::unique_ptr<Share[]> shares_;
   const std::function<void(int64_t, int)>* fn_ = nullptr;
   // Futex word the sleepers wait on (the low 32 bits of the job id) and how many sleep.
   std::atomic<uint32_t> wake_seq_{0};

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -76,6 +77,64 @@ TEST(ThreadPoolTest, VaryingTaskCountsNeverMixJobs) {
     const int64_t n = 1 + (i * 7919) % 37;
     std::vector<int> hits(n, 0);
     pool.ParallelFor(n, [&](int64_t t, int) { hits[t]++; });
+    for (int64_t t = 0; t < n; ++t) ASSERT_EQ(hits[t], 1) << "job " << i << " task " << t;
+  }
+}
+
+TEST(ThreadPoolTest, SharesRunEveryTaskExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelForShares(n, [&](int64_t t, int) { hits[t]++; });
+      for (int64_t t = 0; t < n; ++t) EXPECT_EQ(hits[t].load(), 1) << threads << " " << t;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, SharesRunInOrderAndTheirEndsAreStolen) {
+  // Worker w runs its share [w·n/T, (w+1)·n/T) from its start in order, and others' tasks only
+  // from their ends, backwards. The caller's tasks are slow, so the other worker, done with its
+  // own share, must take some of the caller's.
+  constexpr int kThreads = 2;
+  constexpr int64_t kTasks = 40;
+  ThreadPool pool(kThreads);
+  std::vector<std::vector<int64_t>> ran(kThreads);
+  pool.ParallelForShares(kTasks, [&](int64_t t, int w) {
+    ran[w].push_back(t);  // each worker appends to its own list only
+    if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  int64_t total = 0;
+  for (int w = 0; w < kThreads; ++w) {
+    const int64_t begin = kTasks * w / kThreads, end = kTasks * (w + 1) / kThreads;
+    int64_t own = begin;              // the next own task expected
+    int64_t stolen_below = kTasks;    // stolen tasks of one share come from its end, downwards
+    for (int64_t t : ran[w]) {
+      if (t >= begin && t < end && t == own) {
+        ++own;
+      } else {
+        EXPECT_TRUE(t < begin || t >= end) << "worker " << w << " ran own task " << t << " out of order";
+        EXPECT_LT(t, stolen_below) << "worker " << w << " stole " << t << " out of order";
+        stolen_below = t;
+      }
+    }
+    total += static_cast<int64_t>(ran[w].size());
+  }
+  EXPECT_EQ(total, kTasks);
+  const auto& worker1 = ran[1];
+  EXPECT_TRUE(std::any_of(worker1.begin(), worker1.end(), [](int64_t t) { return t < kTasks / 2; }))
+      << "worker 1 never took a task of the slow caller's share";
+}
+
+TEST(ThreadPoolTest, SharesAndSingleClaimsNeverMixJobs) {
+  // Jobs of both kinds back to back: a worker late from one must never claim in the next.
+  ThreadPool pool(4);
+  for (int i = 0; i < 3000; ++i) {
+    const int64_t n = 1 + (i * 7919) % 37;
+    std::vector<int> hits(n, 0);
+    const auto fn = [&](int64_t t, int) { hits[t]++; };
+    if (i % 3 == 0) pool.ParallelFor(n, fn);
+    else pool.ParallelForShares(n, fn);
     for (int64_t t = 0; t < n; ++t) ASSERT_EQ(hits[t], 1) << "job " << i << " task " << t;
   }
 }

@@ -132,6 +132,26 @@ int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
   return width * (avx2 ? Avx2PanelsPerTile(h) : Avx512PanelsPerTile(h));
 }
 
+// Calls of up to this many rows (decode batches) hand their tasks out in contiguous shares
+// (ThreadPool::ParallelForShares), each thread's in memory order: a task's weight prefetches
+// run on into its thread's next task, where ParallelFor's interleaved claims start each task
+// on a cold stream. Every matmul of a MiniCPM4-0.5B decode step, the two schedules alternated
+// step by step in one process (Zen 5, 2 threads, 4 runs): 12 rows 0.81-0.96x the time, 16 rows
+// 0.91-0.98x, 6-8 rows 0.97-0.99x, 1-4 rows level (0.94-1.09x). Prefill (tall blocks, whose
+// panels are reread from L2) stays on ParallelFor's guided tasks: 32-64 rows were level.
+constexpr int64_t kMaxSharedScheduleRows = 16;
+
+bool SharedSchedule(int64_t m) { return m <= kMaxSharedScheduleRows; }
+
+template <typename Fn>
+void ForTasks(ThreadPool& pool, int64_t m, int64_t n, const Fn& fn) {
+  if (SharedSchedule(m)) {
+    pool.ParallelForShares(n, fn);
+  } else {
+    pool.ParallelFor(n, fn);
+  }
+}
+
 // Tasks split columns only, never k, so neither their sizes nor the thread count change any
 // result. Units of several columns (panels): about 8 tasks per thread so the dynamic schedule
 // balances, at most `max_units` each (8 panels: a decode task then streams 16-64 KiB of
@@ -141,8 +161,9 @@ int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
 // tile's width (`quantum` units), no less: a narrower tile streams worse (Zen 5: batch 1's
 // 4-panel tiles against tails of 1-3 panels 0.88x; batch 2's 4-panel tiles, whose calls ended
 // in 1-panel tasks before, 1.07-1.10x in two runs of 5 interleaved rounds against a duplicate's
-// 0.95-1.03x; batch 3-4's 2-panel tiles level). Rows of an unpacked W: kRowsPerTask each.
-// `total_units`: the jobs' units of several columns.
+// 0.95-1.03x; batch 3-4's 2-panel tiles level). Decode calls (SharedSchedule) take tasks of
+// one tile's width in memory order instead: the shares' stealing balances their ends. Rows of
+// an unpacked W: kRowsPerTask each. `total_units`: the jobs' units of several columns.
 const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_units, int64_t m,
                                    int threads, int64_t max_units = 8) {
   thread_local std::vector<Task> tasks;
@@ -151,6 +172,15 @@ const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_unit
   for (const Job& j : jobs) {
     if (j.pw == nullptr || total_units < 8) continue;
     quantum = std::max(quantum, TileColumns(j.pw->layout, j.pw->width, m) / j.unit_cols);
+  }
+  if (SharedSchedule(m)) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const int64_t n = jobs[i].unit_cols > 1 ? quantum : kRowsPerTask;
+      for (int64_t b = 0; b < jobs[i].units; b += n) {
+        tasks.push_back({i, b, std::min(jobs[i].units, b + n)});
+      }
+    }
+    return tasks;
   }
   const int64_t per_task = std::max(
       quantum,
@@ -404,7 +434,7 @@ void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool
   const int64_t blocks = row_tiles_packed ? 1 : RowBlocks(n_tasks, m, pool.num_threads());
   const int64_t block_rows = (m + blocks - 1) / blocks;
   const int64_t k = jobs[0].w->in_features;
-  pool.ParallelFor(n_tasks * blocks, [&](int64_t t, int) {
+  ForTasks(pool, m, n_tasks * blocks, [&](int64_t t, int) {
     const Task& task = tasks[t / blocks];
     const Job& j = jobs[task.job];
     const int64_t c0 = task.begin * j.unit_cols;
@@ -448,7 +478,7 @@ void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& 
   const size_t bytes = static_cast<size_t>(per_worker * pool.num_threads()) * sizeof(float);
   if (scratch.size() < bytes) scratch.Resize(bytes);
   float* base = scratch.as<float>();  // taken here: inside the lambda, `scratch` is the worker's
-  pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t t, int worker) {
+  ForTasks(pool, m, static_cast<int64_t>(tasks.size()), [&](int64_t t, int worker) {
     const int64_t c0 = tasks[t].begin * kFusedUnit, c1 = std::min(n, tasks[t].end * kFusedUnit);
     float* g = base + worker * per_worker;
     float* u = g + m * ss;
