@@ -103,10 +103,12 @@ int64_t ThreadPool::RunTasks(uint64_t job, int worker) {
       continue;
     }
     (*fn_)(NextOf(s), worker);
-    done_.fetch_add(1, std::memory_order_release);
     ++ran;
     s = state_.load(std::memory_order_acquire);
   }
+  // Reported once, not per task: the caller spins reading done_, so each add is a transfer of
+  // its cache line (perf: ~0.9% of a batch-1 decode step's samples at one add per task).
+  if (ran > 0) done_.fetch_add(ran, std::memory_order_release);
   return ran;
 }
 
@@ -127,9 +129,10 @@ void ThreadPool::RunShares(uint64_t job, int worker) {
       }
     }
   };
+  int64_t ran = 0;  // reported when this thread finds no task left, as in RunTasks
   const auto run = [&](int64_t task) {
     (*fn_)(task, worker);
-    done_.fetch_add(1, std::memory_order_release);
+    ++ran;
   };
   for (int64_t t; (t = claim(worker, false)) >= 0;) run(t);
   for (;;) {
@@ -140,9 +143,10 @@ void ThreadPool::RunShares(uint64_t job, int worker) {
       const int64_t left = ShareEnd(s) - ShareNext(s);
       if (JobOf(s) == job && left > most) victim = w, most = left;
     }
-    if (victim < 0) return;
+    if (victim < 0) break;
     if (const int64_t t = claim(victim, true); t >= 0) run(t);
   }
+  if (ran > 0) done_.fetch_add(ran, std::memory_order_release);
 }
 
 void ThreadPool::WorkerLoop(int worker) {
