@@ -53,7 +53,8 @@ class ThreadPool {
   // where the caller lays them out so (a matmul's column panels: one stream for the hardware and
   // software prefetchers, where ParallelFor's interleaved claims start a cold one per task),
   // while the ends still balance as ParallelFor's do.
-  void ParallelForShares(int64_t num_tasks, const std::function<void(int64_t task, int worker)>& fn);
+  void ParallelForShares(int64_t num_tasks,
+                         const std::function<void(int64_t task, int worker)>& fn);
 
   // Splits [0, n) into about `num_threads` contiguous ranges of multiples of `grain`:
   // fn(begin, end, worker).

@@ -107,13 +107,13 @@ TEST(ThreadPoolTest, SharesRunInOrderAndTheirEndsAreStolen) {
   int64_t total = 0;
   for (int w = 0; w < kThreads; ++w) {
     const int64_t begin = kTasks * w / kThreads, end = kTasks * (w + 1) / kThreads;
-    int64_t own = begin;              // the next own task expected
-    int64_t stolen_below = kTasks;    // stolen tasks of one share come from its end, downwards
+    int64_t own = begin;            // the next own task expected
+    int64_t stolen_below = kTasks;  // stolen tasks of one share come from its end, downwards
     for (int64_t t : ran[w]) {
       if (t >= begin && t < end && t == own) {
         ++own;
       } else {
-        EXPECT_TRUE(t < begin || t >= end) << "worker " << w << " ran own task " << t << " out of order";
+        EXPECT_TRUE(t < begin || t >= end) << "worker " << w << " ran own task " << t << " late";
         EXPECT_LT(t, stolen_below) << "worker " << w << " stole " << t << " out of order";
         stolen_below = t;
       }
