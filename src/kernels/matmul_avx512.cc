@@ -334,9 +334,8 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
                              s0 > 0, last && to_bf16, ahead1, last ? yp + tr0 * ys : nullptr, ys},
                             1, nv);
         }
-        const int64_t cols = p + 1 == pe ? n_valid_last : 32;
         for (int64_t r = 0; odd_tail && r < rows; ++r) {
-          std::memcpy(yp + r * ys, block[r], cols * sizeof(float));
+          std::memcpy(yp + r * ys, block[r], nv * sizeof(float));
         }
       }
     } else {

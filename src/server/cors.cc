@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace cpm {
@@ -78,13 +80,10 @@ PreflightReply CorsPreflight(const CorsOptions& o, const std::string& origin,
                              const std::string& request_headers) {
   PreflightReply r;
   const bool all_methods = Contains(o.allowed_methods, "*");
-  std::string methods;
-  for (const std::string& m : all_methods ? std::vector<std::string>{"DELETE", "GET", "HEAD",
-                                                                     "OPTIONS", "PATCH", "POST",
-                                                                     "PUT"}
-                                          : o.allowed_methods) {
-    methods += (methods.empty() ? "" : ", ") + m;
-  }
+  const std::vector<std::string> every_method = {"DELETE", "GET",  "HEAD", "OPTIONS",
+                                                 "PATCH",  "POST", "PUT"};
+  const std::string methods =
+      fmt::format("{}", fmt::join(all_methods ? every_method : o.allowed_methods, ", "));
   std::vector<std::string> failures;
   if (OriginAllowed(o, origin)) {
     AddOrigin(o, origin, &r.headers);
@@ -95,7 +94,9 @@ PreflightReply CorsPreflight(const CorsOptions& o, const std::string& origin,
   r.headers.push_back({"Access-Control-Max-Age", "600"});
   if (!all_methods && !Contains(o.allowed_methods, request_method)) failures.push_back("method");
   if (Contains(o.allowed_headers, "*")) {
-    if (!request_headers.empty()) r.headers.push_back({"Access-Control-Allow-Headers", request_headers});
+    if (!request_headers.empty()) {
+      r.headers.push_back({"Access-Control-Allow-Headers", request_headers});
+    }
   } else {
     // The CORS-safelisted request headers are always allowed.
     std::vector<std::string> allowed = {"accept", "accept-language", "content-language",
@@ -103,9 +104,8 @@ PreflightReply CorsPreflight(const CorsOptions& o, const std::string& origin,
     for (const std::string& h : o.allowed_headers) allowed.push_back(Lower(h));
     std::sort(allowed.begin(), allowed.end());
     allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
-    std::string list;
-    for (const std::string& h : allowed) list += (list.empty() ? "" : ", ") + h;
-    r.headers.push_back({"Access-Control-Allow-Headers", list});
+    r.headers.push_back(
+        {"Access-Control-Allow-Headers", fmt::format("{}", fmt::join(allowed, ", "))});
     for (const std::string& h : SplitHeaders(request_headers)) {
       if (!Contains(allowed, h)) {
         failures.push_back("headers");
@@ -118,8 +118,7 @@ PreflightReply CorsPreflight(const CorsOptions& o, const std::string& origin,
     return r;
   }
   r.status = 400;
-  r.body = "Disallowed CORS ";
-  for (size_t i = 0; i < failures.size(); ++i) r.body += (i ? ", " : "") + failures[i];
+  r.body = fmt::format("Disallowed CORS {}", fmt::join(failures, ", "));
   return r;
 }
 
