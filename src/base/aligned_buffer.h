@@ -18,32 +18,37 @@ class AlignedBuffer {
 
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t bytes, Pages pages = Pages::kSmall) { Resize(bytes, pages); }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { Release(); }
   AlignedBuffer(AlignedBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        mapped_(std::exchange(o.mapped_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
+    std::swap(mapped_, o.mapped_);
     return *this;
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
 
   // Discards the contents; new bytes are uninitialised. kHuge: a buffer of at least one huge
-  // page starts on a huge-page boundary, its whole huge pages advised (huge_pages.h).
+  // page is a fresh mapping of whole huge pages (MapHugePages, which says why not malloc), its
+  // last partial one advised too: left on small pages, that tail streamed slowly as a decode
+  // matmul's last tasks and held the call's end (MiniCPM-V-4.6's 7 MiB MLP weights ran at half
+  // the rate of the others).
   void Resize(size_t bytes, Pages pages = Pages::kSmall) {
     if (bytes == size_) return;
-    std::free(data_);
-    data_ = nullptr;
-    size_ = 0;
+    Release();
     if (bytes == 0) return;
-    const bool huge = pages == Pages::kHuge && bytes >= kHugePage;
-    const size_t alignment = huge ? kHugePage : kAlignment;
-    const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
+    if (pages == Pages::kHuge && bytes >= kHugePage) {
+      data_ = static_cast<std::byte*>(MapHugePages(bytes, &mapped_));
+    } else {
+      const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+      data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+    }
     if (!data_) throw std::bad_alloc();
     size_ = bytes;
-    if (huge) AdviseHugePages(data_, bytes / kHugePage * kHugePage);
   }
   void Zero() {
     if (data_) std::memset(data_, 0, size_);
@@ -62,8 +67,20 @@ class AlignedBuffer {
   }
 
  private:
+  void Release() {
+    if (mapped_ != 0) {
+      UnmapPages(data_, mapped_);
+    } else {
+      std::free(data_);
+    }
+    data_ = nullptr;
+    size_ = 0;
+    mapped_ = 0;
+  }
+
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // bytes of the huge-page mapping holding data_, 0: from aligned_alloc
 };
 
 }  // namespace cpm

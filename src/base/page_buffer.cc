@@ -8,15 +8,17 @@ namespace cpm {
 
 PageBuffer::PageBuffer(size_t bytes, Pages pages) : size_(bytes) {
   if (bytes == 0) return;
+  if (pages == Pages::kHuge) {
+    data_ = static_cast<std::byte*>(MapHugePages(bytes, &mapped_));
+    if (data_ == nullptr) throw std::bad_alloc();
+    return;
+  }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   data_ = static_cast<std::byte*>(p);
-  // Linux places mappings of >= 2 MiB on huge-page boundaries.
-  if (pages == Pages::kHuge) AdviseHugePages(p, bytes);
+  mapped_ = bytes;
 }
 
-PageBuffer::~PageBuffer() {
-  if (data_) ::munmap(data_, size_);
-}
+PageBuffer::~PageBuffer() { UnmapPages(data_, mapped_); }
 
 }  // namespace cpm

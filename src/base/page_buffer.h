@@ -1,6 +1,7 @@
 // PageBuffer: a large, page-aligned, zero-filled anonymous mapping. Pages are committed only when
 // first touched, so a KV cache sized for the worst case costs no start-up time and only the RAM
-// its sequences actually use (kHuge: rounded up to huge pages). Move-only.
+// its sequences actually use (kHuge: MapHugePages, whole huge pages from a huge-page boundary).
+// Move-only.
 #pragma once
 
 #include <cstddef>
@@ -17,10 +18,13 @@ class PageBuffer {
   explicit PageBuffer(size_t bytes, Pages pages = Pages::kSmall);
   ~PageBuffer();
   PageBuffer(PageBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        mapped_(std::exchange(o.mapped_, 0)) {}
   PageBuffer& operator=(PageBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
+    std::swap(mapped_, o.mapped_);
     return *this;
   }
   PageBuffer(const PageBuffer&) = delete;
@@ -32,6 +36,7 @@ class PageBuffer {
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // bytes mapped (kHuge: rounded up to whole huge pages)
 };
 
 }  // namespace cpm
