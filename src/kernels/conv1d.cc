@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -14,10 +15,20 @@ namespace cpm::kernels {
 void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                       int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                       float* state, float* y, int64_t y_stride, Round round) {
-  if (ActiveIsa() != Isa::kScalar &&
-      CausalConv1dSiluAvx2(x, x_stride, t, channels, c_begin, c_end, w, kernel, state, y,
-                           y_stride, round)) {
-    return;
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      if (CausalConv1dSiluAvx512(x, x_stride, t, channels, c_begin, c_end, w, kernel, state, y,
+                                 y_stride, round)) {
+        return;
+      }
+      break;
+    case Isa::kAvx2:
+      if (CausalConv1dSiluAvx2(x, x_stride, t, channels, c_begin, c_end, w, kernel, state, y,
+                               y_stride, round)) {
+        return;
+      }
+      break;
+    default: break;
   }
   const int64_t hist = kernel - 1;  // rows of state
   const bool rb = round == Round::kBf16;

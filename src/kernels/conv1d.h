@@ -1,6 +1,7 @@
 // Causal depthwise conv1d over time with SiLU, continuing from a per-sequence state: the
 // short convolution of Gated DeltaNet (Qwen3.5 linear-attention layers). f32; AVX2 (8 channels
-// per vector) for kernels of 2-6 taps, else the scalar reference.
+// per vector) or AVX-512 (16, bitwise the AVX2 results) for kernels of 2-6 taps, else the scalar
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +24,11 @@ void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t chann
                       float* state, float* y, int64_t y_stride, Round round);
 
 // PyTorch's depthwise conv weight w[c, j] ([channels, 1, kernel] f32) as CausalConv1dSilu reads
-// it: [ceil(channels / 8), kernel, 8], each group of 8 channels' taps together (zeros past the
-// last channel), so that one tap of a group is one vector load (gathering them from [C, K] per
-// call cost more than the convolution itself in a decode step).
-constexpr int64_t kConvGroup = 8;
+// it: [ceil(channels / 16), kernel, 16], each group of 16 channels' taps together (zeros past
+// the last channel), so that one tap of a group is one vector load: a zmm, or either half for
+// AVX2's 8 lanes (gathering them from [C, K] per call cost more than the convolution itself in
+// a decode step).
+constexpr int64_t kConvGroup = 16;
 std::vector<float> PackConvTaps(std::span<const float> w, int64_t channels, int64_t kernel);
 
 }  // namespace cpm::kernels

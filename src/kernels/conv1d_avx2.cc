@@ -14,6 +14,8 @@
 namespace cpm::kernels {
 namespace {
 
+constexpr int64_t kLanes = 8;
+
 // 8 channels' floats at p: all 8 (kFull) or the lanes of `mask`, the rest read as 0 and never
 // written. A masked store is microcoded on AMD (~10× a plain one): only a partial group uses it.
 template <bool kFull>
@@ -31,7 +33,8 @@ inline void Store8(float* p, __m256i mask, __m256 v) {
 template <int K, bool kFull>
 inline void Output8(const float* const* rows, const float* w, int64_t c0, __m256i mask,
                     bool round_bf16, float* y) {
-  const float* wg = w + c0 / kConvGroup * K * kConvGroup;  // the group's taps (PackConvTaps)
+  // The 8 channels' taps: a half of their PackConvTaps group's.
+  const float* wg = w + c0 / kConvGroup * K * kConvGroup + c0 % kConvGroup;
   __m256 acc = _mm256_setzero_ps();
 #pragma GCC unroll 8
   for (int j = 0; j < K; ++j) {
@@ -69,14 +72,14 @@ void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int
   auto lanes = [&](int64_t c0) {
     return _mm256_andnot_si256(avx2::FirstLanes(c_begin - c0), avx2::FirstLanes(c_end - c0));
   };
-  const int64_t first = c_begin / kConvGroup * kConvGroup;
+  const int64_t first = c_begin / kLanes * kLanes;
   const __m256i all = _mm256_set1_epi32(-1);
   for (int64_t i = 0; i < t; ++i) {
     const float* rows[K];
     for (int j = 0; j < K; ++j) rows[j] = xx(i + j);
     float* yi = y + i * y_stride;
-    for (int64_t c0 = first; c0 < c_end; c0 += kConvGroup) {
-      if (c0 >= c_begin && c0 + kConvGroup <= c_end) {
+    for (int64_t c0 = first; c0 < c_end; c0 += kLanes) {
+      if (c0 >= c_begin && c0 + kLanes <= c_end) {
         Output8<K, true>(rows, w, c0, all, round_bf16, yi);
       } else {
         Output8<K, false>(rows, w, c0, lanes(c0), round_bf16, yi);

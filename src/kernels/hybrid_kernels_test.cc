@@ -23,6 +23,9 @@ namespace emulated {
 void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
 void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
                                  int64_t chunk, float* scratch);
+bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t channels,
+                            int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
+                            float* state, float* y, int64_t y_stride, Round round);
 }  // namespace emulated
 
 namespace {
@@ -166,6 +169,62 @@ GdnData MakeGdn(int64_t t, int64_t dk, int64_t dv, uint32_t seed) {
 GdnHead HeadOf(GdnData& d, int64_t r0, std::vector<float>& o, std::vector<float>& state) {
   return {d.q.data() + r0 * d.dk, d.k.data() + r0 * d.dk, d.dk, d.v.data() + r0 * d.dv, d.dv,
           d.g.data() + r0, d.beta.data() + r0, 1, o.data() + r0 * d.dv, d.dv, state.data()};
+}
+
+// The AVX-512 form, native where the CPU has it and over SIMDe's emulation everywhere, is
+// bitwise the AVX2 one (checked against the scalar reference above): outputs and states, in
+// pieces of 1 to 40 tokens (shorter and longer than the history), with the channels split
+// inside a vector (and, for 2100, inside a block).
+TEST(Conv1dTest, Avx512IsBitwiseTheAvx2Form) {
+  IsaGuard guard;
+  if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  using Conv = std::function<void(const float* x, int64_t t, int64_t c0, int64_t c1,
+                                  float* state, float* y)>;
+  for (int64_t K : {2, 3, 4, 6}) {
+    for (int64_t ch : {1, 7, 9, 17, 33, 515, 2100}) {  // 2100: three blocks of channels
+      for (Round round : {Round::kNone, Round::kBf16}) {
+        const int64_t t = 48;
+        const auto x = RandomVec(t * ch, static_cast<uint32_t>(K * ch), -6, 6);
+        const auto wt = PackConvTaps(RandomVec(ch * K, static_cast<uint32_t>(ch)), ch, K);
+        const auto s0 = RandomVec((K - 1) * ch, static_cast<uint32_t>(K), -1, 1);
+        // Output and state of `conv` over the pieces.
+        const auto run = [&](const Conv& conv) {
+          std::pair<std::vector<float>, std::vector<float>> r{std::vector<float>(t * ch), s0};
+          int64_t r0 = 0;
+          for (int64_t n : {1, 2, 40, 5}) {
+            const int64_t mid = std::min(ch, ch / 3 + 5);
+            for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, mid}, {mid, ch}}) {
+              conv(x.data() + r0 * ch, n, c0, c1, r.second.data(), r.first.data() + r0 * ch);
+            }
+            r0 += n;
+          }
+          return r;
+        };
+        const Conv dispatched = [&](const float* xi, int64_t n, int64_t c0, int64_t c1,
+                                    float* state, float* y) {
+          CausalConv1dSilu(xi, ch, n, ch, c0, c1, wt.data(), K, state, y, ch, round);
+        };
+        ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+        const auto want = run(dispatched);
+        std::vector<std::pair<std::string, decltype(want)>> got;
+        if (SetActiveIsa(Isa::kAvx512)) got.emplace_back("avx512", run(dispatched));
+        got.emplace_back("avx512 (emulated)", run([&](const float* xi, int64_t n, int64_t c0,
+                                                      int64_t c1, float* state, float* y) {
+          ASSERT_TRUE(emulated::CausalConv1dSiluAvx512(xi, ch, n, ch, c0, c1, wt.data(), K,
+                                                       state, y, ch, round));
+        }));
+        for (const auto& [form, r] : got) {
+          const std::string what = form + " K=" + std::to_string(K) + " ch=" + std::to_string(ch);
+          for (size_t i = 0; i < want.first.size(); ++i) {
+            ASSERT_EQ(r.first[i], want.first[i]) << what << " y " << i;
+          }
+          for (size_t i = 0; i < want.second.size(); ++i) {
+            ASSERT_EQ(r.second[i], want.second[i]) << what << " state " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 // The closed form S_t = (I − β k kᵀ) e^g S_{t−1} + β k vᵀ, o_t = S_tᵀ q_t, in double.

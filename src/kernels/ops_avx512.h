@@ -18,4 +18,9 @@ void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* u
                           int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
                           int64_t dim);
 
+// CausalConv1dSilu (conv1d.h) for kernels of 2..6 taps; false (nothing done) for others.
+bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t channels,
+                            int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
+                            float* state, float* y, int64_t y_stride, Round round);
+
 }  // namespace cpm::kernels
