@@ -95,8 +95,10 @@ TEST(AlignedBufferTest, HugeBuffersAreFreshMappingsAdvisedToTheirLastPage) {
   if (ThpMode().find("[never]") != std::string::npos) return;
   buf.Zero();
   // Born huge: at least one of the four (compaction may fail for some on a fragmented host).
+  const std::string field = SmapsField(buf.data(), "AnonHugePages:");
+  ASSERT_FALSE(field.empty());
   long huge_kb = 0;
-  std::istringstream(SmapsField(buf.data(), "AnonHugePages:").substr(14)) >> huge_kb;
+  std::istringstream(field.substr(field.find(':') + 1)) >> huge_kb;
   EXPECT_GE(huge_kb, static_cast<long>(kHugePage / 1024)) << ThpMode();
 }
 
