@@ -113,6 +113,9 @@ TEST(PageBufferTest, HugePagesAreAdvisedAndReadAsZeros) {
     // Its last, partial huge page too.
     const std::byte* tail = huge.data() + 2 * kHugePage;
     EXPECT_NE(VmFlagsOf(tail).find(" hg"), std::string::npos) << VmFlagsOf(tail);
+    // Below a huge page nothing is advised: a first touch would commit a whole one.
+    PageBuffer under(kHugePage / 2, Pages::kHuge);
+    EXPECT_EQ(VmFlagsOf(under.data()).find(" hg"), std::string::npos) << VmFlagsOf(under.data());
   }
 }
 
