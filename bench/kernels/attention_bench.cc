@@ -1,6 +1,8 @@
 // Paged attention at MiniCPM4-0.5B's head shape (16 query heads, 2 KV heads, 64 dims, bf16 KV)
 // and MiniCPM-V-4.6's full-attention layers' (8, 2, 256): a batch of decode rows over long
-// contexts, and causal prefill chunks. Times and threads: bench_threads.h.
+// contexts, and causal prefill chunks. Dense (bidirectional) attention at MiniCPM-V-4.6's vision
+// tower's shape (16 heads of 72 dims) over a 448² slice's 1024 tokens and the 256 after its ViT
+// merger. Times and threads: bench_threads.h.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "base/page_buffer.h"
 #include "bench_threads.h"
 #include "kernels/attention.h"
+#include "kernels/dense_attention.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -64,6 +67,27 @@ BENCHMARK(BM_PagedAttention<8, 2, 256>)
     ->Args({1, 1, 8192})
     ->Args({16, 1, 1024})
     ->Args({1, 256, 2048});
+
+// Args: tokens. bf16 values in q, k, v (a bf16 tower's), so AVX512_BF16 takes the fused kernel.
+void BM_DenseAttention(benchmark::State& state) {
+  constexpr int64_t kHeads = 16, kDim = 72, kWidth = kHeads * kDim;
+  const int64_t n = state.range(0);
+  std::vector<float> q(n * kWidth), k(q.size()), v(q.size()), out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] = RoundBf16(0.001f * static_cast<float>(i % 997));
+    k[i] = RoundBf16(0.002f * static_cast<float>(i % 499));
+    v[i] = RoundBf16(0.003f * static_cast<float>(i % 331));
+  }
+  ThreadPool pool(BenchThreads());
+  for (auto _ : state) {
+    DenseAttention(q.data(), k.data(), v.data(), kWidth, n, kHeads, kDim, 0.1178f, true,
+                   out.data(), kWidth, pool);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 4.0 * n * n * kDim * kHeads / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DenseAttention)->Arg(1024)->Arg(256);
 
 }  // namespace
 }  // namespace cpm::kernels

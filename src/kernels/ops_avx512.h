@@ -6,6 +6,10 @@
 
 #include "kernels/rounding.h"
 
+namespace cpm {
+class ThreadPool;
+}  // namespace cpm
+
 namespace cpm::kernels {
 
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
@@ -22,5 +26,10 @@ void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* u
 bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                             int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                             float* state, float* y, int64_t y_stride, Round round);
+
+// DenseAttention (dense_attention.h) with `bf16`, on AVX512_BF16.
+void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
+                              int64_t n, int64_t heads, int64_t d, float scale, float* out,
+                              int64_t out_ld, ThreadPool& pool);
 
 }  // namespace cpm::kernels

@@ -1,13 +1,14 @@
 // MiniCPM-V-4.6's vision tower and mergers (spec minicpmv46.md §4), one slice at a time.
 // Activations are f32 rows [tokens, width], tokens in row-major patch order; every linear layer
-// runs through the model's matmul kernels (weights packed at load), attention through the same
-// kernels per head (K and Vᵀ of the slice as the "weights").
+// runs through the model's matmul kernels (weights packed at load), the slice's attention through
+// DenseAttention.
 #include "model/minicpmv46_vision.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/dense_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
 #include "kernels/sampling_ops.h"
@@ -52,26 +53,6 @@ struct Merger {
   Norm pre_norm;              // [4D]
   Linear linear_1, linear_2;  // [4D, 4D], [text_hidden, 4D]
 };
-
-// A [out, in] matrix of per-slice values (a head's K or Vᵀ) as a packed linear weight: f32, or
-// with `bf16` its bf16 copy in `b16` (the values are bf16 already in a bf16 tower, so the copy is
-// exact and the product takes the bf16 dot-product kernels, as a bf16 model's attention does).
-LinearWeight SliceWeight(const std::vector<float>& data, std::vector<uint16_t>* b16, int64_t out,
-                         int64_t in, bool bf16) {
-  LinearWeight w;
-  w.dtype = DType::kF32;
-  w.out_features = out;
-  w.in_features = in;
-  w.data = data.data();
-  if (bf16) {
-    b16->resize(data.size());
-    for (size_t i = 0; i < data.size(); ++i) (*b16)[i] = F32ToBf16(data[i]);
-    w.dtype = DType::kBF16;
-    w.data = b16->data();
-  }
-  kernels::PrepareLinear(&w);
-  return w;
-}
 
 // dst[r, 0:4·dim] = the 2×2 block at (2R, 2C) of the rows×cols grid `src` [rows·cols, dim], its
 // tokens in the order top-left, top-right, bottom-left, bottom-right; blocks row-major.
@@ -137,15 +118,7 @@ class MiniCpmV46Vision final : public VisionEncoder {
   Norm post_layernorm_;
   Merger merger_;
   // Per-slice scratch (the engine thread is the only caller).
-  std::vector<float> ln_, q_, k_, v_, attn_, tmp_, ffn_, scores_;
-  // A head's K [n, hd] and Vᵀ [hd, n] (f32, and their bf16 copies in a bf16 tower) as the
-  // packed weights of its attention products (AttendFull).
-  struct HeadWeights {
-    std::vector<float> k, vt;
-    std::vector<uint16_t> k_bf16, vt_bf16;
-    LinearWeight kw, vw;
-  };
-  std::vector<HeadWeights> head_weights_;
+  std::vector<float> ln_, q_, k_, v_, attn_, tmp_, ffn_;
 };
 
 // A small parameter as f32; with bf16 compute rounded to bf16, the values a bf16 model holds.
@@ -194,8 +167,8 @@ Status MiniCpmV46Vision::Load(const LoadOptions& options, const MiniCpmV46Vision
   const std::string vt = "model.vision_tower.";
   CPM_ASSIGN_OR_RETURN(patch_weight_, Param(wl, vt + "embeddings.patch_embedding.weight",
                                             {D, c.num_channels, P, P}));
-  patch_embedding_ = SliceWeight(patch_weight_, &patch_weight_bf16_, D, c.num_channels * P * P,
-                                 round_ == Round::kBf16);
+  patch_embedding_ = kernels::WeightOfValues(patch_weight_, &patch_weight_bf16_, D,
+                                             c.num_channels * P * P, round_ == Round::kBf16);
   CPM_ASSIGN_OR_RETURN(patch_bias_, Param(wl, vt + "embeddings.patch_embedding.bias", {D}));
   const int64_t grid = c.position_grid();
   CPM_ASSIGN_OR_RETURN(position_embedding_,
@@ -337,39 +310,12 @@ void MiniCpmV46Vision::AttendWindows(int64_t n, int64_t cols, ThreadPool& pool) 
   });
 }
 
-// attn_ = softmax(q kᵀ / √hd) v per head over all n tokens, through the matmul kernels: a head's
-// K [n, hd] and Vᵀ [hd, n] are the "weights" of scores = Q Kᵀ and o = P V. All heads' weights
-// are made first, a pool task each: copied, transposed and packed head by head on the caller,
-// they took ~13% of a 448² slice's encode while the other core waited.
+// attn_ = softmax(q kᵀ / √hd) v per head over all n tokens of the slice.
 void MiniCpmV46Vision::AttendFull(int64_t n, ThreadPool& pool) {
   const int64_t D = c_.hidden_size, hd = c_.head_dim(), heads = c_.num_attention_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const bool bf16 = round_ == Round::kBf16;
-  scores_.resize(n * n);
-  head_weights_.resize(heads);
-  pool.ParallelFor(heads, [&](int64_t h, int) {
-    HeadWeights& w = head_weights_[h];
-    w.k.resize(n * hd), w.vt.resize(hd * n);
-    for (int64_t t = 0; t < n; ++t) {
-      std::copy(k_.data() + t * D + h * hd, k_.data() + t * D + (h + 1) * hd, w.k.data() + t * hd);
-      for (int64_t d = 0; d < hd; ++d) w.vt[d * n + t] = v_[t * D + h * hd + d];
-    }
-    w.kw = SliceWeight(w.k, &w.k_bf16, n, hd, bf16);
-    w.vw = SliceWeight(w.vt, &w.vt_bf16, hd, n, bf16);
-  });
-  for (int64_t h = 0; h < heads; ++h) {
-    const LinearWeight& kw = head_weights_[h].kw;
-    const LinearWeight& vw = head_weights_[h].vw;
-    kernels::MatMul(q_.data() + h * hd, D, n, kw, scores_.data(), n, pool);
-    pool.ParallelForRange(n, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) {
-        float* row = scores_.data() + t * n;
-        const float inv = 1.0f / kernels::ExpScaled(row, n, kernels::Max(row, n), scale, row);
-        for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-      }
-    });
-    kernels::MatMul(scores_.data(), n, n, vw, attn_.data() + h * hd, D, pool);
-  }
+  kernels::DenseAttention(q_.data(), k_.data(), v_.data(), D, n, heads, hd,
+                          1.0f / std::sqrt(static_cast<float>(hd)), round_ == Round::kBf16,
+                          attn_.data(), D, pool);
 }
 
 // Pre-LN SigLIP block: x += out_proj(MHA(LN1 x)); x += fc2(gelu_tanh(fc1(LN2 x))).

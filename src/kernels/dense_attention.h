@@ -1,0 +1,31 @@
+// Bidirectional multi-head attention over one sequence held in plain rows (no KV cache, no mask):
+// a vision tower's self-attention, where every token of a slice sees every other.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace cpm::kernels {
+
+// For every head h and token t, with s_j = q_t,h · k_j,h over the n tokens j and m = max_j s_j:
+//   p_j = e^((s_j − m) · scale),  out[t, h·d : (h+1)·d] = (Σ_j P_j · v_j,h) / Σ_j p_j,
+// where P_j = p_j rounded to bf16 when `bf16` (a bf16 tower: PyTorch's CPU flash attention, the
+// transformers default, and FlashAttention-2 round the probabilities before P·V; the sum stays
+// f32), else P_j = p_j. q, k, v: [n, heads·d], rows `ld` floats apart; out: [n, heads·d], rows
+// `out_ld` apart. With `bf16`, q, k and v must hold bf16 values (a bf16 tower's projections
+// are rounded to bf16), which the AVX-512 BF16 kernel reads as bf16 pairs. d even.
+// With `bf16` on AVX512_BF16 (the AVX-512 level), one fused pass per 32 query rows of a head:
+// scores, an exact softmax over all n keys and P·V on bf16 dot products, nothing of n × n size
+// leaving the core's caches. Elsewhere, per head, the matmul kernels over the head's K and Vᵀ
+// and a softmax pass between them.
+void DenseAttention(const float* q, const float* k, const float* v, int64_t ld, int64_t n,
+                    int64_t heads, int64_t d, float scale, bool bf16, float* out, int64_t out_ld,
+                    ThreadPool& pool);
+
+// The scalar reference of DenseAttention, one row and head at a time (sums in key order).
+void DenseAttentionReference(const float* q, const float* k, const float* v, int64_t ld,
+                             int64_t n, int64_t heads, int64_t d, float scale, bool bf16,
+                             float* out, int64_t out_ld);
+
+}  // namespace cpm::kernels
