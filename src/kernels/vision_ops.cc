@@ -1,4 +1,4 @@
-// Scalar element-wise ops of the vision tower (see vision_ops.h).
+// Element-wise ops of the vision tower (see vision_ops.h): dispatch and the scalar forms.
 #include "kernels/vision_ops.h"
 
 #include <cmath>
@@ -37,10 +37,16 @@ void Map(float* x, int64_t n, Round round, ThreadPool& pool, F f) {
 
 void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
                float* out, Round round, ThreadPool& pool) {
+  const bool simd = ActiveIsa() >= Isa::kAvx2;
   pool.ParallelForRange(rows, 1, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * dim;
       float* o = out + r * dim;
+      if (simd) {
+        LayerNormRowAvx2(xr, dim, w, b, eps, o);
+        RoundInPlace(o, dim, round);
+        continue;
+      }
       double sum = 0.0;
       for (int64_t j = 0; j < dim; ++j) sum += xr[j];
       const double mean = sum / static_cast<double>(dim);

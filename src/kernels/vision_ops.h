@@ -1,6 +1,6 @@
 // Element-wise ops of the SigLIP vision tower and its mergers (MiniCPM-V-4.6, spec
-// minicpmv46.md §4): LayerNorm with bias, bias adds, and the two GELUs. Plain f32 loops spread
-// over the pool; the tower's time is in its matmuls.
+// minicpmv46.md §4): LayerNorm with bias, bias adds, and the two GELUs, spread over the pool;
+// LayerNorm's rows and the tanh-GELU in AVX2 where the CPU has it (vision_ops_avx2.cc).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,8 @@
 
 namespace cpm::kernels {
 
-// out[r] = (x[r] − mean) / sqrt(var + eps) · w + b over `dim` (biased variance, as torch).
+// out[r] = (x[r] − mean) / sqrt(var + eps) · w + b over `dim` (biased variance, as torch; mean
+// and variance summed in f64).
 // out may alias x. With Round::kBf16 the result is rounded once (a bf16 LayerNorm's output).
 void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
                float* out, Round round, ThreadPool& pool);

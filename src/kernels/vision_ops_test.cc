@@ -75,29 +75,38 @@ TEST(VisionOpsTest, GeluErfMatchesItsDefinition) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], GeluErf64(x[i]), 1e-6 * std::fabs(x[i]) + 1e-7);
 }
 
-TEST(VisionOpsTest, LayerNormAndBias) {
+TEST(VisionOpsTest, LayerNormAndBiasAtEveryIsa) {
+  IsaGuard guard;
   ThreadPool pool(2);
-  for (int64_t dim : {1, 7, 33, 1152, 4608 + 3}) {
-    const int64_t rows = 5;
-    std::vector<float> x = RandomVec(rows * dim, 5, -3.0f, 5.0f), w = RandomVec(dim, 6), b = RandomVec(dim, 7);
-    std::vector<float> y(x.size());
-    LayerNorm(x.data(), rows, dim, w.data(), b.data(), 1e-6f, y.data(), Round::kNone, pool);
-    for (int64_t r = 0; r < rows; ++r) {
-      double mean = 0, var = 0;
-      for (int64_t j = 0; j < dim; ++j) mean += x[r * dim + j];
-      mean /= dim;
-      for (int64_t j = 0; j < dim; ++j) var += (x[r * dim + j] - mean) * (x[r * dim + j] - mean);
-      var /= dim;
-      for (int64_t j = 0; j < dim; ++j) {
-        const double want = (x[r * dim + j] - mean) / std::sqrt(var + 1e-6) * w[j] + b[j];
-        ASSERT_NEAR(y[r * dim + j], want, 2e-5) << dim;
+  for (Isa isa : IsasToTest()) {
+    SetActiveIsa(isa);
+    for (int64_t dim : {1, 7, 33, 1152, 4608 + 3}) {
+      const int64_t rows = 5;
+      std::vector<float> x = RandomVec(rows * dim, 5, -3.0f, 5.0f), w = RandomVec(dim, 6),
+                         b = RandomVec(dim, 7);
+      std::vector<float> y(x.size());
+      LayerNorm(x.data(), rows, dim, w.data(), b.data(), 1e-6f, y.data(), Round::kNone, pool);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * dim;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < dim; ++j) mean += xr[j];
+        mean /= dim;
+        for (int64_t j = 0; j < dim; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= dim;
+        for (int64_t j = 0; j < dim; ++j) {
+          const double want = (xr[j] - mean) / std::sqrt(var + 1e-6) * w[j] + b[j];
+          ASSERT_NEAR(y[r * dim + j], want, 2e-5) << ToString(isa) << " dim=" << dim;
+        }
       }
+      std::vector<float> z = x;  // in place
+      LayerNorm(z.data(), rows, dim, w.data(), b.data(), 1e-6f, z.data(), Round::kNone, pool);
+      EXPECT_EQ(z, y);
+      AddBias(z.data(), rows, dim, b.data(), Round::kBf16, pool);
+      for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(z[i], RoundBf16(y[i] + b[i % dim]));
+      std::vector<float> r(x.size());  // rounded once, as stored
+      LayerNorm(x.data(), rows, dim, w.data(), b.data(), 1e-6f, r.data(), Round::kBf16, pool);
+      for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(r[i], RoundBf16(y[i]));
     }
-    std::vector<float> z = x;
-    LayerNorm(z.data(), rows, dim, w.data(), b.data(), 1e-6f, z.data(), Round::kNone, pool);  // in place
-    EXPECT_EQ(z, y);
-    AddBias(z.data(), rows, dim, b.data(), Round::kBf16, pool);
-    for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(z[i], RoundBf16(y[i] + b[i % dim]));
   }
 }
 
