@@ -75,24 +75,33 @@ void PackHead(const float* k, const float* v, int64_t ld, int64_t n, int64_t d, 
   }
 }
 
+// acc[c][h] = Σ_s b[s·s_stride + c·c_stride] · lanes[s·32 + 16h ...] over steps s < steps, as
+// bf16 pair dot products (32 rows in the lanes, N broadcast columns): the score and value tiles'
+// common loop.
+template <int N>
+[[gnu::always_inline]] inline void PairDots(const uint32_t* lanes, const uint32_t* b,
+                                            int64_t s_stride, int64_t c_stride, int64_t steps,
+                                            __m512 (&acc)[N][2]) {
+#pragma GCC unroll 8
+  for (int c = 0; c < N; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < steps; ++i) {
+    const __m512i a0 = _mm512_loadu_si512(lanes + i * kRows);
+    const __m512i a1 = _mm512_loadu_si512(lanes + i * kRows + 16);
+#pragma GCC unroll 8
+    for (int c = 0; c < N; ++c) {
+      const __m512i bc = _mm512_set1_epi32(static_cast<int>(b[i * s_stride + c * c_stride]));
+      acc[c][0] = _mm512_dpbf16_ps(acc[c][0], (__m512bh)a0, (__m512bh)bc);
+      acc[c][1] = _mm512_dpbf16_ps(acc[c][1], (__m512bh)a1, (__m512bh)bc);
+    }
+  }
+}
+
 // st[j·32 + r] = q_r · k_j for keys [j0, j0 + 8): qt holds the rows' query pairs, pair p of
 // row r at qt[p·32 + r]. mx[h] (rows 16h..16h+15) takes the max of the scores of keys < n.
 void ScoreTile(const uint32_t* qt, const uint32_t* keys, int64_t dp, int64_t j0, int64_t n,
                float* st, __m512 (&mx)[2]) {
   __m512 acc[kKeyTile][2];
-#pragma GCC unroll 8
-  for (int j = 0; j < kKeyTile; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-  const uint32_t* kp = keys + j0 * dp;
-  for (int64_t p = 0; p < dp; ++p) {
-    const __m512i a0 = _mm512_loadu_si512(qt + p * kRows);
-    const __m512i a1 = _mm512_loadu_si512(qt + p * kRows + 16);
-#pragma GCC unroll 8
-    for (int j = 0; j < kKeyTile; ++j) {
-      const __m512i b = _mm512_set1_epi32(static_cast<int>(kp[j * dp + p]));
-      acc[j][0] = _mm512_dpbf16_ps(acc[j][0], (__m512bh)a0, (__m512bh)b);
-      acc[j][1] = _mm512_dpbf16_ps(acc[j][1], (__m512bh)a1, (__m512bh)b);
-    }
-  }
+  PairDots(qt, keys + j0 * dp, 1, dp, dp, acc);
 #pragma GCC unroll 8
   for (int j = 0; j < kKeyTile; ++j) {
     _mm512_storeu_ps(st + (j0 + j) * kRows, acc[j][0]);
@@ -133,19 +142,7 @@ template <int CT>
 void ValueTile(const uint32_t* pt, const uint32_t* values, int64_t pairs, int64_t d, int64_t c0,
                const float* inv, float* ot) {
   __m512 acc[CT][2];
-#pragma GCC unroll 8
-  for (int c = 0; c < CT; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
-  const uint32_t* vc = values + c0;
-  for (int64_t i = 0; i < pairs; ++i) {
-    const __m512i a0 = _mm512_loadu_si512(pt + i * kRows);
-    const __m512i a1 = _mm512_loadu_si512(pt + i * kRows + 16);
-#pragma GCC unroll 8
-    for (int c = 0; c < CT; ++c) {
-      const __m512i b = _mm512_set1_epi32(static_cast<int>(vc[i * d + c]));
-      acc[c][0] = _mm512_dpbf16_ps(acc[c][0], (__m512bh)a0, (__m512bh)b);
-      acc[c][1] = _mm512_dpbf16_ps(acc[c][1], (__m512bh)a1, (__m512bh)b);
-    }
-  }
+  PairDots(pt, values + c0, d, 1, pairs, acc);
   const __m512 inv0 = _mm512_loadu_ps(inv), inv1 = _mm512_loadu_ps(inv + 16);
 #pragma GCC unroll 8
   for (int c = 0; c < CT; ++c) {
