@@ -33,9 +33,11 @@ struct Shape {
   int64_t n, heads, d;
 };
 // n: 1 token, a partial key tile, one whole row block (32), one past it, odd pair counts, and
-// several blocks; d: SigLIP's 72 (9 value tiles), 64, a partial value tile (6, 38), the least (2).
+// several blocks, up to a 448² slice's 1024; d: SigLIP's 72 (9 value tiles), 64, a partial value
+// tile (6, 38), the least (2).
 const Shape kShapes[] = {{1, 1, 8},  {7, 2, 6},   {32, 1, 72}, {33, 3, 72},  {9, 2, 2},
-                         {100, 2, 38}, {257, 1, 64}, {64, 2, 72}, {300, 16, 72}};
+                         {100, 2, 38}, {257, 1, 64}, {64, 2, 72}, {300, 16, 72},
+                         {1024, 1, 72}};
 // Each shape, and two with negative scores only (MakeInputs).
 const auto kCases = [] {
   std::vector<std::pair<Shape, bool>> cases;
