@@ -24,9 +24,9 @@ struct HeadWeights {
 };
 
 // Per head: scores [n, n] = Q Kᵀ, the softmax pass (p, rounded to bf16 with `bf16`, each row's
-// 1 / Σ p), P V, then the division. All heads' weights are made first, a pool task each:
-// copied, transposed and packed head by head on the caller, they took ~13% of a 448² slice's
-// encode while the other core waited.
+// 1 / Σ p), P V, then the division (and the output's rounding). All heads' weights are made
+// first, a pool task each: copied, transposed and packed head by head on the caller, they took
+// ~13% of a 448² slice's encode while the other core waited.
 void DenseAttentionByMatMul(const float* q, const float* k, const float* v, int64_t ld,
                             int64_t n, int64_t heads, int64_t d, float scale, bool bf16,
                             float* out, int64_t out_ld, ThreadPool& pool) {
@@ -63,7 +63,10 @@ void DenseAttentionByMatMul(const float* q, const float* k, const float* v, int6
     MatMul(scores, n, n, head_weights[h].vw, oh, out_ld, pool);
     pool.ParallelForRange(n, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) {
-        for (int64_t c = 0; c < d; ++c) oh[t * out_ld + c] *= inv[t];
+        for (int64_t c = 0; c < d; ++c) {
+          const float o = oh[t * out_ld + c] * inv[t];
+          oh[t * out_ld + c] = bf16 ? RoundBf16(o) : o;
+        }
       }
     });
   }
@@ -106,7 +109,7 @@ void DenseAttentionReference(const float* q, const float* k, const float* v, int
       for (int64_t c = 0; c < d; ++c) {
         float acc = 0.0f;
         for (int64_t j = 0; j < n; ++j) acc += s[j] * v[j * ld + h * d + c];
-        o[c] = acc * inv;
+        o[c] = bf16 ? RoundBf16(acc * inv) : acc * inv;
       }
     }
   }

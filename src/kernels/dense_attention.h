@@ -12,9 +12,10 @@ namespace cpm::kernels {
 //   p_j = e^((s_j − m) · scale),  out[t, h·d : (h+1)·d] = (Σ_j P_j · v_j,h) / Σ_j p_j,
 // where P_j = p_j rounded to bf16 when `bf16` (a bf16 tower: PyTorch's CPU flash attention, the
 // transformers default, and FlashAttention-2 round the probabilities before P·V; the sum stays
-// f32), else P_j = p_j. q, k, v: [n, heads·d], rows `ld` floats apart; out: [n, heads·d], rows
-// `out_ld` apart. With `bf16`, q, k and v must hold bf16 values (a bf16 tower's projections
-// are rounded to bf16), which the AVX-512 BF16 kernel reads as bf16 pairs. d even.
+// f32), else P_j = p_j; with `bf16` out is rounded to bf16 too (a bf16 attention's output).
+// q, k, v: [n, heads·d], rows `ld` floats apart; out: [n, heads·d], rows `out_ld` apart. With
+// `bf16`, q, k and v must hold bf16 values (a bf16 tower's projections are rounded to bf16),
+// which the AVX-512 BF16 kernel reads as bf16 pairs. d even.
 // With `bf16` on AVX512_BF16 (the AVX-512 level), one fused pass per 32 query rows of a head:
 // scores, an exact softmax over all n keys and P·V on bf16 dot products, nothing of n × n size
 // leaving the core's caches. Elsewhere, per head, the matmul kernels over the head's K and Vᵀ

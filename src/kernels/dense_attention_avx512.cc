@@ -137,7 +137,7 @@ void Softmax(const float* st, int64_t n, float scale, const __m512 (&mx)[2], uin
   }
 }
 
-// ot[c0 + c, r] = inv[r] · Σ_i pt[i, r] · values[i, c0 + c] for c < CT (all 32 rows).
+// ot[c0 + c, r] = bf16(inv[r] · Σ_i pt[i, r] · values[i, c0 + c]) for c < CT (all 32 rows).
 template <int CT>
 void ValueTile(const uint32_t* pt, const uint32_t* values, int64_t pairs, int64_t d, int64_t c0,
                const float* inv, float* ot) {
@@ -146,8 +146,9 @@ void ValueTile(const uint32_t* pt, const uint32_t* values, int64_t pairs, int64_
   const __m512 inv0 = _mm512_loadu_ps(inv), inv1 = _mm512_loadu_ps(inv + 16);
 #pragma GCC unroll 8
   for (int c = 0; c < CT; ++c) {
-    _mm512_storeu_ps(ot + (c0 + c) * kRows, _mm512_mul_ps(acc[c][0], inv0));
-    _mm512_storeu_ps(ot + (c0 + c) * kRows + 16, _mm512_mul_ps(acc[c][1], inv1));
+    _mm512_storeu_ps(ot + (c0 + c) * kRows, avx512::RoundBf16(_mm512_mul_ps(acc[c][0], inv0)));
+    _mm512_storeu_ps(ot + (c0 + c) * kRows + 16,
+                     avx512::RoundBf16(_mm512_mul_ps(acc[c][1], inv1)));
   }
 }
 

@@ -16,9 +16,11 @@ void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                   Round round);
 // x = gelu_tanh(x) in place (vision_ops.h GeluTanh).
 void GeluTanhAvx2(float* x, int64_t n, Round round);
-// One row of LayerNorm (vision_ops.h) before its rounding; out may alias x.
+// One row of LayerNorm (vision_ops.h), rounded to bf16 with `round`; out may alias x.
 void LayerNormRowAvx2(const float* x, int64_t dim, const float* w, const float* b, float eps,
-                      float* out);
+                      bool round, float* out);
+// y[0, dim) += bias, rounded to bf16 with `round` (vision_ops.h AddBias, one row).
+void AddBiasRowAvx2(float* y, int64_t dim, const float* bias, bool round);
 void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                  float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
 void AddScaledAvx2(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,

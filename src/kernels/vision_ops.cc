@@ -19,8 +19,13 @@ inline float Rounded(float v, Round round) { return round == Round::kBf16 ? Roun
 
 // Rows [r0, r1) of y += bias, then the optional rounding (AddBias's work, on the caller).
 void AddBiasRows(float* y, int64_t r0, int64_t r1, int64_t dim, const float* bias, Round round) {
+  const bool simd = ActiveIsa() >= Isa::kAvx2;
   for (int64_t r = r0; r < r1; ++r) {
     float* yr = y + r * dim;
+    if (simd) {
+      AddBiasRowAvx2(yr, dim, bias, round == Round::kBf16);
+      continue;
+    }
     for (int64_t j = 0; j < dim; ++j) yr[j] += bias[j];
     RoundInPlace(yr, dim, round);
   }
@@ -43,8 +48,7 @@ void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* w, const 
       const float* xr = x + r * dim;
       float* o = out + r * dim;
       if (simd) {
-        LayerNormRowAvx2(xr, dim, w, b, eps, o);
-        RoundInPlace(o, dim, round);
+        LayerNormRowAvx2(xr, dim, w, b, eps, round == Round::kBf16, o);
         continue;
       }
       double sum = 0.0;

@@ -101,6 +101,9 @@ TEST(VisionOpsTest, LayerNormAndBiasAtEveryIsa) {
       std::vector<float> z = x;  // in place
       LayerNorm(z.data(), rows, dim, w.data(), b.data(), 1e-6f, z.data(), Round::kNone, pool);
       EXPECT_EQ(z, y);
+      std::vector<float> u = z;
+      AddBias(u.data(), rows, dim, b.data(), Round::kNone, pool);
+      for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(u[i], y[i] + b[i % dim]);
       AddBias(z.data(), rows, dim, b.data(), Round::kBf16, pool);
       for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(z[i], RoundBf16(y[i] + b[i % dim]));
       std::vector<float> r(x.size());  // rounded once, as stored

@@ -270,10 +270,10 @@ void MiniCpmV46Vision::Attend(const SelfAttention& a, const float* x, int64_t n,
     kernels::AddBias(y, n, D, l->b.data(), round_, pool);
   if (window_cols > 0) {
     AttendWindows(n, window_cols, pool);
+    kernels::RoundInPlace(attn_.data(), n * D, round_);
   } else {
-    AttendFull(n, pool);
+    AttendFull(n, pool);  // rounded as it is stored
   }
-  kernels::RoundInPlace(attn_.data(), n * D, round_);
   Apply(a.out, attn_.data(), n, out, pool);
 }
 
