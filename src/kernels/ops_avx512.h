@@ -27,6 +27,9 @@ bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t
                             int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                             float* state, float* y, int64_t y_stride, Round round);
 
+// x = gelu_tanh(x) in place (vision_ops.h GeluTanh), bitwise GeluTanhAvx2's result.
+void GeluTanhAvx512(float* x, int64_t n, Round round);
+
 // DenseAttention (dense_attention.h) with `bf16`, on AVX512_BF16.
 void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
                               int64_t n, int64_t heads, int64_t d, float scale, float* out,

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/residual.h"
 #include "tensor/dtype.h"
 
@@ -70,19 +71,31 @@ void AddBias(float* y, int64_t rows, int64_t dim, const float* bias, Round round
   });
 }
 
-void GeluTanh(float* x, int64_t n, Round round, ThreadPool& pool) {
-  if (ActiveIsa() >= Isa::kAvx2) {
-    pool.ParallelForRange(n, kGrain, [&](int64_t b, int64_t e, int) { GeluTanhAvx2(x + b, e - b, round); });
-    return;
+namespace {
+
+// GeluTanhAvx512 or GeluTanhAvx2 (bitwise alike) at the active ISA, else the scalar form.
+void GeluTanhBlock(float* x, int64_t n, Round round) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return GeluTanhAvx512(x, n, round);
+    case Isa::kAvx2: return GeluTanhAvx2(x, n, round);
+    default: return GeluTanhRef(x, n, round);
   }
-  GeluTanhRef(x, n, round);
+}
+
+}  // namespace
+
+void GeluTanh(float* x, int64_t n, Round round, ThreadPool& pool) {
+  pool.ParallelForRange(n, kGrain, [&](int64_t b, int64_t e, int) {
+    GeluTanhBlock(x + b, e - b, round);
+  });
 }
 
 void AddBiasGeluTanh(float* y, int64_t rows, int64_t dim, const float* bias, Round round,
                      ThreadPool& pool) {
   const bool simd = ActiveIsa() >= Isa::kAvx2;
-  // GeluTanhAvx2 ends an array with scalar code past its last whole vector: the blocks handed
-  // to it must start on vector boundaries for a result not to move (the models' widths do).
+  // GeluTanhAvx2 (and so GeluTanhAvx512) ends an array with scalar code past its last whole
+  // vector of 8: the blocks handed to it must start on such boundaries for a result not to move
+  // (the models' widths do).
   if (simd && dim % 8 != 0) {
     AddBias(y, rows, dim, bias, round, pool);
     return GeluTanh(y, rows * dim, round, pool);
@@ -92,11 +105,7 @@ void AddBiasGeluTanh(float* y, int64_t rows, int64_t dim, const float* bias, Rou
     for (int64_t b0 = r0; b0 < r1; b0 += kRowsPerBlock) {
       const int64_t b1 = std::min(r1, b0 + kRowsPerBlock);
       AddBiasRows(y, b0, b1, dim, bias, round);
-      if (simd) {
-        GeluTanhAvx2(y + b0 * dim, (b1 - b0) * dim, round);
-      } else {
-        GeluTanhRef(y + b0 * dim, (b1 - b0) * dim, round);
-      }
+      GeluTanhBlock(y + b0 * dim, (b1 - b0) * dim, round);
     }
   });
 }

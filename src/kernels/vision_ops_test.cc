@@ -4,13 +4,21 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <utility>
 
+#include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
+namespace emulated {
+// vision_ops_avx512.cc compiled over SIMDe (vision_ops_avx512_emulated.cc).
+void GeluTanhAvx512(float* x, int64_t n, Round round);
+}  // namespace emulated
+
 namespace {
 
 using testing::IsaGuard;
@@ -73,6 +81,36 @@ TEST(VisionOpsTest, GeluErfMatchesItsDefinition) {
   std::vector<float> x = RandomVec(4099, 3, -9.0f, 9.0f), y = x;
   GeluErf(y.data(), static_cast<int64_t>(y.size()), Round::kNone, pool);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], GeluErf64(x[i]), 1e-6 * std::fabs(x[i]) + 1e-7);
+}
+
+// The AVX-512 tanh-GELU is bitwise the AVX2 one, natively where the CPU has AVX-512 and over
+// SIMDe's emulation everywhere: whole vectors of 16, a trailing 8, and a scalar tail; saturating
+// and NaN inputs; rounded or not.
+TEST(VisionOpsTest, GeluTanhAvx512IsBitwiseTheAvx2Form) {
+  if (BestIsa() < Isa::kAvx2) GTEST_SKIP() << "needs AVX2 (the reference form)";
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 24, 31, 33, 4096 + 5}) {
+    std::vector<float> x = RandomVec(n, 40 + n, -12.0f, 12.0f);
+    x[0] = -100.0f;
+    if (n > 1) x[1] = 95.0f;
+    if (n > 2) x[2] = NAN;
+    for (Round round : {Round::kNone, Round::kBf16}) {
+      std::vector<float> want = x;
+      GeluTanhAvx2(want.data(), n, round);
+      std::vector<std::pair<const char*, std::vector<float>>> got;
+      got.push_back({"emulated", x});
+      emulated::GeluTanhAvx512(got.back().second.data(), n, round);
+      if (BestIsa() >= Isa::kAvx512) {
+        got.push_back({"native", x});
+        GeluTanhAvx512(got.back().second.data(), n, round);
+      }
+      for (const auto& [what, g] : got) {
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(want[i]))
+              << what << " n=" << n << " i=" << i << " x=" << x[i];
+        }
+      }
+    }
+  }
 }
 
 TEST(VisionOpsTest, LayerNormAndBiasAtEveryIsa) {
