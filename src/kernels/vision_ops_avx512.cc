@@ -21,8 +21,10 @@ void GeluTanhAvx512(float* x, int64_t n, Round round) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v);  // x + cx³
-    __m512 g = _mm512_div_ps(v, _mm512_add_ps(one, avx512::Exp(_mm512_mul_ps(minus_two_k, inner))));
+    // x + cx³, then x / (1 + e^(−2k(x + cx³)))
+    const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v);
+    const __m512 e = avx512::Exp(_mm512_mul_ps(minus_two_k, inner));
+    __m512 g = _mm512_div_ps(v, _mm512_add_ps(one, e));
     if (rb) g = avx512::RoundBf16(g);
     _mm512_storeu_ps(x + i, g);
   }
