@@ -7,6 +7,10 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rounding.h"
 
+namespace cpm {
+class ThreadPool;
+}  // namespace cpm
+
 namespace cpm::kernels {
 
 void RmsNormAvx2(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
@@ -21,6 +25,10 @@ void LayerNormRowAvx2(const float* x, int64_t dim, const float* w, const float* 
                       bool round, float* out);
 // y[0, dim) += bias, rounded to bf16 with `round` (vision_ops.h AddBias, one row).
 void AddBiasRowAvx2(float* y, int64_t dim, const float* bias, bool round);
+// DenseAttention (dense_attention.h) on f32 FMAs.
+void DenseAttentionAvx2(const float* q, const float* k, const float* v, int64_t ld, int64_t n,
+                        int64_t heads, int64_t d, float scale, bool bf16, float* out,
+                        int64_t out_ld, ThreadPool& pool);
 void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                  float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
 void AddScaledAvx2(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
