@@ -7,8 +7,8 @@
 // P's 32 rows, so a head of 72 dims (SigLIP's) fills its tiles exactly where panels of 32
 // output columns would pad it to 96. Sᵀ and P (128 + 64 KiB at 1024 keys) and the head's
 // packed keys and values stay in L2; only q, k, v and the output cross DRAM.
-// Against the matmul kernels per head with an n × n score matrix between them (DenseAttention's
-// other path), MiniCPM-V-4.6's tower on a 448² slice (Zen 5, 2 threads): its attention 2.7×
+// Against the matmul kernels per head with an n × n score matrix between them (the tower's
+// previous path), MiniCPM-V-4.6's tower on a 448² slice (Zen 5, 2 threads): its attention 2.7×
 // faster over 1024 tokens and 3.0× over 256, the slice's encode 1.23-1.30× (3 interleaved
 // rounds).
 // Compiled with AVX-512 flags; called only when the CPU has AVX512_BF16.

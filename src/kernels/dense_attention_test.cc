@@ -168,7 +168,8 @@ TEST(DenseAttentionTest, ReferenceMatchesTheFloat64Definition) {
 }
 
 // Whatever DenseAttention picks at each ISA level (the AVX-512 BF16 kernel for bf16 values at
-// the AVX-512 level where the CPU has AVX512_BF16, the matmul kernels otherwise), f32 and bf16.
+// the AVX-512 level where the CPU has AVX512_BF16, the AVX2 kernel otherwise from AVX2 up, the
+// reference itself at the scalar level), f32 and bf16.
 TEST(DenseAttentionTest, MatchesTheReferenceAtEveryIsa) {
   IsaGuard guard;
   ThreadPool pool(2);
