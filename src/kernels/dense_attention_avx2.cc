@@ -19,7 +19,6 @@
 #include "base/thread_pool.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/simd_avx2.h"
-#include "tensor/dtype.h"
 
 namespace cpm::kernels {
 namespace {
@@ -35,19 +34,19 @@ template <int C>
 [[gnu::always_inline]] inline void RowDots(const float* lanes, const float* b, int64_t s_stride,
                                            int64_t c_stride, int64_t steps,
                                            __m256 (&acc)[C][kVecs]) {
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int c = 0; c < C; ++c) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < kVecs; ++i) acc[c][i] = _mm256_setzero_ps();
   }
   for (int64_t s = 0; s < steps; ++s) {
     __m256 bc[C];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int c = 0; c < C; ++c) bc[c] = _mm256_broadcast_ss(b + s * s_stride + c * c_stride);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < kVecs; ++i) {
       const __m256 a = _mm256_loadu_ps(lanes + s * kRows + 8 * i);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int c = 0; c < C; ++c) acc[c][i] = _mm256_fmadd_ps(a, bc[c], acc[c][i]);
     }
   }
@@ -60,9 +59,9 @@ void ScoreTile(const float* qt, const float* k, int64_t ld, int64_t d, int64_t j
                __m256 (&mx)[kVecs]) {
   __m256 acc[K][kVecs];
   RowDots<K>(qt, k + j0 * ld, 1, ld, d, acc);
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int j = 0; j < K; ++j) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < kVecs; ++i) {
       _mm256_storeu_ps(st + (j0 + j) * kRows + 8 * i, acc[j][i]);
       mx[i] = _mm256_max_ps(mx[i], acc[j][i]);
@@ -75,7 +74,6 @@ void ScoreTile(const float* qt, const float* k, int64_t ld, int64_t d, int64_t j
 void Softmax(float* st, int64_t n, float scale, bool bf16, const __m256 (&mx)[kVecs],
              float* inv) {
   const __m256 vs = _mm256_set1_ps(scale);
-  #pragma GCC unroll 4
   for (int i = 0; i < kVecs; ++i) {
     __m256 l = _mm256_setzero_ps();
     for (int64_t j = 0; j < n; ++j) {
@@ -94,9 +92,9 @@ void ValueTile(const float* pt, const float* v, int64_t ld, int64_t n, int64_t c
                const float* inv, bool bf16, float* ot) {
   __m256 acc[C][kVecs];
   RowDots<C>(pt, v + c0, ld, 1, n, acc);
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int c = 0; c < C; ++c) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < kVecs; ++i) {
       const __m256 o = _mm256_mul_ps(acc[c][i], _mm256_loadu_ps(inv + 8 * i));
       _mm256_storeu_ps(ot + (c0 + c) * kRows + 8 * i, bf16 ? avx2::RoundBf16(o) : o);
