@@ -609,7 +609,8 @@ int RunBench(const BenchArgs& a) {
   for (Result& r : results) {
     const double t_bw = bw > 0 ? r.bytes / bw : 0, t_fl = peak > 0 ? r.flops / peak : 0;
     r.bound_seconds = std::max(t_bw, t_fl);
-    r.bound = t_bw >= t_fl ? "bandwidth" : "compute";
+    // No limits measured (--skip-limits): no bound to name or compare with.
+    r.bound = r.bound_seconds == 0 ? "-" : t_bw >= t_fl ? "bandwidth" : "compute";
   }
 
   std::printf("\nmachine: %d threads, read bandwidth %.1f GB/s (1 thread %.1f; best of software "
@@ -640,18 +641,22 @@ int RunBench(const BenchArgs& a) {
     const bool decode = r.bytes > 0;
     const double steps = decode ? double(r.tokens) / r.batch : 1;
     const double frac = r.bound_seconds > 0 ? r.bound_seconds / r.seconds : 0;
-    std::printf("| %-*s | %5lld | %8.1f | %7.2f | %5.1f | %7.1f | %-9s | %7.1f%% |\n",
+    const std::string of_bound = r.bound_seconds > 0 ? fmt::format("{:7.1f}%", 100 * frac) : "-";
+    std::printf("| %-*s | %5lld | %8.1f | %7.2f | %5.1f | %7.1f | %-9s | %8s |\n",
                 name_width, r.test.c_str(), static_cast<long long>(r.batch), r.tokens / r.seconds,
                 1e3 * r.seconds / steps, r.bytes / r.seconds / 1e9, r.flops / r.seconds / 1e9,
-                r.bound.c_str(), 100 * frac);
+                r.bound.c_str(), of_bound.c_str());
     nlohmann::json e = {
         {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
         {"seconds", r.seconds}, {"tokens_per_s", r.tokens / r.seconds},
         {"weight_gb_per_s", (r.bytes - r.state_bytes - r.kv_bytes) / r.seconds / 1e9},
         {"kv_gb_per_s", r.kv_bytes / r.seconds / 1e9},
-        {"gflop_per_s", r.flops / r.seconds / 1e9}, {"bound", r.bound},
-        {"bound_tokens_per_s", r.bound_seconds > 0 ? r.tokens / r.bound_seconds : 0},
-        {"fraction_of_bound", frac}, {"steal_fraction", r.steal}};
+        {"gflop_per_s", r.flops / r.seconds / 1e9}, {"steal_fraction", r.steal}};
+    // Without measured limits the bound fields are null.
+    e["bound"] = r.bound_seconds > 0 ? nlohmann::json(r.bound) : nlohmann::json();
+    e["bound_tokens_per_s"] =
+        r.bound_seconds > 0 ? nlohmann::json(r.tokens / r.bound_seconds) : nlohmann::json();
+    e["fraction_of_bound"] = r.bound_seconds > 0 ? nlohmann::json(frac) : nlohmann::json();
     if (bm->hybrid) {
       e["state_gb_per_s"] = r.state_bytes / r.seconds / 1e9;
       e["bytes"] = r.bytes;
@@ -757,7 +762,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");
   cmd->add_option("--json", a->json, "also write the results as JSON to this file");
-  cmd->add_flag("--skip-limits", a->skip_limits, "do not measure bandwidth and peak");
+  cmd->add_flag("--skip-limits", a->skip_limits,
+                "do not measure bandwidth and peak (no bound or fraction printed; null in JSON)");
   cmd->add_option("--image-side", a->image_side,
                   "MiniCPM-V-4.6: also encode one square slice of this many pixels (a multiple "
                   "of 56; 448 is a full slice); 0 skips")

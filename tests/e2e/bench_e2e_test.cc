@@ -412,6 +412,14 @@ TEST_F(OfflineBenchE2E, TinyMiniCpm4Unchanged) {
                                             "weight_bytes_per_decode_step"}));
   ASSERT_EQ(b["results"].size(), 2u);
   EXPECT_FALSE(b["results"][1].contains("state_gb_per_s"));
+  // --skip-limits: no bound to name or compare with, in the table or the JSON.
+  for (const Json& r : b["results"]) {
+    EXPECT_TRUE(r["bound"].is_null() && r["fraction_of_bound"].is_null() &&
+                r["bound_tokens_per_s"].is_null())
+        << r.dump();
+  }
+  EXPECT_NE(run.out.find("| -         |        - |"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("bandwidth |"), std::string::npos) << run.out;
 }
 
 // --ubatch: a prompt longer than it prefills in several steps (the KV cache, and the hybrid's
