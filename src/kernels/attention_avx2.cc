@@ -21,13 +21,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
+#include "tensor/dtype.h"
 
 namespace cpm::kernels {
 namespace {
@@ -275,8 +275,7 @@ void PackQueryPairs(const float* q, int64_t d, uint32_t* pairs) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + j / 2), words);
   }
   for (; j < d; j += 2) {
-    pairs[j / 2] = (std::bit_cast<uint32_t>(q[j]) >> 16) |
-                   (std::bit_cast<uint32_t>(q[j + 1]) & 0xffff0000u);
+    pairs[j / 2] = Bf16PairOf(q[j], q[j + 1]);
   }
 }
 

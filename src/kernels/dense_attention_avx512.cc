@@ -13,13 +13,13 @@
 // rounds).
 // Compiled with AVX-512 flags; called only when the CPU has AVX512_BF16.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/ops_avx512.h"
 #include "kernels/simd_avx512.h"
+#include "tensor/dtype.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512,
 // dense_attention_avx512_emulated.cc).
@@ -34,12 +34,7 @@ constexpr int64_t kRows = 32;      // query rows per task: two zmm of lanes
 constexpr int64_t kKeyTile = 8;    // keys per score tile
 constexpr int64_t kDimTile = 8;    // value dims per P·V tile
 
-// The bf16 pair (lo, hi) of two bf16-valued floats: lo in the low half, as vdpbf16ps reads it.
-inline uint32_t PairOf(float lo, float hi) {
-  return (std::bit_cast<uint32_t>(lo) >> 16) | (std::bit_cast<uint32_t>(hi) & 0xffff0000u);
-}
-
-// PairOf lane by lane.
+// Bf16PairOf (tensor/dtype.h) lane by lane.
 inline __m512i PairsOf(__m512 lo, __m512 hi) {
   const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   return _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
@@ -60,7 +55,7 @@ void PackHead(const float* k, const float* v, int64_t ld, int64_t n, int64_t d, 
   for (int64_t j = 0; j < keys; ++j) {
     uint32_t* kj = hp.keys + j * dp;
     const float* k0 = k + j * ld;
-    for (int64_t p = 0; p < dp; ++p) kj[p] = j < n ? PairOf(k0[2 * p], k0[2 * p + 1]) : 0;
+    for (int64_t p = 0; p < dp; ++p) kj[p] = j < n ? Bf16PairOf(k0[2 * p], k0[2 * p + 1]) : 0;
   }
   for (int64_t i = 0; i < (n + 1) / 2; ++i) {
     const float* v0 = v + 2 * i * ld;
@@ -186,8 +181,9 @@ void AttendRows(const float* q, int64_t ld, int64_t rows, HeadPairs hp, int64_t 
   rs.qt.resize(dp * kRows), rs.st.resize(keys * kRows), rs.pt.resize(pairs * kRows);
   rs.ot.resize(d * kRows);
   for (int64_t p = 0; p < dp; ++p) {
-    for (int64_t r = 0; r < kRows; ++r) {
-      rs.qt[p * kRows + r] = r < rows ? PairOf(q[r * ld + 2 * p], q[r * ld + 2 * p + 1]) : 0;
+    for (int64_t r = 0; r < kRows; ++r) {  // rows past `rows`: zero queries
+      rs.qt[p * kRows + r] =
+          r < rows ? Bf16PairOf(q[r * ld + 2 * p], q[r * ld + 2 * p + 1]) : 0;
     }
   }
   __m512 mx[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)};

@@ -35,6 +35,16 @@ inline uint16_t F32ToBf16(float f) {
 // Rounds an f32 to the nearest bf16 value, kept in f32 (the `bf(x)` of the model specs).
 inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
 
+// Two bf16-valued floats as the bf16 pair a dot-product kernel reads (vdpbf16ps): lo's top half
+// in the low 16 bits, hi's in the high 16 (exact only for bf16 values: the low halves are
+// dropped).
+inline uint32_t Bf16PairOf(float lo, float hi) {
+  uint32_t l, h;
+  std::memcpy(&l, &lo, 4);
+  std::memcpy(&h, &hi, 4);
+  return (l >> 16) | (h & 0xffff0000u);
+}
+
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);
 
