@@ -34,6 +34,9 @@ constexpr int64_t kRows = 32;      // query rows per task: two zmm of lanes
 constexpr int64_t kKeyTile = 8;    // keys per score tile
 constexpr int64_t kDimTile = 8;    // value dims per P·V tile
 
+// Keys a head's packed keys and a task's scores hold: n rounded up to whole score tiles.
+constexpr int64_t PaddedKeys(int64_t n) { return (n + kKeyTile - 1) / kKeyTile * kKeyTile; }
+
 // Bf16PairOf (tensor/dtype.h) lane by lane.
 inline __m512i PairsOf(__m512 lo, __m512 hi) {
   const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -51,7 +54,7 @@ struct HeadPairs {
 };
 
 void PackHead(const float* k, const float* v, int64_t ld, int64_t n, int64_t d, HeadPairs hp) {
-  const int64_t dp = d / 2, keys = (n + kKeyTile - 1) / kKeyTile * kKeyTile;
+  const int64_t dp = d / 2, keys = PaddedKeys(n);
   for (int64_t j = 0; j < keys; ++j) {
     uint32_t* kj = hp.keys + j * dp;
     const float* k0 = k + j * ld;
@@ -177,7 +180,7 @@ struct RowScratch {
 // Rows [0, rows) (≤ 32) of q for one head against all n keys of hp, into out.
 void AttendRows(const float* q, int64_t ld, int64_t rows, HeadPairs hp, int64_t n, int64_t d,
                 float scale, float* out, int64_t out_ld, RowScratch& rs) {
-  const int64_t dp = d / 2, keys = (n + kKeyTile - 1) / kKeyTile * kKeyTile, pairs = (n + 1) / 2;
+  const int64_t dp = d / 2, keys = PaddedKeys(n), pairs = (n + 1) / 2;
   rs.qt.resize(dp * kRows), rs.st.resize(keys * kRows), rs.pt.resize(pairs * kRows);
   rs.ot.resize(d * kRows);
   for (int64_t p = 0; p < dp; ++p) {
@@ -199,7 +202,7 @@ void AttendRows(const float* q, int64_t ld, int64_t rows, HeadPairs hp, int64_t 
 void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
                               int64_t n, int64_t heads, int64_t d, float scale, float* out,
                               int64_t out_ld, ThreadPool& pool) {
-  const int64_t keys = (n + kKeyTile - 1) / kKeyTile * kKeyTile, pairs = (n + 1) / 2;
+  const int64_t keys = PaddedKeys(n), pairs = (n + 1) / 2;
   const int64_t head_elems = keys * (d / 2) + d * pairs;
   // The caller's scratch, kept (one caller at a time: ParallelFor is not reentrant).
   thread_local std::vector<uint32_t> scratch;
