@@ -337,23 +337,6 @@ void DropSource(LinearWeight* w) {
 
 }  // namespace
 
-LinearWeight WeightOfValues(const std::vector<float>& data, std::vector<uint16_t>* b16,
-                            int64_t out, int64_t in, bool bf16) {
-  LinearWeight w;
-  w.dtype = DType::kF32;
-  w.out_features = out;
-  w.in_features = in;
-  w.data = data.data();
-  if (bf16) {
-    b16->resize(data.size());
-    for (size_t i = 0; i < data.size(); ++i) (*b16)[i] = F32ToBf16(data[i]);
-    w.dtype = DType::kBF16;
-    w.data = b16->data();
-  }
-  PrepareLinear(&w);
-  return w;
-}
-
 void PrepareLinear(LinearWeight* w, Source source) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar || w->data == nullptr) return;

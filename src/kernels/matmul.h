@@ -7,7 +7,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/rounding.h"
@@ -39,12 +38,6 @@ enum class Source {
 
 // Optionally re-lays out `w` for the active ISA (may allocate `packed`). Idempotent.
 void PrepareLinear(LinearWeight* w, Source source = Source::kKeep);
-
-// `data` [out, in] (f32 values the caller keeps alive) as a prepared weight: f32, or with `bf16`
-// through its bf16 copy in `*b16` (exact when the values are bf16 already), so that products
-// take the bf16 dot-product kernels.
-LinearWeight WeightOfValues(const std::vector<float>& data, std::vector<uint16_t>* b16,
-                            int64_t out, int64_t in, bool bf16);
 
 // y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
 // With Round::kBf16 every y element is rounded to bf16 once its sum is complete (by the task

@@ -54,6 +54,26 @@ struct Merger {
   Linear linear_1, linear_2;  // [4D, 4D], [text_hidden, 4D]
 };
 
+// The patch embedding's [out, in] values (f32, rounded to the tower's dtype; the caller keeps them
+// alive) as a packed weight: f32, or with `bf16` through their bf16 copy in `*b16` (exact: the
+// values are bf16 already), so that the product takes the bf16 dot-product kernels.
+LinearWeight WeightOfValues(const std::vector<float>& data, std::vector<uint16_t>* b16,
+                            int64_t out, int64_t in, bool bf16) {
+  LinearWeight w;
+  w.dtype = DType::kF32;
+  w.out_features = out;
+  w.in_features = in;
+  w.data = data.data();
+  if (bf16) {
+    b16->resize(data.size());
+    for (size_t i = 0; i < data.size(); ++i) (*b16)[i] = F32ToBf16(data[i]);
+    w.dtype = DType::kBF16;
+    w.data = b16->data();
+  }
+  kernels::PrepareLinear(&w);
+  return w;
+}
+
 // dst[r, 0:4·dim] = the 2×2 block at (2R, 2C) of the rows×cols grid `src` [rows·cols, dim], its
 // tokens in the order top-left, top-right, bottom-left, bottom-right; blocks row-major.
 void GatherBlocks(const float* src, int64_t rows, int64_t cols, int64_t dim, float* dst) {
@@ -167,8 +187,8 @@ Status MiniCpmV46Vision::Load(const LoadOptions& options, const MiniCpmV46Vision
   const std::string vt = "model.vision_tower.";
   CPM_ASSIGN_OR_RETURN(patch_weight_, Param(wl, vt + "embeddings.patch_embedding.weight",
                                             {D, c.num_channels, P, P}));
-  patch_embedding_ = kernels::WeightOfValues(patch_weight_, &patch_weight_bf16_, D,
-                                             c.num_channels * P * P, round_ == Round::kBf16);
+  patch_embedding_ = WeightOfValues(patch_weight_, &patch_weight_bf16_, D, c.num_channels * P * P,
+                                    round_ == Round::kBf16);
   CPM_ASSIGN_OR_RETURN(patch_bias_, Param(wl, vt + "embeddings.patch_embedding.bias", {D}));
   const int64_t grid = c.position_grid();
   CPM_ASSIGN_OR_RETURN(position_embedding_,
