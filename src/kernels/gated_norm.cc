@@ -5,6 +5,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -12,6 +13,9 @@ namespace cpm::kernels {
 void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
                   const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim, float eps,
                   Round round) {
+  if (ActiveIsa() == Isa::kAvx512) {
+    return GatedRmsNormAvx512(x, x_stride, z, z_stride, w, y, y_stride, rows, dim, eps, round);
+  }
   if (ActiveIsa() != Isa::kScalar) {
     return GatedRmsNormAvx2(x, x_stride, z, z_stride, w, y, y_stride, rows, dim, eps, round);
   }
@@ -52,6 +56,9 @@ void L2NormHeads(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_
 
 void SigmoidMul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride, int64_t rows,
                 int64_t dim, Round round) {
+  if (ActiveIsa() == Isa::kAvx512) {
+    return SigmoidMulAvx512(x, x_stride, gate, gate_stride, rows, dim, round);
+  }
   if (ActiveIsa() != Isa::kScalar) {
     return SigmoidMulAvx2(x, x_stride, gate, gate_stride, rows, dim, round);
   }

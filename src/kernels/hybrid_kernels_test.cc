@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,11 @@ void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_
 bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                             int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                             float* state, float* y, int64_t y_stride, Round round);
+void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
+                        const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim,
+                        float eps, Round round);
+void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                      int64_t rows, int64_t dim, Round round);
 }  // namespace emulated
 
 namespace {
@@ -507,6 +513,57 @@ TEST(GatedNormTest, EveryIsaMatchesScalarReference) {
         SigmoidMul(out.data(), stride, g.data() + dim, 2 * dim, rows, dim, round);
         for (size_t i = 0; i < out.size(); ++i) {
           ASSERT_NEAR(out[i], ref[i], IsaTolerance(round, ref[i])) << what << " sigmoid " << i;
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 gated norm and sigmoid gate are bitwise the AVX2 forms (checked against the scalar
+// references above), natively where the CPU has AVX-512 and over SIMDe everywhere: widths with
+// whole 16-lane vectors, a last 8-lane piece and scalar tails, gates far enough out that e^-v
+// overflows or underflows, the norm in place.
+TEST(GatedNormTest, Avx512IsBitwiseTheAvx2Form) {
+  IsaGuard guard;
+  if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  using Norm = std::function<void(float* xy, const float* z, int64_t stride, int64_t dim,
+                                  const float* w, Round round)>;
+  using Gate = std::function<void(float* x, int64_t stride, const float* g, int64_t dim,
+                                  Round round)>;
+  const Norm norm_dispatched = [](float* xy, const float* z, int64_t stride, int64_t dim,
+                                  const float* w, Round round) {
+    GatedRmsNorm(xy, stride, z, stride, w, xy, stride, 3, dim, 1e-6f, round);
+  };
+  const Gate gate_dispatched = [](float* x, int64_t stride, const float* g, int64_t dim,
+                                  Round round) { SigmoidMul(x, stride, g, 2 * dim, 3, dim, round); };
+  std::vector<std::tuple<std::string, Norm, Gate>> forms;
+  if (SetActiveIsa(Isa::kAvx512)) forms.emplace_back("avx512", norm_dispatched, gate_dispatched);
+  forms.emplace_back(
+      "avx512 (emulated)",
+      [](float* xy, const float* z, int64_t stride, int64_t dim, const float* w, Round round) {
+        emulated::GatedRmsNormAvx512(xy, stride, z, stride, w, xy, stride, 3, dim, 1e-6f, round);
+      },
+      [](float* x, int64_t stride, const float* g, int64_t dim, Round round) {
+        emulated::SigmoidMulAvx512(x, stride, g, 2 * dim, 3, dim, round);
+      });
+  for (int64_t dim : {1, 7, 8, 9, 15, 16, 23, 24, 33, 128, 4099}) {
+    for (Round round : {Round::kNone, Round::kBf16}) {
+      const int64_t stride = dim + 5;
+      const auto seed = static_cast<uint32_t>(dim);
+      const auto x = RandomVec(3 * stride, seed, -3, 3), z = RandomVec(3 * stride, seed + 1, -95, 95),
+                 w = RandomVec(dim, seed + 2, 0.5f, 1.5f), g = RandomVec(3 * 2 * dim, seed + 3, -95, 95);
+      ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+      std::vector<float> norm_want = x, gate_want = x;
+      norm_dispatched(norm_want.data(), z.data(), stride, dim, w.data(), round);
+      gate_dispatched(gate_want.data(), stride, g.data() + dim, dim, round);
+      for (const auto& [form, norm, gate] : forms) {
+        const std::string what = form + " dim=" + std::to_string(dim);
+        std::vector<float> norm_got = x, gate_got = x;
+        norm(norm_got.data(), z.data(), stride, dim, w.data(), round);
+        gate(gate_got.data(), stride, g.data() + dim, dim, round);
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(norm_got[i], norm_want[i]) << what << " gated norm " << i;
+          ASSERT_EQ(gate_got[i], gate_want[i]) << what << " sigmoid " << i;
         }
       }
     }
