@@ -40,6 +40,9 @@ void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_st
 
 void L2NormHeads(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim, float eps,
                  float scale) {
+  if (ActiveIsa() == Isa::kAvx512) {
+    return L2NormHeadsAvx512(x, x_stride, rows, heads, dim, eps, scale);
+  }
   if (ActiveIsa() != Isa::kScalar) {
     return L2NormHeadsAvx2(x, x_stride, rows, heads, dim, eps, scale);
   }

@@ -65,6 +65,8 @@ void L2NormHeadsAvx2(float* x, int64_t x_stride, int64_t rows, int64_t heads, in
   }
 }
 
+float SumSquaresAvx2(const float* x, int64_t n) { return avx2::SumSquares(x, n); }
+
 void SigmoidMulAvx2(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                     int64_t rows, int64_t dim, Round round) {
   const bool rb = round == Round::kBf16;

@@ -1,14 +1,15 @@
-// AVX-512 gated RMSNorm and sigmoid gate (MiniCPM-V-4.6's Gated DeltaNet output norm and gated
-// attention's output gate): gated_norm_avx2.cc's arithmetic on 16 lanes. Each lane computes what
+// AVX-512 gated RMSNorm, per-head L2 norm and sigmoid gate (MiniCPM-V-4.6's Gated DeltaNet output
+// norm and q/k norm, gated attention's output gate): gated_norm_avx2.cc's arithmetic on 16 lanes. Each lane computes what
 // the AVX2 form's lane does (the same sums of squares, the shared exp polynomial, a divide, the
 // same rounding points), and a row's last dim % 16 elements go as the AVX2 form splits them (one
 // 8-lane piece under a mask, then the scalar formulas), so the two agree to the bit
-// (hybrid_kernels_test). Both ops are bound by their exp and divide, which 512-bit vectors halve.
+// (hybrid_kernels_test). The norm and the gate are bound by their exp and divide, which 512-bit
+// vectors halve; the L2 norm's scaling pass takes half the instructions.
 // Compiled with AVX-512 flags; called only when the CPU has them.
 #include <cmath>
 
+#include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
-#include "kernels/simd_avx2.h"
 #include "kernels/simd_avx512.h"
 #include "tensor/dtype.h"
 
@@ -53,7 +54,7 @@ void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_
     const float* zr = z + r * z_stride;
     float* yr = y + r * y_stride;
     // The AVX2 form's sum (8 lanes in two chains): the same inverse to the bit.
-    const float inv = 1.0f / std::sqrt(avx2::SumSquares(xr, dim) / static_cast<float>(dim) + eps);
+    const float inv = 1.0f / std::sqrt(SumSquaresAvx2(xr, dim) / static_cast<float>(dim) + eps);
     const __m512 vinv = _mm512_set1_ps(inv);
     int64_t j = ForVectors(dim, [&](int64_t j, __mmask16 m) {
       __m512 n = _mm512_mul_ps(avx512::MaskzLoadu(m, xr + j), vinv);
@@ -68,6 +69,20 @@ void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_
       n = rb ? RoundBf16(w[j] * RoundBf16(n)) : n * w[j];
       const float v = n * (zr[j] / (1.0f + std::exp(-zr[j])));
       yr[j] = rb ? RoundBf16(v) : v;
+    }
+  }
+}
+
+void L2NormHeadsAvx512(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim,
+                       float eps, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + r * x_stride + h * dim;
+      const __m512 f = _mm512_set1_ps(scale / std::sqrt(SumSquaresAvx2(v, dim) + eps));
+      for (int64_t j = 0; j < dim; j += 16) {
+        const __mmask16 m = FirstLanes(dim - j);
+        avx512::MaskStoreu(v + j, m, _mm512_mul_ps(avx512::MaskzLoadu(m, v + j), f));
+      }
     }
   }
 }

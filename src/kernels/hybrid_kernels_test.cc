@@ -3,11 +3,11 @@
 // continuation == one shot, chunked == recurrent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,6 +30,8 @@ bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t
 void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
                         const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim,
                         float eps, Round round);
+void L2NormHeadsAvx512(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim,
+                       float eps, float scale);
 void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                       int64_t rows, int64_t dim, Round round);
 }  // namespace emulated
@@ -519,51 +521,74 @@ TEST(GatedNormTest, EveryIsaMatchesScalarReference) {
   }
 }
 
-// The AVX-512 gated norm and sigmoid gate are bitwise the AVX2 forms (checked against the scalar
-// references above), natively where the CPU has AVX-512 and over SIMDe everywhere: widths with
-// whole 16-lane vectors, a last 8-lane piece and scalar tails, gates far enough out that e^-v
-// overflows or underflows, the norm in place.
+// The AVX-512 gated norm, L2 norm and sigmoid gate are bitwise the AVX2 forms (checked against
+// the scalar references above), natively where the CPU has AVX-512 and over SIMDe everywhere:
+// widths with whole 16-lane vectors, a last 8-lane piece and scalar tails, gates far enough out
+// that e^-v overflows or underflows, the norm in place, two L2-normed heads a row.
 TEST(GatedNormTest, Avx512IsBitwiseTheAvx2Form) {
   IsaGuard guard;
   if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  using Norm = std::function<void(float* xy, const float* z, int64_t stride, int64_t dim,
-                                  const float* w, Round round)>;
-  using Gate = std::function<void(float* x, int64_t stride, const float* g, int64_t dim,
-                                  Round round)>;
-  const Norm norm_dispatched = [](float* xy, const float* z, int64_t stride, int64_t dim,
-                                  const float* w, Round round) {
-    GatedRmsNorm(xy, stride, z, stride, w, xy, stride, 3, dim, 1e-6f, round);
+  constexpr int64_t kRows = 3;
+  // Each op on [kRows] rows of `stride` in place; z: the norm's gate, g: the sigmoid's (rows of
+  // 2·dim, the gate in their second half, as gated attention's q·gate projection).
+  struct Ops {
+    std::function<void(float* xy, const float* z, int64_t stride, int64_t dim, const float* w,
+                       Round round)> norm;
+    std::function<void(float* x, int64_t stride, int64_t dim)> l2;
+    std::function<void(float* x, int64_t stride, const float* g, int64_t dim, Round round)> gate;
   };
-  const Gate gate_dispatched = [](float* x, int64_t stride, const float* g, int64_t dim,
-                                  Round round) { SigmoidMul(x, stride, g, 2 * dim, 3, dim, round); };
-  std::vector<std::tuple<std::string, Norm, Gate>> forms;
-  if (SetActiveIsa(Isa::kAvx512)) forms.emplace_back("avx512", norm_dispatched, gate_dispatched);
-  forms.emplace_back(
-      "avx512 (emulated)",
+  const Ops dispatched{
       [](float* xy, const float* z, int64_t stride, int64_t dim, const float* w, Round round) {
-        emulated::GatedRmsNormAvx512(xy, stride, z, stride, w, xy, stride, 3, dim, 1e-6f, round);
+        GatedRmsNorm(xy, stride, z, stride, w, xy, stride, kRows, dim, 1e-6f, round);
+      },
+      [](float* x, int64_t stride, int64_t dim) {
+        L2NormHeads(x, stride, kRows, 2, dim, 1e-6f, 0.25f);
       },
       [](float* x, int64_t stride, const float* g, int64_t dim, Round round) {
-        emulated::SigmoidMulAvx512(x, stride, g, 2 * dim, 3, dim, round);
-      });
+        SigmoidMul(x, stride, g, 2 * dim, kRows, dim, round);
+      }};
+  std::vector<std::pair<std::string, Ops>> forms;
+  if (SetActiveIsa(Isa::kAvx512)) forms.emplace_back("avx512", dispatched);
+  forms.emplace_back(
+      "avx512 (emulated)",
+      Ops{[](float* xy, const float* z, int64_t stride, int64_t dim, const float* w, Round round) {
+            emulated::GatedRmsNormAvx512(xy, stride, z, stride, w, xy, stride, kRows, dim, 1e-6f,
+                                         round);
+          },
+          [](float* x, int64_t stride, int64_t dim) {
+            emulated::L2NormHeadsAvx512(x, stride, kRows, 2, dim, 1e-6f, 0.25f);
+          },
+          [](float* x, int64_t stride, const float* g, int64_t dim, Round round) {
+            emulated::SigmoidMulAvx512(x, stride, g, 2 * dim, kRows, dim, round);
+          }});
+  // The three ops' outputs under `ops`, one after the other.
+  const auto run = [](const Ops& ops, const std::vector<float>& x, const std::vector<float>& z,
+                      const std::vector<float>& w, const std::vector<float>& g, int64_t dim,
+                      Round round) {
+    const int64_t stride = dim + 5, l2_stride = 2 * dim + 5;
+    std::vector<float> norm = x, gate = x, l2(kRows * l2_stride);
+    std::copy(x.begin(), x.begin() + std::min(x.size(), l2.size()), l2.begin());
+    ops.norm(norm.data(), z.data(), stride, dim, w.data(), round);
+    ops.l2(l2.data(), l2_stride, dim);
+    ops.gate(gate.data(), stride, g.data() + dim, dim, round);
+    norm.insert(norm.end(), l2.begin(), l2.end());
+    norm.insert(norm.end(), gate.begin(), gate.end());
+    return norm;
+  };
   for (int64_t dim : {1, 7, 8, 9, 15, 16, 23, 24, 33, 128, 4099}) {
     for (Round round : {Round::kNone, Round::kBf16}) {
       const int64_t stride = dim + 5;
       const auto seed = static_cast<uint32_t>(dim);
-      const auto x = RandomVec(3 * stride, seed, -3, 3), z = RandomVec(3 * stride, seed + 1, -95, 95),
-                 w = RandomVec(dim, seed + 2, 0.5f, 1.5f), g = RandomVec(3 * 2 * dim, seed + 3, -95, 95);
+      const auto x = RandomVec(kRows * (2 * dim + 5), seed, -3, 3),
+                 z = RandomVec(kRows * stride, seed + 1, -95, 95),
+                 w = RandomVec(dim, seed + 2, 0.5f, 1.5f),
+                 g = RandomVec(kRows * 2 * dim, seed + 3, -95, 95);
       ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
-      std::vector<float> norm_want = x, gate_want = x;
-      norm_dispatched(norm_want.data(), z.data(), stride, dim, w.data(), round);
-      gate_dispatched(gate_want.data(), stride, g.data() + dim, dim, round);
-      for (const auto& [form, norm, gate] : forms) {
-        const std::string what = form + " dim=" + std::to_string(dim);
-        std::vector<float> norm_got = x, gate_got = x;
-        norm(norm_got.data(), z.data(), stride, dim, w.data(), round);
-        gate(gate_got.data(), stride, g.data() + dim, dim, round);
-        for (size_t i = 0; i < x.size(); ++i) {
-          ASSERT_EQ(norm_got[i], norm_want[i]) << what << " gated norm " << i;
-          ASSERT_EQ(gate_got[i], gate_want[i]) << what << " sigmoid " << i;
+      const auto want = run(dispatched, x, z, w, g, dim, round);
+      for (const auto& [form, ops] : forms) {
+        const auto got = run(ops, x, z, w, g, dim, round);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(got[i], want[i]) << form << " dim=" << dim << " output " << i;
         }
       }
     }

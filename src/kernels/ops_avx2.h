@@ -57,5 +57,8 @@ void L2NormHeadsAvx2(float* x, int64_t x_stride, int64_t rows, int64_t heads, in
                      float eps, float scale);
 void SigmoidMulAvx2(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                     int64_t rows, int64_t dim, Round round);
+// avx2::SumSquares out of line, for AVX-512 files whose sums must be the AVX2 forms' to the bit:
+// called across files, so that no inline code is built under both ISAs' flags.
+float SumSquaresAvx2(const float* x, int64_t n);
 
 }  // namespace cpm::kernels
