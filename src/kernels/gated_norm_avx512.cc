@@ -1,10 +1,10 @@
 // AVX-512 gated RMSNorm, per-head L2 norm and sigmoid gate (MiniCPM-V-4.6's Gated DeltaNet output
-// norm and q/k norm, gated attention's output gate): gated_norm_avx2.cc's arithmetic on 16 lanes. Each lane computes what
-// the AVX2 form's lane does (the same sums of squares, the shared exp polynomial, a divide, the
-// same rounding points), and a row's last dim % 16 elements go as the AVX2 form splits them (one
-// 8-lane piece under a mask, then the scalar formulas), so the two agree to the bit
-// (hybrid_kernels_test). The norm and the gate are bound by their exp and divide, which 512-bit
-// vectors halve; the L2 norm's scaling pass takes half the instructions.
+// norm and q/k norm, gated attention's output gate): gated_norm_avx2.cc's arithmetic on 16 lanes.
+// Each lane computes what the AVX2 form's lane does (the same sums of squares, the shared exp
+// polynomial, a divide, the same rounding points), and a row's last dim % 16 elements go as the
+// AVX2 form splits them (one 8-lane piece under a mask, then the scalar formulas), so the two
+// agree to the bit (hybrid_kernels_test). The norm and the gate are bound by their exp and
+// divide, which 512-bit vectors halve; the L2 norm's scaling pass takes half the instructions.
 // Compiled with AVX-512 flags; called only when the CPU has them.
 #include <cmath>
 
