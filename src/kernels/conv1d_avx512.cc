@@ -81,6 +81,20 @@ void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int
           _mm_prefetch(reinterpret_cast<const char*>(ya + c0), _MM_HINT_T0);
           Output16<K>(rows, w, c0, lanes(c0), round, yi);
         }
+      } else if (i == t - 1 && b1 < c_end) {
+        // The block's last token: the lines of the next block's first token (its K rows and
+        // y), one vector's worth each. A decode step is that one token: its state rows come
+        // from memory, a few KiB at a time.
+        const float* first_rows[K];
+        for (int j = 0; j < K; ++j) first_rows[j] = xx(j) + kBlock;
+        for (int64_t c0 = b0; c0 < b1; c0 += kLanes) {
+#pragma GCC unroll 8
+          for (int j = 0; j < K; ++j) {
+            _mm_prefetch(reinterpret_cast<const char*>(first_rows[j] + c0), _MM_HINT_T0);
+          }
+          _mm_prefetch(reinterpret_cast<const char*>(y + kBlock + c0), _MM_HINT_T0);
+          Output16<K>(rows, w, c0, lanes(c0), round, yi);
+        }
       } else {
         for (int64_t c0 = b0; c0 < b1; c0 += kLanes) Output16<K>(rows, w, c0, lanes(c0), round, yi);
       }
