@@ -87,11 +87,11 @@ void BM_SigmoidMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SigmoidMul)->ArgName("tokens")->Arg(16)->Arg(256);
 
-// Args: tokens of one head's prefill chunk. The chunked gated delta rule (chunks of 64, as the
-// layer runs prompts of 64+ tokens) at dk = dv = 128, with the decays and β of a real layer's
-// range; items = tokens.
+// Args: tokens of one head's prefill chunk, chunk size. The chunked gated delta rule at dk = dv
+// = 128 (the layer runs chunks of GatedDeltaNet::kChunk = 16; 64 is HF's torch path's), with
+// the decays and β of a real layer's range; items = tokens.
 void BM_GatedDeltaRuleChunked(benchmark::State& state) {
-  const int64_t t = state.range(0), d = kHeadDim, chunk = 64;
+  const int64_t t = state.range(0), d = kHeadDim, chunk = state.range(1);
   auto q = Random(t * d, 9), k = Random(t * d, 10);
   const auto v = Random(t * d, 11);
   for (auto* x : {&q, &k}) {  // L2-normalised rows, as the layer feeds them
@@ -109,7 +109,11 @@ void BM_GatedDeltaRuleChunked(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * t);
 }
-BENCHMARK(BM_GatedDeltaRuleChunked)->ArgName("tokens")->Arg(256);
+BENCHMARK(BM_GatedDeltaRuleChunked)
+    ->ArgNames({"tokens", "chunk"})
+    ->Args({256, 16})
+    ->Args({256, 32})
+    ->Args({256, 64});
 
 // Args: sequences, layers. A decode step's recurrent updates (one token per sequence) for every
 // value head of `layers` Gated DeltaNet layers, each head's [128, 128] f32 state its own 64 KiB:
