@@ -62,7 +62,10 @@ namespace {
 struct ScalarOps {
   // Four rows of X at a time, so each row of B is loaded once per four output rows.
   static void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
-                     float* __restrict Y, int64_t ys, int64_t n, float alpha) {
+                     float* __restrict Y, int64_t ys, int64_t n, float alpha, float beta = 1.0f) {
+    if (beta != 1.0f) {
+      for (int64_t r = 0; r < m; ++r) Scale(Y + r * ys, n, beta, Y + r * ys);
+    }
     int64_t i = 0;
     for (; i + 4 <= m; i += 4) {
       float* __restrict y0 = Y + i * ys;

@@ -63,11 +63,12 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
   }
 }
 
-// Y[R rows, 8·C cols] += alpha · X[R, k] · B[k, 8·C], accumulated in registers: every loop
-// over the tile is fully unrolled, else GCC keeps `acc` in memory (a load and a store per FMA).
+// Y[R rows, 8·C cols] = beta · Y + alpha · X[R, k] · B[k, 8·C], accumulated in registers: every
+// loop over the tile is fully unrolled, else GCC keeps `acc` in memory (a load and a store per
+// FMA).
 template <int R, int C>
 void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
-          float alpha) {
+          float alpha, float beta) {
   __m256 acc[R][C];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -85,28 +86,30 @@ void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, flo
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(x, b[c], acc[r][c]);
     }
   }
-  const __m256 al = _mm256_set1_ps(alpha);
+  const __m256 al = _mm256_set1_ps(alpha), be = _mm256_set1_ps(beta);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 2
     for (int c = 0; c < C; ++c) {
       float* y = Y + r * ys + 8 * c;
-      _mm256_storeu_ps(y, _mm256_fmadd_ps(al, acc[r][c], _mm256_loadu_ps(y)));
+      _mm256_storeu_ps(y, _mm256_fmadd_ps(al, acc[r][c], _mm256_mul_ps(be, _mm256_loadu_ps(y))));
     }
   }
 }
 
 template <int R>
 void Rows(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
-          int64_t n, float alpha) {
+          int64_t n, float alpha, float beta) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha);
-  for (; j + 8 <= n; j += 8) Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha);
+  for (; j + 16 <= n; j += 16) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha, beta);
+  for (; j + 8 <= n; j += 8) Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, beta);
   for (; j < n; ++j) {
     for (int r = 0; r < R; ++r) {
       float s = 0.0f;
       for (int64_t a = 0; a < k; ++a) s += X[r * xs + a] * B[a * bs + j];
-      Y[r * ys + j] += alpha * s;
+      // The tiles' rounding, written out: beta · y rounded, then one fused multiply-add.
+      float& y = Y[r * ys + j];
+      y = std::fma(alpha, s, beta * y);
     }
   }
 }
@@ -136,11 +139,11 @@ struct Avx2Ops {
   // 6×16 tiles (12 accumulator chains: more than FMA latency × ports) where rows allow. Each Y
   // element is one chain over k from zero whatever the tile, so heights do not change results.
   static void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
-                     float* Y, int64_t ys, int64_t n, float alpha) {
+                     float* Y, int64_t ys, int64_t n, float alpha, float beta = 1.0f) {
     int64_t i = 0;
-    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
+    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
+    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
   }
 
   static void Scale(const float* src, int64_t n, float a, float* dst) {

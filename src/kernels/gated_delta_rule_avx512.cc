@@ -72,12 +72,12 @@ void RecurrentColumns(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64
   }
 }
 
-// Y[R rows, 16·C cols] += alpha · X[R, k] · B[k, 16·C], one chain per element over k from zero
-// (as the AVX2 tiles, so that the products are theirs to the bit), the last vector of columns
-// masked to `last` lanes. Loops over the tile fully unrolled, so that acc stays in registers.
+// Y[R rows, 16·C cols] = beta · Y + alpha · X[R, k] · B[k, 16·C], one chain per element over k
+// from zero (as the AVX2 tiles, so that the products are theirs to the bit), the last vector of
+// columns masked to `last` lanes. Loops over the tile fully unrolled, so that acc stays in registers.
 template <int R, int C>
 void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
-          float alpha, __mmask16 last) {
+          float alpha, float beta, __mmask16 last) {
   __m512 acc[R][C];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -98,16 +98,17 @@ void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, flo
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x, b[c], acc[r][c]);
     }
   }
-  const __m512 al = _mm512_set1_ps(alpha);
+  const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       float* y = Y + r * ys + 16 * c;
       if (c + 1 < C) {
-        _mm512_storeu_ps(y, _mm512_fmadd_ps(al, acc[r][c], _mm512_loadu_ps(y)));
+        _mm512_storeu_ps(y, _mm512_fmadd_ps(al, acc[r][c], _mm512_mul_ps(be, _mm512_loadu_ps(y))));
       } else {
-        avx512::MaskStoreu(y, last, _mm512_fmadd_ps(al, acc[r][c], avx512::MaskzLoadu(last, y)));
+        const __m512 old = _mm512_mul_ps(be, avx512::MaskzLoadu(last, y));
+        avx512::MaskStoreu(y, last, _mm512_fmadd_ps(al, acc[r][c], old));
       }
     }
   }
@@ -116,12 +117,12 @@ void Tile(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, flo
 // R rows of Y over all n columns: 64 at a time, then 32, then 16 (the last possibly partial).
 template <int R>
 void Rows(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, float* Y, int64_t ys,
-          int64_t n, float alpha) {
+          int64_t n, float alpha, float beta) {
   int64_t j = 0;
-  for (; j + 64 <= n; j += 64) Tile<R, 4>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
-  for (; j + 32 <= n; j += 32) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha, 0xffff);
+  for (; j + 64 <= n; j += 64) Tile<R, 4>(X, xs, k, B + j, bs, Y + j, ys, alpha, beta, 0xffff);
+  for (; j + 32 <= n; j += 32) Tile<R, 2>(X, xs, k, B + j, bs, Y + j, ys, alpha, beta, 0xffff);
   for (; j < n; j += 16) {
-    Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, avx512::FirstLanes(n - j));
+    Tile<R, 1>(X, xs, k, B + j, bs, Y + j, ys, alpha, beta, avx512::FirstLanes(n - j));
   }
 }
 
@@ -130,11 +131,11 @@ void Rows(const float* X, int64_t xs, int64_t k, const float* B, int64_t bs, flo
 // the rest (a small share of the work) as the AVX2 form has them.
 struct Avx512Ops {
   static void MatAcc(const float* X, int64_t xs, int64_t m, int64_t k, const float* B, int64_t bs,
-                     float* Y, int64_t ys, int64_t n, float alpha) {
+                     float* Y, int64_t ys, int64_t n, float alpha, float beta = 1.0f) {
     int64_t i = 0;
-    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
-    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha);
+    for (; i + 6 <= m; i += 6) Rows<6>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
+    for (; i + 4 <= m; i += 4) Rows<4>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
+    for (; i < m; ++i) Rows<1>(X + i * xs, xs, k, B, bs, Y + i * ys, ys, n, alpha, beta);
   }
   static void Scale(const float* src, int64_t n, float a, float* dst) {
     GdnScaleAvx2(src, n, a, dst);

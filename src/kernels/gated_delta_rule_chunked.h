@@ -2,7 +2,10 @@
 // operations so that the scalar reference (gated_delta_rule.cc) and the AVX2 and AVX-512
 // variants (gated_delta_rule_avx2.cc, _avx512.cc) run the same algorithm; kernels/ only. `Ops`
 // provides, all f32 with row strides:
-//   MatAcc(X, xs, m, k, B, bs, Y, ys, n, alpha)   Y[m, n] += alpha · X[m, k] · B[k, n]
+//   MatAcc(X, xs, m, k, B, bs, Y, ys, n, alpha, beta = 1)
+//                                                 Y[m, n] = beta · Y + alpha · X[m, k] · B[k, n]
+//                                                 (beta · Y rounded, then the sum: a Scale of Y
+//                                                 first, to the bit)
 //   Scale(src, n, a, dst)                         dst[0, n) = a · src[0, n)
 //   Transpose(src, ss, rows, cols, dst, ds)       dst[c, r] = src[r, c]
 //   DecayMasks(gam, bet, n, C, A, P)              with D_ij = e^{Γi−Γj} for j ≤ i:
@@ -80,12 +83,12 @@ void GdnChunk(const GdnHead& h, int64_t r0, int64_t n, int64_t dk, int64_t dv, i
   for (int64_t i = 0; i < n; ++i) std::fill(O + i * h.o_stride, O + i * h.o_stride + dv, 0.0f);
   Ops::MatAcc(Qg, dk, n, dk, S, dv, O, h.o_stride, dv, 1.0f);
   Ops::MatAcc(P, C, n, n, U, dv, O, h.o_stride, dv, 1.0f);
-  // S <- e^{Γn} S + K̃ᵀ V' with K̃_i = e^{Γn−Γi} k_i.
+  // S <- e^{Γn} S + K̃ᵀ V' with K̃_i = e^{Γn−Γi} k_i; the decay of S as the product's β (a pass
+  // over the 64 KiB state a chunk, ~2/3 of the scales' time with chunks of 16, saved).
   const float gn = gam[n - 1];
-  Ops::Scale(S, dk * dv, std::exp(gn), S);
   for (int64_t i = 0; i < n; ++i) Ops::Scale(K + i * ks, dk, std::exp(gn - gam[i]), Kb + i * dk);
   Ops::Transpose(Kb, dk, n, dk, Kt, C);
-  Ops::MatAcc(Kt, C, dk, n, U, dv, S, dv, dv, 1.0f);
+  Ops::MatAcc(Kt, C, dk, n, U, dv, S, dv, dv, 1.0f, std::exp(gn));
 }
 
 template <class Ops>
