@@ -11,7 +11,7 @@
 // resumes from y), no k-split, and the bf16-dot / widening choice is made per row of x, so a
 // row's result depends on that row alone. Tested natively where the CPU has AVX-512 and under
 // emulation everywhere; a CPU runs them once a start-up self-check has found them correct and
-// faster than the AVX2 ones (matmul_choice.cc). Short tiles (decode) widen over 2-4 panels;
+// faster than the AVX2 ones (matmul_choice.cc). Short tiles (decode) widen over 3-4 panels;
 // weights are prefetched a fixed distance ahead. Outputs are rounded to bf16 as they are stored.
 // x's bf16 check and pair packing are done once per call, for all tasks (PrepareXAvx512).
 #include <algorithm>
