@@ -4,11 +4,31 @@
 #include <cmath>
 
 #include "kernels/cpu_features.h"
+#include "kernels/gated_norm_impl.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
+
+void GatedRmsNormElements(const float* x, const float* z, const float* w, float* y, int64_t j0,
+                          int64_t dim, float inv, bool rb) {
+  for (int64_t j = j0; j < dim; ++j) {
+    float n = x[j] * inv;
+    n = rb ? RoundBf16(w[j] * RoundBf16(n)) : n * w[j];
+    const float v = n * (z[j] / (1.0f + std::exp(-z[j])));
+    y[j] = rb ? RoundBf16(v) : v;
+  }
+}
+
+void SigmoidMulElements(float* x, const float* gate, int64_t j0, int64_t dim, bool rb) {
+  for (int64_t j = j0; j < dim; ++j) {
+    float s = 1.0f / (1.0f + std::exp(-gate[j]));
+    if (rb) s = RoundBf16(s);
+    const float v = x[j] * s;
+    x[j] = rb ? RoundBf16(v) : v;
+  }
+}
 
 void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
                   const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim, float eps,
@@ -27,14 +47,7 @@ void GatedRmsNorm(const float* x, int64_t x_stride, const float* z, int64_t z_st
     float ss = 0.0f;
     for (int64_t j = 0; j < dim; ++j) ss += xr[j] * xr[j];
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    for (int64_t j = 0; j < dim; ++j) {
-      float n = xr[j] * inv;
-      if (rb) n = RoundBf16(w[j] * RoundBf16(n));
-      else n *= w[j];
-      const float silu_z = zr[j] / (1.0f + std::exp(-zr[j]));
-      const float v = n * silu_z;
-      yr[j] = rb ? RoundBf16(v) : v;
-    }
+    GatedRmsNormElements(xr, zr, w, yr, 0, dim, inv, rb);
   }
 }
 
@@ -69,12 +82,7 @@ void SigmoidMul(float* x, int64_t x_stride, const float* gate, int64_t gate_stri
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * x_stride;
     const float* gr = gate + r * gate_stride;
-    for (int64_t j = 0; j < dim; ++j) {
-      float s = 1.0f / (1.0f + std::exp(-gr[j]));
-      if (rb) s = RoundBf16(s);
-      const float v = xr[j] * s;
-      xr[j] = rb ? RoundBf16(v) : v;
-    }
+    SigmoidMulElements(xr, gr, 0, dim, rb);
   }
 }
 

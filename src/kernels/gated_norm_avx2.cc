@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "kernels/gated_norm_impl.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/simd_avx2.h"
 
@@ -41,12 +42,7 @@ void GatedRmsNormAvx2(const float* x, int64_t x_stride, const float* z, int64_t 
       const __m256 v = _mm256_mul_ps(n, DivOnePlusExpNeg(zj, zj));
       _mm256_storeu_ps(yr + j, rb ? avx2::RoundBf16(v) : v);
     }
-    for (; j < dim; ++j) {
-      float n = xr[j] * inv;
-      n = rb ? RoundBf16(w[j] * RoundBf16(n)) : n * w[j];
-      const float v = n * (zr[j] / (1.0f + std::exp(-zr[j])));
-      yr[j] = rb ? RoundBf16(v) : v;
-    }
+    GatedRmsNormElements(xr, zr, w, yr, j, dim, inv, rb);  // the scalar tail
   }
 }
 
@@ -81,12 +77,7 @@ void SigmoidMulAvx2(float* x, int64_t x_stride, const float* gate, int64_t gate_
       const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + j), s);
       _mm256_storeu_ps(xr + j, rb ? avx2::RoundBf16(v) : v);
     }
-    for (; j < dim; ++j) {
-      float s = 1.0f / (1.0f + std::exp(-gr[j]));
-      if (rb) s = RoundBf16(s);
-      const float v = xr[j] * s;
-      xr[j] = rb ? RoundBf16(v) : v;
-    }
+    SigmoidMulElements(xr, gr, j, dim, rb);  // the scalar tail
   }
 }
 

@@ -8,6 +8,7 @@
 // Compiled with AVX-512 flags; called only when the CPU has them.
 #include <cmath>
 
+#include "kernels/gated_norm_impl.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
 #include "kernels/simd_avx512.h"
@@ -64,12 +65,7 @@ void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_
       const __m512 v = _mm512_mul_ps(n, DivOnePlusExpNeg(zj, zj));
       avx512::MaskStoreu(yr + j, m, rb ? avx512::RoundBf16(v) : v);
     });
-    for (; j < dim; ++j) {
-      float n = xr[j] * inv;
-      n = rb ? RoundBf16(w[j] * RoundBf16(n)) : n * w[j];
-      const float v = n * (zr[j] / (1.0f + std::exp(-zr[j])));
-      yr[j] = rb ? RoundBf16(v) : v;
-    }
+    GatedRmsNormElements(xr, zr, w, yr, j, dim, inv, rb);  // the scalar tail
   }
 }
 
@@ -99,12 +95,7 @@ void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gat
       const __m512 v = _mm512_mul_ps(avx512::MaskzLoadu(m, xr + j), s);
       avx512::MaskStoreu(xr + j, m, rb ? avx512::RoundBf16(v) : v);
     });
-    for (; j < dim; ++j) {
-      float s = 1.0f / (1.0f + std::exp(-gr[j]));
-      if (rb) s = RoundBf16(s);
-      const float v = xr[j] * s;
-      xr[j] = rb ? RoundBf16(v) : v;
-    }
+    SigmoidMulElements(xr, gr, j, dim, rb);  // the scalar tail
   }
 }
 
