@@ -81,7 +81,8 @@ inline const PackedWeight* Packed(const LinearWeight& w) {
 // panels are its weight streams, and a core keeps more misses in flight over four than over
 // two: every matmul of a MiniCPM4-0.5B decode step from DRAM (Zen 5, 2 threads, interleaved
 // builds) took 14-18% less time at 3 rows with 4 panels (24 accumulators) than with 2, 7-16% at
-// 4 rows with 3 (24); 2 panels at 5 or 6 rows were level, 8 at 1 row 1.6x slower.
+// 4 rows with 3 (24); 2 panels at 5 or 6 rows were level, 6 at 2 rows 1.5x slower and 8 at 1
+// row 1.6x: four streams a core is the best, three where the registers allow no more.
 constexpr int64_t kAvx512MaxTileRows = 8;  // 16 accumulators
 constexpr int Avx2PanelsPerTile(int h) { return h == 1 ? 4 : h <= 3 ? 2 : 1; }
 constexpr int Avx512PanelsPerTile(int mr) { return mr <= 3 ? 4 : mr == 4 ? 3 : 1; }
