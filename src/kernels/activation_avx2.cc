@@ -13,7 +13,6 @@ void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_
                  float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round) {
   const bool rb = round == Round::kBf16;
   const int64_t d8 = dim & ~int64_t{7};
-  const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate + r * gate_stride;
     const float* u = up + r * up_stride;
@@ -21,7 +20,7 @@ void SiluMulAvx2(const float* gate, int64_t gate_stride, const float* up, int64_
     int64_t j = 0;
     for (; j < d8; j += 8) {
       const __m256 gv = _mm256_loadu_ps(g + j);
-      __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, avx2::Exp(_mm256_sub_ps(zero, gv))));
+      __m256 s = avx2::DivOnePlusExpNeg(gv, gv);
       if (rb) s = avx2::RoundBf16(s);
       __m256 v = _mm256_mul_ps(s, _mm256_loadu_ps(u + j));
       if (rb) v = avx2::RoundBf16(v);

@@ -18,9 +18,8 @@ using avx512::FirstLanes;
 
 // silu(g) · u on the lanes of m (the others 0), rounded as `rb` says.
 inline __m512 SiluMul16(const float* g, const float* u, __mmask16 m, bool rb) {
-  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
   const __m512 gv = avx512::MaskzLoadu(m, g);
-  __m512 s = _mm512_div_ps(gv, _mm512_add_ps(one, avx512::Exp(_mm512_sub_ps(zero, gv))));
+  __m512 s = avx512::DivOnePlusExpNeg(gv, gv);
   if (rb) s = avx512::RoundBf16(s);
   __m512 v = _mm512_mul_ps(s, avx512::MaskzLoadu(m, u));
   if (rb) v = avx512::RoundBf16(v);

@@ -41,9 +41,7 @@ inline void Output8(const float* const* rows, const float* w, int64_t c0, __m256
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(wg + j * kConvGroup), Load8<kFull>(rows[j] + c0, mask),
                           acc);
   }
-  // silu(a) = a / (1 + e^-a)
-  const __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_setzero_ps(), acc));
-  __m256 s = _mm256_div_ps(acc, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  __m256 s = avx2::DivOnePlusExpNeg(acc, acc);  // silu(a) = a / (1 + e^-a)
   if (round_bf16) s = avx2::RoundBf16(s);
   Store8<kFull>(y + c0, mask, s);
 }

@@ -44,9 +44,7 @@ inline void Output16(const float* const* rows, const float* w, int64_t c0, __mma
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(wg + j * kConvGroup),
                           avx512::MaskzLoadu(m, rows[j] + c0), acc);
   }
-  // silu(a) = a / (1 + e^-a)
-  const __m512 e = avx512::Exp(_mm512_sub_ps(_mm512_setzero_ps(), acc));
-  __m512 s = _mm512_div_ps(acc, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  __m512 s = avx512::DivOnePlusExpNeg(acc, acc);  // silu(a) = a / (1 + e^-a)
   if (round) s = avx512::RoundBf16(s);
   avx512::MaskStoreu(y + c0, m, s);
 }

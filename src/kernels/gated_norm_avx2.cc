@@ -11,16 +11,8 @@
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
-namespace {
 
-// n / (1 + e^-v), lane-wise: sigmoid(v) for n = 1, silu(v) for n = v (one rounding, as the
-// scalar n / (1 + exp(-v))).
-inline __m256 DivOnePlusExpNeg(__m256 n, __m256 v) {
-  const __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
-  return _mm256_div_ps(n, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-}  // namespace
+using avx2::DivOnePlusExpNeg;
 
 void GatedRmsNormAvx2(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
                       const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim,

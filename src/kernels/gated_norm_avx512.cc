@@ -22,13 +22,8 @@ namespace cpm::kernels {
 #endif
 namespace {
 
+using avx512::DivOnePlusExpNeg;
 using avx512::FirstLanes;
-
-// num / (1 + e^-v) on the lanes of m: sigmoid(v) for num = 1, silu(v) for num = v.
-inline __m512 DivOnePlusExpNeg(__m512 num, __m512 v) {
-  const __m512 e = avx512::Exp(_mm512_sub_ps(_mm512_setzero_ps(), v));
-  return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-}
 
 // Calls f(j, lanes) over [0, dim & ~7) in vectors of 16 and a last one of 8: the elements the
 // AVX2 forms take in vectors. The rest, dim % 8, are the caller's, by the scalar formulas.

@@ -122,4 +122,11 @@ inline __m256 Exp(__m256 x) {
   return _mm256_andnot_ps(too_small, p);
 }
 
+// num / (1 + e^-v), lane-wise: silu(v) for num = v, sigmoid(v) for num = 1 (one rounding, as
+// the scalar num / (1 + exp(-v))).
+inline __m256 DivOnePlusExpNeg(__m256 num, __m256 v) {
+  const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
+  return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
 }  // namespace cpm::kernels::avx2

@@ -103,4 +103,11 @@ inline __m512 Exp(__m512 x) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), p);
 }
 
+// num / (1 + e^-v) on 16 lanes, avx2::DivOnePlusExpNeg's operations: silu(v) for num = v,
+// sigmoid(v) for num = 1.
+inline __m512 DivOnePlusExpNeg(__m512 num, __m512 v) {
+  const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), v));
+  return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
 }  // namespace cpm::kernels::avx512
