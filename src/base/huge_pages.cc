@@ -1,6 +1,7 @@
 #include "base/huge_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -29,6 +30,13 @@ void* MapHugePages(size_t bytes, size_t* mapped_bytes) {
 
 void UnmapPages(void* begin, size_t mapped_bytes) {
   if (begin != nullptr) munmap(begin, mapped_bytes);
+}
+
+void ReleaseWholePages(const void* begin, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), e = b + bytes;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace cpm

@@ -28,4 +28,9 @@ void AdviseHugePages(void* begin, size_t bytes);
 void* MapHugePages(size_t bytes, size_t* mapped_bytes);
 void UnmapPages(void* begin, size_t mapped_bytes);
 
+// Gives back the whole pages inside [begin, begin + bytes) of a file mapping whose bytes were
+// copied elsewhere (MADV_DONTNEED: they leave this process; the page cache keeps them). The
+// partial pages at either end may hold other tensors and stay.
+void ReleaseWholePages(const void* begin, size_t bytes);
+
 }  // namespace cpm

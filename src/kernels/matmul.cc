@@ -4,9 +4,6 @@
 // scalar reference.
 #include "kernels/matmul.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -14,6 +11,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/check.h"
+#include "base/huge_pages.h"
 #include "kernels/activation.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
@@ -324,12 +322,8 @@ void Pack(LinearWeight* w, Isa isa) {
 void DropSource(LinearWeight* w) {
   if (w->owner.use_count() > 1) {
     // Shared (a checkpoint's mapping): its whole pages inside the weight leave this process.
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(w->data);
-    const uintptr_t end = begin + static_cast<uintptr_t>(w->out_features * w->in_features) *
-                                      DTypeSize(w->dtype);
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    ReleaseWholePages(w->data, static_cast<size_t>(w->out_features * w->in_features) *
+                                   DTypeSize(w->dtype));
   }
   w->owner.reset();
   w->data = nullptr;

@@ -11,6 +11,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/ternary.h"
+#include "model/embedding_rows.h"
 #include "model/minicpm_config.h"
 #include "model/rope_table.h"
 #include "model/row_ranges.h"
@@ -116,7 +117,8 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   CPM_ASSIGN_OR_RETURN(WeightLoader wl, WeightLoader::Open(options, dtype, &pool));
   const int64_t hd = c_.hidden_size, qd = c_.num_attention_heads * c_.head_dim,
                 kvd = c_.num_key_value_heads * c_.head_dim, ffn = c_.intermediate_size;
-  CPM_ASSIGN_OR_RETURN(embed_tokens_, wl.Linear("model.embed_tokens.weight", c_.vocab_size, hd));
+  CPM_ASSIGN_OR_RETURN(embed_tokens_,
+                       wl.EmbeddingTable("model.embed_tokens.weight", c_.vocab_size, hd));
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     MiniCpmLayer L;
@@ -185,15 +187,9 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
 // h = bf(E[tok] · scale_emb), or the caller's embeddings on `embed_rows`.
 void MiniCpmModel::Embed(const ForwardBatch& batch, float* h) const {
   const int64_t hd = c_.hidden_size;
-  const float scale = static_cast<float>(c_.scale_emb);
-  for (size_t t = 0; t < batch.tokens.size(); ++t) {
-    const int64_t row = batch.tokens[t];
-    float* dst = h + t * hd;
-    ConvertToF32(embed_tokens_.dtype,
-                 static_cast<const uint8_t*>(embed_tokens_.data) + row * hd * DTypeSize(embed_tokens_.dtype),
-                 dst, hd);
-    kernels::Scale(dst, hd, scale, round_);
-  }
+  EmbeddingRows(embed_tokens_, batch.tokens, h);
+  kernels::Scale(h, static_cast<int64_t>(batch.tokens.size()) * hd,
+                 static_cast<float>(c_.scale_emb), round_);
   for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
     std::copy(batch.embeds + i * hd, batch.embeds + (i + 1) * hd, h + batch.embed_rows[i] * hd);
   }

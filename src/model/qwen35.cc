@@ -15,6 +15,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kv/state_slots.h"
+#include "model/embedding_rows.h"
 #include "model/minicpmv46_weights.h"
 #include "model/qwen35_attention.h"
 #include "model/qwen35_config.h"
@@ -118,7 +119,8 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
 
   CPM_ASSIGN_OR_RETURN(WeightLoader wl, WeightLoader::Open(options, dtype, &pool));
   const int64_t D = c_.hidden_size;
-  CPM_ASSIGN_OR_RETURN(embed_tokens_, wl.Linear(c_.weight_prefix + "embed_tokens.weight", c_.vocab_size, D));
+  CPM_ASSIGN_OR_RETURN(embed_tokens_, wl.EmbeddingTable(c_.weight_prefix + "embed_tokens.weight",
+                                                       c_.vocab_size, D));
   int64_t full = 0, linear = 0;
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     CPM_RETURN_IF_ERROR(LoadLayer(wl, l, &full, &linear));
@@ -191,11 +193,7 @@ Status Qwen35Model::Validate(const ForwardBatch& batch, const KvCache& kv,
 // h = E[tok] [T, hidden] (no embedding scale), or the caller's embeddings on `embed_rows`.
 void Qwen35Model::Embed(const ForwardBatch& batch) {
   const int64_t D = c_.hidden_size;
-  const size_t row_bytes = D * DTypeSize(embed_tokens_.dtype);
-  for (size_t t = 0; t < batch.tokens.size(); ++t) {
-    ConvertToF32(embed_tokens_.dtype, static_cast<const uint8_t*>(embed_tokens_.data) + batch.tokens[t] * row_bytes,
-                 h_.data() + t * D, D);
-  }
+  EmbeddingRows(embed_tokens_, batch.tokens, h_.data());
   for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
     std::copy(batch.embeds + i * D, batch.embeds + (i + 1) * D, h_.data() + batch.embed_rows[i] * D);
     kernels::RoundInPlace(h_.data() + batch.embed_rows[i] * D, D, round_);

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "base/aligned_buffer.h"
+#include "base/huge_pages.h"
 #include "kernels/residual.h"
 #include "kernels/ternary.h"
 
@@ -30,8 +31,9 @@ inline uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Weights the loader holds: on huge pages (AlignedBuffer), as the packed panels are.
 std::shared_ptr<AlignedBuffer> NewBuffer(size_t bytes) {
-  return std::make_shared<AlignedBuffer>(bytes);
+  return std::make_shared<AlignedBuffer>(bytes, Pages::kHuge);
 }
 
 // Converts `n` elements from the stored dtype to the compute dtype.
@@ -171,6 +173,28 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
   }
   auto buf = NewBuffer(bytes);
   Convert(t->data, t->dtype, buf->data(), dtype_, n, pool_);
+  w.data = buf->data();
+  w.owner = buf;
+  return w;
+}
+
+StatusOr<kernels::LinearWeight> WeightLoader::EmbeddingTable(const std::string& name,
+                                                             int64_t out, int64_t in) {
+  CPM_ASSIGN_OR_RETURN(kernels::LinearWeight w, Linear(name, out, in));
+  if (w.owner != archive_ || archive_ == nullptr) return w;  // already a buffer of its own
+  const size_t bytes = static_cast<size_t>(out * in) * DTypeSize(w.dtype);
+  auto buf = NewBuffer(bytes);
+  const auto* src = static_cast<const std::byte*>(w.data);
+  auto copy = [&](int64_t b, int64_t e) {
+    std::memcpy(buf->data() + b, src + b, static_cast<size_t>(e - b));
+  };
+  if (pool_) {
+    pool_->ParallelForRange(static_cast<int64_t>(bytes), 1 << 20,
+                            [&](int64_t b, int64_t e, int) { copy(b, e); });
+  } else {
+    copy(0, static_cast<int64_t>(bytes));
+  }
+  ReleaseWholePages(src, bytes);
   w.data = buf->data();
   w.owner = buf;
   return w;
