@@ -70,31 +70,24 @@ void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int
       const float* rows[K];
       for (int j = 0; j < K; ++j) rows[j] = xx(i + j);
       float* yi = y + i * y_stride;
+      // What this token's vectors request, one line each a vector (16 channels) at its
+      // channel: x and y kRowsAhead tokens on; or, for the block's last token, the next block's
+      // first token's K rows and y (a decode step is that one token: its state rows come from
+      // memory, a few KiB at a time); or nothing.
+      const float* ahead[K + 1];
+      int n_ahead = 0;
       if (i + kRowsAhead < t) {
-        // One line of x and of y a vector (16 channels), kRowsAhead tokens on.
-        const float* xa = x + (i + kRowsAhead) * x_stride;
-        const float* ya = yi + kRowsAhead * y_stride;
-        for (int64_t c0 = b0; c0 < b1; c0 += kLanes) {
-          _mm_prefetch(reinterpret_cast<const char*>(xa + c0), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(ya + c0), _MM_HINT_T0);
-          Output16<K>(rows, w, c0, lanes(c0), round, yi);
-        }
+        ahead[n_ahead++] = x + (i + kRowsAhead) * x_stride;
+        ahead[n_ahead++] = yi + kRowsAhead * y_stride;
       } else if (i == t - 1 && b1 < c_end) {
-        // The block's last token: the lines of the next block's first token (its K rows and
-        // y), one vector's worth each. A decode step is that one token: its state rows come
-        // from memory, a few KiB at a time.
-        const float* first_rows[K];
-        for (int j = 0; j < K; ++j) first_rows[j] = xx(j) + kBlock;
-        for (int64_t c0 = b0; c0 < b1; c0 += kLanes) {
-#pragma GCC unroll 8
-          for (int j = 0; j < K; ++j) {
-            _mm_prefetch(reinterpret_cast<const char*>(first_rows[j] + c0), _MM_HINT_T0);
-          }
-          _mm_prefetch(reinterpret_cast<const char*>(y + kBlock + c0), _MM_HINT_T0);
-          Output16<K>(rows, w, c0, lanes(c0), round, yi);
+        for (int j = 0; j < K; ++j) ahead[n_ahead++] = xx(j) + kBlock;
+        ahead[n_ahead++] = y + kBlock;
+      }
+      for (int64_t c0 = b0; c0 < b1; c0 += kLanes) {
+        for (int a = 0; a < n_ahead; ++a) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead[a] + c0), _MM_HINT_T0);
         }
-      } else {
-        for (int64_t c0 = b0; c0 < b1; c0 += kLanes) Output16<K>(rows, w, c0, lanes(c0), round, yi);
+        Output16<K>(rows, w, c0, lanes(c0), round, yi);
       }
     }
   }

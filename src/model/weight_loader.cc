@@ -181,7 +181,7 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
 StatusOr<kernels::LinearWeight> WeightLoader::EmbeddingTable(const std::string& name,
                                                              int64_t out, int64_t in) {
   CPM_ASSIGN_OR_RETURN(kernels::LinearWeight w, Linear(name, out, in));
-  if (w.owner != archive_ || archive_ == nullptr) return w;  // already a buffer of its own
+  if (w.owner != archive_) return w;  // already a buffer of its own (converted, or dummy)
   const size_t bytes = static_cast<size_t>(out * in) * DTypeSize(w.dtype);
   auto buf = NewBuffer(bytes);
   const auto* src = static_cast<const std::byte*>(w.data);
