@@ -26,6 +26,15 @@ inline __m512 SiluMul16(const float* g, const float* u, __mmask16 m, bool rb) {
   return v;
 }
 
+// The high halves of lo's and hi's 32 floats (bf16 values: their low halves are zero) in order,
+// as 16 pairs, element 2p in the low half of pair p: one word permutation.
+inline __m512i Bf16Pairs(__m512 lo, __m512 hi) {
+  const __m512i high_words = _mm512_set_epi16(
+      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), high_words, _mm512_castps_si512(hi));
+}
+
 }  // namespace
 
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
@@ -42,25 +51,73 @@ void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int6
   }
 }
 
+namespace {
+
+// Where one group of 32 whole columns of a row is read and written.
+struct PairGroup {
+  const float* g;
+  const float* u;
+  uint32_t* p;
+};
+
+// Groups of 32 columns (two vectors each) finished together, taken in order over the rows (a
+// gate/up task of a long prefill has only 64 columns): an e^x is a chain of ~25 dependent
+// operations, and the core overlaps eight of them side by side where the two of one group leave
+// it waiting on their latency. The same arithmetic; 512 rows × 64 columns from L2 1.58x faster
+// (Zen 5), the model's pp512 and batch-16 decode 0.99x the time (interleaved steps, 6 of 6 and
+// 2 of 3).
+constexpr int kGroups = 4;
+
+inline void SiluMulPairGroups(const PairGroup (&q)[kGroups]) {
+  __m512 s[2 * kGroups];
+#pragma GCC unroll 8
+  for (int i = 0; i < 2 * kGroups; ++i) {
+    const __m512 gv = _mm512_loadu_ps(q[i / 2].g + 16 * (i % 2));
+    s[i] = avx512::DivOnePlusExpNeg(gv, gv);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 2 * kGroups; ++i) {
+    const __m512 u = _mm512_loadu_ps(q[i / 2].u + 16 * (i % 2));
+    s[i] = avx512::RoundBf16(_mm512_mul_ps(avx512::RoundBf16(s[i]), u));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kGroups; ++i) {
+    _mm512_storeu_si512(q[i].p, Bf16Pairs(s[2 * i], s[2 * i + 1]));
+  }
+}
+
+}  // namespace
+
 void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
                           int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
                           int64_t dim) {
-  // The high halves of 32 floats (bf16 values: their low halves are zero) in order: one word
-  // permutation of two vectors gives 16 pairs, element 2p in the low half of pair p.
-  const __m512i high_words = _mm512_set_epi16(
-      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
-      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const int64_t whole = dim / 32 * 32;
+  PairGroup q[kGroups];
+  int n = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < whole; j += 32) {
+      q[n++] = {gate + r * gate_stride + j, up + r * up_stride + j,
+                pairs + r * pairs_stride + j / 2};
+      if (n == kGroups) {
+        SiluMulPairGroups(q);
+        n = 0;
+      }
+    }
+  }
+  if (n > 0) {  // a short last batch: its last group again in the empty places (stored twice)
+    for (int i = n; i < kGroups; ++i) q[i] = q[n - 1];
+    SiluMulPairGroups(q);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate + r * gate_stride;
     const float* u = up + r * up_stride;
     uint32_t* p = pairs + r * pairs_stride;
-    for (int64_t j = 0; j < dim; j += 32) {
+    for (int64_t j = whole; j < dim; j += 32) {
       const __m512 lo = SiluMul16(g + j, u + j, FirstLanes(dim - j), true);
       const __m512 hi = dim - j > 16
                             ? SiluMul16(g + j + 16, u + j + 16, FirstLanes(dim - j - 16), true)
                             : _mm512_setzero_ps();
-      const __m512i packed = _mm512_permutex2var_epi16(_mm512_castps_si512(lo), high_words,
-                                                       _mm512_castps_si512(hi));
+      const __m512i packed = Bf16Pairs(lo, hi);
       // An odd last element's pair gets a zero partner (a masked-off lane is 0).
       const __mmask16 m = FirstLanes((dim - j + 1) / 2);
       if (m == 0xffff) {
