@@ -120,12 +120,29 @@ void Softmax(const float* st, int64_t n, float scale, const __m512 (&mx)[2], uin
     const float* s = st + 16 * h;
     const __m512 m = mx[h];
     const __m512 vs = _mm512_set1_ps(scale);
-    const auto p_of = [&](int64_t j) {
-      if (j >= n) return _mm512_setzero_ps();
+    const auto exp_at = [&](int64_t j) {
       return avx512::Exp(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s + j * kRows), m), vs));
     };
+    const auto p_of = [&](int64_t j) { return j < n ? exp_at(j) : _mm512_setzero_ps(); };
     __m512 l = _mm512_setzero_ps();
-    for (int64_t i = 0; i < (n + 1) / 2; ++i) {
+    int64_t i = 0;
+    // Four pairs of keys at a time while they are all below n: their eight e^x, chains of ~25
+    // dependent operations each, side by side, which the core overlaps where one pair at a time
+    // left it waiting on their latency. The same sums in the same order. kernels_bench, Zen 5,
+    // 3 interleaved rounds: 1024 tokens 0.89-0.98x the time, 256 0.97-1.0x; eight pairs no
+    // better.
+    for (; 2 * i + 8 <= n; i += 4) {
+      __m512 p[8];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) p[k] = exp_at(2 * i + k);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        l = _mm512_add_ps(_mm512_add_ps(l, p[2 * k]), p[2 * k + 1]);
+        const __m512i pk = PairsOf(avx512::RoundBf16(p[2 * k]), avx512::RoundBf16(p[2 * k + 1]));
+        _mm512_storeu_si512(pt + (i + k) * kRows + 16 * h, pk);
+      }
+    }
+    for (; i < (n + 1) / 2; ++i) {
       const __m512 p0 = p_of(2 * i), p1 = p_of(2 * i + 1);
       l = _mm512_add_ps(_mm512_add_ps(l, p0), p1);
       _mm512_storeu_si512(pt + i * kRows + 16 * h,
