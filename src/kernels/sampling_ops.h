@@ -2,6 +2,7 @@
 // The sampler calls them once per sampled row; they are single-threaded (a row is ~73k floats).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace cpm::kernels {
@@ -27,5 +28,16 @@ float ExpScaled(const float* x, int64_t n, float shift, float scale, float* out)
 // The k largest values of x[0, n) in descending order, ties broken by the lower index (as a
 // stable sort would); NaNs are never selected. Writes min(k, n) entries; returns that count.
 int64_t TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values);
+
+// A 64-bit key of element i of value v (not NaN) that orders as (v descending, i ascending)
+// when keys are compared as unsigned integers: TopK's order, for sorting and selecting on
+// plain integers. The index is the low half (RankKeyIndex).
+inline uint64_t RankKey(float v, int64_t i) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v == 0.0f ? 0.0f : v);  // −0 ties with +0
+  // Order-preserving as unsigned: negative floats reversed, positive ones above them.
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+  return (uint64_t{~ordered} << 32) | static_cast<uint32_t>(i);
+}
+inline int32_t RankKeyIndex(uint64_t key) { return static_cast<int32_t>(key & 0xffffffffu); }
 
 }  // namespace cpm::kernels

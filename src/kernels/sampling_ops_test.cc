@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "kernels/test_util.h"
@@ -101,32 +103,48 @@ TEST(SamplingOpsTest, ArgMaxIsTheFirstLargestIgnoringNaN) {
   }
 }
 
+// Inputs for TopK: random values with ties, a NaN and an -inf ("random"); ascending, where
+// every element beats the ones before it ("ascending"); and all -inf but every 97th and a NaN,
+// as a vocabulary masked for a constraint ("masked"), where the -infs fill up to k.
+std::vector<float> TopKInput(const std::string& kind, int64_t n) {
+  std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 1));
+  if (kind == "ascending") {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i / 2);  // pairs of ties
+  } else if (kind == "masked") {
+    for (int64_t i = 0; i < n; ++i) x[i] = i % 97 == 5 ? x[i] : -INFINITY;
+  }
+  if (n > 5) {
+    x[2] = NAN;
+    if (kind == "random") x[4] = -INFINITY;
+  }
+  return x;
+}
+
 TEST(SamplingOpsTest, TopKMatchesStableSort) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
-    for (int64_t n : {1, 7, 33, 4099, 73448}) {
-      // Ties, a NaN and an -inf to test the rules.
-      std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 1));
-      if (n > 5) {
-        x[2] = NAN;
-        x[4] = -INFINITY;
-      }
-      std::vector<int32_t> order(n);
-      std::iota(order.begin(), order.end(), 0);
-      order.erase(std::remove_if(order.begin(), order.end(),
-                                 [&](int32_t i) { return std::isnan(x[i]); }),
-                  order.end());
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-      for (int64_t k : {1, 5, 20, 64}) {
-        std::vector<int32_t> idx(k, -1);
-        std::vector<float> val(k);
-        const int64_t got = TopK(x.data(), n, k, idx.data(), val.data());
-        ASSERT_EQ(got, std::min<int64_t>(k, static_cast<int64_t>(order.size())));
-        for (int64_t j = 0; j < got; ++j) {
-          ASSERT_EQ(idx[j], order[j]) << ToString(isa) << " n=" << n << " k=" << k << " j=" << j;
-          ASSERT_EQ(val[j], x[order[j]]);
+    for (const std::string kind : {"random", "ascending", "masked"}) {
+      for (int64_t n : {1, 7, 33, 4099, 73448}) {
+        const std::vector<float> x = TopKInput(kind, n);
+        std::vector<int32_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        order.erase(std::remove_if(order.begin(), order.end(),
+                                   [&](int32_t i) { return std::isnan(x[i]); }),
+                    order.end());
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+        for (int64_t k : {1, 5, 20, 64, 256, 1000}) {
+          std::vector<int32_t> idx(k, -1);
+          std::vector<float> val(k);
+          const int64_t got = TopK(x.data(), n, k, idx.data(), val.data());
+          const std::string what =
+              std::string(ToString(isa)) + " " + kind + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+          ASSERT_EQ(got, std::min<int64_t>(k, static_cast<int64_t>(order.size()))) << what;
+          for (int64_t j = 0; j < got; ++j) {
+            ASSERT_EQ(idx[j], order[j]) << what << " j=" << j;
+            ASSERT_EQ(std::bit_cast<uint32_t>(val[j]), std::bit_cast<uint32_t>(x[order[j]]));
+          }
         }
       }
     }

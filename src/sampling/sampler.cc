@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <unordered_map>
 
 #include "kernels/sampling_ops.h"
@@ -36,22 +35,17 @@ bool EndsWithin(const std::vector<double>& probs, double mass, const SamplingPar
   return p.top_p < 1.0f && mass >= p.top_p;
 }
 
-// 64-bit keys that order as (value descending, index ascending) when sorted ascending, the
-// index in the low half; NaNs left out.
+// The rank keys (kernels::RankKey: value descending, index ascending when sorted ascending) of
+// values[0, n), NaNs left out.
 std::vector<uint64_t> SortKeys(const float* values, int64_t n) {
   std::vector<uint64_t> keys;
   keys.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(values[i])) continue;
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], 4);
-    // Order-preserving as unsigned: negative floats reversed, positive ones above them.
-    const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-    keys.push_back((uint64_t{~ordered} << 32) | static_cast<uint32_t>(i));
+    if (!std::isnan(values[i])) keys.push_back(kernels::RankKey(values[i], i));
   }
   return keys;
 }
-inline int32_t KeyIndex(uint64_t key) { return static_cast<int32_t>(key & 0xffffffffu); }
+inline int32_t KeyIndex(uint64_t key) { return kernels::RankKeyIndex(key); }
 
 // A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
 // than the first candidates: top-p's set (the smallest prefix, in sorted order, whose mass
