@@ -39,6 +39,9 @@ void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gat
 // x = gelu_tanh(x) in place (vision_ops.h GeluTanh), bitwise GeluTanhAvx2's result.
 void GeluTanhAvx512(float* x, int64_t n, Round round);
 
+// sampling_ops.h's ExpScaled, bitwise ExpScaledAvx2's results (the outputs and the sum).
+float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float* out);
+
 // DenseAttention (dense_attention.h) with `bf16`, on AVX512_BF16.
 void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
                               int64_t n, int64_t heads, int64_t d, float scale, float* out,

@@ -1,4 +1,5 @@
-// Sampling ops: dispatch to AVX2 where available, scalar references otherwise. Top-k looks only
+// Sampling ops: dispatch to AVX2 where available (ExpScaled to AVX-512 where that is, with the
+// same results), scalar references otherwise. Top-k looks only
 // at elements above a threshold that rises towards the k-th value (a SIMD scan).
 #include "kernels/sampling_ops.h"
 
@@ -8,6 +9,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 
 namespace cpm::kernels {
 namespace {
@@ -62,6 +64,7 @@ float LogSoftmax(const float* x, int64_t n, float* out) {
 }
 
 float ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  if (ActiveIsa() == Isa::kAvx512) return ExpScaledAvx512(x, n, shift, scale, out);
   if (Simd()) return ExpScaledAvx2(x, n, shift, scale, out);
   float s = 0.0f;
   for (int64_t i = 0; i < n; ++i) s += out[i] = std::exp((x[i] - shift) * scale);

@@ -1,4 +1,5 @@
-// Log-softmax, softmax and top-k over vocabulary-sized rows: every ISA against references.
+// Log-softmax, softmax, exps and top-k over vocabulary-sized rows: every ISA against references,
+// the AVX-512 exps against the AVX2 ones.
 #include "kernels/sampling_ops.h"
 
 #include <gtest/gtest.h>
@@ -10,9 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
+namespace emulated {  // sampling_ops_avx512.cc over SIMDe (sampling_ops_avx512_emulated.cc)
+float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float* out);
+}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;
@@ -99,6 +106,37 @@ TEST(SamplingOpsTest, ArgMaxIsTheFirstLargestIgnoringNaN) {
       std::fill(x.begin(), x.end(), -INFINITY);  // nothing but -inf and a NaN
       x[n / 2] = NAN;
       EXPECT_EQ(ArgMax(x.data(), n), 0) << ToString(isa) << " n=" << n;  // the first -inf
+    }
+  }
+}
+
+// The AVX-512 ExpScaled is bitwise the AVX2 one (its outputs and their sum), natively where the
+// CPU has AVX-512 and over SIMDe's emulation everywhere: steps of four vectors, single vectors
+// after them, a scalar tail; underflowing and -inf inputs.
+TEST(SamplingOpsTest, ExpScaledAvx512IsBitwiseTheAvx2Form) {
+  if (BestIsa() < Isa::kAvx2) GTEST_SKIP() << "needs AVX2 (the reference form)";
+  for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 64 + 16 + 5, 4099, 73448}) {
+    std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 7), -40, 10);
+    x[0] = -INFINITY;
+    if (n > 1) x[n / 2] = -200.0f;
+    const float mx = Max(x.data(), n);
+    std::vector<float> want(n), got(n);
+    const float want_sum = ExpScaledAvx2(x.data(), n, mx, 1.25f, want.data());
+    std::vector<std::pair<std::string, float>> sums;
+    sums.emplace_back("emulated", emulated::ExpScaledAvx512(x.data(), n, mx, 1.25f, got.data()));
+    std::vector<std::vector<float>> outs{got};
+    if (BestIsa() >= Isa::kAvx512) {
+      sums.emplace_back("native", ExpScaledAvx512(x.data(), n, mx, 1.25f, got.data()));
+      outs.push_back(got);
+    }
+    for (size_t v = 0; v < sums.size(); ++v) {
+      const std::string what = sums[v].first + " n=" + std::to_string(n);
+      ASSERT_EQ(std::bit_cast<uint32_t>(sums[v].second), std::bit_cast<uint32_t>(want_sum))
+          << what;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(outs[v][i]), std::bit_cast<uint32_t>(want[i]))
+            << what << " i=" << i;
+      }
     }
   }
 }
