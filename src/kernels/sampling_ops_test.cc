@@ -176,8 +176,8 @@ TEST(SamplingOpsTest, TopKMatchesStableSort) {
           std::vector<int32_t> idx(k, -1);
           std::vector<float> val(k);
           const int64_t got = TopK(x.data(), n, k, idx.data(), val.data());
-          const std::string what =
-              std::string(ToString(isa)) + " " + kind + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+          const std::string what = std::string(ToString(isa)) + " " + kind +
+                                   " n=" + std::to_string(n) + " k=" + std::to_string(k);
           ASSERT_EQ(got, std::min<int64_t>(k, static_cast<int64_t>(order.size()))) << what;
           for (int64_t j = 0; j < got; ++j) {
             ASSERT_EQ(idx[j], order[j]) << what << " j=" << j;

@@ -47,58 +47,114 @@ std::vector<uint64_t> SortKeys(const float* values, int64_t n) {
 }
 inline int32_t KeyIndex(uint64_t key) { return kernels::RankKeyIndex(key); }
 
-// A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
-// than the first candidates: top-p's set (the smallest prefix, in sorted order, whose mass
-// reaches top_p) is found by halving the candidates with a selection each round, O(n) against
-// the sort's O(n log n), then min-p's floor filters it, and the draw goes over the set in any
-// order (the same distribution as over the sorted prefix).
-// w: the tokens' unnormalised probabilities (ExpsOf).
-int32_t SampleSelected(const float* x, int64_t n, const float* w, const SamplingParams& p,
-                       Rng& rng) {
-  std::vector<uint64_t> keys = SortKeys(x, n);
-  if (keys.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
+// The end of the shortest prefix, in rank order, of `keys` (rank keys of tokens of weight w)
+// whose weight reaches `need` (all of them if none does): halving with a selection each round
+// until 64 are left, then sorting those, O(n) against a sort's O(n log n). keys[0, end) holds the
+// prefix afterwards, unsorted but for its last part.
+size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
   const auto mass = [&](size_t b, size_t e) {
     double m = 0.0;
     for (size_t i = b; i < e; ++i) m += w[KeyIndex(keys[i])];
     return m;
   };
-  size_t end = keys.size();  // top-p's set: keys[0, end), unsorted
+  size_t lo = 0, hi = keys.size();  // the prefix's last token lies in [lo, hi)
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(keys.begin() + lo, keys.begin() + mid, keys.begin() + hi);
+    const double left = mass(lo, mid);
+    if (left >= need) {
+      hi = mid;
+    } else {
+      need -= left;
+      lo = mid;
+    }
+  }
+  std::sort(keys.begin() + lo, keys.begin() + hi);
+  size_t end = lo;
+  while (end < hi) {
+    need -= w[KeyIndex(keys[end++])];
+    if (need <= 0.0) break;
+  }
+  return end;
+}
+
+// Slices of the logits' top range in which SampleSelected finds where top-p's set ends, and
+// that range: `kMassRange` / (1 / temperature) below the largest logit, where a token's weight
+// falls to e^-30 (~1e-13) of the largest's; every token below shares the lowest slice.
+constexpr int kMassSlices = 4096;
+constexpr float kMassRange = 30.0f;
+
+// A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
+// than the first candidates. Top-p's set is the shortest prefix, in rank order, whose mass
+// reaches top_p: a histogram of the mass over kMassSlices equal slices of the logits' top range
+// finds the slice where it ends (every token above that slice is in, every one below out); only
+// that slice's tokens are ordered (PrefixByMass), and the draw then walks the vocabulary in
+// index order over the set's tokens that min-p's floor keeps (the same distribution as over
+// the sorted prefix). 73448 logits of a nearly flat distribution (normal, σ 0.3-1, as dummy
+// weights make): 1.45 ms a token → 0.5-0.7 ms, where halving selections over the whole
+// vocabulary took the 1.45 (the histogram's pass ~0.15 ms of it).
+// w: the tokens' unnormalised probabilities, e^((x − mx)·t) (ExpsOf).
+int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, float t,
+                       const SamplingParams& p, Rng& rng) {
+  // The slice of a non-NaN logit: -1 for -inf (no weight), kMassSlices for +inf. Without a
+  // finite largest logit, one slice holds all the finite ones.
+  const bool finite = std::isfinite(mx);
+  const float lo = finite ? mx - kMassRange / t : 0.0f;
+  const float scale = finite && mx > lo ? kMassSlices / (mx - lo) : 0.0f;
+  const auto slice = [lo, scale](float v) -> int {
+    if (v == -INFINITY) return -1;
+    if (v == INFINITY) return kMassSlices;
+    return std::clamp(static_cast<int>((v - lo) * scale), 0, kMassSlices - 1);
+  };
+  thread_local std::vector<double> mass(kMassSlices + 2);  // slice b's at b + 1
+  std::fill(mass.begin(), mass.end(), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isnan(x[i])) mass[slice(x[i]) + 1] += w[i];
+  }
+  double above = 0.0;  // the mass of the slices above the boundary
+  for (const double m : mass) above += m;
+  int boundary = -2;    // every slice above it is in the set (with -2, every token)
+  uint64_t last = 0;    // the boundary slice's tokens in the set: rank keys up to this one
   if (p.top_p < 1.0f) {
-    double need = p.top_p * mass(0, keys.size());
-    size_t lo = 0, hi = keys.size();  // the set's last token lies in [lo, hi)
-    while (hi - lo > 64) {
-      const size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(keys.begin() + lo, keys.begin() + mid, keys.begin() + hi);
-      const double left = mass(lo, mid);
-      if (left >= need) {
-        hi = mid;
-      } else {
-        need -= left;
-        lo = mid;
+    const double need = p.top_p * above;
+    above = 0.0;
+    for (boundary = kMassSlices; boundary >= -1 && above + mass[boundary + 1] < need; --boundary) {
+      above += mass[boundary + 1];
+    }
+    if (boundary >= -1) {  // else rounding left need out of reach: every token
+      thread_local std::vector<uint64_t> edge;
+      edge.clear();
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isnan(x[i]) && slice(x[i]) == boundary) {
+          edge.push_back(kernels::RankKey(x[i], i));
+        }
       }
-    }
-    std::sort(keys.begin() + lo, keys.begin() + hi);
-    for (end = lo; end < hi;) {
-      need -= w[KeyIndex(keys[end++])];
-      if (need <= 0.0) break;
+      const size_t end = PrefixByMass(edge, w, need - above);
+      last = *std::max_element(edge.begin(), edge.begin() + end);
+      for (size_t j = 0; j < end; ++j) above += w[KeyIndex(edge[j])];
     }
   }
-  // min-p: the largest probability is w = 1 (at the max).
-  double kept = 0.0;
-  size_t n_kept = 0;
-  for (size_t i = 0; i < end; ++i) {
-    if (w[KeyIndex(keys[i])] >= p.min_p) {
-      keys[n_kept++] = keys[i];
-      kept += w[KeyIndex(keys[i])];
-    }
+  const auto kept = [&](int64_t i) {
+    if (std::isnan(x[i]) || w[i] < p.min_p) return false;  // min-p: the largest w is 1
+    const int b = slice(x[i]);
+    return b > boundary || (b == boundary && kernels::RankKey(x[i], i) <= last);
+  };
+  double total = above;  // the kept mass
+  if (p.min_p > 0.0f) {
+    total = 0.0;
+    for (int64_t i = 0; i < n; ++i) total += kept(i) ? w[i] : 0.0;
   }
-  std::uniform_real_distribution<double> u(0.0, kept);
+  if (!(total > 0.0)) return static_cast<int32_t>(kernels::ArgMax(x, n));  // +inf or NaN logits
+  std::uniform_real_distribution<double> u(0.0, total);
   double r = u(rng), acc = 0.0;
-  for (size_t i = 0; i < n_kept; ++i) {
-    acc += w[KeyIndex(keys[i])];
-    if (r < acc) return KeyIndex(keys[i]);
+  int64_t drawn = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!kept(i)) continue;
+    acc += w[i];
+    drawn = i;
+    if (r < acc) break;
   }
-  return KeyIndex(keys[n_kept - 1]);
+  return static_cast<int32_t>(drawn >= 0 ? drawn : kernels::ArgMax(x, n));
 }
 
 // A draw from softmax(x·t) over the whole vocabulary, in index order: the same distribution as
@@ -188,7 +244,7 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
   const double norm = exps.sum;
   for (double& q : probs) q /= norm;
   if (k == n && static_cast<int64_t>(cand.size()) < n && !EndsWithin(probs, sum / norm, p)) {
-    return SampleSelected(logits, n, exps.w, p, rng);
+    return SampleSelected(logits, n, exps.w, mx, inv_t, p, rng);
   }
   size_t keep = probs.size();
   if (p.min_p > 0.0f) {

@@ -136,6 +136,29 @@ TEST(SamplerTest, TopPOverThousandsMatchesTheSortedPrefix) {
   EXPECT_GT(far, 15);     // the last quarter of the set holds ~8.6% of its mass: ~35 draws
 }
 
+// A nearly flat vocabulary (top-p's set spans most of it, past the first candidates) with NaN,
+// -inf and +inf logits: draws never take a NaN or -inf token, and a +inf logit, which leaves
+// no finite weight to draw by, is taken as the largest.
+TEST(SamplerTest, TopPOverAFlatVocabularySkipsNaNAndInfinities) {
+  std::vector<float> logits(73448);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.001f * static_cast<float>(i % 1000);
+  for (size_t i = 3; i < logits.size(); i += 11) logits[i] = NAN;
+  for (size_t i = 5; i < logits.size(); i += 13) logits[i] = -INFINITY;
+  SamplingParams p;
+  p.top_p = 0.5f;
+  Rng rng(3);
+  std::map<bool, int> high;  // draws among the upper half of the logits
+  for (int i = 0; i < 300; ++i) {
+    const int32_t t = SampleToken(logits.data(), static_cast<int64_t>(logits.size()), p, rng);
+    ASSERT_GE(t, 0);
+    ASSERT_TRUE(std::isfinite(logits[t])) << t;
+    ++high[logits[t] >= 0.5f];
+  }
+  EXPECT_EQ(high[false], 0);  // top-p 0.5 of a flat distribution: only its upper half
+  logits[40000] = INFINITY;
+  EXPECT_EQ(SampleToken(logits.data(), static_cast<int64_t>(logits.size()), p, rng), 40000);
+}
+
 TEST(SamplerTest, LargeTopKKeepsTheLargest) {
   std::vector<float> logits = FlatTop(1000, -1.0f);  // 72448 tokens at e^-1 of the top ones
   SamplingParams p;
