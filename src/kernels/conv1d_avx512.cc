@@ -115,7 +115,10 @@ void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int
         avx512::MaskStoreu(yi + c0, m, Silu(Conv16<K>(rows, w, c0, m), round));
       };
       int64_t c0 = b0;
-      if (c0 < c_begin) one(c0), c0 += kLanes;  // a partial first group
+      if (c0 < c_begin) {  // a partial first group
+        one(c0);
+        c0 += kLanes;
+      }
       for (; c0 + kChains * kLanes <= b1; c0 += kChains * kLanes) {
         for (int i = 0; i < kChains; ++i) request(c0 + i * kLanes);
         OutputChains<K>(rows, w, c0, round, yi);

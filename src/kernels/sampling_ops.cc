@@ -1,6 +1,6 @@
 // Sampling ops: dispatch to AVX2 where available (ExpScaled to AVX-512 where that is, with the
-// same results), scalar references otherwise. Top-k looks only
-// at elements above a threshold that rises towards the k-th value (a SIMD scan).
+// same results), scalar references otherwise. Top-k looks only at elements above a threshold
+// that rises towards the k-th value (a SIMD scan).
 #include "kernels/sampling_ops.h"
 
 #include <algorithm>

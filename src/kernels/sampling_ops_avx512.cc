@@ -1,6 +1,6 @@
 // AVX-512 ExpScaled (sampling_ops.h): ExpScaledAvx2's arithmetic on 16 lanes, so that the two
-// agree to the bit (sampling_ops_test, natively and over SIMDe) and a seeded draw does not
-// depend on the ISA: each vector of 16 is the AVX2 loop's two vectors of 8, whose sums s0 and
+// agree to the bit (sampling_ops_test, natively and over SIMDe) and a seeded draw from the same
+// logits does not depend on the ISA: each vector of 16 is the AVX2 loop's two vectors of 8, whose sums s0 and
 // s1 are its low and high lanes, added in the same order; the same tail. Compiled with AVX-512
 // flags; called only when the CPU has them.
 #include <cmath>

@@ -79,8 +79,8 @@ size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
 }
 
 // Slices of the logits' top range in which SampleSelected finds where top-p's set ends, and
-// that range: `kMassRange` / (1 / temperature) below the largest logit, where a token's weight
-// falls to e^-30 (~1e-13) of the largest's; every token below shares the lowest slice.
+// that range: kMassRange · temperature below the largest logit, where a token's weight falls to
+// e^-30 (~1e-13) of the largest's; every token below it shares the lowest slice.
 constexpr int kMassSlices = 4096;
 constexpr float kMassRange = 30.0f;
 
