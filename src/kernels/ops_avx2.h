@@ -36,6 +36,7 @@ void AddScaledAvx2(float* h, int64_t h_stride, const float* d, int64_t d_stride,
 void ScaleAvx2(float* x, int64_t n, float scale, Round round);
 void RoundBf16InPlaceAvx2(float* x, int64_t n);
 float MaxAvx2(const float* x, int64_t n);
+float MinFiniteAvx2(const float* x, int64_t n);
 // Σ exp(x[i] - shift), accumulated in f64.
 double SumExpAvx2(const float* x, int64_t n, float shift);
 // out[i] = exp((x[i] - shift) · scale); returns Σ out[i].

@@ -40,6 +40,13 @@ float Max(const float* x, int64_t n) {
   return m;
 }
 
+float MinFinite(const float* x, int64_t n) {
+  if (Simd()) return MinFiniteAvx2(x, n);
+  float m = INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = std::isfinite(x[i]) && x[i] < m ? x[i] : m;
+  return m;
+}
+
 int64_t ArgMax(const float* x, int64_t n) {
   const float mx = Max(x, n);
   // The first element ≥ the largest float below mx, which is mx itself.

@@ -10,6 +10,9 @@ namespace cpm::kernels {
 // max(x[0, n)), NaNs ignored; -inf for n = 0.
 float Max(const float* x, int64_t n);
 
+// The smallest finite value of x[0, n) (NaNs and infinities ignored); +inf if there is none.
+float MinFinite(const float* x, int64_t n);
+
 // The lowest index of max(x[0, n)) (greedy decoding's token, as std::max_element picks it),
 // NaNs ignored; 0 when there is no such index (n = 0, or only NaNs).
 int64_t ArgMax(const float* x, int64_t n);

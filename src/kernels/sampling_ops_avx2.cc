@@ -22,6 +22,23 @@ float MaxAvx2(const float* x, int64_t n) {
   return m;
 }
 
+float MinFiniteAvx2(const float* x, int64_t n) {
+  const __m256 inf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
+  // v − v is 0 for a finite v, NaN for an infinity or a NaN: those become +inf.
+  const auto finite_or_inf = [&](__m256 v) {
+    return _mm256_blendv_ps(inf, v, _mm256_cmp_ps(_mm256_sub_ps(v, v), zero, _CMP_EQ_OQ));
+  };
+  __m256 m0 = inf, m1 = inf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_min_ps(m0, finite_or_inf(_mm256_loadu_ps(x + i)));
+    m1 = _mm256_min_ps(m1, finite_or_inf(_mm256_loadu_ps(x + i + 8)));
+  }
+  float m = -avx2::HMax(_mm256_sub_ps(zero, _mm256_min_ps(m0, m1)));
+  for (; i < n; ++i) m = std::isfinite(x[i]) && x[i] < m ? x[i] : m;
+  return m;
+}
+
 double SumExpAvx2(const float* x, int64_t n, float shift) {
   // The exps in f32 (relative error ~1e-7 each), their sum in f64 lanes: over a vocabulary of
   // 73k entries f32 lanes lost ~1e-5 of it, which a log-prob would carry.

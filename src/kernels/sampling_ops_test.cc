@@ -158,6 +158,32 @@ std::vector<float> TopKInput(const std::string& kind, int64_t n) {
   return x;
 }
 
+// The smallest finite value at every ISA: NaNs and infinities in whole vectors and in the
+// tail ignored, +inf when nothing is finite.
+TEST(SamplingOpsTest, MinFiniteSkipsNaNAndInfinities) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 16, 33, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 5), -20, 20);
+      float want = INFINITY;
+      for (int64_t i = 0; i < n; ++i) {
+        if (i % 5 == 1) x[i] = -INFINITY;
+        if (i % 7 == 2) x[i] = NAN;
+        if (i % 11 == 3) x[i] = INFINITY;
+        if (std::isfinite(x[i])) want = std::min(want, x[i]);
+      }
+      const std::string what = std::string(ToString(isa)) + " n=" + std::to_string(n);
+      EXPECT_EQ(MinFinite(x.data(), n), want) << what;
+      x[n - 1] = -30.0f;  // the smallest in the tail (or the last whole vector)
+      EXPECT_EQ(MinFinite(x.data(), n), -30.0f) << what;
+      std::fill(x.begin(), x.end(), -INFINITY);
+      x[0] = NAN;
+      EXPECT_EQ(MinFinite(x.data(), n), INFINITY) << what;
+    }
+  }
+}
+
 TEST(SamplingOpsTest, TopKMatchesStableSort) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
