@@ -177,8 +177,8 @@ TEST(ElementwiseTest, SiluMulAvx512EmulatedMatchesScalar) {
 }
 
 // The pairs epilogue compiled over SIMDe: the pairs PrepareX makes of SiluMul's rounded output.
-// Its whole 32-column groups go four at a time over the rows: 3 rows of 128 are three full
-// batches, of 32 or 64 a short last one, of 4099 groups then a tail in every row.
+// Its whole 32-column groups go four at a time over the rows: 3 rows of 128 make three full
+// batches, of 32 or 64 a short last one, of 4099 whole groups and then a tail in every row.
 TEST(ElementwiseTest, SiluMulToPairsAvx512EmulatedIsSiluMulPacked) {
   for (int64_t dim : {1, 2, 15, 16, 17, 31, 32, 33, 64, 95, 128, 4099}) {
     const int64_t rows = 3, ps = dim / 2 + 20;
