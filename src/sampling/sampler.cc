@@ -9,8 +9,6 @@
 namespace cpm {
 namespace {
 
-// TopK scans for up to this many (kernels::TopK's buffer insertions grow with k); more select.
-constexpr int64_t kScanTopK = 256;
 // Candidates sorted first when min-p or top-p filter the whole vocabulary: a trained model's
 // kept prefix usually ends within them; otherwise the whole vocabulary is selected from.
 constexpr int64_t kFirstCandidates = 256;
@@ -35,18 +33,6 @@ bool EndsWithin(const std::vector<double>& probs, double mass, const SamplingPar
   return p.top_p < 1.0f && mass >= p.top_p;
 }
 
-// The rank keys (kernels::RankKey: value descending, index ascending when sorted ascending) of
-// values[0, n), NaNs left out.
-std::vector<uint64_t> SortKeys(const float* values, int64_t n) {
-  std::vector<uint64_t> keys;
-  keys.reserve(n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isnan(values[i])) keys.push_back(kernels::RankKey(values[i], i));
-  }
-  return keys;
-}
-inline int32_t KeyIndex(uint64_t key) { return kernels::RankKeyIndex(key); }
-
 // The end of the shortest prefix, in rank order, of `keys` (rank keys of tokens of weight w)
 // whose weight reaches `need` (all of them if none does): halving with a selection each round
 // until 64 are left, then sorting those, O(n) against a sort's O(n log n). keys[0, end) holds the
@@ -54,7 +40,7 @@ inline int32_t KeyIndex(uint64_t key) { return kernels::RankKeyIndex(key); }
 size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
   const auto mass = [&](size_t b, size_t e) {
     double m = 0.0;
-    for (size_t i = b; i < e; ++i) m += w[KeyIndex(keys[i])];
+    for (size_t i = b; i < e; ++i) m += w[kernels::RankKeyIndex(keys[i])];
     return m;
   };
   size_t lo = 0, hi = keys.size();  // the prefix's last token lies in [lo, hi)
@@ -72,7 +58,7 @@ size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
   std::sort(keys.begin() + lo, keys.begin() + hi);
   size_t end = lo;
   while (end < hi) {
-    need -= w[KeyIndex(keys[end++])];
+    need -= w[kernels::RankKeyIndex(keys[end++])];
     if (need <= 0.0) break;
   }
   return end;
@@ -132,7 +118,7 @@ int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, floa
       }
       const size_t end = PrefixByMass(edge, w, need - above);
       last = *std::max_element(edge.begin(), edge.begin() + end);
-      for (size_t j = 0; j < end; ++j) above += w[KeyIndex(edge[j])];
+      for (size_t j = 0; j < end; ++j) above += w[kernels::RankKeyIndex(edge[j])];
     }
   }
   const auto kept = [&](int64_t i) {
@@ -182,24 +168,16 @@ void LogSoftmax(const float* logits, int64_t n, float* out) {
 }
 
 std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int64_t k) {
+  // kernels::TopK gathers its candidates above a threshold rising to the k-th value: O(n) plus
+  // a selection per 4k candidates, faster at every k than selecting over all n rank keys (73448
+  // normal logits: k = 1000 124 µs against 832, k = n 4.7 ms against 10.3).
   k = std::min(k, n);
+  std::vector<int32_t> idx(std::max<int64_t>(k, 0));
+  std::vector<float> val(idx.size());
+  k = kernels::TopK(values, n, k, idx.data(), val.data());
   std::vector<std::pair<int32_t, float>> out;
-  if (k <= kScanTopK) {
-    // A SIMD scan that keeps a sorted buffer of k: O(n) for small k.
-    std::vector<int32_t> idx(k);
-    std::vector<float> val(k);
-    k = kernels::TopK(values, n, k, idx.data(), val.data());
-    for (int64_t i = 0; i < k; ++i) out.emplace_back(idx[i], val[i]);
-    return out;
-  }
-  // Larger k: select, then sort only the k selected (O(n + k log k)), on packed keys: 2-3×
-  // faster than sorting indices through a comparator that loads both values.
-  std::vector<uint64_t> keys = SortKeys(values, n);
-  k = std::min<int64_t>(k, static_cast<int64_t>(keys.size()));
-  if (k == 0) return out;
-  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
-  std::sort(keys.begin(), keys.begin() + k);
-  for (int64_t i = 0; i < k; ++i) out.emplace_back(KeyIndex(keys[i]), values[KeyIndex(keys[i])]);
+  out.reserve(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) out.emplace_back(idx[i], val[i]);
   return out;
 }
 
