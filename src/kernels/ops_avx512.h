@@ -41,6 +41,8 @@ void GeluTanhAvx512(float* x, int64_t n, Round round);
 
 // sampling_ops.h's ExpScaled, bitwise ExpScaledAvx2's results (the outputs and the sum).
 float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float* out);
+// Σ exp(x[i] − shift) in f64 (LogSoftmax's sum), bitwise SumExpAvx2's.
+double SumExpAvx512(const float* x, int64_t n, float shift);
 
 // DenseAttention (dense_attention.h) with `bf16`, on AVX512_BF16.
 void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,

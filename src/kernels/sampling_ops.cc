@@ -1,6 +1,6 @@
-// Sampling ops: dispatch to AVX2 where available (ExpScaled to AVX-512 where that is, with the
-// same results), scalar references otherwise. Top-k looks only at elements above a threshold
-// that rises towards the k-th value (a SIMD scan).
+// Sampling ops: dispatch to AVX2 where available (ExpScaled and SumExp to AVX-512 where that is,
+// with the same results), scalar references otherwise. Top-k looks only at elements above a
+// threshold that rises towards the k-th value (a SIMD scan).
 #include "kernels/sampling_ops.h"
 
 #include <algorithm>
@@ -17,6 +17,7 @@ namespace {
 bool Simd() { return ActiveIsa() != Isa::kScalar; }
 
 double SumExp(const float* x, int64_t n, float shift) {
+  if (ActiveIsa() == Isa::kAvx512) return SumExpAvx512(x, n, shift);
   if (Simd()) return SumExpAvx2(x, n, shift);
   double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - shift);

@@ -19,6 +19,7 @@
 namespace cpm::kernels {
 namespace emulated {  // sampling_ops_avx512.cc over SIMDe (sampling_ops_avx512_emulated.cc)
 float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float* out);
+double SumExpAvx512(const float* x, int64_t n, float shift);
 }  // namespace emulated
 namespace {
 
@@ -137,6 +138,27 @@ TEST(SamplingOpsTest, ExpScaledAvx512IsBitwiseTheAvx2Form) {
         ASSERT_EQ(std::bit_cast<uint32_t>(outs[v][i]), std::bit_cast<uint32_t>(want[i]))
             << what << " i=" << i;
       }
+    }
+  }
+}
+
+// The AVX-512 sum of exps (LogSoftmax's) is bitwise the AVX2 one, natively and over SIMDe:
+// steps of four vectors of 16, single vectors of 8 after them, a scalar tail; -inf and
+// underflowing inputs.
+TEST(SamplingOpsTest, SumExpAvx512IsBitwiseTheAvx2Form) {
+  if (BestIsa() < Isa::kAvx2) GTEST_SKIP() << "needs AVX2 (the reference form)";
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 64 + 24 + 5, 4099, 73448}) {
+    std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 11), -40, 10);
+    x[0] = -INFINITY;
+    if (n > 1) x[n / 2] = -200.0f;
+    const float mx = Max(x.data(), n);
+    const double want = SumExpAvx2(x.data(), n, mx);
+    std::vector<std::pair<std::string, double>> sums;
+    sums.emplace_back("emulated", emulated::SumExpAvx512(x.data(), n, mx));
+    if (BestIsa() >= Isa::kAvx512) sums.emplace_back("native", SumExpAvx512(x.data(), n, mx));
+    for (const auto& [what, sum] : sums) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(sum), std::bit_cast<uint64_t>(want))
+          << what << " n=" << n << ": " << sum << " vs " << want;
     }
   }
 }

@@ -42,6 +42,17 @@ inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_load
 inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
 #endif
 
+// 8 floats widened to f64 (vcvtps2pd), exactly.
+#if defined(CPM_EMULATE_AVX512)
+// SIMDe 0.7 has no _mm512_cvtps_pd; the two 128-bit halves' AVX conversions.
+inline __m512d WidenToF64(__m256 v) {
+  return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_cvtps_pd(_mm256_castps256_ps128(v))),
+                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), 1);
+}
+#else
+inline __m512d WidenToF64(__m256 v) { return _mm512_cvtps_pd(v); }
+#endif
+
 // The first n lanes of 16 (none for n ≤ 0, all for n ≥ 16): the valid lanes of a row's last,
 // partial vector.
 inline __mmask16 FirstLanes(int64_t n) {

@@ -1,0 +1,77 @@
+// The vocabulary-wide sampling ops over one row of MiniCPM4-0.5B's 73448 logits, at each ISA the
+// CPU has: LogSoftmax (every sampled token of a request that asks for logprobs, and every
+// position of an evaluation dump), ExpScaled (sampling with a temperature) and TopK (top-k /
+// top-p candidates). One thread, as the sampler runs them.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/sampling_ops.h"
+
+namespace cpm::kernels {
+namespace {
+
+constexpr int64_t kVocab = 73448;
+
+// Logits spread as a language model's: most far below the few largest.
+std::vector<float> Logits() {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> x(kVocab);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// Arg: the ISA (cpu_features.h Isa), skipped where the CPU lacks it.
+bool UseIsa(benchmark::State& state) {
+  const Isa isa = static_cast<Isa>(state.range(0));
+  if (isa > BestIsa()) {
+    state.SkipWithError("ISA not available");
+    return false;
+  }
+  SetActiveIsa(isa);
+  state.SetLabel(ToString(isa));
+  return true;
+}
+
+void BM_LogSoftmax(benchmark::State& state) {
+  if (!UseIsa(state)) return;
+  const std::vector<float> x = Logits();
+  std::vector<float> out(kVocab);
+  for (auto _ : state) benchmark::DoNotOptimize(LogSoftmax(x.data(), kVocab, out.data()));
+  SetActiveIsa(BestIsa());
+}
+
+void BM_ExpScaled(benchmark::State& state) {
+  if (!UseIsa(state)) return;
+  const std::vector<float> x = Logits();
+  std::vector<float> out(kVocab);
+  const float mx = Max(x.data(), kVocab);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ExpScaled(x.data(), kVocab, mx, 1.0f / 0.7f, out.data()));
+  }
+  SetActiveIsa(BestIsa());
+}
+
+void BM_TopK256(benchmark::State& state) {
+  if (!UseIsa(state)) return;
+  const std::vector<float> x = Logits();
+  std::vector<int32_t> idx(256);
+  std::vector<float> val(256);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(TopK(x.data(), kVocab, 256, idx.data(), val.data()));
+  }
+  SetActiveIsa(BestIsa());
+}
+
+void Isas(benchmark::internal::Benchmark* b) {
+  b->ArgName("isa")->Arg(static_cast<int>(Isa::kAvx2))->Arg(static_cast<int>(Isa::kAvx512));
+}
+BENCHMARK(BM_LogSoftmax)->Apply(Isas);
+BENCHMARK(BM_ExpScaled)->Apply(Isas);
+BENCHMARK(BM_TopK256)->Apply(Isas);
+
+}  // namespace
+}  // namespace cpm::kernels
