@@ -1,7 +1,8 @@
 // The vocabulary-wide sampling ops over one row of MiniCPM4-0.5B's 73448 logits, at each ISA the
 // CPU has: LogSoftmax (every sampled token of a request that asks for logprobs, and every
-// position of an evaluation dump), ExpScaled (sampling with a temperature) and TopK (top-k /
-// top-p candidates). One thread, as the sampler runs them.
+// position of an evaluation dump or of prompt_logprobs), CountGreater (a prompt token's rank),
+// ExpScaled (sampling with a temperature) and TopK (top-k / top-p candidates). One thread, as
+// the sampler runs them.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -55,6 +56,13 @@ void BM_ExpScaled(benchmark::State& state) {
   SetActiveIsa(BestIsa());
 }
 
+void BM_CountGreater(benchmark::State& state) {
+  if (!UseIsa(state)) return;
+  const std::vector<float> x = Logits();
+  for (auto _ : state) benchmark::DoNotOptimize(CountGreater(x.data(), kVocab, x[100]));
+  SetActiveIsa(BestIsa());
+}
+
 void BM_TopK256(benchmark::State& state) {
   if (!UseIsa(state)) return;
   const std::vector<float> x = Logits();
@@ -71,6 +79,10 @@ void Isas(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_LogSoftmax)->Apply(Isas);
 BENCHMARK(BM_ExpScaled)->Apply(Isas);
+BENCHMARK(BM_CountGreater)  // isa:0 is the plain loop, as the std::count_if it replaced
+    ->ArgName("isa")
+    ->Arg(static_cast<int>(Isa::kScalar))
+    ->Arg(static_cast<int>(Isa::kAvx2));
 BENCHMARK(BM_TopK256)->Apply(Isas);
 
 }  // namespace

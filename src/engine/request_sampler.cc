@@ -121,8 +121,7 @@ TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t
   TokenLogprobs lp;
   lp.token = token;
   lp.logprob = (*scratch)[token];
-  lp.rank = 1 + std::count_if(scratch->begin(), scratch->end(),
-                              [&](float v) { return v > lp.logprob; });
+  lp.rank = 1 + CountAbove(scratch->data(), vocab, lp.logprob);
   if (k > 0) lp.top = TopK(scratch->data(), vocab, std::min<int64_t>(k, vocab));
   return lp;
 }

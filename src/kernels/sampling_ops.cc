@@ -59,6 +59,13 @@ int64_t ArgMax(const float* x, int64_t n) {
   return 0;
 }
 
+int64_t CountGreater(const float* x, int64_t n, float threshold) {
+  if (Simd()) return CountGreaterAvx2(x, n, threshold);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += x[i] > threshold;
+  return count;
+}
+
 float LogSoftmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
   const float log_z = static_cast<float>(std::log(SumExp(x, n, mx)));

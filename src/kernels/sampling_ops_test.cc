@@ -163,6 +163,26 @@ TEST(SamplingOpsTest, SumExpAvx512IsBitwiseTheAvx2Form) {
   }
 }
 
+// CountGreater at every ISA against the plain count: ties at the threshold not counted, NaNs
+// never, infinities by their sign, in whole vectors and in the tail.
+TEST(SamplingOpsTest, CountGreaterMatchesThePlainCount) {
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 15, 16, 17, 33, 4099, 73448}) {
+      std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 9));
+      for (int64_t i = 0; i < n; i += 13) x[i] = NAN;
+      if (n > 5) x[5] = INFINITY;
+      if (n > 6) x[6] = -INFINITY;
+      for (float t : {-INFINITY, -3.0f, 0.0f, 7.0f, 20.0f, INFINITY}) {
+        int64_t want = 0;
+        for (float v : x) want += v > t;
+        EXPECT_EQ(CountGreater(x.data(), n, t), want) << ToString(isa) << " n=" << n << " t=" << t;
+      }
+    }
+  }
+}
+
 // Inputs for TopK: random values with ties, a NaN and an -inf ("random"); ascending, where
 // every element beats the ones before it ("ascending"); and all -inf but every 97th and a NaN,
 // as a vocabulary masked for a constraint ("masked"), where the -infs fill up to k.

@@ -167,6 +167,10 @@ void LogSoftmax(const float* logits, int64_t n, float* out) {
   kernels::LogSoftmax(logits, n, out);
 }
 
+int64_t CountAbove(const float* values, int64_t n, float threshold) {
+  return kernels::CountGreater(values, n, threshold);
+}
+
 std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int64_t k) {
   // kernels::TopK gathers its candidates above a threshold rising to the k-th value: O(n) plus
   // a selection per 4k candidates, faster at every k than selecting over all n rank keys (73448
