@@ -68,9 +68,9 @@ float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float
 
 // SumExpAvx2's two f64 chains, s0 over lanes 0-3 of each vector of 8 and s1 over lanes 4-7, are
 // the low and high halves of one 8-lane f64 chain here, which takes a vector of 16's two halves
-// in turn: each lane's additions in the AVX2 loop's order. The e^x run four vectors side by side,
-// where SumExpAvx2 waits on each one's chain: LogSoftmax over 73448 logits 48 → 24 µs (Zen 5,
-// kernels_bench BM_LogSoftmax, the two ISAs in one run).
+// in turn: each lane's additions in the AVX2 loop's order. The e^x on 16 lanes, four vectors side
+// by side: LogSoftmax over 73448 logits 48 → 24 µs (Zen 5, kernels_bench BM_LogSoftmax, the two
+// ISAs in one run).
 double SumExpAvx512(const float* x, int64_t n, float shift) {
   const __m512 vs = _mm512_set1_ps(shift);
   __m512d s = _mm512_setzero_pd();
