@@ -1,6 +1,6 @@
 // The vocabulary-wide sampling ops over one row of MiniCPM4-0.5B's 73448 logits, at each ISA the
 // CPU has: LogSoftmax (every sampled token of a request that asks for logprobs, and every
-// position of an evaluation dump or of prompt_logprobs), CountGreater (a prompt token's rank),
+// position of an evaluation dump or of prompt_logprobs), CountAtLeast (a prompt token's rank),
 // ExpScaled (sampling with a temperature) and TopK (top-k / top-p candidates). One thread, as
 // the sampler runs them.
 #include <benchmark/benchmark.h>
@@ -56,10 +56,10 @@ void BM_ExpScaled(benchmark::State& state) {
   SetActiveIsa(BestIsa());
 }
 
-void BM_CountGreater(benchmark::State& state) {
+void BM_CountAtLeast(benchmark::State& state) {
   if (!UseIsa(state)) return;
   const std::vector<float> x = Logits();
-  for (auto _ : state) benchmark::DoNotOptimize(CountGreater(x.data(), kVocab, x[100]));
+  for (auto _ : state) benchmark::DoNotOptimize(CountAtLeast(x.data(), kVocab, x[100]));
   SetActiveIsa(BestIsa());
 }
 
@@ -79,7 +79,7 @@ void Isas(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_LogSoftmax)->Apply(Isas);
 BENCHMARK(BM_ExpScaled)->Apply(Isas);
-BENCHMARK(BM_CountGreater)  // isa:0 is the plain loop, as the std::count_if it replaced
+BENCHMARK(BM_CountAtLeast)  // isa:0 is the plain loop, as the std::count_if it replaced
     ->ArgName("isa")
     ->Arg(static_cast<int>(Isa::kScalar))
     ->Arg(static_cast<int>(Isa::kAvx2));

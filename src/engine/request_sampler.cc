@@ -121,7 +121,7 @@ TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t
   TokenLogprobs lp;
   lp.token = token;
   lp.logprob = (*scratch)[token];
-  lp.rank = 1 + CountAbove(scratch->data(), vocab, lp.logprob);
+  lp.rank = CountAtLeast(scratch->data(), vocab, lp.logprob);
   if (k > 0) lp.top = TopK(scratch->data(), vocab, std::min<int64_t>(k, vocab));
   return lp;
 }

@@ -35,8 +35,9 @@ std::vector<SampledToken> SampleWithDraft(RequestState& r, float* rows, int64_t 
                                           int64_t vocab, int64_t max_model_len,
                                           std::vector<float>* scratch);
 
-// A prompt_logprobs entry: `token`'s log-prob under the raw logits `row`, its 1-based rank
-// (1 + the number of tokens more likely) and the top `k`.
+// A prompt_logprobs entry: `token`'s log-prob under the raw logits `row`, its 1-based rank as
+// vLLM's (the number of tokens at least as likely, itself included: tied tokens share the worse
+// rank) and the top `k`.
 TokenLogprobs ScoreToken(const float* row, int64_t vocab, int32_t token, int32_t k,
                          std::vector<float>* scratch);
 

@@ -45,8 +45,8 @@ float ExpScaledAvx2(const float* x, int64_t n, float shift, float scale, float* 
 void SubAvx2(const float* x, int64_t n, float shift, float* out);
 // First index i >= begin with x[i] > threshold, or n.
 int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshold);
-// The number of x[i] > threshold.
-int64_t CountGreaterAvx2(const float* x, int64_t n, float threshold);
+// The number of x[i] >= threshold.
+int64_t CountAtLeastAvx2(const float* x, int64_t n, float threshold);
 // CausalConv1dSilu (conv1d.h) for kernels of 2..6 taps; false (nothing done) for others.
 bool CausalConv1dSiluAvx2(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                           int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,

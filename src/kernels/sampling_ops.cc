@@ -59,10 +59,10 @@ int64_t ArgMax(const float* x, int64_t n) {
   return 0;
 }
 
-int64_t CountGreater(const float* x, int64_t n, float threshold) {
-  if (Simd()) return CountGreaterAvx2(x, n, threshold);
+int64_t CountAtLeast(const float* x, int64_t n, float threshold) {
+  if (Simd()) return CountAtLeastAvx2(x, n, threshold);
   int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += x[i] > threshold;
+  for (int64_t i = 0; i < n; ++i) count += x[i] >= threshold;
   return count;
 }
 

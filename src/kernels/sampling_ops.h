@@ -17,9 +17,9 @@ float MinFinite(const float* x, int64_t n);
 // NaNs ignored; 0 when there is no such index (n = 0, or only NaNs).
 int64_t ArgMax(const float* x, int64_t n);
 
-// How many of x[0, n) are above `threshold` (NaNs never are): a token's rank among the logits is
-// one more than the count above its own.
-int64_t CountGreater(const float* x, int64_t n, float threshold);
+// How many of x[0, n) are at or above `threshold` (NaNs never are): a token's rank among the
+// logits as vLLM reports it, the count at or above its own (so tied tokens share the worse rank).
+int64_t CountAtLeast(const float* x, int64_t n, float threshold);
 
 // out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))), the sum in f64. out may alias x. n >= 1.
 // Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.

@@ -1,6 +1,6 @@
 // AVX2 pieces of the vocabulary-wide sampling ops: max, Σ exp, shift, a threshold scan that lets
-// top-k skip the (vast) majority of logits that cannot enter the current top k, and a count
-// above a threshold (a token's rank).
+// top-k skip the (vast) majority of logits that cannot enter the current top k, and a count at
+// or above a threshold (a token's rank).
 #include <immintrin.h>
 
 #include <cmath>
@@ -97,17 +97,17 @@ int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshol
   return n;
 }
 
-int64_t CountGreaterAvx2(const float* x, int64_t n, float threshold) {
+int64_t CountAtLeastAvx2(const float* x, int64_t n, float threshold) {
   const __m256 t = _mm256_set1_ps(threshold);
   int64_t count = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    // _CMP_GT_OQ is false for a NaN, as the scalar x > threshold.
-    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ);
-    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_GT_OQ);
+    // _CMP_GE_OQ is false for a NaN, as the scalar x >= threshold.
+    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GE_OQ);
+    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_GE_OQ);
     count += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(a)) |
                                 (static_cast<unsigned>(_mm256_movemask_ps(b)) << 8));
   }
-  for (; i < n; ++i) count += x[i] > threshold;
+  for (; i < n; ++i) count += x[i] >= threshold;
   return count;
 }
 

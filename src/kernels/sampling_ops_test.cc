@@ -163,9 +163,9 @@ TEST(SamplingOpsTest, SumExpAvx512IsBitwiseTheAvx2Form) {
   }
 }
 
-// CountGreater at every ISA against the plain count: ties at the threshold not counted, NaNs
-// never, infinities by their sign, in whole vectors and in the tail.
-TEST(SamplingOpsTest, CountGreaterMatchesThePlainCount) {
+// CountAtLeast at every ISA against the plain count: ties at the threshold counted, NaNs never,
+// infinities by their sign, in whole vectors and in the tail.
+TEST(SamplingOpsTest, CountAtLeastMatchesThePlainCount) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
@@ -176,8 +176,8 @@ TEST(SamplingOpsTest, CountGreaterMatchesThePlainCount) {
       if (n > 6) x[6] = -INFINITY;
       for (float t : {-INFINITY, -3.0f, 0.0f, 7.0f, 20.0f, INFINITY}) {
         int64_t want = 0;
-        for (float v : x) want += v > t;
-        EXPECT_EQ(CountGreater(x.data(), n, t), want) << ToString(isa) << " n=" << n << " t=" << t;
+        for (float v : x) want += v >= t;
+        EXPECT_EQ(CountAtLeast(x.data(), n, t), want) << ToString(isa) << " n=" << n << " t=" << t;
       }
     }
   }

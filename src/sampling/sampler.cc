@@ -167,8 +167,8 @@ void LogSoftmax(const float* logits, int64_t n, float* out) {
   kernels::LogSoftmax(logits, n, out);
 }
 
-int64_t CountAbove(const float* values, int64_t n, float threshold) {
-  return kernels::CountGreater(values, n, threshold);
+int64_t CountAtLeast(const float* values, int64_t n, float threshold) {
+  return kernels::CountAtLeast(values, n, threshold);
 }
 
 std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int64_t k) {

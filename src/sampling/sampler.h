@@ -18,9 +18,10 @@ using Rng = std::mt19937_64;
 // out[i] = logits[i] − logsumexp(logits), the sum accumulated in f64 (kernels::LogSoftmax).
 void LogSoftmax(const float* logits, int64_t n, float* out);
 
-// How many of values[0, n) are above `threshold` (NaNs never are): a token's rank, as vLLM
-// reports it, is one more than the count above its log-prob (kernels::CountGreater).
-int64_t CountAbove(const float* values, int64_t n, float threshold);
+// How many of values[0, n) are at or above `threshold` (NaNs never are): a token's rank as vLLM
+// reports it is the count at or above its own log-prob, itself included, so that tied tokens
+// share the worse rank (its batched_count_greater_than is `x >= value`; kernels::CountAtLeast).
+int64_t CountAtLeast(const float* values, int64_t n, float threshold);
 
 // The k largest entries (index, value), largest first; ties go to the lower index.
 std::vector<std::pair<int32_t, float>> TopK(const float* values, int64_t n, int64_t k);
