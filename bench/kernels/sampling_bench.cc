@@ -63,14 +63,14 @@ void BM_CountAtLeast(benchmark::State& state) {
   SetActiveIsa(BestIsa());
 }
 
-void BM_TopK256(benchmark::State& state) {
+// Args: the ISA, k (256: top-p's first candidates; 20: the most top_logprobs vLLM allows).
+void BM_TopK(benchmark::State& state) {
   if (!UseIsa(state)) return;
+  const int64_t k = state.range(1);
   const std::vector<float> x = Logits();
-  std::vector<int32_t> idx(256);
-  std::vector<float> val(256);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(TopK(x.data(), kVocab, 256, idx.data(), val.data()));
-  }
+  std::vector<int32_t> idx(k);
+  std::vector<float> val(k);
+  for (auto _ : state) benchmark::DoNotOptimize(TopK(x.data(), kVocab, k, idx.data(), val.data()));
   SetActiveIsa(BestIsa());
 }
 
@@ -83,7 +83,9 @@ BENCHMARK(BM_CountAtLeast)  // isa:0 is the plain loop, as the std::count_if it 
     ->ArgName("isa")
     ->Arg(static_cast<int>(Isa::kScalar))
     ->Arg(static_cast<int>(Isa::kAvx2));
-BENCHMARK(BM_TopK256)->Apply(Isas);
+BENCHMARK(BM_TopK)
+    ->ArgNames({"isa", "k"})
+    ->ArgsProduct({{static_cast<int>(Isa::kAvx2), static_cast<int>(Isa::kAvx512)}, {20, 256}});
 
 }  // namespace
 }  // namespace cpm::kernels

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -92,6 +93,31 @@ void Softmax(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i] - mx) * inv;
 }
 
+namespace {
+
+// A first threshold for TopK from a strided sample of x: the j-th largest of kSample values,
+// j set so that ~2k + 3·n/kSample elements of x lie above it on average. Then the scan pushes
+// a few hundred candidates, where from -inf it pushed the first 4k elements one FindGreater
+// call each and pruned them over and over as t rose. -inf where x is too short to sample or k
+// too large a share of it.
+float SampledThreshold(const float* x, int64_t n, int64_t k) {
+  constexpr int64_t kSample = 1024;
+  if (n < 8 * kSample || 8 * k > n) return -INFINITY;
+  thread_local std::vector<float> sample;
+  sample.clear();
+  const int64_t stride = n / kSample;
+  for (int64_t i = 0; i < kSample; ++i) {
+    const float v = x[i * stride];
+    if (!std::isnan(v)) sample.push_back(v);
+  }
+  const int64_t j = 2 * k * kSample / n + 3;
+  if (j > static_cast<int64_t>(sample.size())) return -INFINITY;
+  std::nth_element(sample.begin(), sample.begin() + (j - 1), sample.end(), std::greater<float>());
+  return sample[j - 1];
+}
+
+}  // namespace
+
 int64_t TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) {
   k = std::min(k, n);
   if (k <= 0) return 0;
@@ -99,22 +125,28 @@ int64_t TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* valu
   // TopK's order are kept and t becomes the k-th's value: no later element that is not above it
   // can enter (an equal one ranks after it by index). Each candidate costs O(1) where a sorted
   // buffer moved ~k/2 entries per insertion: 73448 logits, k = 256 (top-p's candidates),
-  // ~110 µs → ~25 µs.
+  // ~110 µs → ~25 µs. t starts at a sampled guess (SampledThreshold): if at least k lie above
+  // it they hold the top k (anything else is not above it); if not, the scan runs again from
+  // -inf (rarely: ~0.3% of rows for k = 20 or 256 at 73448 normal logits).
   thread_local std::vector<uint64_t> keys;
-  keys.clear();
   const size_t cap = 4 * static_cast<size_t>(k);
   const auto keep_first_k = [&] {
     std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
     keys.resize(static_cast<size_t>(k));
   };
-  float t = -INFINITY;  // NaNs are never above it, nor -infs (below)
-  for (int64_t i = FindGreater(x, 0, n, t); i < n; i = FindGreater(x, i + 1, n, t)) {
-    keys.push_back(RankKey(x[i], i));
-    if (keys.size() == cap) {
-      keep_first_k();
-      t = x[RankKeyIndex(keys[k - 1])];
+  const auto scan = [&](float t) {  // NaNs are never above t, nor -infs
+    keys.clear();
+    for (int64_t i = FindGreater(x, 0, n, t); i < n; i = FindGreater(x, i + 1, n, t)) {
+      keys.push_back(RankKey(x[i], i));
+      if (keys.size() == cap) {
+        keep_first_k();
+        t = x[RankKeyIndex(keys[k - 1])];
+      }
     }
-  }
+  };
+  const float guess = SampledThreshold(x, n, k);
+  scan(guess);
+  if (static_cast<int64_t>(keys.size()) < k && guess != -INFINITY) scan(-INFINITY);
   // Fewer than k above -inf: the -infs rank next, the lowest indices first.
   for (int64_t i = 0; static_cast<int64_t>(keys.size()) < k && i < n; ++i) {
     if (x[i] == -INFINITY) keys.push_back(RankKey(x[i], i));

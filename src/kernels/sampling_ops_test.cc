@@ -184,14 +184,18 @@ TEST(SamplingOpsTest, CountAtLeastMatchesThePlainCount) {
 }
 
 // Inputs for TopK: random values with ties, a NaN and an -inf ("random"); ascending, where
-// every element beats the ones before it ("ascending"); and all -inf but every 97th and a NaN,
-// as a vocabulary masked for a constraint ("masked"), where the -infs fill up to k.
+// every element beats the ones before it ("ascending"); all -inf but every 97th and a NaN, as a
+// vocabulary masked for a constraint ("masked"), where the -infs fill up to k; and the elements
+// at multiples of n / 1024, where TopK samples its first threshold, above all others but tied
+// ("decoy"), so that nothing lies above that guess and the scan must start again from -inf.
 std::vector<float> TopKInput(const std::string& kind, int64_t n) {
   std::vector<float> x = RandomWithTies(n, static_cast<uint32_t>(n + 1));
   if (kind == "ascending") {
     for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i / 2);  // pairs of ties
   } else if (kind == "masked") {
     for (int64_t i = 0; i < n; ++i) x[i] = i % 97 == 5 ? x[i] : -INFINITY;
+  } else if (kind == "decoy") {
+    for (int64_t i = 0; i < 1024 && i * (n / 1024) < n; ++i) x[i * (n / 1024)] = 30.0f;
   }
   if (n > 5) {
     x[2] = NAN;
@@ -230,7 +234,7 @@ TEST(SamplingOpsTest, TopKMatchesStableSort) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
-    for (const std::string kind : {"random", "ascending", "masked"}) {
+    for (const std::string kind : {"random", "ascending", "masked", "decoy"}) {
       for (int64_t n : {1, 7, 33, 4099, 73448}) {
         const std::vector<float> x = TopKInput(kind, n);
         std::vector<int32_t> order(n);
