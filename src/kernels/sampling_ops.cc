@@ -127,7 +127,7 @@ int64_t TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* valu
   // buffer moved ~k/2 entries per insertion: 73448 logits, k = 256 (top-p's candidates),
   // ~110 µs → ~25 µs. t starts at a sampled guess (SampledThreshold): if at least k lie above
   // it they hold the top k (anything else is not above it); if not, the scan runs again from
-  // -inf (rarely: ~0.3% of rows for k = 20 or 256 at 73448 normal logits).
+  // -inf (rarely: ~0.3% of rows for k = 20 or 256 at 73448 logits, by a binomial estimate).
   thread_local std::vector<uint64_t> keys;
   const size_t cap = 4 * static_cast<size_t>(k);
   const auto keep_first_k = [&] {
