@@ -25,53 +25,60 @@ std::vector<float> Logits() {
   return x;
 }
 
-// Arg: the ISA (cpu_features.h Isa), skipped where the CPU lacks it.
-bool UseIsa(benchmark::State& state) {
-  const Isa isa = static_cast<Isa>(state.range(0));
-  if (isa > BestIsa()) {
-    state.SkipWithError("ISA not available");
-    return false;
+// The ISA of a benchmark's first argument (cpu_features.h Isa) while it runs, the CPU's best
+// again afterwards; `ok()` false (the benchmark skipped) where the CPU lacks it.
+class IsaScope {
+ public:
+  explicit IsaScope(benchmark::State& state) : isa_(static_cast<Isa>(state.range(0))) {
+    if (!ok()) {
+      state.SkipWithError("ISA not available");
+      return;
+    }
+    SetActiveIsa(isa_);
+    state.SetLabel(ToString(isa_));
   }
-  SetActiveIsa(isa);
-  state.SetLabel(ToString(isa));
-  return true;
-}
+  ~IsaScope() { SetActiveIsa(BestIsa()); }
+  bool ok() const { return isa_ <= BestIsa(); }
+
+ private:
+  Isa isa_;
+};
 
 void BM_LogSoftmax(benchmark::State& state) {
-  if (!UseIsa(state)) return;
+  const IsaScope isa(state);
+  if (!isa.ok()) return;
   const std::vector<float> x = Logits();
   std::vector<float> out(kVocab);
   for (auto _ : state) benchmark::DoNotOptimize(LogSoftmax(x.data(), kVocab, out.data()));
-  SetActiveIsa(BestIsa());
 }
 
 void BM_ExpScaled(benchmark::State& state) {
-  if (!UseIsa(state)) return;
+  const IsaScope isa(state);
+  if (!isa.ok()) return;
   const std::vector<float> x = Logits();
   std::vector<float> out(kVocab);
   const float mx = Max(x.data(), kVocab);
   for (auto _ : state) {
     benchmark::DoNotOptimize(ExpScaled(x.data(), kVocab, mx, 1.0f / 0.7f, out.data()));
   }
-  SetActiveIsa(BestIsa());
 }
 
 void BM_CountAtLeast(benchmark::State& state) {
-  if (!UseIsa(state)) return;
+  const IsaScope isa(state);
+  if (!isa.ok()) return;
   const std::vector<float> x = Logits();
   for (auto _ : state) benchmark::DoNotOptimize(CountAtLeast(x.data(), kVocab, x[100]));
-  SetActiveIsa(BestIsa());
 }
 
 // Args: the ISA, k (256: top-p's first candidates; 20: the most top_logprobs vLLM allows).
 void BM_TopK(benchmark::State& state) {
-  if (!UseIsa(state)) return;
+  const IsaScope isa(state);
+  if (!isa.ok()) return;
   const int64_t k = state.range(1);
   const std::vector<float> x = Logits();
   std::vector<int32_t> idx(k);
   std::vector<float> val(k);
   for (auto _ : state) benchmark::DoNotOptimize(TopK(x.data(), kVocab, k, idx.data(), val.data()));
-  SetActiveIsa(BestIsa());
 }
 
 void Isas(benchmark::internal::Benchmark* b) {
