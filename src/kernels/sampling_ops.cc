@@ -67,6 +67,33 @@ int64_t CountAtLeast(const float* x, int64_t n, float threshold) {
   return count;
 }
 
+void MassSlices(const float* x, int64_t n, float lo, float scale, int count, int16_t* out) {
+  if (Simd()) return MassSlicesAvx2(x, n, lo, scale, count, out);
+  const float top = static_cast<float>(count - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (std::isnan(v)) {
+      out[i] = kNanSlice;
+    } else if (std::isinf(v)) {
+      out[i] = static_cast<int16_t>(v < 0.0f ? -1 : count);
+    } else {
+      // vmaxps/vminps's operand order: a NaN product (0 · inf) becomes 0.
+      float f = (v - lo) * scale;
+      f = f > 0.0f ? f : 0.0f;
+      f = f < top ? f : top;
+      out[i] = static_cast<int16_t>(f);
+    }
+  }
+}
+
+int64_t FindEqual(const int16_t* x, int64_t begin, int64_t n, int16_t v) {
+  if (Simd()) return FindEqualAvx2(x, begin, n, v);
+  for (int64_t i = begin; i < n; ++i) {
+    if (x[i] == v) return i;
+  }
+  return n;
+}
+
 float LogSoftmax(const float* x, int64_t n, float* out) {
   const float mx = Max(x, n);
   const float log_z = static_cast<float>(std::log(SumExp(x, n, mx)));

@@ -21,6 +21,15 @@ int64_t ArgMax(const float* x, int64_t n);
 // logits as vLLM reports it, the count at or above its own (so tied tokens share the worse rank).
 int64_t CountAtLeast(const float* x, int64_t n, float threshold);
 
+// Top-p's histogram slices (sampler.cc SampleSelected): out[i] is the slice of [lo, lo +
+// count/scale) that x[i] falls in, trunc((x[i] − lo)·scale) held to [0, count − 1] (a NaN
+// product counts as 0), or kNanSlice for a NaN, -1 for -inf, count for +inf. 1 ≤ count < 2^15.
+constexpr int16_t kNanSlice = -2;
+void MassSlices(const float* x, int64_t n, float lo, float scale, int count, int16_t* out);
+
+// The first index i >= begin with x[i] == v, or n (a slice's tokens in index order).
+int64_t FindEqual(const int16_t* x, int64_t begin, int64_t n, int16_t v);
+
 // out[i] = x[i] - max(x) - log(Σ_j exp(x[j] - max(x))), the sum in f64. out may alias x. n >= 1.
 // Returns log(Σ_j exp(x[j])) (the log-partition), which callers can reuse.
 float LogSoftmax(const float* x, int64_t n, float* out);

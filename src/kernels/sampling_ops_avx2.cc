@@ -1,11 +1,14 @@
 // AVX2 pieces of the vocabulary-wide sampling ops: max, Σ exp, shift, a threshold scan that lets
-// top-k skip the (vast) majority of logits that cannot enter the current top k, and a count at
-// or above a threshold (a token's rank).
+// top-k skip the (vast) majority of logits that cannot enter the current top k, a count at or
+// above a threshold (a token's rank), and top-p's histogram slices and the search for a slice's
+// tokens.
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/ops_avx2.h"
+#include "kernels/sampling_ops.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
@@ -109,6 +112,56 @@ int64_t CountAtLeastAvx2(const float* x, int64_t n, float threshold) {
   }
   for (; i < n; ++i) count += x[i] >= threshold;
   return count;
+}
+
+void MassSlicesAvx2(const float* x, int64_t n, float lo, float scale, int count, int16_t* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vscale = _mm256_set1_ps(scale), zero = _mm256_setzero_ps();
+  const __m256 top = _mm256_set1_ps(static_cast<float>(count - 1));
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY), pos_inf = _mm256_set1_ps(INFINITY);
+  const __m256i nan_slice = _mm256_set1_epi32(kNanSlice), neg_inf_slice = _mm256_set1_epi32(-1);
+  const __m256i pos_inf_slice = _mm256_set1_epi32(count);
+  const auto slices8 = [&](__m256 v) {
+    // maxps returns its second operand for a NaN: a NaN product (0 · inf) becomes 0.
+    const __m256 f = _mm256_min_ps(
+        _mm256_max_ps(_mm256_mul_ps(_mm256_sub_ps(v, vlo), vscale), zero), top);
+    __m256i s = _mm256_cvttps_epi32(f);
+    const auto where = [](__m256 m) { return _mm256_castps_si256(m); };
+    s = _mm256_blendv_epi8(s, neg_inf_slice, where(_mm256_cmp_ps(v, neg_inf, _CMP_EQ_OQ)));
+    s = _mm256_blendv_epi8(s, pos_inf_slice, where(_mm256_cmp_ps(v, pos_inf, _CMP_EQ_OQ)));
+    return _mm256_blendv_epi8(s, nan_slice, where(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  };
+  const auto store16 = [](int16_t* o, __m256i a, __m256i b) {
+    // packs works within 128-bit lanes (a0-3 b0-3 a4-7 b4-7); the permute puts them in order.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o),
+                        _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    store16(out + i, slices8(_mm256_loadu_ps(x + i)), slices8(_mm256_loadu_ps(x + i + 8)));
+  }
+  if (i < n) {  // the tail through a zero-padded copy: the same arithmetic (memcpy: no
+    // template instantiated with AVX2 flags that scalar code could be linked to)
+    alignas(32) float in[16] = {};
+    alignas(32) int16_t o[16];
+    std::memcpy(in, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    store16(o, slices8(_mm256_load_ps(in)), slices8(_mm256_load_ps(in + 8)));
+    std::memcpy(out + i, o, static_cast<size_t>(n - i) * sizeof(int16_t));
+  }
+}
+
+int64_t FindEqualAvx2(const int16_t* x, int64_t begin, int64_t n, int16_t v) {
+  const __m256i vv = _mm256_set1_epi16(v);
+  int64_t i = begin;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i eq = _mm256_cmpeq_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), vv);
+    const unsigned mask = static_cast<unsigned>(_mm256_movemask_epi8(eq));
+    if (mask) return i + __builtin_ctz(mask) / 2;
+  }
+  for (; i < n; ++i) {
+    if (x[i] == v) return i;
+  }
+  return n;
 }
 
 }  // namespace cpm::kernels

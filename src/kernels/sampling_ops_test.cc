@@ -183,6 +183,57 @@ TEST(SamplingOpsTest, CountAtLeastMatchesThePlainCount) {
   }
 }
 
+// MassSlices at every ISA against its definition, trunc((x − lo)·scale) held to [0, count − 1]
+// in f32: values below lo and past the top, NaNs and infinities in whole vectors and the tail;
+// a scale of 0 (no finite largest logit) and of +inf (a NaN product at lo, which counts as 0).
+// FindEqual then finds each slice's tokens in order.
+TEST(SamplingOpsTest, MassSlicesMatchTheirDefinition) {
+  IsaGuard guard;
+  constexpr int kCount = 4096;
+  const auto want_slice = [](float v, float lo, float scale) -> int16_t {
+    if (std::isnan(v)) return kNanSlice;
+    if (std::isinf(v)) return v < 0.0f ? -1 : kCount;
+    const float f = (v - lo) * scale;
+    if (!(f > 0.0f)) return 0;
+    return static_cast<int16_t>(std::min(f, static_cast<float>(kCount - 1)));
+  };
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n : {1, 7, 15, 16, 17, 33, 4099, 73448}) {
+      std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 3), -20, 20);
+      for (int64_t i = 0; i < n; ++i) {
+        if (i % 7 == 2) x[i] = NAN;
+        if (i % 11 == 3) x[i] = -INFINITY;
+        if (i % 13 == 4) x[i] = INFINITY;
+        if (i % 17 == 5) x[i] = -5.0f;  // lo itself
+        if (i % 19 == 6) x[i] = 15.0f;  // the top of the range: slice count − 1
+      }
+      x[n - 1] = 3.0f;
+      for (const float scale : {kCount / 20.0f, 0.0f, INFINITY}) {
+        std::vector<int16_t> got(n, 99);
+        MassSlices(x.data(), n, -5.0f, scale, kCount, got.data());
+        const std::string what = std::string(ToString(isa)) + " n=" + std::to_string(n) +
+                                 " scale=" + std::to_string(scale);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(got[i], want_slice(x[i], -5.0f, scale)) << what << " i=" << i << " x=" << x[i];
+        }
+        for (const int16_t b : {int16_t{kNanSlice}, int16_t{-1}, int16_t{0}, got[n - 1]}) {
+          std::vector<int64_t> found;
+          for (int64_t i = FindEqual(got.data(), 0, n, b); i < n;
+               i = FindEqual(got.data(), i + 1, n, b)) {
+            found.push_back(i);
+          }
+          std::vector<int64_t> want;
+          for (int64_t i = 0; i < n; ++i) {
+            if (got[i] == b) want.push_back(i);
+          }
+          ASSERT_EQ(found, want) << what << " slice " << b;
+        }
+      }
+    }
+  }
+}
+
 // Inputs for TopK: random values with ties, a NaN and an -inf ("random"); ascending, where
 // every element beats the ones before it ("ascending"); all -inf but every 97th and a NaN, as a
 // vocabulary masked for a constraint ("masked"), where the -infs fill up to k; and the elements
