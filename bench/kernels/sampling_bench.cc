@@ -1,8 +1,10 @@
 // The vocabulary-wide sampling ops over one row of MiniCPM4-0.5B's 73448 logits, at each ISA the
 // CPU has: LogSoftmax (every sampled token of a request that asks for logprobs, and every
 // position of an evaluation dump or of prompt_logprobs), CountAtLeast (a prompt token's rank),
-// ExpScaled (sampling with a temperature) and TopK (top-k / top-p candidates). One thread, as
-// the sampler runs them.
+// ExpScaled (sampling with a temperature) and TopK (top-k / top-p candidates); and a whole
+// sampled token at MiniCPM4's generation_config defaults (SampleToken, temperature 0.8, top-p
+// 0.8) over a trained model's row and over a flat one as dummy weights give. One thread, as the
+// sampler runs them.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -10,16 +12,22 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/sampling_ops.h"
+#include "sampling/sampler.h"
 
 namespace cpm::kernels {
 namespace {
 
+using cpm::Rng;
+using cpm::SampleToken;
+using cpm::SamplingParams;
+
 constexpr int64_t kVocab = 73448;
 
-// Logits spread as a language model's: most far below the few largest.
-std::vector<float> Logits() {
+// Logits spread as a language model's: most far below the few largest (sigma 3); or nearly
+// flat, as dummy weights make them (sigma 0.5: top-p's set spans most of the vocabulary).
+std::vector<float> Logits(float sigma = 3.0f) {
   std::mt19937 rng(3);
-  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::normal_distribution<float> dist(0.0f, sigma);
   std::vector<float> x(kVocab);
   for (float& v : x) v = dist(rng);
   return x;
@@ -81,6 +89,19 @@ void BM_TopK(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(TopK(x.data(), kVocab, k, idx.data(), val.data()));
 }
 
+// Arg: 0 a trained model's row (top-p ends within the first candidates), 1 a flat one (top-p
+// over the whole vocabulary: SampleSelected's histogram and slices).
+void BM_SampleToken(benchmark::State& state) {
+  const bool flat = state.range(0) == 1;
+  const std::vector<float> x = Logits(flat ? 0.5f : 3.0f);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.8f;
+  Rng rng(1);
+  state.SetLabel(flat ? "flat" : "peaked");
+  for (auto _ : state) benchmark::DoNotOptimize(SampleToken(x.data(), kVocab, p, rng));
+}
+
 void Isas(benchmark::internal::Benchmark* b) {
   b->ArgName("isa")->Arg(static_cast<int>(Isa::kAvx2))->Arg(static_cast<int>(Isa::kAvx512));
 }
@@ -93,6 +114,7 @@ BENCHMARK(BM_CountAtLeast)  // isa:0 is the plain loop, as the std::count_if it 
 BENCHMARK(BM_TopK)
     ->ArgNames({"isa", "k"})
     ->ArgsProduct({{static_cast<int>(Isa::kAvx2), static_cast<int>(Isa::kAvx512)}, {20, 256}});
+BENCHMARK(BM_SampleToken)->ArgName("flat")->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace cpm::kernels

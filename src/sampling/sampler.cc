@@ -71,82 +71,113 @@ size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
 constexpr int kMassSlices = 4096;
 constexpr float kMassRange = 30.0f;
 
+// The draw's walk within slice b: its tokens that `keeps` in index order, from mass `r` into the
+// slice; the last of them if rounding carries r past their sum; -1 if it keeps none.
+template <typename Keeps>
+int64_t DrawInSlice(const int16_t* slices, int64_t n, int16_t b, const float* w, double r,
+                    Keeps keeps) {
+  double acc = 0.0;
+  int64_t last = -1;
+  for (int64_t i = kernels::FindEqual(slices, 0, n, b); i < n;
+       i = kernels::FindEqual(slices, i + 1, n, b)) {
+    if (!keeps(i)) continue;
+    acc += w[i];
+    last = i;
+    if (r < acc) break;
+  }
+  return last;
+}
+
 // A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
 // than the first candidates. Top-p's set is the shortest prefix, in rank order, whose mass
 // reaches top_p: a histogram of the mass over kMassSlices equal slices of the logits' top range
 // finds the slice where it ends (every token above that slice is in, every one below out); only
-// that slice's tokens are ordered (PrefixByMass), and the draw then walks the vocabulary in
-// index order over the set's tokens that min-p's floor keeps (the same distribution as over
-// the sorted prefix). 73448 logits of a nearly flat distribution (normal, σ 0.001-1; dummy
-// weights make such): 1.37-1.46 ms a token → 0.46-0.51 ms, where halving selections over the
-// whole vocabulary took the 1.4 (the histogram's pass ~0.15 ms of it); each token's slice kept
-// from the histogram's pass for the others, which computed it again: σ 0.5, 0.67-0.80 ms →
-// 0.42 on a slower minute (thirty-third session), the same tokens drawn.
+// that slice's tokens are ordered (PrefixByMass). The draw then walks the set's slices from the
+// top by their kept mass to the one it lands in, and only that slice's tokens in index order
+// (the same distribution as a walk over the sorted prefix). Each token's slice is computed once,
+// on 8 lanes (kernels::MassSlices), and a slice's tokens are found by a SIMD search.
+// 73448 logits of a nearly flat distribution (normal, σ 0.001-1; dummy weights make such):
+// 1.37-1.46 ms a token with halving selections over the whole vocabulary → 0.46-0.51 ms with
+// the histogram → 0.42 with each slice kept (thirty-third session) → 0.14-0.15 with the slices
+// computed on 8 lanes and the draw's walk over slices, not tokens (thirty-fourth; σ 0.5 rows
+// from memory, whole SampleToken: 0.43-0.46 ms before it in the same minutes).
 // w: the tokens' unnormalised probabilities, e^((x − mx)·t) (ExpsOf).
 int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, float t,
                        const SamplingParams& p, Rng& rng) {
-  // The slice of a non-NaN logit: -1 for -inf (no weight), kMassSlices for +inf. Without a
-  // finite largest logit, one slice holds all the finite ones.
+  // Without a finite largest logit, one slice holds all the finite ones.
   const bool finite = std::isfinite(mx);
   const float lo = finite ? std::max(mx - kMassRange / t, kernels::MinFinite(x, n)) : 0.0f;
   const float scale = finite && mx > lo ? kMassSlices / (mx - lo) : 0.0f;
-  const auto slice = [lo, scale](float v) -> int {
-    if (v == -INFINITY) return -1;
-    if (v == INFINITY) return kMassSlices;
-    return std::clamp(static_cast<int>((v - lo) * scale), 0, kMassSlices - 1);
-  };
-  // Each token's slice, once (the passes below read it rather than compute it again); a NaN's
-  // is kNan, in no slice.
-  constexpr int16_t kNan = -2;
   thread_local std::vector<int16_t> slices;
   slices.resize(static_cast<size_t>(n));
-  thread_local std::vector<double> mass(kMassSlices + 2);  // slice b's at b + 1
+  kernels::MassSlices(x, n, lo, scale, kMassSlices, slices.data());
+  // Slice b's mass at b + 1 (b = -1 for -inf ... kMassSlices for +inf), and of it what min-p's
+  // floor keeps (the largest w is 1).
+  thread_local std::vector<double> mass(kMassSlices + 2), floored(kMassSlices + 2);
   std::fill(mass.begin(), mass.end(), 0.0);
   for (int64_t i = 0; i < n; ++i) {
-    const int16_t b = std::isnan(x[i]) ? kNan : static_cast<int16_t>(slice(x[i]));
-    slices[i] = b;
-    if (b != kNan) mass[b + 1] += w[i];
+    if (slices[i] != kernels::kNanSlice) mass[slices[i] + 1] += w[i];
   }
-  double above = 0.0;  // the mass of the slices above the boundary
-  for (const double m : mass) above += m;
-  int boundary = -2;    // every slice above it is in the set (with -2, every token)
-  uint64_t last = 0;    // the boundary slice's tokens in the set: rank keys up to this one
+  if (p.min_p > 0.0f) {
+    std::fill(floored.begin(), floored.end(), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      if (slices[i] != kernels::kNanSlice && w[i] >= p.min_p) floored[slices[i] + 1] += w[i];
+    }
+  }
+  const std::vector<double>& kept_mass = p.min_p > 0.0f ? floored : mass;
+  int boundary = -2;  // every slice above it is in the set (with -2, every token)
+  thread_local std::vector<uint64_t> edge;  // the boundary slice's tokens, its set's first
+  edge.clear();
+  size_t edge_end = 0;
   if (p.top_p < 1.0f) {
-    const double need = p.top_p * above;
-    above = 0.0;
+    double whole = 0.0;
+    for (const double m : mass) whole += m;
+    const double need = p.top_p * whole;
+    double above = 0.0;  // the mass of the slices above the boundary
     for (boundary = kMassSlices; boundary >= -1 && above + mass[boundary + 1] < need; --boundary) {
       above += mass[boundary + 1];
     }
     if (boundary >= -1) {  // else rounding left need out of reach: every token
-      thread_local std::vector<uint64_t> edge;
-      edge.clear();
-      for (int64_t i = 0; i < n; ++i) {
-        if (slices[i] == boundary) edge.push_back(kernels::RankKey(x[i], i));
+      const int16_t b = static_cast<int16_t>(boundary);
+      for (int64_t i = kernels::FindEqual(slices.data(), 0, n, b); i < n;
+           i = kernels::FindEqual(slices.data(), i + 1, n, b)) {
+        edge.push_back(kernels::RankKey(x[i], i));
       }
-      const size_t end = PrefixByMass(edge, w, need - above);
-      last = *std::max_element(edge.begin(), edge.begin() + end);
-      for (size_t j = 0; j < end; ++j) above += w[kernels::RankKeyIndex(edge[j])];
+      edge_end = PrefixByMass(edge, w, need - above);
     }
   }
-  const auto kept = [&](int64_t i) {
-    const int b = slices[i];
-    if (b == kNan || w[i] < p.min_p) return false;  // min-p: the largest w is 1
-    return b > boundary || (b == boundary && kernels::RankKey(x[i], i) <= last);
-  };
-  double total = above;  // the kept mass
-  if (p.min_p > 0.0f) {
-    total = 0.0;
-    for (int64_t i = 0; i < n; ++i) total += kept(i) ? w[i] : 0.0;
+  const auto floor_keeps = [&](int64_t i) { return w[i] >= p.min_p; };
+  double total = 0.0;  // the kept mass: the slices above the boundary, then its set
+  for (int b = kMassSlices; b > boundary; --b) total += kept_mass[b + 1];
+  for (size_t j = 0; j < edge_end; ++j) {
+    const int32_t i = kernels::RankKeyIndex(edge[j]);
+    if (floor_keeps(i)) total += w[i];
   }
   if (!(total > 0.0)) return static_cast<int32_t>(kernels::ArgMax(x, n));  // +inf or NaN logits
   std::uniform_real_distribution<double> u(0.0, total);
-  double r = u(rng), acc = 0.0;
+  double r = u(rng);
   int64_t drawn = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!kept(i)) continue;
+  int last_slice = boundary;  // the lowest slice above the boundary that keeps any mass
+  for (int b = kMassSlices; b > boundary; --b) {
+    const double m = kept_mass[b + 1];
+    if (m <= 0.0) continue;
+    if (r < m) {
+      drawn = DrawInSlice(slices.data(), n, static_cast<int16_t>(b), w, r, floor_keeps);
+      break;
+    }
+    r -= m;
+    last_slice = b;
+  }
+  double acc = 0.0;  // else the boundary's set, in its array's order
+  for (size_t j = 0; drawn < 0 && j < edge_end; ++j) {
+    const int32_t i = kernels::RankKeyIndex(edge[j]);
+    if (!floor_keeps(i)) continue;
     acc += w[i];
-    drawn = i;
-    if (r < acc) break;
+    if (r < acc || j + 1 == edge_end) drawn = i;
+  }
+  if (drawn < 0 && last_slice > boundary) {  // rounding carried r past the kept mass
+    drawn = DrawInSlice(slices.data(), n, static_cast<int16_t>(last_slice), w, INFINITY,
+                        floor_keeps);
   }
   return static_cast<int32_t>(drawn >= 0 ? drawn : kernels::ArgMax(x, n));
 }

@@ -136,6 +136,65 @@ TEST(SamplerTest, TopPOverThousandsMatchesTheSortedPrefix) {
   EXPECT_GT(far, 15);     // the last quarter of the set holds ~8.6% of its mass: ~35 draws
 }
 
+// Over a flat vocabulary in eight levels (token i at 0.25·(i mod 8)), top-p's set ends inside
+// level 3: the draws' share of each level is its mass in the set a sort and a running sum find
+// (the brute-force definition), over the levels' slices from the top and the boundary's part;
+// within the top level, draws spread over its tokens' ids. Then min-p drops levels 0-5.
+TEST(SamplerTest, TopPOverAFlatVocabularyDrawsEachLevelByItsMass) {
+  constexpr int64_t kN = 73448;
+  std::vector<float> logits(kN);
+  for (int64_t i = 0; i < kN; ++i) logits[i] = 0.25f * static_cast<float>(i % 8);
+  const auto expected_shares = [&](const SamplingParams& p) {
+    std::vector<int32_t> order(kN);
+    for (int64_t i = 0; i < kN; ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    const auto weight = [&](int32_t t) {
+      return std::exp(static_cast<double>(logits[t] - 1.75f) / p.temperature);
+    };
+    double total = 0;
+    for (int32_t t : order) total += weight(t);
+    std::vector<double> share(8, 0.0);
+    double cum = 0, kept = 0;
+    for (int32_t t : order) {
+      if (cum >= p.top_p * total) break;
+      cum += weight(t);
+      if (weight(t) < p.min_p) continue;
+      share[t % 8] += weight(t);
+      kept += weight(t);
+    }
+    for (double& q : share) q /= kept;
+    return share;
+  };
+  const auto check = [&](const SamplingParams& p, uint64_t seed) {
+    const std::vector<double> want = expected_shares(p);
+    Rng rng(seed);
+    constexpr int kDraws = 4000;
+    std::vector<int> count(8, 0);
+    int top_low_ids = 0, top = 0;  // draws in level 7, and of those with ids below kN / 2
+    for (int i = 0; i < kDraws; ++i) {
+      const int32_t t = SampleToken(logits.data(), kN, p, rng);
+      ASSERT_GE(t, 0);
+      ++count[t % 8];
+      if (t % 8 == 7) {
+        ++top;
+        top_low_ids += t < kN / 2;
+      }
+    }
+    for (int level = 0; level < 8; ++level) {
+      EXPECT_NEAR(count[level] / static_cast<double>(kDraws), want[level], 0.03)
+          << "level " << level << " top_p " << p.top_p << " min_p " << p.min_p;
+    }
+    EXPECT_NEAR(top_low_ids / static_cast<double>(top), 0.5, 0.06);
+  };
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.85f;  // levels 7-4 hold ~79% of the mass: the set ends in level 3
+  check(p, 21);
+  p.min_p = 0.5f;  // e^(-0.5/0.8) ≈ 0.54 keeps level 6; e^(-0.75/0.8) ≈ 0.39 drops level 5
+  check(p, 22);
+}
+
 // A nearly flat vocabulary (top-p's set spans most of it, past the first candidates) with NaN,
 // -inf and +inf logits: draws never take a NaN or -inf token, and a +inf logit, which leaves
 // no finite weight to draw by, is taken as the largest.
