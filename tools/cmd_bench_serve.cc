@@ -71,7 +71,11 @@ struct ServeBenchArgs {
   double range_ratio = 0.0;
   uint64_t seed = 0;
   bool ignore_eos = true;
-  double temperature = 0.0;  // vLLM's default: greedy
+  // vLLM's "sampling parameters" group: each sent only when given (temperature always, 0 by
+  // default: greedy); --extra-body's keys win over them, as there.
+  double temperature = 0.0;
+  std::optional<double> top_p, min_p, frequency_penalty, presence_penalty, repetition_penalty;
+  std::optional<int64_t> top_k;
   std::string extra_body;
   std::string percentile_metrics = "ttft,tpot,itl";
   std::string metric_percentiles = "99";
@@ -229,6 +233,15 @@ std::string Payload(Api api, const std::string& model, const SampleRequest& r,
     p["messages"] = Json::array({{{"role", "user"}, {"content", content}}});
   }
   p["temperature"] = a.temperature;
+  const auto put = [&p](const char* key, const auto& v) {
+    if (v) p[key] = *v;
+  };
+  put("top_p", a.top_p);
+  put("top_k", a.top_k);
+  put("min_p", a.min_p);
+  put("frequency_penalty", a.frequency_penalty);
+  put("presence_penalty", a.presence_penalty);
+  put("repetition_penalty", a.repetition_penalty);
   p[api == Api::kCompletions ? "max_tokens" : "max_completion_tokens"] = r.output_len;
   p["stream"] = true;
   p["stream_options"] = {{"include_usage", true}};
@@ -614,7 +627,17 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
                 "generate exactly the output length (default on, as vLLM's random dataset)");
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
-  cmd->add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
+  cmd->add_option("--top-p", a->top_p, "top_p of every request (default: not sent)");
+  cmd->add_option("--top-k", a->top_k, "top_k of every request (default: not sent)");
+  cmd->add_option("--min-p", a->min_p, "min_p of every request (default: not sent)");
+  cmd->add_option("--frequency-penalty", a->frequency_penalty,
+                  "frequency_penalty of every request (default: not sent)");
+  cmd->add_option("--presence-penalty", a->presence_penalty,
+                  "presence_penalty of every request (default: not sent)");
+  cmd->add_option("--repetition-penalty", a->repetition_penalty,
+                  "repetition_penalty of every request (default: not sent)");
+  cmd->add_option("--extra-body", a->extra_body,
+                  "JSON object merged into every request body (its keys win over the flags')");
   cmd->add_option("--percentile-metrics", a->percentile_metrics,
                   "metrics to report statistics of: ttft,tpot,itl,e2el")
       ->capture_default_str();

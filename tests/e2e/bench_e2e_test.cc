@@ -212,6 +212,38 @@ TEST_F(BenchE2E, SpeculativeDecodingBlockFromTheServersCounters) {
   EXPECT_EQ(spec.Stop(SIGTERM), 0);
 }
 
+// vLLM's sampling flags reach every request, and --extra-body's keys win over them: the
+// server's request log (vLLM's SamplingParams form) shows what it received.
+TEST_F(BenchE2E, SamplingFlagsReachTheServer) {
+  ServerProcess logged;
+  ASSERT_TRUE(logged.Start(CPM_CPMSERVE_BIN, *model_,
+                           {"--host", "127.0.0.1", "--port", "0", "--kv-cache-memory-bytes", "4M",
+                            "--threads", "2", "--enable-log-requests"}));
+  ASSERT_TRUE(logged.WaitReady()) << logged.Log();
+  const ProcessRun run = Cpmserve(
+      {"bench", "serve", "--port", std::to_string(logged.port()), "--num-prompts", "2",
+       "--random-input-len", "8", "--random-output-len", "3", "--temperature", "0.9", "--top-p",
+       "0.5", "--top-k", "7", "--min-p", "0.25", "--frequency-penalty", "0.5",
+       "--presence-penalty", "0.75", "--repetition-penalty", "1.5", "--extra-body",
+       R"({"top_k": 3})"},
+      *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << logged.Log();
+  const std::string log = logged.Log();
+  size_t requests = 0;
+  for (size_t at = log.find("SamplingParams("); at != std::string::npos;
+       at = log.find("SamplingParams(", at + 1)) {
+    ++requests;
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    for (const char* field : {"presence_penalty=0.75", "frequency_penalty=0.5",
+                              "repetition_penalty=1.5", "temperature=0.9", "top_p=0.5",
+                              "top_k=3", "min_p=0.25"}) {
+      EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
+    }
+  }
+  EXPECT_EQ(requests, 3u) << log;  // the initial test request (as vLLM's) and the two prompts
+  EXPECT_EQ(logged.Stop(SIGTERM), 0);
+}
+
 TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
   const std::string result = *tmp_ + "/chat.json";
   const ProcessRun run = Cpmserve(
