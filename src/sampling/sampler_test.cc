@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace cpm {
@@ -259,6 +261,43 @@ TEST(SamplerTest, PenaltiesFollowVllm) {
   EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f - 2 * 0.5f - 0.25f);
   EXPECT_FLOAT_EQ(logits[1], -4.0f);
   EXPECT_FLOAT_EQ(logits[2], 1.0f);
+}
+
+// Random prompts and outputs with repeats, over several calls on one thread (the per-thread
+// tables must be clean again after each): every logit as a plain per-token definition gives it,
+// bit for bit, for each mix of penalties.
+TEST(SamplerTest, PenaltiesMatchThePerTokenDefinition) {
+  constexpr int64_t kN = 5000;
+  std::mt19937 g(17);
+  for (int call = 0; call < 24; ++call) {
+    SamplingParams p;
+    p.repetition_penalty = call % 3 == 0 ? 1.0f : 1.3f;
+    p.frequency_penalty = call % 4 == 1 ? 0.0f : 0.4f;
+    p.presence_penalty = call % 2 == 0 ? 0.0f : -0.6f;
+    std::vector<float> logits(kN);
+    for (float& v : logits) v = static_cast<float>(static_cast<int>(g() % 2001) - 1000) / 100.0f;
+    std::vector<int32_t> prompt(g() % 300), output(g() % 60);
+    for (int32_t& t : prompt) t = static_cast<int32_t>(g() % 400);  // overlapping, repeated
+    for (int32_t& t : output) t = static_cast<int32_t>(200 + g() % 400);
+    std::vector<float> want = logits;
+    for (int64_t t = 0; t < kN; ++t) {
+      const auto in = [t](const std::vector<int32_t>& v) {
+        return std::count(v.begin(), v.end(), static_cast<int32_t>(t));
+      };
+      const int64_t in_prompt = in(prompt), in_output = in(output);
+      if (p.repetition_penalty != 1.0f && in_prompt + in_output > 0) {
+        want[t] = want[t] > 0 ? want[t] / p.repetition_penalty : want[t] * p.repetition_penalty;
+      }
+      if (in_output > 0) {
+        want[t] -= p.frequency_penalty * static_cast<float>(in_output) + p.presence_penalty;
+      }
+    }
+    ApplyPenalties(logits.data(), kN, p, prompt, output);
+    for (int64_t t = 0; t < kN; ++t) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(logits[t]), std::bit_cast<uint32_t>(want[t]))
+          << "call " << call << " token " << t;
+    }
+  }
 }
 
 }  // namespace
