@@ -92,6 +92,46 @@ TEST(SamplerTest, FullVocabularyDrawFollowsTheDistribution) {
   EXPECT_NEAR(counts[100] / 4000.0, 0.9, 0.03);
 }
 
+// Temperature alone over MiniCPM-V-4.6's vocabulary (248320: hundreds of the draw's blocks),
+// token i at 0.25·(i mod 8), with whole blocks and the last ones at -inf: each level's share of
+// the draws is its share of the mass; no -inf token is drawn; a NaN or +inf logit gives the
+// largest (no mass to draw by).
+TEST(SamplerTest, TemperatureAloneDrawsEachLevelByItsMass) {
+  constexpr int64_t kN = 248320;
+  std::vector<float> logits(kN);
+  for (int64_t i = 0; i < kN; ++i) logits[i] = 0.25f * static_cast<float>(i % 8);
+  for (int64_t i = 5000; i < 9000; ++i) logits[i] = -INFINITY;
+  for (int64_t i = kN - 3000; i < kN; ++i) logits[i] = -INFINITY;
+  SamplingParams p;
+  p.temperature = 0.7f;
+  std::vector<double> want(8, 0.0);
+  double total = 0.0;
+  for (int64_t i = 0; i < kN; ++i) {
+    if (logits[i] == -INFINITY) continue;
+    const double w = std::exp((static_cast<double>(logits[i]) - 1.75) / 0.7);
+    want[i % 8] += w;
+    total += w;
+  }
+  Rng rng(31);
+  constexpr int kDraws = 4000;
+  std::vector<int> count(8, 0);
+  int top_low_ids = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    const int32_t t = SampleToken(logits.data(), kN, p, rng);
+    ASSERT_GE(t, 0);
+    ASSERT_NE(logits[t], -INFINITY) << t;
+    ++count[t % 8];
+    if (t % 8 == 7) top_low_ids += t < kN / 2;
+  }
+  for (int level = 0; level < 8; ++level) {
+    EXPECT_NEAR(count[level] / static_cast<double>(kDraws), want[level] / total, 0.03) << level;
+  }
+  EXPECT_NEAR(top_low_ids / static_cast<double>(count[7]), 0.5, 0.06);
+  logits[100] = NAN;
+  logits[200000] = INFINITY;
+  EXPECT_EQ(SampleToken(logits.data(), kN, p, rng), 200000);
+}
+
 // top-p and min-p without top-k keep a sorted prefix of the vocabulary that can be longer than
 // the first candidates sorted (256): 1500 and 1000 of equal tokens here.
 TEST(SamplerTest, TopPAndMinPKeepLongPrefixes) {
