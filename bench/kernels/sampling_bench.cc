@@ -3,8 +3,8 @@
 // position of an evaluation dump or of prompt_logprobs), CountAtLeast (a prompt token's rank),
 // ExpScaled (sampling with a temperature) and TopK (top-k / top-p candidates); and a whole
 // sampled token at MiniCPM4's generation_config defaults (SampleToken, temperature 0.8, top-p
-// 0.8) over a trained model's row and over a flat one as dummy weights give. One thread, as the
-// sampler runs them.
+// 0.8) over a trained model's row and over a flat one as dummy weights give, and at temperature
+// alone (MiniCPM-V-4.6's defaults). One thread, as the sampler runs them.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -102,6 +102,20 @@ void BM_SampleToken(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(SampleToken(x.data(), kVocab, p, rng));
 }
 
+// Temperature alone (MiniCPM-V-4.6's generation_config: 0.7, top-p 1, top-k 0) over a vocabulary
+// of the arg's size: MiniCPM4's 73448 or MiniCPM-V-4.6's 248320 (SampleAll's walk over blocks).
+void BM_SampleTokenTemperature(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::mt19937 gen(3);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(gen);
+  SamplingParams p;
+  p.temperature = 0.7f;
+  Rng rng(1);
+  for (auto _ : state) benchmark::DoNotOptimize(SampleToken(x.data(), n, p, rng));
+}
+
 void Isas(benchmark::internal::Benchmark* b) {
   b->ArgName("isa")->Arg(static_cast<int>(Isa::kAvx2))->Arg(static_cast<int>(Isa::kAvx512));
 }
@@ -115,6 +129,7 @@ BENCHMARK(BM_TopK)
     ->ArgNames({"isa", "k"})
     ->ArgsProduct({{static_cast<int>(Isa::kAvx2), static_cast<int>(Isa::kAvx512)}, {20, 256}});
 BENCHMARK(BM_SampleToken)->ArgName("flat")->Arg(0)->Arg(1);
+BENCHMARK(BM_SampleTokenTemperature)->ArgName("vocab")->Arg(kVocab)->Arg(248320);
 
 }  // namespace
 }  // namespace cpm::kernels
