@@ -47,8 +47,7 @@ void SubAvx2(const float* x, int64_t n, float shift, float* out);
 int64_t FindGreaterAvx2(const float* x, int64_t begin, int64_t n, float threshold);
 // The number of x[i] >= threshold.
 int64_t CountAtLeastAvx2(const float* x, int64_t n, float threshold);
-// MassSlices, FindEqual and BlockSums (sampling_ops.h).
-void BlockSumsAvx2(const float* x, int64_t n, int64_t block, double* out);
+// MassSlices and FindEqual (sampling_ops.h).
 void MassSlicesAvx2(const float* x, int64_t n, float lo, float scale, int count, int16_t* out);
 int64_t FindEqualAvx2(const int16_t* x, int64_t begin, int64_t n, int16_t v);
 // CausalConv1dSilu (conv1d.h) for kernels of 2..6 taps; false (nothing done) for others.

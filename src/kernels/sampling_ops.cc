@@ -86,15 +86,6 @@ void MassSlices(const float* x, int64_t n, float lo, float scale, int count, int
   }
 }
 
-void BlockSums(const float* x, int64_t n, int64_t block, double* out) {
-  if (Simd()) return BlockSumsAvx2(x, n, block, out);
-  for (int64_t b0 = 0; b0 < n; b0 += block) {
-    double s = 0.0;
-    for (int64_t i = b0; i < std::min(n, b0 + block); ++i) s += x[i];
-    out[b0 / block] = s;
-  }
-}
-
 int64_t FindEqual(const int16_t* x, int64_t begin, int64_t n, int16_t v) {
   if (Simd()) return FindEqualAvx2(x, begin, n, v);
   for (int64_t i = begin; i < n; ++i) {

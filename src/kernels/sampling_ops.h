@@ -27,10 +27,6 @@ int64_t CountAtLeast(const float* x, int64_t n, float threshold);
 constexpr int16_t kNanSlice = -2;
 void MassSlices(const float* x, int64_t n, float lo, float scale, int count, int16_t* out);
 
-// out[b] = Σ x[b·block, min((b + 1)·block, n)) in f64, in no set order, for every block b
-// (a temperature-only draw's walk over blocks of the vocabulary). block >= 1.
-void BlockSums(const float* x, int64_t n, int64_t block, double* out);
-
 // The first index i >= begin with x[i] == v, or n (a slice's tokens in index order).
 int64_t FindEqual(const int16_t* x, int64_t begin, int64_t n, int16_t v);
 

@@ -1,7 +1,7 @@
 // AVX2 pieces of the vocabulary-wide sampling ops: max, Σ exp, shift, a threshold scan that lets
 // top-k skip the (vast) majority of logits that cannot enter the current top k, a count at or
-// above a threshold (a token's rank), top-p's histogram slices and the search for a slice's
-// tokens, and f64 sums of blocks.
+// above a threshold (a token's rank), and top-p's histogram slices and the search for a slice's
+// tokens.
 #include <immintrin.h>
 
 #include <cmath>
@@ -146,24 +146,6 @@ void MassSlicesAvx2(const float* x, int64_t n, float lo, float scale, int count,
     std::memcpy(in, x + i, static_cast<size_t>(n - i) * sizeof(float));
     store16(o, slices8(_mm256_load_ps(in)), slices8(_mm256_load_ps(in + 8)));
     std::memcpy(out + i, o, static_cast<size_t>(n - i) * sizeof(int16_t));
-  }
-}
-
-void BlockSumsAvx2(const float* x, int64_t n, int64_t block, double* out) {
-  for (int64_t b0 = 0; b0 < n; b0 += block) {
-    const int64_t end = b0 + block < n ? b0 + block : n;
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
-    int64_t i = b0;
-    for (; i + 8 <= end; i += 8) {
-      const __m256 v = _mm256_loadu_ps(x + i);
-      s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-      s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-    }
-    alignas(32) double lanes[4];
-    _mm256_store_pd(lanes, _mm256_add_pd(s0, s1));
-    double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; i < end; ++i) s += x[i];
-    out[b0 / block] = s;
   }
 }
 

@@ -234,30 +234,6 @@ TEST(SamplingOpsTest, MassSlicesMatchTheirDefinition) {
   }
 }
 
-// BlockSums at every ISA against f64 sums in order: blocks of 1, 7, 16 and 1024 over lengths
-// that end inside a vector and inside a block.
-TEST(SamplingOpsTest, BlockSumsMatchTheSumsInOrder) {
-  IsaGuard guard;
-  for (Isa isa : IsasToTest()) {
-    ASSERT_TRUE(SetActiveIsa(isa));
-    for (int64_t n : {1, 7, 17, 1023, 4099, 73448}) {
-      const std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n + 11), 0.0f, 3.0f);
-      for (int64_t block : {1, 7, 16, 1024}) {
-        const int64_t blocks = (n + block - 1) / block;
-        std::vector<double> got(blocks + 1, -1.0);
-        BlockSums(x.data(), n, block, got.data());
-        for (int64_t b = 0; b < blocks; ++b) {
-          double want = 0.0;
-          for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) want += x[i];
-          ASSERT_NEAR(got[b], want, 1e-12 * (1.0 + want))
-              << ToString(isa) << " n=" << n << " block=" << block << " b=" << b;
-        }
-        EXPECT_EQ(got[blocks], -1.0) << "wrote past the last block";
-      }
-    }
-  }
-}
-
 // Inputs for TopK: random values with ties, a NaN and an -inf ("random"); ascending, where
 // every element beats the ones before it ("ascending"); all -inf but every 97th and a NaN, as a
 // vocabulary masked for a constraint ("masked"), where the -infs fill up to k; and the elements

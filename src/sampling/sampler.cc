@@ -183,23 +183,29 @@ int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, floa
 
 // A draw from softmax(x·t) over the whole vocabulary: the same distribution as a draw over the
 // sorted candidates, without sorting them (at 73448 entries 0.1 ms against the sort's 14 ms,
-// per sampled token). The walk goes over blocks of kDrawBlock tokens by their f64 sums, then
-// the tokens of the block it lands in, where it added every weight one after the other (73448
-// logits at temperature 0.7: 50-60 → 26-27 µs a token; MiniCPM-V-4.6's 248320, which its
-// generation config samples so: 169-172 → 92-93; thirty-fourth session, interleaved).
+// per sampled token). Each block of kDrawBlock tokens' weights are computed into a per-thread
+// buffer that stays in L1, for their sum alone; the draw walks the blocks by those sums, then
+// computes its block's weights again (the same values: the same kernel on the same block) and
+// walks them. Where it wrote the whole vocabulary's weights and added every one of them after
+// the other (a dependent f64 chain): 73448 logits at temperature 0.7 50-60 → 19-21 µs a token,
+// MiniCPM-V-4.6's 248320 (which its generation config samples so) 169-172 → 66-75 (thirty-
+// fourth session, interleaved). A block's sum is ExpScaled's f32 one; should rounding leave r
+// past the walk's f64 sum of the same weights, the block's last token is the draw.
 constexpr int64_t kDrawBlock = 1024;
 int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
   const float mx = kernels::Max(x, n);
   // A +inf logit takes all the mass (the SIMD exps give it and NaNs the smallest normal weight,
   // not NaN): the first one is the draw.
   if (mx == INFINITY) return static_cast<int32_t>(kernels::ArgMax(x, n));
-  const VocabExps exps = ExpsOf(x, n, mx, t);
-  const float* w = exps.w;
+  thread_local std::vector<float> w(kDrawBlock);
   thread_local std::vector<double> block_mass;
   block_mass.resize(static_cast<size_t>((n + kDrawBlock - 1) / kDrawBlock));
-  kernels::BlockSums(w, n, kDrawBlock, block_mass.data());
+  const auto block_weights = [&](size_t b) {  // into w; returns their sum
+    const int64_t b0 = static_cast<int64_t>(b) * kDrawBlock;
+    return kernels::ExpScaled(x + b0, std::min(kDrawBlock, n - b0), mx, t, w.data());
+  };
   double total = 0.0;
-  for (const double m : block_mass) total += m;
+  for (size_t b = 0; b < block_mass.size(); ++b) total += block_mass[b] = block_weights(b);
   if (!(total > 0.0) || !std::isfinite(total)) return static_cast<int32_t>(kernels::ArgMax(x, n));
   std::uniform_real_distribution<double> u(0.0, total);
   double r = u(rng);
@@ -214,13 +220,14 @@ int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
   }
   if (block < 0) return static_cast<int32_t>(kernels::ArgMax(x, n));
   if (!landed) r = INFINITY;
-  const int64_t b0 = block * kDrawBlock, b1 = std::min(n, b0 + kDrawBlock);
+  block_weights(static_cast<size_t>(block));
+  const int64_t b0 = block * kDrawBlock, len = std::min(kDrawBlock, n - b0);
   double acc = 0.0;
   int64_t last = -1;  // the block's last token that can be drawn (not one of weight 0 or NaN)
-  for (int64_t i = b0; i < b1; ++i) {
-    if (w[i] == 0.0f || std::isnan(x[i])) continue;
+  for (int64_t i = 0; i < len; ++i) {
+    if (w[i] == 0.0f || std::isnan(x[b0 + i])) continue;
     acc += w[i];
-    last = i;
+    last = b0 + i;
     if (r < acc) break;
   }
   return static_cast<int32_t>(last >= 0 ? last : kernels::ArgMax(x, n));

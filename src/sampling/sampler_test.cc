@@ -93,13 +93,19 @@ TEST(SamplerTest, FullVocabularyDrawFollowsTheDistribution) {
 }
 
 // Temperature alone over MiniCPM-V-4.6's vocabulary (248320: hundreds of the draw's blocks),
-// token i at 0.25·(i mod 8), with whole blocks and the last ones at -inf: each level's share of
-// the draws is its share of the mass; no -inf token is drawn; a NaN or +inf logit gives the
-// largest (no mass to draw by).
+// each token at one of eight levels 0.25·l (l random, so that blocks differ), with whole blocks
+// and the last ones at -inf: each level's share of the draws is its share of the mass; no -inf
+// token is drawn; the top level's draws spread over the ids; a NaN or +inf logit gives the +inf
+// (no mass to draw by).
 TEST(SamplerTest, TemperatureAloneDrawsEachLevelByItsMass) {
   constexpr int64_t kN = 248320;
+  std::mt19937 g(5);
+  std::vector<int> level(kN);
   std::vector<float> logits(kN);
-  for (int64_t i = 0; i < kN; ++i) logits[i] = 0.25f * static_cast<float>(i % 8);
+  for (int64_t i = 0; i < kN; ++i) {
+    level[i] = static_cast<int>(g() % 8);
+    logits[i] = 0.25f * static_cast<float>(level[i]);
+  }
   for (int64_t i = 5000; i < 9000; ++i) logits[i] = -INFINITY;
   for (int64_t i = kN - 3000; i < kN; ++i) logits[i] = -INFINITY;
   SamplingParams p;
@@ -109,7 +115,7 @@ TEST(SamplerTest, TemperatureAloneDrawsEachLevelByItsMass) {
   for (int64_t i = 0; i < kN; ++i) {
     if (logits[i] == -INFINITY) continue;
     const double w = std::exp((static_cast<double>(logits[i]) - 1.75) / 0.7);
-    want[i % 8] += w;
+    want[level[i]] += w;
     total += w;
   }
   Rng rng(31);
@@ -120,11 +126,11 @@ TEST(SamplerTest, TemperatureAloneDrawsEachLevelByItsMass) {
     const int32_t t = SampleToken(logits.data(), kN, p, rng);
     ASSERT_GE(t, 0);
     ASSERT_NE(logits[t], -INFINITY) << t;
-    ++count[t % 8];
-    if (t % 8 == 7) top_low_ids += t < kN / 2;
+    ++count[level[t]];
+    if (level[t] == 7) top_low_ids += t < kN / 2;
   }
-  for (int level = 0; level < 8; ++level) {
-    EXPECT_NEAR(count[level] / static_cast<double>(kDraws), want[level] / total, 0.03) << level;
+  for (int l = 0; l < 8; ++l) {
+    EXPECT_NEAR(count[l] / static_cast<double>(kDraws), want[l] / total, 0.03) << l;
   }
   EXPECT_NEAR(top_low_ids / static_cast<double>(count[7]), 0.5, 0.06);
   logits[100] = NAN;
