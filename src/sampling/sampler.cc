@@ -70,21 +70,29 @@ size_t PrefixByMass(std::vector<uint64_t>& keys, const float* w, double need) {
 constexpr int kMassSlices = 4096;
 constexpr float kMassRange = 30.0f;
 
-// The draw's walk within slice b: its tokens that `keeps` in index order, from mass `r` into the
-// slice; the last of them if rounding carries r past their sum; -1 if it keeps none.
+// The draw's walk: tokens offered in turn with their weights; the first at which the running
+// weight passes r is the draw, else the last one offered (rounding carried r past their sum).
+struct DrawWalk {
+  double r;
+  double acc = 0.0;
+  int64_t last = -1;  // the last token offered; -1 if none
+  bool Offer(int64_t i, float w) {  // true: i is the draw
+    acc += w;
+    last = i;
+    return r < acc;
+  }
+};
+
+// The walk within slice b: its tokens that `keeps`, in index order, from mass `r` into it.
 template <typename Keeps>
 int64_t DrawInSlice(const int16_t* slices, int64_t n, int16_t b, const float* w, double r,
                     Keeps keeps) {
-  double acc = 0.0;
-  int64_t last = -1;
+  DrawWalk walk{r};
   for (int64_t i = kernels::FindEqual(slices, 0, n, b); i < n;
        i = kernels::FindEqual(slices, i + 1, n, b)) {
-    if (!keeps(i)) continue;
-    acc += w[i];
-    last = i;
-    if (r < acc) break;
+    if (keeps(i) && walk.Offer(i, w[i])) break;
   }
-  return last;
+  return walk.last;
 }
 
 // A draw from the tokens that min-p and top-p keep of the whole vocabulary, when that is more
@@ -167,12 +175,13 @@ int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, floa
     r -= m;
     last_slice = b;
   }
-  double acc = 0.0;  // else the boundary's set, in its array's order
-  for (size_t j = 0; drawn < 0 && j < edge_end; ++j) {
-    const int32_t i = kernels::RankKeyIndex(edge[j]);
-    if (!floor_keeps(i)) continue;
-    acc += w[i];
-    if (r < acc || j + 1 == edge_end) drawn = i;
+  if (drawn < 0) {  // else the boundary's set, in its array's order
+    DrawWalk walk{r};
+    for (size_t j = 0; j < edge_end; ++j) {
+      const int32_t i = kernels::RankKeyIndex(edge[j]);
+      if (floor_keeps(i) && walk.Offer(i, w[i])) break;
+    }
+    drawn = walk.last;
   }
   if (drawn < 0 && last_slice > boundary) {  // rounding carried r past the kept mass
     drawn = DrawInSlice(slices.data(), n, static_cast<int16_t>(last_slice), w, INFINITY,
@@ -222,15 +231,11 @@ int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
   if (!landed) r = INFINITY;
   block_weights(static_cast<size_t>(block));
   const int64_t b0 = block * kDrawBlock, len = std::min(kDrawBlock, n - b0);
-  double acc = 0.0;
-  int64_t last = -1;  // the block's last token that can be drawn (not one of weight 0 or NaN)
+  DrawWalk walk{r};  // over the tokens that can be drawn (not one of weight 0 or NaN)
   for (int64_t i = 0; i < len; ++i) {
-    if (w[i] == 0.0f || std::isnan(x[b0 + i])) continue;
-    acc += w[i];
-    last = b0 + i;
-    if (r < acc) break;
+    if (w[i] != 0.0f && !std::isnan(x[b0 + i]) && walk.Offer(b0 + i, w[i])) break;
   }
-  return static_cast<int32_t>(last >= 0 ? last : kernels::ArgMax(x, n));
+  return static_cast<int32_t>(walk.last >= 0 ? walk.last : kernels::ArgMax(x, n));
 }
 
 }  // namespace
