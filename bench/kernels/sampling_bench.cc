@@ -25,10 +25,10 @@ constexpr int64_t kVocab = 73448;
 
 // Logits spread as a language model's: most far below the few largest (sigma 3); or nearly
 // flat, as dummy weights make them (sigma 0.5: top-p's set spans most of the vocabulary).
-std::vector<float> Logits(float sigma = 3.0f) {
+std::vector<float> Logits(float sigma = 3.0f, int64_t n = kVocab) {
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> x(kVocab);
+  std::vector<float> x(n);
   for (float& v : x) v = dist(rng);
   return x;
 }
@@ -106,10 +106,7 @@ void BM_SampleToken(benchmark::State& state) {
 // of the arg's size: MiniCPM4's 73448 or MiniCPM-V-4.6's 248320 (SampleAll's walk over blocks).
 void BM_SampleTokenTemperature(benchmark::State& state) {
   const int64_t n = state.range(0);
-  std::mt19937 gen(3);
-  std::normal_distribution<float> dist(0.0f, 3.0f);
-  std::vector<float> x(n);
-  for (float& v : x) v = dist(gen);
+  const std::vector<float> x = Logits(3.0f, n);
   SamplingParams p;
   p.temperature = 0.7f;
   Rng rng(1);
