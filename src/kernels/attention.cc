@@ -2,7 +2,6 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -82,14 +81,6 @@ struct RowBlock {
   bool dot;  // bf16 dot-product scores (AttendRowsAvx2)
 };
 
-// Whether row t's query vectors hold bf16 values only (the low 16 bits of every f32 zero), so
-// that bf16 dot products of them with a bf16 cache's keys are exact.
-bool QueryIsBf16(const float* q, int64_t n) {
-  uint32_t low = 0;
-  for (int64_t i = 0; i < n; ++i) low |= std::bit_cast<uint32_t>(q[i]) & 0xffffu;
-  return low == 0;
-}
-
 }  // namespace
 
 void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -126,8 +117,10 @@ void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
   int64_t n_rows = 0;
   for (const AttentionSeq& s : seqs) n_rows = std::max(n_rows, s.q_begin + s.q_len);
   std::vector<uint8_t> dot_row(n_rows);
+  // A row whose query vectors hold bf16 values only: its bf16 dot products with a bf16 cache's
+  // keys are exact.
   for (int64_t t = 0; dot_ok && t < n_rows; ++t) {
-    dot_row[t] = QueryIsBf16(q + t * q_stride, n_heads * d);
+    dot_row[t] = HoldsBf16OnlyAvx512(q + t * q_stride, n_heads * d);
   }
   std::vector<RowBlock> blocks;
   int64_t n_partials = 0;  // floats

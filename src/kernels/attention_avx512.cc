@@ -10,6 +10,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_impl.h"
 #include "kernels/attention_tiles.h"
 #include "kernels/exp_poly.h"
 #include "kernels/simd_avx2.h"
@@ -510,3 +511,15 @@ void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool
 }
 
 }  // namespace cpm::kernels::attn
+
+namespace cpm::kernels {
+
+bool HoldsBf16OnlyAvx512(const float* x, int64_t n) {
+  __m512i low = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) low = _mm512_or_si512(low, _mm512_loadu_si512(x + i));
+  low = _mm512_or_si512(low, _mm512_maskz_loadu_epi32(avx512::FirstLanes(n - i), x + i));
+  return _mm512_test_epi32_mask(low, _mm512_set1_epi32(0xffff)) == 0;
+}
+
+}  // namespace cpm::kernels

@@ -65,6 +65,12 @@ constexpr int64_t kPartitionKeys = 1024;
 void MergePartitionsAvx2(const float* parts, int64_t stride, int64_t n, int64_t group, int64_t d,
                          float* out);
 
+// Whether x[0, n) holds bf16 values only (the low 16 bits of every f32 zero), on 16 lanes: which
+// query rows take bf16 dot products (a row at a time over all its heads, on the caller before
+// the tasks, the worker waiting meanwhile). The scalar loop was ~2.5% of decode attention's
+// samples over 16 × 1024 keys and ~9% of a 512-row prefill's attention over 512 keys.
+bool HoldsBf16OnlyAvx512(const float* x, int64_t n);
+
 void AttendRowsAvx2(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                     int64_t key_begin, int64_t key_end, bool finish, bool dot, int64_t kvh,
                     int64_t group, const KvLayerView& kv, const int32_t* block_table, float scale,

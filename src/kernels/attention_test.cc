@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -359,6 +360,25 @@ TEST(AttentionTest, Bf16QueriesMatchDenseReference) {
     RunCase({4, 4, 24, 5, DType::kBF16}, kLongBatch, 37, qk);  // no whole chunk: f32 tiles only
     RunCase({24, 2, 32, 16, DType::kBF16}, kMixedBatch, 38, qk);  // group 12: tiles of 8 + 4
   }
+}
+
+// Which query rows take bf16 dot products: a row of bf16 values only, of any length (the 16-lane
+// loop, then its masked tail), and not once any one element, wherever it sits, has a low bit.
+TEST(AttentionTest, Bf16RowCheckFindsEveryLowBit) {
+  if (BestIsa() != Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (int64_t n : {1, 7, 15, 16, 17, 31, 1024, 1031}) {
+    std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n), -2, 2);
+    for (float& v : x) v = RoundBf16(v);
+    EXPECT_TRUE(HoldsBf16OnlyAvx512(x.data(), n)) << "n=" << n;
+    for (int64_t i = 0; i < n; ++i) {
+      for (uint32_t bit : {0x1u, 0x8000u}) {
+        std::vector<float> y = x;
+        y[i] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[i]) ^ bit);
+        ASSERT_FALSE(HoldsBf16OnlyAvx512(y.data(), n)) << "n=" << n << " at " << i;
+      }
+    }
+  }
+  EXPECT_TRUE(HoldsBf16OnlyAvx512(nullptr, 0));
 }
 
 TEST(AttentionTest, KvWriteStoresRoundedBf16) {
