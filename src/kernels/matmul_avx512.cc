@@ -15,6 +15,7 @@
 // weights are prefetched a fixed distance ahead. Outputs are rounded to bf16 as they are stored.
 // x's bf16 check and pair packing are done once per call, for all tasks (PrepareXAvx512).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -385,7 +386,7 @@ struct TernaryDecoder {
 
   __m512i Weights(uint64_t codes, __m512i mask) const {
     const __m512i v = _mm512_set1_epi64(static_cast<long long>(codes));
-    const __m512i window = _mm512_multishift_epi64_epi8(windows, v);
+    const __m512i window = Multishift(windows, v);
     const __m512i index = _mm512_ternarylogic_epi32(window, two_bits, high_byte, 0xea);  // a&b|c
     return _mm512_and_si512(_mm512_shuffle_epi8(patterns, index), mask);
   }
@@ -403,6 +404,22 @@ struct TernaryDecoder {
     const __m512i s = _mm512_and_si512(mask, _mm512_set1_epi16(0x7fff));
     const __m512i w = _mm512_maskz_mov_epi16(static_cast<__mmask32>(hi ^ lo), s);
     return _mm512_mask_mov_epi16(w, static_cast<__mmask32>(hi & ~lo), mask);
+  }
+
+  // Byte i: the 8 bits of v's qword i/8 from bit windows.byte[i] on, wrapping (vpmultishiftqb).
+  // Under emulation a loop of our own: SIMDe 0.7.4's shifts a qword left by 64 for a window at
+  // bit 0, undefined behaviour that UBSan stops at (the result happens to be right on x86).
+  static __m512i Multishift(__m512i windows, __m512i v) {
+#if defined(CPM_EMULATE_AVX512)
+    alignas(64) uint8_t w[64], out[64];
+    alignas(64) uint64_t q[8];
+    _mm512_store_si512(w, windows);
+    _mm512_store_si512(q, v);
+    for (int i = 0; i < 64; ++i) out[i] = static_cast<uint8_t>(std::rotr(q[i / 8], w[i] & 63));
+    return _mm512_load_si512(out);
+#else
+    return _mm512_multishift_epi64_epi8(windows, v);
+#endif
   }
 
   // The bits of `v` under `select`, packed from bit 0 (pext; a loop under emulation).
