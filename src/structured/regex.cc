@@ -206,25 +206,22 @@ class DfaBuilder {
 
   Status Run() {
     ByteClasses();
-    std::vector<std::vector<int32_t>> sets = {Closure({0}, /*begin=*/true, /*end=*/false)};
-    std::map<std::vector<int32_t>, int32_t> ids;  // the states after the start (its own id)
+    const std::vector<int32_t> start = Closure({0}, /*begin=*/true, /*end=*/false);
+    // The states after the start (its own id), each NFA set held once, as a key of `ids`.
+    std::map<std::vector<int32_t>, int32_t> ids;
+    std::vector<const std::vector<int32_t>*> sets = {&start};
+    int64_t held = static_cast<int64_t>(start.size());  // NFA states in all the sets
     for (size_t s = 0; s < sets.size(); ++s) {
-      accepting.push_back(Accepts(sets[s], s == 0));
+      accepting.push_back(Accepts(*sets[s], s == 0));
       for (int32_t k = 0; k < num_classes; ++k) {
-        std::vector<int32_t> to = Move(sets[s], representative_[k]);
+        std::vector<int32_t> to = Move(*sets[s], representative_[k]);
         int32_t id = Regex::kDead;
         if (!to.empty()) {
           const auto [it, inserted] = ids.emplace(std::move(to), static_cast<int32_t>(sets.size()));
           if (inserted) {
-            if (sets.size() >= static_cast<size_t>(kMaxRegexDfaStates) ||
-                (sets.size() + 1) * num_classes > kMaxRegexTableEntries) {
-              return InvalidArgument(
-                  "regex: too complex (its automaton has more than " +
-                  std::to_string(std::min<int64_t>(kMaxRegexDfaStates,
-                                                   kMaxRegexTableEntries / num_classes)) +
-                  " states)");
-            }
-            sets.push_back(it->first);
+            held += static_cast<int64_t>(it->first.size());
+            CPM_RETURN_IF_ERROR(CheckSize(sets.size() + 1, held));
+            sets.push_back(&it->first);
           }
           id = it->second;
         }
@@ -237,6 +234,23 @@ class DfaBuilder {
   }
 
  private:
+  // Refuses an automaton of `states` states whose NFA sets hold `held` NFA states in all.
+  Status CheckSize(size_t states, int64_t held) const {
+    if (states > static_cast<size_t>(kMaxRegexDfaStates) ||
+        static_cast<int64_t>(states) * num_classes > kMaxRegexTableEntries) {
+      return InvalidArgument(
+          "regex: too complex (its automaton has more than " +
+          std::to_string(std::min<int64_t>(kMaxRegexDfaStates,
+                                           kMaxRegexTableEntries / num_classes)) +
+          " states)");
+    }
+    if (held > kMaxRegexSubsetElements) {
+      return InvalidArgument("regex: too complex (its automaton's states stand for more than " +
+                             std::to_string(kMaxRegexSubsetElements) + " NFA states in all)");
+    }
+    return OkStatus();
+  }
+
   // Bytes split into classes that no byte edge tells apart.
   void ByteClasses() {
     std::array<bool, 257> starts{};
