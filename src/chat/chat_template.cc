@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "chat/ast.h"
+#include "chat/json_merge.h"
 #include "chat/interpreter.h"
 #include "chat/parser.h"
 
@@ -53,10 +54,9 @@ StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const ChatRenderInput
   if (input.bos_token) ctx["bos_token"] = *input.bos_token;
   if (input.eos_token) ctx["eos_token"] = *input.eos_token;
   if (input.chat_template_kwargs.is_object()) {
-    for (auto it = input.chat_template_kwargs.begin(); it != input.chat_template_kwargs.end(); ++it) {
-      if (it.key() == "messages" || it.key() == "tools" || it.key() == "documents") continue;
-      ctx[it.key()] = it.value();
-    }
+    MergeObject(&ctx, input.chat_template_kwargs, [](const std::string& key) {
+      return key != "messages" && key != "tools" && key != "documents";
+    });
   }
   return tmpl.Render(ctx);
 }

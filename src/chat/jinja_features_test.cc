@@ -5,6 +5,7 @@
 // context, --chat-template loading and concurrent renders.
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/json_merge.h"
 
 namespace cpm {
 namespace {
@@ -158,6 +160,33 @@ TEST(RenderChat, BuildsTransformersContext) {
   r = RenderChat(*t, input);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, "<s>|False|True|False||False|1|");
+}
+
+// MergeObject against ordered_json's own operator[], member by member: same values, same order.
+TEST(RenderChat, MergeObjectIsOperatorIndexInLinearTime) {
+  std::mt19937 rng(3);
+  for (int round = 0; round < 200; ++round) {
+    Json base = Json::object(), over = Json::object();
+    for (int i = 0, n = static_cast<int>(rng() % 8); i < n; ++i) base["k" + std::to_string(rng() % 12)] = i;
+    for (int i = 0, n = static_cast<int>(rng() % 30); i < n; ++i) over["k" + std::to_string(rng() % 40)] = -i;
+    Json expected = base;
+    for (const auto& [key, value] : over.items()) {
+      if (key != "k1") expected[key] = value;
+    }
+    MergeObject(&base, over, [](const std::string& key) { return key != "k1"; });
+    EXPECT_EQ(base.dump(), expected.dump());
+  }
+  // Many kwargs reach the template (each was an O(n) insertion before).
+  StatusOr<ChatTemplate> t = ChatTemplate::Parse("{{ k0 }}|{{ k19999 }}");
+  ASSERT_TRUE(t.ok());
+  ChatRenderInput input;
+  input.messages = Json::array();
+  input.chat_template_kwargs = Json::object();
+  auto& members = input.chat_template_kwargs.get_ref<Json::object_t&>();
+  for (int i = 0; i < 20000; ++i) members.emplace_back("k" + std::to_string(i), i);
+  StatusOr<std::string> r = RenderChat(*t, input);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "0|19999");
 }
 
 TEST(RenderChat, ConcurrentRendersShareOneTemplate) {

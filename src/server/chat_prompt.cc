@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "chat/json_merge.h"
+
 namespace cpm {
 
 using Json = nlohmann::ordered_json;
@@ -109,8 +111,9 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   r.bos_token = ctx.tokenizer->bos_token();
   r.eos_token = ctx.tokenizer->eos_token();
   r.chat_template_kwargs = ctx.default_chat_template_kwargs;
-  for (auto it = in.chat_template_kwargs.begin(); it != in.chat_template_kwargs.end(); ++it) {
-    r.chat_template_kwargs[it.key()] = it.value();
+  if (in.chat_template_kwargs.is_object()) {
+    if (!r.chat_template_kwargs.is_object()) r.chat_template_kwargs = Json::object();
+    MergeObject(&r.chat_template_kwargs, in.chat_template_kwargs);
   }
   StatusOr<std::string> text = RenderChat(*ctx.chat_template, r);
   if (!text.ok()) {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "server/json_parse.h"
+
 namespace cpm::protocol {
 
 using Json = nlohmann::ordered_json;
@@ -13,7 +15,7 @@ Status TypeError(const std::string& field, const char* expected) {
 }
 
 StatusOr<Json> ParseJsonObject(std::string_view body) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  Json j = ParseOrderedJson(body);
   if (j.is_discarded()) {
     return InvalidArgument("JSON decode error: the request body is not valid JSON");
   }

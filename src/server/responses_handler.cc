@@ -10,6 +10,7 @@
 #include "benchserve/sse_reader.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
+#include "server/json_parse.h"
 
 namespace cpm {
 
@@ -309,7 +310,7 @@ HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std:
                    Clock::time_point arrival, const ClientGoneFn& client_gone) {
   HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone, {}, true);
   if (chat.status != 200) return chat;
-  const Json j = Json::parse(chat.body, nullptr, false);
+  const Json j = protocol::ParseOrderedJson(chat.body);
   if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
   const Json& choice = j["choices"][0];
   const Json& message = choice["message"];
@@ -336,7 +337,7 @@ HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std:
 
 HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
                           Clock::time_point arrival, const ClientGoneFn& client_gone) {
-  const Json request = Json::parse(body, nullptr, false);
+  const Json request = protocol::ParseOrderedJson(body);
   std::vector<std::string> ignored;
   auto chat = ChatRequestFromResponses(request, &ignored);
   if (!chat.ok()) return HttpReply::Error(chat.status());
