@@ -2,6 +2,7 @@
 // the sampling parameters are resolved).
 #include "server/protocol.h"
 
+#include "server/json_parse.h"
 #include "server/json_reader.h"
 
 namespace cpm::protocol {
@@ -218,7 +219,7 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
                      : structured::kMaxWhitespace;
   if (kinds[0] == "json") {
     if (v.is_string()) {
-      const Json parsed = Json::parse(v.get<std::string>(), nullptr, false);
+      const Json parsed = ParseOrderedJson(v.get<std::string>());
       if (parsed.is_discarded()) return InvalidArgument("structured_outputs.json is not JSON");
       CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(parsed, ws));
     } else {
