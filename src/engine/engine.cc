@@ -434,9 +434,13 @@ void Engine::Impl::Step() {
   // generator and only its own rows, so no token depends on the thread that draws it (a
   // sampled row costs 0.1-3 ms at 73k entries).
   const std::vector<StepLogits::Row>& rows = step_logits_.rows;
+  // A request's rows may be in several items (its last prompt chunk's prompt_logprobs rows and
+  // its first draw): a draw appends to its tokens while the scoring of another row would read
+  // them (a reallocation under the read, found by TSan), so the scored token is read here.
   struct Item {
     size_t row;
     int64_t count;
+    int32_t scored_token;  // prompt_logprobs rows: the prompt token that follows
   };
   std::vector<Item> items;
   for (size_t i = 0; i < rows.size();) {
@@ -445,7 +449,9 @@ void Engine::Impl::Step() {
       CPM_CHECK(rows[j].req == rows[i].req && rows[j].draft_position == rows[j - 1].draft_position + 1);
       ++j;
     }
-    items.push_back({i, static_cast<int64_t>(j - i)});
+    const int64_t p = rows[i].prompt_position;
+    items.push_back({i, static_cast<int64_t>(j - i),
+                     p >= 0 ? rows[i].req->tokens[static_cast<size_t>(p + 1)] : -1});
     i = j;
   }
   std::vector<TokenLogprobs> scored(rows.size());
@@ -455,8 +461,8 @@ void Engine::Impl::Step() {
     const Item& it = items[static_cast<size_t>(t)];
     RequestState* r = rows[it.row].req;
     float* row = step_logits_.logits.data() + static_cast<int64_t>(it.row) * vocab;
-    if (const int64_t p = rows[it.row].prompt_position; p >= 0) {
-      scored[it.row] = ScoreToken(row, vocab, r->tokens[p + 1], r->req.prompt_logprobs,
+    if (rows[it.row].prompt_position >= 0) {
+      scored[it.row] = ScoreToken(row, vocab, it.scored_token, r->req.prompt_logprobs,
                                   &scratch_[worker]);
     } else if (r->req.max_tokens != 0) {
       drawn[it.row] =
