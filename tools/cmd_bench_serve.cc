@@ -250,18 +250,18 @@ std::string Payload(Api api, const std::string& model, const SampleRequest& r,
   return Dump(p);
 }
 
-// Limits the requests in flight (0: no limit).
+// Limits the requests in flight (a negative limit: none).
 class Gate {
  public:
-  explicit Gate(int64_t limit) : free_(limit) {}
+  explicit Gate(int64_t limit) : unlimited_(limit < 0), free_(limit) {}
   void Enter() {
-    if (free_ < 0) return;
+    if (unlimited_) return;
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return free_ > 0; });
     --free_;
   }
   void Leave() {
-    if (free_ < 0) return;
+    if (unlimited_) return;
     {
       std::lock_guard<std::mutex> l(mu_);
       ++free_;
@@ -270,9 +270,10 @@ class Gate {
   }
 
  private:
+  const bool unlimited_;  // read without the lock: it never changes
   std::mutex mu_;
   std::condition_variable cv_;
-  int64_t free_;  // < 0: unlimited
+  int64_t free_;  // guarded by mu_
 };
 
 int Fail(const Failure& f) {
