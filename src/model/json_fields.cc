@@ -1,5 +1,7 @@
 #include "model/json_fields.h"
 
+#include <cstdint>
+
 namespace cpm {
 
 StatusOr<nlohmann::json> ParseJsonConfig(const std::string& text, const std::string& path) {
@@ -95,6 +97,18 @@ StatusOr<JsonFields> JsonFields::Object(const std::string& key) const {
   if (!Has(key)) return Error(key, "is missing");
   if (!obj_[key].is_object()) return Error(key, "must be an object");
   return JsonFields(obj_[key], where_ + ": " + key);
+}
+
+Status CheckConfigSize(const std::string& where, const std::string& name, int64_t v) {
+  if (v <= 0) return InvalidArgument(where + ": field '" + name + "' must be > 0");
+  const int64_t max = name == "max_position_embeddings" ? INT64_MAX
+                      : name == "num_hidden_layers"      ? kMaxConfigLayers
+                                                         : kMaxConfigSize;
+  if (v > max) {
+    return InvalidArgument(where + ": field '" + name + "' = " + std::to_string(v) +
+                           " is beyond " + std::to_string(max) + ", more than any checkpoint has");
+  }
+  return OkStatus();
 }
 
 }  // namespace cpm

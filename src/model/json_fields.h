@@ -12,6 +12,14 @@
 
 namespace cpm {
 
+// A config size (a width, a count of heads or layers) as a positive number no checkpoint goes
+// beyond, so that nothing is sized by 10^12 layers or channels before a tensor is looked at:
+// 1..kMaxConfigSize, and 1..kMaxConfigLayers for num_hidden_layers (per-layer tensor lists are
+// built first). max_position_embeddings is bounded by the RoPE table's memory instead.
+constexpr int64_t kMaxConfigSize = int64_t{1} << 24;
+constexpr int64_t kMaxConfigLayers = 4096;
+Status CheckConfigSize(const std::string& where, const std::string& name, int64_t v);
+
 // The JSON object in `text` (a config file's contents), or an error naming `path`.
 StatusOr<nlohmann::json> ParseJsonConfig(const std::string& text, const std::string& path);
 

@@ -40,11 +40,6 @@ Status ParseRopeScaling(const JsonFields& f, MiniCpmConfig* c) {
   return OkStatus();
 }
 
-Status CheckPositive(const std::string& path, const char* name, int64_t v) {
-  if (v <= 0) return InvalidArgument(path + ": field '" + name + "' must be > 0");
-  return OkStatus();
-}
-
 }  // namespace
 
 StatusOr<MiniCpmConfig> ParseMiniCpmConfig(const std::string& config_text,
@@ -79,7 +74,7 @@ StatusOr<MiniCpmConfig> ParseMiniCpmConfig(const std::string& config_text,
                          {"num_key_value_heads", c.num_key_value_heads},
                          {"vocab_size", c.vocab_size},
                          {"max_position_embeddings", c.max_position_embeddings}}) {
-    CPM_RETURN_IF_ERROR(CheckPositive(path, name, v));
+    CPM_RETURN_IF_ERROR(CheckConfigSize(path, name, v));
   }
   if (c.hidden_size % c.num_attention_heads != 0)
     return InvalidArgument(path + ": hidden_size must be a multiple of num_attention_heads");

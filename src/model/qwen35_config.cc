@@ -8,11 +8,6 @@
 namespace cpm {
 namespace {
 
-Status CheckPositive(const std::string& where, const char* name, int64_t v) {
-  if (v <= 0) return InvalidArgument(where + ": field '" + name + "' must be > 0");
-  return OkStatus();
-}
-
 // layer_types when present, else HF's rule: layer i is full iff (i+1) % interval == 0.
 Status ParseLayerTypes(const JsonFields& f, Qwen35Config* c) {
   c->full_attention.assign(c->num_hidden_layers, false);
@@ -105,11 +100,11 @@ StatusOr<Qwen35Config> ParseQwen35Config(const std::string& config_text, const s
                          {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
                          {"vocab_size", c.vocab_size},
                          {"max_position_embeddings", c.max_position_embeddings}}) {
-    CPM_RETURN_IF_ERROR(CheckPositive(f.where(), name, v));
+    CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), name, v));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   CPM_RETURN_IF_ERROR(f.OptInt("head_dim", &c.head_dim));
-  CPM_RETURN_IF_ERROR(CheckPositive(f.where(), "head_dim", c.head_dim));
+  CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), "head_dim", c.head_dim));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     return InvalidArgument(f.where() + ": num_attention_heads must be a multiple of num_key_value_heads");
   if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
@@ -164,7 +159,7 @@ StatusOr<MiniCpmV46VisionConfig> ParseMiniCpmV46VisionConfig(const std::string& 
                          {"patch_size", v.patch_size},
                          {"image_size", v.image_size},
                          {"num_channels", v.num_channels}}) {
-    CPM_RETURN_IF_ERROR(CheckPositive(f.where(), name, x));
+    CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), name, x));
   }
   if (v.hidden_size % v.num_attention_heads != 0)
     return InvalidArgument(f.where() + ": hidden_size must be a multiple of num_attention_heads");

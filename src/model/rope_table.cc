@@ -1,6 +1,10 @@
 #include "model/rope_table.h"
 
+#include <unistd.h>
+
 #include <cmath>
+
+#include <fmt/format.h>
 
 namespace cpm {
 namespace {
@@ -17,6 +21,18 @@ std::vector<float> InvFreq(int64_t rot_dim, double theta) {
 }
 
 }  // namespace
+
+Status CheckRopeTableFits(int64_t rot_dim, int64_t max_positions, const std::string& source) {
+  const double bytes = 2.0 * static_cast<double>(rot_dim / 2) * sizeof(float) *
+                       static_cast<double>(max_positions);  // cos and sin
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (bytes <= memory / 2) return OkStatus();
+  return InvalidArgument(fmt::format(
+      "{}: {} positions would need a {:.1f} GiB RoPE table, more than half of this machine's "
+      "{:.1f} GiB; pass a smaller --max-model-len",
+      source, max_positions, bytes / (1 << 30), memory / (1 << 30)));
+}
 
 RopeTable BuildRopeTable(int64_t rot_dim, double theta, int64_t max_positions) {
   RopeTable t;

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace cpm {
 
@@ -16,6 +19,11 @@ struct RopeTable {
   const float* SinAt(int64_t pos) const { return sin.data() + pos * half; }
   int64_t max_positions() const { return half ? static_cast<int64_t>(cos.size()) / half : 0; }
 };
+
+// Refuses a table of `max_positions` rows that would take more than half of this machine's
+// memory (a config's max_position_embeddings of 10^12 asked for terabytes and died of
+// bad_alloc), naming `source`, where the length came from.
+Status CheckRopeTableFits(int64_t rot_dim, int64_t max_positions, const std::string& source);
 
 // Plain RoPE: angle(p, i) = p · theta^(-2i/rot_dim).
 RopeTable BuildRopeTable(int64_t rot_dim, double theta, int64_t max_positions);

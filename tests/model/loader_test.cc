@@ -144,6 +144,28 @@ TEST_F(LoaderTest, BadLongRopeListNamesIt) {
   ExpectMentions(Load().status(), {"config.json", "rope_scaling", "short_factor"});
 }
 
+// A context no machine can hold is an error naming where it came from, not a bad_alloc.
+TEST_F(LoaderTest, ContextBeyondMemoryNamesIt) {
+  EditConfig([](nlohmann::json& j) { j["max_position_embeddings"] = int64_t{1} << 40; });
+  ExpectMentions(Load().status(), {"config.json", "max_position_embeddings", "RoPE table"});
+  LoadOptions lo;
+  lo.model_dir = dir_.string();
+  lo.max_model_len = 64;  // a length that fits serves
+  EXPECT_TRUE(LoadModel(lo, pool_).ok());
+}
+
+// Sizes no checkpoint has are refused before anything is sized by them (10^12 layers of
+// expected tensor names, or of layer flags, ran out of memory).
+TEST_F(LoaderTest, SizesBeyondAnyCheckpointNameTheField) {
+  EditConfig([](nlohmann::json& j) { j["num_hidden_layers"] = int64_t{1000000000000}; });
+  ExpectMentions(Load().status(), {"config.json", "'num_hidden_layers'", "beyond 4096"});
+  EditConfig([](nlohmann::json& j) {
+    j["num_hidden_layers"] = 2;
+    j["intermediate_size"] = int64_t{1} << 40;
+  });
+  ExpectMentions(Load().status(), {"config.json", "'intermediate_size'", "beyond"});
+}
+
 TEST_F(LoaderTest, MissingDirectoryIsAnError) {
   fs::remove_all(dir_);
   ExpectMentions(Load().status(), {"config.json"});
