@@ -1,5 +1,7 @@
 #include "server/forced_tool_choice.h"
 
+#include "server/json_parse.h"
+
 namespace cpm {
 
 using Json = nlohmann::ordered_json;
@@ -71,7 +73,7 @@ std::optional<std::vector<ToolCall>> ForcedToolChoice::Calls(const std::string& 
   if (!named_.empty()) {  // the text as it is, complete or not (vLLM)
     return std::vector<ToolCall>{{ToolCallId(id_state, prefix, hex), named_, content}};
   }
-  const Json parsed = Json::parse(content, nullptr, false);
+  const Json parsed = protocol::ParseOrderedJson(content);
   if (!parsed.is_array()) return std::nullopt;
   std::vector<ToolCall> calls;
   for (const Json& c : parsed) {

@@ -22,6 +22,7 @@ constexpr size_t kIndexFrom = 16;
 class Builder {
  public:
   explicit Builder(Json* root) : root_(root) {}
+  bool too_deep() const { return too_deep_; }
 
   bool null() { return Put(nullptr) != nullptr; }
   bool boolean(bool v) { return Put(v) != nullptr; }
@@ -86,6 +87,10 @@ class Builder {
   }
 
   bool Open(Json v) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      too_deep_ = true;
+      return false;
+    }
     stack_.push_back({Put(std::move(v)), {}});
     return true;
   }
@@ -97,16 +102,23 @@ class Builder {
 
   Json* root_;
   Json* slot_ = nullptr;
+  bool too_deep_ = false;
   std::vector<Frame> stack_;
 };
 
 }  // namespace
 
-Json ParseOrderedJson(std::string_view text) {
+Json ParseOrderedJson(std::string_view text, std::string* error) {
   Json root;
   Builder builder(&root);
-  if (!Json::sax_parse(text.begin(), text.end(), &builder)) return Json(Json::value_t::discarded);
-  return root;
+  if (Json::sax_parse(text.begin(), text.end(), &builder)) return root;
+  if (error != nullptr) {
+    *error = builder.too_deep()
+                 ? "nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) +
+                       " levels"
+                 : "is not valid JSON";
+  }
+  return Json(Json::value_t::discarded);
 }
 
 }  // namespace cpm::protocol

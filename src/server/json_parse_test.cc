@@ -42,8 +42,21 @@ TEST(ParseOrderedJson, RejectsWhatTheLibraryRejects) {
     EXPECT_TRUE(ParseOrderedJson(text).is_discarded()) << text;
   }
   ExpectAsLibrary(std::string(100000, '['));  // unclosed, deep
-  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
-  ExpectAsLibrary(deep);
+}
+
+// Valid JSON nested deeper than kMaxJsonDepth is refused (the walks after parsing recurse);
+// at the limit it is read.
+TEST(ParseOrderedJson, RefusesNestingBeyondTheLimit) {
+  const auto nested = [](int depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+  };
+  ExpectAsLibrary(nested(kMaxJsonDepth));
+  std::string error;
+  EXPECT_TRUE(ParseOrderedJson(nested(kMaxJsonDepth + 1), &error).is_discarded());
+  EXPECT_NE(error.find("deeper than 200"), std::string::npos) << error;
+  EXPECT_TRUE(ParseOrderedJson("{\"a\": " + nested(100000) + "}", &error).is_discarded());
+  EXPECT_TRUE(ParseOrderedJson("[1,", &error).is_discarded());
+  EXPECT_EQ(error, "is not valid JSON");
 }
 
 // Random texts whose objects repeat keys often, of up to 60 members (across the size where an

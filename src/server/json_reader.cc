@@ -15,10 +15,9 @@ Status TypeError(const std::string& field, const char* expected) {
 }
 
 StatusOr<Json> ParseJsonObject(std::string_view body) {
-  Json j = ParseOrderedJson(body);
-  if (j.is_discarded()) {
-    return InvalidArgument("JSON decode error: the request body is not valid JSON");
-  }
+  std::string error;
+  Json j = ParseOrderedJson(body, &error);
+  if (j.is_discarded()) return InvalidArgument("JSON decode error: the request body " + error);
   if (!j.is_object()) return InvalidArgument("The request body must be a JSON object");
   return j;
 }

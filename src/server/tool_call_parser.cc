@@ -10,6 +10,7 @@
 #include "chat/builtins.h"
 #include "chat/text_util.h"
 #include "chat/value.h"
+#include "server/json_parse.h"
 
 namespace cpm {
 
@@ -181,7 +182,7 @@ Json ToolCallParser::ConvertValue(const std::string& function, const std::string
     return *v;
   }
   if (type == "boolean" || type == "bool" || type == "binary") return Lower(value) == "true";
-  Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
+  Json parsed = protocol::ParseOrderedJson(value);
   if (!parsed.is_discarded()) return parsed;
   if (value == "True" || value == "False") return value == "True";
   if (value == "None") return nullptr;

@@ -172,6 +172,15 @@ def pathological():
     ]
     for i, body in enumerate(cases):
         request(f"pathological chat #{i}", "/v1/chat/completions", body)
+    # Valid JSON nested 100k deep where the server walks values recursively (chat_template_kwargs
+    # crashed it by stack overflow before the parser's depth limit).
+    deep = "[" * 100000 + "]" * 100000
+    tool = {"type": "function", "function": {"name": "f", "parameters": "DEEP"}}
+    for i, body in enumerate([chat(chat_template_kwargs={"a": "DEEP"}),
+                              chat(vllm_xargs={"a": "DEEP"}), chat(tools=[tool]),
+                              chat(messages=[{"role": "user", "content": "hi", "x": "DEEP"}])]):
+        raw = json.dumps(body).replace('"DEEP"', deep).encode()
+        request(f"deep chat #{i}", "/v1/chat/completions", raw=raw)
     for i, body in enumerate([
             {"model": "tiny", "prompt": [[-1, 5]], "max_tokens": 2},
             {"model": "tiny", "prompt": "hi", "max_tokens": 2, "prompt_logprobs": 100000},
