@@ -6,40 +6,17 @@ models' config.json is replaced by null, a string, -1 or 10^12, or removed.
 A run must exit 0, or 1 with an "error:" line naming config.json or the checkpoint file; a
 signal or any other exit code fails the test.
 """
-import copy
 import json
 import os
 import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from json_mutations import REMOVE, mutated, paths  # noqa: E402
+
 CPMSERVE, WORK = sys.argv[1], sys.argv[2]
 VALUES = [None, "x", -1, 10**12]
-REMOVE = object()
-
-
-def paths(value, prefix=()):
-    if prefix:
-        yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from paths(v, prefix + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value[:2]):
-            yield from paths(v, prefix + (i,))
-
-
-def broken(config, path, value):
-    out = copy.deepcopy(config)
-    holder = out
-    for k in path[:-1]:
-        holder = holder[k]
-    if value is REMOVE:
-        del holder[path[-1]]
-    else:
-        holder[path[-1]] = value
-    return out
-
 
 failures = []
 runs = 0
@@ -51,10 +28,10 @@ for arch in ["minicpm4", "minicpmv4_6"]:
     config_path = os.path.join(model, "config.json")
     with open(config_path) as f:
         config = json.load(f)
-    for path in paths(config):
+    for path in paths(config, list_items=2):
         for value in VALUES + [REMOVE]:
             with open(config_path, "w") as f:
-                json.dump(broken(config, path, value), f)
+                json.dump(mutated(config, path, value), f)
             runs += 1
             r = subprocess.run([CPMSERVE, "generate", "--model", model, "--prompt-ids", "1,2,3",
                                 "--max-tokens", "2", "--threads", "1"],

@@ -11,9 +11,9 @@ Every answer must be a 200 or a 4xx carrying {"error": {"message", "type", "code
 5xx, never a dropped connection; exit 1 if any answer was not, after all have run.
 """
 import base64
-import copy
 import http.client
 import json
+import os
 import random
 import socket
 import struct
@@ -21,6 +21,9 @@ import sys
 import threading
 import time
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from json_mutations import REMOVE, mutated, paths  # noqa: E402
 
 PORT = int(sys.argv[1])
 failures = []
@@ -98,30 +101,6 @@ BASES = {
 }
 WEIRD = [None, True, False, 0, -1, 1, 2**31, 2**63, -2**63, 1e308, -1e308, 1.5, "", "x",
          "\u0000", [], [None], [[]], {}, {"a": None}, "-1", [1, 1, 1], "9" * 50]
-REMOVE = object()
-
-
-def paths(value, prefix=()):
-    if prefix:
-        yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from paths(v, prefix + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from paths(v, prefix + (i,))
-
-
-def mutated(base, path, value):
-    body = copy.deepcopy(base)
-    holder = body
-    for k in path[:-1]:
-        holder = holder[k]
-    if value is REMOVE:
-        del holder[path[-1]]
-    else:
-        holder[path[-1]] = value
-    return body
 
 
 def field_mutations():
