@@ -99,14 +99,14 @@ StatusOr<JsonFields> JsonFields::Object(const std::string& key) const {
   return JsonFields(obj_[key], where_ + ": " + key);
 }
 
-Status CheckConfigSize(const std::string& where, const std::string& name, int64_t v) {
-  if (v <= 0) return InvalidArgument(where + ": field '" + name + "' must be > 0");
-  const int64_t max = name == "max_position_embeddings" ? INT64_MAX
-                      : name == "num_hidden_layers"      ? kMaxConfigLayers
-                                                         : kMaxConfigSize;
-  if (v > max) {
-    return InvalidArgument(where + ": field '" + name + "' = " + std::to_string(v) +
-                           " is beyond " + std::to_string(max) + ", more than any checkpoint has");
+Status CheckConfigSizes(const std::string& where, std::initializer_list<ConfigSize> sizes) {
+  for (const ConfigSize& s : sizes) {
+    const std::string field = where + ": field '" + s.name + "'";
+    if (s.value <= 0) return InvalidArgument(field + " must be > 0");
+    if (s.value > s.max) {
+      return InvalidArgument(field + " = " + std::to_string(s.value) + " is beyond " +
+                             std::to_string(s.max) + ", more than any checkpoint has");
+    }
   }
   return OkStatus();
 }

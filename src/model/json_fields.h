@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,13 +14,18 @@
 
 namespace cpm {
 
-// A config size (a width, a count of heads or layers) as a positive number no checkpoint goes
-// beyond, so that nothing is sized by 10^12 layers or channels before a tensor is looked at:
-// 1..kMaxConfigSize, and 1..kMaxConfigLayers for num_hidden_layers (per-layer tensor lists are
-// built first). max_position_embeddings is bounded by the RoPE table's memory instead.
+// Config sizes (widths, counts of heads or layers) are positive and no larger than any checkpoint
+// has, so that nothing is sized by 10^12 layers or channels before a tensor is looked at:
+// kMaxConfigSize, kMaxConfigLayers for layer counts (per-layer tensor lists are built first).
 constexpr int64_t kMaxConfigSize = int64_t{1} << 24;
 constexpr int64_t kMaxConfigLayers = 4096;
-Status CheckConfigSize(const std::string& where, const std::string& name, int64_t v);
+struct ConfigSize {
+  const char* name;
+  int64_t value;
+  int64_t max = kMaxConfigSize;
+};
+// The first size not in [1, max] as an error naming `where` and the field.
+Status CheckConfigSizes(const std::string& where, std::initializer_list<ConfigSize> sizes);
 
 // The JSON object in `text` (a config file's contents), or an error naming `path`.
 StatusOr<nlohmann::json> ParseJsonConfig(const std::string& text, const std::string& path);

@@ -163,11 +163,8 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
     return n.find("rotary_emb.") != std::string::npos || (tied && n == "lm_head.weight");
   }));
 
-  const int64_t max_len = options.max_model_len > 0 ? options.max_model_len : c_.max_position_embeddings;
-  CPM_RETURN_IF_ERROR(CheckRopeTableFits(
-      c_.head_dim, max_len,
-      options.max_model_len > 0 ? std::string("--max-model-len")
-                                : options.model_dir + "/config.json: max_position_embeddings"));
+  CPM_ASSIGN_OR_RETURN(const int64_t max_len,
+                       RopeTablePositions(options, c_.max_position_embeddings, c_.head_dim));
   if (c_.longrope()) {
     // vLLM's static rule: long factors for every position iff the context can exceed L0.
     const bool use_long = max_len > c_.original_max_position_embeddings;

@@ -1,5 +1,7 @@
 #include "model/minicpm_config.h"
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "model/json_fields.h"
@@ -67,15 +69,16 @@ StatusOr<MiniCpmConfig> ParseMiniCpmConfig(const std::string& config_text,
   CPM_RETURN_IF_ERROR(f.OptString("hidden_act", &act));
   if (act != "silu") return InvalidArgument(path + ": field 'hidden_act' must be \"silu\", got \"" + act + "\"");
 
-  for (auto [name, v] : {std::pair{"hidden_size", c.hidden_size},
-                         {"intermediate_size", c.intermediate_size},
-                         {"num_hidden_layers", c.num_hidden_layers},
-                         {"num_attention_heads", c.num_attention_heads},
-                         {"num_key_value_heads", c.num_key_value_heads},
-                         {"vocab_size", c.vocab_size},
-                         {"max_position_embeddings", c.max_position_embeddings}}) {
-    CPM_RETURN_IF_ERROR(CheckConfigSize(path, name, v));
-  }
+  // max_position_embeddings is bounded at load, by the memory its RoPE table takes.
+  CPM_RETURN_IF_ERROR(CheckConfigSizes(path, {
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers, kMaxConfigLayers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings, INT64_MAX},
+  }));
   if (c.hidden_size % c.num_attention_heads != 0)
     return InvalidArgument(path + ": hidden_size must be a multiple of num_attention_heads");
   if (c.num_attention_heads % c.num_key_value_heads != 0)

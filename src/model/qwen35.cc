@@ -147,11 +147,8 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
            n.find("rotary_emb.") != std::string::npos;
   }));
 
-  const int64_t max_len = options.max_model_len > 0 ? options.max_model_len : c_.max_position_embeddings;
-  CPM_RETURN_IF_ERROR(CheckRopeTableFits(
-      c_.rotary_dim, max_len,
-      options.max_model_len > 0 ? std::string("--max-model-len")
-                                : options.model_dir + "/config.json: max_position_embeddings"));
+  CPM_ASSIGN_OR_RETURN(const int64_t max_len,
+                       RopeTablePositions(options, c_.max_position_embeddings, c_.rotary_dim));
   rope_ = BuildRopeTable(c_.rotary_dim, c_.rope_theta, max_len);
   if (round_ == Round::kBf16) {  // HF and vLLM cast cos/sin to the activation dtype
     kernels::RoundBf16InPlace(rope_.cos.data(), static_cast<int64_t>(rope_.cos.size()));

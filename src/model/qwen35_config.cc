@@ -1,6 +1,8 @@
 // Parsing and validation of the Qwen3.5 text config and the MiniCPM-V-4.6 vision config.
 #include "model/qwen35_config.h"
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "model/json_fields.h"
@@ -88,23 +90,24 @@ StatusOr<Qwen35Config> ParseQwen35Config(const std::string& config_text, const s
   CPM_RETURN_IF_ERROR(f.Int("max_position_embeddings", &c.max_position_embeddings));
   CPM_RETURN_IF_ERROR(f.Float("rms_norm_eps", &c.rms_norm_eps));
   CPM_RETURN_IF_ERROR(f.OptBool("attn_output_gate", &c.attn_output_gate));
-  for (auto [name, v] : {std::pair{"hidden_size", c.hidden_size},
-                         {"intermediate_size", c.intermediate_size},
-                         {"num_hidden_layers", c.num_hidden_layers},
-                         {"num_attention_heads", c.num_attention_heads},
-                         {"num_key_value_heads", c.num_key_value_heads},
-                         {"linear_num_key_heads", c.linear_num_key_heads},
-                         {"linear_num_value_heads", c.linear_num_value_heads},
-                         {"linear_key_head_dim", c.linear_key_head_dim},
-                         {"linear_value_head_dim", c.linear_value_head_dim},
-                         {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
-                         {"vocab_size", c.vocab_size},
-                         {"max_position_embeddings", c.max_position_embeddings}}) {
-    CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), name, v));
-  }
+  // max_position_embeddings is bounded at load, by the memory its RoPE table takes.
+  CPM_RETURN_IF_ERROR(CheckConfigSizes(f.where(), {
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers, kMaxConfigLayers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"linear_num_key_heads", c.linear_num_key_heads},
+      {"linear_num_value_heads", c.linear_num_value_heads},
+      {"linear_key_head_dim", c.linear_key_head_dim},
+      {"linear_value_head_dim", c.linear_value_head_dim},
+      {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings, INT64_MAX},
+  }));
   c.head_dim = c.hidden_size / c.num_attention_heads;
   CPM_RETURN_IF_ERROR(f.OptInt("head_dim", &c.head_dim));
-  CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), "head_dim", c.head_dim));
+  CPM_RETURN_IF_ERROR(CheckConfigSizes(f.where(), {{"head_dim", c.head_dim}}));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     return InvalidArgument(f.where() + ": num_attention_heads must be a multiple of num_key_value_heads");
   if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
@@ -152,15 +155,15 @@ StatusOr<MiniCpmV46VisionConfig> ParseMiniCpmV46VisionConfig(const std::string& 
   if (mode != "16x" && mode != "4x")
     return InvalidArgument(path + ": field 'downsample_mode' must be \"16x\" or \"4x\", got \"" + mode + "\"");
   v.vit_merger = mode == "16x";
-  for (auto [name, x] : {std::pair{"hidden_size", v.hidden_size},
-                         {"intermediate_size", v.intermediate_size},
-                         {"num_hidden_layers", v.num_hidden_layers},
-                         {"num_attention_heads", v.num_attention_heads},
-                         {"patch_size", v.patch_size},
-                         {"image_size", v.image_size},
-                         {"num_channels", v.num_channels}}) {
-    CPM_RETURN_IF_ERROR(CheckConfigSize(f.where(), name, x));
-  }
+  CPM_RETURN_IF_ERROR(CheckConfigSizes(f.where(), {
+      {"hidden_size", v.hidden_size},
+      {"intermediate_size", v.intermediate_size},
+      {"num_hidden_layers", v.num_hidden_layers, kMaxConfigLayers},
+      {"num_attention_heads", v.num_attention_heads},
+      {"patch_size", v.patch_size},
+      {"image_size", v.image_size},
+      {"num_channels", v.num_channels},
+  }));
   if (v.hidden_size % v.num_attention_heads != 0)
     return InvalidArgument(f.where() + ": hidden_size must be a multiple of num_attention_heads");
   if (v.image_size % v.patch_size != 0)

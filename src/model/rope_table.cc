@@ -22,16 +22,20 @@ std::vector<float> InvFreq(int64_t rot_dim, double theta) {
 
 }  // namespace
 
-Status CheckRopeTableFits(int64_t rot_dim, int64_t max_positions, const std::string& source) {
+StatusOr<int64_t> RopeTablePositions(const LoadOptions& options, int64_t max_position_embeddings,
+                                     int64_t rot_dim) {
+  const bool given = options.max_model_len > 0;
+  const int64_t positions = given ? options.max_model_len : max_position_embeddings;
   const double bytes = 2.0 * static_cast<double>(rot_dim / 2) * sizeof(float) *
-                       static_cast<double>(max_positions);  // cos and sin
+                       static_cast<double>(positions);  // cos and sin
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                         static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (bytes <= memory / 2) return OkStatus();
+  if (bytes <= memory / 2) return positions;
   return InvalidArgument(fmt::format(
       "{}: {} positions would need a {:.1f} GiB RoPE table, more than half of this machine's "
       "{:.1f} GiB; pass a smaller --max-model-len",
-      source, max_positions, bytes / (1 << 30), memory / (1 << 30)));
+      given ? "--max-model-len" : options.model_dir + "/config.json: max_position_embeddings",
+      positions, bytes / (1 << 30), memory / (1 << 30)));
 }
 
 RopeTable BuildRopeTable(int64_t rot_dim, double theta, int64_t max_positions) {

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "model/load_options.h"
 
 namespace cpm {
 
@@ -20,10 +20,12 @@ struct RopeTable {
   int64_t max_positions() const { return half ? static_cast<int64_t>(cos.size()) / half : 0; }
 };
 
-// Refuses a table of `max_positions` rows that would take more than half of this machine's
-// memory (a config's max_position_embeddings of 10^12 asked for terabytes and died of
-// bad_alloc), naming `source`, where the length came from.
-Status CheckRopeTableFits(int64_t rot_dim, int64_t max_positions, const std::string& source);
+// The positions a model's table covers: --max-model-len where given, else the config's
+// max_position_embeddings; an error naming which, when cos and sin of rot_dim / 2 each would take
+// more than half of this machine's memory (a max_position_embeddings of 10^12 asked for
+// terabytes and died of bad_alloc).
+StatusOr<int64_t> RopeTablePositions(const LoadOptions& options, int64_t max_position_embeddings,
+                                     int64_t rot_dim);
 
 // Plain RoPE: angle(p, i) = p · theta^(-2i/rot_dim).
 RopeTable BuildRopeTable(int64_t rot_dim, double theta, int64_t max_positions);
