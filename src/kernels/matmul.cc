@@ -16,6 +16,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/ops_avx512.h"
+#include "kernels/q8.h"
 #include "kernels/residual.h"
 
 namespace cpm::kernels {
@@ -34,7 +35,9 @@ PackedLayout WantedLayout(Isa isa, DType dt) {
   return dt == DType::kBF16 ? PackedLayout::kPanel16Bf16 : PackedLayout::kPanel16F32;
 }
 
+// The least ISA whose kernels read the layout (Q8_0's have a scalar kernel).
 Isa LayoutIsa(PackedLayout l) {
+  if (IsQ8Layout(l)) return Isa::kScalar;
   return (l == PackedLayout::kPanel16F32 || l == PackedLayout::kPanel16Bf16 ||
           l == PackedLayout::kPanel16Ternary)
              ? Isa::kAvx2
@@ -109,7 +112,9 @@ struct Job {
 // `w` as job: its packed form only where the active ISA runs it (a test may lower the level).
 Job MakeJob(const LinearWeight& w, Isa isa, float* y, int64_t y_stride) {
   const PackedWeight* pw = Packed(w);
-  if (pw && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) pw = nullptr;
+  if (pw && !IsQ8Layout(pw->layout) && (isa == Isa::kScalar || LayoutIsa(pw->layout) > isa)) {
+    pw = nullptr;
+  }
   if (pw) return {&w, pw, y, y_stride, pw->num_panels, pw->width};
   CPM_CHECK(w.data != nullptr);  // a dropped source (Source::kDrop) under a lowered ISA
   return {&w, nullptr, y, y_stride, w.out_features, 1};
@@ -124,6 +129,7 @@ struct Task {
 // Columns of the widest tile an m-row call of `layout` runs, where one row tile takes all m rows
 // (decode); taller calls' tiles span a panel.
 int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
+  if (IsQ8Layout(layout)) return m > kQ8MaxTileRows ? width : width * Q8PanelsPerTile(m);
   const bool avx2 = LayoutIsa(layout) == Isa::kAvx2;
   if (m > (avx2 ? kAvx2MaxTileRows : kAvx512MaxTileRows)) return width;
   const int h = static_cast<int>(m);
@@ -257,6 +263,28 @@ Avx512X PrepareXForAvx512(const float* x, int64_t x_stride, int64_t m, std::span
   return out;
 }
 
+// x quantized for Q8_0 weights (q8.h), once per call for all tasks, into the caller's
+// thread-local scratch as PrepareXForAvx512's.
+Q8X PrepareXForQ8(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
+                  ThreadPool& pool) {
+  if (!AnyLayout(jobs, IsQ8Layout)) return {};
+  const int64_t k = jobs[0].w->in_features, blocks = Q8Blocks(k), qs = Q8XStride(k);
+  thread_local AlignedBuffer q, d, corr;
+  if (q.size() < static_cast<size_t>(m * qs)) q.Resize(static_cast<size_t>(m * qs));
+  const size_t scale_bytes = static_cast<size_t>(m * blocks) * sizeof(float);
+  if (d.size() < scale_bytes) d.Resize(scale_bytes);
+  if (corr.size() < scale_bytes) corr.Resize(scale_bytes);
+  // Taken here: inside the lambda, the buffers would be the workers' own.
+  const Q8X out{q.as<int8_t>(), d.as<float>(), corr.as<int32_t>(), qs, blocks};
+  constexpr int64_t kQuantRows = 16;  // rows per task
+  pool.ParallelFor((m + kQuantRows - 1) / kQuantRows, [&](int64_t t, int) {
+    QuantizeRowsQ8(x, x_stride, k, t * kQuantRows, std::min(m, (t + 1) * kQuantRows),
+                   const_cast<int8_t*>(out.q), const_cast<float*>(out.d),
+                   const_cast<int32_t*>(out.corr));
+  });
+  return out;
+}
+
 // x in every form a group's kernels take, prepared once per call.
 struct XForms {
   Isa isa;
@@ -264,12 +292,13 @@ struct XForms {
   int64_t x_stride;
   const float* xp;  // PackXForAvx2
   Avx512X x512;
+  Q8X q8;
 };
 
 XForms PrepareX(const float* x, int64_t x_stride, int64_t m, std::span<const Job> jobs,
                 ThreadPool& pool) {
   return {ActiveIsa(), x, x_stride, PackXForAvx2(x, x_stride, m, jobs, pool),
-          PrepareXForAvx512(x, x_stride, m, jobs, pool)};
+          PrepareXForAvx512(x, x_stride, m, jobs, pool), PrepareXForQ8(x, x_stride, m, jobs, pool)};
 }
 
 // Output columns [c0, c1) of job j, all m rows, into y (at column c0), rounded as `round` says.
@@ -279,6 +308,7 @@ void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c
   // Packed kernels round each tile as they store it, while it is in registers or L1.
   if (j.pw) {
     const int64_t w = j.pw->width, pb = c0 / w, pe = (c1 + w - 1) / w;
+    if (IsQ8Layout(j.pw->layout)) return MatMulPanelsQ8(xf.q8, m, *j.pw, pb, pe, y, ys, round);
     if (LayoutIsa(j.pw->layout) == Isa::kAvx2) {
       return MatMulPanelsAvx2(xf.xp, m, *j.pw, pb, pe, y, ys, round);
     }
@@ -300,10 +330,11 @@ void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c
 
 namespace {
 
-// Re-lays out `w` for `isa` unless it already is.
-void Pack(LinearWeight* w, Isa isa) {
+// Re-lays out `w` for `isa` unless it already is, quantized as `quant` says. Ternary weights
+// stay codes under Q8_0 (lossless, and a quarter of its bytes).
+void Pack(LinearWeight* w, Isa isa, WeightQuant quant) {
   const PackedWeight* packed = Packed(*w);
-  if (packed && IsTernaryLayout(packed->layout)) return;
+  if (packed && (IsTernaryLayout(packed->layout) || IsQ8Layout(packed->layout))) return;
   // Ternary bf16 weights (BitCPM4) as 2-bit codes (TernaryPackingEnabled). Real-valued weights
   // fail the scan within their first 32 values.
   if (w->dtype == DType::kBF16 && TernaryPackingEnabled() && packed == nullptr) {
@@ -313,6 +344,10 @@ void Pack(LinearWeight* w, Isa isa) {
       w->packed = PackTernary(*w, f, TernaryCodesLayout(isa));
       return;
     }
+  }
+  if (quant == WeightQuant::kQ8_0) {
+    w->packed = PackQ8(*w);
+    return;
   }
   const PackedLayout want = WantedLayout(isa, w->dtype);
   if (packed && packed->layout == want) return;
@@ -331,11 +366,11 @@ void DropSource(LinearWeight* w) {
 
 }  // namespace
 
-void PrepareLinear(LinearWeight* w, Source source) {
+void PrepareLinear(LinearWeight* w, Source source, WeightQuant quant) {
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar || w->data == nullptr) return;
+  if (w->data == nullptr || (isa == Isa::kScalar && quant == WeightQuant::kNone)) return;
   if (w->dtype != DType::kF32 && w->dtype != DType::kBF16) return;
-  Pack(w, isa);
+  Pack(w, isa, quant);
   if (source == Source::kDrop && Packed(*w) != nullptr) DropSource(w);
 }
 
@@ -398,6 +433,11 @@ XForms FromRow(const XForms& xf, int64_t r0, int64_t k) {
   XForms out = xf;
   out.x = xf.x ? xf.x + r0 * xf.x_stride : nullptr;
   out.xp = out.x;
+  if (out.q8.q != nullptr) {
+    out.q8.q += r0 * out.q8.q_stride;
+    out.q8.d += r0 * out.q8.blocks;
+    out.q8.corr += r0 * out.q8.blocks;
+  }
   Avx512X& a = out.x512;
   a.x = a.x ? a.x + r0 * a.x_stride : nullptr;
   a.dot = a.dot ? a.dot + r0 : nullptr;
@@ -533,7 +573,8 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
             [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
               SiluMulToPairsAvx512(g, ss, u, ss, pair_rows + c0 / 2, ps, m, c1 - c0);
             });
-  const XForms xf{isa, nullptr, 0, nullptr, Avx512X{nullptr, 0, dot.as<uint8_t>(), pair_rows}};
+  const XForms xf{isa, nullptr, 0, nullptr, Avx512X{nullptr, 0, dot.as<uint8_t>(), pair_rows},
+                  Q8X{}};
   RunGroup({&down_job, 1}, xf, m, pool, round);
 }
 

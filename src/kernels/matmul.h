@@ -36,8 +36,15 @@ enum class Source {
   kDrop,
 };
 
-// Optionally re-lays out `w` for the active ISA (may allocate `packed`). Idempotent.
-void PrepareLinear(LinearWeight* w, Source source = Source::kKeep);
+// What a weight is served as: its own values (f32 or bf16, as loaded), or quantized to Q8_0
+// (`--quantization q8_0`, q8.h: 8-bit values in blocks of 32 with an fp16 scale each; the
+// activations are quantized the same way at each call).
+enum class WeightQuant { kNone, kQ8_0 };
+
+// Optionally re-lays out `w` for the active ISA (may allocate `packed`), or quantizes it as
+// `quant` says (at any ISA: a quantized weight has no other form). Idempotent.
+void PrepareLinear(LinearWeight* w, Source source = Source::kKeep,
+                   WeightQuant quant = WeightQuant::kNone);
 
 // y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
 // With Round::kBf16 every y element is rounded to bf16 once its sum is complete (by the task

@@ -37,7 +37,12 @@ enum class PackedLayout : uint8_t {
   // [panel][group][2][32] uint16 as AND masks s | sign in the pair lanes' order; and `panels`,
   // the same weight as kPanel32Bf16Pairs for calls of more rows and for rows that are not bf16.
   kPanel32Ternary,
+  // Q8_0 (q8.h), any ISA: [block of 32 k][8 steps][16 columns][4] bytes q + 128 per panel, plus
+  // `scales` [panel][block][16] fp16 and `out_scale`. panel_elems counts bytes, num_groups blocks.
+  kPanel16Q8,
 };
+
+inline bool IsQ8Layout(PackedLayout l) { return l == PackedLayout::kPanel16Q8; }
 
 inline bool IsTernaryLayout(PackedLayout l) {
   return l == PackedLayout::kPanel16Ternary || l == PackedLayout::kPanel32Ternary;
@@ -56,6 +61,7 @@ struct PackedWeight {
   TernaryFormat ternary;
   int64_t num_groups = 0;
   AlignedBuffer scales;
+  float out_scale = 1.0f;  // kPanel16Q8: the power of two its fp16 scales are stored divided by
   // Ternary layouts: the weight as bf16 panels for calls of more rows than the codes serve
   // (AVX2: more than one row tile, 7+; AVX-512: 33+), which are compute-bound: decoding the
   // codes again in every row tile costs more than streaming bf16 (AVX2: 68 vs 83 GFLOP/s at 16
