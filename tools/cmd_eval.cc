@@ -45,6 +45,8 @@ int Error(const Status& s) {
 void AddModelFlags(CLI::App* cmd, EvalArgs* a) {
   cmd->add_option("--model", a->model.model_dir, "Hugging Face model directory")->required();
   cmd->add_option("--dtype", a->model.dtype, "auto | bfloat16 | float32")->capture_default_str();
+  cmd->add_option("--quantization,-q", a->model.quantization, kQuantizationHelp)
+      ->capture_default_str();
   cmd->add_option("--load-format", a->model.load_format, "auto | safetensors | dummy")
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->model.max_model_len, "context length (0: from config)");
@@ -76,6 +78,7 @@ int RunDump(const EvalArgs& a) {
             {"model", a.model.model_dir},
             {"architecture", info.architecture},
             {"dtype", ToString(info.dtype)},
+            {"quantization", a.model.quantization},
             {"load_format", a.model.load_format},
             {"threads", target->pool->num_threads()},
             {"top_k", a.top_k},

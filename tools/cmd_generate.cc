@@ -26,6 +26,7 @@ struct GenerateArgs {
   std::string model;
   std::string load_format = "auto";
   std::string dtype = "auto";
+  std::string quantization = "none";
   int64_t max_model_len = 0;
   int threads = 0;
   std::vector<std::string> prompt_ids;
@@ -126,8 +127,9 @@ int RunGenerate(const GenerateArgs& a) {
   LoadOptions lo;
   lo.model_dir = a.model;
   lo.max_model_len = a.max_model_len;
-  if (!ParseLoadFormat(a.load_format, &lo.load_format) || !ParseDTypeChoice(a.dtype, &lo.dtype)) {
-    std::fprintf(stderr, "generate: bad --load-format or --dtype\n");
+  if (!ParseLoadFormat(a.load_format, &lo.load_format) || !ParseDTypeChoice(a.dtype, &lo.dtype) ||
+      !ParseQuantization(a.quantization, &lo.quantization)) {
+    std::fprintf(stderr, "generate: bad --load-format, --dtype or --quantization\n");
     return 2;
   }
   // The tokenizer is optional for token-id prompts, needed for text prompts and text output.
@@ -248,6 +250,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", a->model, "Hugging Face model directory")->required();
   cmd->add_option("--load-format", a->load_format, "auto | safetensors | dummy")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "auto | bfloat16 | float32")->capture_default_str();
+  cmd->add_option("--quantization,-q", a->quantization, kQuantizationHelp)->capture_default_str();
   cmd->add_option("--max-model-len", a->max_model_len, "context length (0: from config)");
   cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
   cmd->add_option("--prompt", a->prompts, "a text prompt (tokenizer of the model); repeat for a batch");

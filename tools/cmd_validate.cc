@@ -61,6 +61,9 @@ void RegisterValidateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("model_dir", o->model_dir, "Hugging Face model directory")->required();
   cmd->add_option("--dtype", o->eval_model.dtype, "auto | bfloat16 | float32 (serve and eval)")
       ->capture_default_str();
+  cmd->add_option("--quantization,-q", o->eval_model.quantization,
+                  std::string(kQuantizationHelp) + " (serve and eval)")
+      ->capture_default_str();
   cmd->add_option("--max-model-len", o->eval_model.max_model_len, "context length (serve and eval)");
   cmd->add_option("--threads", o->eval_model.threads, "compute threads (serve and eval)");
   cmd->add_option("--reference", o->reference, "reference dump: adds the accuracy tables");

@@ -29,6 +29,8 @@ StatusOr<EvalTarget> LoadEvalTarget(const EvalModelOptions& o, const std::string
     return InvalidArgument("--load-format: '" + o.load_format + "' is not supported (auto, safetensors, dummy)");
   if (!ParseDTypeChoice(o.dtype, &lo.dtype))
     return InvalidArgument("--dtype: '" + o.dtype + "' is not supported (auto, bfloat16, float32)");
+  if (!ParseQuantization(o.quantization, &lo.quantization))
+    return InvalidArgument("--quantization: '" + o.quantization + "' is not supported (none, q8_0)");
   EvalTarget t;
   t.pool = std::make_unique<ThreadPool>(o.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -49,8 +51,10 @@ StatusOr<EvalTarget> LoadEvalTarget(const EvalModelOptions& o, const std::string
   } else {
     CPM_LOG_WARN("no tokenizer ({}); texts will show token ids", tok.status().message());
   }
-  t.description = fmt::format("cpmserve {} ({}, {} threads{})", version, ToString(info.dtype),
-                              t.pool->num_threads(), lo.load_format == LoadFormat::kDummy ? ", dummy weights" : "");
+  const bool q8 = lo.quantization == kernels::WeightQuant::kQ8_0;
+  t.description = fmt::format("cpmserve {} ({}{}, {} threads{})", version, ToString(info.dtype),
+                              q8 ? ", q8_0 weights" : "", t.pool->num_threads(),
+                              lo.load_format == LoadFormat::kDummy ? ", dummy weights" : "");
   CPM_LOG_INFO("loaded {} ({} weights, {:.1f} MiB) in {:.2f} s, {} threads", info.architecture,
                ToString(info.dtype), info.weight_bytes / 1048576.0, t.load_seconds, t.pool->num_threads());
   return t;

@@ -41,6 +41,9 @@ std::vector<std::string> ServeArgs(const ValidateOptions& o, int port, bool dumm
   std::vector<std::string> a = {"serve", o.model_dir, "--host", "127.0.0.1", "--port", std::to_string(port)};
   if (dummy) a.insert(a.end(), {"--load-format", "dummy"});
   if (o.eval_model.dtype != "auto") a.insert(a.end(), {"--dtype", o.eval_model.dtype});
+  if (o.eval_model.quantization != "none") {
+    a.insert(a.end(), {"--quantization", o.eval_model.quantization});
+  }
   if (o.eval_model.max_model_len > 0)
     a.insert(a.end(), {"--max-model-len", std::to_string(o.eval_model.max_model_len)});
   if (o.eval_model.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.eval_model.threads)});
@@ -254,7 +257,8 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
 // The `eval` command line equivalent to the in-process accuracy run.
 std::vector<std::string> EvalArgs(const ValidateOptions& o, const char* sub) {
   std::vector<std::string> a = {"eval", sub, "--model", o.model_dir, "--reference", o.reference,
-                                "--dtype", o.eval_model.dtype};
+                                "--dtype", o.eval_model.dtype, "--quantization",
+                                o.eval_model.quantization};
   if (o.eval_model.max_model_len > 0)
     a.insert(a.end(), {"--max-model-len", std::to_string(o.eval_model.max_model_len)});
   if (o.eval_model.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.eval_model.threads)});

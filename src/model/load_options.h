@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/matmul.h"
+
 namespace cpm {
 
 enum class LoadFormat { kAuto, kSafetensors, kDummy };
@@ -21,11 +23,20 @@ struct LoadOptions {
   // Dummy decoder-layer linear weights made ternary as BitCPM4's are (one scale per row), so
   // that `bench` can measure the 2-bit kernels at real dimensions. bf16 only.
   bool dummy_ternary = false;
+  // vLLM's --quantization: the language model's linear weights (and head) as Q8_0 (q8.h),
+  // quantized at load from the checkpoint's values. Vision towers keep their dtype.
+  kernels::WeightQuant quantization = kernels::WeightQuant::kNone;
   int threads = 0;  // for parallel weight conversion; 0 = all CPUs
   bool show_progress = false;  // vLLM's progress bar on stderr while a checkpoint loads
 };
 
 bool ParseLoadFormat(const std::string& s, LoadFormat* out);  // auto | safetensors | dummy
 bool ParseDTypeChoice(const std::string& s, DTypeChoice* out);  // auto | bfloat16 | float32 | ...
+bool ParseQuantization(const std::string& s, kernels::WeightQuant* out);  // none | q8_0
+// The --quantization flag's help, the same for every command that loads a model.
+inline constexpr const char* kQuantizationHelp =
+    "none | q8_0: the language model's linear weights as int8 in blocks of 32 with an fp16 "
+    "scale (llama.cpp's Q8_0), activations quantized likewise at each matmul (VNNI dot "
+    "products): about half the bytes of bf16, at an accuracy cost `cpmserve eval` measures";
 
 }  // namespace cpm

@@ -10,6 +10,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/q8.h"
 #include "kernels/ternary.h"
 #include "model/embedding_rows.h"
 #include "model/minicpm_config.h"
@@ -74,8 +75,10 @@ class MiniCpmModel : public Model {
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
   void AddResidual(int64_t t, ThreadPool& pool);
-  // BitCPM4: which linear weights were found ternary and packed as 2-bit codes (ternary.h).
-  void LogTernaryWeights() const;
+  std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
+  // Which linear weights were found ternary and packed as 2-bit codes (BitCPM4, ternary.h), or
+  // quantized (--quantization).
+  void LogPackedWeights() const;
   // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
   kernels::RmsNormParams NormParams() const {
     return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
@@ -93,14 +96,21 @@ class MiniCpmModel : public Model {
   Activations a_;
 };
 
-void MiniCpmModel::LogTernaryWeights() const {
+std::vector<const LinearWeight*> MiniCpmModel::AllLinearWeights() const {
   std::vector<const LinearWeight*> ws;
   for (const MiniCpmLayer& L : layers_) {
     for (const LinearWeight* w : LinearWeights(L)) ws.push_back(w);
   }
   ws.push_back(&lm_head_);
-  const std::string summary = kernels::SummarizeTernary(ws);
-  if (!summary.empty()) CPM_LOG_INFO("Ternary weights (BitCPM4): {}", summary);
+  return ws;
+}
+
+void MiniCpmModel::LogPackedWeights() const {
+  const std::vector<const LinearWeight*> ws = AllLinearWeights();
+  const std::string ternary = kernels::SummarizeTernary(ws);
+  if (!ternary.empty()) CPM_LOG_INFO("Ternary weights (BitCPM4): {}", ternary);
+  const std::string q8 = kernels::SummarizeQ8(ws);
+  if (!q8.empty()) CPM_LOG_INFO("Quantized weights: {}", q8);
 }
 
 Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& config,
@@ -142,9 +152,10 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
     for (LinearWeight* w : LinearWeights(L)) linear.push_back(w);
   }
   if (!linear.empty()) {
-    kernels::PrepareLinear(linear[0], kernels::Source::kDrop);
+    const kernels::WeightQuant quant = options.quantization;
+    kernels::PrepareLinear(linear[0], kernels::Source::kDrop, quant);
     pool.ParallelFor(static_cast<int64_t>(linear.size()) - 1, [&](int64_t i, int) {
-      kernels::PrepareLinear(linear[i + 1], kernels::Source::kDrop);
+      kernels::PrepareLinear(linear[i + 1], kernels::Source::kDrop, quant);
     });
   }
   CPM_ASSIGN_OR_RETURN(norm_, wl.F32("model.norm.weight", {hd}));
@@ -154,9 +165,10 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
     CPM_ASSIGN_OR_RETURN(lm_head_, wl.Linear("lm_head.weight", c_.vocab_size, hd));
   }
   // Tied, the head's source is the embedding table, which Embed reads.
-  kernels::PrepareLinear(&lm_head_, c_.tie_word_embeddings ? kernels::Source::kKeep
-                                                           : kernels::Source::kDrop);
-  LogTernaryWeights();
+  kernels::PrepareLinear(&lm_head_,
+                         c_.tie_word_embeddings ? kernels::Source::kKeep : kernels::Source::kDrop,
+                         options.quantization);
+  LogPackedWeights();
   const bool tied = c_.tie_word_embeddings;
   CPM_RETURN_IF_ERROR(wl.CheckAllUsed([tied](const std::string& n) {
     // Rotary caches are derived data; a tied checkpoint may still carry a redundant lm_head.
@@ -180,7 +192,7 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   info_.max_position_embeddings = c_.max_position_embeddings;
   info_.dtype = dtype;
   info_.kv = {c_.num_hidden_layers, c_.num_key_value_heads, c_.head_dim};
-  info_.weight_bytes = wl.bytes_held();
+  info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());
   info_.eos_token_ids = c_.eos_token_id;
   return OkStatus();
 }

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/log.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/q8.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kv/state_slots.h"
@@ -51,6 +53,7 @@ class Qwen35Model : public Model {
 
  private:
   Status LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_t* linear);
+  std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
   Status Validate(const ForwardBatch& batch, const KvCache& kv, const StateSlots* states) const;
   void Embed(const ForwardBatch& batch);
   void PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states);
@@ -65,6 +68,7 @@ class Qwen35Model : public Model {
   Qwen35Config c_;
   ModelInfo info_;
   Round round_ = Round::kNone;
+  kernels::WeightQuant quant_ = kernels::WeightQuant::kNone;  // --quantization
   LinearWeight embed_tokens_;  // [vocab, hidden]; also the head when tied
   LinearWeight lm_head_;       // [vocab, hidden]
   std::vector<float> norm_;    // [hidden] zero-centred
@@ -81,6 +85,25 @@ class Qwen35Model : public Model {
   std::vector<float*> seq_states_;  // per sequence: its slot's first float
 };
 
+std::vector<const LinearWeight*> Qwen35Model::AllLinearWeights() const {
+  std::vector<const LinearWeight*> ws;
+  for (const Qwen35Layer& L : layers_) {
+    if (L.full_attention) {
+      for (const LinearWeight* w : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) {
+        ws.push_back(w);
+      }
+    } else {
+      for (const LinearWeight* w : {&L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_b,
+                                    &L.gdn.in_proj_a, &L.gdn.out_proj}) {
+        ws.push_back(w);
+      }
+    }
+    for (const LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) ws.push_back(w);
+  }
+  ws.push_back(&lm_head_);
+  return ws;
+}
+
 Status Qwen35Model::LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_t* linear) {
   const int64_t D = c_.hidden_size, F = c_.intermediate_size;
   const std::string p = c_.weight_prefix + "layers." + std::to_string(l) + ".";
@@ -89,17 +112,17 @@ Status Qwen35Model::LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_
   CPM_ASSIGN_OR_RETURN(L.input_layernorm, wl.F32(p + "input_layernorm.weight", {D}));
   if (L.full_attention) {
     L.index = (*full)++;
-    CPM_ASSIGN_OR_RETURN(L.attn, LoadGatedAttention(wl, c_, p + "self_attn."));
+    CPM_ASSIGN_OR_RETURN(L.attn, LoadGatedAttention(wl, c_, p + "self_attn.", quant_));
   } else {
     L.index = (*linear)++;
-    CPM_ASSIGN_OR_RETURN(L.gdn, LoadGatedDeltaNet(wl, c_, p + "linear_attn."));
+    CPM_ASSIGN_OR_RETURN(L.gdn, LoadGatedDeltaNet(wl, c_, p + "linear_attn.", quant_));
   }
   CPM_ASSIGN_OR_RETURN(L.post_attention_layernorm, wl.F32(p + "post_attention_layernorm.weight", {D}));
   CPM_ASSIGN_OR_RETURN(L.gate_proj, wl.Linear(p + "mlp.gate_proj.weight", F, D));
   CPM_ASSIGN_OR_RETURN(L.up_proj, wl.Linear(p + "mlp.up_proj.weight", F, D));
   CPM_ASSIGN_OR_RETURN(L.down_proj, wl.Linear(p + "mlp.down_proj.weight", D, F));
   for (LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) {
-    kernels::PrepareLinear(w, kernels::Source::kDrop);
+    kernels::PrepareLinear(w, kernels::Source::kDrop, quant_);
   }
   layers_.push_back(std::move(L));
   return OkStatus();
@@ -116,6 +139,7 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
     dtype = DType::kF32;
   }
   round_ = dtype == DType::kBF16 ? Round::kBf16 : Round::kNone;
+  quant_ = options.quantization;
 
   CPM_ASSIGN_OR_RETURN(WeightLoader wl, WeightLoader::Open(options, dtype, &pool));
   const int64_t D = c_.hidden_size;
@@ -134,7 +158,10 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
     lm_head_ = embed_tokens_;
   }
   // Tied, the head's source is the embedding table, which Embed reads.
-  kernels::PrepareLinear(&lm_head_, untied ? kernels::Source::kDrop : kernels::Source::kKeep);
+  kernels::PrepareLinear(&lm_head_, untied ? kernels::Source::kDrop : kernels::Source::kKeep,
+                         quant_);
+  const std::string q8 = kernels::SummarizeQ8(AllLinearWeights());
+  if (!q8.empty()) CPM_LOG_INFO("Quantized weights: {}", q8);
 
   // MiniCPM-V-4.6: the vision tower and merger must match vision_config; MTP weights are skipped.
   const bool vlm = vision != nullptr;
@@ -163,7 +190,7 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   info_.dtype = dtype;
   info_.kv = {full, c_.num_key_value_heads, c_.head_dim};
   info_.state_slot_bytes = linear * state_floats_ * static_cast<int64_t>(sizeof(float));
-  info_.weight_bytes = wl.bytes_held();
+  info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());
   info_.eos_token_ids = c_.eos_token_id;
   return OkStatus();
 }

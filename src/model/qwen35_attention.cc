@@ -15,7 +15,8 @@ namespace cpm {
 using kernels::Round;
 
 StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen35Config& c,
-                                                   const std::string& p) {
+                                                   const std::string& p,
+                                                   kernels::WeightQuant quant) {
   const int64_t hd = c.head_dim, D = c.hidden_size;
   const int64_t q_rows = c.num_attention_heads * hd * (c.attn_output_gate ? 2 : 1);
   GatedAttentionWeights w;
@@ -26,7 +27,7 @@ StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen3
   CPM_ASSIGN_OR_RETURN(w.q_norm, wl.F32(p + "q_norm.weight", {hd}));
   CPM_ASSIGN_OR_RETURN(w.k_norm, wl.F32(p + "k_norm.weight", {hd}));
   for (kernels::LinearWeight* lw : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj}) {
-    kernels::PrepareLinear(lw, kernels::Source::kDrop);
+    kernels::PrepareLinear(lw, kernels::Source::kDrop, quant);
   }
   return w;
 }

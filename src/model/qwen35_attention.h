@@ -27,8 +27,10 @@ struct GatedAttentionWeights {
 };
 
 // Loads "<prefix>q_proj.weight" ... with `prefix` ending in "self_attn.".
+// Its linear weights are served as `quant` says.
 StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen35Config& c,
-                                                   const std::string& prefix);
+                                                   const std::string& prefix,
+                                                   kernels::WeightQuant quant);
 
 // One gated attention layer over a step's T tokens. Holds its scratch (engine thread only).
 class GatedAttention {

@@ -16,7 +16,8 @@ namespace cpm {
 using kernels::Round;
 
 StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35Config& c,
-                                                 const std::string& p) {
+                                                 const std::string& p,
+                                                 kernels::WeightQuant quant) {
   const int64_t D = c.hidden_size, Hv = c.linear_num_value_heads, K = c.linear_conv_kernel_dim;
   GatedDeltaNetWeights w;
   CPM_ASSIGN_OR_RETURN(w.in_proj_qkv, wl.Linear(p + "in_proj_qkv.weight", c.conv_dim(), D));
@@ -32,8 +33,10 @@ StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35C
   CPM_ASSIGN_OR_RETURN(w.norm, wl.F32(p + "norm.weight", {c.linear_value_head_dim}));
   w.neg_a.resize(Hv);
   for (int64_t h = 0; h < Hv; ++h) w.neg_a[h] = -std::exp(a_log[h]);
-  for (kernels::LinearWeight* lw : {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a,
-                                    &w.out_proj}) {
+  for (kernels::LinearWeight* lw : {&w.in_proj_qkv, &w.in_proj_z, &w.out_proj}) {
+    kernels::PrepareLinear(lw, kernels::Source::kDrop, quant);
+  }
+  for (kernels::LinearWeight* lw : {&w.in_proj_b, &w.in_proj_a}) {
     kernels::PrepareLinear(lw, kernels::Source::kDrop);
   }
   return w;

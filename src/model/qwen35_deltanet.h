@@ -29,9 +29,13 @@ struct GatedDeltaNetWeights {
   std::vector<float> norm;            // [dv] plain weight of the gated RMSNorm
 };
 
-// Loads "<prefix>in_proj_qkv.weight" ... with `prefix` ending in "linear_attn.".
+// Loads "<prefix>in_proj_qkv.weight" ... with `prefix` ending in "linear_attn.". The
+// projections are served as `quant` says, but for in_proj_a and in_proj_b: [Hv, D] each (a
+// 64th of the layer's bytes), they set each head's decay and write strength, which the
+// recurrent state compounds over every later token, so they keep the checkpoint's values.
 StatusOr<GatedDeltaNetWeights> LoadGatedDeltaNet(WeightLoader& wl, const Qwen35Config& c,
-                                                 const std::string& prefix);
+                                                 const std::string& prefix,
+                                                 kernels::WeightQuant quant);
 
 // One layer's state inside a sequence's slot, both f32:
 //   conv state [kernel-1, conv_dim] (the last pre-conv rows, oldest first), then

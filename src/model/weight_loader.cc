@@ -241,6 +241,13 @@ bool ParseLoadFormat(const std::string& s, LoadFormat* out) {
   return true;
 }
 
+bool ParseQuantization(const std::string& s, kernels::WeightQuant* out) {
+  if (s.empty() || s == "none") *out = kernels::WeightQuant::kNone;
+  else if (s == "q8_0") *out = kernels::WeightQuant::kQ8_0;
+  else return false;
+  return true;
+}
+
 bool ParseDTypeChoice(const std::string& s, DTypeChoice* out) {
   if (s == "auto") *out = DTypeChoice::kAuto;
   else if (s == "bfloat16" || s == "bf16") *out = DTypeChoice::kBFloat16;

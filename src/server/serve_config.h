@@ -34,6 +34,7 @@ struct ServeConfig {
   // below max_model_len.
   bool enable_chunked_prefill = true;
   std::string dtype = "auto";
+  std::string quantization = "none";  // vLLM's --quantization: none | q8_0
   double gpu_memory_utilization = 0.9;
   bool gpu_memory_utilization_set = false;  // explicit flag: the free-memory check is strict
   std::optional<int64_t> kv_cache_memory_bytes;  // wins over the utilisation when set

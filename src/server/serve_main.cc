@@ -201,6 +201,10 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   if (!ParseDTypeChoice(c.dtype, &lo.dtype)) {
     return InvalidArgument("--dtype: '" + c.dtype + "' is not supported");
   }
+  if (!ParseQuantization(c.quantization, &lo.quantization)) {
+    return InvalidArgument("--quantization: '" + c.quantization +
+                           "' is not supported (none, q8_0)");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) return model.status();

@@ -222,6 +222,38 @@ def scenario_ternary_bitcpm(s):
             print(f"[ternary {tag}] identical to the bf16 kernels")
 
 
+def scenario_q8_0(s):
+    # --quantization q8_0 against the reference's own Q8_0 (tests/reference/q8_0.py, written
+    # from the format's description): two implementations of one quantized model.
+    m = s.make_tiny("q", "--dtype", "bfloat16", seed=47)
+    prompts = prompts_of([16, 40, 3], seed=53)
+    p = subprocess.run([s.binary, "generate", "--model", m, "--prompt-ids", "5,6", "--max-tokens",
+                        "1", "--quantization", "q8_0"], capture_output=True, text=True)
+    if "Quantized weights: 15 of 15 linear weights as Q8_0" not in p.stderr:
+        sys.exit(f"[q8_0] the weights were not quantized:\n{p.stderr}")
+    # f32 activations: the two sides' inputs to each quantization are ~1 ulp apart, and land on
+    # different sides of a rounding boundary about once in 10^6 values: here never (~1e-6).
+    eng32 = s.engine(m, prompts, 6, "--dtype", "float32", "--quantization", "q8_0",
+                     tag="eng_q8_f32")
+    check("q8_0_f32_vs_q8_0_f64_reference", eng32,
+          s.reference(m, prompts, 6, "--quantization", "q8_0", tag="ref_q8_f64"),
+          {"max_abs_top20": 1e-4, "top1": 1.0})
+    # bf16 activations: x · 127/amax of bf16 values is often exactly k + 1/2, so a value one bf16
+    # step apart on the two sides (an f32 SiLU rounding apart from a float64 one, an f32 sum
+    # from a float64 one: both still match within 2e-7 unquantized, bf16_path) takes the other
+    # integer, and a quantization step moves the row's next logits by ~2% (seen at 10 of 74
+    # rows, one flip each, traced layer by layer). Bounds on the distribution, as for ternary.
+    eng = s.engine(m, prompts, 6, "--dtype", "bfloat16", "--quantization", "q8_0", tag="eng_q8")
+    check("q8_0_bf16_vs_q8_0_bf16_reference", eng,
+          s.reference(m, prompts, 6, "--dtype", "bfloat16", "--quantization", "q8_0",
+                      tag="ref_q8_bf16"),
+          {"kl_max": 1e-4, "mean_rel_top20": 2e-3, "top1": 1.0}, need_same_tokens=False)
+    # What quantizing costs, against the unquantized float64 model: a bound wide enough for a
+    # random tiny model (real checkpoints: `cpmserve eval logits -q q8_0` against a reference).
+    check("q8_0_bf16_vs_f64_reference", eng, s.reference(m, prompts, 6, tag="ref_f64"),
+          {"kl_max": 2e-2}, need_same_tokens=False)
+
+
 def expect_failure(cmd, *needles):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 0 or p.returncode < 0:

@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import precision  # noqa: E402
+import q8_0  # noqa: E402
 import ref_cli  # noqa: E402
 import safetensors_np  # noqa: E402
 from precision import identity  # noqa: E402
@@ -193,9 +194,20 @@ def load_model(model_dir):
 
 # ----------------------------------------------------------------------------- forward
 
-def forward_logits(c, W, token_ids, long_rope=None, dtype="float64"):
+def q8_0_weights(c, W):
+    """The linear weights and the head (key "lm_head") as Q8_0 holds them (q8_0.py), for
+    forward_logits's `q8`."""
+    Q = {name: q8_0.dequantized_weight(t) for name, t in W.items()
+         if name.startswith("model.layers.") and name.endswith("_proj.weight")}
+    Q["lm_head"] = q8_0.dequantized_weight(lm_head(c, W))
+    return Q
+
+
+def forward_logits(c, W, token_ids, long_rope=None, dtype="float64", q8=None):
     """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V].
-    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded."""
+    dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded.
+    q8: the Q8_0 weights from q8_0_weights (--quantization q8_0), whose matmuls then quantize
+    their inputs as q8_0.py says; None: the checkpoint's values."""
     rnd = precision.rounder(dtype)
     W = precision.weights_for(W, dtype)
     d = dims(c)
@@ -212,7 +224,7 @@ def forward_logits(c, W, token_ids, long_rope=None, dtype="float64"):
     causal = np.tril(np.ones((T, T), dtype=bool))                        # key <= query
 
     def linear(x, name):                                                 # x @ W.T, rounded
-        return rnd(x @ W[name].T)
+        return rnd(x @ W[name].T if q8 is None else q8_0.matmul(x, q8[name]))
 
     h = rnd(W["model.embed_tokens.weight"][ids] * precision.scalar(c["scale_emb"], dtype))  # [T, D]
     for l in range(L):
@@ -242,23 +254,29 @@ def forward_logits(c, W, token_ids, long_rope=None, dtype="float64"):
 
     h = rms_norm(h, W["model.norm.weight"], eps, rnd)
     h = rnd(h / precision.scalar(D / c["dim_model_base"], dtype))
+    if q8 is not None:
+        return rnd(q8_0.matmul(h, q8["lm_head"]))
     return rnd(h @ lm_head(c, W).T)                                      # [T, V]
 
 
-def forward_logprobs(c, W, token_ids, long_rope=None, dtype="float64"):
+def forward_logprobs(c, W, token_ids, long_rope=None, dtype="float64", q8=None):
     """Log-softmax (float64) of forward_logits."""
-    return ref_cli.log_softmax(forward_logits(c, W, token_ids, long_rope, dtype))
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, long_rope, dtype, q8))
 
 
 def main(argv=None):
     parser = ref_cli.make_parser("MiniCPM4 numpy reference forward (float64, or bf16 emulation)")
+    parser.add_argument("--quantization", choices=("none", "q8_0"), default="none",
+                        help="q8_0: the linear weights and matmul inputs as q8_0.py defines")
     args = parser.parse_args(argv)
     c, W = load_model(args.model)
     W = precision.weights_for(W, args.dtype, inplace=True)               # bf16: rounded once
+    q8 = q8_0_weights(c, W) if args.quantization == "q8_0" else None
     mml = args.max_model_len if args.max_model_len is not None else c["max_position_embeddings"]
     long_rope = default_long_rope(c, mml)
-    options = {"max_model_len": mml, "long_rope": long_rope, "dtype": args.dtype}
-    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, long_rope, args.dtype),
+    options = {"max_model_len": mml, "long_rope": long_rope, "dtype": args.dtype,
+               "quantization": args.quantization}
+    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, long_rope, args.dtype, q8),
                        dims(c)["V"], "minicpm_ref", options)
 
 
