@@ -30,6 +30,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 #include "kernels/matmul.h"
+#include "kernels/q8.h"
 #include "kernels/ternary.h"
 #include "kv/kv_cache.h"
 #include "kv/state_slots.h"
@@ -53,6 +54,7 @@ struct BenchArgs {
   std::string json;
   bool skip_limits = false;
   bool ternary = false;
+  std::string quantization = "none";  // none | q8_0 (--quantization)
   int64_t image_side = 448;  // MiniCPM-V-4.6: one square slice through the vision tower; 0: skip
 };
 
@@ -127,7 +129,7 @@ struct Cost {
   int64_t layer_params = 0;  // all linear weights of one decoder layer (MiniCPM)
   int64_t head_params = 0;   // vocab × hidden
   int64_t body_params = 0;   // linear weights of all layers
-  int64_t weight_bytes_per_step = 0;  // body + head, bf16 (what one decode step streams)
+  int64_t weight_bytes_per_step = 0;  // body + head as stored (what one decode step streams)
   int64_t attn_flops_per_pair = 0;    // q·k and p·v over all attention layers, per (q, k) pair
   // Qwen3.5 hybrid only (zero for MiniCPM).
   int64_t full_layers = 0, linear_layers = 0;
@@ -137,9 +139,13 @@ struct Cost {
   int64_t state_bytes_per_seq = 0;    // conv + recurrent state of all GDN layers (f32)
 };
 
+// Bytes of an [n, k] linear weight as a decode step streams it: bf16, or Q8_0 (q8.h).
+int64_t LinearBytes(int64_t n, int64_t k, bool q8) { return q8 ? kernels::Q8Bytes(n, k) : 2 * n * k; }
+
 // `ternary`: the layers' weights as BitCPM4's 2-bit codes plus a bf16 scale per output row
-// (what the kernels stream for them), the head bf16.
-Cost CostOf(const MiniCpmConfig& c, bool ternary) {
+// (what the kernels stream for them), the head bf16 (Q8_0 with `q8`). `q8` without `ternary`:
+// every linear weight and the head as Q8_0.
+Cost CostOf(const MiniCpmConfig& c, bool ternary, bool q8) {
   Cost k;
   const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
                 kvd = c.num_key_value_heads * c.head_dim, ffn = c.intermediate_size;
@@ -147,9 +153,12 @@ Cost CostOf(const MiniCpmConfig& c, bool ternary) {
   k.body_params = c.num_hidden_layers * k.layer_params;
   k.head_params = c.vocab_size * hd;
   const int64_t layer_rows = qd + 2 * kvd + hd + 2 * ffn + hd;
+  const int64_t layer_bytes = LinearBytes(qd, hd, q8) + 2 * LinearBytes(kvd, hd, q8) +
+                              LinearBytes(hd, qd, q8) + 2 * LinearBytes(ffn, hd, q8) +
+                              LinearBytes(hd, ffn, q8);
   const int64_t body_bytes = ternary ? k.body_params / 4 + c.num_hidden_layers * layer_rows * 2
-                                     : k.body_params * 2;
-  k.weight_bytes_per_step = body_bytes + k.head_params * 2;
+                                     : c.num_hidden_layers * layer_bytes;
+  k.weight_bytes_per_step = body_bytes + LinearBytes(c.vocab_size, hd, q8);
   k.attn_flops_per_pair = 4 * c.head_dim * c.num_attention_heads * c.num_hidden_layers;
   return k;
 }
@@ -161,7 +170,7 @@ Cost CostOf(const MiniCpmConfig& c, bool ternary) {
 // 2·conv_dim·kernel. Prefill is counted the same per token (it runs the chunked form of the
 // rule, whose work is of that order). Each decode step reads and writes back every
 // sequence's state once. Full-attention layers: 4·H·hd FLOPs per (q, k) pair, as MiniCPM.
-Cost CostOf(const Qwen35Config& c) {
+Cost CostOf(const Qwen35Config& c, bool q8) {
   Cost k;
   const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim,
                 kvd = c.num_key_value_heads * c.head_dim, Hv = c.linear_num_value_heads,
@@ -175,7 +184,16 @@ Cost CostOf(const Qwen35Config& c) {
   k.linear_layers = c.num_hidden_layers - k.full_layers;
   k.body_params = k.full_layers * k.full_layer_params + k.linear_layers * k.linear_layer_params;
   k.head_params = c.vocab_size * D;
-  k.weight_bytes_per_step = (k.body_params + k.head_params) * 2;  // bf16
+  // Q8_0 leaves the Gated DeltaNet's a and b gates bf16 (qwen35_deltanet.h).
+  const int64_t mlp_bytes = 2 * LinearBytes(c.intermediate_size, D, q8) +
+                            LinearBytes(D, c.intermediate_size, q8);
+  const int64_t full_bytes = LinearBytes(q_rows, D, q8) + 2 * LinearBytes(kvd, D, q8) +
+                             LinearBytes(D, H * hd, q8) + mlp_bytes;
+  const int64_t linear_bytes = LinearBytes(c.conv_dim(), D, q8) +
+                               LinearBytes(c.value_dim(), D, q8) + 2 * 2 * Hv * D +
+                               LinearBytes(D, c.value_dim(), q8) + mlp_bytes;
+  k.weight_bytes_per_step = k.full_layers * full_bytes + k.linear_layers * linear_bytes +
+                            LinearBytes(c.vocab_size, D, q8);
   k.attn_flops_per_pair = 4 * hd * H * k.full_layers;
   k.state_flops_per_token =
       k.linear_layers * (7 * Hv * dk * dv + 2 * c.conv_dim() * c.linear_conv_kernel_dim);
@@ -191,13 +209,14 @@ struct BenchModel {
   bool hybrid = false;
   bool ternary = false;  // BitCPM4-style dummy weights (--ternary)
   bool codes = false;    // ... run as 2-bit codes (kernels::TernaryPackingEnabled)
+  bool q8 = false;       // --quantization q8_0
   int64_t vocab_size = 0;
   int64_t num_hidden_layers = 0;
   Cost cost;
 };
 
 StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& path,
-                                    bool ternary, bool codes) {
+                                    bool ternary, bool codes, bool q8) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   BenchModel m;
   if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
@@ -211,13 +230,15 @@ StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& 
     m.hybrid = true;
     m.vocab_size = c.vocab_size;
     m.num_hidden_layers = c.num_hidden_layers;
-    m.cost = CostOf(c);
+    m.cost = CostOf(c, q8);
+    m.q8 = q8;
     return m;
   }
   CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
   m.vocab_size = c.vocab_size;
   m.num_hidden_layers = c.num_hidden_layers;
-  m.cost = CostOf(c, codes);
+  m.cost = CostOf(c, codes, q8);
+  m.q8 = q8;
   m.ternary = ternary;
   m.codes = codes;
   return m;
@@ -429,32 +450,46 @@ class Bencher {
   std::mt19937 rng_{7};
 };
 
+// What a MiniCPM4 decode step's weight bytes are made of.
+const char* WeightsDescription(const BenchModel& m) {
+  if (m.codes) {
+    return m.q8 ? "of weights (layers ternary: 2-bit codes + row scales; head Q8_0)"
+                : "of weights (layers ternary: 2-bit codes + row scales; head bf16)";
+  }
+  if (m.q8) {
+    return m.ternary ? "of Q8_0 weights (layers ternary, quantized as any weight)"
+                     : "of Q8_0 weights (int8 in blocks of 32 + fp16 scales)";
+  }
+  return m.ternary ? "bf16 weights (layers ternary, run as bf16: the AVX-512 BF16 matmul beats "
+                     "the 2-bit kernels; CPM_TERNARY=1 forces them)"
+                   : "bf16 weights";
+}
+
 void PrintModelLine(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   if (!m.hybrid) {
     std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB %s per "
                 "decode step\n\n",
                 dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(m.num_hidden_layers),
-                cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6,
-                m.codes     ? "of weights (layers ternary: 2-bit codes + row scales; head bf16)"
-                : m.ternary ? "bf16 weights (layers ternary, run as bf16: the AVX-512 BF16 "
-                              "matmul beats the 2-bit kernels; CPM_TERNARY=1 forces them)"
-                            : "bf16 weights");
+                cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6, WeightsDescription(m));
     return;
   }
   std::printf("model: %s dims (%s, Qwen3.5 hybrid), %.1f M params/Gated DeltaNet layer × %lld + "
-              "%.1f M/gated attention layer × %lld + head %.1f M (tied), %.0f MB bf16 weights "
-              "per decode step; recurrent state %.1f MB per sequence\n\n",
+              "%.1f M/gated attention layer × %lld + head %.1f M (tied), %.0f MB %s per decode "
+              "step; recurrent state %.1f MB per sequence\n\n",
               dir.c_str(), m.architecture.c_str(), cost.linear_layer_params / 1e6,
               static_cast<long long>(cost.linear_layers), cost.full_layer_params / 1e6,
               static_cast<long long>(cost.full_layers), cost.head_params / 1e6,
-              cost.weight_bytes_per_step / 1e6, cost.state_bytes_per_seq / 1e6);
+              cost.weight_bytes_per_step / 1e6,
+              m.q8 ? "of Q8_0 weights (Gated DeltaNet's a/b gates bf16)" : "bf16 weights",
+              cost.state_bytes_per_seq / 1e6);
 }
 
 nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   nlohmann::json j = {{"dir", dir}, {"weight_bytes_per_decode_step", cost.weight_bytes_per_step},
                       {"body_params", cost.body_params}, {"head_params", cost.head_params}};
+  if (m.q8) j["quantization"] = "q8_0";
   if (m.ternary) {
     j["ternary"] = true;
     j["ternary_codes"] = m.codes;
@@ -511,7 +546,14 @@ int RunBench(const BenchArgs& a) {
   text << cf.rdbuf();
   // Ternary dummy weights are streamed as 2-bit codes only where PrepareLinear packs them so.
   const bool codes = a.ternary && kernels::TernaryPackingEnabled();
-  auto bm = ReadBenchModel(text.str(), dir + "/config.json", a.ternary, codes);
+  kernels::WeightQuant quant = kernels::WeightQuant::kNone;
+  if (!ParseQuantization(a.quantization, &quant)) {
+    std::fprintf(stderr, "bench: --quantization '%s' is not supported (none, q8_0)\n",
+                 a.quantization.c_str());
+    return 2;
+  }
+  const bool q8 = quant == kernels::WeightQuant::kQ8_0;
+  auto bm = ReadBenchModel(text.str(), dir + "/config.json", a.ternary, codes, q8);
   if (!bm.ok()) {
     std::fprintf(stderr, "bench: %s\n", bm.status().message().c_str());
     return 2;
@@ -537,6 +579,7 @@ int RunBench(const BenchArgs& a) {
   lo.load_format = LoadFormat::kDummy;
   lo.dtype = DTypeChoice::kBFloat16;
   lo.dummy_ternary = a.ternary;
+  lo.quantization = quant;
   // Positions the runs reach; a hybrid model's RoPE table would otherwise span 262k positions.
   int64_t max_len = a.tg;
   for (int64_t n : a.pp) max_len = std::max(max_len, n);
@@ -549,7 +592,8 @@ int RunBench(const BenchArgs& a) {
     return 1;
   }
   std::fprintf(stderr, "bench: %s dummy %s weights loaded in %.1f s; %d threads, isa %s\n",
-               dir.c_str(), a.ternary ? "ternary (BitCPM4-style)" : "bf16", Now() - t_load,
+               dir.c_str(), a.ternary ? "ternary (BitCPM4-style)" : q8 ? "bf16 → Q8_0" : "bf16",
+               Now() - t_load,
                pool.num_threads(), kernels::ToString(kernels::ActiveIsa()));
   if (bm->hybrid && (*model)->info().state_slot_bytes != bm->cost.state_bytes_per_seq) {
     std::fprintf(stderr, "bench: the cost model's state size (%lld B) differs from the model's "
@@ -768,6 +812,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "MiniCPM-V-4.6: also encode one square slice of this many pixels (a multiple "
                   "of 56; 448 is a full slice); 0 skips")
       ->capture_default_str();
+  cmd->add_option("--quantization,-q", a->quantization, kQuantizationHelp)->capture_default_str();
   cmd->add_flag("--ternary", a->ternary,
                 "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "
                 "2-bit kernels where they are used (CPM_TERNARY)");

@@ -11,6 +11,7 @@
 #include "bench_threads.h"
 #include "kernels/activation.h"
 #include "kernels/matmul.h"
+#include "kernels/q8.h"
 #include "kernels/ternary.h"
 #include "model/row_ranges.h"
 #include "tensor/dtype.h"
@@ -24,10 +25,13 @@ struct Copies {
 };
 
 // `ternary`: BitCPM4-style weights (a scale per row), which PrepareLinear packs as 2-bit codes;
-// copies then total > 128 MiB of codes.
-Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false) {
+// copies then total > 128 MiB of codes. `quant`: packed as that (Q8_0: > 128 MiB of it).
+Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false,
+                  WeightQuant quant = WeightQuant::kNone) {
   Copies c;
-  const int64_t bytes = ternary ? n * k / 4 : n * k * 2;
+  const int64_t bytes = ternary                        ? n * k / 4
+                        : quant == WeightQuant::kQ8_0 ? Q8Bytes(n, k)
+                                                       : n * k * 2;
   const int64_t count = std::max<int64_t>(1, (int64_t{128} << 20) / bytes + 1);
   std::mt19937 rng(1);
   for (int64_t i = 0; i < count; ++i) {
@@ -41,7 +45,7 @@ Copies MakeCopies(int64_t n, int64_t k, bool pack, bool ternary = false) {
     w.out_features = n;
     w.in_features = k;
     w.data = d.data();
-    if (pack) PrepareLinear(&w);
+    if (pack) PrepareLinear(&w, Source::kKeep, quant);
     c.ws.push_back(w);
   }
   if (pack) c.data.clear();  // the packed copy is all the kernel reads
@@ -103,6 +107,20 @@ BENCHMARK(BM_MatMulTernary)
     ->ArgNames({"m", "n", "k"})
     ->ArgsProduct({{1, 2, 3, 4, 5, 6, 16, 512}, {4096}, {1024}})
     ->Args({1, 1024, 4096})
+    ->MinTime(0.3);
+
+// Q8_0 weights (--quantization q8_0) at MiniCPM4's q/o and gate/up shapes and the head: GB/s
+// counts the int8 values and scales the kernel streams.
+void BM_MatMulQ8(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  RunCopies(state, m, MakeCopies(n, k, true, false, WeightQuant::kQ8_0), double(Q8Bytes(n, k)));
+}
+BENCHMARK(BM_MatMulQ8)
+    ->ArgNames({"m", "n", "k"})
+    ->ArgsProduct({{1, 4, 16}, {1024, 4096}, {1024}})
+    ->Args({1, 1024, 4096})
+    ->Args({1, 73448, 1024})
+    ->Args({512, 4096, 1024})
     ->MinTime(0.3);
 
 void BM_MatMulPrefill(benchmark::State& state) {

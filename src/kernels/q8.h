@@ -31,6 +31,10 @@ constexpr int64_t kQ8GroupK = 4;        // inputs per 32-bit lane (one vpdpbusd 
 constexpr int64_t kQ8PanelBlockBytes = kQ8Block * kQ8PanelWidth;
 
 constexpr int64_t Q8Blocks(int64_t k) { return (k + kQ8Block - 1) / kQ8Block; }
+// Bytes an [n, k] weight takes as Q8_0, codes and fp16 scales (what a decode step streams).
+constexpr int64_t Q8Bytes(int64_t n, int64_t k) {
+  return (n + kQ8PanelWidth - 1) / kQ8PanelWidth * kQ8PanelWidth * Q8Blocks(k) * (kQ8Block + 2);
+}
 
 // `w` (f32 or bf16, [out, in]) quantized as PackedLayout::kPanel16Q8: panel p (columns
 // 16p..16p+15) is [block][step][16 columns][4 inputs] bytes of q + 128 (the unsigned operand of

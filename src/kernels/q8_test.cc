@@ -231,6 +231,16 @@ TEST(Q8, CloseToTheBf16Matmul) {
   EXPECT_LT(std::sqrt(err / norm), 0.01);
 }
 
+// Q8Bytes (what the bench counts a decode step as streaming) is what packing holds.
+TEST(Q8, BytesCountWhatIsPacked) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{2, 3}, {17, 33}, {64, 4099}}) {
+    const Weight t = MakeBf16Weight(n, k, 81);
+    const LinearWeight w = PreparedQ8(t);
+    const PackedWeight& pw = *Packed(w);
+    EXPECT_EQ(static_cast<int64_t>(pw.data.size() + pw.scales.size()), Q8Bytes(n, k)) << n << "x" << k;
+  }
+}
+
 // A ternary weight (BitCPM4) stays 2-bit codes under Q8_0 where codes are packed: lossless.
 TEST(Q8, KeepsTernaryCodes) {
   Weight t = MakeBf16Weight(32, 64, 80);

@@ -530,6 +530,38 @@ TEST_F(OfflineBenchE2E, DepthCountsTheCachedKeys) {
   EXPECT_NEAR(pp_flops, 2.0 * (body * 8 + head) + 4.0 * 4 * 16 * 2 * pairs, 1.0);
 }
 
+// --quantization q8_0: every linear weight and the tied head packed as Q8_0 (the load log says
+// so) and the decode bytes are those blocks: 32 int8 + an fp16 scale per 32 inputs, rows
+// padded to 16. An unknown scheme is refused before anything loads.
+TEST_F(OfflineBenchE2E, Q8CountsTheBytesItStreams) {
+  const ProcessRun run =
+      Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1", "--repeats",
+             "1", "--skip-limits", "-q", "q8_0", "--json", tmp + "/b.json"});
+  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("15 of 15 linear weights as Q8_0"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("of Q8_0 weights"), std::string::npos) << run.out;
+  const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+  ASSERT_TRUE(b.is_object());
+  EXPECT_EQ(b["model"]["quantization"], "q8_0");
+  // The tiny config: hidden 64 (two blocks of 32), FFN 128, 2 layers, vocab 855 (54 panels).
+  const int64_t body = b["model"]["body_params"];
+  EXPECT_EQ(b["model"]["head_params"].get<int64_t>(), 855 * 64);
+  EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(),
+            body / 32 * 34 + 54 * 16 * 2 * 34);
+
+  const ProcessRun hybrid = Bench({"--model", Tiny("minicpmv4_6", "v"), "-q", "q8_0", "--pp",
+                                   "8", "--tg", "2", "--batch", "1", "--repeats", "1",
+                                   "--image-side", "0", "--skip-limits"});
+  ASSERT_EQ(hybrid.rc, 0) << hybrid.out << hybrid.err;
+  EXPECT_NE(hybrid.out.find("of Q8_0 weights (Gated DeltaNet's a/b gates bf16)"),
+            std::string::npos)
+      << hybrid.out;
+
+  const ProcessRun bad = Bench({"--model", Tiny("minicpm4", "b"), "-q", "int4"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--quantization 'int4' is not supported"), std::string::npos) << bad.err;
+}
+
 // --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
 // decode bytes are the codes, a bf16 scale per output row and the bf16 head.
 // With the 2-bit kernels forced (CPM_TERNARY=1) the bench counts the codes' bytes, with them
