@@ -91,6 +91,8 @@ def summarize(rows):
             "top5_overlap": float(np.mean([m["top5"] for m in ms])),
             "top20_overlap": float(np.mean([m["top20"] for m in ms])),
             "max_abs_top20": float(max(m["abs_top20"] for m in ms)),
+            # The typical row: robust to a few rows thrown off by one rounding decision (Q8_0).
+            "median_abs_top20": float(np.median([m["abs_top20"] for m in ms])),
             "max_abs_full": float(max(m["abs_full"] for m in ms)),
             "max_rel_top20": float(rel.max()), "mean_rel_top20": float(rel.mean()),
             "kl_mean": float(np.mean([m["kl"] for m in ms])), "kl_max": float(max(m["kl"] for m in ms)),

@@ -45,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import precision  # noqa: E402
+import q8_0  # noqa: E402
 import ref_cli  # noqa: E402
 import safetensors_np  # noqa: E402
 from precision import identity  # noqa: E402
@@ -255,17 +256,24 @@ def gated_delta_rule_chunked(q, k, v, g, beta, initial_state=None, chunk_size=64
 
 # ----------------------------------------------------------------------------- layers
 
-def full_attention(d, W, a, x, positions, rnd=identity):
-    """Gated full attention. x [T, D] -> [T, D]; `a` = tensor prefix ending in "self_attn."."""
+def plain_linear(W):
+    """x @ W[name].T: the checkpoint's weights."""
+    return lambda x, name: x @ W[name].T
+
+
+def full_attention(d, W, a, x, positions, rnd=identity, lin=None):
+    """Gated full attention. x [T, D] -> [T, D]; `a` = tensor prefix ending in "self_attn.";
+    lin(x, name): the projections (plain_linear(W) when None)."""
+    lin = lin or plain_linear(W)
     T, H, KV, hd = x.shape[0], d["H"], d["KV"], d["hd"]
-    qg = rnd(x @ W[a + "q_proj.weight"].T)                               # [T, H*hd*(2 if gate)]
+    qg = rnd(lin(x, a + "q_proj.weight"))                               # [T, H*hd*(2 if gate)]
     if d["gate"]:
         qg = qg.reshape(T, H, 2 * hd)                                    # per head [query | gate]
         q, gate = qg[..., :hd], qg[..., hd:].reshape(T, H * hd)
     else:
         q, gate = qg.reshape(T, H, hd), None
-    k = rnd(x @ W[a + "k_proj.weight"].T).reshape(T, KV, hd)
-    v = rnd(x @ W[a + "v_proj.weight"].T).reshape(T, KV, hd)
+    k = rnd(lin(x, a + "k_proj.weight")).reshape(T, KV, hd)
+    v = rnd(lin(x, a + "v_proj.weight")).reshape(T, KV, hd)
     q = rms_norm_1p(q, W[a + "q_norm.weight"], d["eps"], rnd)            # per-head norm before RoPE
     k = rms_norm_1p(k, W[a + "k_norm.weight"], d["eps"], rnd)
     q = partial_rope(q, positions, d["rot"], d["theta"], rnd)
@@ -279,17 +287,19 @@ def full_attention(d, W, a, x, positions, rnd=identity):
     o = rnd(o).reshape(T, H * hd)
     if gate is not None:
         o = rnd(o * rnd(sigmoid(gate)))
-    return rnd(o @ W[a + "o_proj.weight"].T)
+    return rnd(lin(o, a + "o_proj.weight"))
 
 
-def gated_deltanet(d, W, a, x, mode, rnd=identity):
-    """Gated DeltaNet layer from a zero state. x [T, D] -> [T, D]; `a` ends in "linear_attn."."""
+def gated_deltanet(d, W, a, x, mode, rnd=identity, lin=None):
+    """Gated DeltaNet layer from a zero state. x [T, D] -> [T, D]; `a` ends in "linear_attn.";
+    lin(x, name): the projections (plain_linear(W) when None)."""
+    lin = lin or plain_linear(W)
     T, Hk, Hv, dk, dv, K = x.shape[0], d["Hk"], d["Hv"], d["dk"], d["dv"], d["K"]
     key_dim = Hk * dk
-    m = rnd(x @ W[a + "in_proj_qkv.weight"].T)                           # [T, conv_dim]
-    z = rnd(x @ W[a + "in_proj_z.weight"].T).reshape(T, Hv, dv)
-    b = rnd(x @ W[a + "in_proj_b.weight"].T)                             # [T, Hv]
-    alpha = rnd(x @ W[a + "in_proj_a.weight"].T)                         # [T, Hv]
+    m = rnd(lin(x, a + "in_proj_qkv.weight"))                           # [T, conv_dim]
+    z = rnd(lin(x, a + "in_proj_z.weight")).reshape(T, Hv, dv)
+    b = rnd(lin(x, a + "in_proj_b.weight"))                             # [T, Hv]
+    alpha = rnd(lin(x, a + "in_proj_a.weight"))                         # [T, Hv]
     # causal depthwise conv1d (zero initial state) + SiLU: y[t] = sum_j w[:, j] * m[t - (K-1) + j]
     w = W[a + "conv1d.weight"][:, 0, :]                                  # [conv_dim, K]
     m_pad = np.concatenate([np.zeros((K - 1, m.shape[1])), m], axis=0)   # [T+K-1, conv_dim]
@@ -306,7 +316,7 @@ def gated_deltanet(d, W, a, x, mode, rnd=identity):
     rule = gated_delta_rule_chunked if mode == "chunked" else gated_delta_rule_recurrent
     o, _ = rule(q, k, v, g, beta)                                        # [T, Hv, dv], float state
     o = gated_rms_norm(rnd(o), z, W[a + "norm.weight"], d["eps"], rnd)   # gated RMSNorm per head
-    return rnd(o.reshape(T, Hv * dv) @ W[a + "out_proj.weight"].T)
+    return rnd(lin(o.reshape(T, Hv * dv), a + "out_proj.weight"))
 
 
 def embed_override(input_embeds, T, D):
@@ -327,14 +337,36 @@ def embed_override(input_embeds, T, D):
     return rows, vals
 
 
-def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None):
+def q8_0_weights(c, W):
+    """The language model's linear weights and the head (key "lm_head") as Q8_0 holds them
+    (q8_0.py), but the Gated DeltaNet's in_proj_a and in_proj_b, which --quantization q8_0
+    leaves as they are (one row per value head: their bytes are nothing, their outputs drive
+    the state's decay exponentially)."""
+    pre = prefix_of(W)
+    Q = {name: q8_0.dequantized_weight(t) for name, t in W.items()
+         if name.startswith(pre + "layers.") and name.endswith(".weight") and t.ndim == 2
+         and "proj" in name and not name.endswith(("in_proj_a.weight", "in_proj_b.weight"))}
+    Q["lm_head"] = q8_0.dequantized_weight(lm_head(c, W))
+    return Q
+
+
+def q8_linear(W, Q):
+    """x @ W.T through Q8_0 (q8_0.matmul) for the weights in Q, plainly for the rest."""
+    return lambda x, name: q8_0.matmul(x, Q[name]) if name in Q else x @ W[name].T
+
+
+def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None,
+                   q8=None):
     """Full causal forward over token_ids (positions 0..T-1) -> logits [T, V].
     dtype "bfloat16": the bf16 emulation (module docstring); W may be raw or already rounded.
     input_embeds (optional): {row: vector} or (rows, [n, D] array); these rows' input embeddings
     replace embed_tokens[token_ids[row]] (the multimodal scatter of minicpmv46.md §2; rounded to
-    bf16 in bfloat16 mode). None leaves the forward exactly as without it."""
+    bf16 in bfloat16 mode). None leaves the forward exactly as without it.
+    q8: the Q8_0 weights from q8_0_weights (--quantization q8_0), whose matmuls then quantize
+    their inputs as q8_0.py says; None: the checkpoint's values."""
     rnd = precision.rounder(dtype)
     W = precision.weights_for(W, dtype)
+    lin = plain_linear(W) if q8 is None else q8_linear(W, q8)
     d = dims(c)
     pre = prefix_of(W)
     ids = np.asarray(token_ids, dtype=np.int64)
@@ -347,31 +379,40 @@ def forward_logits(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input
         p = f"{pre}layers.{i}."
         x = rms_norm_1p(h, W[p + "input_layernorm.weight"], d["eps"], rnd)
         if kind == "full_attention":
-            h = rnd(h + full_attention(d, W, p + "self_attn.", x, positions, rnd))
+            h = rnd(h + full_attention(d, W, p + "self_attn.", x, positions, rnd, lin))
         else:
-            h = rnd(h + gated_deltanet(d, W, p + "linear_attn.", x, gdn_mode, rnd))
+            h = rnd(h + gated_deltanet(d, W, p + "linear_attn.", x, gdn_mode, rnd, lin))
         x = rms_norm_1p(h, W[p + "post_attention_layernorm.weight"], d["eps"], rnd)
-        gate = rnd(x @ W[p + "mlp.gate_proj.weight"].T)
-        up = rnd(x @ W[p + "mlp.up_proj.weight"].T)
-        h = rnd(h + rnd(rnd(rnd(silu(gate)) * up) @ W[p + "mlp.down_proj.weight"].T))
+        gate = rnd(lin(x, p + "mlp.gate_proj.weight"))
+        up = rnd(lin(x, p + "mlp.up_proj.weight"))
+        h = rnd(h + rnd(lin(rnd(rnd(silu(gate)) * up), p + "mlp.down_proj.weight")))
     h = rms_norm_1p(h, W[pre + "norm.weight"], d["eps"], rnd)
+    if q8 is not None:
+        return rnd(q8_0.matmul(h, q8["lm_head"]))
     return rnd(h @ lm_head(c, W).T)                                      # [T, V]
 
 
-def forward_logprobs(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None):
+def forward_logprobs(c, W, token_ids, gdn_mode="recurrent", dtype="float64", input_embeds=None,
+                     q8=None):
     """Log-softmax (float64) of forward_logits."""
-    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode, dtype, input_embeds))
+    return ref_cli.log_softmax(forward_logits(c, W, token_ids, gdn_mode, dtype, input_embeds, q8))
 
 
 def main(argv=None):
     parser = ref_cli.make_parser("Qwen3.5 hybrid (MiniCPM-V-4.6 LM) numpy reference forward "
                                  "(float64, or bf16 emulation)")
     parser.add_argument("--gdn-mode", choices=("recurrent", "chunked"), default="recurrent")
+    parser.add_argument("--quantization", choices=("none", "q8_0"), default="none",
+                        help="q8_0: the linear weights (but in_proj_a/b) and matmul inputs as "
+                             "q8_0.py defines")
     args = parser.parse_args(argv)
     c, W = load_model(args.model)
     W = precision.weights_for(W, args.dtype, inplace=True)               # bf16: rounded once
-    options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode, "dtype": args.dtype}
-    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, args.gdn_mode, args.dtype),
+    q8 = q8_0_weights(c, W) if args.quantization == "q8_0" else None
+    options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode, "dtype": args.dtype,
+               "quantization": args.quantization}
+    return ref_cli.run(args, lambda ids: forward_logprobs(c, W, ids, args.gdn_mode, args.dtype,
+                                                          None, q8),
                        dims(c)["V"], "qwen35_ref", options)
 
 
