@@ -48,7 +48,26 @@ StatusOr<int64_t> ParseMaxModelLen(const std::string& text) {
   return static_cast<int64_t>(len);
 }
 
+Status ParseLoadChoices(const ServeConfig& c, LoadOptions* lo) {
+  if (!ParseLoadFormat(c.load_format, &lo->load_format)) {
+    return InvalidArgument("--load-format: '" + c.load_format +
+                           "' is not supported (auto, safetensors, dummy)");
+  }
+  if (!ParseDTypeChoice(c.dtype, &lo->dtype)) {
+    return InvalidArgument("--dtype: '" + c.dtype + "' is not supported (auto, bfloat16, float32)");
+  }
+  if (!ParseQuantization(c.quantization, &lo->quantization)) {
+    return InvalidArgument("--quantization: '" + c.quantization +
+                           "' is not supported (none, q8_0)");
+  }
+  return OkStatus();
+}
+
 Status ValidateServeConfig(const ServeConfig& c) {
+  {
+    LoadOptions scratch;
+    CPM_RETURN_IF_ERROR(ParseLoadChoices(c, &scratch));
+  }
   if (c.port < 0 || c.port > 65535) {
     return InvalidArgument("--port: " + std::to_string(c.port) + " is not a TCP port");
   }

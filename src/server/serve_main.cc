@@ -194,17 +194,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   lo.model_dir = c.model_dir;
   lo.max_model_len = c.max_model_len > 0 ? c.max_model_len : 0;
   lo.threads = c.threads;
-  if (!ParseLoadFormat(c.load_format, &lo.load_format)) {
-    return InvalidArgument("--load-format: '" + c.load_format +
-                           "' is not supported (auto, safetensors, dummy)");
-  }
-  if (!ParseDTypeChoice(c.dtype, &lo.dtype)) {
-    return InvalidArgument("--dtype: '" + c.dtype + "' is not supported");
-  }
-  if (!ParseQuantization(c.quantization, &lo.quantization)) {
-    return InvalidArgument("--quantization: '" + c.quantization +
-                           "' is not supported (none, q8_0)");
-  }
+  CPM_RETURN_IF_ERROR(ParseLoadChoices(c, &lo));
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) return model.status();

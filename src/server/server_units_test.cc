@@ -145,6 +145,14 @@ TEST(ServeConfig, Validation) {
   EXPECT_NE(ValidateServeConfig(c).message().find("--tool-call-parser"), std::string::npos);
   c.tool_call_parser = "qwen3_coder";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c = ServeConfig();  // the model's load choices, checked before any model is read
+  c.quantization = "q8_0";
+  EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c.quantization = "awq";
+  EXPECT_NE(ValidateServeConfig(c).message().find("--quantization: 'awq'"), std::string::npos);
+  c = ServeConfig();
+  c.dtype = "float16";
+  EXPECT_NE(ValidateServeConfig(c).message().find("--dtype: 'float16'"), std::string::npos);
 }
 
 KvBudgetInput Input() {

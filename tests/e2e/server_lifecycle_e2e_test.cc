@@ -61,7 +61,6 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--gpu-memory-utilization", "2"}, "--gpu-memory-utilization"},
       {{"--port", "notaport"}, "--port"},
       {{"--max-model-len", "100000"}, "User-specified max_model_len (100000)"},
-      {{"--load-format", "gguf"}, "--load-format"},
       {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
        "--speculative-config: method 'eagle' is not supported"},
       {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
@@ -77,7 +76,35 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
     EXPECT_NE(p.Wait(30), 0) << needle;
     EXPECT_NE(p.Log().find(needle), std::string::npos) << p.Log();
   }
+  // The model's load choices are refused before the port opens, as vLLM's argument parser does.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> load_choices = {
+      {{"--load-format", "gguf"}, "--load-format: 'gguf' is not supported"},
+      {{"--dtype", "float8"}, "--dtype: 'float8' is not supported (auto, bfloat16, float32)"},
+      {{"--quantization", "int4"}, "--quantization: 'int4' is not supported (none, q8_0)"}};
+  for (const auto& [bad, needle] : load_choices) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
+    EXPECT_NE(p.Wait(30), 0) << needle;
+    EXPECT_NE(p.Log().find(needle), std::string::npos) << p.Log();
+    EXPECT_EQ(p.Log().find("listening on"), std::string::npos) << p.Log();
+  }
   EXPECT_EQ(first.Stop(SIGINT), 0) << first.Log();
+}
+
+// --quantization q8_0 (vLLM's -q): the weights load as Q8_0 and the server answers as usual.
+TEST_F(ServerLifecycle, QuantizedWeightsServe) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"-q", "q8_0"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const auto r = e2e::Post(p.port(), "/v1/chat/completions",
+                           R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":4,)"
+                           R"("temperature":0})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4) << r.body;
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+  EXPECT_NE(p.Log().find("linear weights as Q8_0"), std::string::npos) << p.Log();
 }
 
 TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
