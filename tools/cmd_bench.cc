@@ -84,6 +84,7 @@ kernels::MachineLimits BestOf(kernels::MachineLimits a, const kernels::MachineLi
   a.f32_fma_gflops = std::max(a.f32_fma_gflops, b.f32_fma_gflops);
   a.f32_fma_gflops_1t = std::max(a.f32_fma_gflops_1t, b.f32_fma_gflops_1t);
   a.bf16_dot_gflops = std::max(a.bf16_dot_gflops, b.bf16_dot_gflops);
+  a.int8_dot_gops = std::max(a.int8_dot_gops, b.int8_dot_gops);
   a.matmul_l1_gflops = std::max(a.matmul_l1_gflops, b.matmul_l1_gflops);
   return a;
 }
@@ -646,9 +647,12 @@ int RunBench(const BenchArgs& a) {
     results.push_back(tests[i]());
     probe(i + 1 < tests.size() ? kBetweenTestsRepeats : kProbeRepeats);
   }
-  // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use.
+  // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use;
+  // Q8_0 weights, int8 dot products (their peak counts a product and its add as two ops).
   const bool bf16_dot = kernels::MatMulUsesBf16Dot();
-  const double peak = (bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
+  const bool int8_dot = q8 && lim.int8_dot_gops > 0;
+  const double matmul_peak = (bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
+  const double peak = int8_dot ? lim.int8_dot_gops * 1e9 : matmul_peak;  // the tests' bound
   const double bw = lim.read_gbps * 1e9;
   for (Result& r : results) {
     const double t_bw = bw > 0 ? r.bytes / bw : 0, t_fl = peak > 0 ? r.flops / peak : 0;
@@ -663,14 +667,17 @@ int RunBench(const BenchArgs& a) {
               static_cast<long long>(lim.read_prefetch_bytes), lim.f32_fma_gflops,
               lim.f32_fma_gflops_1t, lim.fma_isa);
   if (lim.bf16_dot_gflops > 0) std::printf(", bf16 dot peak %.1f GFLOP/s", lim.bf16_dot_gflops);
+  if (q8 && lim.int8_dot_gops > 0) {
+    std::printf(", int8 dot peak %.1f GOP/s (%s)", lim.int8_dot_gops, lim.int8_isa);
+  }
   std::printf("\n");
   std::printf("matmul: %s\n", kernels::MatMulDescription().c_str());
-  if (lim.matmul_l1_gflops > 0 && peak > 0) {
+  if (lim.matmul_l1_gflops > 0 && matmul_peak > 0) {
     std::printf("kernel check: the matmul kernel on an in-L1 problem (one prefill tile's rows × 32 "
                 "× 256, bf16) runs at "
                 "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "
                 "core lowers it; the peak loop, FMAs only, barely feels one)\n",
-                lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / peak,
+                lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / matmul_peak,
                 bf16_dot ? "bf16 dot" : "FMA");
   }
   PrintModelLine(dir, *bm);
@@ -725,7 +732,13 @@ int RunBench(const BenchArgs& a) {
                 cost.state_bytes_per_seq / 1e6, cost.state_flops_per_token / 1e6,
                 static_cast<long long>(cost.full_layers));
   }
-  PrintHostNotes(results, peak > 0 && lim.matmul_l1_gflops * 1e9 > peak, probe_stolen,
+  if (int8_dot) {
+    std::printf("Q8_0: the peak is the int8 dot products' (%s; a product and its add are two "
+                "ops, as FLOPs count them), which the kernels' per-block scaling and activation "
+                "quantization also share the core with\n",
+                lim.int8_isa);
+  }
+  PrintHostNotes(results, matmul_peak > 0 && lim.matmul_l1_gflops * 1e9 > matmul_peak, probe_stolen,
                  probe_seconds, pool.num_threads());
   if (!a.json.empty()) {
     nlohmann::json j = {
@@ -736,9 +749,10 @@ int RunBench(const BenchArgs& a) {
           {"f32_fma_gflop_per_s", lim.f32_fma_gflops},
           {"f32_fma_gflop_per_s_1t", lim.f32_fma_gflops_1t},
           {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops},
+          {"int8_dot_gop_per_s", lim.int8_dot_gops},
           {"matmul_l1_gflop_per_s", lim.matmul_l1_gflops},
           {"probe_steal_fraction", StealFraction(probe_stolen, probe_seconds, pool.num_threads())},
-          {"prefill_peak", bf16_dot ? "bf16_dot" : "f32_fma"}}},
+          {"prefill_peak", int8_dot ? "int8_dot" : bf16_dot ? "bf16_dot" : "f32_fma"}}},
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
         {"ubatch", a.ubatch},

@@ -16,6 +16,7 @@ reports each engine's best run and the ratio cpmserve / llama.cpp:
                one slot per stream) under `cpmserve bench serve` (vLLM's `bench serve` metrics):
                --concurrency streams of random prompts; output tokens/s, median TTFT/TPOT/ITL.
 --ternary: BitCPM4-0.5B, the layers ternary (cpmserve's dummy ternary weights, llama.cpp's TQ2_0).
+--q8: both engines on Q8_0 weights (`cpmserve bench -q q8_0`; a Q8_0 GGUF, embedding included).
 llama.cpp runs with its fastest settings found here (weights read into memory, `-lm none`,
 rather than mmap: +10-15% decode); both engines use their default attention.
 
@@ -25,7 +26,8 @@ package node-llama-cpp carries (a git bundle of a tagged release; the npm regist
 where Debian's apt is), with GGML_NATIVE for this CPU. The GGUF comes from make_gguf.py.
 
 Usage (repository root, after scripts/build.sh; the first run builds llama.cpp, ~10 min on 2
-cores): bench/llama_cpp/compare.py [--rounds 3] [--serve] [--depth D] [--json out.json]
+cores): bench/llama_cpp/compare.py [--rounds 3] [--serve] [--depth D] [--ternary | --q8]
+[--json out.json]
 """
 import argparse
 import json
@@ -80,11 +82,11 @@ def build_llama_cpp(work):
 
 
 def make_gguf(a):
-    kind = "tq2_0" if a.ternary else "bf16"
+    kind = "tq2_0" if a.ternary else "q8_0" if a.q8 else "bf16"
     out = os.path.join(a.work, f"{os.path.basename(os.path.normpath(a.model))}-dummy-{kind}.gguf")
     if not os.path.exists(out):
         run([sys.executable, os.path.join(HERE, "make_gguf.py"), "--model", a.model, "--out", out]
-            + (["--ternary"] if a.ternary else []))
+            + (["--ternary"] if a.ternary else []) + (["--q8"] if a.q8 else []))
     return out
 
 
@@ -100,7 +102,8 @@ def run_cpmserve(a):
         run([a.cpmserve, "bench", "--model", a.model, "--skip-limits", "--repeats", str(REPEATS),
              "--threads", str(a.threads), "--pp"] + [str(p) for p in a.pp] +
             ["--tg", str(a.tg), "--batch"] + [str(b) for b in a.batch] + ["--json", f.name] +
-            ["--depth", str(a.depth)] + (["--ternary"] if a.ternary else []))
+            ["--depth", str(a.depth)] + (["--ternary"] if a.ternary else []) +
+            (["-q", "q8_0"] if a.q8 else []))
         results = json.load(open(f.name))["results"]
     out = {}
     for r in results:
@@ -167,7 +170,7 @@ def serve_round(a, server_cmd, port):
 def serve_cpmserve(a, port):
     return serve_round(a, [a.cpmserve, "serve", a.model, "--load-format", "dummy", "--port",
                            str(port), "--max-num-seqs", str(a.concurrency), "--max-model-len",
-                           "2048"], port)
+                           "2048"] + (["-q", "q8_0"] if a.q8 else []), port)
 
 
 def serve_llama(a, bin_dir, gguf, port):
@@ -201,8 +204,11 @@ def main():
                     help="tokens already in each sequence's cache when a test starts")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--ternary", action="store_true",
-                    help="BitCPM4: ternary layers (cpmserve bench --ternary; TQ2_0 for llama.cpp)")
+    kind = ap.add_mutually_exclusive_group()
+    kind.add_argument("--ternary", action="store_true",
+                      help="BitCPM4: ternary layers (cpmserve bench --ternary; TQ2_0 for llama.cpp)")
+    kind.add_argument("--q8", action="store_true",
+                      help="Q8_0 weights (cpmserve -q q8_0; a Q8_0 GGUF for llama.cpp)")
     ap.add_argument("--serve", action="store_true", help="also compare the servers")
     ap.add_argument("--concurrency", type=int, default=16, help="--serve: streams at once")
     ap.add_argument("--serve-input", type=int, default=32, help="--serve: prompt tokens")
@@ -215,7 +221,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     bin_dir = a.llama_bin or build_llama_cpp(a.work)
     if a.serve and a.ternary:
-        sys.exit("compare: --serve serves bf16 dummy weights only")
+        sys.exit("compare: --serve serves bf16 or Q8_0 dummy weights only")
     gguf = make_gguf(a)
 
     offline = {"cpmserve": lambda: run_cpmserve(a),
@@ -238,7 +244,8 @@ def main():
 
     tests = [t for t in rounds["cpmserve"][0] if t in rounds["llama.cpp"][0]]
     best = {name: {t: max(rr[t] for rr in rs) for t in tests} for name, rs in rounds.items()}
-    weights = "ternary layers (llama.cpp: TQ2_0)" if a.ternary else "bf16 weights"
+    weights = ("ternary layers (llama.cpp: TQ2_0)" if a.ternary else
+               "Q8_0 weights" if a.q8 else "bf16 weights")
     print_table(f"{os.path.basename(os.path.normpath(a.model))} dims, dummy {weights}, "
                 f"{a.threads} threads, best of {a.rounds} interleaved rounds (tokens/s)",
                 "test", best, tests)

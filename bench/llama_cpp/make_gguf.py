@@ -13,6 +13,10 @@ With --ternary the layers' matrices are llama.cpp's TQ2_0 instead (2-bit codes o
 and an fp16 scale per 256 weights; embedding and norms as before): BitCPM4-0.5B's shapes, as
 `cpmserve bench --ternary` runs them.
 
+With --q8 the layers' matrices and the (tied) embedding are llama.cpp's Q8_0 (int8 in blocks of
+32 with an fp16 scale), as `llama-quantize ... Q8_0` makes them: what `cpmserve bench -q q8_0`
+streams.
+
 Usage: make_gguf.py --model ../shared/models/MiniCPM4-0.5B --out /tmp/minicpm4-dummy.gguf
 Needs python3 only (the tokenizer's protobuf is read by hand).
 """
@@ -29,9 +33,11 @@ GGUF_VERSION = 3
 ALIGNMENT = 32
 # GGUF metadata value types.
 T_UINT32, T_INT32, T_FLOAT32, T_STRING, T_ARRAY = 4, 5, 6, 8, 9
-# ggml tensor types, and TQ2_0's block: 256 weights as 64 bytes of 2-bit codes and an fp16 scale.
-GGML_F32, GGML_BF16, GGML_TQ2_0 = 0, 30, 35
+# ggml tensor types; TQ2_0's block: 256 weights as 64 bytes of 2-bit codes and an fp16 scale;
+# Q8_0's: an fp16 scale then 32 int8 weights.
+GGML_F32, GGML_Q8_0, GGML_BF16, GGML_TQ2_0 = 0, 8, 30, 35
 TQ2_0_BLOCK, TQ2_0_BYTES = 256, 66
+Q8_0_BLOCK, Q8_0_BYTES = 32, 34
 
 
 def fail(msg):
@@ -173,15 +179,15 @@ def metadata(cfg, path, vocab, name):
     ]
 
 
-def tensors(cfg, path, matrix_type):
+def tensors(cfg, path, matrix_type, embd_type):
     """(name, shape as torch's [rows, cols], ggml type) in file order; layer matrices as
-    `matrix_type`."""
+    `matrix_type`, the embedding (and so the tied head) as `embd_type`."""
     n_layer = config_int(cfg, "num_hidden_layers", path)
     hidden = config_int(cfg, "hidden_size", path)
     heads = config_int(cfg, "num_attention_heads", path)
     kv = config_int(cfg, "num_key_value_heads", path) * (hidden // heads)
     ff = config_int(cfg, "intermediate_size", path)
-    out = [("token_embd.weight", (config_int(cfg, "vocab_size", path), hidden), GGML_BF16),
+    out = [("token_embd.weight", (config_int(cfg, "vocab_size", path), hidden), embd_type),
            ("output_norm.weight", (hidden,), GGML_F32)]
     m = matrix_type
     for i in range(n_layer):
@@ -204,6 +210,10 @@ def size_of(shape, ggml_type):
         if shape[-1] % TQ2_0_BLOCK:
             fail(f"TQ2_0 needs rows of a multiple of {TQ2_0_BLOCK} weights, not {shape[-1]}")
         return count // TQ2_0_BLOCK * TQ2_0_BYTES
+    if ggml_type == GGML_Q8_0:
+        if shape[-1] % Q8_0_BLOCK:
+            fail(f"Q8_0 needs rows of a multiple of {Q8_0_BLOCK} weights, not {shape[-1]}")
+        return count // Q8_0_BLOCK * Q8_0_BYTES
     return count * (4 if ggml_type == GGML_F32 else 2)
 
 
@@ -226,6 +236,13 @@ def tensor_bytes(shape, ggml_type, rng):
         codes = rng.randbytes(blocks * TQ2_0_BLOCK // 4).translate(TERNARY_CODES)
         step = TQ2_0_BLOCK // 4
         return b"".join(codes[i * step:(i + 1) * step] + scale for i in range(blocks))
+    if ggml_type == GGML_Q8_0:
+        # Scale 2^-10 (|weight| <= 1/8, as the bf16 weights) and random int8 values.
+        scale = struct.pack("<e", 2.0 ** -10)
+        blocks = count // Q8_0_BLOCK
+        values = rng.randbytes(blocks * Q8_0_BLOCK)
+        return b"".join(scale + values[i * Q8_0_BLOCK:(i + 1) * Q8_0_BLOCK]
+                        for i in range(blocks))
     # bf16, little-endian: a random low byte (7 mantissa bits and the exponent's lowest), a high
     # byte of random sign and exponent bits 0111101 (so |value| in [2^-5, 2^-3)).
     out = bytearray(2 * count)
@@ -242,7 +259,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="model directory (config.json, tokenizer.model)")
     ap.add_argument("--out", required=True, help="GGUF file to write")
-    ap.add_argument("--ternary", action="store_true", help="layer matrices as TQ2_0")
+    kind = ap.add_mutually_exclusive_group()
+    kind.add_argument("--ternary", action="store_true", help="layer matrices as TQ2_0")
+    kind.add_argument("--q8", action="store_true", help="layer matrices and embedding as Q8_0")
     args = ap.parse_args()
     cfg_path = os.path.join(args.model, "config.json")
     try:
@@ -252,7 +271,8 @@ def main():
     vocab = vocabulary(args.model, config_int(cfg, "vocab_size", cfg_path))
     kvs = metadata(cfg, cfg_path, vocab, os.path.basename(args.model.rstrip("/")))
     infos, offset = [], 0
-    layout = tensors(cfg, cfg_path, GGML_TQ2_0 if args.ternary else GGML_BF16)
+    matrix_type = GGML_TQ2_0 if args.ternary else GGML_Q8_0 if args.q8 else GGML_BF16
+    layout = tensors(cfg, cfg_path, matrix_type, GGML_Q8_0 if args.q8 else GGML_BF16)
     for name, shape, gtype in layout:
         size = size_of(shape, gtype)
         dims = list(reversed(shape))  # GGUF lists the contiguous dimension first

@@ -114,6 +114,13 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512bf16) {
     out.bf16_dot_gflops = PeakOn(pool, n, repeats, &Bf16DotPeakLoopAvx512);
   }
+  if (isa == Isa::kAvx512 && GetCpuFeatures().avx512vnni) {
+    out.int8_dot_gops = PeakOn(pool, n, repeats, &Int8DotPeakLoopAvx512);
+    out.int8_isa = "avx512-vnni vpdpbusd zmm";
+  } else if (isa != Isa::kScalar) {
+    out.int8_dot_gops = PeakOn(pool, n, repeats, &Int8DotPeakLoopAvx2);
+    out.int8_isa = "avx2 vpmaddubsw + vpmaddwd ymm";
+  }
   if (isa != Isa::kScalar) out.matmul_l1_gflops = PeakOn(pool, n, repeats, &MatmulL1Loop);
   return out;
 }

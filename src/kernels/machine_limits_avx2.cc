@@ -23,6 +23,30 @@ double FmaPeakLoopAvx2(int64_t iterations) {
   return static_cast<double>(iterations) * 12 * 8 * 2;
 }
 
+double Int8DotPeakLoopAvx2(int64_t iterations) {
+  // The Q8_0 AVX2 kernel's mix (q8_avx2.cc): vpmaddubsw (u8 × s8 pairs into int16), vpmaddwd by
+  // ones (pairs of those into int32), vpaddd into the accumulator; 8 independent chains.
+  __m256i a[8];
+  __m256i b = _mm256_set1_epi8(3), c = _mm256_set1_epi8(-2);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_si256();
+  for (int64_t it = 0; it < iterations; ++it) {
+    // Opaque to the compiler, so the products are not hoisted out of the loop (no instruction).
+    asm volatile("" : "+x"(b), "+x"(c));
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(b, c), ones));
+    }
+  }
+  __m256i s = a[0];
+#pragma GCC unroll 8
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, a[i]);
+  volatile int sink = _mm256_extract_epi32(s, 0);
+  (void)sink;
+  // Each step: 32 u8 × s8 products and their sum = 64 ops.
+  return static_cast<double>(iterations) * 8 * 64;
+}
+
 uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes) {
   // Four streams a quarter of the range apart, 128 B from each in turn: one sequential stream
   // leaves DRAM bandwidth unused on this kind of machine (the matmul kernels also read several

@@ -1,5 +1,5 @@
-// AVX-512 peak loops for machine_limits: f32 FMA and bf16 dot products (vdpbf16ps) on 16
-// independent registers. Built with AVX-512 flags; called only when the CPU has them.
+// AVX-512 peak loops for machine_limits: f32 FMA, bf16 dot products (vdpbf16ps) and int8 dot
+// products (vpdpbusd) on 16 independent registers. Built with AVX-512 flags; called only when the CPU has them.
 #include <immintrin.h>
 
 #include "kernels/machine_limits.h"
@@ -40,6 +40,23 @@ double Bf16DotPeakLoopAvx512(int64_t iterations) {
   (void)sink;
   // Each lane: two bf16 products and their sum added to the accumulator = 4 FLOPs.
   return static_cast<double>(iterations) * 16 * 16 * 4;
+}
+
+double Int8DotPeakLoopAvx512(int64_t iterations) {
+  __m512i a[16];
+  const __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2);
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_si512();
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbusd_epi32(a[i], b, c);
+  }
+  __m512i s = a[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, a[i]);
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  // Each 32-bit lane: four u8 × s8 products and their sum added to the accumulator = 8 ops.
+  return static_cast<double>(iterations) * 16 * 16 * 8;
 }
 
 }  // namespace cpm::kernels

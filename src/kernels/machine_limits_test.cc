@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include <random>
 
 #include "base/aligned_buffer.h"
@@ -39,6 +41,10 @@ TEST(MachineLimitsTest, ReportsPositiveLimitsAndAMeasuredPrefetchDistance) {
   EXPECT_GT(l.read_gbps, 0);
   EXPECT_GT(l.read_gbps_1t, 0);
   EXPECT_GT(l.f32_fma_gflops, 0);
+  if (ActiveIsa() != Isa::kScalar) {  // the Q8_0 kernels' int8 dot products
+    EXPECT_GT(l.int8_dot_gops, 0);
+    EXPECT_NE(std::string(l.int8_isa), "");
+  }
   bool listed = false;
   for (const int64_t d : kReadPrefetchDistances) listed = listed || d == l.read_prefetch_bytes;
   EXPECT_TRUE(listed) << l.read_prefetch_bytes;
