@@ -147,6 +147,12 @@ constexpr int64_t kMaxSharedScheduleRows = 16;
 
 bool SharedSchedule(int64_t m) { return m <= kMaxSharedScheduleRows; }
 
+// Q8_0 decode tasks are two tiles wide: a Q8_0 column is about half a bf16 one's bytes, so a
+// one-tile task streamed a quarter of a bf16 task's. MiniCPM4-0.5B dims, 3 interleaved rounds
+// against one tile: batch 4 1.07-1.09x the tokens/s, batch 16 1.03-1.08x, batch 1 level
+// (0.97-1.01x); three tiles were level with one.
+constexpr int64_t kQ8TilesPerDecodeTask = 2;
+
 template <typename Fn>
 void ForTasks(ThreadPool& pool, int64_t m, int64_t n, const Fn& fn) {
   if (SharedSchedule(m)) {
@@ -166,8 +172,9 @@ void ForTasks(ThreadPool& pool, int64_t m, int64_t n, const Fn& fn) {
 // 4-panel tiles against tails of 1-3 panels 0.88x; batch 2's 4-panel tiles, whose calls ended
 // in 1-panel tasks before, 1.07-1.10x in two runs of 5 interleaved rounds against a duplicate's
 // 0.95-1.03x; batch 3-4's 2-panel tiles level). Decode calls (SharedSchedule) take tasks of
-// one tile's width in memory order instead: the shares' stealing balances their ends. Rows of
-// an unpacked W: kRowsPerTask each. `total_units`: the jobs' units of several columns.
+// one tile's width (Q8_0: two) in memory order instead: the shares' stealing balances their
+// ends. Rows of an unpacked W: kRowsPerTask each. `total_units`: the jobs' units of several
+// columns.
 const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_units, int64_t m,
                                    int threads, int64_t max_units = 8) {
   thread_local std::vector<Task> tasks;
@@ -179,7 +186,9 @@ const std::vector<Task>& MakeTasks(std::span<const Job> jobs, int64_t total_unit
   }
   if (SharedSchedule(m)) {
     for (size_t i = 0; i < jobs.size(); ++i) {
-      const int64_t n = jobs[i].unit_cols > 1 ? quantum : kRowsPerTask;
+      const bool q8 = jobs[i].pw && IsQ8Layout(jobs[i].pw->layout);
+      const int64_t n = jobs[i].unit_cols > 1 ? quantum * (q8 ? kQ8TilesPerDecodeTask : 1)
+                                              : kRowsPerTask;
       for (int64_t b = 0; b < jobs[i].units; b += n) {
         tasks.push_back({i, b, std::min(jobs[i].units, b + n)});
       }
