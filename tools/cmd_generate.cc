@@ -127,9 +127,8 @@ int RunGenerate(const GenerateArgs& a) {
   LoadOptions lo;
   lo.model_dir = a.model;
   lo.max_model_len = a.max_model_len;
-  if (!ParseLoadFormat(a.load_format, &lo.load_format) || !ParseDTypeChoice(a.dtype, &lo.dtype) ||
-      !ParseQuantization(a.quantization, &lo.quantization)) {
-    std::fprintf(stderr, "generate: bad --load-format, --dtype or --quantization\n");
+  if (Status s = ParseLoadChoices(a.load_format, a.dtype, a.quantization, &lo); !s.ok()) {
+    std::fprintf(stderr, "generate: %s\n", s.message().c_str());
     return 2;
   }
   // The tokenizer is optional for token-id prompts, needed for text prompts and text output.

@@ -25,12 +25,7 @@ StatusOr<EvalTarget> LoadEvalTarget(const EvalModelOptions& o, const std::string
   lo.model_dir = o.model_dir;
   lo.max_model_len = o.max_model_len;
   lo.threads = o.threads;
-  if (!ParseLoadFormat(o.load_format, &lo.load_format))
-    return InvalidArgument("--load-format: '" + o.load_format + "' is not supported (auto, safetensors, dummy)");
-  if (!ParseDTypeChoice(o.dtype, &lo.dtype))
-    return InvalidArgument("--dtype: '" + o.dtype + "' is not supported (auto, bfloat16, float32)");
-  if (!ParseQuantization(o.quantization, &lo.quantization))
-    return InvalidArgument("--quantization: '" + o.quantization + "' is not supported (none, q8_0)");
+  CPM_RETURN_IF_ERROR(ParseLoadChoices(o.load_format, o.dtype, o.quantization, &lo));
   EvalTarget t;
   t.pool = std::make_unique<ThreadPool>(o.threads);
   const auto t0 = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
 #include "kernels/matmul.h"
 
 namespace cpm {
@@ -33,6 +34,9 @@ struct LoadOptions {
 bool ParseLoadFormat(const std::string& s, LoadFormat* out);  // auto | safetensors | dummy
 bool ParseDTypeChoice(const std::string& s, DTypeChoice* out);  // auto | bfloat16 | float32 | ...
 bool ParseQuantization(const std::string& s, kernels::WeightQuant* out);  // none | q8_0
+// The three flags above into `lo`; an unknown value is an error naming its flag and the choices.
+Status ParseLoadChoices(const std::string& load_format, const std::string& dtype,
+                        const std::string& quantization, LoadOptions* lo);
 // The --quantization flag's help, the same for every command that loads a model.
 inline constexpr const char* kQuantizationHelp =
     "none | q8_0: the language model's linear weights as int8 in blocks of 32 with an fp16 "

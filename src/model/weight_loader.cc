@@ -248,6 +248,21 @@ bool ParseQuantization(const std::string& s, kernels::WeightQuant* out) {
   return true;
 }
 
+Status ParseLoadChoices(const std::string& load_format, const std::string& dtype,
+                        const std::string& quantization, LoadOptions* lo) {
+  if (!ParseLoadFormat(load_format, &lo->load_format)) {
+    return InvalidArgument("--load-format: '" + load_format +
+                           "' is not supported (auto, safetensors, dummy)");
+  }
+  if (!ParseDTypeChoice(dtype, &lo->dtype)) {
+    return InvalidArgument("--dtype: '" + dtype + "' is not supported (auto, bfloat16, float32)");
+  }
+  if (!ParseQuantization(quantization, &lo->quantization)) {
+    return InvalidArgument("--quantization: '" + quantization + "' is not supported (none, q8_0)");
+  }
+  return OkStatus();
+}
+
 bool ParseDTypeChoice(const std::string& s, DTypeChoice* out) {
   if (s == "auto") *out = DTypeChoice::kAuto;
   else if (s == "bfloat16" || s == "bf16") *out = DTypeChoice::kBFloat16;

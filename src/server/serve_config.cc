@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "model/load_options.h"
 #include "multimodal/image_source.h"
 #include "server/generation_defaults.h"
 #include "server/reasoning_parser.h"
@@ -48,25 +49,10 @@ StatusOr<int64_t> ParseMaxModelLen(const std::string& text) {
   return static_cast<int64_t>(len);
 }
 
-Status ParseLoadChoices(const ServeConfig& c, LoadOptions* lo) {
-  if (!ParseLoadFormat(c.load_format, &lo->load_format)) {
-    return InvalidArgument("--load-format: '" + c.load_format +
-                           "' is not supported (auto, safetensors, dummy)");
-  }
-  if (!ParseDTypeChoice(c.dtype, &lo->dtype)) {
-    return InvalidArgument("--dtype: '" + c.dtype + "' is not supported (auto, bfloat16, float32)");
-  }
-  if (!ParseQuantization(c.quantization, &lo->quantization)) {
-    return InvalidArgument("--quantization: '" + c.quantization +
-                           "' is not supported (none, q8_0)");
-  }
-  return OkStatus();
-}
-
 Status ValidateServeConfig(const ServeConfig& c) {
   {
-    LoadOptions scratch;
-    CPM_RETURN_IF_ERROR(ParseLoadChoices(c, &scratch));
+    LoadOptions scratch;  // the model's load choices, refused before the server listens
+    CPM_RETURN_IF_ERROR(ParseLoadChoices(c.load_format, c.dtype, c.quantization, &scratch));
   }
   if (c.port < 0 || c.port > 65535) {
     return InvalidArgument("--port: " + std::to_string(c.port) + " is not a TCP port");

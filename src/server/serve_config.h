@@ -10,7 +10,6 @@
 
 #include "base/status.h"
 #include "engine/ngram_proposer.h"
-#include "model/load_options.h"
 #include "server/cors.h"
 
 namespace cpm {
@@ -113,9 +112,5 @@ StatusOr<CorsOptions> CorsFromConfig(const ServeConfig& c);
 
 // Checks the combinations a flag parser cannot see; messages name the flag.
 Status ValidateServeConfig(const ServeConfig& config);
-
-// --load-format, --dtype and --quantization into `lo`; an unknown value is an error naming its
-// flag. ValidateServeConfig runs it too, so a bad value stops the server before it listens.
-Status ParseLoadChoices(const ServeConfig& config, LoadOptions* lo);
 
 }  // namespace cpm

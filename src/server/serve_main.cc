@@ -194,7 +194,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   lo.model_dir = c.model_dir;
   lo.max_model_len = c.max_model_len > 0 ? c.max_model_len : 0;
   lo.threads = c.threads;
-  CPM_RETURN_IF_ERROR(ParseLoadChoices(c, &lo));
+  CPM_RETURN_IF_ERROR(ParseLoadChoices(c.load_format, c.dtype, c.quantization, &lo));
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) return model.status();
