@@ -18,8 +18,12 @@ namespace cpm::kernels {
 namespace {
 
 // Bytes of weights requested ahead per thread, split over a tile's panel streams (as the bf16
-// decode tiles, matmul_avx512.cc).
-constexpr int64_t kPrefetchBytes = 8192;
+// decode tiles, matmul_avx512.cc). Half as far for tiles of 1-2 rows, whose few dot products per
+// byte leave the loads least room: measured call by call against 8 KiB on the same weights
+// (Zen 5, 2 threads, MiniCPM4's gate and head shapes), m = 1 and 2 took 0.97-0.98x the time,
+// while m = 4 took 1.03x; with the scales' prefetch below, the model's batch-1 decode 1.01-1.12x
+// tokens/s in 4 interleaved rounds.
+constexpr int64_t PrefetchBytes(int rows) { return rows <= 2 ? 4096 : 8192; }
 constexpr int kSteps = kQ8Block / kQ8GroupK;  // vpdpbusd steps per block
 
 struct TileArgs {
@@ -45,7 +49,7 @@ int32_t Load4(const int8_t* p) {
 template <int MR, int NP>
 void Tile(const TileArgs& a, int64_t n_valid) {
   const Q8X& x = *a.x;
-  const int64_t ahead = kPrefetchBytes / NP;
+  const int64_t ahead = PrefetchBytes(MR) / NP;
   __m512 acc[MR][NP];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -90,7 +94,8 @@ void Tile(const TileArgs& a, int64_t n_valid) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       const uint16_t* sp = a.scales + q * a.scale_stride + b * kQ8PanelWidth;
-      _mm_prefetch(reinterpret_cast<const char*>(sp) + ahead / 16, _MM_HINT_T0);
+      // One request per line: a 64-byte line holds two blocks' 16 scales (m = 1: 0.98x).
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sp) + ahead / 16, _MM_HINT_T0);
       sw[q] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
     }
 #pragma GCC unroll 8
