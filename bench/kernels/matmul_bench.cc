@@ -4,6 +4,8 @@
 // Times and threads: bench_threads.h.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -122,6 +124,52 @@ BENCHMARK(BM_MatMulQ8)
     ->Args({1, 73448, 1024})
     ->Args({512, 4096, 1024})
     ->MinTime(0.3);
+
+// Q8_0 against bf16 at one shape, call by call: each iteration times a bf16 and a Q8_0 call on
+// the same x, both weights cold (their copies in turn). On a shared host whose
+// bandwidth drifts by ±30% within minutes, the median of these paired ratios resolves a few %
+// where separate runs cannot. Counters: each format's median GB/s and "q8/bf16", the median
+// ratio of the two calls' times (the bytes alone would give Q8Bytes / bf16 bytes ≈ 0.53).
+void BM_Q8OverBf16(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const Copies bf16 = MakeCopies(n, k, true);
+  const Copies q8 = MakeCopies(n, k, true, false, WeightQuant::kQ8_0);
+  ThreadPool pool(BenchThreads());
+  std::vector<float> x(m * k, RoundBf16(0.01f)), y(m * n);
+  std::vector<double> tb, tq, ratio;
+  const auto timed = [&](const LinearWeight& w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    MatMul(x.data(), k, m, w, y.data(), n, pool);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  size_t i = 0, j = 0;
+  for (auto _ : state) {
+    // Each format first in turn: the second call of a pair starts with the pool's threads
+    // already awake, and its ratio moved by ~7% with the order.
+    if (tb.size() % 2 == 0) {
+      tb.push_back(timed(bf16.ws[i]));
+      tq.push_back(timed(q8.ws[j]));
+    } else {
+      tq.push_back(timed(q8.ws[j]));
+      tb.push_back(timed(bf16.ws[i]));
+    }
+    ratio.push_back(tq.back() / tb.back());
+    i = (i + 1) % bf16.ws.size();
+    j = (j + 1) % q8.ws.size();
+  }
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["bf16 GB/s"] = 2.0 * n * k / median(tb) / 1e9;
+  state.counters["q8 GB/s"] = static_cast<double>(Q8Bytes(n, k)) / median(tq) / 1e9;
+  state.counters["q8/bf16"] = median(ratio);
+}
+BENCHMARK(BM_Q8OverBf16)
+    ->ArgNames({"m", "n", "k"})
+    ->ArgsProduct({{1, 4, 16}, {4096}, {1024}})
+    ->Args({1, 73448, 1024})
+    ->MinTime(1.0);
 
 void BM_MatMulPrefill(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
