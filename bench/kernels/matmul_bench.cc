@@ -126,10 +126,10 @@ BENCHMARK(BM_MatMulQ8)
     ->MinTime(0.3);
 
 // Q8_0 against bf16 at one shape, call by call: each iteration times a bf16 and a Q8_0 call on
-// the same x, both weights cold (their copies in turn). On a shared host whose
-// bandwidth drifts by ±30% within minutes, the median of these paired ratios resolves a few %
-// where separate runs cannot. Counters: each format's median GB/s and "q8/bf16", the median
-// ratio of the two calls' times (the bytes alone would give Q8Bytes / bf16 bytes ≈ 0.53).
+// the same x, both weights cold (their copies in turn). On a shared host whose bandwidth drifts
+// by ±30% within minutes, the median of these paired ratios resolves a few % where separate
+// runs cannot. Counters: each format's median GB/s and "q8/bf16", the median ratio of the two
+// calls' times (the bytes alone would give Q8Bytes / bf16 bytes ≈ 0.53).
 void BM_Q8OverBf16(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const Copies bf16 = MakeCopies(n, k, true);

@@ -18,11 +18,10 @@ namespace cpm::kernels {
 namespace {
 
 // Bytes of weights requested ahead per thread, split over a tile's panel streams (as the bf16
-// decode tiles, matmul_avx512.cc). Half as far for tiles of 1-2 rows, whose few dot products per
-// byte leave the loads least room: measured call by call against 8 KiB on the same weights
-// (Zen 5, 2 threads, MiniCPM4's gate and head shapes), m = 1 and 2 took 0.97-0.98x the time,
-// while m = 4 took 1.03x; with the scales' prefetch below, the model's batch-1 decode 1.01-1.12x
-// tokens/s in 4 interleaved rounds.
+// decode tiles, matmul_avx512.cc). Half as far for tiles of 1-2 rows: timed call by call
+// against 8 KiB on the same weights (Zen 5, 2 threads, MiniCPM4's gate and head shapes), m = 1
+// and 2 took 0.97-0.98x the time, while m = 4 took 1.03x; with the scales' prefetch below, the
+// model's batch-1 decode 1.01-1.12x tokens/s in 4 interleaved rounds.
 constexpr int64_t PrefetchBytes(int rows) { return rows <= 2 ? 4096 : 8192; }
 constexpr int kSteps = kQ8Block / kQ8GroupK;  // vpdpbusd steps per block
 
