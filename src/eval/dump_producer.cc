@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "engine/offline_generator.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/state_slots.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,12 +39,18 @@ StatusOr<std::vector<std::vector<float>>> LastPositionLogits(
     for (int64_t b = 0; b < n; ++b) tables[i].push_back(next_block++);
   }
   KvCache kv(info.kv, std::max<int32_t>(1, next_block), block_size, info.dtype);
+  // Hybrid models (MiniCPM-V-4.6) also keep a recurrent state per sequence, zeroed at the start.
+  std::unique_ptr<StateSlots> states;
+  if (info.state_slot_bytes > 0) {
+    states = std::make_unique<StateSlots>(static_cast<int64_t>(prompts.size()), info.state_slot_bytes);
+  }
   std::vector<int32_t> tokens;
   std::vector<SeqStep> steps;
   std::vector<int64_t> rows;
   for (size_t i = 0; i < prompts.size(); ++i) {
     tokens.insert(tokens.end(), prompts[i].begin(), prompts[i].end());
-    steps.push_back({0, static_cast<int64_t>(prompts[i].size()), tables[i], -1});
+    const int32_t slot = states ? *states->Allocate() : -1;
+    steps.push_back({0, static_cast<int64_t>(prompts[i].size()), tables[i], slot});
     rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
   }
   std::vector<float> logits(rows.size() * info.vocab_size);
@@ -50,7 +58,7 @@ StatusOr<std::vector<std::vector<float>>> LastPositionLogits(
   batch.tokens = tokens;
   batch.seqs = steps;
   batch.logit_rows = rows;
-  CPM_RETURN_IF_ERROR(model.Forward(batch, kv, nullptr, logits.data(), pool));
+  CPM_RETURN_IF_ERROR(model.Forward(batch, kv, states.get(), logits.data(), pool));
   std::vector<std::vector<float>> out(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     out[r].assign(logits.begin() + r * info.vocab_size, logits.begin() + (r + 1) * info.vocab_size);

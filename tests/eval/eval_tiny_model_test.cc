@@ -183,5 +183,33 @@ TEST_F(EvalTinyModel, ForeignIdsAreRejected) {
   EXPECT_FALSE(greedy.ok());  // no greedy_ids
 }
 
+// MiniCPM-V-4.6's hybrid LM keeps a recurrent state per sequence beside its KV blocks: the dump's
+// batched last-position forward must give each prompt one, and agree with `eval logits` and
+// `eval greedy` run on the same model bit for bit.
+TEST(EvalTinyHybrid, DumpAndEvalAgreeOnTheSameModel) {
+  SetLogLevel("warning");
+  const std::string dir = testing::TempPath("eval_tiny_hybrid");
+  ASSERT_TRUE(testing::MakeTinyHybridModel(dir).ok());
+  {
+    EvalTarget t = Load(dir, "float32");
+    const auto recs = Dump(t);
+    ASSERT_EQ(recs.size(), 5u);
+    for (const ReferenceRecord& r : recs) {
+      EXPECT_EQ(r.top_logprobs.size(), 20u);
+      ASSERT_TRUE(r.greedy_ids.has_value());
+    }
+    EvalRunOptions ro{16, t.stop_ids};
+    auto logits = RunLogitsEval(*t.model, *t.pool, recs, t.tokenizer.get(), ro);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+    EXPECT_EQ(logits->summary.top1, 1.0);
+    EXPECT_EQ(logits->summary.top20_overlap, 1.0);
+    EXPECT_LT(logits->summary.max_rel_err, 1e-6);
+    auto greedy = RunGreedyEval(*t.model, *t.pool, recs, t.tokenizer.get(), 0, ro);
+    ASSERT_TRUE(greedy.ok()) << greedy.status().message();
+    EXPECT_EQ(greedy->summary.exact, 5);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cpm

@@ -1,6 +1,6 @@
-// Tiny MiniCPM4 checkpoints for the eval tests: a healthy one (random weights, real tensor
-// names, a MiniCPM4-like tokenizer), a damaged copy (one layer's tensor perturbed with noise)
-// and a broken one (weights file cut short).
+// Tiny checkpoints for the eval tests: a healthy MiniCPM4 (random weights, real tensor names, a
+// MiniCPM4-like tokenizer), a damaged copy (one layer's tensor perturbed with noise), a broken
+// one (weights file cut short), and a tiny MiniCPM-V-4.6 for the hybrid model's paths.
 #pragma once
 
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "io/safetensors.h"
 #include "model/tiny_checkpoint.h"
+#include "model/tiny_minicpmv46.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tiny_tokenizer.h"
 
@@ -31,6 +32,20 @@ inline Status MakeTinyModel(const std::string& dir, DType storage = DType::kBF16
   o.storage = storage;
   o.eos_token_id = {2};
   return WriteTinyMiniCpm(o);
+}
+
+// A tiny MiniCPM-V-4.6 (Qwen3.5 hybrid LM: Gated DeltaNet and gated full attention, plus the
+// vision tower) with a Qwen-like byte-level tokenizer.
+inline Status MakeTinyHybridModel(const std::string& dir, uint64_t seed = 7) {
+  std::filesystem::create_directories(dir);
+  int32_t vocab = 0;
+  CPM_RETURN_IF_ERROR(WriteTinyTokenizer(dir, TinyTokenizerFamily::kByteLevelBpe, &vocab));
+  TinyCheckpointOptions o;
+  o.out_dir = dir;
+  o.seed = seed;
+  o.vocab_size = vocab;
+  o.storage = DType::kF32;
+  return WriteTinyMiniCpmV46(o);
 }
 
 inline Status CopyModel(const std::string& from, const std::string& to) {
