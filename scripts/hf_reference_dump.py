@@ -20,7 +20,7 @@ import sys
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
 
 def read_prompts(path):
@@ -58,6 +58,18 @@ def encode(tokenizer, spec, chat_default):
     return tokenizer(text, add_special_tokens=True)["input_ids"], chat
 
 
+def load_model(path, dtype, trust):
+    """The causal-LM class, or for MiniCPM-V-4.6 (an image-text-to-text model that
+    AutoModelForCausalLM does not map) its conditional-generation class."""
+    # transformers 5 renamed torch_dtype to dtype.
+    dtype_arg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    kwargs = {dtype_arg: getattr(torch, dtype), "trust_remote_code": trust, "attn_implementation": "eager"}
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except ValueError:
+        return AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+
+
 def top_logprobs(logits, k):
     """(top-k [[id, logprob]], logsumexp) of one row of raw logits, computed in float32."""
     row = logits.float()
@@ -86,9 +98,7 @@ def main():
 
     trust = not args.no_trust_remote_code
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=trust)
-    model = AutoModelForCausalLM.from_pretrained(
-        args.model, torch_dtype=getattr(torch, args.dtype), trust_remote_code=trust,
-        attn_implementation="eager").to(args.device)
+    model = load_model(args.model, args.dtype, trust).to(args.device)
     model.eval()
     meta = {"producer": f"transformers {transformers.__version__}", "model": args.model,
             "dtype": args.dtype, "device": args.device, "torch": torch.__version__,
