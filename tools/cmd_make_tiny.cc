@@ -22,6 +22,7 @@ struct MakeTinyArgs {
   std::string dtype = "bfloat16";
   int shards = 1;
   bool untied = false;
+  bool real_heads = false;
   std::string ternary;  // "", "tensor", "row" or inputs per scale
 };
 
@@ -67,6 +68,7 @@ int RunMakeTiny(const MakeTinyArgs& a) {
   o.seed = a.seed;
   o.num_shards = a.shards;
   o.tie_word_embeddings = !a.untied;
+  o.real_heads = a.real_heads;
   if (a.dtype == "bfloat16") o.storage = DType::kBF16;
   else if (a.dtype == "float32") o.storage = DType::kF32;
   else if (a.dtype == "float16") o.storage = DType::kF16;
@@ -111,6 +113,8 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--shards", args->shards, "number of safetensors shards")->check(CLI::Range(1, 64));
   cmd->add_flag("--untied", args->untied, "write a separate lm_head.weight");
+  cmd->add_flag("--real-heads", args->real_heads,
+                "the released models' head sizes (and vision position grid) at small widths");
   cmd->add_option("--ternary", args->ternary,
                   "BitCPM4-style ternary layer weights with a scale per: tensor, row, 32, 64, "
                   "128 or 256 inputs");

@@ -39,8 +39,8 @@ Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
   if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
   if (o.vocab_size <= 0) return InvalidArgument("make-tiny: vocab_size must be > 0");
 
-  const int64_t hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = hidden / heads,
-                ffn = 128;
+  const int64_t hidden = o.real_heads ? 512 : 64, layers = 2, heads = o.real_heads ? 8 : 4,
+                kv_heads = o.real_heads ? 1 : 2, head_dim = hidden / heads, ffn = o.real_heads ? 512 : 128;
   // Factors chosen so short and long differ visibly and both stay in LongRoPE's usual range.
   nlohmann::ordered_json short_f = nlohmann::ordered_json::array(), long_f = short_f;
   for (int64_t i = 0; i < head_dim / 2; ++i) {
@@ -68,7 +68,7 @@ Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
       {"torch_dtype", o.storage == DType::kF32 ? "float32" : ToString(o.storage)},
       {"vocab_size", o.vocab_size},
       {"scale_emb", 12},
-      {"dim_model_base", 16},
+      {"dim_model_base", hidden / 4},  // logits ÷ 4, as the released 1024 / 256
       {"scale_depth", 1.4},
   };
   if (!o.tie_word_embeddings) config["tie_word_embeddings"] = false;

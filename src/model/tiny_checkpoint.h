@@ -25,10 +25,16 @@ struct TinyCheckpointOptions {
   // FFN sizes: per row; ternary_per_tensor: one for the tensor). 0: real-valued. bf16 only.
   int64_t ternary_group = 0;
   bool ternary_per_tensor = false;
+  // The released models' per-head shapes at small widths and depths, so that kernels and
+  // references meet the head sizes real checkpoints have: MiniCPM4 head_dim 64 with 8 query
+  // heads per KV head; MiniCPM-V-4.6 head_dim 256 with 4 query heads per KV head, Gated DeltaNet
+  // heads of 128, and vision heads of 72 on the real 70 x 70 position grid.
+  bool real_heads = false;
 };
 
-// MiniCPMForCausalLM: hidden 64, 2 layers, 4 heads / 2 KV heads (head_dim 16), FFN 128,
-// LongRoPE with short != long and original_max (64) < max_position_embeddings (256).
+// MiniCPMForCausalLM: hidden 64, 2 layers, 4 heads / 2 KV heads (head_dim 16), FFN 128 (with
+// real_heads: hidden 512, 8 heads / 1 KV head of 64, FFN 512), LongRoPE with short != long and
+// original_max (64) < max_position_embeddings (256).
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
 
 }  // namespace cpm

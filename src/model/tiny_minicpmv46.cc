@@ -97,14 +97,14 @@ Json TextConfig(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) {
           {"tie_word_embeddings", o.tie_word_embeddings}};
 }
 
-MiniCpmV46VisionConfig TinyVision() {
+MiniCpmV46VisionConfig TinyVision(bool real_heads) {
   MiniCpmV46VisionConfig v;
-  v.hidden_size = 32;
-  v.intermediate_size = 64;
+  v.hidden_size = real_heads ? 144 : 32;  // real: 16 heads of 72
+  v.intermediate_size = 2 * v.hidden_size;
   v.num_hidden_layers = 3;  // one layer runs after the ViT merger
   v.num_attention_heads = 2;
   v.patch_size = 14;
-  v.image_size = 112;
+  v.image_size = real_heads ? 980 : 112;  // real: 70 x 70 position embeddings
   v.insert_layer_id = 1;
   return v;
 }
@@ -165,7 +165,7 @@ Status WriteTinyQwen35(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) 
   fs::create_directories(o.out_dir, ec);
   if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
   if (o.vocab_size <= 0) return InvalidArgument("make-tiny: vocab_size must be > 0");
-  const MiniCpmV46VisionConfig vision = TinyVision();
+  const MiniCpmV46VisionConfig vision = TinyVision(o.real_heads);
   const std::string dtype = o.storage == DType::kF32 ? "float32" : ToString(o.storage);
   Json eos = o.eos_token_id.size() == 1 ? Json(o.eos_token_id[0]) : Json(o.eos_token_id);
 
@@ -250,7 +250,19 @@ Status WriteTinyQwen35(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) 
 }
 
 Status WriteTinyMiniCpmV46(const TinyCheckpointOptions& options) {
-  return WriteTinyQwen35(options, TinyQwen35Dims{});
+  TinyQwen35Dims d;
+  if (options.real_heads) {  // real: 8 query heads / 2 KV heads of 256, 16 + 16 GDN heads of 128
+    d.hidden_size = 256;
+    d.num_hidden_layers = 4;
+    d.num_key_value_heads = 1;
+    d.head_dim = 256;
+    d.intermediate_size = 256;
+    d.linear_num_key_heads = 2;
+    d.linear_num_value_heads = 2;
+    d.linear_key_head_dim = 128;
+    d.linear_value_head_dim = 128;
+  }
+  return WriteTinyQwen35(options, d);
 }
 
 }  // namespace cpm

@@ -29,7 +29,9 @@ struct TinyQwen35Dims {
 };
 
 // MiniCPMV4_6ForConditionalGeneration with TinyQwen35Dims{} and a vision tower of hidden 32,
-// 2 layers, 2 heads, patch 14, intermediate 64, image_size 112, insert_layer_id 1.
+// 3 layers, 2 heads, patch 14, intermediate 64, image_size 112, insert_layer_id 1; with
+// options.real_heads, text hidden 256 in 4 layers (4 heads / 1 KV head of 256, 2 + 2 GDN heads
+// of 128) and a vision tower of hidden 144 (2 heads of 72), image_size 980.
 // image_token_id / video_token_id come from `out_dir`/tokenizer.json's <|image_pad|> and
 // <|video_pad|> when that file exists (write the tokenizer first), else vocab_size − 2 and − 1.
 Status WriteTinyMiniCpmV46(const TinyCheckpointOptions& options);

@@ -416,6 +416,74 @@ def scenario_vision_generate(s):
         sys.exit(f"[vision_generate] FAILED: bf16 features differ by {worst:.3e} > 3% of {scale:.3f}")
 
 
+def scenario_real_heads(s):
+    # The released models' head shapes (`make-tiny --real-heads`): MiniCPM4 heads of 64 with 8
+    # query heads per KV head, LongRoPE over 32 frequency pairs, short and long factors, f32
+    # and bf16 weights; MiniCPM-V-4.6 full-attention heads of 256 (4 per KV head, 64 rotary
+    # dims) and Gated DeltaNet heads of 128 across a 64-token chunk boundary.
+    m = s.make_tiny("m4", "--dtype", "float32", "--real-heads", seed=41)
+    short = prompts_of([1, 40, 61], vocab=800, seed=43)
+    check("real_heads_short_factors",
+          s.engine(m, short, 3, "--dtype", "float32", "--max-model-len", "64", tag="m4_short"),
+          s.reference(m, short, 3, "--max-model-len", "64", tag="m4_short_ref"), F32_BOUNDS)
+    long = prompts_of([150, 90], vocab=800, seed=47)
+    check("real_heads_long_factors", s.engine(m, long, 4, "--dtype", "float32", "--prefill-chunk", "64", tag="m4_long"),
+          s.reference(m, long, 4, tag="m4_long_ref"), F32_BOUNDS)
+    # bf16: the top logits here lie mostly in 4-8, where a bf16 ulp is 2^-5, and two bf16 programs whose
+    # pre-rounding logits differ in the last bits land an ulp or two apart (measured: every top-20
+    # difference a multiple of 2^-6). So the bound is 3 ulps in log-prob, not the tiny model's 1%
+    # relative error (its logits stay near 2).
+    mb = s.make_tiny("m4_bf16", "--dtype", "bfloat16", "--real-heads", seed=53)
+    check("real_heads_bf16", s.engine(mb, short, 3, "--dtype", "bfloat16", "--max-model-len", "64", tag="m4_bf16"),
+          s.reference(mb, short, 3, "--max-model-len", "64", "--dtype", "bfloat16", tag="m4_bf16_ref"),
+          {"max_abs_top20": 3 * 2 ** -5, "kl_max": 2e-3}, need_same_tokens=False)
+    v = os.path.join(s.tmp, "v46")
+    run([s.binary, "make-tiny", "--arch", "minicpmv4_6", "--dtype", "float32", "--real-heads", v])
+    prompts = prompts_of([5, 130], vocab=700, seed=59)
+    check("real_heads_hybrid", s.engine(v, prompts, 4, "--dtype", "float32", "--prefill-chunk", "50", tag="v46"),
+          s.reference(v, prompts, 4, tag="v46_ref", script="qwen35_ref.py"), F32_BOUNDS)
+
+
+def scenario_real_heads_vision(s):
+    # MiniCPM-V-4.6's vision path at its real head size (72) and position grid (70 x 70, so the
+    # buckets of a 32-patch slice fall between table rows as they do in the released model).
+    from PIL import Image
+    v = os.path.join(s.tmp, "v46")
+    run([s.binary, "make-tiny", "--arch", "minicpmv4_6", "--dtype", "float32", "--real-heads", v])
+    image = os.path.join(s.tmp, "wide.png")
+    w, h, x, pixels = 700, 330, 11, []
+    for _ in range(w * h):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        pixels.append(((x >> 8) & 255, (x >> 16) & 255, (x >> 4) & 255))
+    img = Image.new("RGB", (w, h))
+    img.putdata(pixels)
+    img.save(image)
+    prompt = "<|im_start|>user\n<|image_pad|>\nDescribe it.<|im_end|>\n<|im_start|>assistant\n"
+    out, feats = os.path.join(s.tmp, "eng.json"), os.path.join(s.tmp, "eng_features.json")
+    run([s.binary, "generate", "--model", v, "--dtype", "float32", "--max-tokens", "3", "--dump-logprobs", out,
+         "--all-positions", "--ignore-eos", "--threads", "2", "--dump-image-features", feats,
+         "--prompt", prompt, "--image", image])
+    with open(out) as f:
+        eng = json.load(f)
+    ref_out, ref_feats = os.path.join(s.tmp, "ref.json"), os.path.join(s.tmp, "ref_features.json")
+    run([sys.executable, os.path.join(REF_DIR, "minicpmv46_vision_ref.py"), "--model", v, "--image", image,
+         "--generate", "3", "--out", ref_out, "--features-out", ref_feats,
+         "--prompt-ids", ",".join(map(str, eng["sequences"][0]["prompt_ids"]))])
+    with open(ref_out) as f:
+        ref = json.load(f)
+    with open(feats) as f:
+        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
+    with open(ref_feats) as f:
+        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
+    if len(eng_feats) != len(ref_feats):
+        sys.exit(f"[real_heads_vision] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
+    worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
+    print(f"[real_heads_vision] image features: {len(eng_feats)} rows, max |diff| {worst:.3e}")
+    if worst > 1e-5:
+        sys.exit(f"[real_heads_vision] FAILED: image features differ by {worst:.3e} > 1e-5")
+    check("real_heads_vision", eng, ref, F32_BOUNDS)
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
 
 
