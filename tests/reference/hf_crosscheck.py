@@ -111,6 +111,25 @@ CASES = {
                               hf=[("float64", "pil"), ("float32", "pil"), ("float32", "torchvision")],
                               pairs=[("hf_float64_pil", "numpy", F64), ("engine", "hf_float32_pil", F32),
                                      ("engine", "hf_float32_torchvision", None)]),
+    # The released models' head shapes (`make-tiny --real-heads`): MiniCPM4 heads of 64, 8 query
+    # heads per KV head, 32 LongRoPE pairs; MiniCPM-V-4.6 heads of 256 (4 per KV head), GDN heads
+    # of 128, vision heads of 72 on the 70 x 70 position grid.
+    "minicpm4_real_heads_short": dict(ckpt="m4_real", lengths=[1, 40, 56],
+                                      engine=["--dtype", "float32", "--max-model-len", "64"],
+                                      ref=["minicpm_ref.py", "--max-model-len", "64"],
+                                      hf=[("float64", None), ("float32", None)],
+                                      pairs=[("hf_float64", "numpy", F64), ("engine", "hf_float32", F32)]),
+    "minicpm4_real_heads_long": dict(ckpt="m4_real", lengths=[150], engine=["--dtype", "float32"],
+                                     ref=["minicpm_ref.py"], hf=[("float64", None), ("float32", None)],
+                                     pairs=[("hf_float64", "numpy", F64), ("engine", "hf_float32", F32)]),
+    "minicpmv46_real_heads_text": dict(ckpt="v46_real", lengths=[5, 130], engine=["--dtype", "float32"],
+                                       ref=["qwen35_ref.py"], hf=[("float64", None), ("float32", None)],
+                                       pairs=[("hf_float64", "numpy", F64), ("engine", "hf_float32", F32)]),
+    "minicpmv46_real_heads_images": dict(ckpt="v46_real", lengths="vision", engine=["--dtype", "float32"],
+                                         ref=["minicpmv46_vision_ref.py"],
+                                         hf=[("float64", "pil"), ("float32", "pil")],
+                                         pairs=[("hf_float64_pil", "numpy", F64),
+                                                ("engine", "hf_float32_pil", F32)]),
 }
 
 CHECKPOINTS = {
@@ -119,6 +138,8 @@ CHECKPOINTS = {
     "m4_ternary": ["--arch", "minicpm4", "--dtype", "bfloat16", "--ternary", "32", "--seed", "2"],
     "v46": ["--arch", "minicpmv4_6", "--dtype", "float32"],
     "v46_bf16": ["--arch", "minicpmv4_6", "--dtype", "bfloat16", "--seed", "1"],
+    "m4_real": ["--arch", "minicpm4", "--dtype", "float32", "--real-heads", "--seed", "3"],
+    "v46_real": ["--arch", "minicpmv4_6", "--dtype", "float32", "--real-heads", "--seed", "3"],
 }
 
 
@@ -139,11 +160,12 @@ def write_images(d):
 def prepare(args):
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
-    for name, flags in CHECKPOINTS.items():
-        run([args.cpmserve, "make-tiny", os.path.join(d, name), *flags])
+    for name in sorted({CASES[c]["ckpt"] for c in args.cases}):
+        run([args.cpmserve, "make-tiny", os.path.join(d, name), *CHECKPOINTS[name]])
     images = write_images(d)
     plan = {}
-    for case, c in CASES.items():
+    for case in args.cases:
+        c = CASES[case]
         model = os.path.join(d, c["ckpt"])
         with open(os.path.join(model, "config.json")) as f:
             cfg = json.load(f)
@@ -177,7 +199,11 @@ def prepare(args):
         plan[case] = {"model": c["ckpt"], "prompts": prompts, "images": [os.path.basename(p) for p in image_list],
                       "images_per_prompt": per_prompt}
         print(f"prepared {case}: {len(prompts)} prompts of {[len(p) for p in prompts]} tokens")
-    with open(os.path.join(d, "plan.json"), "w") as f:
+    path = os.path.join(d, "plan.json")            # earlier prepares' cases stay
+    if os.path.exists(path):
+        with open(path) as f:
+            plan = {**json.load(f), **plan}
+    with open(path, "w") as f:
         json.dump(plan, f)
 
 
@@ -188,6 +214,7 @@ def hf(args):
     with open(os.path.join(d, "plan.json")) as f:
         plan = json.load(f)
     status = {}
+    plan = {case: p for case, p in plan.items() if case in args.cases}
     for case, p in plan.items():
         for dtype, backend in CASES[case]["hf"]:
             tag = f"hf_{dtype}" + (f"_{backend}" if backend else "")
@@ -206,9 +233,14 @@ def hf(args):
             except BaseException as e:  # noqa: BLE001 - keep going; the log says what broke
                 status[f"{case}.{tag}"] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
                 print(f"{case}.{tag}: FAILED {type(e).__name__}: {e}\n{traceback.format_exc()}", flush=True)
-    if "minicpmv46_images" in plan:
-        status["processor_layout"] = processor_layout(d, plan["minicpmv46_images"])
-    with open(os.path.join(d, "hf_status.json"), "w") as f:
+    for case, p in plan.items():
+        if CASES[case]["lengths"] == "vision":
+            status[f"{case}.processor_layout"] = processor_layout(d, p)
+    path = os.path.join(d, "hf_status.json")       # earlier runs' other cases stay
+    if os.path.exists(path):
+        with open(path) as f:
+            status = {**json.load(f), **status}
+    with open(path, "w") as f:
         json.dump(status, f, indent=1)
 
 
@@ -252,7 +284,8 @@ def compare(args):
     lines.append("| case | A | B | rows | top-1 | top-20 | max abs (top-20) | max abs (all) | max rel (top-20) "
                  "| KL max | greedy |")
     lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for case, c in CASES.items():
+    for case in args.cases:
+        c = CASES[case]
         for a, b, bounds in c["pairs"]:
             pa, pb = os.path.join(d, f"{case}.{a}.json"), os.path.join(d, f"{case}.{b}.json")
             if not os.path.exists(pb) or not os.path.exists(pa):
@@ -273,6 +306,8 @@ def compare(args):
         if c["lengths"] == "vision":
             for a, b, bound in (("engine", "hf_float32_pil", FEATURES_F32), ("numpy", "hf_float64_pil", FEATURES_F32),
                                 ("engine", "hf_float32_torchvision", None)):
+                if all(f"hf_{dt}_{be}" != b for dt, be in c["hf"]):
+                    continue
                 diff = compare_features(d, case, a, b)
                 lines.append(f"| {case} | {a} features | {b} features | | | | | "
                              f"{diff if isinstance(diff, str) or diff is None else f'{diff:.2e}'} | | | |")
@@ -281,15 +316,16 @@ def compare(args):
     status_path = os.path.join(d, "hf_status.json")
     if os.path.exists(status_path):
         with open(status_path) as f:
-            status = json.load(f)
-        layout = status.pop("processor_layout", None)
-        if layout is not None and "error" in layout:
-            lines.append(f"note: transformers' MiniCPMV4_6Processor did not run: {layout['error']}")
-        elif layout is not None:
+            status = {k: v for k, v in json.load(f).items() if k.split(".")[0] in args.cases}
+        for key in [k for k in status if k.endswith(".processor_layout")]:
+            layout = status.pop(key)
+            if "error" in layout:
+                lines.append(f"note: {key}: transformers' MiniCPMV4_6Processor did not run: {layout['error']}")
+                continue
             equal = [x["equal"] for x in layout["prompts"]]
-            lines.append(f"transformers' MiniCPMV4_6Processor input ids equal to the engine's: {equal}")
+            lines.append(f"{key}: transformers' MiniCPMV4_6Processor input ids equal to the engine's: {equal}")
             if not all(equal):
-                failures.append("processor layout: input ids differ from the engine's")
+                failures.append(f"{key}: input ids differ from the engine's")
         for run_name, s in status.items():
             if "error" in s:
                 failures.append(f"{run_name}: {s['error']}")
@@ -313,7 +349,20 @@ def main():
     p.add_argument("phase", choices=("prepare", "hf", "compare"))
     p.add_argument("--dir", required=True, help="working folder (checkpoints, images, dumps)")
     p.add_argument("--cpmserve", default="build/cpmserve", help="prepare: the cpmserve binary")
+    p.add_argument("--cases", default=None,
+                   help="comma-separated subset of the cases (default: prepare all; hf and compare those prepared)")
     args = p.parse_args()
+    if args.cases:
+        args.cases = args.cases.split(",")
+    elif args.phase == "prepare":
+        args.cases = list(CASES)
+    else:                                   # what `prepare` wrote
+        with open(os.path.join(args.dir, "plan.json")) as f:
+            prepared = json.load(f)
+        args.cases = [c for c in CASES if c in prepared]
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        p.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
     {"prepare": prepare, "hf": hf, "compare": compare}[args.phase](args)
 
 

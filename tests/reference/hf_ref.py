@@ -167,8 +167,9 @@ def image_features(model, processor, path, record):
     return rows
 
 
-def logprob_rows(model, ids, image_rows, image_token_id):
-    """log-softmax rows [len(ids), V] (float64) of one full forward."""
+def logprob_rows(model, ids, n_prompt, image_rows, image_token_id):
+    """log-softmax rows [len(ids), V] (float64) of one full forward. Image rows replace the
+    prompt's image tokens only: a generated image-token id is an ordinary token."""
     input_ids = torch.tensor([ids], dtype=torch.long)
     with torch.no_grad():
         if image_rows is None:
@@ -176,6 +177,7 @@ def logprob_rows(model, ids, image_rows, image_token_id):
         else:
             embeds = model.get_input_embeddings()(input_ids)
             mask = input_ids[0] == image_token_id
+            mask[n_prompt:] = False
             if int(mask.sum()) != image_rows.shape[0]:
                 raise SystemExit(f"prompt has {int(mask.sum())} image tokens (id {image_token_id}) but the images "
                                  f"give {image_rows.shape[0]} feature rows")
@@ -245,7 +247,7 @@ def main(argv=None):
             rows = torch.cat(parts, dim=0)
         generated = greedy(model, prompt, args.generate, rows, cfg.get("image_token_id"))
         ids = list(prompt) + generated[:-1]
-        logprobs = logprob_rows(model, ids, rows, cfg.get("image_token_id"))
+        logprobs = logprob_rows(model, ids, len(prompt), rows, cfg.get("image_token_id"))
         consistent.append(all(int(np.argmax(logprobs[len(prompt) - 1 + i])) == g for i, g in enumerate(generated)))
         sequences.append({"prompt_ids": list(prompt), "generated_ids": generated,
                           "logprobs": [[float(x) for x in row] for row in logprobs]})
