@@ -130,6 +130,16 @@ CASES = {
                                          hf=[("float64", "pil"), ("float32", "pil")],
                                          pairs=[("hf_float64_pil", "numpy", F64),
                                                 ("engine", "hf_float32_pil", F32)]),
+    "minicpm4_real_heads_bf16": dict(ckpt="m4_real_bf16", lengths=[9, 40],
+                                     engine=["--dtype", "bfloat16", "--max-model-len", "64"],
+                                     ref=["minicpm_ref.py", "--max-model-len", "64"],
+                                     hf=[("float64", None), ("bfloat16", None)],
+                                     pairs=[("hf_float64", "numpy", F64), ("engine", "hf_bfloat16", None),
+                                            ("engine", "numpy", None), ("hf_bfloat16", "numpy", None)]),
+    "minicpmv46_real_heads_bf16": dict(ckpt="v46_real_bf16", lengths=[7, 70], engine=["--dtype", "bfloat16"],
+                                       ref=["qwen35_ref.py"], hf=[("float64", None), ("bfloat16", None)],
+                                       pairs=[("hf_float64", "numpy", F64), ("engine", "hf_bfloat16", None),
+                                              ("engine", "numpy", None), ("hf_bfloat16", "numpy", None)]),
 }
 
 CHECKPOINTS = {
@@ -140,6 +150,8 @@ CHECKPOINTS = {
     "v46_bf16": ["--arch", "minicpmv4_6", "--dtype", "bfloat16", "--seed", "1"],
     "m4_real": ["--arch", "minicpm4", "--dtype", "float32", "--real-heads", "--seed", "3"],
     "v46_real": ["--arch", "minicpmv4_6", "--dtype", "float32", "--real-heads", "--seed", "3"],
+    "m4_real_bf16": ["--arch", "minicpm4", "--dtype", "bfloat16", "--real-heads", "--seed", "5"],
+    "v46_real_bf16": ["--arch", "minicpmv4_6", "--dtype", "bfloat16", "--real-heads", "--seed", "5"],
 }
 
 
