@@ -6,6 +6,7 @@ Three phases, because transformers (torch) is not a Debian package and CI does n
                                                                 # and numpy-reference dumps
   hf_crosscheck.py hf --dir D                                   # where torch + transformers are
   hf_crosscheck.py compare --dir D                              # here: the table; exit 1 on a bound
+  hf_crosscheck.py selftest --cpmserve build/cpmserve         # the tool itself, no transformers (ctest)
 
 `prepare` writes tiny random checkpoints with the real tensor names (`cpmserve make-tiny`:
 MiniCPM4 tied float32, untied bf16 and BitCPM4-style ternary; MiniCPM-V-4.6 float32 and bf16),
@@ -356,18 +357,61 @@ def compare(args):
     sys.exit(1 if failures else 0)
 
 
+def selftest(args):
+    """The tool itself, without transformers (ctest): two cases prepared, the numpy reference's
+    dumps standing in for transformers' must pass `compare`; one log-prob moved by 0.01 must fail."""
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="hf_crosscheck_") as d:
+        args.dir = d
+        selftest_in(args, d, shutil)
+
+
+def selftest_in(args, d, shutil):
+    args.cases = ["minicpm4_short", "minicpmv46_images"]
+    prepare(args)
+    for case in args.cases:
+        for dtype, backend in CASES[case]["hf"]:
+            tag = f"hf_{dtype}" + (f"_{backend}" if backend else "")
+            shutil.copy(os.path.join(d, f"{case}.numpy.json"), os.path.join(d, f"{case}.{tag}.json"))
+            if backend:
+                shutil.copy(os.path.join(d, f"{case}.numpy_features.json"),
+                            os.path.join(d, f"{case}.{tag}_features.json"))
+    if run_compare(args) != 0:
+        sys.exit("selftest: compare failed on dumps that must pass")
+    path = os.path.join(d, "minicpm4_short.hf_float32.json")
+    with open(path) as f:
+        dump = json.load(f)
+    dump["sequences"][1]["logprobs"][3][5] += 0.01
+    with open(path, "w") as f:
+        json.dump(dump, f)
+    if run_compare(args) != 1:
+        sys.exit("selftest: compare passed a dump with a log-prob moved by 0.01")
+    print("selftest: PASS")
+
+
+def run_compare(args):
+    try:
+        compare(args)
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("phase", choices=("prepare", "hf", "compare"))
-    p.add_argument("--dir", required=True, help="working folder (checkpoints, images, dumps)")
+    p.add_argument("phase", choices=("prepare", "hf", "compare", "selftest"))
+    p.add_argument("--dir", help="working folder (checkpoints, images, dumps); selftest uses a temporary one")
     p.add_argument("--cpmserve", default="build/cpmserve", help="prepare: the cpmserve binary")
     p.add_argument("--cases", default=None,
                    help="comma-separated subset of the cases (default: prepare all; hf and compare those prepared)")
     args = p.parse_args()
+    if args.phase != "selftest" and not args.dir:
+        p.error("--dir is required")
     if args.cases:
         args.cases = args.cases.split(",")
-    elif args.phase == "prepare":
-        args.cases = list(CASES)
+    elif args.phase in ("prepare", "selftest"):
+        args.cases = list(CASES)         # (selftest picks its own two)
     else:                                   # what `prepare` wrote
         with open(os.path.join(args.dir, "plan.json")) as f:
             prepared = json.load(f)
@@ -375,7 +419,7 @@ def main():
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         p.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
-    {"prepare": prepare, "hf": hf, "compare": compare}[args.phase](args)
+    {"prepare": prepare, "hf": hf, "compare": compare, "selftest": selftest}[args.phase](args)
 
 
 if __name__ == "__main__":
