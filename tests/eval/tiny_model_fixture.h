@@ -21,15 +21,22 @@
 
 namespace cpm::testing {
 
-inline Status MakeTinyModel(const std::string& dir, DType storage = DType::kBF16, uint64_t seed = 7) {
+// Writes `family`'s tiny tokenizer into `dir`; the options of a checkpoint that matches it.
+inline Status TinyTokenizerAndOptions(const std::string& dir, TinyTokenizerFamily family, DType storage,
+                                      uint64_t seed, TinyCheckpointOptions* o) {
   std::filesystem::create_directories(dir);
   int32_t vocab = 0;
-  CPM_RETURN_IF_ERROR(WriteTinyTokenizer(dir, TinyTokenizerFamily::kSentencePieceBpe, &vocab));
+  CPM_RETURN_IF_ERROR(WriteTinyTokenizer(dir, family, &vocab));
+  o->out_dir = dir;
+  o->seed = seed;
+  o->vocab_size = vocab;
+  o->storage = storage;
+  return OkStatus();
+}
+
+inline Status MakeTinyModel(const std::string& dir, DType storage = DType::kBF16, uint64_t seed = 7) {
   TinyCheckpointOptions o;
-  o.out_dir = dir;
-  o.seed = seed;
-  o.vocab_size = vocab;
-  o.storage = storage;
+  CPM_RETURN_IF_ERROR(TinyTokenizerAndOptions(dir, TinyTokenizerFamily::kSentencePieceBpe, storage, seed, &o));
   o.eos_token_id = {2};
   return WriteTinyMiniCpm(o);
 }
@@ -37,14 +44,8 @@ inline Status MakeTinyModel(const std::string& dir, DType storage = DType::kBF16
 // A tiny MiniCPM-V-4.6 (Qwen3.5 hybrid LM: Gated DeltaNet and gated full attention, plus the
 // vision tower) with a Qwen-like byte-level tokenizer.
 inline Status MakeTinyHybridModel(const std::string& dir, uint64_t seed = 7) {
-  std::filesystem::create_directories(dir);
-  int32_t vocab = 0;
-  CPM_RETURN_IF_ERROR(WriteTinyTokenizer(dir, TinyTokenizerFamily::kByteLevelBpe, &vocab));
   TinyCheckpointOptions o;
-  o.out_dir = dir;
-  o.seed = seed;
-  o.vocab_size = vocab;
-  o.storage = DType::kF32;
+  CPM_RETURN_IF_ERROR(TinyTokenizerAndOptions(dir, TinyTokenizerFamily::kByteLevelBpe, DType::kF32, seed, &o));
   return WriteTinyMiniCpmV46(o);
 }
 

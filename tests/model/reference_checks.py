@@ -339,26 +339,44 @@ def scenario_hybrid_generate(s):
     check("hybrid_generate", eng, ref, F32_BOUNDS)
 
 
+def write_test_image(path, w, h, seed):
+    """An opaque RGB image of LCG noise (no numpy needed)."""
+    from PIL import Image
+    x, pixels = seed, []
+    for _ in range(w * h):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        pixels.append(((x >> 8) & 255, (x >> 16) & 255, (x >> 4) & 255))
+    img = Image.new("RGB", (w, h))
+    img.putdata(pixels)
+    img.save(path)
+    return path
+
+
+def check_features(name, eng_path, ref_path, bound=1e-5):
+    """The engine's image feature rows (--dump-image-features) against the reference's
+    (--features-out), row by row; returns the reference rows."""
+    with open(eng_path) as f:
+        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
+    with open(ref_path) as f:
+        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
+    if len(eng_feats) != len(ref_feats):
+        sys.exit(f"[{name}] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
+    worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
+    print(f"[{name}] image features: {len(eng_feats)} rows, max |diff| {worst:.3e}")
+    if worst > bound:
+        sys.exit(f"[{name}] FAILED: image features differ by {worst:.3e} > {bound}")
+    return ref_feats
+
+
 def scenario_vision_generate(s):
     # MiniCPM-V-4.6 with images: preprocessing (PIL-exact slicing), the vision tower and mergers,
     # the placeholder layout and the embeddings' rows, against the numpy reference
     # (minicpmv46_vision_ref.py), one prompt with one image and one with two; prefill chunks of
     # 50 tokens cut through the image rows.
-    from PIL import Image
     d = os.path.join(s.tmp, "v46")
     run([s.binary, "make-tiny", "--arch", "minicpmv4_6", d])
-    images = []
-    for i, (w, h) in enumerate([(200, 150), (900, 500), (60, 400)]):
-        path = os.path.join(s.tmp, f"img{i}.png")
-        x = 7 + i
-        pixels = []
-        for _ in range(w * h):
-            x = (x * 1103515245 + 12345) % (1 << 31)
-            pixels.append(((x >> 8) & 255, (x >> 16) & 255, (x >> 4) & 255))
-        img = Image.new("RGB", (w, h))
-        img.putdata(pixels)
-        img.save(path)
-        images.append(path)
+    images = [write_test_image(os.path.join(s.tmp, f"img{i}.png"), w, h, seed=7 + i)
+              for i, (w, h) in enumerate([(200, 150), (900, 500), (60, 400)])]
     prompts = ["<|im_start|>user\n<|image_pad|>\nWhat is this?<|im_end|>\n<|im_start|>assistant\n",
                "<|im_start|>user\n<|image_pad|>\n<|image_pad|>\nCompare.<|im_end|>\n<|im_start|>assistant\n"]
     out = os.path.join(s.tmp, "vis_eng.json")
@@ -390,16 +408,7 @@ def scenario_vision_generate(s):
     pads = [seq["prompt_ids"].count(pad_id) for seq in eng["sequences"]]
     print(f"image placeholder tokens per prompt: {pads}")
     # The image features themselves (the vision tower and mergers, f32 vs float64).
-    with open(feats_out) as f:
-        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
-    with open(ref_feats_out) as f:
-        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
-    if len(eng_feats) != len(ref_feats):
-        sys.exit(f"[vision_generate] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
-    worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
-    print(f"[vision_generate] image features: {len(eng_feats)} rows, max |diff| {worst:.3e}")
-    if worst > 1e-5:
-        sys.exit(f"[vision_generate] FAILED: image features differ by {worst:.3e} > 1e-5")
+    ref_feats = check_features("vision_generate", feats_out, ref_feats_out)
     check("vision_generate", eng, ref, F32_BOUNDS)
     # The bf16 tower (weights, activations and attention in bf16, as a bf16 PyTorch model runs
     # it): the same features within bf16 precision.
@@ -447,17 +456,9 @@ def scenario_real_heads(s):
 def scenario_real_heads_vision(s):
     # MiniCPM-V-4.6's vision path at its real head size (72) and position grid (70 x 70, so the
     # buckets of a 32-patch slice fall between table rows as they do in the released model).
-    from PIL import Image
     v = os.path.join(s.tmp, "v46")
     run([s.binary, "make-tiny", "--arch", "minicpmv4_6", "--dtype", "float32", "--real-heads", v])
-    image = os.path.join(s.tmp, "wide.png")
-    w, h, x, pixels = 700, 330, 11, []
-    for _ in range(w * h):
-        x = (x * 1103515245 + 12345) % (1 << 31)
-        pixels.append(((x >> 8) & 255, (x >> 16) & 255, (x >> 4) & 255))
-    img = Image.new("RGB", (w, h))
-    img.putdata(pixels)
-    img.save(image)
+    image = write_test_image(os.path.join(s.tmp, "wide.png"), 700, 330, seed=11)
     prompt = "<|im_start|>user\n<|image_pad|>\nDescribe it.<|im_end|>\n<|im_start|>assistant\n"
     out, feats = os.path.join(s.tmp, "eng.json"), os.path.join(s.tmp, "eng_features.json")
     run([s.binary, "generate", "--model", v, "--dtype", "float32", "--max-tokens", "3", "--dump-logprobs", out,
@@ -471,16 +472,7 @@ def scenario_real_heads_vision(s):
          "--prompt-ids", ",".join(map(str, eng["sequences"][0]["prompt_ids"]))])
     with open(ref_out) as f:
         ref = json.load(f)
-    with open(feats) as f:
-        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
-    with open(ref_feats) as f:
-        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
-    if len(eng_feats) != len(ref_feats):
-        sys.exit(f"[real_heads_vision] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
-    worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
-    print(f"[real_heads_vision] image features: {len(eng_feats)} rows, max |diff| {worst:.3e}")
-    if worst > 1e-5:
-        sys.exit(f"[real_heads_vision] FAILED: image features differ by {worst:.3e} > 1e-5")
+    check_features("real_heads_vision", feats, ref_feats)
     check("real_heads_vision", eng, ref, F32_BOUNDS)
 
 

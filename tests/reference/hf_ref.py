@@ -255,12 +255,9 @@ def main(argv=None):
                "transformers": transformers.__version__, "torch": torch.__version__,
                "attn_implementation": "eager", "loading_info": info, "generate_consistent": consistent,
                "image_backend": args.image_backend if args.image else None, "images": images}
-    dump = {"model": args.model, "reference": "hf_transformers", "options": options, "sequences": sequences}
-    with open(args.out, "w") as f:
-        json.dump(dump, f)
+    dump = ref_cli.write_dump(args.out, args.model, "hf_transformers", options, sequences)
     if args.features_out:
-        with open(args.features_out, "w") as f:
-            json.dump({"model": args.model, "images": features}, f)
+        ref_cli.write_features(args.features_out, args.model, features)
     return dump
 
 

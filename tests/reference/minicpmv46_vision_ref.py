@@ -606,12 +606,9 @@ def main(argv=None):
     options = {"max_model_len": args.max_model_len, "gdn_mode": args.gdn_mode, "dtype": args.dtype,
                "images_per_prompt": [len(g) for g in groups], "images": image_info, "layout_check": checks,
                "preprocessor": {k: pp[k] for k in PREPROCESSOR_DEFAULTS}}
-    dump = {"model": args.model, "reference": "minicpmv46_vision_ref", "options": options, "sequences": sequences}
-    with open(args.out, "w") as f:
-        json.dump(dump, f)
+    dump = ref_cli.write_dump(args.out, args.model, "minicpmv46_vision_ref", options, sequences)
     if args.features_out:
-        with open(args.features_out, "w") as f:
-            json.dump({"model": args.model, "images": feature_dump}, f)
+        ref_cli.write_features(args.features_out, args.model, feature_dump)
     return dump
 
 

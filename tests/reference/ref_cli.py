@@ -59,6 +59,20 @@ def make_parser(description):
     return p
 
 
+def write_dump(path, model, reference, options, sequences):
+    """The dump described in the module docstring; returns it."""
+    dump = {"model": model, "reference": reference, "options": options, "sequences": sequences}
+    with open(path, "w") as f:
+        json.dump(dump, f)
+    return dump
+
+
+def write_features(path, model, images):
+    """--features-out: {"model", "images": [{"path", "features": [[floats] per row]}]}."""
+    with open(path, "w") as f:
+        json.dump({"model": model, "images": images}, f)
+
+
 def run(args, logprobs_fn, vocab_size, reference, options):
     """Runs every prompt, writes the JSON dump to args.out. Returns the dump dict."""
     sequences = []
@@ -71,7 +85,4 @@ def run(args, logprobs_fn, vocab_size, reference, options):
         generated, logprobs = greedy_generate(logprobs_fn, prompt, args.generate)
         sequences.append({"prompt_ids": list(prompt), "generated_ids": generated,
                           "logprobs": [[float(x) for x in row] for row in logprobs]})
-    dump = {"model": args.model, "reference": reference, "options": options, "sequences": sequences}
-    with open(args.out, "w") as f:
-        json.dump(dump, f)
-    return dump
+    return write_dump(args.out, args.model, reference, options, sequences)
