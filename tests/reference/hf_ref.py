@@ -42,27 +42,43 @@ import sys
 import traceback
 
 import numpy as np
-import torch
-import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_cli  # noqa: E402
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+try:                                        # absent in CI: self_test.py imports only the numpy parts
+    import torch
+    import transformers
+    DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+except ImportError:
+    torch = transformers = None
+    DTYPES = {"float64": None, "float32": None, "bfloat16": None}
+
+
+def fold_minicpm_scalings(cfg, W):
+    """MiniCPM4's weights as plain Llama's (numpy, no torch): MiniCPM is Llama plus three constant
+    scalings (minicpm4.md §2), folded in here: the input embedding x scale_emb; o_proj and
+    down_proj x scale_depth / sqrt(num_hidden_layers) (the residual branches); an untied head
+    E / (hidden_size / dim_model_base). Checked in self_test.py against minicpm_ref's forward."""
+    residual = cfg.get("scale_depth", 1.0) / cfg["num_hidden_layers"] ** 0.5
+    state = {name: w * residual if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")) else w
+             for name, w in W.items()}
+    embed = W["model.embed_tokens.weight"]
+    state["model.embed_tokens.weight"] = embed * cfg.get("scale_emb", 1.0)
+    untied = cfg.get("tie_word_embeddings", True) is False and "lm_head.weight" in W
+    head = W["lm_head.weight"] if untied else embed
+    state["lm_head.weight"] = head / (cfg["hidden_size"] / cfg.get("dim_model_base", cfg["hidden_size"]))
+    return state
 
 
 def minicpm_as_llama(model_dir, cfg, dtype):
     """MiniCPM4 through transformers' LlamaForCausalLM, for transformers releases without a native
-    MiniCPM (5.17 has none; MiniCPM4's hub repo ships remote code, absent offline).
-
-    MiniCPM is Llama plus three constant scalings (minicpm4.md §2), folded into the weights here:
-    the input embedding x scale_emb; o_proj and down_proj x scale_depth / sqrt(num_hidden_layers)
-    (the residual branches); an untied head E / (hidden_size / dim_model_base). Everything else
-    (RMSNorm, GQA attention, rotate-half RoPE, LongRoPE's short/long factors and magnitude factor,
-    SiLU MLP) is transformers' own Llama code, LongRoPE as it implements it for Phi-3."""
+    MiniCPM (5.17 has none; MiniCPM4's hub repo ships remote code, absent offline): the weights
+    folded by fold_minicpm_scalings, everything else (RMSNorm, GQA attention, rotate-half RoPE,
+    LongRoPE's short/long factors and magnitude factor, SiLU MLP) transformers' own Llama code,
+    LongRoPE as it implements it for Phi-3."""
     import safetensors_np
     rope = cfg.get("rope_scaling") or {}
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     rope_parameters = {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta") or 10000.0)}
     extra = {}
     if rope.get("rope_type", rope.get("type")) == "longrope":
@@ -71,31 +87,21 @@ def minicpm_as_llama(model_dir, cfg, dtype):
                                 "long_factor": rope["long_factor"], "original_max_position_embeddings": original,
                                 "factor": cfg["max_position_embeddings"] / original})
         extra["original_max_position_embeddings"] = original
-    make_config = lambda **more: transformers.LlamaConfig(  # noqa: E731
+    kwargs = dict(
         vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
         num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]), head_dim=head_dim,
+        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"],
         max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
         hidden_act=cfg.get("hidden_act", "silu"), tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-        rope_parameters=rope_parameters, **more)
+        rope_parameters=rope_parameters)
     try:                                   # Phi-3's top-level field, where the release accepts it
-        config = make_config(**extra)
+        config = transformers.LlamaConfig(**kwargs, **extra)
     except TypeError:
-        config = make_config()
+        config = transformers.LlamaConfig(**kwargs)
     config._attn_implementation = "eager"
     model = transformers.LlamaForCausalLM(config).to(DTYPES[dtype])
-    W = safetensors_np.load_weights(model_dir)               # float64 arrays
-    L = cfg["num_hidden_layers"]
-    residual = cfg.get("scale_depth", 1.0) / L ** 0.5
-    state = {}
-    for name, w in W.items():
-        scale = residual if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")) else 1.0
-        state[name] = w * scale
-    embed = W["model.embed_tokens.weight"]
-    state["model.embed_tokens.weight"] = embed * cfg.get("scale_emb", 1.0)
-    head = W.get("lm_head.weight") if cfg.get("tie_word_embeddings", True) is False else None
-    state["lm_head.weight"] = (embed if head is None else head) / (cfg["hidden_size"] / cfg.get("dim_model_base",
-                                                                                                 cfg["hidden_size"]))
+    state = fold_minicpm_scalings(cfg, safetensors_np.load_weights(model_dir))   # float64 arrays
     missing, unexpected = model.load_state_dict(
         {k: torch.from_numpy(v).to(DTYPES[dtype]) for k, v in state.items()}, strict=False)
     model.eval()
@@ -209,6 +215,8 @@ def greedy(model, ids, n, image_rows, image_token_id):
 
 
 def main(argv=None):
+    if transformers is None:
+        raise SystemExit("hf_ref.py needs torch and transformers (pip); CI has neither")
     p = ref_cli.make_parser("transformers reference forward (same dump format as the numpy references)")
     for action in p._actions:                       # this reference runs in transformers' dtypes
         if action.dest == "dtype":

@@ -919,8 +919,27 @@ def test_vision_cli(tmp, c, W, big_path):
           "vision CLI --layout: one JSON line per image, image index per prompt")
 
 
+def test_minicpm_folded_into_llama():
+    # hf_ref.py runs MiniCPM4 as transformers' Llama with MiniCPM's scalings folded into the
+    # weights; with the scalings neutral (scale_emb 1, scale_depth sqrt(L), dim_model_base =
+    # hidden, an untied head) minicpm_ref is plain Llama, so the folded weights must give the
+    # same logits as the original model.
+    import hf_ref
+    for tied in (True, False):
+        c, W = minicpm_model(seed=11, tie_word_embeddings=tied)
+        if not tied:
+            W["lm_head.weight"] = np.random.default_rng(12).standard_normal(W["model.embed_tokens.weight"].shape)
+        plain = dict(c, scale_emb=1, scale_depth=math.sqrt(c["num_hidden_layers"]),
+                     dim_model_base=c["hidden_size"], tie_word_embeddings=False)
+        ids = [1, 5, 17, 200, 3, 99, 42, 7, 8, 250, 11, 12, 13, 14, 15, 16, 19, 21]
+        want = M.forward_logits(c, W, ids, long_rope=True)
+        got = M.forward_logits(plain, hf_ref.fold_minicpm_scalings(c, W), ids, long_rope=True)
+        check(close(got, want, 1e-10), f"MiniCPM folded into Llama == MiniCPM (tied={tied})")
+
+
 def main():
     test_rope()
+    test_minicpm_folded_into_llama()
     test_causality_and_prefix()
     test_incremental()
     test_gdn_forms()
