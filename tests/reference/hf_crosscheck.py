@@ -9,7 +9,8 @@ Three phases, because transformers (torch) is not a Debian package and CI does n
   hf_crosscheck.py selftest --cpmserve build/cpmserve         # the tool itself, no transformers (ctest)
 
 `prepare` writes tiny random checkpoints with the real tensor names (`cpmserve make-tiny`:
-MiniCPM4 tied float32, untied bf16 and BitCPM4-style ternary; MiniCPM-V-4.6 float32 and bf16),
+MiniCPM4 tied float32, untied bf16 and BitCPM4-style ternary; MiniCPM-V-4.6 float32 and bf16;
+both again at the released head sizes, `--real-heads`, float32 and bf16),
 three opaque RGB test images, and for each case the engine's dump (`cpmserve generate
 --dump-logprobs --all-positions --ignore-eos`) and the float64 numpy reference's. `hf` runs
 hf_ref.py's forward for each case in the dtypes listed. `compare` pairs them with
