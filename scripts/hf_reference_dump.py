@@ -10,17 +10,25 @@ what `cpmserve eval logits|greedy --reference` and `cpmserve validate --referenc
 
 Prompts file: one prompt per line, either plain text or a JSON object with "prompt" and/or
 "prompt_ids" (and optional "id", "chat"); a reference dump is itself a valid prompts file.
-Needs torch and transformers (MiniCPM4 ships its own modeling code: --trust-remote-code is on).
-Attention is forced to the eager implementation so that the reference does not depend on which
-fused kernels happen to be installed.
+Needs torch and transformers. MiniCPM4 ships its own modeling code (remote code is trusted
+unless --no-trust-remote-code); where that code is absent or fails to load (it was written for
+transformers 4.x) and the release has no native MiniCPM, or with --minicpm-as-llama, MiniCPM4
+runs as transformers' Llama with its scalings folded into the weights (minicpm_as_llama.py
+beside this script; `meta.model_class` records which). MiniCPM-V-4.6 is transformers' own
+class (>= 5.7). Attention is forced to the eager implementation so that the reference does not
+depend on which fused kernels happen to be installed.
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minicpm_as_llama  # noqa: E402
 
 
 def read_prompts(path):
@@ -58,16 +66,36 @@ def encode(tokenizer, spec, chat_default):
     return tokenizer(text, add_special_tokens=True)["input_ids"], chat
 
 
-def load_model(path, dtype, trust):
-    """The causal-LM class, or for MiniCPM-V-4.6 (an image-text-to-text model that
-    AutoModelForCausalLM does not map) its conditional-generation class."""
+def architecture(path):
+    config = os.path.join(path, "config.json")
+    if not os.path.exists(config):
+        return None                        # a hub id: transformers resolves it
+    with open(config) as f:
+        return (json.load(f).get("architectures") or [None])[0]
+
+
+def load_model(path, dtype, trust, as_llama):
+    """-> (model, class name): the causal-LM class, for MiniCPM-V-4.6 (an image-text-to-text
+    model that AutoModelForCausalLM does not map) its conditional-generation class, and for
+    MiniCPM4 without usable modeling code the folded Llama."""
+    minicpm = architecture(path) == "MiniCPMForCausalLM"
+    native = hasattr(transformers, "MiniCPMForCausalLM")
+    if minicpm and (as_llama or (not native and not trust)):
+        return minicpm_as_llama.load(path, getattr(torch, dtype))[0], "LlamaForCausalLM (MiniCPM scalings folded)"
     # transformers 5 renamed torch_dtype to dtype.
     dtype_arg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     kwargs = {dtype_arg: getattr(torch, dtype), "trust_remote_code": trust, "attn_implementation": "eager"}
     try:
-        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    except ValueError:
-        return AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except Exception as e:  # noqa: BLE001 - e.g. MiniCPM4's remote code against a newer transformers
+        if minicpm and not native:
+            print(f"MiniCPM4's modeling code did not load ({type(e).__name__}: {e}); running it as "
+                  f"transformers' Llama with the scalings folded in", file=sys.stderr)
+            return minicpm_as_llama.load(path, getattr(torch, dtype))[0], "LlamaForCausalLM (MiniCPM scalings folded)"
+        if minicpm or not isinstance(e, ValueError):
+            raise
+        model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    return model, type(model).__name__
 
 
 def top_logprobs(logits, k):
@@ -92,15 +120,18 @@ def main():
     p.add_argument("--greedy-tokens", type=int, default=0, help="greedy continuation length N")
     p.add_argument("--chat", action="store_true", help="render text prompts with the chat template")
     p.add_argument("--no-trust-remote-code", action="store_true")
+    p.add_argument("--minicpm-as-llama", action="store_true",
+                   help="MiniCPM4: transformers' Llama with MiniCPM's scalings folded in, not its remote code")
     args = p.parse_args()
     if args.top_k < 20:
         sys.exit("--top-k must be at least 20")
 
     trust = not args.no_trust_remote_code
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=trust)
-    model = load_model(args.model, args.dtype, trust).to(args.device)
+    model, model_class = load_model(args.model, args.dtype, trust, args.minicpm_as_llama)
+    model = model.to(args.device)
     model.eval()
-    meta = {"producer": f"transformers {transformers.__version__}", "model": args.model,
+    meta = {"producer": f"transformers {transformers.__version__}", "model": args.model, "model_class": model_class,
             "dtype": args.dtype, "device": args.device, "torch": torch.__version__,
             "top_k": args.top_k, "greedy_tokens": args.greedy_tokens, "chat": args.chat,
             "attn_implementation": "eager"}

@@ -25,7 +25,7 @@ cpmserve float32 against transformers float32 as the model tests bound cpmserve 
 
 MiniCPM4: transformers 5.17 has no native MiniCPM and the hub's remote code is not here, so
 hf_ref.py runs it as transformers' Llama with MiniCPM's three scalings folded into the weights
-(see minicpm_as_llama there); the MiniCPM-V-4.6 cases run transformers' own classes.
+(scripts/minicpm_as_llama.py); the MiniCPM-V-4.6 cases run transformers' own classes.
 """
 import argparse
 import json

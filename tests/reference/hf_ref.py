@@ -3,12 +3,12 @@
 A third, independent implementation: transformers' `MiniCPMV4_6ForConditionalGeneration`
 (Qwen3.5 hybrid LM, SigLIP tower, mergers) with its own image processor, and for MiniCPM4 /
 BitCPM4 the native `MiniCPMForCausalLM` where the release has one, else transformers' Llama with
-MiniCPM's scalings folded into the weights (`minicpm_as_llama`). Where the numpy references were
-written from the specs, this is the code the checkpoints were published for, so a spec misreading
-shared by cpmserve and the numpy references shows up here. Needs torch and transformers >= 5.7
-(not Debian packages: run it where they are installed; CI does not). The model class is chosen
-from config.json's `architectures`, never from remote code, so a checkpoint dir without
-`model_type` (MiniCPM4's own config has none) loads too.
+MiniCPM's scalings folded into the weights (scripts/minicpm_as_llama.py). Where the numpy
+references were written from the specs, this is the code the checkpoints were published for,
+so a spec misreading shared by cpmserve and the numpy references shows up here. Needs torch and
+transformers >= 5.7 (not Debian packages: run it where they are installed; CI does not). The
+model class is chosen from config.json's `architectures`, never from remote code, so a
+checkpoint dir without `model_type` (MiniCPM4's own config has none) loads too.
 
   python3 tests/reference/hf_ref.py --model DIR --prompt-ids 1,2,3 [--prompt-ids ...] \
       [--generate N] [--dtype float64|float32|bfloat16] [--image A.png ...] \
@@ -43,7 +43,10 @@ import traceback
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+import minicpm_as_llama  # noqa: E402
 import ref_cli  # noqa: E402
 
 try:                                        # absent in CI: self_test.py imports only the numpy parts
@@ -55,61 +58,6 @@ except ImportError:
     DTYPES = {"float64": None, "float32": None, "bfloat16": None}
 
 
-def fold_minicpm_scalings(cfg, W):
-    """MiniCPM4's weights as plain Llama's (numpy, no torch): MiniCPM is Llama plus three constant
-    scalings (minicpm4.md §2), folded in here: the input embedding x scale_emb; o_proj and
-    down_proj x scale_depth / sqrt(num_hidden_layers) (the residual branches); an untied head
-    E / (hidden_size / dim_model_base). Checked in self_test.py against minicpm_ref's forward."""
-    residual = cfg.get("scale_depth", 1.0) / cfg["num_hidden_layers"] ** 0.5
-    state = {name: w * residual if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")) else w
-             for name, w in W.items()}
-    embed = W["model.embed_tokens.weight"]
-    state["model.embed_tokens.weight"] = embed * cfg.get("scale_emb", 1.0)
-    untied = cfg.get("tie_word_embeddings", True) is False and "lm_head.weight" in W
-    head = W["lm_head.weight"] if untied else embed
-    state["lm_head.weight"] = head / (cfg["hidden_size"] / cfg.get("dim_model_base", cfg["hidden_size"]))
-    return state
-
-
-def minicpm_as_llama(model_dir, cfg, dtype):
-    """MiniCPM4 through transformers' LlamaForCausalLM, for transformers releases without a native
-    MiniCPM (5.17 has none; MiniCPM4's hub repo ships remote code, absent offline): the weights
-    folded by fold_minicpm_scalings, everything else (RMSNorm, GQA attention, rotate-half RoPE,
-    LongRoPE's short/long factors and magnitude factor, SiLU MLP) transformers' own Llama code,
-    LongRoPE as it implements it for Phi-3."""
-    import safetensors_np
-    rope = cfg.get("rope_scaling") or {}
-    rope_parameters = {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta") or 10000.0)}
-    extra = {}
-    if rope.get("rope_type", rope.get("type")) == "longrope":
-        original = rope["original_max_position_embeddings"]
-        rope_parameters.update({"rope_type": "longrope", "short_factor": rope["short_factor"],
-                                "long_factor": rope["long_factor"], "original_max_position_embeddings": original,
-                                "factor": cfg["max_position_embeddings"] / original})
-        extra["original_max_position_embeddings"] = original
-    kwargs = dict(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
-        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"],
-        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
-        hidden_act=cfg.get("hidden_act", "silu"), tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-        rope_parameters=rope_parameters)
-    try:                                   # Phi-3's top-level field, where the release accepts it
-        config = transformers.LlamaConfig(**kwargs, **extra)
-    except TypeError:
-        config = transformers.LlamaConfig(**kwargs)
-    config._attn_implementation = "eager"
-    model = transformers.LlamaForCausalLM(config).to(DTYPES[dtype])
-    state = fold_minicpm_scalings(cfg, safetensors_np.load_weights(model_dir))   # float64 arrays
-    missing, unexpected = model.load_state_dict(
-        {k: torch.from_numpy(v).to(DTYPES[dtype]) for k, v in state.items()}, strict=False)
-    model.eval()
-    info = {"missing_keys": sorted(k for k in missing if "rotary" not in k), "unexpected_keys": sorted(unexpected),
-            "attention_scaling": float(getattr(model.model.rotary_emb, "attention_scaling", 1.0))}
-    return model, "LlamaForCausalLM (MiniCPM scalings folded)", {k: v for k, v in info.items() if v != []}
-
-
 def load_model(model_dir, dtype):
     """-> (model, config dict, class name, loading info) using the class named in config.json."""
     with open(os.path.join(model_dir, "config.json")) as f:
@@ -117,8 +65,8 @@ def load_model(model_dir, dtype):
     arch = (cfg.get("architectures") or [None])[0]
     cls = getattr(transformers, arch or "", None)
     if cls is None and arch == "MiniCPMForCausalLM":
-        model, arch, info = minicpm_as_llama(model_dir, cfg, dtype)
-        return model, cfg, arch, info
+        model, info = minicpm_as_llama.load(model_dir, DTYPES[dtype])
+        return model, cfg, "LlamaForCausalLM (MiniCPM scalings folded)", info
     if cls is None:
         raise SystemExit(f"{model_dir}/config.json: architectures[0] = {arch!r} is not a transformers class "
                          f"(transformers {transformers.__version__})")

@@ -920,11 +920,12 @@ def test_vision_cli(tmp, c, W, big_path):
 
 
 def test_minicpm_folded_into_llama():
-    # hf_ref.py runs MiniCPM4 as transformers' Llama with MiniCPM's scalings folded into the
-    # weights; with the scalings neutral (scale_emb 1, scale_depth sqrt(L), dim_model_base =
-    # hidden, an untied head) minicpm_ref is plain Llama, so the folded weights must give the
-    # same logits as the original model.
-    import hf_ref
+    # hf_ref.py and hf_reference_dump.py can run MiniCPM4 as transformers' Llama with MiniCPM's
+    # scalings folded into the weights (scripts/minicpm_as_llama.py); with the scalings neutral
+    # (scale_emb 1, scale_depth sqrt(L), dim_model_base = hidden, an untied head) minicpm_ref
+    # is plain Llama, so the folded weights must give the same logits as the original model.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+    import minicpm_as_llama
     for tied in (True, False):
         c, W = minicpm_model(seed=11, tie_word_embeddings=tied)
         if not tied:
@@ -933,7 +934,7 @@ def test_minicpm_folded_into_llama():
                      dim_model_base=c["hidden_size"], tie_word_embeddings=False)
         ids = [1, 5, 17, 200, 3, 99, 42, 7, 8, 250, 11, 12, 13, 14, 15, 16, 19, 21]
         want = M.forward_logits(c, W, ids, long_rope=True)
-        got = M.forward_logits(plain, hf_ref.fold_minicpm_scalings(c, W), ids, long_rope=True)
+        got = M.forward_logits(plain, minicpm_as_llama.fold_minicpm_scalings(c, W), ids, long_rope=True)
         check(close(got, want, 1e-10), f"MiniCPM folded into Llama == MiniCPM (tied={tied})")
 
 
