@@ -7,6 +7,8 @@ Three phases, because transformers (torch) is not a Debian package and CI does n
   hf_crosscheck.py hf --dir D                                   # where torch + transformers are
   hf_crosscheck.py compare --dir D                              # here: the table; exit 1 on a bound
   hf_crosscheck.py selftest --cpmserve build/cpmserve         # the tool itself, no transformers (ctest)
+  hf_crosscheck.py all --cpmserve build/cpmserve --dir D       # the three in turn, where one python
+                                                                # has numpy, Pillow, torch, transformers
 
 `prepare` writes tiny random checkpoints with the real tensor names (`cpmserve make-tiny`:
 MiniCPM4 tied float32, untied bf16 and BitCPM4-style ternary; MiniCPM-V-4.6 float32 and bf16;
@@ -399,9 +401,15 @@ def run_compare(args):
     return 0
 
 
+def run_all(args):
+    prepare(args)
+    hf(args)
+    compare(args)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("phase", choices=("prepare", "hf", "compare", "selftest"))
+    p.add_argument("phase", choices=("prepare", "hf", "compare", "selftest", "all"))
     p.add_argument("--dir", help="working folder (checkpoints, images, dumps); selftest uses a temporary one")
     p.add_argument("--cpmserve", default="build/cpmserve", help="prepare: the cpmserve binary")
     p.add_argument("--cases", default=None,
@@ -411,7 +419,7 @@ def main():
         p.error("--dir is required")
     if args.cases:
         args.cases = args.cases.split(",")
-    elif args.phase in ("prepare", "selftest"):
+    elif args.phase in ("prepare", "selftest", "all"):
         args.cases = list(CASES)         # (selftest picks its own two)
     else:                                   # what `prepare` wrote
         with open(os.path.join(args.dir, "plan.json")) as f:
@@ -420,7 +428,7 @@ def main():
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         p.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
-    {"prepare": prepare, "hf": hf, "compare": compare, "selftest": selftest}[args.phase](args)
+    {"prepare": prepare, "hf": hf, "compare": compare, "selftest": selftest, "all": run_all}[args.phase](args)
 
 
 if __name__ == "__main__":
