@@ -94,7 +94,7 @@ def image_processor(model_dir, backend):
 
 
 def image_features(model, processor, path, record):
-    """[N, text_hidden] float64 rows of one image: thumbnail, then slices row-major."""
+    """[N, text_hidden] rows of one image in the model's dtype: thumbnail, then slices row-major."""
     from PIL import Image
     with Image.open(path) as im:
         image = im.convert("RGB")
