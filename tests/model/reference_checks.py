@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REF_DIR = os.path.join(HERE, "..", "reference")
 sys.path.insert(0, REF_DIR)
 import compare_logprobs  # noqa: E402
+import ref_cli  # noqa: E402
 
 F32_BOUNDS = {"max_abs_top20": 2e-3, "max_abs_full": 2e-3, "top1": 1.0, "top20_overlap": 1.0}
 BF16_BOUNDS = {"max_rel_top20": 0.01}
@@ -355,10 +356,7 @@ def write_test_image(path, w, h, seed):
 def check_features(name, eng_path, ref_path, bound=1e-5):
     """The engine's image feature rows (--dump-image-features) against the reference's
     (--features-out), row by row; returns the reference rows."""
-    with open(eng_path) as f:
-        eng_feats = [row for seq in json.load(f)["sequences"] for row in seq["features"]]
-    with open(ref_path) as f:
-        ref_feats = [row for img in json.load(f)["images"] for row in img["features"]]
+    eng_feats, ref_feats = ref_cli.read_feature_rows(eng_path), ref_cli.read_feature_rows(ref_path)
     if len(eng_feats) != len(ref_feats):
         sys.exit(f"[{name}] FAILED: {len(eng_feats)} feature rows vs {len(ref_feats)}")
     worst = max(abs(a - b) for er, rr in zip(eng_feats, ref_feats) for a, b in zip(er, rr))
@@ -415,8 +413,7 @@ def scenario_vision_generate(s):
     bf16_feats = os.path.join(s.tmp, "vis_bf16_features.json")
     run([s.binary, "generate", "--model", d, "--dtype", "bfloat16", "--max-tokens", "1", "--threads", "2",
          "--dump-image-features", bf16_feats, "--prompt", prompts[0], "--image", images[0]])
-    with open(bf16_feats) as f:
-        got = json.load(f)["sequences"][0]["features"]
+    got = ref_cli.read_feature_rows(bf16_feats)  # the one prompt's rows
     want = ref_feats[:len(got)]
     scale = max(abs(v) for row in want for v in row)
     worst = max(abs(a - b) for gr, wr in zip(got, want) for a, b in zip(gr, wr))

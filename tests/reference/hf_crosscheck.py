@@ -39,6 +39,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import compare_logprobs  # noqa: E402
+import ref_cli  # noqa: E402
 
 PY = sys.executable
 GENERATE = 8
@@ -277,18 +278,11 @@ def processor_layout(d, p):
         return {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
 
 
-def feature_rows(path, key):
-    with open(path) as f:
-        data = json.load(f)
-    return [row for item in data[key] for row in item["features"]]
-
-
 def compare_features(d, case, a, b):
     fa, fb = os.path.join(d, f"{case}.{a}_features.json"), os.path.join(d, f"{case}.{b}_features.json")
     if not (os.path.exists(fa) and os.path.exists(fb)):
         return None
-    ra = feature_rows(fa, "sequences" if a == "engine" else "images")
-    rb = feature_rows(fb, "sequences" if b == "engine" else "images")
+    ra, rb = ref_cli.read_feature_rows(fa), ref_cli.read_feature_rows(fb)
     if len(ra) != len(rb):
         return f"{len(ra)} vs {len(rb)} rows"
     return max(abs(x - y) for u, v in zip(ra, rb) for x, y in zip(u, v))

@@ -73,6 +73,15 @@ def write_features(path, model, images):
         json.dump({"model": model, "images": images}, f)
 
 
+def read_feature_rows(path):
+    """Image feature rows in order, from a --features-out file ({"images": [...]}) or from the
+    engine's `generate --dump-image-features` ({"sequences": [...]}, the same rows per prompt)."""
+    with open(path) as f:
+        data = json.load(f)
+    items = data["images"] if "images" in data else data["sequences"]
+    return [row for item in items for row in item["features"]]
+
+
 def run(args, logprobs_fn, vocab_size, reference, options):
     """Runs every prompt, writes the JSON dump to args.out. Returns the dump dict."""
     sequences = []
