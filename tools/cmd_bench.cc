@@ -817,7 +817,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--repeats", a->repeats, "runs per test (best is reported)")
       ->check(AtLeast(1))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--threads", a->threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_flag("--pin-threads", a->pin, "pin compute threads to CPUs");
   cmd->add_option("--json", a->json, "also write the results as JSON to this file");
   cmd->add_flag("--skip-limits", a->skip_limits,

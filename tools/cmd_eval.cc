@@ -50,7 +50,7 @@ void AddModelFlags(CLI::App* cmd, EvalArgs* a) {
   cmd->add_option("--load-format", a->model.load_format, "auto | safetensors | dummy")
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->model.max_model_len, "context length (0: from config)");
-  cmd->add_option("--threads", a->model.threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--threads", a->model.threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_option("--block-size", a->block_size, "KV cache block size")->check(CLI::Range(1, 1024));
 }
 

@@ -251,7 +251,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", a->dtype, "auto | bfloat16 | float32")->capture_default_str();
   cmd->add_option("--quantization,-q", a->quantization, kQuantizationHelp)->capture_default_str();
   cmd->add_option("--max-model-len", a->max_model_len, "context length (0: from config)");
-  cmd->add_option("--threads", a->threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--threads", a->threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_option("--prompt", a->prompts, "a text prompt (tokenizer of the model); repeat for a batch");
   cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids; repeat for a batch");
   cmd->add_option("--dump-image-features", a->dump_image_features, "write each --prompt's image embedding rows as JSON to this file");

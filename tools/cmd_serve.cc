@@ -92,7 +92,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "'{\"temperature\": 0.5}'");
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size, "must be 1")
       ->capture_default_str();
-  cmd->add_option("--threads", c.threads, "compute threads (0: all CPUs)");
+  cmd->add_option("--threads", c.threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();
   cmd->add_option("--mm-processor-kwargs", c.mm_processor_kwargs_json,

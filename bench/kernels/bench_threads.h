@@ -1,4 +1,5 @@
-// Thread count for the kernel benchmarks' pools: CPM_BENCH_THREADS, else all CPUs (0).
+// Thread count for the kernel benchmarks' pools: CPM_BENCH_THREADS, else one per physical core
+// (0).
 //
 // Time is the calling thread's CPU time (Google Benchmark's default), not wall time: the dev
 // machine is shared, and a descheduled thread would otherwise count as slow kernel time. With

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "base/check.h"
+#include "base/cpu_topology.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -36,18 +37,14 @@ inline uint64_t ShareWord(uint64_t job, int64_t next, int64_t end) {
          static_cast<uint64_t>(end);
 }
 
-// The i-th CPU (mod count) of this process's affinity mask, or -1.
-int NthAllowedCpu(int i) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
-  const int count = CPU_COUNT(&set);
-  if (count == 0) return -1;
-  i %= count;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set) && i-- == 0) return cpu;
-  }
-  return -1;
+// The CPU that worker i is pinned to: the physical cores first, one CPU each, then their SMT
+// siblings (MachineCpuTopology), wrapping around past the last.
+int NthPinCpu(int i) {
+  const CpuTopology& t = MachineCpuTopology();
+  const size_t n = t.core_cpus.size() + t.sibling_cpus.size();
+  if (n == 0) return -1;
+  const size_t k = static_cast<size_t>(i) % n;
+  return k < t.core_cpus.size() ? t.core_cpus[k] : t.sibling_cpus[k - t.core_cpus.size()];
 }
 
 void PinTo(std::thread::native_handle_type handle, int cpu) {
@@ -60,22 +57,19 @@ void PinTo(std::thread::native_handle_type handle, int cpu) {
 
 }  // namespace
 
-int ThreadPool::AvailableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+int ThreadPool::DefaultThreads() {
+  return std::max<int>(1, static_cast<int>(MachineCpuTopology().core_cpus.size()));
 }
 
 ThreadPool::ThreadPool(int num_threads) : ThreadPool(ThreadPoolOptions{.num_threads = num_threads}) {}
 
 ThreadPool::ThreadPool(const ThreadPoolOptions& options)
-    : num_threads_(options.num_threads > 0 ? options.num_threads : AvailableCpus()),
+    : num_threads_(options.num_threads > 0 ? options.num_threads : DefaultThreads()),
       options_(options),
       shares_(std::make_unique<Share[]>(static_cast<size_t>(num_threads_))) {
   for (int w = 1; w < num_threads_; ++w) {
     threads_.emplace_back([this, w] { WorkerLoop(w); });
-    if (options_.pin_threads) PinTo(threads_.back().native_handle(), NthAllowedCpu(w));
+    if (options_.pin_threads) PinTo(threads_.back().native_handle(), NthPinCpu(w));
   }
 }
 
@@ -88,7 +82,7 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::PinCaller() {
   caller_pinned_ = true;
-  PinTo(pthread_self(), NthAllowedCpu(0));
+  PinTo(pthread_self(), NthPinCpu(0));
 }
 
 int64_t ThreadPool::RunTasks(uint64_t job, int worker) {

@@ -11,10 +11,11 @@
 //
 // Cores: the pool uses `num_threads` CPUs at full speed while a job runs. Other threads of the
 // process (HTTP, tokenizer) should be few and mostly blocked; size the pool to the CPUs left to
-// compute (`cpmserve serve --threads`). With `pin_threads`, worker i (the caller is worker 0)
-// is pinned to the i-th CPU of the process's affinity mask, which keeps caches warm and stops
-// the scheduler from stacking two workers on one core; off by default because it is harmful
-// when the process shares its CPUs with other busy processes.
+// compute (`cpmserve serve --threads`); by default one thread per physical core, so the SMT
+// siblings stay free for them. With `pin_threads`, worker i (the caller is worker 0) is pinned
+// to the i-th physical core's first allowed CPU (past the cores, to their siblings), which
+// keeps caches warm and stops the scheduler from stacking two workers on one core; off by
+// default because it is harmful when the process shares its CPUs with other busy processes.
 #pragma once
 
 #include <atomic>
@@ -27,7 +28,7 @@
 namespace cpm {
 
 struct ThreadPoolOptions {
-  int num_threads = 0;       // <= 0: one per available CPU (sched_getaffinity)
+  int num_threads = 0;       // <= 0: DefaultThreads(), one per physical core
   bool pin_threads = false;  // pin worker i (and the caller, on its first ParallelFor) to a CPU
   int spin_us = 200;         // busy-wait this long for the next job before sleeping
 };
@@ -61,8 +62,9 @@ class ThreadPool {
   void ParallelForRange(int64_t n, int64_t grain,
                         const std::function<void(int64_t begin, int64_t end, int worker)>& fn);
 
-  // Number of CPUs this process may run on.
-  static int AvailableCpus();
+  // The default thread count: one per physical core of the CPUs this process may run on
+  // (cpu_topology.h says why not one per CPU).
+  static int DefaultThreads();
 
   static constexpr int64_t kMaxTasks = (int64_t{1} << 22) - 1;
 

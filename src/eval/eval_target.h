@@ -21,7 +21,7 @@ struct EvalModelOptions {
   std::string dtype = "auto";        // auto | bfloat16 | float32
   std::string quantization = "none";  // none | q8_0
   int64_t max_model_len = 0;
-  int threads = 0;                   // 0: all CPUs
+  int threads = 0;                   // 0: one per physical core
   bool require_tokenizer = false;    // fail instead of warning when none loads
 };
 

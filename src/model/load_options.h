@@ -27,7 +27,7 @@ struct LoadOptions {
   // vLLM's --quantization: the language model's linear weights (and head) as Q8_0 (q8.h),
   // quantized at load from the checkpoint's values. Vision towers keep their dtype.
   kernels::WeightQuant quantization = kernels::WeightQuant::kNone;
-  int threads = 0;  // for parallel weight conversion; 0 = all CPUs
+  int threads = 0;  // for parallel weight conversion; 0 = one per physical core
   bool show_progress = false;  // vLLM's progress bar on stderr while a checkpoint loads
 };
 

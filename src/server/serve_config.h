@@ -47,7 +47,7 @@ struct ServeConfig {
   std::string generation_config = "auto";  // auto | vllm | a folder with generation_config.json
   std::string override_generation_config_json;  // merged over it (vLLM's JSON object)
   int tensor_parallel_size = 1;
-  int threads = 0;                    // compute threads; 0: every CPU left after HTTP threads
+  int threads = 0;                    // compute threads; 0: one per physical core
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/cpu_topology.h"
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "chat/chat_template.h"
@@ -220,7 +221,9 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CPM_LOG_INFO("Model loading took {:.4f} GiB and {:.6f} seconds", ToGiB(info.weight_bytes),
                load_s);
-  CPM_LOG_INFO("Compute: {} threads; matmul {}", pool.num_threads(),
+  const CpuTopology& cpus = MachineCpuTopology();
+  CPM_LOG_INFO("Compute: {} threads ({} physical cores in {} allowed CPUs); matmul {}",
+               pool.num_threads(), cpus.core_cpus.size(), cpus.allowed.size(),
                kernels::MatMulDescription());
 
   KvBudgetInput in;
