@@ -29,6 +29,15 @@ StatusOr<std::string> PartUrl(const Json& part, const std::string& type) {
   return url->get<std::string>();
 }
 
+// The key holding a text-like content part's text, by its type; null for other types. vLLM
+// takes the Responses API's input_text / output_text, refusals and thinking parts as text too.
+const char* TextKeyOf(const std::string& type) {
+  if (type == "text" || type == "input_text" || type == "output_text") return "text";
+  if (type == "refusal") return "refusal";
+  if (type == "thinking") return "thinking";
+  return nullptr;
+}
+
 // One list of OpenAI content parts for the template. Text only: the texts joined by newlines
 // (vLLM's "string" content format). With images or videos (when `media` is given, i.e. the
 // model has a vision encoder): a list of {"type": "image"}, {"type": "video"} and {"type":
@@ -54,11 +63,17 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media)
         has_media = true;
         continue;
       }
-      if (t != "text")
-        return InvalidArgument("messages: content part type '" + t + "' is not supported by this model");
-      auto txt = part.find("text");
-      if (txt == part.end() || !txt->is_string())
-        return InvalidArgument("messages: a text content part needs a string 'text'");
+      const char* key = TextKeyOf(t);
+      if (key == nullptr) {
+        return InvalidArgument("messages: content part type '" + t +
+                               "' is not supported by this model");
+      }
+      auto txt = part.find(key);
+      // A text or refusal part without its text is skipped, as vLLM skips it.
+      if ((txt == part.end() || txt->is_null()) && (t == "text" || t == "refusal")) continue;
+      if (txt == part.end() || !txt->is_string()) {
+        return InvalidArgument("messages: a " + t + " content part needs a string '" + key + "'");
+      }
       value = txt->get<std::string>();
     }
     text += (items.empty() ? "" : "\n") + value;
@@ -68,19 +83,99 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media)
   return Json(text);
 }
 
+// An assistant message's tool_calls as chat templates take them (vLLM's _postprocess_messages):
+// each function's `arguments`, a JSON string in the OpenAI format, parsed into the object that
+// templates iterate (MiniCPM-V-4.6's: `tool_call.arguments|items`); absent, null, empty,
+// malformed or not an object: {} (vLLM coerces a malformed string rather than fail every later
+// turn of the conversation). An empty list is dropped, so the template takes the plain path.
+Status NormalizeToolCalls(Json* msg) {
+  auto calls = msg->find("tool_calls");
+  if (calls == msg->end() || !calls->is_array()) return OkStatus();
+  if (calls->empty()) {
+    msg->erase("tool_calls");
+    return OkStatus();
+  }
+  for (Json& call : *calls) {
+    if (!call.is_object()) {
+      return InvalidArgument("assistant tool_calls entries must be objects.");
+    }
+    auto type = call.find("type");
+    auto fn = call.find("function");
+    const bool function_type = type == call.end() || *type == "function";
+    if (!function_type || fn == call.end() || !fn->is_object()) {
+      return InvalidArgument("chat completions only support assistant tool_calls of type "
+                             "'function'.");
+    }
+    Json& args = (*fn)["arguments"];
+    if (args.is_string()) args = Json::parse(args.get<std::string>(), nullptr, false);
+    if (!args.is_object()) args = Json::object();
+  }
+  return OkStatus();
+}
+
+// The conversation as the template takes it, vLLM's way: content null or absent is "" (the
+// system message of some clients, an assistant turn that only calls tools); content parts as
+// NormalizeContent makes them; an assistant's `reasoning` (vLLM's reply field, which clients
+// send back for interleaved thinking) also as `reasoning_content`, which the templates read.
 StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* media) {
   Json out = Json::array();
   for (const Json& m : messages) {
     Json msg = m;
     auto it = m.find("content");
-    if (it != m.end() && it->is_array()) {
+    if (it == m.end() || it->is_null()) {
+      msg["content"] = "";
+    } else if (it->is_array()) {
       CPM_ASSIGN_OR_RETURN(msg["content"], NormalizeContent(*it, media));
-    } else if (it != m.end() && !it->is_string() && !it->is_null()) {
+    } else if (!it->is_string()) {
       return InvalidArgument("messages: 'content' must be a string, a list of parts or null");
+    }
+    if (msg.value("role", "") == "assistant") {
+      CPM_RETURN_IF_ERROR(NormalizeToolCalls(&msg));
+      if (auto r = msg.find("reasoning"); r != msg.end() && r->is_string()) {
+        msg["reasoning_content"] = *r;
+      }
     }
     out.push_back(std::move(msg));
   }
   return out;
+}
+
+// The text the reply continues with continue_final_message: the final message's content, or
+// its last text part (transformers' apply_chat_template takes the same).
+StatusOr<std::string> FinalMessageText(const Json& last) {
+  auto content = last.find("content");
+  if (content != last.end() && content->is_array()) {
+    for (auto part = content->rbegin(); part != content->rend(); ++part) {
+      if (part->is_object() && part->contains("text") && (*part)["text"].is_string()) {
+        return (*part)["text"].get<std::string>();
+      }
+    }
+  } else if (content != last.end() && content->is_string() &&
+             !content->get_ref<const std::string&>().empty()) {
+    return content->get<std::string>();
+  }
+  return InvalidArgument("continue_final_message: the final message needs text content");
+}
+
+// The rendered chat cut right after the final message's text, so the reply continues it, as
+// transformers does: the last occurrence of the text stripped of surrounding whitespace (many
+// templates trim messages: MiniCPM-V-4.6's renders `content|trim`), ending after its trailing
+// whitespace where the template kept it.
+StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
+                                           const std::string& final_text) {
+  constexpr const char* kSpace = " \t\n\r\f\v";
+  const size_t first = final_text.find_first_not_of(kSpace);
+  const size_t last = final_text.find_last_not_of(kSpace);
+  const std::string lstripped = first == std::string::npos ? "" : final_text.substr(first);
+  const std::string stripped =
+      first == std::string::npos ? "" : final_text.substr(first, last - first + 1);
+  const size_t pos = rendered.rfind(stripped);
+  if (stripped.empty() || pos == std::string::npos) {
+    return InvalidArgument(
+        "continue_final_message: the chat template does not contain the final message content");
+  }
+  const bool kept_trailing = rendered.compare(pos, lstripped.size(), lstripped) == 0;
+  return rendered.substr(0, pos + (kept_trailing ? lstripped : stripped).size());
 }
 
 }  // namespace
@@ -121,18 +216,8 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
     return InvalidArgument(text.status().message());
   }
   if (!in.continue_final_message) return text;
-  const Json& last = r.messages.back();
-  auto content = last.find("content");
-  if (content == last.end() || !content->is_string() || content->get<std::string>().empty()) {
-    return InvalidArgument("continue_final_message: the final message needs text content");
-  }
-  const std::string& final_text = content->get_ref<const std::string&>();
-  const size_t pos = text->rfind(final_text);
-  if (pos == std::string::npos) {
-    return InvalidArgument(
-        "continue_final_message: the chat template does not contain the final message content");
-  }
-  return text->substr(0, pos + final_text.size());
+  CPM_ASSIGN_OR_RETURN(const std::string final_text, FinalMessageText(r.messages.back()));
+  return CutAfterFinalMessage(*text, final_text);
 }
 
 StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const std::string& text,

@@ -781,5 +781,128 @@ TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
 }
 
+// A conversation's history as OpenAI clients send it, rendered as vLLM renders it: the tool
+// calls' arguments as JSON strings become the objects the template iterates, null content is
+// "", text-like part types are text, an assistant's `reasoning` reaches the template.
+class ConversationHandlersTest : public ToolHandlersTest {
+ protected:
+  // The prompt the engine got for `messages` (200 expected), or the 400's message.
+  std::string Prompt(const Json& messages, int want_status = 200) {
+    int status = 0;
+    const Json r = Chat(Json{{"messages", messages}, {"max_tokens", 1}}.dump(), &status);
+    EXPECT_EQ(status, want_status) << r.dump();
+    if (status != 200) return r["error"]["message"].get<std::string>();
+    return tok_->Decode(engine_.submitted.back().prompt, false);
+  }
+  static Json Call(const Json& arguments) {
+    return {{"id", "call_1"},
+            {"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", arguments}}}};
+  }
+  static Json ToolTurn(const Json& call) {
+    return Json::array({{{"role", "user"}, {"content", "Weather in Paris?"}},
+                        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}});
+  }
+};
+
+TEST_F(ConversationHandlersTest, ToolCallArgumentsAsJsonStringsRenderAsObjects) {
+  const std::string rendered = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                               "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+                               "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny";
+  // The OpenAI format (a string), and an object as some clients send it: the same prompt.
+  const std::string from_string = Prompt(ToolTurn(Call(R"({"city": "Paris", "days": 3})")));
+  EXPECT_NE(from_string.find(rendered), std::string::npos) << from_string;
+  EXPECT_EQ(Prompt(ToolTurn(Call({{"city", "Paris"}, {"days", 3}}))), from_string);
+  // Empty, null, malformed or not an object: no parameters, as vLLM coerces them to {}.
+  const std::string none = "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>";
+  for (const Json& args : {Json(""), Json(), Json("{not json"), Json("[1, 2]"), Json("42")}) {
+    EXPECT_NE(Prompt(ToolTurn(Call(args))).find(none), std::string::npos) << args.dump();
+  }
+  // An empty list is no call at all.
+  Json turn = ToolTurn(Call("{}"));
+  turn[1]["tool_calls"] = Json::array();
+  turn[1]["content"] = "Let me check.";
+  EXPECT_EQ(Prompt(turn).find("<tool_call>"), std::string::npos);
+  // What vLLM refuses.
+  turn[1]["tool_calls"] = {"call_1"};
+  EXPECT_EQ(Prompt(turn, 400), "assistant tool_calls entries must be objects.");
+  Json custom = Call("{}");
+  custom["type"] = "custom";
+  EXPECT_EQ(Prompt(ToolTurn(custom), 400),
+            "chat completions only support assistant tool_calls of type 'function'.");
+}
+
+TEST_F(ConversationHandlersTest, NullOrAbsentContentIsEmpty) {
+  const Json null_system = {{{"role", "system"}, {"content", nullptr}},
+                            {{"role", "user"}, {"content", "hi"}}};
+  const Json empty_system = {{{"role", "system"}, {"content", ""}},
+                             {{"role", "user"}, {"content", "hi"}}};
+  EXPECT_EQ(Prompt(null_system), Prompt(empty_system));
+  Json turn = ToolTurn(Call("{}"));
+  turn[1].erase("content");  // an assistant turn that only calls a tool
+  EXPECT_NE(Prompt(turn).find("<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>"),
+            std::string::npos)
+      << Prompt(turn);
+}
+
+TEST_F(ConversationHandlersTest, TextLikePartsAreText) {
+  const auto user = [](const Json& parts) {
+    return Json::array({{{"role", "user"}, {"content", parts}}});
+  };
+  const std::string plain = Prompt(user(Json::array({{{"type", "text"}, {"text", "a"}},
+                                                     {{"type", "text"}, {"text", "b"}}})));
+  EXPECT_NE(plain.find("a\nb"), std::string::npos);
+  EXPECT_EQ(Prompt(user(Json::array({{{"type", "input_text"}, {"text", "a"}},
+                                     {{"type", "output_text"}, {"text", "b"}}}))),
+            plain);
+  EXPECT_EQ(Prompt(user(Json::array({{{"type", "refusal"}, {"refusal", "a"}},
+                                     {{"type", "thinking"}, {"thinking", "b"}}}))),
+            plain);
+  // A text part without text is skipped, as vLLM skips it.
+  EXPECT_EQ(Prompt(user(Json::array({{{"type", "text"}, {"text", "a"}},
+                                     {{"type", "text"}, {"text", nullptr}},
+                                     {{"type", "text"}, {"text", "b"}}}))),
+            plain);
+  EXPECT_EQ(Prompt(user(Json::array({{{"type", "thinking"}, {"thinking", 3}}})), 400),
+            "messages: a thinking content part needs a string 'thinking'");
+  EXPECT_EQ(Prompt(user(Json::array({{{"type", "input_audio"}}})), 400),
+            "messages: content part type 'input_audio' is not supported by this model");
+}
+
+TEST_F(ConversationHandlersTest, AnAssistantsReasoningReachesTheTemplate) {
+  // vLLM's reply field `reasoning`, sent back by a client for interleaved thinking, is what the
+  // template reads as reasoning_content (after the last user turn it renders the thinking).
+  Json turn = ToolTurn(Call("{}"));
+  turn[1]["reasoning"] = "MYREASON";
+  EXPECT_NE(Prompt(turn).find("<think>\nMYREASON\n</think>"), std::string::npos) << Prompt(turn);
+}
+
+TEST_F(ConversationHandlersTest, ContinueFinalMessageThroughATrimmingTemplate) {
+  // MiniCPM-V-4.6's template renders `content|trim`: the final message's trailing space is not
+  // in the prompt, so it continues after "Sure," (transformers' fallback to the stripped text).
+  int status = 0;
+  const auto body = [](const std::string& final_text) {
+    return Json{{"messages",
+                 {{{"role", "user"}, {"content", "hi"}},
+                  {{"role", "assistant"}, {"content", final_text}}}},
+                {"max_tokens", 1},
+                {"add_generation_prompt", false},
+                {"continue_final_message", true}}
+        .dump();
+  };
+  for (const std::string final_text : {"Sure,", "Sure, ", "  Sure,\n"}) {
+    const Json r = Chat(body(final_text), &status);
+    ASSERT_EQ(status, 200) << final_text << r.dump();
+    const std::string prompt = tok_->Decode(engine_.submitted.back().prompt, false);
+    const std::string tail = "<|im_start|>assistant\n<think>\n\n</think>\n\nSure,";
+    EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail) << prompt;
+  }
+  Chat(body("not in the template"), &status);
+  EXPECT_EQ(status, 200);  // it is: the template renders it
+  Chat(body("   "), &status);
+  EXPECT_EQ(status, 400);
+}
+
 }  // namespace
 }  // namespace cpm
