@@ -191,7 +191,11 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
     ++c.generated;
     if (k < ev.logprobs.size()) out->logprobs.push_back(ev.logprobs[k]);
     if (hide_last && k + 1 == ev.tokens.size()) break;
-    out->text += c.stop->Push(c.detok->Push(ev.tokens[k]));
+    // The text of the first min_tokens tokens is not checked for stop strings (vLLM's
+    // detokenizer), as the engine ignores stop tokens there.
+    const std::string piece = c.detok->Push(ev.tokens[k]);
+    out->text += c.generated <= sampling_.min_tokens ? c.stop->PushUnchecked(piece)
+                                                      : c.stop->Push(piece);
     if (c.stop->matched()) break;
   }
   if (!c.stop->matched() && ev.finished) out->text += c.stop->Push(c.detok->Flush());

@@ -212,6 +212,46 @@ TEST_F(HandlersTest, StopStringTruncatesAndCancels) {
   EXPECT_EQ(inc["choices"][0]["message"]["content"], "Hello world, this");
 }
 
+TEST_F(HandlersTest, NoStopStringInTheFirstMinTokens) {
+  // "Hello world, this is fine." with the stop "o": the first "o" is in the first token(s), which
+  // min_tokens keeps from being checked (vLLM's detokenizer), so the match is a later "o".
+  const std::vector<int32_t> ids = tok_->Encode("Hello world, this is fine.", false);
+  const auto content = [&](int64_t min_tokens, const char* stop) {
+    const Json r = Chat(Json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                             {"stop", {stop}},
+                             {"min_tokens", min_tokens}}
+                            .dump());
+    return r["choices"][0]["message"]["content"].get<std::string>();
+  };
+  EXPECT_EQ(content(0, "o"), "Hell");
+  // The tokens whose text holds the first "o", counted.
+  int64_t first_o = 0;
+  while (tok_->Decode({ids.begin(), ids.begin() + first_o}, false).find('o') == std::string::npos)
+    ++first_o;
+  const std::string unchecked = tok_->Decode({ids.begin(), ids.begin() + first_o}, false);
+  const std::string after = "Hello world, this is fine.";
+  const size_t next_o = after.find('o', unchecked.size());
+  EXPECT_EQ(content(first_o, "o"), after.substr(0, next_o));
+  // Streamed the same.
+  bool done = false;
+  std::string streamed;
+  for (const Json& e : Events(Drain(HandleChatCompletions(
+                                  ctx_,
+                                  Json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                       {"stop", {"o"}},
+                                       {"min_tokens", first_o},
+                                       {"stream", true}}
+                                      .dump(),
+                                  Clock::now())),
+                              &done)) {
+    if (e.contains("choices") && !e["choices"].empty() &&
+        e["choices"][0]["delta"].contains("content")) {
+      streamed += e["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(streamed, after.substr(0, next_o));
+}
+
 TEST_F(HandlersTest, ChatLogprobs) {
   Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,
                     "max_tokens":2})");

@@ -46,6 +46,13 @@ std::string StopMatcher::Push(std::string_view text) {
   return out;
 }
 
+std::string StopMatcher::PushUnchecked(std::string_view text) {
+  if (matched_) return {};
+  std::string out = Flush();
+  out.append(text);
+  return out;
+}
+
 std::string StopMatcher::Flush() {
   if (matched_) return {};
   std::string out;

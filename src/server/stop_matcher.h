@@ -18,6 +18,9 @@ class StopMatcher {
   // Adds decoded text; returns the text that is safe to emit now. After a match the returned
   // text ends where the stop string ends (or begins) and further pushes return nothing.
   std::string Push(std::string_view text);
+  // Adds text that no stop string may match (the output of the first min_tokens tokens, which
+  // vLLM never checks): returns it, after anything held back.
+  std::string PushUnchecked(std::string_view text);
   // The end of generation: releases whatever was held back (nothing after a match).
   std::string Flush();
 
