@@ -345,6 +345,16 @@ TEST_F(HandlersTest, CompletionsPromptsAndEcho) {
   EXPECT_EQ(r.status, 400);
 }
 
+TEST_F(HandlersTest, CompletionsMaxTokensNullIsTheRestOfTheContext) {
+  // Absent: OpenAI's 16. Null: vLLM's None, what the context leaves (max_model_len 64 here).
+  HttpReply r = HandleCompletions(ctx_, R"({"prompt":[5,6,7,8]})", Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted.back().max_tokens, 16);
+  r = HandleCompletions(ctx_, R"({"prompt":[5,6,7,8],"max_tokens":null})", Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted.back().max_tokens, 64 - 4);
+}
+
 TEST_F(HandlersTest, CompletionsStream) {
   HttpReply r = HandleCompletions(
       ctx_, R"({"prompt":"Hello","stream":true,"max_tokens":4,"stream_options":{"include_usage":true}})",

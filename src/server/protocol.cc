@@ -18,6 +18,8 @@ Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
   Json opts = Json::object();
   CPM_TRY(r.Object("stream_options", &opts));
   if (opts.empty()) return OkStatus();
+  // vLLM's validate_stream_options: non-empty options on a request that does not stream.
+  if (!f->stream) return InvalidArgument("Stream options can only be defined when `stream=True`.");
   JsonReader o(opts);
   CPM_TRY(o.Bool("include_usage", &f->include_usage));
   CPM_TRY(o.Bool("continuous_usage_stats", &f->continuous_usage_stats));
@@ -323,11 +325,15 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   JsonReader r(j);
   CompletionRequest req;
   CPM_TRY(ParseSampling(r, &req.sampling));
-  // OpenAI's documented default for completions.
-  req.sampling.max_tokens = 16;
+  // OpenAI's documented default for completions when the field is absent; an explicit null is
+  // vLLM's None: the rest of the context (ResolveMaxTokens).
+  if (!j.contains("max_tokens")) req.sampling.max_tokens = 16;
   CPM_TRY(r.OptInt("max_tokens", &req.sampling.max_tokens));
   r.Known("prompt");
-  if (!r.Has("prompt")) return TypeError("prompt", "given (field required)");
+  // vLLM's validate_prompt_and_prompt_embeds (prompt_embeds are not taken here).
+  if (!r.Has("prompt") || j["prompt"] == "") {
+    return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
+  }
   CPM_TRY(ParsePrompts(j["prompt"], &req.prompts));
   CPM_TRY(r.OptInt("logprobs", &req.logprobs));
   CPM_TRY(r.Bool("echo", &req.echo));

@@ -393,10 +393,36 @@ TEST(Protocol, CompletionPromptForms) {
   EXPECT_EQ(ids->prompts[0].ids, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(one(R"({"prompt":[[1],[2,3]]})")->prompts.size(), 2u);
   EXPECT_EQ(*one(R"({"prompt":"a"})")->sampling.max_tokens, 16);
+  // An explicit null is vLLM's None: the rest of the context, resolved later.
+  EXPECT_FALSE(one(R"({"prompt":"a","max_tokens":null})")->sampling.max_tokens.has_value());
+  // vLLM's validate_prompt_and_prompt_embeds.
+  for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})"}) {
+    EXPECT_EQ(one(body).status().message(),
+              "Either prompt or prompt_embeds must be provided and non-empty.")
+        << body;
+  }
   EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
   EXPECT_FALSE(one(R"({"prompt":[]})").ok());
   EXPECT_FALSE(one(R"({"prompt":5})").ok());
-  EXPECT_FALSE(one(R"({})").ok());
+}
+
+TEST(Protocol, StreamOptionsOnlyWhenStreaming) {
+  // vLLM's validate_stream_options: non-empty options on a request that does not stream.
+  const char* msg = "Stream options can only be defined when `stream=True`.";
+  auto chat = [](const char* body) { return protocol::ParseChatCompletionRequest(body, nullptr); };
+  auto completion = [](const char* body) {
+    return protocol::ParseCompletionRequest(body, nullptr);
+  };
+  EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"hi"}],
+                     "stream_options":{"include_usage":true}})").status().message(), msg);
+  EXPECT_EQ(completion(R"({"prompt":"a","stream":false,
+                           "stream_options":{"include_usage":true}})").status().message(), msg);
+  EXPECT_TRUE(completion(R"({"prompt":"a","stream":true,
+                             "stream_options":{"include_usage":true}})").ok());
+  EXPECT_TRUE(chat(R"({"messages":[{"role":"user","content":"hi"}],
+                       "stream_options":{}})").ok());
+  EXPECT_TRUE(chat(R"({"messages":[{"role":"user","content":"hi"}],
+                       "stream_options":null})").ok());
 }
 
 TEST(Sampling, MaxLogprobsIsTheServersLimit) {
