@@ -33,7 +33,7 @@ struct ChatJob {
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   bool cached_tokens_details = false;  // usage.prompt_tokens_details from the prefix cache
-  std::string echo_prefix;  // echo with continue_final_message: the continued text
+  std::string echo_prefix;  // with echo: the last message's text (EchoedContent)
   // The reply's role: --response-role, or without add_generation_prompt the last message's
   // (the reply continues it), as vLLM's get_chat_request_role.
   std::string role = "assistant";
@@ -344,6 +344,27 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   return HttpReply::Json(r);
 }
 
+// What `echo` puts before each choice's content, as vLLM's serving_chat: the last message's
+// text when its role is the reply's (a continued message, or a turn that add_generation_prompt
+// does not end), its parts' texts joined by newlines; "" otherwise.
+std::string EchoedContent(const Json& last, const std::string& role) {
+  auto r = last.find("role");
+  if (r == last.end() || !r->is_string() || r->get_ref<const std::string&>() != role) return "";
+  auto c = last.find("content");
+  if (c == last.end()) return "";
+  if (c->is_string()) return c->get<std::string>();
+  std::string text;
+  bool first = true;
+  for (const Json& part : c->is_array() ? *c : Json::array()) {
+    const Json* t = part.is_string() ? &part : nullptr;
+    if (part.is_object() && part.contains("text") && part["text"].is_string()) t = &part["text"];
+    if (t == nullptr) continue;
+    text += (first ? "" : "\n") + t->get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
@@ -433,11 +454,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     const Json& last = req->chat.messages.back();
     if (auto r = last.find("role"); r != last.end() && r->is_string()) job->role = r->get<std::string>();
   }
-  if (req->echo && req->chat.continue_final_message) {
-    const Json& last = req->chat.messages.back();
-    auto c = last.find("content");
-    if (c != last.end() && c->is_string()) job->echo_prefix = c->get<std::string>();
-  }
+  if (req->echo) job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
   reply.content_type = "text/event-stream";

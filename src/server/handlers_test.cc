@@ -252,6 +252,38 @@ TEST_F(HandlersTest, NoStopStringInTheFirstMinTokens) {
   EXPECT_EQ(streamed, after.substr(0, next_o));
 }
 
+TEST_F(HandlersTest, ChatEchoPutsTheLastMessageFirstWhenItIsTheRepliesRole) {
+  // vLLM's serving_chat: echo prepends the last message's content when its role is the reply's.
+  const std::string generated = "Hello world, this is fine.";
+  const auto content = [&](const Json& last, bool add_generation_prompt, bool stream) {
+    const std::string body = Json{{"messages", {last}},
+                                  {"echo", true},
+                                  {"add_generation_prompt", add_generation_prompt},
+                                  {"stream", stream}}
+                                 .dump();
+    if (!stream) return Chat(body)["choices"][0]["message"]["content"].get<std::string>();
+    bool done = false;
+    std::string text;
+    for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, body, Clock::now())), &done)) {
+      if (e.contains("choices") && !e["choices"].empty() &&
+          e["choices"][0]["delta"].contains("content")) {
+        text += e["choices"][0]["delta"]["content"].get<std::string>();
+      }
+    }
+    return text;
+  };
+  const Json user = {{"role", "user"}, {"content", "Hi"}};
+  const Json parts = {{"role", "user"},
+                      {"content", {{{"type", "text"}, {"text", "Hi"}}, {{"type", "text"},
+                                                                        {"text", "there"}}}}};
+  for (bool stream : {false, true}) {
+    // A reply continuing the user's turn (its role "user") echoes it; an assistant reply not.
+    EXPECT_EQ(content(user, false, stream), "Hi" + generated);
+    EXPECT_EQ(content(parts, false, stream), "Hi\nthere" + generated);
+    EXPECT_EQ(content(user, true, stream), generated);
+  }
+}
+
 TEST_F(HandlersTest, ChatLogprobs) {
   Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,
                     "max_tokens":2})");
