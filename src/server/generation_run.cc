@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "base/log.h"
@@ -18,6 +19,24 @@ uint64_t NextRunNumber() {
   static std::atomic<uint64_t> next{0};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
+
+// vLLM's SamplingParams.update_from_generation_config: of the model's EOS ids (`eos_ids`, the
+// tokenizer's own first, then generation_config.json's and config.json's others), the others
+// are stop token ids, so a reply that ends on one reports it as its stop_reason; with
+// ignore_eos they do not stop it at all, as the tokenizer's own does not.
+void SplitEosIds(const std::vector<int32_t>& eos_ids, const ResolvedSampling& sampling,
+                 EngineRequest* r) {
+  r->stop_token_ids = sampling.stop_token_ids;
+  if (eos_ids.empty()) return;
+  r->eos_token_ids = {eos_ids.front()};
+  for (size_t i = 1; i < eos_ids.size() && !sampling.ignore_eos; ++i) {
+    if (std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), eos_ids[i]) ==
+        r->stop_token_ids.end()) {
+      r->stop_token_ids.push_back(eos_ids[i]);
+    }
+  }
+}
+
 }  // namespace
 
 GenerationRun::GenerationRun(EngineClient& engine, const Tokenizer& tokenizer,
@@ -65,8 +84,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     if (sampling.params.seed) r.sampling.seed = *sampling.params.seed + c.seed_offset;
     r.max_tokens = c.max_tokens;
     r.min_tokens = sampling.min_tokens;
-    r.stop_token_ids = sampling.stop_token_ids;
-    r.eos_token_ids = eos_ids;
+    SplitEosIds(eos_ids, sampling, &r);
     r.ignore_eos = sampling.ignore_eos;
     r.priority = sampling.priority;
     r.logprobs = sampling.logprobs;

@@ -284,6 +284,19 @@ TEST_F(HandlersTest, ChatEchoPutsTheLastMessageFirstWhenItIsTheRepliesRole) {
   }
 }
 
+TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
+  // vLLM's update_from_generation_config: the tokenizer's EOS stays the EOS; the model's other
+  // EOS ids become stop token ids (a reply ending on one reports it as stop_reason), unless
+  // ignore_eos, where none of them stops the reply.
+  ctx_.eos_ids = {2, 9, 11};
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"stop_token_ids":[11,4]})");
+  EXPECT_EQ(engine_.submitted.back().eos_token_ids, std::vector<int32_t>{2});
+  EXPECT_EQ(engine_.submitted.back().stop_token_ids, (std::vector<int32_t>{11, 4, 9}));
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"ignore_eos":true})");
+  EXPECT_TRUE(engine_.submitted.back().ignore_eos);
+  EXPECT_TRUE(engine_.submitted.back().stop_token_ids.empty());
+}
+
 TEST_F(HandlersTest, ChatLogprobs) {
   Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,
                     "max_tokens":2})");
