@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chat/json_merge.h"
+#include "server/json_parse.h"
 
 namespace cpm {
 
@@ -107,7 +108,8 @@ Status NormalizeToolCalls(Json* msg) {
                              "'function'.");
     }
     Json& args = (*fn)["arguments"];
-    if (args.is_string()) args = Json::parse(args.get<std::string>(), nullptr, false);
+    // Parsed as request bodies are: in linear time, at most kMaxJsonDepth deep.
+    if (args.is_string()) args = protocol::ParseOrderedJson(args.get<std::string>());
     if (!args.is_object()) args = Json::object();
   }
   return OkStatus();

@@ -911,7 +911,10 @@ TEST_F(ConversationHandlersTest, ToolCallArgumentsAsJsonStringsRenderAsObjects) 
   EXPECT_EQ(Prompt(ToolTurn(Call({{"city", "Paris"}, {"days", 3}}))), from_string);
   // Empty, null, malformed or not an object: no parameters, as vLLM coerces them to {}.
   const std::string none = "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>";
-  for (const Json& args : {Json(""), Json(), Json("{not json"), Json("[1, 2]"), Json("42")}) {
+  // (A string nested 100k deep is refused by the depth-limited parser, not by the stack.)
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const Json& args :
+       {Json(""), Json(), Json("{not json"), Json("[1, 2]"), Json("42"), Json(deep)}) {
     EXPECT_NE(Prompt(ToolTurn(Call(args))).find(none), std::string::npos) << args.dump();
   }
   // An empty list is no call at all.
