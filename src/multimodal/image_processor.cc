@@ -63,8 +63,10 @@ class SharedEncoding {
   std::vector<float> embeds_;
 };
 
-// config.json's image_token_id (required) and video_token_id (-1 when absent).
-Status ReadPadTokenIds(const std::string& model_dir, int32_t* image_id, int32_t* video_id) {
+// config.json's image_token_id (required), video_token_id (-1 when absent) and
+// vision_config.image_size (0 when absent).
+Status ReadModelConfig(const std::string& model_dir, int32_t* image_id, int32_t* video_id,
+                       int64_t* vision_image_size) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -78,6 +80,14 @@ Status ReadPadTokenIds(const std::string& model_dir, int32_t* image_id, int32_t*
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int32_t>() == *image_id)
       return InvalidArgument(path + ": field 'video_token_id' must be an integer other than image_token_id");
     *video_id = it->get<int32_t>();
+  }
+  *vision_image_size = 0;
+  if (auto v = j.find("vision_config"); v != j.end() && v->is_object()) {
+    if (it = v->find("image_size"); it != v->end()) {
+      if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+        return InvalidArgument(path + ": field 'vision_config.image_size' must be a positive integer");
+      *vision_image_size = it->get<int64_t>();
+    }
   }
   return OkStatus();
 }
@@ -97,7 +107,9 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
     CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string()));
   }
   CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "--mm-processor-kwargs", &p->slices_));
-  CPM_RETURN_IF_ERROR(ReadPadTokenIds(model_dir, &p->image_token_id_, &p->video_token_id_));
+  int64_t vision_image_size = 0;
+  CPM_RETURN_IF_ERROR(ReadModelConfig(model_dir, &p->image_token_id_, &p->video_token_id_, &vision_image_size));
+  p->max_scale_resolution_ = std::max(vision_image_size, p->slices_.scale_resolution);
   p->video_slices_ = p->slices_;
   p->video_slices_.max_slice_nums = kVideoMaxSliceNums;
   p->video_slices_.use_image_id = false;
@@ -113,27 +125,31 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
 StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::WithKwargs(
     const std::string& mm_processor_kwargs, const std::string& media_io_kwargs) const {
   auto p = std::make_unique<ImageProcessor>(*this);
-  CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "mm_processor_kwargs", &p->slices_));
+  CPM_RETURN_IF_ERROR(
+      ApplySliceOverrides(mm_processor_kwargs, "mm_processor_kwargs", &p->slices_, max_scale_resolution_));
   CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(media_io_kwargs, &p->media_, "media_io_kwargs"));
   return p;
 }
 
-StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const SliceConfig& c) const {
+StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const SliceConfig& c,
+                                                PlaceholderBudget* budget) const {
   PreparedImage p;
   p.plan = PlanSlices({image.height, image.width}, c);
+  // Every check on the plan alone, before MakeSlices allocates its pixels.
   CPM_RETURN_IF_ERROR(CheckPlan(p.plan, {image.height, image.width}, c));
+  if (budget) CPM_RETURN_IF_ERROR(budget->Take(ImageTokens(p.plan, c)));
   p.slices = MakeSlices(image, p.plan, c);
   return p;
 }
 
-StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref) const {
+StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBudget* budget) const {
   PreparedMedia out;
   out.kind = ref.kind;
   if (ref.kind == MediaKind::kImage) {
     CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(ref.url, media_));
     // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
     CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
-    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(image, slices_));
+    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(image, slices_, budget));
     out.images.push_back(std::move(p));
     return out;
   }
@@ -141,7 +157,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref) const {
   CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
   // Each frame is sliced as it is decoded: only its thumbnail is kept.
   const auto prepare = [&](const RgbImage& frame) -> Status {
-    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_));
+    CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_, budget));
     out.images.push_back(std::move(p));
     return OkStatus();
   };
@@ -214,11 +230,12 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
 }
 
 StatusOr<MultimodalPrompt> ImageProcessor::Tokenize(const Tokenizer& tokenizer, const std::string& text,
-                                                    const std::vector<MediaRef>& refs,
-                                                    bool add_special_tokens) const {
+                                                    const std::vector<MediaRef>& refs, bool add_special_tokens,
+                                                    int64_t max_model_len) const {
   std::vector<PreparedMedia> media;
+  PlaceholderBudget budget(max_model_len);
   for (const MediaRef& ref : refs) {
-    CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(ref));
+    CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(ref, &budget));
     media.push_back(std::move(m));
   }
   CPM_ASSIGN_OR_RETURN(std::string expanded, Expand(text, media));

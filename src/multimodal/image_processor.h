@@ -22,6 +22,7 @@
 #include "base/thread_pool.h"
 #include "model/vision_encoder.h"
 #include "multimodal/image_source.h"
+#include "multimodal/placeholder_budget.h"
 #include "multimodal/slicing.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,16 +67,19 @@ struct MultimodalPrompt {
 class ImageProcessor {
  public:
   // Reads `model_dir`/preprocessor_config.json (defaults when absent) and config.json's
-  // image_token_id (the id of kPadText) and video_token_id (kVideoPadText's; without it the
-  // model takes no videos); `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the
-  // file's values (or ""). Video frames are sliced as vLLM slices them for MiniCPM-V (at most
-  // kVideoMaxSliceNums, no <image_id>).
+  // image_token_id (the id of kPadText), video_token_id (kVideoPadText's; without it the
+  // model takes no videos) and vision_config.image_size (see max_scale_resolution());
+  // `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the file's values (or "").
+  // Video frames are sliced as vLLM slices them for MiniCPM-V (at most kVideoMaxSliceNums, no
+  // <image_id>).
   static StatusOr<std::unique_ptr<ImageProcessor>> Create(const std::string& model_dir,
                                                           std::shared_ptr<VisionEncoder> encoder,
                                                           MediaOptions media,
                                                           const std::string& mm_processor_kwargs = "");
 
-  StatusOr<PreparedMedia> Load(const MediaRef& ref) const;
+  // Fetches, decodes, plans and slices one item. With a `budget`, each image's (or frame's)
+  // placeholder tokens are taken from it after planning, before any pixel is resized.
+  StatusOr<PreparedMedia> Load(const MediaRef& ref, PlaceholderBudget* budget = nullptr) const;
   // Replaces the pads of `prompt`, one per item, in order (an image's kPadText, a video's
   // kVideoPadText); their count and kinds must match.
   StatusOr<std::string> Expand(const std::string& prompt, const std::vector<PreparedMedia>& media) const;
@@ -84,20 +88,31 @@ class ImageProcessor {
                                   std::vector<PreparedMedia> media) const;
 
   // Load, Expand, tokenize and Bind in one: `media` are the items of `text`'s pads, in order.
+  // `max_model_len` > 0 (a prompt to generate from): items whose placeholders alone reach it
+  // are refused (vLLM's context-length 400) before their pixels are resized; 0: no limit.
   StatusOr<MultimodalPrompt> Tokenize(const Tokenizer& tokenizer, const std::string& text,
-                                      const std::vector<MediaRef>& media, bool add_special_tokens) const;
+                                      const std::vector<MediaRef>& media, bool add_special_tokens,
+                                      int64_t max_model_len = 0) const;
 
   // A copy with a request's mm_processor_kwargs (a JSON object's text: max_slice_nums,
   // scale_resolution, slice_mode, use_image_id) over this one's slicing and its
   // media_io_kwargs ({"video": {"num_frames": N}}) over its media options, as vLLM merges a
   // request's over --mm-processor-kwargs / --media-io-kwargs. Either may be empty. An unknown
-  // key or a bad value is an error naming the field.
+  // key or a bad value is an error naming the field; so is a scale_resolution above
+  // max_scale_resolution() (vLLM takes any).
   StatusOr<std::unique_ptr<ImageProcessor>> WithKwargs(const std::string& mm_processor_kwargs,
                                                        const std::string& media_io_kwargs) const;
 
   const SliceConfig& slice_config() const { return slices_; }
   const SliceConfig& video_slice_config() const { return video_slices_; }
   const MediaOptions& media_options() const { return media_; }
+  // The largest scale_resolution a request may ask for: the vision tower's position grid
+  // (vision_config.image_size, 980 pixels = 70×70 patches), or the server's own value where
+  // that is larger. A slice is about scale_resolution² pixels; beyond the grid neighbouring
+  // patches share a position embedding, and the tower's attention over a slice grows with the
+  // square of its patches (scale_resolution 4480: 102 400 patches a slice, 100 times the
+  // released 448's, 10 000 times the attention). CheckPlan's pixel limit bounds the slice count.
+  int64_t max_scale_resolution() const { return max_scale_resolution_; }
   bool takes_videos() const { return video_token_id_ >= 0; }
   static constexpr const char* kPadText = "<|image_pad|>";
   static constexpr const char* kVideoPadText = "<|video_pad|>";
@@ -106,13 +121,15 @@ class ImageProcessor {
   static constexpr int64_t kVideoMaxSliceNums = 1;
 
  private:
-  StatusOr<PreparedImage> Prepare(const RgbImage& image, const SliceConfig& c) const;
+  StatusOr<PreparedImage> Prepare(const RgbImage& image, const SliceConfig& c,
+                                  PlaceholderBudget* budget) const;
 
   SliceConfig slices_, video_slices_;
   MediaOptions media_;
   std::shared_ptr<VisionEncoder> encoder_;
   int32_t image_token_id_ = -1;
   int32_t video_token_id_ = -1;  // -1: no videos
+  int64_t max_scale_resolution_ = 0;
 };
 
 }  // namespace cpm

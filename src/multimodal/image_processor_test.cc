@@ -3,6 +3,7 @@
 #include "multimodal/image_processor.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -169,6 +170,125 @@ TEST_F(ImageProcessorTest, VideosNeedAVideoTokenAndAVideo) {
   auto refused = (*images_only)->Load({MediaKind::kVideo, "data:video/mp4;base64,AAAA"});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("takes no videos"), std::string::npos);
+}
+
+// The process's peak resident memory so far, in MiB (ctest runs each case in its own process).
+int64_t PeakRssMib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+// A prompt's placeholder tokens are taken from its budget after planning, before any pixel is
+// resized: one image, several, and video frames, at the max_model_len boundary.
+TEST_F(ImageProcessorTest, PlaceholdersBeyondMaxModelLenAreRefusedBeforeSlicing) {
+  MediaOptions media;
+  media.video_num_frames = 3;
+  auto proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), media);
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  const MediaRef image{MediaKind::kImage, DataUrl(100, 100)};  // one 448² thumbnail: 64 tokens
+  {
+    PlaceholderBudget budget(65);  // 64 placeholders leave room for a generated token
+    auto ok = (*proc)->Load(image, &budget);
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    EXPECT_EQ(budget.used(), 64);
+  }
+  PlaceholderBudget full(64);  // ... 64 do not, as the prompt-length check after tokenization
+  auto refused = (*proc)->Load(image, &full);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().rfind(
+                "This model's maximum context length is 64 tokens. However, your request has at least 64 input "
+                "tokens",
+                0),
+            0u)
+      << refused.status().message();
+  // The budget is the prompt's: the second image's placeholders are counted on top of the first's.
+  PlaceholderBudget two(128);
+  ASSERT_TRUE((*proc)->Load(image, &two).ok());
+  refused = (*proc)->Load(image, &two);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at least 128 input tokens"), std::string::npos);
+  // A video's frames (70 placeholders each for 900×600) too, frame by frame.
+  const std::string mp4 = test_videos::EncodeTestVideo(3, 900, 600, "mpeg4", "mp4");
+  const MediaRef video{MediaKind::kVideo, "data:video/mp4;base64," + EncodeBase64(mp4)};
+  PlaceholderBudget frames(3 * 70 + 1);
+  ASSERT_TRUE((*proc)->Load(video, &frames).ok());
+  PlaceholderBudget short_of_frames(3 * 70);
+  EXPECT_FALSE((*proc)->Load(video, &short_of_frames).ok());
+  // A budget without max_model_len (what /tokenize counts) has no limit.
+  PlaceholderBudget unlimited;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*proc)->Load(image, &unlimited).ok());
+  EXPECT_EQ(unlimited.used(), 3 * 64);
+}
+
+// The reviewer's case: scale_resolution 4480 makes a 64×64 image one 4480² thumbnail (6400
+// placeholders, 300 MB of pixels as bytes and floats). With max_model_len 2048 it is refused
+// from its plan, before any of that is allocated. The server's own --mm-processor-kwargs can
+// ask for it (the operator's choice); a request cannot (next test).
+TEST_F(ImageProcessorTest, HugeScaleResolutionIsRefusedWithoutAllocatingIt) {
+  auto proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions(),
+                                     R"({"scale_resolution": 4480})");
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  const MediaRef image{MediaKind::kImage, DataUrl(64, 64)};
+  const int64_t before = PeakRssMib();
+  PlaceholderBudget budget(2048);
+  auto refused = (*proc)->Load(image, &budget);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "maximum context length is 2048 tokens. However, your request has at least 6400 input tokens"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_LT(PeakRssMib() - before, 50);
+  // 8960 would be 80 Mpixel, over the decoder's limit for one image: refused without a budget.
+  proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions(),
+                                R"({"scale_resolution": 8960})");
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  refused = (*proc)->Load(image);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("more than the limit of 67108864"), std::string::npos)
+      << refused.status().message();
+  EXPECT_LT(PeakRssMib() - before, 50);
+}
+
+// A request's scale_resolution may reach the vision tower's position grid
+// (vision_config.image_size), or the server's own value where that is larger, and no further.
+TEST_F(ImageProcessorTest, RequestScaleResolutionIsBoundedByThePositionGrid) {
+  std::ofstream(dir_ / "config.json", std::ios::trunc)
+      << R"({"image_token_id": 7, "video_token_id": 8, "vision_config": {"image_size": 980, "patch_size": 14}})";
+  auto proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  EXPECT_EQ((*proc)->max_scale_resolution(), 980);
+  for (const char* bad : {R"({"scale_resolution": 981})", R"({"scale_resolution": 40000})"}) {
+    auto r = (*proc)->WithKwargs(bad, "");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("mm_processor_kwargs: scale_resolution must be at most 980"),
+              std::string::npos)
+        << r.status().message();
+  }
+  // Ordinary overrides still work, and their images load within a budget.
+  auto hi = (*proc)->WithKwargs(R"({"scale_resolution": 980, "max_slice_nums": 36})", "");
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  EXPECT_EQ((*hi)->slice_config().scale_resolution, 980);
+  EXPECT_EQ((*hi)->max_scale_resolution(), 980);  // a request cannot raise the bound for itself
+  PlaceholderBudget budget(4096);
+  auto image = (*hi)->Load({MediaKind::kImage, DataUrl(900, 500)}, &budget);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(budget.used(), ImageTokens(image->images[0].plan, (*hi)->slice_config()));
+  // The server's --mm-processor-kwargs above the grid raise the bound to their value.
+  auto wide = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions(),
+                                     R"({"scale_resolution": 1120})");
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  EXPECT_EQ((*wide)->max_scale_resolution(), 1120);
+  // Without vision_config (or with a smaller grid, as tiny test towers have) the server's value.
+  std::ofstream(dir_ / "config.json", std::ios::trunc) << R"({"image_token_id": 7})";
+  auto plain = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->max_scale_resolution(), 448);
+  EXPECT_FALSE((*plain)->WithKwargs(R"({"scale_resolution": 896})", "").ok());
+  std::ofstream(dir_ / "config.json", std::ios::trunc)
+      << R"({"image_token_id": 7, "vision_config": {"image_size": 0}})";
+  EXPECT_FALSE(ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions()).ok());
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::strin
   return c;
 }
 
-Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c) {
+Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c,
+                           int64_t max_scale_resolution) {
   if (kwargs_json.empty()) return OkStatus();
   nlohmann::json j = nlohmann::json::parse(kwargs_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object: " + kwargs_json);
@@ -135,6 +136,9 @@ Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& wh
   if (c->max_slice_nums < 1 || c->scale_resolution < 4 * c->patch_size)
     return InvalidArgument(where + ": max_slice_nums must be >= 1 and scale_resolution >= " +
                            std::to_string(4 * c->patch_size));
+  if (max_scale_resolution > 0 && c->scale_resolution > max_scale_resolution)
+    return InvalidArgument(where + ": scale_resolution must be at most " + std::to_string(max_scale_resolution) +
+                           ", got " + std::to_string(c->scale_resolution));
   return OkStatus();
 }
 
@@ -152,14 +156,24 @@ SlicePlan PlanSlices(PixelSize image, const SliceConfig& c) {
   return p;
 }
 
+int64_t PlanPixels(const SlicePlan& plan) {
+  return plan.thumbnail.height * plan.thumbnail.width +
+         plan.rows * plan.cols * plan.slice.height * plan.slice.width;
+}
+
 Status CheckPlan(const SlicePlan& plan, PixelSize image, const SliceConfig& c) {
+  const std::string what = "image: " + std::to_string(image.width) + "x" + std::to_string(image.height) + " pixels";
+  if (const int64_t pixels = PlanPixels(plan); pixels > kMaxImagePixels) {
+    return InvalidArgument(what + " with scale_resolution " + std::to_string(c.scale_resolution) +
+                           " and max_slice_nums " + std::to_string(c.max_slice_nums) + " would be resized to " +
+                           std::to_string(pixels) + " pixels of thumbnail and slices, more than the limit of " +
+                           std::to_string(kMaxImagePixels));
+  }
   const int64_t side = c.scale_resolution / c.patch_size, limit = 4 * side * side;
   for (PixelSize s : {plan.thumbnail, plan.slice}) {
     if ((s.height / c.patch_size) * (s.width / c.patch_size) > limit) {
-      return InvalidArgument("image: " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-                             " pixels is too elongated: a slice of it would be " + std::to_string(s.width) +
-                             "x" + std::to_string(s.height) + " pixels, more than " + std::to_string(limit) +
-                             " patches");
+      return InvalidArgument(what + " is too elongated: a slice of it would be " + std::to_string(s.width) + "x" +
+                             std::to_string(s.height) + " pixels, more than " + std::to_string(limit) + " patches");
     }
   }
   return OkStatus();

@@ -31,8 +31,10 @@ StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::strin
 
 // vLLM's --mm-processor-kwargs (a JSON object's text) over `c`: max_slice_nums (the model card
 // suggests 36 for images), scale_resolution, slice_mode, use_image_id. Unknown keys and bad
-// values are errors naming `where`.
-Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c);
+// values are errors naming `where`; so is a scale_resolution above `max_scale_resolution`
+// (0: no upper bound).
+Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& where, SliceConfig* c,
+                           int64_t max_scale_resolution = 0);
 
 // Sizes in pixels, height first.
 struct PixelSize {
@@ -50,10 +52,20 @@ struct SlicePlan {
 
 SlicePlan PlanSlices(PixelSize image, const SliceConfig& c);
 
-// Refuses plans whose thumbnail or slices exceed 4 × (scale_resolution / patch_size)² patches:
-// an extremely elongated image (aspect ratio beyond ~1000:1) keeps its whole length in one
-// thumbnail, and attention over its patches grows with their square (a 1×100000 image would be
-// 28 576 patches, 3 GB of scores per head); ordinary images stay near (448/14)² = 1024.
+// Pixels of the plan's thumbnail and slices: what MakeSlices resizes the image to (and then
+// holds as floats, 12 bytes a pixel).
+int64_t PlanPixels(const SlicePlan& plan);
+
+// Refuses, before any pixel is resized:
+// - plans of more than kMaxImagePixels, the decoder's limit for one image: its slices never
+//   hold more pixels than the largest image the server accepts. The plan, not the image, sets
+//   the size: a large scale_resolution upscales even a tiny image, a large max_slice_nums cuts
+//   a large one into that many slices of about scale_resolution² pixels each. The released
+//   config stays under 3.2 Mpixel, the model card's 36 slices under 8.6.
+// - plans whose thumbnail or slices exceed 4 × (scale_resolution / patch_size)² patches: an
+//   extremely elongated image (aspect ratio beyond ~1000:1) keeps its whole length in one
+//   thumbnail, and attention over its patches grows with their square (a 1×100000 image would
+//   be 28 576 patches, 3 GB of scores per head); ordinary images stay near (448/14)² = 1024.
 Status CheckPlan(const SlicePlan& plan, PixelSize image, const SliceConfig& c);
 
 // Placeholder tokens one slice of `size` stands for: (H/14)·(W/14)/16 in 16x mode.

@@ -71,6 +71,41 @@ TEST(SlicingTest, ExtremelyElongatedImagesAreRefused) {
   }
 }
 
+// A plan's pixels are bounded whatever the config: slices never hold more than the largest
+// image the decoder accepts, and the check runs on the plan, before anything is resized.
+TEST(SlicingTest, PlansBeyondTheImagePixelLimitAreRefused) {
+  const SliceConfig c;
+  // The released config: at most about 3.2 Mpixel (the most elongated images that pass).
+  for (PixelSize ok : {PixelSize{896, 1344}, {100, 100}, {8192, 8192}, {50000, 50}, {50, 50000}}) {
+    const SlicePlan p = PlanSlices(ok, c);
+    EXPECT_TRUE(CheckPlan(p, ok, c).ok()) << ok.height << "x" << ok.width;
+    EXPECT_LE(PlanPixels(p), 3'200'000) << ok.height << "x" << ok.width;
+  }
+  EXPECT_EQ(PlanPixels(PlanSlices({2688, 2688}, c)), 10 * 448 * 448);  // thumbnail + 3×3
+  // scale_resolution upscales even a 64×64 image: 8192 is a 8176² thumbnail, just under
+  // 2^26 pixels; 8960 is over; 40000 would be 1.6 Gpixel (19 GB of floats).
+  const PixelSize tiny{64, 64};
+  SliceConfig big = c;
+  big.scale_resolution = 8192;
+  EXPECT_TRUE(CheckPlan(PlanSlices(tiny, big), tiny, big).ok());
+  for (int64_t s : {8960, 40000}) {
+    big.scale_resolution = s;
+    const Status st = CheckPlan(PlanSlices(tiny, big), tiny, big);
+    ASSERT_FALSE(st.ok()) << s;
+    EXPECT_NE(st.message().find("image: 64x64 pixels with scale_resolution " + std::to_string(s)), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("more than the limit of 67108864"), std::string::npos) << st.message();
+  }
+  // max_slice_nums cuts a large image into that many slices of about scale_resolution²: the
+  // plan grows with the image, so the decoder's limit on the image bounds it too.
+  SliceConfig many = c;
+  many.max_slice_nums = 1000;
+  const SlicePlan p = PlanSlices({8000, 8000}, many);
+  EXPECT_EQ(p.rows * p.cols, 320);
+  EXPECT_TRUE(CheckPlan(p, {8000, 8000}, many).ok());
+  EXPECT_LE(PlanPixels(p), kMaxImagePixels);
+}
+
 TEST(SlicingTest, SliceModeOffAndFourTimesMode) {
   SliceConfig c;
   c.slice_mode = false;
@@ -147,6 +182,26 @@ TEST(SlicingTest, MmProcessorKwargsOverrideTheFile) {
     const Status st = ApplySliceOverrides(bad, "--mm-processor-kwargs", &d);
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_EQ(st.message().rfind("--mm-processor-kwargs", 0), 0u) << st.message();
+  }
+}
+
+TEST(SlicingTest, ScaleResolutionOverridesHaveAnUpperBound) {
+  SliceConfig c;
+  // Without a bound (the server's own --mm-processor-kwargs) any value >= 4 patches is taken.
+  ASSERT_TRUE(ApplySliceOverrides(R"({"scale_resolution": 40000})", "--k", &c).ok());
+  EXPECT_EQ(c.scale_resolution, 40000);
+  // A request's: at most the bound, which is inclusive; refused values leave a clear message.
+  SliceConfig d;
+  ASSERT_TRUE(ApplySliceOverrides(R"({"scale_resolution": 980, "max_slice_nums": 36})", "mm_processor_kwargs", &d,
+                                  980).ok());
+  EXPECT_EQ(d.scale_resolution, 980);
+  EXPECT_EQ(d.max_slice_nums, 36);
+  for (int64_t s : {981, 2240, 40000}) {
+    SliceConfig e;
+    const Status st = ApplySliceOverrides(R"({"scale_resolution": )" + std::to_string(s) + "}", "mm_processor_kwargs",
+                                          &e, 980);
+    ASSERT_FALSE(st.ok()) << s;
+    EXPECT_EQ(st.message(), "mm_processor_kwargs: scale_resolution must be at most 980, got " + std::to_string(s));
   }
 }
 

@@ -244,8 +244,11 @@ StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const 
                          ctx.images->WithKwargs(chat.mm_processor_kwargs, chat.media_io_kwargs));
     processor = overridden.get();
   }
+  // A prompt to generate from must fit max_model_len: images whose placeholders alone do not
+  // are refused before their pixels are resized. /tokenize (no `multimodal`) only counts.
+  const int64_t max_model_len = multimodal ? ctx.max_model_len : 0;
   CPM_ASSIGN_OR_RETURN(MultimodalPrompt p, processor->Tokenize(*ctx.tokenizer, text, media,
-                                                                add_special_tokens));
+                                                                add_special_tokens, max_model_len));
   if (multimodal) *multimodal = std::make_shared<const MultimodalInputs>(std::move(p.inputs));
   return std::move(p.ids);
 }

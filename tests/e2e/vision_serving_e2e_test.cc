@@ -170,6 +170,48 @@ TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
       << bad.body;
 }
 
+TEST_F(VisionServingE2E, MmProcessorKwargsCannotMakeAnImageTooLarge) {
+  auto request = [&](const RgbImage& image, const Json& kwargs) {
+    Json body = Body({ImagePart("data:image/jpeg;base64," + EncodeBase64(test_images::EncodeJpeg(image, 80))),
+                      TextPart("x")});
+    body["mm_processor_kwargs"] = kwargs;
+    return body;
+  };
+  auto expect_400 = [&](const Json& body, const std::string& message) {
+    auto r = e2e::Post(server_->port(), "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    const Json j = r.json();
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_EQ(j["error"]["type"], "BadRequestError") << r.body;
+    EXPECT_EQ(j["error"]["code"], 400) << r.body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(message), std::string::npos) << r.body;
+  };
+  // The tiny tower's position grid (112) is below the server's scale_resolution (448): that is
+  // the most a request may ask for. 40000 would upscale a 64×64 image to 19 GB of floats.
+  const RgbImage small = test_images::GradientImage(64, 64);
+  expect_400(request(small, {{"scale_resolution", 40000}}),
+             "mm_processor_kwargs: scale_resolution must be at most 448, got 40000");
+  expect_400(request(small, {{"scale_resolution", 2240}}), "scale_resolution must be at most 448");
+  // max_slice_nums 36 cuts a 2688² image into 6×6 slices: with its thumbnail 37 × 64 = 2368
+  // placeholders, over --max-model-len 2048 before the text is counted: refused from its slice
+  // plan, with vLLM's context-length text, before the slices are resized.
+  const RgbImage large = test_images::GradientImage(2688, 2688);
+  expect_400(request(large, {{"max_slice_nums", 36}}),
+             "This model's maximum context length is 2048 tokens. However, your request has at least 2368 "
+             "input tokens");
+  // /tokenize only counts (as vLLM's): the same prompt is 2368 placeholders and more.
+  Json tok = request(large, {{"max_slice_nums", 36}});
+  for (const char* k : {"temperature", "max_tokens", "ignore_eos", "logprobs", "top_logprobs"}) tok.erase(k);
+  auto counted = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  ASSERT_EQ(counted.status, 200) << counted.body;
+  EXPECT_GT(counted.json()["count"].get<int64_t>(), 2368);
+  // Overrides within the bounds still work, and the server still serves.
+  auto ok = e2e::Post(server_->port(), "/v1/chat/completions",
+                      request(small, {{"scale_resolution", 224}, {"max_slice_nums", 2}}).dump());
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(e2e::Post(server_->port(), "/v1/chat/completions", Body("hi").dump()).status, 200);
+}
+
 TEST_F(VisionServingE2E, TwoImagesStreamedAndSeveralChoices) {
   Json body = Body({ImagePart(DataUrl()), ImagePart(DataUrl()), TextPart("Compare.")});
   body["n"] = 2;
