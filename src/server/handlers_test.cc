@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "server/handlers.h"
+#include "server/responses.h"
 #include "server/sse.h"
 #include "tokenizer/tiny_tokenizer.h"
 
@@ -595,6 +596,41 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
 
 // include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
 // plain and streamed; the content is what follows it.
+TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
+  // OpenAI's SDKs assemble a streamed response's output by output_index: the items the events
+  // add must be the final response's output, in its order, and the unstreamed reply's.
+  const Json body = {{"input", "2+2?"},
+                     {"max_output_tokens", 100},
+                     {"chat_template_kwargs", {{"enable_thinking", true}}}};
+  HttpReply plain = HandleResponses(ctx_, body.dump(), Clock::now());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  Json streamed_body = body;
+  streamed_body["stream"] = true;
+  const std::string sse = Drain(HandleResponses(ctx_, streamed_body.dump(), Clock::now()));
+  Json added = Json::array(), final_output;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n", pos);
+    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
+    pos = end;
+    const std::string type = e["type"];
+    if (type == "response.output_item.added") {
+      EXPECT_EQ(e["output_index"], added.size());
+      added.push_back(e["item"]["type"]);
+    }
+    if (type == "response.output_text.delta") EXPECT_NE(e["delta"], "") << e.dump();
+    if (type == "response.completed") final_output = e["response"]["output"];
+  }
+  ASSERT_TRUE(final_output.is_array()) << sse;
+  Json final_types = Json::array(), plain_types = Json::array();
+  for (const Json& item : final_output) final_types.push_back(item["type"]);
+  const Json plain_reply = Json::parse(plain.body);
+  for (const Json& item : plain_reply["output"]) plain_types.push_back(item["type"]);
+  EXPECT_EQ(added, final_types);
+  EXPECT_EQ(final_types, plain_types);
+  EXPECT_EQ(final_types, Json::array({"reasoning", "message"}));
+}
+
 TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
   Json body = Json::parse(Body(true, false));
   body["include_reasoning"] = false;

@@ -159,10 +159,12 @@ class StreamTranslator {
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
     const Json& c = (*choices)[0];
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
-      if (auto r = d->find("reasoning"); r != d->end() && r->is_string() && !r->empty()) {
+      if (auto r = d->find("reasoning"); r != d->end() && r->is_string() &&
+                                          !r->get_ref<const std::string&>().empty()) {
         if (!Reasoning(r->get<std::string>())) return false;
       }
-      if (auto t = d->find("content"); t != d->end() && t->is_string() && !t->empty()) {
+      if (auto t = d->find("content"); t != d->end() && t->is_string() &&
+                                        !t->get_ref<const std::string&>().empty()) {
         if (!Text(t->get<std::string>())) return false;
       }
       if (auto calls = d->find("tool_calls"); calls != d->end() && calls->is_array()) {
