@@ -241,4 +241,8 @@ StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& mo
   return it->get<int64_t>();
 }
 
+int DefaultHttpThreads(int64_t max_num_seqs) {
+  return static_cast<int>(std::clamp<int64_t>(2 * max_num_seqs + 64, 128, 512));
+}
+
 }  // namespace cpm

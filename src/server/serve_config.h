@@ -60,7 +60,7 @@ struct ServeConfig {
   std::string limit_mm_per_prompt_json;  // vLLM's {"image": N, "video": M}; empty: no limit
   std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
-  int http_threads = 0;               // 0: a small pool sized from max_num_seqs
+  int http_threads = 0;               // 0: DefaultHttpThreads(max_num_seqs)
   std::string uvicorn_log_level = "info";
   std::string tokenizer;              // --tokenizer: tokenizer folder; empty: model_dir
   int64_t max_logprobs = 20;          // most log-probs a request may ask for; -1: the vocabulary
@@ -112,5 +112,14 @@ StatusOr<CorsOptions> CorsFromConfig(const ServeConfig& c);
 
 // Checks the combinations a flag parser cannot see; messages name the flag.
 Status ValidateServeConfig(const ServeConfig& config);
+
+// HTTP worker threads when --http-threads is not given: 2·max_num_seqs + 64, within [128, 512].
+// Each connection holds a worker while it is open (cpp-httplib's thread pool; a keep-alive
+// connection until it has been idle for 5 s, uvicorn's default too), so the pool must outnumber
+// the clients a server meets, not its batch: with 24 workers for --max-num-seqs 16, a 32-stream
+// benchmark left 8 clients in the TCP backlog, unseen by /metrics' waiting count, and /health
+// answered after 5 s. vLLM's asyncio server takes every connection; requests beyond the batch
+// wait in its scheduler, as they do here once they have a worker. Idle workers sleep.
+int DefaultHttpThreads(int64_t max_num_seqs);
 
 }  // namespace cpm

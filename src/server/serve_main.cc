@@ -382,9 +382,7 @@ int RunServe(const ServeConfig& config) {
   auto memory = ReadHostMemory();
   if (!memory.ok()) return Fail(memory.status().message());
 
-  const int http_threads =
-      c.http_threads > 0 ? c.http_threads
-                         : static_cast<int>(std::clamp<int64_t>(c.max_num_seqs + 8, 16, 128));
+  const int http_threads = c.http_threads > 0 ? c.http_threads : DefaultHttpThreads(c.max_num_seqs);
   HttpServer server(c.api_keys, http_threads);
   if (!c.disable_access_log) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();

@@ -167,6 +167,12 @@ KvBudgetInput Input() {
   return in;
 }
 
+TEST(ServeConfig, HttpWorkersOutnumberTheClientsNotTheBatch) {
+  EXPECT_EQ(DefaultHttpThreads(16), 128);  // the seeds' --max-num-seqs 16
+  EXPECT_EQ(DefaultHttpThreads(128), 320);  // vLLM's CPU default
+  EXPECT_EQ(DefaultHttpThreads(1024), 512);
+}
+
 TEST(MemoryBudget, UtilisationMinusWeightsAndActivations) {
   auto b = PlanKvBudget(Input());
   ASSERT_TRUE(b.ok()) << b.status().message();
