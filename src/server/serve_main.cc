@@ -102,7 +102,7 @@ class ThroughputLogger {
                              : 0.0;
       CPM_LOG_INFO(
           "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
-          "tokens/s, Running: {} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache "
+          "tokens/s, Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache "
           "hit rate: {:.1f}%",
           dp / dt, dg / dt, s.num_running, s.num_waiting, 100.0 * s.kv_cache_usage, hit);
     }
@@ -268,7 +268,8 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_LOG_INFO("KV cache capped at {} blocks: more than {} sequences of max model len can use",
                  budget.num_blocks, c.max_num_seqs);
   }
-  CPM_LOG_INFO("KV cache size: {} tokens", WithThousands(budget.num_tokens));
+  // vLLM's words, "GPU" included (its CPU backend prints them too): scripts grep them.
+  CPM_LOG_INFO("GPU KV cache size: {} tokens", WithThousands(budget.num_tokens));
   CPM_LOG_INFO("Maximum concurrency for {} tokens per request: {:.2f}x",
                WithThousands(budget.max_model_len),
                static_cast<double>(budget.num_tokens) / budget.max_model_len);

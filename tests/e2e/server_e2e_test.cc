@@ -78,7 +78,7 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   EXPECT_EQ(m["data"][0]["object"], "model");
   const std::string log = server_->Log();
   for (const char* line : {"Model loading took ", "Available KV cache memory: ",
-                           "KV cache size: ", "Maximum concurrency for 256 tokens per request: ",
+                           "GPU KV cache size: ", "Maximum concurrency for 256 tokens per request: ",
                            "Using max model len 256",
                            "Chunked prefill is enabled with max_num_batched_tokens=256.",
                            "Starting cpmserve API server on http://127.0.0.1:",
