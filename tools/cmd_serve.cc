@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "base/log.h"
 #include "commands.h"
 #include "model/load_options.h"
 #include "server/serve_config.h"
@@ -18,10 +19,87 @@ struct ServeFlags {
   std::string kv_cache_memory_bytes;
   CLI::Option* gpu_util = nullptr;
   CLI::Option* batched_tokens = nullptr;
+  // vLLM flags with no field in ServeConfig: checked (and, where harmless, ignored) here.
+  std::string model;  // --model: vLLM's alternative to the positional model
+  int pipeline_parallel_size = 1;
+  double swap_space = 4;
+  CLI::Option* swap_space_opt = nullptr;
+  bool disable_frontend_multiprocessing = false;
+  std::string tokenizer_mode = "auto";
+  std::string chat_template_content_format = "auto";
+  CLI::Option* num_gpu_blocks_override = nullptr;
+  CLI::Option* uds = nullptr;
 };
+
+int FlagError(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 2;
+}
+
+// The vLLM flags that only need a check or a log line here (see ServeFlags).
+int CheckVllmOnlyFlags(ServeFlags& f) {
+  ServeConfig& c = f.config;
+  if (!f.model.empty()) {
+    if (c.model_dir.empty()) {
+      c.model_dir = f.model;
+    } else if (c.model_dir != f.model) {
+      return FlagError("the model is given twice: '" + c.model_dir + "' and --model '" + f.model +
+                       "' (give it once, as MODEL_DIR or --model)");
+    }
+  }
+  if (c.model_dir.empty()) {
+    return FlagError("the model directory is required: cpmserve serve MODEL_DIR [options] (or "
+                     "--model MODEL_DIR)");
+  }
+  if (f.uds->count() > 0) {
+    return FlagError("--uds: Unix domain sockets are not supported; use --host/--port");
+  }
+  if (f.pipeline_parallel_size != 1) {
+    return FlagError("--pipeline-parallel-size: " + std::to_string(f.pipeline_parallel_size) +
+                     " is not supported: cpmserve runs one CPU process (use 1)");
+  }
+  if (f.num_gpu_blocks_override->count() > 0) {
+    return FlagError("--num-gpu-blocks-override is not supported: size the KV cache with "
+                     "--kv-cache-memory-bytes (bytes) or --gpu-memory-utilization; the start-up "
+                     "log prints the resulting block count (KV cache size / --block-size)");
+  }
+  if (f.tokenizer_mode == "mistral" || f.tokenizer_mode == "custom") {
+    return FlagError("--tokenizer-mode: '" + f.tokenizer_mode + "' is not supported: cpmserve "
+                     "reads Hugging Face tokenizer files (auto, hf or slow)");
+  }
+  if (f.tokenizer_mode != "auto" && f.tokenizer_mode != "hf" && f.tokenizer_mode != "slow") {
+    return FlagError("--tokenizer-mode: '" + f.tokenizer_mode +
+                     "' is not a tokenizer mode (auto, hf, slow, mistral, custom)");
+  }
+  if (f.tokenizer_mode == "slow") {
+    CPM_LOG_INFO("--tokenizer-mode slow: accepted, ignored (cpmserve has one tokenizer, which "
+                 "gives Hugging Face's token ids)");
+  }
+  if (f.chat_template_content_format != "auto") {
+    const std::string& v = f.chat_template_content_format;
+    if (v != "string" && v != "openai") {
+      return FlagError("--chat-template-content-format: '" + v +
+                       "' is not a content format (auto, string, openai)");
+    }
+    return FlagError("--chat-template-content-format: '" + v + "' is not supported: cpmserve "
+                     "always renders as vLLM's 'auto' does for MiniCPM templates (text parts "
+                     "joined into a string; image and video parts as OpenAI items); use auto");
+  }
+  if (f.swap_space_opt->count() > 0) {
+    if (!(f.swap_space >= 0)) return FlagError("--swap-space must be at least 0 (GiB)");
+    CPM_LOG_INFO("--swap-space: accepted, ignored (a preempted request's KV blocks are freed and "
+                 "recomputed, never swapped to CPU memory)");
+  }
+  if (f.disable_frontend_multiprocessing) {
+    CPM_LOG_INFO("--disable-frontend-multiprocessing: accepted (the API server and the engine "
+                 "always run in one process)");
+  }
+  return 0;
+}
 
 int RunServeCommand(ServeFlags& f) {
   ServeConfig& c = f.config;
+  if (int rc = CheckVllmOnlyFlags(f); rc != 0) return rc;
   if (!f.max_model_len.empty()) {
     auto len = ParseMaxModelLen(f.max_model_len);
     if (!len.ok()) {
@@ -51,7 +129,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ServeFlags>();
   ServeConfig& c = f->config;
   CLI::App* cmd = app.add_subcommand("serve", "serve a model behind an OpenAI-compatible API");
-  cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory (or --model)");
+  cmd->add_option("--model", f->model, "the model directory, as vLLM's --model (instead of MODEL_DIR)");
   cmd->add_option("--host", c.host, "bind address")->capture_default_str();
   cmd->add_option("--port", c.port, "HTTP port")->capture_default_str();
   cmd->add_option("--seed", c.seed, "sampling seed of requests without one")->capture_default_str();
@@ -84,14 +163,35 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--trust-remote-code", c.trust_remote_code, "accepted (no remote code runs)");
   cmd->add_option("--api-key", c.api_keys, "one or more keys for /v1 (also $VLLM_API_KEY)");
   cmd->add_option("--chat-template", c.chat_template, "chat template file or inline Jinja");
+  cmd->add_flag("--trust-request-chat-template", c.trust_request_chat_template,
+                "render a request's own chat_template (refused with vLLM's 400 otherwise)");
   cmd->add_option("--generation-config", c.generation_config,
                   "auto (generation_config.json), vllm (ignore it) or a folder")
       ->capture_default_str();
   cmd->add_option("--override-generation-config", c.override_generation_config_json,
                   "JSON object of sampling defaults merged over --generation-config's, e.g. "
                   "'{\"temperature\": 0.5}'");
-  cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size, "must be 1")
+  // Given twice (-tp 1 ... --tensor-parallel-size 1), the last wins, as in argparse.
+  cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size, "must be 1 (also -tp)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--pipeline-parallel-size", f->pipeline_parallel_size, "must be 1 (also -pp)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  f->swap_space_opt = cmd->add_option("--swap-space", f->swap_space,
+                                      "accepted, ignored (preempted requests are recomputed, not "
+                                      "swapped)");
+  cmd->add_flag("--disable-frontend-multiprocessing", f->disable_frontend_multiprocessing,
+                "accepted (the API server and engine share one process)");
+  cmd->add_option("--tokenizer-mode", f->tokenizer_mode,
+                  "auto or hf (slow: accepted, same ids); mistral and custom are not supported")
       ->capture_default_str();
+  cmd->add_option("--chat-template-content-format", f->chat_template_content_format,
+                  "auto only: text parts joined into a string, image/video parts as OpenAI items")
+      ->capture_default_str();
+  f->num_gpu_blocks_override = cmd->add_option(
+      "--num-gpu-blocks-override", "not supported: size the KV cache with --kv-cache-memory-bytes");
+  f->uds = cmd->add_option("--uds", "not supported: use --host/--port");
   cmd->add_option("--threads", c.threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();

@@ -2,9 +2,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "commands.h"
+#include "serve_argv.h"
 
 int main(int argc, char** argv) {
   cpm::InitLogging();
@@ -20,6 +23,23 @@ int main(int argc, char** argv) {
   cpm::RegisterServeCommand(app, &exit_code);
   cpm::RegisterEvalCommand(app, &exit_code);
   cpm::RegisterValidateCommand(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  // `serve` reads vLLM's spellings (-tp, -pp, --max_model_len) as vLLM does.
+  std::vector<std::string> args = cpm::TranslateServeArgv(argc, argv);
+  std::vector<char*> args_c;
+  for (std::string& a : args) args_c.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(args_c.size()), args_c.data());
+  } catch (const CLI::ExtrasError& e) {
+    // vLLM's argparse: "vllm serve: error: unrecognized arguments: --x 1", exit status 2.
+    if (app.got_subcommand("serve")) {
+      std::fprintf(stderr, "usage: cpmserve serve MODEL_DIR [options] (--help lists them)\n"
+                           "cpmserve serve: error: %s\n",
+                   cpm::UnrecognizedArguments(app.remaining(true)).c_str());
+      return 2;
+    }
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   return exit_code;
 }

@@ -71,8 +71,7 @@ StatusOr<std::string> LoadChatTemplateArg(const std::string& arg) {
     return ss.str();
   }
   if (arg.find("{%") != std::string::npos || arg.find("{{") != std::string::npos) return arg;
-  return InvalidArgument("--chat-template: '" + arg +
-                         "' is neither a readable file nor an inline Jinja template");
+  return InvalidArgument("'" + arg + "' is neither a readable file nor an inline Jinja template");
 }
 
 }  // namespace cpm

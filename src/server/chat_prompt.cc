@@ -185,12 +185,20 @@ StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<MediaRef>* media) {
-  if (in.chat_template) {
+  std::optional<ChatTemplate> request_template;
+  if (in.chat_template && !ctx.trust_request_chat_template) {
     return InvalidArgument(
         "Chat template is passed with request, but --trust-request-chat-template is not set. "
         "Refused request with untrusted chat template.");
   }
-  if (!ctx.chat_template) {
+  if (in.chat_template) {
+    StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(*in.chat_template);
+    if (!parsed.ok()) return InvalidArgument("chat_template: " + parsed.status().message());
+    request_template = std::move(*parsed);
+  }
+  const ChatTemplate* chat_template =
+      request_template ? &*request_template : ctx.chat_template ? &*ctx.chat_template : nullptr;
+  if (chat_template == nullptr) {
     return InvalidArgument(
         "As of transformers v4.44, default chat template is no longer allowed, so you must "
         "provide a chat template if the tokenizer does not define one.");
@@ -212,7 +220,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
     if (!r.chat_template_kwargs.is_object()) r.chat_template_kwargs = Json::object();
     MergeObject(&r.chat_template_kwargs, in.chat_template_kwargs);
   }
-  StatusOr<std::string> text = RenderChat(*ctx.chat_template, r);
+  StatusOr<std::string> text = RenderChat(*chat_template, r);
   if (!text.ok()) {
     // Whatever the template does with client input is the client's problem: always a 400.
     return InvalidArgument(text.status().message());

@@ -298,6 +298,27 @@ TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
   EXPECT_TRUE(engine_.submitted.back().stop_token_ids.empty());
 }
 
+TEST_F(HandlersTest, RequestChatTemplateOnlyWhenTrusted) {
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],
+      "chat_template":"{% for m in messages %}<<{{ m.content }}>>{% endfor %}"})";
+  int status = 0;
+  Json r = Chat(body, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"],
+            "Chat template is passed with request, but --trust-request-chat-template is not set. "
+            "Refused request with untrusted chat template.");
+  ctx_.trust_request_chat_template = true;
+  r = Chat(body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(tok_->Decode(engine_.submitted.back().prompt, true), "<<Hi>>");
+  // A broken template, or one that runs away, is the client's 400, within the render limits.
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"chat_template":"{% for %}"})", &status);
+  EXPECT_EQ(status, 400);
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],
+           "chat_template":"{% for i in range(100000000) %}x{% endfor %}"})", &status);
+  EXPECT_EQ(status, 400);
+}
+
 TEST_F(HandlersTest, ChatLogprobs) {
   Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,
                     "max_tokens":2})");

@@ -82,7 +82,7 @@ struct ChatTemplateFields {
   // frames), as JSON text; empty: none.
   std::string mm_processor_kwargs;
   std::string media_io_kwargs;
-  std::optional<std::string> chat_template;  // refused (an untrusted template)
+  std::optional<std::string> chat_template;  // used only with --trust-request-chat-template
 };
 
 // tool_choice after vLLM's validation: "none" (or no tools), "auto" (tools without a choice

@@ -44,6 +44,7 @@ struct ServeConfig {
   bool trust_remote_code = false;
   std::vector<std::string> api_keys;  // --api-key, else $VLLM_API_KEY
   std::string chat_template;          // file or inline Jinja; empty: the tokenizer's
+  bool trust_request_chat_template = false;  // a request's chat_template is used, not refused
   std::string generation_config = "auto";  // auto | vllm | a folder with generation_config.json
   std::string override_generation_config_json;  // merged over it (vLLM's JSON object)
   int tensor_parallel_size = 1;

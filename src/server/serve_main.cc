@@ -171,6 +171,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
       ctx.chat_template = std::move(*parsed);
     }
   }
+  ctx.trust_request_chat_template = c.trust_request_chat_template;
   if (!c.default_chat_template_kwargs_json.empty()) {
     ctx.default_chat_template_kwargs =
         nlohmann::ordered_json::parse(c.default_chat_template_kwargs_json, nullptr, false);

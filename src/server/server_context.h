@@ -35,6 +35,9 @@ struct ServerContext {
   int64_t max_model_len = 0;
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;  // absent: chat requests get a 400
+  // --trust-request-chat-template: a request's own `chat_template` renders its prompt (parsed
+  // per request, under the same step and output limits); without it, vLLM's 400.
+  bool trust_request_chat_template = false;
   nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
   GenerationDefaults generation_defaults;
   std::vector<int32_t> eos_ids;

@@ -91,6 +91,64 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
   EXPECT_EQ(first.Stop(SIGINT), 0) << first.Log();
 }
 
+// vLLM's flags that cpmserve cannot honour: refused before the port opens, each with a line that
+// says why (exit 2, as vLLM's argparse; --tensor-parallel-size keeps its start-up error's 1),
+// never a bare parser message.
+TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-tp", "2"}, "--tensor-parallel-size: 2 is not supported: cpmserve runs one CPU process"},
+      {{"-tp=2"}, "--tensor-parallel-size: 2 is not supported"},
+      {{"-pp", "2"}, "--pipeline-parallel-size: 2 is not supported: cpmserve runs one CPU process"},
+      {{"--pipeline-parallel-size=3"}, "--pipeline-parallel-size: 3 is not supported"},
+      {{"--tokenizer-mode", "mistral"}, "--tokenizer-mode: 'mistral' is not supported"},
+      {{"--tokenizer-mode", "fast"}, "--tokenizer-mode: 'fast' is not a tokenizer mode"},
+      {{"--chat-template-content-format", "openai"},
+       "--chat-template-content-format: 'openai' is not supported"},
+      {{"--num-gpu-blocks-override", "64"},
+       "--num-gpu-blocks-override is not supported: size the KV cache with --kv-cache-memory-bytes"},
+      {{"--uds", "/tmp/cpm.sock"},
+       "--uds: Unix domain sockets are not supported; use --host/--port"},
+      {{"--model", "/elsewhere"}, "the model is given twice"},
+      // argparse's message and status for a flag nobody defines.
+      {{"--no-such-flag", "1"}, "cpmserve serve: error: unrecognized arguments: --no-such-flag 1"},
+      {{"-xy"}, "unrecognized arguments: -xy"}};
+  for (const auto& [bad, needle] : cases) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
+    const int code = p.Wait(30);
+    EXPECT_NE(code, 0) << needle;
+    // The parallel sizes share ValidateServeConfig's start-up error (status 1).
+    if (needle.find("--tensor-parallel-size") == std::string::npos) {
+      EXPECT_EQ(code, 2) << needle << "\n" << p.Log();
+    }
+    EXPECT_NE(p.Log().find(needle), std::string::npos) << p.Log();
+    EXPECT_EQ(p.Log().find("listening on"), std::string::npos) << p.Log();
+    EXPECT_EQ(p.Log().find("were not expected"), std::string::npos) << p.Log();
+  }
+}
+
+// vLLM's spellings that mean what they mean there: -tp 1 / -pp 1, underscores, --model instead
+// of the positional, and the flags that are harmless to ignore on a CPU (a log line each).
+TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
+  ServerProcess p;
+  // ServerProcess puts its model argument first: "--model" there, the folder in the args.
+  std::vector<std::string> args = {dir_};
+  for (const std::string& a :
+       Args({"-tp", "1", "-pp=1", "--tensor_parallel_size", "1", "--pipeline-parallel-size", "1",
+             "--swap-space", "4", "--disable-frontend-multiprocessing", "--tokenizer-mode", "auto",
+             "--chat-template-content-format", "auto", "--max_num_seqs=4"})) {
+    args.push_back(a);
+  }
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "--model", args));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const std::string log = p.Log();
+  EXPECT_NE(log.find("--swap-space: accepted, ignored"), std::string::npos) << log;
+  EXPECT_NE(log.find("--disable-frontend-multiprocessing: accepted"), std::string::npos) << log;
+  const e2e::Reply r = e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+}
+
 // --quantization q8_0 (vLLM's -q): the weights load as Q8_0 and the server answers as usual.
 TEST_F(ServerLifecycle, QuantizedWeightsServe) {
   ServerProcess p;
