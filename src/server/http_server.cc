@@ -163,6 +163,7 @@ void HttpServer::Stop() {
 std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
   return {{"/health", "GET"},          {"/ping", "GET, POST"},
           {"/version", "GET"},         {"/metrics", "GET"},
+          {"/load", "GET"},
           {"/tokenize", "POST"},       {"/detokenize", "POST"},
           {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
           {"/v1/completions", "POST"}, {"/v1/responses", "POST"}};
@@ -251,6 +252,16 @@ void HttpServer::InstallRoutes() {
     if (!ctx) return Apply(Loading(), res);
     res.set_content(ctx->metrics->Render(ctx->engine->Stats()),
                     "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
+  // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
+  // sequences running and waiting, always.
+  s.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    if (!ctx) return Apply(Loading(), res);
+    const EngineStats st = ctx->engine->Stats();
+    res.set_content(nlohmann::json{{"server_load", st.num_running + st.num_waiting}}.dump(),
+                    "application/json");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();

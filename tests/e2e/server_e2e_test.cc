@@ -70,6 +70,7 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   EXPECT_EQ(h.status, 200);
   EXPECT_EQ(h.body, "");
   EXPECT_TRUE(e2e::Get(port(), "/version").json().contains("version"));
+  EXPECT_EQ(e2e::Get(port(), "/load").json(), Json({{"server_load", 0}}));
   Json m = e2e::Get(port(), "/v1/models").json();
   ASSERT_EQ(m["data"].size(), 2u);
   EXPECT_EQ(m["data"][0]["id"], "tiny");
