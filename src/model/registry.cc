@@ -40,7 +40,8 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPoo
   const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not valid JSON");
+  if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   if (!j.contains("architectures") || !j["architectures"].is_array() ||
       j["architectures"].empty() || !j["architectures"][0].is_string()) {
     return InvalidArgument(path + ": field 'architectures' must be a non-empty list of names");

@@ -129,6 +129,13 @@ TEST_F(LoaderTest, UnknownArchitectureNamesIt) {
   ExpectMentions(Load().status(), {"config.json", "architectures", "LlamaForCausalLM", "MiniCPMForCausalLM"});
 }
 
+TEST_F(LoaderTest, ConfigThatIsNotAnObjectSaysSo) {
+  EditConfig([](nlohmann::json& j) { j = nlohmann::json::array({1, 2}); });
+  ExpectMentions(Load().status(), {"config.json", "not a JSON object"});
+  ASSERT_TRUE(WriteTextFile((dir_ / "config.json").string(), "{\"architectures\": [").ok());
+  ExpectMentions(Load().status(), {"config.json", "not valid JSON"});
+}
+
 TEST_F(LoaderTest, MissingConfigFieldNamesIt) {
   EditConfig([](nlohmann::json& j) { j.erase("scale_depth"); });
   ExpectMentions(Load().status(), {"config.json", "'scale_depth'", "missing"});
