@@ -71,6 +71,11 @@ StatusOr<std::vector<ReferenceRecord>> ProduceDump(Model& model, ThreadPool& poo
                                                    const std::vector<PreparedPrompt>& prompts,
                                                    const DumpOptions& o) {
   const int64_t vocab = model.info().vocab_size;
+  // `eval logits` refuses a shorter dump (see RequiredReferenceTopK): fail here, not there.
+  if (o.top_k < RequiredReferenceTopK(vocab)) {
+    return InvalidArgument("--top-k " + std::to_string(o.top_k) + ": a reference needs at least " +
+                           std::to_string(RequiredReferenceTopK(vocab)) + " log-probs per prompt");
+  }
   std::vector<std::vector<int32_t>> ids;
   for (const PreparedPrompt& p : prompts) {
     CPM_RETURN_IF_ERROR(CheckPromptIds(p.ids, vocab, p.id));

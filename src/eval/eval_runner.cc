@@ -9,6 +9,48 @@
 #include "tokenizer/tokenizer.h"
 
 namespace cpm {
+namespace {
+
+// "REF.jsonl:3: record 'p0'": where a reference record came from, for messages about it.
+std::string Where(const ReferenceRecord& r) {
+  return (r.source.empty() ? "" : r.source + ": ") + "record '" + r.id + "'";
+}
+
+Status CheckRecordPromptIds(const ReferenceRecord& r, int64_t vocab) {
+  Status s = CheckPromptIds(r.prompt_ids, vocab, r.id);
+  return s.ok() || r.source.empty() ? s : s.WithPrefix(r.source);
+}
+
+// Ids another tokenizer produced would be scored as impossible tokens (KL inf, empty text) and
+// still come out as a normal table, so they are refused like foreign prompt ids.
+Status CheckIdsInVocab(const ReferenceRecord& r, const char* field, const std::vector<int32_t>& ids,
+                       int64_t vocab) {
+  for (int32_t t : ids) {
+    if (t < 0 || t >= vocab) {
+      return InvalidArgument(Where(r) + ": " + field + ": token id " + std::to_string(t) +
+                             " is outside the model's vocabulary (" + std::to_string(vocab) +
+                             "); was the reference made with another tokenizer?");
+    }
+  }
+  return OkStatus();
+}
+
+// The table reports top-20 overlap and the error over the reference's top-20: a shorter list
+// would make those figures describe fewer ids than they claim (K = 1 reads as "20/20").
+Status CheckTopLogprobs(const ReferenceRecord& r, int64_t vocab) {
+  const int64_t need = RequiredReferenceTopK(vocab);
+  if (static_cast<int64_t>(r.top_logprobs.size()) < need) {
+    return InvalidArgument(Where(r) + ": top_logprobs: holds " + std::to_string(r.top_logprobs.size()) +
+                           " entries, the metrics need at least " + std::to_string(need) +
+                           " (top-20, or the whole vocabulary of " + std::to_string(vocab) +
+                           " when smaller); dump with a larger top-k");
+  }
+  std::vector<int32_t> ids;
+  for (const auto& [id, lp] : r.top_logprobs) ids.push_back(id);
+  return CheckIdsInVocab(r, "top_logprobs", ids, vocab);
+}
+
+}  // namespace
 
 std::string PromptLabel(const ReferenceRecord& r, const Tokenizer* tokenizer) {
   if (r.prompt) return *r.prompt;
@@ -25,7 +67,10 @@ StatusOr<LogitsEval> RunLogitsEval(Model& model, ThreadPool& pool,
   const int64_t vocab = model.info().vocab_size;
   std::vector<GenerateRequest> reqs;
   for (const ReferenceRecord& r : refs) {
-    CPM_RETURN_IF_ERROR(CheckPromptIds(r.prompt_ids, vocab, r.id));
+    CPM_RETURN_IF_ERROR(CheckRecordPromptIds(r, vocab));
+    CPM_RETURN_IF_ERROR(CheckTopLogprobs(r, vocab));
+  }
+  for (const ReferenceRecord& r : refs) {
     GenerateRequest g;
     g.prompt = r.prompt_ids;
     g.max_tokens = 0;
@@ -58,10 +103,10 @@ StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
   const int64_t vocab = model.info().vocab_size;
   for (const ReferenceRecord& r : refs) {
     if (!r.greedy_ids) {
-      return InvalidArgument("reference record '" + r.id +
-                             "' has no greedy_ids (make the dump with --greedy-tokens N)");
+      return InvalidArgument(Where(r) + " has no greedy_ids (make the dump with --greedy-tokens N)");
     }
-    CPM_RETURN_IF_ERROR(CheckPromptIds(r.prompt_ids, vocab, r.id));
+    CPM_RETURN_IF_ERROR(CheckRecordPromptIds(r, vocab));
+    CPM_RETURN_IF_ERROR(CheckIdsInVocab(r, "greedy_ids", *r.greedy_ids, vocab));
   }
   if (tokens <= 0) {
     const auto& meta = refs.front().meta;

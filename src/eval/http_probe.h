@@ -13,8 +13,10 @@ struct HttpReply {
   double seconds = 0;  // wall time of the call
 };
 
-HttpReply HttpGet(int port, const std::string& path, double timeout_seconds);
+// A non-empty `bearer` is sent as `Authorization: Bearer <bearer>` (serve's --api-key).
+HttpReply HttpGet(int port, const std::string& path, double timeout_seconds,
+                  const std::string& bearer = "");
 HttpReply HttpPostJson(int port, const std::string& path, const std::string& json_body,
-                       double timeout_seconds);
+                       double timeout_seconds, const std::string& bearer = "");
 
 }  // namespace cpm

@@ -126,6 +126,7 @@ StatusOr<std::vector<ReferenceRecord>> ReadReferenceDump(const std::string& path
     auto rec = ReferenceRecordFromJson(j);
     if (!rec.ok()) return rec.status().WithPrefix(where.substr(0, where.size() - 2));
     if (!ids.insert(rec->id).second) return InvalidArgument(where + "id '" + rec->id + "' repeats");
+    rec->source = where.substr(0, where.size() - 2);
     out.push_back(std::move(*rec));
   }
   if (out.empty()) return InvalidArgument(path + ": no records");

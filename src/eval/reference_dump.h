@@ -15,6 +15,13 @@
 
 namespace cpm {
 
+// The metrics read the reference's top-20 (top-20 overlap, relative error), so a dump must hold
+// at least that many entries per row unless the whole vocabulary is smaller.
+constexpr int64_t kReferenceMinTopK = 20;
+inline int64_t RequiredReferenceTopK(int64_t vocab_size) {
+  return vocab_size < kReferenceMinTopK ? vocab_size : kReferenceMinTopK;
+}
+
 // One line of the dump. Field names are the JSON keys (see src/eval/README.md):
 //   {"id": "p0", "prompt": "你好", "prompt_ids": [1, 5, 9], "chat": false,
 //    "top_logprobs": [[id, logprob], ...], "logsumexp": 12.3,
@@ -31,6 +38,9 @@ struct ReferenceRecord {
   std::optional<std::vector<int32_t>> greedy_ids;  // greedy continuation (EOS included if hit)
   std::optional<std::string> greedy_text;
   nlohmann::json meta = nlohmann::json::object();  // producer, model, dtype, threads, ...
+  // "path:line" when read by ReadReferenceDump, so that checks against the model (which run
+  // long after reading) can still name the file; not written back.
+  std::string source;
 };
 
 nlohmann::json ReferenceRecordToJson(const ReferenceRecord& record);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,8 +37,65 @@ std::string CommandLine(const std::vector<std::string>& args) {
   return line;
 }
 
+// What validate makes of the user's extra `serve` flags. The user's --host/--port are dropped:
+// validate runs two servers one after the other on a free loopback port of its own, because the
+// seed command lines' `--port 8000` is usually held by the very server being adapted (and two
+// --port flags make serve refuse to start), and `--host 0.0.0.0` would only expose a throwaway
+// server. The probes need the server's key: --api-key, else $VLLM_API_KEY as serve reads it.
+struct ForwardedFlags {
+  std::vector<std::string> forwarded;
+  std::vector<std::string> dropped;  // as the user wrote them, for the report's note
+  std::string api_key;               // empty: the servers ask for none
+  bool api_key_from_env = false;
+};
+
+bool IsFlag(const std::string& a) { return a.size() > 1 && a[0] == '-'; }
+
+ForwardedFlags SplitForwardedFlags(const std::vector<std::string>& user) {
+  ForwardedFlags f;
+  for (size_t i = 0; i < user.size(); ++i) {
+    const std::string& a = user[i];
+    bool own = false;
+    for (const char* name : {"--host", "--port"}) {
+      const std::string n = name;
+      if (a == n) {
+        own = true;
+        std::string shown = a;
+        if (i + 1 < user.size() && !IsFlag(user[i + 1])) shown += " " + user[++i];
+        f.dropped.push_back(shown);
+      } else if (a.rfind(n + "=", 0) == 0) {
+        own = true;
+        f.dropped.push_back(a);
+      }
+    }
+    if (own) continue;
+    f.forwarded.push_back(a);
+    // serve takes one or more keys (--api-key K1 K2); any of them opens /v1.
+    if (f.api_key.empty() && a == "--api-key" && i + 1 < user.size() && !IsFlag(user[i + 1])) {
+      f.api_key = user[i + 1];
+    } else if (f.api_key.empty() && a.rfind("--api-key=", 0) == 0) {
+      f.api_key = a.substr(std::string("--api-key=").size());
+    }
+  }
+  if (f.api_key.empty()) {
+    if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) {
+      f.api_key = env;
+      f.api_key_from_env = true;
+    }
+  }
+  return f;
+}
+
+// The curl header a person would add; an environment key stays a shell variable (double quotes,
+// so the shell expands it).
+std::string CurlAuth(const ForwardedFlags& f) {
+  if (f.api_key.empty()) return "";
+  if (f.api_key_from_env) return " -H \"Authorization: Bearer $VLLM_API_KEY\"";
+  return " -H " + Quote("Authorization: Bearer " + f.api_key);
+}
+
 // `serve` flags shared by both gates: the evaluation's model options, then the user's extras.
-std::vector<std::string> ServeArgs(const ValidateOptions& o, int port, bool dummy) {
+std::vector<std::string> ServeArgs(const ValidateOptions& o, const ForwardedFlags& f, int port, bool dummy) {
   std::vector<std::string> a = {"serve", o.model_dir, "--host", "127.0.0.1", "--port", std::to_string(port)};
   if (dummy) a.insert(a.end(), {"--load-format", "dummy"});
   if (o.eval_model.dtype != "auto") a.insert(a.end(), {"--dtype", o.eval_model.dtype});
@@ -47,7 +105,7 @@ std::vector<std::string> ServeArgs(const ValidateOptions& o, int port, bool dumm
   if (o.eval_model.max_model_len > 0)
     a.insert(a.end(), {"--max-model-len", std::to_string(o.eval_model.max_model_len)});
   if (o.eval_model.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.eval_model.threads)});
-  a.insert(a.end(), o.serve_args.begin(), o.serve_args.end());
+  a.insert(a.end(), f.forwarded.begin(), f.forwarded.end());
   return a;
 }
 
@@ -81,15 +139,15 @@ std::vector<std::pair<std::string, std::string>> Environment(const ValidateOptio
 }
 
 // Starts a server for one gate; on failure fills the gate's detail.
-bool StartServer(const ValidateOptions& o, bool dummy, const std::string& log_name, ServeProcess* p,
-                 int* port, GateResult* g) {
+bool StartServer(const ValidateOptions& o, const ForwardedFlags& f, bool dummy, const std::string& log_name,
+                 ServeProcess* p, int* port, GateResult* g) {
   auto free_port = FindFreePort();
   if (!free_port.ok()) {
     g->detail = free_port.status().message();
     return false;
   }
   *port = *free_port;
-  const std::vector<std::string> args = ServeArgs(o, *port, dummy);
+  const std::vector<std::string> args = ServeArgs(o, f, *port, dummy);
   g->commands.push_back(CommandLine(args));
   const std::string log = (std::filesystem::path(o.work_dir) / log_name).string();
   std::filesystem::remove(log);
@@ -110,9 +168,9 @@ bool StartServer(const ValidateOptions& o, bool dummy, const std::string& log_na
 }
 
 // GET /v1/models: 200 and at least one model; returns the first id.
-bool CheckModels(int port, GateResult* g, std::string* served_name) {
-  g->commands.push_back(fmt::format("curl -sf http://127.0.0.1:{}/v1/models", port));
-  const HttpReply r = HttpGet(port, "/v1/models", 30);
+bool CheckModels(int port, const ForwardedFlags& f, GateResult* g, std::string* served_name) {
+  g->commands.push_back(fmt::format("curl -sf http://127.0.0.1:{}/v1/models{}", port, CurlAuth(f)));
+  const HttpReply r = HttpGet(port, "/v1/models", 30, f.api_key);
   g->figures.emplace_back("GET /v1/models", r.status ? std::to_string(r.status) : "no answer: " + r.error);
   if (r.status != 200) return false;
   const json j = json::parse(r.body, nullptr, false);
@@ -154,13 +212,13 @@ void AddMetrics(int port, const char* when, GateResult* g) {
   }
 }
 
-GateResult DummyGate(const ValidateOptions& o) {
+GateResult DummyGate(const ValidateOptions& o, const ForwardedFlags& f) {
   GateResult g;
   g.title = "Stage A — Dummy Fast Gate";
   ServeProcess p;
   int port = 0;
   std::string name;
-  g.pass = StartServer(o, /*dummy=*/true, "serve_dummy.log", &p, &port, &g) && CheckModels(port, &g, &name);
+  g.pass = StartServer(o, f, /*dummy=*/true, "serve_dummy.log", &p, &port, &g) && CheckModels(port, f, &g, &name);
   AddStartupFigures(p.LogText(), &g);  // dummy weights have the real sizes
   const auto code = p.Stop();
   if (code) g.figures.emplace_back("Exit status after SIGTERM", std::to_string(*code));
@@ -169,8 +227,8 @@ GateResult DummyGate(const ValidateOptions& o) {
 
 // One chat request with `content` as the user message; records it as `label` figures and
 // passes when it answers 200 with a non-empty text.
-bool SmokeRequest(const ValidateOptions& o, int port, const std::string& name, const json& content,
-                  const std::string& label, GateResult* smoke) {
+bool SmokeRequest(const ValidateOptions& o, const ForwardedFlags& f, int port, const std::string& name,
+                  const json& content, const std::string& label, GateResult* smoke) {
   json req = {{"model", name},
               {"messages", json::array({{{"role", "user"}, {"content", content}}})},
               {"temperature", 0},
@@ -179,9 +237,9 @@ bool SmokeRequest(const ValidateOptions& o, int port, const std::string& name, c
   std::string shown = body;
   if (shown.size() > 400) shown = shown.substr(0, 400) + "…";  // data: URLs are long
   smoke->commands.push_back(fmt::format(
-      "curl -s http://127.0.0.1:{}/v1/chat/completions -H \"Content-Type: application/json\" -d {}",
-      port, Quote(shown)));
-  const HttpReply r = HttpPostJson(port, "/v1/chat/completions", body, o.request_timeout_s);
+      "curl -s http://127.0.0.1:{}/v1/chat/completions -H \"Content-Type: application/json\"{} -d {}",
+      port, CurlAuth(f), Quote(shown)));
+  const HttpReply r = HttpPostJson(port, "/v1/chat/completions", body, o.request_timeout_s, f.api_key);
   smoke->figures.emplace_back("POST /v1/chat/completions" + label,
                               r.status ? std::to_string(r.status) : "no answer: " + r.error);
   smoke->figures.emplace_back("Latency" + label, fmt::format("{:.3f} s", r.seconds));
@@ -218,14 +276,14 @@ StatusOr<json> ImageSmokeContent(const ValidateOptions& o) {
 }
 
 // The real-weight gate and the smoke requests share one server.
-std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
+std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o, const ForwardedFlags& f) {
   GateResult real, smoke;
   real.title = "Stage B — Real-Weight Mandatory Gate";
   smoke.title = "Smoke 验证";
   ServeProcess p;
   int port = 0;
   std::string name;
-  const bool up = StartServer(o, /*dummy=*/false, "serve_real.log", &p, &port, &real);
+  const bool up = StartServer(o, f, /*dummy=*/false, "serve_real.log", &p, &port, &real);
   AddStartupFigures(p.LogText(), &real);
   if (up) AddMetrics(port, "after start-up", &real);
   real.pass = up;  // weights loaded and /health answered 200
@@ -235,8 +293,8 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
     p.Stop();
     return {real, smoke};
   }
-  const bool models_ok = CheckModels(port, &smoke, &name);
-  bool replies_ok = SmokeRequest(o, port, name, json(o.smoke_prompt), "", &smoke);
+  const bool models_ok = CheckModels(port, f, &smoke, &name);
+  bool replies_ok = SmokeRequest(o, f, port, name, json(o.smoke_prompt), "", &smoke);
   if (!o.smoke_image.empty()) {
     // The seed documents' second smoke request: an image part and a question about it.
     auto content = ImageSmokeContent(o);
@@ -244,7 +302,7 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o) {
       smoke.detail += "image smoke: " + content.status().message() + "\n";
       replies_ok = false;
     } else {
-      replies_ok = SmokeRequest(o, port, name, *content, " (image)", &smoke) && replies_ok;
+      replies_ok = SmokeRequest(o, f, port, name, *content, " (image)", &smoke) && replies_ok;
     }
   }
   AddMetrics(port, "after the smoke request", &real);
@@ -340,8 +398,15 @@ ValidationReport RunValidation(const ValidateOptions& o) {
   ValidationReport rep;
   rep.model_dir = o.model_dir;
   rep.environment = Environment(o);
-  if (!o.skip_dummy) rep.gates.push_back(DummyGate(o));
-  auto [real, smoke] = RealAndSmoke(o);
+  const ForwardedFlags f = SplitForwardedFlags(o.serve_args);
+  if (!f.dropped.empty()) {
+    std::string dropped;
+    for (const std::string& d : f.dropped) dropped += (dropped.empty() ? "" : ", ") + ("`" + d + "`");
+    rep.notes.push_back("not forwarded to serve: " + dropped +
+                        " (validate starts its servers on 127.0.0.1 and a free port of its own)");
+  }
+  if (!o.skip_dummy) rep.gates.push_back(DummyGate(o, f));
+  auto [real, smoke] = RealAndSmoke(o, f);
   const bool real_ok = real.pass;
   rep.gates.push_back(std::move(real));
   rep.gates.push_back(std::move(smoke));

@@ -20,7 +20,9 @@ namespace cpm {
 struct ValidateOptions {
   std::string model_dir;
   std::string exe;                      // the cpmserve binary that runs `serve`
-  std::vector<std::string> serve_args;  // extra `serve` flags, passed to both server runs
+  // Extra `serve` flags, passed to both server runs, except --host/--port (validate picks its
+  // own); an --api-key here (or $VLLM_API_KEY) is sent by the probes.
+  std::vector<std::string> serve_args;
   EvalModelOptions eval_model;          // dtype / max_model_len / threads, also passed to serve
   std::string reference;                // empty: no accuracy stage
   int64_t greedy_tokens = 0;            // 0: the reference's own length
@@ -51,6 +53,7 @@ struct GateResult {
 struct ValidationReport {
   std::string model_dir;
   std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<std::string> notes;  // one line each, about how the run was set up
   std::vector<GateResult> gates;
   std::optional<LogitsEval> logits;
   std::optional<GreedyEval> greedy;

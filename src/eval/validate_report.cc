@@ -37,6 +37,7 @@ std::string RenderValidationMarkdown(const ValidationReport& r) {
   out += "## 1. 验证环境 Environment\n\n| 组件 Component | 版本 / 值 Value |\n|---|---|\n";
   for (const auto& [k, v] : r.environment) out += fmt::format("| {} | {} |\n", MarkdownCell(k), MarkdownCell(v, true));
   out += "\n";
+  for (const std::string& note : r.notes) out += "> ℹ️ " + note + "\n\n";
   int n = 2;
   for (const GateResult& g : r.gates) {
     out += Gate(g, n++);

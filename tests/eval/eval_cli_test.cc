@@ -81,6 +81,26 @@ TEST_F(EvalCli, UnusableInputExitsTwo) {
                        "/ref_f32.jsonl 2>/dev/null").exit_code, 2);
 }
 
+TEST_F(EvalCli, ShortTopKReferenceExitsTwo) {
+  // A reference with one log-prob per prompt cannot give a top-20 overlap: exit 2 naming the
+  // file, the record and the field, not "100.00% (20/20) PASS".
+  const std::string path = *dir_ + "/k1.jsonl";
+  {
+    std::ifstream in(*dir_ + "/ref_f32.jsonl");
+    std::ofstream out(path);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      j["top_logprobs"] = nlohmann::json::array({j["top_logprobs"][0]});
+      out << j.dump() << "\n";
+    }
+  }
+  const auto r = RunCommand(Cpmserve() + " eval logits --model " + *dir_ + "/healthy --threads 2 --reference " +
+                            path + " --min-top20-overlap 0.9 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find(path + ":1: record 'p0': top_logprobs: holds 1 entries"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
 TEST_F(EvalCli, DumpIsAPromptsFile) {
   // Re-dumping from a dump keeps the ids (and so the distributions) identical.
   const std::string out = *dir_ + "/again.jsonl";

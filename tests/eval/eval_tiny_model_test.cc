@@ -183,6 +183,40 @@ TEST_F(EvalTinyModel, ForeignIdsAreRejected) {
   EXPECT_FALSE(greedy.ok());  // no greedy_ids
 }
 
+TEST_F(EvalTinyModel, ReferencesThatCannotBeScoredAreRejected) {
+  // A K = 1 dump used to read as "top-20 overlap 100% (20/20)", and ids from another tokenizer
+  // in top_logprobs / greedy_ids as KL inf and empty text in a normal-looking table.
+  EvalTarget t = Load(*dir_ + "/healthy", "auto");
+  const std::vector<ReferenceRecord> recs = Dump(t);
+  const std::string path = *dir_ + "/short.jsonl";
+  ASSERT_TRUE(WriteReferenceDump(path, recs).ok());
+  auto read = ReadReferenceDump(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EvalRunOptions ro{16, t.stop_ids};
+  auto expect_refused = [&](std::vector<ReferenceRecord> refs, bool greedy, const std::string& want) {
+    auto s = greedy ? RunGreedyEval(*t.model, *t.pool, refs, nullptr, 0, ro).status()
+                    : RunLogitsEval(*t.model, *t.pool, refs, nullptr, ro).status();
+    ASSERT_FALSE(s.ok()) << want;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  };
+  std::vector<ReferenceRecord> k1 = *read;
+  k1[1].top_logprobs.resize(1);
+  expect_refused(k1, false, path + ":2: record 'p1': top_logprobs: holds 1 entries, the metrics need at least 20");
+  std::vector<ReferenceRecord> foreign_top = *read;
+  foreign_top[2].top_logprobs[3].first = 1000000;
+  expect_refused(foreign_top, false, path + ":3: record 'p2': top_logprobs: token id 1000000 is outside the model's vocabulary");
+  std::vector<ReferenceRecord> foreign_greedy = *read;
+  (*foreign_greedy[0].greedy_ids)[0] = 1000000;
+  expect_refused(foreign_greedy, true, path + ":1: record 'p0': greedy_ids: token id 1000000 is outside the model's vocabulary");
+  // ... and `eval dump` will not write such a reference.
+  auto prompts = PreparePrompts(Prompts(), t.tokenizer.get(), false);
+  ASSERT_TRUE(prompts.ok());
+  DumpOptions o;
+  o.top_k = 5;
+  EXPECT_FALSE(ProduceDump(*t.model, *t.pool, t.tokenizer.get(), *prompts, o).ok());
+}
+
 // MiniCPM-V-4.6's hybrid LM keeps a recurrent state per sequence beside its KV blocks: the dump's
 // batched last-position forward must give each prompt one, and agree with `eval logits` and
 // `eval greedy` run on the same model bit for bit.

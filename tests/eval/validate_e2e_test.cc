@@ -48,6 +48,28 @@ TEST_F(ValidateE2e, HealthyCheckpointPassesEveryGate) {
   EXPECT_EQ(r.out.find("not in the log"), std::string::npos) << r.out;
 }
 
+TEST_F(ValidateE2e, SeedServeFlagsAndApiKeyAreHandled) {
+  // The seed command lines carry `--host 0.0.0.0 --port 8000`: validate keeps its own loopback
+  // port (a second --port made serve exit 114) and says so; with --api-key the probes
+  // authenticate (they got 401 before).
+  const auto r = RunCommand(Validate("--host 0.0.0.0 --port 8000 --api-key sk1"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* s : {"Stage A — Dummy Fast Gate — ✅ pass", "Stage B — Real-Weight Mandatory Gate — ✅ pass",
+                        "Smoke 验证 — ✅ pass", "| POST /v1/chat/completions | 200 |",
+                        "not forwarded to serve: `--host 0.0.0.0`, `--port 8000`", "--api-key sk1",
+                        "'Authorization: Bearer sk1'"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("--port 8000 "), std::string::npos) << r.out;  // not on any serve line
+  // serve also takes its key from $VLLM_API_KEY; the `--port=N` form is dropped as well.
+  const auto e = RunCommand("VLLM_API_KEY=sk2 " + Validate("--skip-dummy --port=8000"));
+  EXPECT_EQ(e.exit_code, 0) << e.out;
+  for (const char* s : {"Smoke 验证 — ✅ pass", "not forwarded to serve: `--port=8000`",
+                        "\"Authorization: Bearer $VLLM_API_KEY\""}) {
+    EXPECT_NE(e.out.find(s), std::string::npos) << s << "\n" << e.out;
+  }
+}
+
 TEST_F(ValidateE2e, TruncatedWeightsFailTheRealWeightGate) {
   ASSERT_TRUE(testing::TruncateWeights(dir_ + "/model").ok());
   const auto r = RunCommand(Validate(""));
