@@ -246,6 +246,14 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
       c.times.arrival.time_since_epoch().count() != 0) {
     o.queue_s = Seconds(c.times.first_scheduled - c.times.arrival);
   }
+  // The engine's phases, as vLLM's: prefill until the first token, decode until the last.
+  const auto happened = [](Clock::time_point t) { return t.time_since_epoch().count() != 0; };
+  const RequestTimes& t = c.times;
+  if (happened(t.first_scheduled) && happened(t.first_token) && happened(t.token_time)) {
+    o.prefill_s = Seconds(t.first_token - t.first_scheduled);
+    o.decode_s = Seconds(t.token_time - t.first_token);
+    o.inference_s = Seconds(t.token_time - t.first_scheduled);
+  }
   o.itl_s = c.itl;
   o.prompt_tokens = c.num_prompt;
   o.generation_tokens = c.generated;

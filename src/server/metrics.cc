@@ -68,6 +68,9 @@ ServerMetrics::ServerMetrics(std::string model_name, int64_t max_model_len)
       tpot_(kTokenLatencyBuckets),
       e2e_(kRequestLatencyBuckets),
       queue_(kRequestLatencyBuckets),
+      prefill_(kRequestLatencyBuckets),
+      decode_(kRequestLatencyBuckets),
+      inference_(kRequestLatencyBuckets),
       prompt_tokens_(Buckets125(max_model_len)),
       generation_tokens_(Buckets125(max_model_len)),
       max_tokens_(Buckets125(max_model_len)),
@@ -89,6 +92,9 @@ void ServerMetrics::Observe(const RequestObservation& o) {
   }
   e2e_.Observe(o.e2e_s);
   queue_.Observe(o.queue_s);
+  if (o.prefill_s >= 0) prefill_.Observe(o.prefill_s);
+  if (o.decode_s >= 0) decode_.Observe(o.decode_s);
+  if (o.inference_s >= 0) inference_.Observe(o.inference_s);
   prompt_tokens_.Observe(static_cast<double>(o.prompt_tokens));
   generation_tokens_.Observe(static_cast<double>(o.generation_tokens));
   max_tokens_.Observe(static_cast<double>(o.max_tokens));
@@ -176,6 +182,12 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
             "Histogram of e2e request latency in seconds.", e2e_);
   histogram("vllm:request_queue_time_seconds",
             "Histogram of time spent in WAITING phase for request.", queue_);
+  histogram("vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.", inference_);
+  histogram("vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.", prefill_);
+  histogram("vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.", decode_);
   histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
             prompt_tokens_);
   histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",

@@ -35,6 +35,10 @@ struct RequestObservation {
   double e2e_s = 0;           // arrival -> finish
   double queue_s = 0;         // engine arrival -> first scheduled
   double ttft_s = -1;         // arrival -> first token; < 0: no token
+  // The engine's phases (engine.h RequestTimes); < 0: the request produced no token.
+  double prefill_s = -1;    // first scheduled -> first token
+  double decode_s = -1;     // first token -> last token
+  double inference_s = -1;  // first scheduled -> last token (RUNNING)
   std::vector<double> itl_s;  // gaps between successive token events
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
@@ -61,6 +65,9 @@ class ServerMetrics {
   Histogram tpot_;
   Histogram e2e_;
   Histogram queue_;
+  Histogram prefill_;
+  Histogram decode_;
+  Histogram inference_;
   Histogram prompt_tokens_;
   Histogram generation_tokens_;
   Histogram max_tokens_;

@@ -842,6 +842,16 @@ TEST_F(ServerE2E, MetricsExposition) {
   }
   EXPECT_GE(e2e::Metric(m, "vllm:generation_tokens_total"), 3);
   EXPECT_GE(e2e::Metric(m, "vllm:e2e_request_latency_seconds_count"), 1);
+  // The engine's phases, vLLM's: RUNNING = PREFILL (to the first token) + DECODE (to the last).
+  const double prefill = e2e::Metric(m, "vllm:request_prefill_time_seconds_sum");
+  const double decode = e2e::Metric(m, "vllm:request_decode_time_seconds_sum");
+  const double inference = e2e::Metric(m, "vllm:request_inference_time_seconds_sum");
+  EXPECT_GE(e2e::Metric(m, "vllm:request_prefill_time_seconds_count"), 1);
+  EXPECT_EQ(e2e::Metric(m, "vllm:request_decode_time_seconds_count"),
+            e2e::Metric(m, "vllm:request_inference_time_seconds_count"));
+  EXPECT_GT(prefill, 0);
+  EXPECT_GT(decode, 0);
+  EXPECT_NEAR(inference, prefill + decode, 1e-6 * (1 + inference));
 }
 
 }  // namespace
