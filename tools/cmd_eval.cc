@@ -179,7 +179,8 @@ void RegisterEvalCommand(CLI::App& app, int* exit_code) {
   CLI::App* greedy = eval->add_subcommand("greedy", "compare greedy continuations with a reference");
   AddModelFlags(greedy, a.get());
   greedy->add_option("--reference", a->reference, "reference dump with greedy_ids")->required();
-  greedy->add_option("--tokens", a->tokens, "N tokens per prompt (0: the reference's length)");
+  greedy->add_option("--tokens", a->tokens, "N tokens per prompt (0: the reference's length)")
+      ->check(NonNegative());
   greedy->add_option("--format", a->format, "text | markdown | json")->capture_default_str();
   greedy->add_option("--out", a->out, "also write the report here");
   greedy->add_option("--min-exact", a->greedy_bounds.min_exact_rate, "fail below this exact-match rate");

@@ -256,10 +256,15 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids; repeat for a batch");
   cmd->add_option("--dump-image-features", a->dump_image_features, "write each --prompt's image embedding rows as JSON to this file");
   cmd->add_option("--image", a->images, "an image file for the next <|image_pad|> of the --prompt texts (MiniCPM-V-4.6); repeatable");
-  cmd->add_option("--max-tokens", a->max_tokens, "tokens to generate per prompt")->capture_default_str();
-  cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", a->top_k, "0 = off");
-  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass");
+  cmd->add_option("--max-tokens", a->max_tokens, "tokens to generate per prompt")
+      ->capture_default_str()
+      ->check(NonNegative());
+  cmd->add_option("--temperature", a->temperature, "0 = greedy")
+      ->capture_default_str()
+      ->check(NonNegative());
+  cmd->add_option("--top-k", a->top_k, "0 = off")->check(NonNegative());
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", a->min_p, "min-p filter");
   cmd->add_option("--seed", a->seed, "sampling seed");
   cmd->add_option("--logprobs", a->logprobs, "print the top-k log-probs of each step");

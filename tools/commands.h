@@ -14,4 +14,15 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterValidateCommand(CLI::App& app, int* exit_code);
 
+// A numeric option's check that it is not negative, with a message a person reads (CLI11's
+// NonNegativeNumber prints the range up to DBL_MAX in full).
+inline CLI::Validator NonNegative() {
+  return CLI::Validator(
+      [](std::string& v) {
+        return !v.empty() && v[0] == '-' ? std::string("must be at least 0, got " + v)
+                                         : std::string();
+      },
+      ">= 0");
+}
+
 }  // namespace cpm

@@ -79,6 +79,11 @@ TEST_F(EvalCli, UnusableInputExitsTwo) {
   EXPECT_EQ(RunCommand(Eval("logits", "healthy", "--format yaml")).exit_code, 2);
   EXPECT_EQ(RunCommand(Cpmserve() + " eval logits --model " + *dir_ + "/nowhere --reference " + *dir_ +
                        "/ref_f32.jsonl 2>/dev/null").exit_code, 2);
+  // A negative count is refused by the parser, not read as "the reference's length".
+  const auto negative = RunCommand(Cpmserve() + " eval greedy --model " + *dir_ + "/healthy --reference " +
+                                   *dir_ + "/ref_f32.jsonl --tokens -3 2>&1");
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.out.find("--tokens: must be at least 0, got -3"), std::string::npos) << negative.out;
 }
 
 TEST_F(EvalCli, ShortTopKReferenceExitsTwo) {
