@@ -15,16 +15,20 @@
 
 namespace cpm {
 
-Status CheckPromptIds(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& id) {
-  if (ids.empty()) return InvalidArgument("prompt '" + id + "' has no tokens");
+Status CheckIdsInVocab(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& what) {
   for (int32_t t : ids) {
     if (t < 0 || t >= vocab_size) {
-      return InvalidArgument("prompt '" + id + "': token id " + std::to_string(t) +
+      return InvalidArgument(what + ": token id " + std::to_string(t) +
                              " is outside the model's vocabulary (" + std::to_string(vocab_size) +
                              "); was the reference made with another tokenizer?");
     }
   }
   return OkStatus();
+}
+
+Status CheckPromptIds(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& id) {
+  if (ids.empty()) return InvalidArgument("prompt '" + id + "' has no tokens");
+  return CheckIdsInVocab(ids, vocab_size, "prompt '" + id + "'");
 }
 
 StatusOr<std::vector<std::vector<float>>> LastPositionLogits(

@@ -39,8 +39,10 @@ StatusOr<std::vector<ReferenceRecord>> ProduceDump(Model& model, ThreadPool& poo
                                                    const std::vector<PreparedPrompt>& prompts,
                                                    const DumpOptions& options);
 
-// InvalidArgument naming the prompt when an id is outside the model's vocabulary (a dump
-// from another model's tokenizer).
+// InvalidArgument naming `what` ("prompt 'p0'", a record's field) when an id is outside the
+// model's vocabulary (a dump from another model's tokenizer).
+Status CheckIdsInVocab(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& what);
+// The same for a prompt's ids, which must also not be empty.
 Status CheckPromptIds(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& id);
 
 }  // namespace cpm
