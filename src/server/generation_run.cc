@@ -242,13 +242,12 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
   const Clock::time_point now = Clock::now();
   o.e2e_s = Seconds(now - arrival_);
   if (c.has_token) o.ttft_s = Seconds(c.first_token - arrival_);
-  if (c.times.first_scheduled.time_since_epoch().count() != 0 &&
-      c.times.arrival.time_since_epoch().count() != 0) {
-    o.queue_s = Seconds(c.times.first_scheduled - c.times.arrival);
-  }
-  // The engine's phases, as vLLM's: prefill until the first token, decode until the last.
   const auto happened = [](Clock::time_point t) { return t.time_since_epoch().count() != 0; };
   const RequestTimes& t = c.times;
+  if (happened(t.first_scheduled) && happened(t.arrival)) {
+    o.queue_s = Seconds(t.first_scheduled - t.arrival);
+  }
+  // The engine's phases, as vLLM's: prefill until the first token, decode until the last.
   if (happened(t.first_scheduled) && happened(t.first_token) && happened(t.token_time)) {
     o.prefill_s = Seconds(t.first_token - t.first_scheduled);
     o.decode_s = Seconds(t.token_time - t.first_token);
