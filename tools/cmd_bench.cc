@@ -84,6 +84,7 @@ kernels::MachineLimits BestOf(kernels::MachineLimits a, const kernels::MachineLi
   a.f32_fma_gflops = std::max(a.f32_fma_gflops, b.f32_fma_gflops);
   a.f32_fma_gflops_1t = std::max(a.f32_fma_gflops_1t, b.f32_fma_gflops_1t);
   a.bf16_dot_gflops = std::max(a.bf16_dot_gflops, b.bf16_dot_gflops);
+  a.amx_bf16_gflops = std::max(a.amx_bf16_gflops, b.amx_bf16_gflops);
   a.int8_dot_gops = std::max(a.int8_dot_gops, b.int8_dot_gops);
   a.matmul_l1_gflops = std::max(a.matmul_l1_gflops, b.matmul_l1_gflops);
   return a;
@@ -649,9 +650,12 @@ int RunBench(const BenchArgs& a) {
   }
   // The matmuls run f32 FMAs on the widened bf16 weights unless bf16 dot products are in use;
   // Q8_0 weights, int8 dot products (their peak counts a product and its add as two ops).
+  // On AMX tiles (kernels::MatMulUsesAmx), their peak.
   const bool bf16_dot = kernels::MatMulUsesBf16Dot();
+  const bool amx = bf16_dot && kernels::MatMulUsesAmx() && lim.amx_bf16_gflops > 0;
   const bool int8_dot = q8 && lim.int8_dot_gops > 0;
-  const double matmul_peak = (bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
+  const double matmul_peak =
+      (amx ? lim.amx_bf16_gflops : bf16_dot ? lim.bf16_dot_gflops : lim.f32_fma_gflops) * 1e9;
   const double peak = int8_dot ? lim.int8_dot_gops * 1e9 : matmul_peak;  // the tests' bound
   const double bw = lim.read_gbps * 1e9;
   for (Result& r : results) {
@@ -667,6 +671,7 @@ int RunBench(const BenchArgs& a) {
               static_cast<long long>(lim.read_prefetch_bytes), lim.f32_fma_gflops,
               lim.f32_fma_gflops_1t, lim.fma_isa);
   if (lim.bf16_dot_gflops > 0) std::printf(", bf16 dot peak %.1f GFLOP/s", lim.bf16_dot_gflops);
+  if (lim.amx_bf16_gflops > 0) std::printf(", AMX bf16 peak %.1f GFLOP/s", lim.amx_bf16_gflops);
   if (q8 && lim.int8_dot_gops > 0) {
     std::printf(", int8 dot peak %.1f GOP/s (%s)", lim.int8_dot_gops, lim.int8_isa);
   }
@@ -678,7 +683,7 @@ int RunBench(const BenchArgs& a) {
                 "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "
                 "core lowers it; the peak loop, FMAs only, barely feels one)\n",
                 lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / matmul_peak,
-                bf16_dot ? "bf16 dot" : "FMA");
+                amx ? "AMX bf16" : bf16_dot ? "bf16 dot" : "FMA");
   }
   PrintModelLine(dir, *bm);
   int name_width = 6;  // "pp512@d1024" with a depth
@@ -749,10 +754,11 @@ int RunBench(const BenchArgs& a) {
           {"f32_fma_gflop_per_s", lim.f32_fma_gflops},
           {"f32_fma_gflop_per_s_1t", lim.f32_fma_gflops_1t},
           {"bf16_dot_gflop_per_s", lim.bf16_dot_gflops},
+          {"amx_bf16_gflop_per_s", lim.amx_bf16_gflops},
           {"int8_dot_gop_per_s", lim.int8_dot_gops},
           {"matmul_l1_gflop_per_s", lim.matmul_l1_gflops},
           {"probe_steal_fraction", StealFraction(probe_stolen, probe_seconds, pool.num_threads())},
-          {"prefill_peak", int8_dot ? "int8_dot" : bf16_dot ? "bf16_dot" : "f32_fma"}}},
+          {"prefill_peak", int8_dot ? "int8_dot" : amx ? "amx_bf16" : bf16_dot ? "bf16_dot" : "f32_fma"}}},
         {"model", ModelJson(dir, *bm)},
         {"repeats", a.repeats},
         {"ubatch", a.ubatch},

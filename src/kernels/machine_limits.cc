@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
@@ -114,6 +115,9 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512bf16) {
     out.bf16_dot_gflops = PeakOn(pool, n, repeats, &Bf16DotPeakLoopAvx512);
   }
+  if (isa == Isa::kAvx512 && AmxUsable()) {
+    out.amx_bf16_gflops = PeakOn(pool, n, repeats, &AmxBf16PeakLoop);
+  }
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512vnni) {
     out.int8_dot_gops = PeakOn(pool, n, repeats, &Int8DotPeakLoopAvx512);
     out.int8_isa = "avx512-vnni vpdpbusd zmm";
@@ -126,8 +130,8 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
 }
 
 double MatmulL1Loop(int64_t iterations) {
-  // Rows: the height of the ISA's prefill tile (AVX2 6, AVX-512 8).
-  constexpr int64_t kMaxM = 8, kN = 32, kK = 256;
+  // Rows: the height of the ISA's prefill tile (AVX2 6, AVX-512 8, AMX two tiles of 16).
+  constexpr int64_t kMaxM = 32, kN = 32, kK = 256;
   // Packed once for the active ISA (as the model's weights are); bf16 values and a bf16-exact
   // x, so that an AVX-512 BF16 build takes its dot-product path as the model would.
   static const LinearWeight w = [] {
@@ -147,7 +151,8 @@ double MatmulL1Loop(int64_t iterations) {
   const PackedWeight* pw = Packed(w);
   if (pw == nullptr) return 0;
   const bool avx2 = pw->layout == PackedLayout::kPanel16Bf16;
-  const int64_t rows = avx2 ? 6 : 8;
+  const bool amx = !avx2 && MatMulUsesAmx();
+  const int64_t rows = avx2 ? 6 : amx ? 32 : 8;
   alignas(64) float x[kMaxM * kK], y[kMaxM * kN];
   std::fill(std::begin(x), std::end(x), 0.5f);
   // x prepared once, as MatMulGroup does once per call for all its tasks.
@@ -159,6 +164,8 @@ double MatmulL1Loop(int64_t iterations) {
   for (int64_t c = 0; c < calls; ++c) {
     if (avx2) {
       MatMulPanelsAvx2(x, rows, *pw, 0, pw->num_panels, y, kN);  // x as [k][6]: any values do
+    } else if (amx) {
+      MatMulPanelsAmx(pairs, PairsStride(kK), rows, *pw, 0, pw->num_panels, y, kN, Round::kNone);
     } else {
       MatMulPanelsAvx512({x, kK, dot, pairs}, rows, *pw, 0, pw->num_panels, y, kN, Round::kNone);
     }

@@ -20,6 +20,7 @@ struct MachineLimits {
   double f32_fma_gflops = 0;     // f32 FMA peak over all threads (2 FLOPs per lane per FMA)
   double f32_fma_gflops_1t = 0;
   double bf16_dot_gflops = 0;    // vdpbf16ps peak (4 FLOPs per f32 lane); 0 without AVX512_BF16
+  double amx_bf16_gflops = 0;    // TDPBF16PS peak (16384 FLOPs per tile product); 0 without AMX
   // Int8 dot products as the Q8_0 kernels (q8.h) do them: AVX-512 VNNI vpdpbusd (8 ops per
   // 32-bit lane: four u8 × s8 products and their sum), else AVX2's vpmaddubsw + vpmaddwd +
   // vpaddd; GOP/s counting a product and its add as two ops, as FLOPs are. 0 for scalar.
@@ -41,6 +42,7 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes = int6
 double FmaPeakLoopAvx2(int64_t iterations);
 double FmaPeakLoopAvx512(int64_t iterations);
 double Bf16DotPeakLoopAvx512(int64_t iterations);
+double AmxBf16PeakLoop(int64_t iterations);  // needs AmxUsable()
 double Int8DotPeakLoopAvx512(int64_t iterations);  // vpdpbusd: needs AVX512_VNNI
 double Int8DotPeakLoopAvx2(int64_t iterations);
 // The in-L1 matmul loop behind matmul_l1_gflops.

@@ -310,6 +310,25 @@ XForms PrepareX(const float* x, int64_t x_stride, int64_t m, std::span<const Job
           PrepareXForAvx512(x, x_stride, m, jobs, pool), PrepareXForQ8(x, x_stride, m, jobs, pool)};
 }
 
+// MatMulPanelsAvx512 with its runs of bf16 rows on AMX tiles (the others, f32 FMAs, as there).
+void PairPanelsAmx(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t pb, int64_t pe,
+                   float* y, int64_t ys, Round round) {
+  const int64_t ps = PairsStride(pw.k);
+  const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
+  for (int64_t i0 = 0; i0 < m;) {
+    int64_t i1 = i0 + 1;
+    while (i1 < m && dot(i1) == dot(i0)) ++i1;
+    if (dot(i0)) {
+      MatMulPanelsAmx(x.pairs + i0 * ps, ps, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
+    } else {
+      const Avx512X rows{x.x + i0 * x.x_stride, x.x_stride, x.dot ? x.dot + i0 : nullptr,
+                         x.pairs ? x.pairs + i0 * ps : nullptr};
+      MatMulPanelsAvx512(rows, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
+    }
+    i0 = i1;
+  }
+}
+
 // Output columns [c0, c1) of job j, all m rows, into y (at column c0), rounded as `round` says.
 // c0 is a multiple of the job's panel width; c1 too, or the matrix's last column.
 void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c1, float* y,
@@ -320,6 +339,11 @@ void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c
     if (IsQ8Layout(j.pw->layout)) return MatMulPanelsQ8(xf.q8, m, *j.pw, pb, pe, y, ys, round);
     if (LayoutIsa(j.pw->layout) == Isa::kAvx2) {
       return MatMulPanelsAvx2(xf.xp, m, *j.pw, pb, pe, y, ys, round);
+    }
+    // Every call, whatever m: AMX's sums differ from vdpbf16ps's in the last bits, so a row must
+    // not change kernels with its batch.
+    if (j.pw->layout == PackedLayout::kPanel32Bf16Pairs && AmxChoice().on) {
+      return PairPanelsAmx(xf.x512, m, *j.pw, pb, pe, y, ys, round);
     }
     return MatMulPanelsAvx512(xf.x512, m, *j.pw, pb, pe, y, ys, round);
   }
@@ -407,17 +431,24 @@ bool MatMulUsesBf16Dot() {
   return ActiveIsa() == Isa::kAvx512 && GetCpuFeatures().avx512bf16 && Avx512Choice().avx512;
 }
 
+bool MatMulUsesAmx() { return MatMulUsesBf16Dot() && AmxChoice().on; }
+
 std::string MatMulDescription() {
   switch (ActiveIsa()) {
     case Isa::kScalar: return "scalar reference";
     case Isa::kAvx512: {
       const KernelChoice& c = Avx512Choice();
       if (c.avx512) {
-        return std::string(GetCpuFeatures().avx512bf16
-                               ? "avx512: vdpbf16ps on bf16 weights and bf16 activations, f32 "
-                                 "FMAs otherwise"
-                               : "avx512: f32 FMAs on bf16 weights widened in registers") +
-               " (" + c.why + ")";
+        const char* what =
+            MatMulUsesAmx()
+                ? "avx512 + AMX: AMX-BF16 tiles (TDPBF16PS) on bf16 weights and bf16 "
+                  "activations, f32 FMAs otherwise"
+            : GetCpuFeatures().avx512bf16
+                ? "avx512: vdpbf16ps on bf16 weights and bf16 activations, f32 FMAs otherwise"
+                : "avx512: f32 FMAs on bf16 weights widened in registers";
+        std::string out = std::string(what) + " (" + c.why + ")";
+        if (AmxUsable() && !AmxChoice().on) out += "; AMX " + AmxChoice().why;
+        return out;
       }
       return "avx2: f32 FMAs on bf16 weights widened in registers (AVX-512 kernels not used: " +
              c.why + ")";

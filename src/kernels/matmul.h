@@ -80,6 +80,9 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
 // Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps), so that its
 // FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.
 bool MatMulUsesBf16Dot();
+// Whether those dot products run on AMX tiles (Intel Sapphire Rapids and later; CPM_AMX=0 keeps
+// them on vdpbf16ps): their FLOP/s are then judged against the AMX peak.
+bool MatMulUsesAmx();
 
 // What the matmul runs on this CPU and why, for start-up logs and benchmarks ("avx2: f32 FMAs on
 // bf16 weights widened in registers", ...). On an AVX-512 CPU the first call makes the choice.

@@ -3,6 +3,8 @@
 // blindly, or leaving them unused on the CPUs they were written for, the first use on such a CPU
 // runs both kernel families on one small bf16 problem: the AVX-512 kernels are chosen if they
 // give the reference's results and are clearly faster. CPM_AVX512_MATMUL=1 / =0 overrides.
+// Where the CPU has AMX (and the OS grants it), the bf16 rows of those kernels run on its tiles
+// unless CPM_AMX=0.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -133,6 +135,20 @@ CheckKernel Avx2CheckKernel(const LinearWeight& w) {
 
 bool PrefersCandidate(const MatmulCheck& c) {
   return c.correct && c.candidate_gflops >= kMatmulCheckMargin * c.baseline_gflops;
+}
+
+const AmxDecision& AmxChoice() {
+  // No self-check of its own: on an AMX CPU the AVX-512 self-check (Decide) runs its candidate
+  // through MatMul, which then takes this kernel, so a wrong AMX result would turn the whole
+  // AVX-512 family off. Nothing here may ask Avx512Choice(): Decide's MatMul asks this.
+  static const AmxDecision choice = [] {
+    if (!AmxUsable()) return AmxDecision{false, "no AMX"};
+    if (const char* s = std::getenv("CPM_AMX"); s != nullptr && std::strcmp(s, "0") == 0) {
+      return AmxDecision{false, "off (CPM_AMX=0)"};
+    }
+    return AmxDecision{true, "on"};
+  }();
+  return choice;
 }
 
 const KernelChoice& Avx512Choice() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/aligned_buffer.h"
+#include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/ternary.h"
@@ -141,6 +142,15 @@ void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_beg
 void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
                         int64_t panel_end, float* y, int64_t y_stride, Round round);
 
+// ---- AMX (matmul_amx.cc) ----
+
+// MatMulPanelsAvx512's kBf16Dot for m rows of bf16 pairs ([m][pairs_stride], Avx512X's) against
+// kPanel32Bf16Pairs panels [panel_begin, panel_end), on AMX tiles: each sum one chain over the
+// k pairs in order, whatever m. Needs AmxUsable().
+void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
+                     int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
+                     Round round);
+
 // ---- AVX-512 or AVX2 kernels on an AVX-512 CPU (matmul_choice.cc) ----
 
 // Whether the AVX-512 kernels (and their packed layouts) are used, decided once per process:
@@ -151,6 +161,13 @@ struct KernelChoice {
   std::string why;
 };
 const KernelChoice& Avx512Choice();
+// Whether the bf16 rows of bf16 pair panels (a layout only the chosen AVX-512 kernels use) run
+// on AMX tiles (MatMulPanelsAmx), decided once per process: where AmxUsable(), unless CPM_AMX=0.
+struct AmxDecision {
+  bool on = false;
+  std::string why;
+};
+const AmxDecision& AmxChoice();
 // The layout ternary bf16 weights are packed as at `isa` when TernaryPackingEnabled():
 // kPanel32Ternary where the AVX-512 matmul runs vdpbf16ps and the CPU has VBMI and BMI2, else
 // kPanel16Ternary.

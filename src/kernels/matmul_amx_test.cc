@@ -1,0 +1,123 @@
+// The AMX matmul (matmul_amx.cc) against the scalar reference on odd shapes, and its batch
+// invariance. Skipped where the CPU or the OS offers no AMX (no CI machine does; run on an
+// Intel Xeon of the Emerald Rapids generation, 2026-12-04).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_impl.h"
+#include "kernels/test_util.h"
+
+namespace cpm::kernels {
+namespace {
+
+using testing::RandomBf16;
+using testing::RandomVec;
+
+// x rounded to bf16 (as the model's activations are), its pairs and a bf16 weight packed as
+// kPanel32Bf16Pairs.
+struct Problem {
+  int64_t m, n, k;
+  std::vector<float> x;
+  std::vector<uint16_t> wbits;
+  LinearWeight w;
+  std::shared_ptr<const void> packed;
+  std::vector<uint8_t> dot;
+  std::vector<uint32_t> pairs;
+
+  Problem(int64_t m_, int64_t n_, int64_t k_, uint32_t seed) : m(m_), n(n_), k(k_) {
+    x = RandomVec(m * k, seed);
+    for (float& v : x) v = RoundBf16(v);
+    wbits = RandomBf16(n * k, seed + 1);
+    w.dtype = DType::kBF16;
+    w.out_features = n;
+    w.in_features = k;
+    w.data = wbits.data();
+    packed = PackLinear(w, PackedLayout::kPanel32Bf16Pairs);
+    dot.assign(m, 0);
+    pairs.assign(m * PairsStride(k), 0);
+    PrepareXAvx512(x.data(), k, k, 0, m, dot.data(), pairs.data());
+  }
+  const PackedWeight& pw() const { return *static_cast<const PackedWeight*>(packed.get()); }
+
+  std::vector<float> Amx(Round round = Round::kNone) const {
+    std::vector<float> y(m * n, NAN);
+    MatMulPanelsAmx(pairs.data(), PairsStride(k), m, pw(), 0, pw().num_panels, y.data(), n, round);
+    return y;
+  }
+};
+
+bool Skip() { return !AmxUsable() || BestIsa() != Isa::kAvx512; }
+
+int64_t Mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return bad;
+}
+
+TEST(MatMulAmx, MatchesReferenceOnOddShapes) {
+  if (Skip()) {
+    GTEST_SKIP() << "no AMX-BF16 here";
+  }
+  ASSERT_TRUE(GetCpuFeatures().avx512bf16);  // every AMX CPU has it; the pairs need it
+  for (int64_t m : {1, 7, 16, 17, 31, 32, 33, 70}) {
+    for (int64_t n : {1, 31, 32, 33, 97}) {
+      for (int64_t k : {1, 2, 31, 32, 33, 64, 100, 1027}) {
+        Problem p(m, n, k, static_cast<uint32_t>(m * 131 + n * 17 + k));
+        ASSERT_TRUE(std::all_of(p.dot.begin(), p.dot.end(), [](uint8_t d) { return d != 0; }));
+        const std::vector<float> y = p.Amx();
+        std::vector<float> ref(m * n);
+        MatMulRef(p.x.data(), k, m, p.w, 0, n, ref.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t c = 0; c < n; ++c) {
+            double scale = 1e-30;
+            for (int64_t j = 0; j < k; ++j) {
+              scale += std::fabs(p.x[i * k + j] * Bf16ToF32(p.wbits[c * k + j]));
+            }
+            ASSERT_LE(std::fabs(y[i * n + c] - ref[i * n + c]), 1e-6 * std::sqrt(k) * scale)
+                << "m=" << m << " n=" << n << " k=" << k << " at (" << i << ", " << c << ")";
+          }
+        }
+        const std::vector<float> rounded = p.Amx(Round::kBf16);
+        for (size_t e = 0; e < y.size(); ++e) {
+          ASSERT_EQ(rounded[e], RoundBf16(y[e])) << "m=" << m << " n=" << n << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+// A row's sums are the same bits alone, in any block of a call of any height, and through
+// MatMul's tasks on several threads (the property the engine's batching tests rely on).
+TEST(MatMulAmx, BatchInvariant) {
+  if (Skip()) {
+    GTEST_SKIP() << "no AMX-BF16 here";
+  }
+  for (int64_t k : {64, 1000, 1024}) {
+    Problem p(75, 160, k, 99);
+    const std::vector<float> all = p.Amx();
+    for (int64_t i : {0, 15, 16, 31, 32, 47, 74}) {
+      std::vector<float> one(p.n);
+      MatMulPanelsAmx(p.pairs.data() + i * PairsStride(k), PairsStride(k), 1, p.pw(), 0,
+                      p.pw().num_panels, one.data(), p.n, Round::kNone);
+      ASSERT_EQ(std::memcmp(one.data(), all.data() + i * p.n, p.n * sizeof(float)), 0)
+          << "row " << i << " k=" << k;
+    }
+    LinearWeight w = p.w;
+    w.packed = p.packed;
+    ThreadPool pool(3);
+    std::vector<float> y(p.m * p.n);
+    MatMul(p.x.data(), k, p.m, w, y.data(), p.n, pool);
+    if (AmxChoice().on) {
+      EXPECT_EQ(Mismatches(y, all), 0) << "k=" << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpm::kernels
