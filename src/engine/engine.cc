@@ -95,6 +95,7 @@ class Engine::Impl {
   // Requests whose encoder jobs (images) are still running, oldest first; not yet admitted.
   std::deque<std::unique_ptr<RequestState>> encoding_;
   int64_t num_steps_ = 0;
+  IterationTokens iteration_tokens_;
   int64_t num_finished_ = 0;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
@@ -259,7 +260,13 @@ void Engine::Impl::Loop() {
       return;
     }
     EncodeStep();
-    if (!scheduler_->empty()) Step();
+    if (!scheduler_->empty()) {
+      const int64_t steps = num_steps_, tokens = prompt_tokens_total_ + generation_tokens_total_;
+      Step();
+      if (num_steps_ != steps) {
+        iteration_tokens_.Observe(prompt_tokens_total_ + generation_tokens_total_ - tokens);
+      }
+    }
     PublishStats();
     FlushEvents();
   }
@@ -594,6 +601,7 @@ void Engine::Impl::PublishStats() {
   s.num_total_blocks = blocks_->num_blocks();
   s.num_cached_free_blocks = blocks_->num_cached_free();
   s.num_steps = num_steps_;
+  s.iteration_tokens = iteration_tokens_;
   s.num_requests_finished = num_finished_;
   s.prefix_caching_enabled = kv_manager_->prefix_caching();
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -617,6 +625,12 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { Shutdown(); }
 std::shared_ptr<RequestStream> Engine::Submit(EngineRequest request) { return impl_->Submit(std::move(request)); }
 void Engine::Cancel(const std::string& request_id) { impl_->Cancel(request_id); }
+void IterationTokens::Observe(int64_t tokens) {
+  const auto bucket = std::lower_bound(kBounds.begin(), kBounds.end(), tokens) - kBounds.begin();
+  ++counts[bucket];
+  sum += tokens;
+}
+
 EngineStats Engine::Stats() const { return impl_->Stats(); }
 const ModelInfo& Engine::model_info() const { return impl_->model_info(); }
 const EngineConfig& Engine::config() const { return impl_->config(); }

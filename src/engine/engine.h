@@ -5,6 +5,7 @@
 // call them); nothing else is.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -135,6 +136,16 @@ class RequestStream {
 };
 
 // A snapshot for /metrics and the periodic log line.
+// Tokens per forward step, as vLLM's vllm:iteration_tokens_total counts them: a request's
+// prompt tokens all at the step of its first token, plus the tokens each step generated.
+struct IterationTokens {
+  static constexpr std::array<int64_t, 13> kBounds = {1,    8,    16,   32,   64,   128, 256,
+                                                      512,  1024, 2048, 4096, 8192, 16384};
+  std::array<int64_t, kBounds.size() + 1> counts{};  // per bucket (≤ bound), the last +Inf
+  int64_t sum = 0;
+  void Observe(int64_t tokens);
+};
+
 struct EngineStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
@@ -157,6 +168,7 @@ struct EngineStats {
   int64_t spec_num_accepted_tokens = 0;
   // [num_speculative_tokens]: drafts whose token at this position stood.
   std::vector<int64_t> spec_num_accepted_per_pos;
+  IterationTokens iteration_tokens;
 };
 
 class Engine {

@@ -257,8 +257,17 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
   o.prompt_tokens = c.num_prompt;
   o.generation_tokens = c.generated;
   o.max_tokens = c.max_tokens;
-  o.n = sampling_.n;
   metrics_.Observe(o);
+  // The prompt's n choices are consecutive from its seed offset 0 (ChoicePlan): the last of them
+  // to finish reports the prompt, as vLLM's parent request does.
+  const size_t first = static_cast<size_t>(&c - choices_.data() - c.seed_offset);
+  const size_t end = std::min(choices_.size(), first + static_cast<size_t>(sampling_.n));
+  int64_t most = 0;
+  for (size_t i = first; i < end; ++i) {
+    if (!choices_[i].finished) return;
+    most = std::max(most, choices_[i].generated);
+  }
+  metrics_.ObservePrompt(sampling_.n, most);
 }
 
 bool GenerationRun::NextBeam(ChoiceUpdate* out) {

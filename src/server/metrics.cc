@@ -54,6 +54,12 @@ std::string EscapeLabel(const std::string& v) {
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
+Histogram::Histogram(std::vector<double> upper_bounds, std::vector<uint64_t> counts, double sum)
+    : bounds_(std::move(upper_bounds)), counts_(std::move(counts)), sum_(sum) {
+  counts_.resize(bounds_.size() + 1, 0);
+  for (uint64_t c : counts_) count_ += c;
+}
+
 void Histogram::Observe(double v) {
   const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
   ++counts_[i];
@@ -74,7 +80,8 @@ ServerMetrics::ServerMetrics(std::string model_name, int64_t max_model_len)
       prompt_tokens_(Buckets125(max_model_len)),
       generation_tokens_(Buckets125(max_model_len)),
       max_tokens_(Buckets125(max_model_len)),
-      params_n_({1, 2, 5, 10, 20}) {
+      params_n_({1, 2, 5, 10, 20}),
+      max_generation_tokens_(Buckets125(max_model_len)) {
   for (const char* r : kFinishReasons) success_[r] = 0;
 }
 
@@ -98,7 +105,17 @@ void ServerMetrics::Observe(const RequestObservation& o) {
   prompt_tokens_.Observe(static_cast<double>(o.prompt_tokens));
   generation_tokens_.Observe(static_cast<double>(o.generation_tokens));
   max_tokens_.Observe(static_cast<double>(o.max_tokens));
-  params_n_.Observe(static_cast<double>(o.n));
+}
+
+void ServerMetrics::ObservePrompt(int64_t n, int64_t max_generation_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  params_n_.Observe(static_cast<double>(n));
+  max_generation_tokens_.Observe(static_cast<double>(max_generation_tokens));
+}
+
+void ServerMetrics::SetCacheConfigInfo(std::vector<std::pair<std::string, std::string>> labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_config_ = std::move(labels);
 }
 
 std::string ServerMetrics::Labels(const std::string& extra) const {
@@ -162,7 +179,24 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
     }
   }
 
+  {
+    const auto& it = s.iteration_tokens;
+    histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+              Histogram(std::vector<double>(it.kBounds.begin(), it.kBounds.end()),
+                        std::vector<uint64_t>(it.counts.begin(), it.counts.end()),
+                        static_cast<double>(it.sum)));
+  }
+
   std::lock_guard<std::mutex> lock(mu_);
+  if (!cache_config_.empty()) {
+    // An info metric: a gauge fixed at 1 whose labels carry the configuration (vLLM's).
+    header("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    std::string labels;
+    for (const auto& [key, value] : cache_config_) {
+      labels += fmt::format("{}=\"{}\",", key, EscapeLabel(value));
+    }
+    out += fmt::format("vllm:cache_config_info{{{}engine=\"0\"}} 1.0\n", labels);
+  }
   header("vllm:request_success", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, count] : success_) {
     out += fmt::format("vllm:request_success_total{} {}\n",
@@ -194,6 +228,9 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
             generation_tokens_);
   histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
             max_tokens_);
+  histogram("vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            max_generation_tokens_);
   histogram("vllm:request_params_n", "Histogram of the n request parameter.", params_n_);
   return out;
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -16,6 +17,8 @@ namespace cpm {
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
+  // A histogram counted elsewhere: `counts` per bucket (not cumulative, the last +Inf).
+  Histogram(std::vector<double> upper_bounds, std::vector<uint64_t> counts, double sum);
   void Observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
   const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative
@@ -43,7 +46,6 @@ struct RequestObservation {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t max_tokens = 0;
-  int64_t n = 1;
 };
 
 class ServerMetrics {
@@ -51,6 +53,11 @@ class ServerMetrics {
   ServerMetrics(std::string model_name, int64_t max_model_len);
 
   void Observe(const RequestObservation& obs);
+  // A prompt whose n choices have all finished (vLLM's parent request): n and the most tokens
+  // one of them generated.
+  void ObservePrompt(int64_t n, int64_t max_generation_tokens);
+  // vllm:cache_config_info's labels (vLLM's CacheConfig fields, as Python prints them).
+  void SetCacheConfigInfo(std::vector<std::pair<std::string, std::string>> labels);
   // The exposition text, with the engine's gauges/counters from `stats`.
   std::string Render(const EngineStats& stats) const;
 
@@ -72,6 +79,8 @@ class ServerMetrics {
   Histogram generation_tokens_;
   Histogram max_tokens_;
   Histogram params_n_;
+  Histogram max_generation_tokens_;
+  std::vector<std::pair<std::string, std::string>> cache_config_;
 };
 
 // Prometheus label value escaping (\, ", newline).

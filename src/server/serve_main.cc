@@ -127,6 +127,18 @@ struct Loaded {
 };
 
 // Everything between "listening" and "ready". Errors name what failed.
+// vllm:cache_config_info's labels: the vLLM CacheConfig fields that mean something here, as
+// Python's str() prints them (the KV blocks are "GPU" blocks in vLLM's words, as its logs).
+std::vector<std::pair<std::string, std::string>> CacheConfigInfo(const ServeConfig& c,
+                                                                 const EngineStats& s) {
+  return {{"block_size", std::to_string(c.block_size)},
+          {"cache_dtype", c.kv_cache_dtype},
+          {"enable_prefix_caching", s.prefix_caching_enabled ? "True" : "False"},
+          {"gpu_memory_utilization", fmt::format("{}", c.gpu_memory_utilization)},
+          {"num_cpu_blocks", "None"},
+          {"num_gpu_blocks", std::to_string(s.num_total_blocks)}};
+}
+
 Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded* out) {
   CPM_ASSIGN_OR_RETURN(int64_t derived, DerivedMaxModelLen(c.model_dir));
   if (!c.enable_chunked_prefill && !c.max_num_batched_tokens_set) {
@@ -326,6 +338,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     }
   }
   out->metrics = std::make_unique<ServerMetrics>(ctx.served_name(), budget.max_model_len);
+  out->metrics->SetCacheConfigInfo(CacheConfigInfo(c, out->engine->Stats()));
   ctx.engine = out->client.get();
   ctx.metrics = out->metrics.get();
   // vLLM needs --reasoning-parser spelled out; MiniCPM-V-4.6 gets its parser by default here

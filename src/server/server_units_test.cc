@@ -770,7 +770,10 @@ TEST(Metrics, Exposition) {
   o.prompt_tokens = 7;
   o.generation_tokens = 3;
   m.Observe(o);
+  m.ObservePrompt(2, 7);
+  m.SetCacheConfigInfo({{"block_size", "16"}, {"enable_prefix_caching", "True"}});
   EngineStats s;
+  for (int64_t tokens : {1, 8, 9, 600, 20000}) s.iteration_tokens.Observe(tokens);
   s.num_running = 2;
   s.kv_cache_usage = 0.25;
   s.prefix_cache_queries = 10;
@@ -787,7 +790,23 @@ TEST(Metrics, Exposition) {
            "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"tiny \\\"model\\\"\"} 0.0",
            "vllm:inter_token_latency_seconds_count{" + l + "} 2.0",
            "vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"10.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
-           "# TYPE vllm:time_to_first_token_seconds histogram"}) {
+           "# TYPE vllm:time_to_first_token_seconds histogram",
+           // A prompt's n and the most tokens one of its choices generated, once per prompt.
+           "vllm:request_params_n_bucket{engine=\"0\",le=\"1.0\",model_name=\"tiny \\\"model\\\"\"} 0.0",
+           "vllm:request_params_n_bucket{engine=\"0\",le=\"2.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:request_max_num_generation_tokens_bucket{engine=\"0\",le=\"5.0\",model_name=\"tiny \\\"model\\\"\"} 0.0",
+           "vllm:request_max_num_generation_tokens_bucket{engine=\"0\",le=\"10.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           // Buckets are ≤ their bound: 1 | 8 | 9 | 600 | 20000 (+Inf).
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"1.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"8.0\",model_name=\"tiny \\\"model\\\"\"} 2.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"16.0\",model_name=\"tiny \\\"model\\\"\"} 3.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"512.0\",model_name=\"tiny \\\"model\\\"\"} 3.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"1024.0\",model_name=\"tiny \\\"model\\\"\"} 4.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"16384.0\",model_name=\"tiny \\\"model\\\"\"} 4.0",
+           "vllm:iteration_tokens_total_bucket{engine=\"0\",le=\"+Inf\",model_name=\"tiny \\\"model\\\"\"} 5.0",
+           "vllm:iteration_tokens_total_count{" + l + "} 5.0",
+           "vllm:iteration_tokens_total_sum{" + l + "} 20618.0",
+           "vllm:cache_config_info{block_size=\"16\",enable_prefix_caching=\"True\",engine=\"0\"} 1.0"}) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
   }
   EXPECT_EQ(Buckets125(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));

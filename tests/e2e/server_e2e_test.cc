@@ -852,6 +852,37 @@ TEST_F(ServerE2E, MetricsExposition) {
   EXPECT_GT(prefill, 0);
   EXPECT_GT(decode, 0);
   EXPECT_NEAR(inference, prefill + decode, 1e-6 * (1 + inference));
+  // Every token the counters count, counted once in the step that produced it (vLLM's
+  // iteration_tokens_total: prompt tokens at a request's first token).
+  EXPECT_GE(e2e::Metric(m, "vllm:iteration_tokens_total_count"), 3);
+  EXPECT_EQ(e2e::Metric(m, "vllm:iteration_tokens_total_sum"),
+            e2e::Metric(m, "vllm:prompt_tokens_total") +
+                e2e::Metric(m, "vllm:generation_tokens_total"));
+  EXPECT_GE(e2e::Metric(m, "vllm:request_max_num_generation_tokens_count"), 1);
+  EXPECT_GE(e2e::Metric(m, "vllm:request_params_n_count"), 1);
+  EXPECT_EQ(e2e::Metric(m, "vllm:cache_config_info", "block_size=\"16\""), 1);
+
+  // n = 3: each choice in the per-request histograms, the prompt once in n's and in the most
+  // tokens one of its choices generated (vLLM's parent request).
+  const auto delta = [&](const std::string& before, const std::string& after, const char* metric,
+                         const std::string& label = "") {
+    return e2e::Metric(after, metric, label) - e2e::Metric(before, metric, label);
+  };
+  const std::string before = Metrics();
+  Chat({{"messages", {{{"role", "user"}, {"content", "three"}}}},
+        {"n", 3},
+        {"max_tokens", 4},
+        {"ignore_eos", true}});
+  const std::string after = Metrics();
+  EXPECT_EQ(delta(before, after, "vllm:request_generation_tokens_count"), 3);
+  EXPECT_EQ(delta(before, after, "vllm:request_params_n_count"), 1);
+  EXPECT_EQ(delta(before, after, "vllm:request_params_n_bucket", "le=\"2.0\""), 0);
+  EXPECT_EQ(delta(before, after, "vllm:request_params_n_bucket", "le=\"5.0\""), 1);
+  EXPECT_EQ(delta(before, after, "vllm:request_max_num_generation_tokens_count"), 1);
+  EXPECT_EQ(delta(before, after, "vllm:request_max_num_generation_tokens_bucket",
+                  "le=\"2.0\""), 0);
+  EXPECT_EQ(delta(before, after, "vllm:request_max_num_generation_tokens_bucket",
+                  "le=\"5.0\""), 1);
 }
 
 }  // namespace
