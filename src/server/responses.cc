@@ -1,6 +1,8 @@
 // A Responses API request as the chat completion request it stands for (see responses.h).
 #include "server/responses.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "server/json_reader.h"
@@ -139,6 +141,29 @@ StatusOr<Json> ResponseFormat(const Json& text) {
   return InvalidArgument("text.format: type '" + type + "' is not supported (text, json_object, json_schema are)");
 }
 
+// `include`: OpenAI's includable values; whether it asks for the output text's logprobs (the
+// only one that means anything without stored files, tools or encrypted reasoning).
+StatusOr<bool> IncludesOutputLogprobs(const Json& include) {
+  static const char* const kIncludable[] = {
+      "code_interpreter_call.outputs", "computer_call_output.output.image_url",
+      "file_search_call.results",      "message.input_image.image_url",
+      "message.output_text.logprobs",  "reasoning.encrypted_content",
+      "web_search_call.action.sources"};
+  if (!include.is_array()) return InvalidArgument("include: Input should be a valid list");
+  bool logprobs = false;
+  for (const Json& v : include) {
+    const bool known = v.is_string() && std::any_of(std::begin(kIncludable), std::end(kIncludable),
+                                                    [&](const char* k) { return v == k; });
+    if (!known) {
+      std::string allowed;
+      for (const char* k : kIncludable) allowed += (allowed.empty() ? "'" : ", '") + std::string(k) + "'";
+      return InvalidArgument("include: Input should be " + allowed + ", got " + v.dump());
+    }
+    logprobs = logprobs || v == "message.output_text.logprobs";
+  }
+  return logprobs;
+}
+
 }  // namespace
 
 StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::string>* ignored) {
@@ -193,6 +218,15 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   if (auto t = request.find("text"); t != request.end() && !t->is_null()) {
     CPM_ASSIGN_OR_RETURN(Json format, ResponseFormat(*t));
     if (!format.is_null()) chat["response_format"] = std::move(format);
+  }
+  if (auto inc = request.find("include"); inc != request.end() && !inc->is_null()) {
+    CPM_ASSIGN_OR_RETURN(const bool logprobs, IncludesOutputLogprobs(*inc));
+    if (logprobs) {
+      // vLLM's: logprobs for every generated token, top_logprobs (default 0) alternatives each.
+      chat["logprobs"] = true;
+      chat["top_logprobs"] = request.value("top_logprobs", Json(0));
+      if (chat["top_logprobs"].is_null()) chat["top_logprobs"] = 0;
+    }
   }
   if (stream) {
     chat["stream"] = true;

@@ -27,12 +27,14 @@ namespace cpm {
 //   tool_choice {type: function}  → {type: function, function: {name}}
 //   text.format                   → response_format (text, json_object, json_schema)
 //   max_output_tokens             → max_tokens
+//   include ["message.output_text.logprobs"], top_logprobs
+//                                 → logprobs, top_logprobs (top_logprobs alone asks nothing)
 //   temperature, top_p, parallel_tool_calls, and vLLM's sampling extras (top_k, min_p,
 //   repetition_penalty, seed, stop, ...) as they are.
 // Built-in tools (web_search, file_search, ...), file inputs, item references, background runs
 // and previous_response_id (nothing is stored) are 400s. Fields only echoed (store, metadata,
-// user, truncation, reasoning, include, service_tier) go nowhere; unknown ones are appended to
-// `ignored` (logged, as vLLM does).
+// user, truncation, reasoning, service_tier; include's other values) go nowhere; unknown ones
+// are appended to `ignored` (logged, as vLLM does).
 StatusOr<nlohmann::ordered_json> ChatRequestFromResponses(const nlohmann::ordered_json& request,
                                                           std::vector<std::string>* ignored);
 
@@ -44,6 +46,8 @@ struct ResponsesJob {
   std::string model;
   // The request's fields the reply repeats (instructions, tools, text, ...), those it has.
   nlohmann::ordered_json echo = nlohmann::ordered_json::object();
+  // include asked for message.output_text.logprobs: the output text carries them.
+  bool logprobs = false;
 
   // An output item's id: "msg_…", "rs_…", "fc_…".
   std::string NewItemId(const char* prefix) const { return ctx->NewRequestId(prefix, '_'); }

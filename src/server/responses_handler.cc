@@ -7,6 +7,8 @@
 // output_text.delta, ..., response.completed). Nothing is stored: previous_response_id is refused.
 #include "server/responses.h"
 
+#include <utility>
+
 #include "benchserve/sse_reader.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
@@ -18,8 +20,35 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-Json OutputText(const std::string& text) {
-  return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
+// An output_text part; with `logprobs` (include asked for them), the text's tokens' log-probs.
+Json OutputText(const std::string& text, const Json* logprobs = nullptr) {
+  Json part = {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
+  if (logprobs) part["logprobs"] = *logprobs;
+  return part;
+}
+
+// A chat choice's `logprobs.content` entries as the Responses API's logprobs: {token, bytes,
+// logprob, top_logprobs: [{token, bytes, logprob}]}. [] where the choice has none.
+Json ResponsesLogprobs(const Json& choice) {
+  Json out = Json::array();
+  auto lp = choice.find("logprobs");
+  if (lp == choice.end() || !lp->is_object()) return out;
+  auto content = lp->find("content");
+  if (content == lp->end() || !content->is_array()) return out;
+  const auto entry = [](const Json& e) {
+    return Json{{"token", e.value("token", "")},
+                {"bytes", e.value("bytes", Json::array())},
+                {"logprob", e.value("logprob", 0.0)}};
+  };
+  for (const Json& e : *content) {
+    Json item = entry(e);
+    item["top_logprobs"] = Json::array();
+    if (auto top = e.find("top_logprobs"); top != e.end() && top->is_array()) {
+      for (const Json& t : *top) item["top_logprobs"].push_back(entry(t));
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
 }
 
 Json MessageItem(const std::string& id, const char* status, Json content) {
@@ -61,6 +90,7 @@ struct Outcome {
   std::string reasoning, content;
   std::vector<Json> calls;  // chat tool_calls entries
   std::string finish_reason;
+  Json logprobs = Json::array();  // ResponsesLogprobs of the tokens, when include asked
 };
 
 // A message cut short by max_output_tokens is "incomplete", as OpenAI marks it.
@@ -74,7 +104,8 @@ Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   Json output = Json::array();
   if (!o.reasoning.empty()) output.push_back(ReasoningItem(job.NewItemId("rs"), o.reasoning));
   if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
-    output.push_back(MessageItem(job.NewItemId("msg"), ItemStatus(o), Json::array({OutputText(o.content)})));
+    output.push_back(MessageItem(job.NewItemId("msg"), ItemStatus(o),
+                                 Json::array({OutputText(o.content, job.logprobs ? &o.logprobs : nullptr)})));
   }
   for (const Json& c : o.calls) {
     output.push_back(FunctionCallItem(job.NewItemId("fc"), c.value("id", ""), c["function"].value("name", ""),
@@ -158,18 +189,31 @@ class StreamTranslator {
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
     const Json& c = (*choices)[0];
+    // The chunk's tokens' log-probs go with its text; a chunk with neither text nor reasoning
+    // (its text held back) keeps them for the next text; a reasoning delta's are not reported
+    // (vLLM's).
+    Json logprobs = job_.logprobs ? ResponsesLogprobs(c) : Json::array();
+    bool said = false;
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
       if (auto r = d->find("reasoning"); r != d->end() && r->is_string() &&
                                           !r->get_ref<const std::string&>().empty()) {
+        said = true;
         if (!Reasoning(r->get<std::string>())) return false;
       }
       if (auto t = d->find("content"); t != d->end() && t->is_string() &&
                                         !t->get_ref<const std::string&>().empty()) {
-        if (!Text(t->get<std::string>())) return false;
+        said = true;
+        for (Json& l : logprobs) pending_logprobs_.push_back(std::move(l));
+        if (!Text(t->get<std::string>(), std::exchange(pending_logprobs_, Json::array()))) {
+          return false;
+        }
       }
       if (auto calls = d->find("tool_calls"); calls != d->end() && calls->is_array()) {
         for (const Json& call : *calls) MergeCall(call);
       }
+    }
+    if (!said) {
+      for (Json& l : logprobs) pending_logprobs_.push_back(std::move(l));
     }
     if (auto f = c.find("finish_reason"); f != c.end() && f->is_string()) {
       outcome_.finish_reason = f->get<std::string>();
@@ -257,27 +301,32 @@ class StreamTranslator {
                        {"part", OutputText("")}});
   }
 
-  bool Text(const std::string& delta) {
+  bool Text(const std::string& delta, const Json& logprobs) {
     if (message_index_ < 0) {
       if (!CloseReasoning() || !OpenMessage()) return false;
     }
     outcome_.content += delta;
+    for (const Json& l : logprobs) outcome_.logprobs.push_back(l);
     return out_->Emit({{"type", "response.output_text.delta"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"delta", delta}, {"logprobs", Json::array()}});
+                       {"delta", delta}, {"logprobs", logprobs}});
   }
 
   bool CloseMessage() {
     if (message_index_ < 0 || message_closed_) return true;
     message_closed_ = true;
-    Json item = MessageItem(message_id_, ItemStatus(outcome_), Json::array({OutputText(outcome_.content)}));
+    for (Json& l : pending_logprobs_) outcome_.logprobs.push_back(std::move(l));
+    pending_logprobs_ = Json::array();
+    const Json* logprobs = job_.logprobs ? &outcome_.logprobs : nullptr;
+    Json item = MessageItem(message_id_, ItemStatus(outcome_),
+                            Json::array({OutputText(outcome_.content, logprobs)}));
     items_.push_back(item);
     return out_->Emit({{"type", "response.output_text.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"text", outcome_.content}, {"logprobs", Json::array()}}) &&
+                       {"text", outcome_.content}, {"logprobs", outcome_.logprobs}}) &&
            out_->Emit({{"type", "response.content_part.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"part", OutputText(outcome_.content)}}) &&
+                       {"part", OutputText(outcome_.content, logprobs)}}) &&
            out_->Emit({{"type", "response.output_item.done"},
                        {"output_index", message_index_}, {"item", std::move(item)}});
   }
@@ -306,6 +355,7 @@ class StreamTranslator {
   bool reasoning_closed_ = false, message_closed_ = false;
   std::string reasoning_id_, message_id_;
   int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
+  Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
 };
 
 HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
@@ -325,6 +375,7 @@ HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std:
   if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
     o.finish_reason = choice["finish_reason"];
   }
+  if (job.logprobs) o.logprobs = ResponsesLogprobs(choice);
   const Json& usage = j["usage"];
   Json r = ResponseObject(job, o.finish_reason == "length" ? "incomplete" : "completed",
                           OutputItems(job, o),
@@ -349,6 +400,7 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   job->id = ctx.NewRequestId("resp", '_');
   job->created = UnixNow();
   job->model = ctx.served_name();
+  job->logprobs = chat->value("logprobs", false);
   for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",
                           "temperature", "text", "tool_choice", "tools", "top_p", "truncation",
                           "user", "metadata"}) {

@@ -89,6 +89,25 @@ TEST(ResponsesRequest, UnknownFieldsAreReportedAndExtrasPassed) {
   EXPECT_EQ(ignored, std::vector<std::string>{"frobnicate"});
 }
 
+TEST(ResponsesRequest, IncludeOutputLogprobs) {
+  Json chat = Translate(
+      R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3})");
+  EXPECT_EQ(chat["logprobs"], true);
+  EXPECT_EQ(chat["top_logprobs"], 3);
+  chat = Translate(R"({"input": "x", "include": ["message.output_text.logprobs"]})");
+  EXPECT_EQ(chat["top_logprobs"], 0);  // vLLM's default
+  // top_logprobs alone, or other includable values, ask for nothing.
+  EXPECT_FALSE(Translate(R"({"input": "x", "top_logprobs": 3})").contains("logprobs"));
+  EXPECT_FALSE(Translate(R"({"input": "x", "include": ["reasoning.encrypted_content"]})")
+                   .contains("logprobs"));
+  EXPECT_NE(ErrorOf(R"({"input": "x", "include": ["message.output_text.logprob"]})")
+                .find("'message.output_text.logprobs'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"input": "x", "include": "message.output_text.logprobs"})")
+                .find("include"),
+            std::string::npos);
+}
+
 TEST(ResponsesRequest, UnsupportedRequestsAreClientErrors) {
   EXPECT_NE(ErrorOf(R"({"model": "m"})").find("input"), std::string::npos);
   EXPECT_NE(ErrorOf("not json").find("JSON decode error"), std::string::npos);
@@ -123,7 +142,7 @@ TEST(ResponsesRequest, WrongTypesAreErrorsNotExceptions) {
       Json{{"format", Json{{"type", "json_schema"}, {"name", 3}}}}, Json{{"format", 1}}};
   const char* keys[] = {"model", "input", "instructions", "tools", "tool_choice", "text",
                         "max_output_tokens", "stream", "background", "previous_response_id",
-                        "temperature", "metadata", "reasoning"};
+                        "temperature", "metadata", "reasoning", "include", "top_logprobs"};
   for (const char* key : keys) {
     for (const Json& value : junk) {
       Json request = {{"model", "m"}, {"input", "x"}};

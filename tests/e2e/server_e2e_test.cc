@@ -727,6 +727,61 @@ TEST_F(ServerE2E, CachedPromptTokensInUsage) {
   EXPECT_GE(r["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 16) << r.dump();
 }
 
+// include ["message.output_text.logprobs"]: the output text's tokens with their log-probs and
+// top_logprobs alternatives, the chat completion's for the same greedy request, whole in the
+// reply and spread over the stream's text deltas; without include, none.
+TEST_F(ServerE2E, ResponsesOutputTextLogprobs) {
+  const Json request = {{"input", "logprobs, please"}, {"max_output_tokens", 5},
+                        {"temperature", 0},         {"ignore_eos", true},
+                        {"include", {"message.output_text.logprobs"}}, {"top_logprobs", 2}};
+  const auto message_part = [](const Json& response) {
+    for (const Json& item : response["output"]) {
+      if (item["type"] == "message") return item["content"][0];
+    }
+    ADD_FAILURE() << response.dump();
+    return Json();
+  };
+  const Json r = e2e::Post(port(), "/v1/responses", request.dump()).json();
+  const Json lp = message_part(r)["logprobs"];
+  ASSERT_EQ(lp.size(), 5u) << r.dump();
+  const Json chat = Chat({{"messages", {{{"role", "user"}, {"content", "logprobs, please"}}}},
+                          {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true},
+                          {"logprobs", true}, {"top_logprobs", 2}});
+  const Json& want = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(want.size(), 5u);
+  for (size_t i = 0; i < lp.size(); ++i) {
+    EXPECT_EQ(lp[i]["token"], want[i]["token"]);
+    EXPECT_EQ(lp[i]["bytes"], want[i]["bytes"]);
+    EXPECT_EQ(lp[i]["logprob"], want[i]["logprob"]);
+    ASSERT_EQ(lp[i]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(lp[i]["top_logprobs"][0]["token"], lp[i]["token"]);  // greedy: the best
+    EXPECT_EQ(lp[i]["top_logprobs"][1]["logprob"], want[i]["top_logprobs"][1]["logprob"]);
+  }
+
+  Json streamed_request = request;
+  streamed_request["stream"] = true;
+  const std::string sse = e2e::PostStream(port(), "/v1/responses", streamed_request.dump()).body;
+  Json deltas = Json::array(), done;
+  for (size_t pos = 0, end; (end = sse.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string event = sse.substr(pos, end - pos);
+    const size_t data = event.find("data: ");
+    ASSERT_NE(data, std::string::npos) << event;
+    const Json e = Json::parse(event.substr(data + 6));
+    if (e["type"] == "response.output_text.delta") {
+      for (const Json& l : e["logprobs"]) deltas.push_back(l);
+    }
+    // max_output_tokens ends it: "incomplete".
+    if (e["type"] == "response.incomplete") done = e["response"];
+  }
+  EXPECT_EQ(deltas, lp);
+  EXPECT_EQ(message_part(done)["logprobs"], lp);
+
+  Json plain = request;
+  plain.erase("include");
+  EXPECT_FALSE(message_part(e2e::Post(port(), "/v1/responses", plain.dump()).json())
+                   .contains("logprobs"));
+}
+
 // Browser clients: vLLM's CORS defaults (every origin) on the preflight and the request.
 TEST_F(ServerE2E, CrossOriginRequestsAsVllm) {
   httplib::Client cli("127.0.0.1", port());
