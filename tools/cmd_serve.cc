@@ -22,6 +22,7 @@ struct ServeFlags {
   // vLLM flags with no field in ServeConfig: checked (and, where harmless, ignored) here.
   std::string model;  // --model: vLLM's alternative to the positional model
   int pipeline_parallel_size = 1;
+  int data_parallel_size = 1;
   double swap_space = 4;
   CLI::Option* swap_space_opt = nullptr;
   bool disable_frontend_multiprocessing = false;
@@ -30,6 +31,14 @@ struct ServeFlags {
   CLI::Option* num_gpu_blocks_override = nullptr;
   CLI::Option* uds = nullptr;
 };
+
+// uvicorn's levels, the choices vLLM's --uvicorn-log-level takes.
+bool IsUvicornLogLevel(const std::string& level) {
+  for (const char* l : {"critical", "error", "warning", "info", "debug", "trace"}) {
+    if (level == l) return true;
+  }
+  return false;
+}
 
 int FlagError(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -57,6 +66,15 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
   if (f.pipeline_parallel_size != 1) {
     return FlagError("--pipeline-parallel-size: " + std::to_string(f.pipeline_parallel_size) +
                      " is not supported: cpmserve runs one CPU process (use 1)");
+  }
+  if (f.data_parallel_size != 1) {
+    return FlagError("--data-parallel-size: " + std::to_string(f.data_parallel_size) +
+                     " is not supported: cpmserve runs one engine (use 1; to serve more, start "
+                     "more servers behind a load balancer)");
+  }
+  if (!IsUvicornLogLevel(c.uvicorn_log_level)) {
+    return FlagError("argument --uvicorn-log-level: invalid choice: '" + c.uvicorn_log_level +
+                     "' (choose from 'critical', 'error', 'warning', 'info', 'debug', 'trace')");
   }
   if (f.num_gpu_blocks_override->count() > 0) {
     return FlagError("--num-gpu-blocks-override is not supported: size the KV cache with "
@@ -178,6 +196,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--pipeline-parallel-size", f->pipeline_parallel_size, "must be 1 (also -pp)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--data-parallel-size", f->data_parallel_size, "must be 1 (also -dp)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   f->swap_space_opt = cmd->add_option("--swap-space", f->swap_space,
                                       "accepted, ignored (preempted requests are recomputed, not "
                                       "swapped)");
@@ -222,7 +243,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");
-  cmd->add_option("--uvicorn-log-level", c.uvicorn_log_level, "accepted for compatibility");
+  cmd->add_option("--uvicorn-log-level", c.uvicorn_log_level,
+                  "critical | error | warning | info | debug | trace: checked, then accepted for "
+                  "compatibility")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", c.tokenizer,
                   "tokenizer folder (tokenizer.json or tokenizer.model, tokenizer_config.json; "
                   "default: the model's)");

@@ -39,6 +39,13 @@ int main(int argc, char** argv) {
     }
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // A serve flag's bad value ("--swap-space abc"): argparse's form and status too.
+    if (e.get_exit_code() != 0 && args.size() > 1 && args[1] == "serve") {
+      std::fprintf(stderr, "usage: cpmserve serve MODEL_DIR [options] (--help lists them)\n"
+                           "cpmserve serve: error: %s\n",
+                   e.what());
+      return 2;
+    }
     return app.exit(e);
   }
   return exit_code;

@@ -1,5 +1,5 @@
 // `cpmserve serve`'s command line as vLLM's argument parser reads it, before CLI11 sees it:
-// vLLM's two-letter single-dash aliases (-tp, -pp), which CLI11 cannot declare, become their long
+// vLLM's two-letter single-dash aliases (-tp, -pp, -dp), which CLI11 cannot declare, become their long
 // names, and long options spelled with underscores (--max_model_len) get dashes, as vLLM's
 // FlexibleArgumentParser does. Other subcommands' arguments pass unchanged.
 #pragma once
@@ -15,7 +15,9 @@ inline std::vector<std::string> TranslateServeArgv(int argc, char** argv) {
   std::vector<std::string> out(argv, argv + argc);
   if (argc < 2 || out[1] != "serve") return out;
   static const std::pair<const char*, const char*> kAliases[] = {
-      {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}};
+      {"-tp", "--tensor-parallel-size"},
+      {"-pp", "--pipeline-parallel-size"},
+      {"-dp", "--data-parallel-size"}};
   for (size_t i = 2; i < out.size(); ++i) {
     std::string& a = out[i];
     if (a == "--") break;

@@ -109,6 +109,11 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
       {{"--uds", "/tmp/cpm.sock"},
        "--uds: Unix domain sockets are not supported; use --host/--port"},
       {{"--model", "/elsewhere"}, "the model is given twice"},
+      {{"-dp", "2"}, "--data-parallel-size: 2 is not supported: cpmserve runs one engine"},
+      {{"--uvicorn-log-level", "loud"},
+       "argument --uvicorn-log-level: invalid choice: 'loud' (choose from 'critical',"},
+      // A value of the wrong type: argparse's status, the flag named.
+      {{"--swap-space", "abc"}, "cpmserve serve: error: Could not convert: --swap-space = abc"},
       // argparse's message and status for a flag nobody defines.
       {{"--no-such-flag", "1"}, "cpmserve serve: error: unrecognized arguments: --no-such-flag 1"},
       {{"-xy"}, "unrecognized arguments: -xy"}};
@@ -134,7 +139,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   // ServerProcess puts its model argument first: "--model" there, the folder in the args.
   std::vector<std::string> args = {dir_};
   for (const std::string& a :
-       Args({"-tp", "1", "-pp=1", "--tensor_parallel_size", "1", "--pipeline-parallel-size", "1",
+       Args({"-tp", "1", "-pp=1", "-dp", "1", "--uvicorn-log-level", "warning",
+             "--tensor_parallel_size", "1", "--pipeline-parallel-size", "1",
              "--swap-space", "4", "--disable-frontend-multiprocessing", "--tokenizer-mode", "auto",
              "--chat-template-content-format", "auto", "--max_num_seqs=4"})) {
     args.push_back(a);
