@@ -41,7 +41,10 @@ std::string CommandLine(const std::vector<std::string>& args) {
 // validate runs two servers one after the other on a free loopback port of its own, because the
 // seed command lines' `--port 8000` is usually held by the very server being adapted (and two
 // --port flags make serve refuse to start), and `--host 0.0.0.0` would only expose a throwaway
-// server. The probes need the server's key: --api-key, else $VLLM_API_KEY as serve reads it.
+// server. --load-format is dropped too: each gate sets its own (the dummy gate's `dummy`, the
+// real-weight gate none), and the seed's dummy command line forwarded would have run the
+// real-weight gate on dummy weights. The probes need the server's key: --api-key, else
+// $VLLM_API_KEY as serve reads it.
 struct ForwardedFlags {
   std::vector<std::string> forwarded;
   std::vector<std::string> dropped;  // as the user wrote them, for the report's note
@@ -56,7 +59,7 @@ ForwardedFlags SplitForwardedFlags(const std::vector<std::string>& user) {
   for (size_t i = 0; i < user.size(); ++i) {
     const std::string& a = user[i];
     bool own = false;
-    for (const char* name : {"--host", "--port"}) {
+    for (const char* name : {"--host", "--port", "--load-format"}) {
       const std::string n = name;
       if (a == n) {
         own = true;
@@ -403,7 +406,8 @@ ValidationReport RunValidation(const ValidateOptions& o) {
     std::string dropped;
     for (const std::string& d : f.dropped) dropped += (dropped.empty() ? "" : ", ") + ("`" + d + "`");
     rep.notes.push_back("not forwarded to serve: " + dropped +
-                        " (validate starts its servers on 127.0.0.1 and a free port of its own)");
+                        " (validate starts its servers on 127.0.0.1 and a free port of its own, "
+                        "and picks each gate's --load-format)");
   }
   if (!o.skip_dummy) rep.gates.push_back(DummyGate(o, f));
   auto [real, smoke] = RealAndSmoke(o, f);

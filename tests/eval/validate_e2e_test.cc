@@ -52,11 +52,14 @@ TEST_F(ValidateE2e, SeedServeFlagsAndApiKeyAreHandled) {
   // The seed command lines carry `--host 0.0.0.0 --port 8000`: validate keeps its own loopback
   // port (a second --port made serve exit 114) and says so; with --api-key the probes
   // authenticate (they got 401 before).
-  const auto r = RunCommand(Validate("--host 0.0.0.0 --port 8000 --api-key sk1"));
+  // The dummy gate's --load-format forwarded would have put the real-weight gate on dummy
+  // weights: dropped too.
+  const auto r = RunCommand(Validate("--host 0.0.0.0 --port 8000 --load-format dummy --api-key sk1"));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   for (const char* s : {"Stage A — Dummy Fast Gate — ✅ pass", "Stage B — Real-Weight Mandatory Gate — ✅ pass",
                         "Smoke 验证 — ✅ pass", "| POST /v1/chat/completions | 200 |",
-                        "not forwarded to serve: `--host 0.0.0.0`, `--port 8000`", "--api-key sk1",
+                        "not forwarded to serve: `--host 0.0.0.0`, `--port 8000`, `--load-format dummy`",
+                        "--api-key sk1",
                         "'Authorization: Bearer sk1'"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
