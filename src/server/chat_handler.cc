@@ -344,27 +344,6 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   return HttpReply::Json(r);
 }
 
-// What `echo` puts before each choice's content, as vLLM's serving_chat: the last message's
-// text when its role is the reply's (a continued message, or a turn that add_generation_prompt
-// does not end), its parts' texts joined by newlines; "" otherwise.
-std::string EchoedContent(const Json& last, const std::string& role) {
-  auto r = last.find("role");
-  if (r == last.end() || !r->is_string() || r->get_ref<const std::string&>() != role) return "";
-  auto c = last.find("content");
-  if (c == last.end()) return "";
-  if (c->is_string()) return c->get<std::string>();
-  std::string text;
-  bool first = true;
-  for (const Json& part : c->is_array() ? *c : Json::array()) {
-    const Json* t = part.is_string() ? &part : nullptr;
-    if (part.is_object() && part.contains("text") && part["text"].is_string()) t = &part["text"];
-    if (t == nullptr) continue;
-    text += (first ? "" : "\n") + t->get<std::string>();
-    first = false;
-  }
-  return text;
-}
-
 }  // namespace
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,

@@ -182,6 +182,25 @@ StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
 
 }  // namespace
 
+std::string EchoedContent(const Json& last, const std::string& role) {
+  auto r = last.find("role");
+  if (r == last.end() || !r->is_string() || r->get_ref<const std::string&>() != role) return "";
+  auto c = last.find("content");
+  if (c == last.end() || !c->is_array()) return c != last.end() && c->is_string() ? c->get<std::string>() : "";
+  std::vector<MediaRef> media;  // images and videos are items without text here
+  StatusOr<Json> content = NormalizeContent(*c, &media);
+  if (!content.ok()) return "";  // the prompt's rendering has refused it already
+  if (content->is_string()) return content->get<std::string>();
+  std::string text;
+  bool first = true;
+  for (const Json& item : *content) {
+    if (item.value("type", "") != "text") continue;
+    text += (first ? "" : "\n") + item["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<MediaRef>* media) {

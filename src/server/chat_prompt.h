@@ -34,4 +34,11 @@ StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ServerContext& ctx, const 
                                                 const protocol::ChatTemplateFields& chat,
                                                 std::shared_ptr<const MultimodalInputs>* multimodal);
 
+// What `echo` puts before each choice's content, as vLLM's serving_chat: the last message's
+// content as the template saw it (its parts normalized as for the prompt: text, input_text,
+// output_text, refusal and thinking parts, null texts skipped), a list's text items joined by
+// newlines (images and videos add nothing), when the message's role is the reply's (a continued
+// message, or a turn that add_generation_prompt does not end); "" otherwise.
+std::string EchoedContent(const nlohmann::ordered_json& last, const std::string& role);
+
 }  // namespace cpm

@@ -277,10 +277,17 @@ TEST_F(HandlersTest, ChatEchoPutsTheLastMessageFirstWhenItIsTheRepliesRole) {
   const Json parts = {{"role", "user"},
                       {"content", {{{"type", "text"}, {"text", "Hi"}}, {{"type", "text"},
                                                                         {"text", "there"}}}}};
+  // Parts as the prompt takes them (vLLM echoes its parsed conversation): a refusal part's
+  // text counts, a text part with a null text is skipped.
+  const Json mixed = {{"role", "user"},
+                      {"content", {{{"type", "input_text"}, {"text", "Hi"}},
+                                   {{"type", "text"}, {"text", nullptr}},
+                                   {{"type", "refusal"}, {"refusal", "no"}}}}};
   for (bool stream : {false, true}) {
     // A reply continuing the user's turn (its role "user") echoes it; an assistant reply not.
     EXPECT_EQ(content(user, false, stream), "Hi" + generated);
     EXPECT_EQ(content(parts, false, stream), "Hi\nthere" + generated);
+    EXPECT_EQ(content(mixed, false, stream), "Hi\nno" + generated);
     EXPECT_EQ(content(user, true, stream), generated);
   }
 }
