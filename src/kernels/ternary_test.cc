@@ -173,6 +173,17 @@ void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b
 // activations do, so that rows run vdpbf16ps, runs of up to 32 on the codes (tiles of at most 8),
 // except row 1 of three or more, which is not bf16 (f32 FMAs on the pairs copy): the runs of rows
 // either side of it take the codes or the copy by their own length.
+// y = x · Wᵀ on the AVX-512 tiles over kPanel32Bf16Pairs, x prepared as MatMul prepares it.
+void PairsOnAvx512Tiles(const float* x, int64_t k, int64_t m, const LinearWeight& w, float* y,
+                        Round round) {
+  const PackedWeight& pw = *Packed(w);
+  std::vector<uint8_t> dot(m);
+  std::vector<uint32_t> pairs(m * PairsStride(k));
+  PrepareXAvx512(x, k, k, 0, m, dot.data(), pairs.data());
+  MatMulPanelsAvx512({x, k, dot.data(), pairs.data()}, m, pw, 0, pw.num_panels, y,
+                     w.out_features, round);
+}
+
 void ExpectCodesBitwiseThePanels(Isa isa, PackedLayout panels_layout) {
   IsaGuard guard;
   ASSERT_TRUE(SetActiveIsa(isa));
@@ -196,7 +207,13 @@ void ExpectCodesBitwiseThePanels(Isa isa, PackedLayout panels_layout) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             std::vector<float> a(m * n), b(m * n);
             MatMul(x.data(), k, m, codes, a.data(), n, *pool, round);
-            MatMul(x.data(), k, m, panels, b.data(), n, *pool, round);
+            if (panels_layout == PackedLayout::kPanel32Bf16Pairs && AmxChoice().on) {
+              // MatMul takes bf16 pairs to AMX there, whose sums are not vdpbf16ps's: the
+              // codes' reference is the AVX-512 tiles themselves.
+              PairsOnAvx512Tiles(x.data(), k, m, panels, b.data(), round);
+            } else {
+              MatMul(x.data(), k, m, panels, b.data(), n, *pool, round);
+            }
             ExpectBitwiseEqual(a, b,
                                std::string(ToString(isa)) + " group " + std::to_string(g.group) +
                                    " n=" + std::to_string(n) +
