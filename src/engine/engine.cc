@@ -261,11 +261,11 @@ void Engine::Impl::Loop() {
     }
     EncodeStep();
     if (!scheduler_->empty()) {
-      const int64_t steps = num_steps_, tokens = prompt_tokens_total_ + generation_tokens_total_;
+      const int64_t tokens = prompt_tokens_total_ + generation_tokens_total_;
       Step();
-      if (num_steps_ != steps) {
-        iteration_tokens_.Observe(prompt_tokens_total_ + generation_tokens_total_ - tokens);
-      }
+      // Steps with output only, as vLLM's (a long prompt's earlier chunks make no token).
+      const int64_t step_tokens = prompt_tokens_total_ + generation_tokens_total_ - tokens;
+      if (step_tokens > 0) iteration_tokens_.Observe(step_tokens);
     }
     PublishStats();
     FlushEvents();

@@ -136,8 +136,9 @@ class RequestStream {
 };
 
 // A snapshot for /metrics and the periodic log line.
-// Tokens per forward step, as vLLM's vllm:iteration_tokens_total counts them: a request's
-// prompt tokens all at the step of its first token, plus the tokens each step generated.
+// Tokens per forward step that produced any, as vLLM's vllm:iteration_tokens_total counts them:
+// a request's prompt tokens all at the step of its first token, plus the tokens each step
+// generated.
 struct IterationTokens {
   static constexpr std::array<int64_t, 13> kBounds = {1,    8,    16,   32,   64,   128, 256,
                                                       512,  1024, 2048, 4096, 8192, 16384};

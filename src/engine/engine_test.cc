@@ -66,6 +66,24 @@ TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
   EXPECT_EQ(StepsOfOneRequest(c), (Steps{{0, 8}, {8, 8}, {16, 8}, {24, 6}, {30, 1}, {31, 1}}));
 }
 
+// vllm:iteration_tokens_total's observations: steps that made a token only (the prompt's first
+// three chunks made none), the prompt counted whole at its first token.
+TEST(EngineTest, IterationTokensCountStepsWithOutput) {
+  EngineConfig c = SmallConfig();
+  c.max_num_batched_tokens = 8;
+  FakeModel* fake = nullptr;
+  auto engine = MakeFakeEngine(c, {}, &fake);
+  Result r = Collect(engine->Submit(Req("a", Range(1, 31), 3)));
+  ASSERT_TRUE(r.error.ok());
+  ASSERT_EQ(fake->Steps().size(), 6u);
+  const IterationTokens& it = engine->Stats().iteration_tokens;
+  EXPECT_EQ(it.sum, 30 + 3);
+  std::array<int64_t, IterationTokens::kBounds.size() + 1> want{};
+  want[0] = 2;  // ≤ 1: the two decode steps
+  want[3] = 1;  // ≤ 32: the last chunk's step, 30 prompt tokens and the first generated
+  EXPECT_EQ(it.counts, want);
+}
+
 TEST(EngineTest, WithoutChunkedPrefillAPromptRunsInOneStep) {
   EngineConfig c = SmallConfig();
   c.enable_chunked_prefill = false;

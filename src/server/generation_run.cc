@@ -237,6 +237,7 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
 
 void GenerationRun::Finish(Choice& c, const std::string& reason) {
   c.finished = true;
+  c.aborted = reason == "abort";
   RequestObservation o;
   o.finish_reason = reason;
   const Clock::time_point now = Clock::now();
@@ -259,12 +260,13 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
   o.max_tokens = c.max_tokens;
   metrics_.Observe(o);
   // The prompt's n choices are consecutive from its seed offset 0 (ChoicePlan): the last of them
-  // to finish reports the prompt, as vLLM's parent request does.
+  // to finish reports the prompt, as vLLM's parent request does, unless one was aborted (vLLM
+  // records no statistics for aborted requests).
   const size_t first = static_cast<size_t>(&c - choices_.data() - c.seed_offset);
   const size_t end = std::min(choices_.size(), first + static_cast<size_t>(sampling_.n));
   int64_t most = 0;
   for (size_t i = first; i < end; ++i) {
-    if (!choices_[i].finished) return;
+    if (!choices_[i].finished || choices_[i].aborted) return;
     most = std::max(most, choices_[i].generated);
   }
   metrics_.ObservePrompt(sampling_.n, most);

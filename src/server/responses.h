@@ -46,8 +46,10 @@ struct ResponsesJob {
   std::string model;
   // The request's fields the reply repeats (instructions, tools, text, ...), those it has.
   nlohmann::ordered_json echo = nlohmann::ordered_json::object();
-  // include asked for message.output_text.logprobs: the output text carries them.
+  // include asked for message.output_text.logprobs: the output text carries them, with
+  // top_logprobs alternatives each (echoed as the response's top_logprobs).
   bool logprobs = false;
+  nlohmann::ordered_json top_logprobs = 0;
 
   // An output item's id: "msg_…", "rs_…", "fc_…".
   std::string NewItemId(const char* prefix) const { return ctx->NewRequestId(prefix, '_'); }

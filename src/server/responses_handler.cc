@@ -28,17 +28,19 @@ Json OutputText(const std::string& text, const Json* logprobs = nullptr) {
 }
 
 // A chat choice's `logprobs.content` entries as the Responses API's logprobs: {token, bytes,
-// logprob, top_logprobs: [{token, bytes, logprob}]}. [] where the choice has none.
-Json ResponsesLogprobs(const Json& choice) {
+// logprob, top_logprobs: [{token, bytes, logprob}]} (an output_text's), or without the bytes
+// (a text delta event's). [] where the choice has none.
+Json ResponsesLogprobs(const Json& choice, bool with_bytes = true) {
   Json out = Json::array();
   auto lp = choice.find("logprobs");
   if (lp == choice.end() || !lp->is_object()) return out;
   auto content = lp->find("content");
   if (content == lp->end() || !content->is_array()) return out;
-  const auto entry = [](const Json& e) {
-    return Json{{"token", e.value("token", "")},
-                {"bytes", e.value("bytes", Json::array())},
-                {"logprob", e.value("logprob", 0.0)}};
+  const auto entry = [&](const Json& e) {
+    Json out = {{"token", e.value("token", "")}};
+    if (with_bytes) out["bytes"] = e.value("bytes", Json::array());
+    out["logprob"] = e.value("logprob", 0.0);
+    return out;
   };
   for (const Json& e : *content) {
     Json item = entry(e);
@@ -136,6 +138,7 @@ Json ResponseObject(const ResponsesJob& job, const char* status, Json output, Js
             {"tool_choice", job.echo.value("tool_choice", Json("auto"))},
             {"tools", job.echo.value("tools", Json::array())},
             {"top_p", job.echo.value("top_p", Json(nullptr))},
+            {"top_logprobs", job.logprobs ? Json(job.top_logprobs) : Json(nullptr)},
             {"truncation", job.echo.value("truncation", Json("disabled"))},
             {"usage", std::move(usage)},
             {"user", job.echo.value("user", Json(nullptr))},
@@ -191,8 +194,11 @@ class StreamTranslator {
     const Json& c = (*choices)[0];
     // The chunk's tokens' log-probs go with its text; a chunk with neither text nor reasoning
     // (its text held back) keeps them for the next text; a reasoning delta's are not reported
-    // (vLLM's).
-    Json logprobs = job_.logprobs ? ResponsesLogprobs(c) : Json::array();
+    // (vLLM's). The final message has every token's, as the reply without streaming.
+    Json logprobs = job_.logprobs ? ResponsesLogprobs(c, false) : Json::array();
+    if (job_.logprobs) {
+      for (Json& l : ResponsesLogprobs(c)) outcome_.logprobs.push_back(std::move(l));
+    }
     bool said = false;
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
       if (auto r = d->find("reasoning"); r != d->end() && r->is_string() &&
@@ -306,7 +312,6 @@ class StreamTranslator {
       if (!CloseReasoning() || !OpenMessage()) return false;
     }
     outcome_.content += delta;
-    for (const Json& l : logprobs) outcome_.logprobs.push_back(l);
     return out_->Emit({{"type", "response.output_text.delta"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
                        {"delta", delta}, {"logprobs", logprobs}});
@@ -315,15 +320,13 @@ class StreamTranslator {
   bool CloseMessage() {
     if (message_index_ < 0 || message_closed_) return true;
     message_closed_ = true;
-    for (Json& l : pending_logprobs_) outcome_.logprobs.push_back(std::move(l));
-    pending_logprobs_ = Json::array();
     const Json* logprobs = job_.logprobs ? &outcome_.logprobs : nullptr;
     Json item = MessageItem(message_id_, ItemStatus(outcome_),
                             Json::array({OutputText(outcome_.content, logprobs)}));
     items_.push_back(item);
     return out_->Emit({{"type", "response.output_text.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"text", outcome_.content}, {"logprobs", outcome_.logprobs}}) &&
+                       {"text", outcome_.content}, {"logprobs", Json::array()}}) &&
            out_->Emit({{"type", "response.content_part.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
                        {"part", OutputText(outcome_.content, logprobs)}}) &&
@@ -401,6 +404,7 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   job->created = UnixNow();
   job->model = ctx.served_name();
   job->logprobs = chat->value("logprobs", false);
+  if (job->logprobs) job->top_logprobs = chat->value("top_logprobs", Json(0));
   for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",
                           "temperature", "text", "tool_choice", "tools", "top_p", "truncation",
                           "user", "metadata"}) {

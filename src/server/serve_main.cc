@@ -126,19 +126,22 @@ struct Loaded {
   ServerContext ctx;
 };
 
-// Everything between "listening" and "ready". Errors name what failed.
 // vllm:cache_config_info's labels: the vLLM CacheConfig fields that mean something here, as
-// Python's str() prints them (the KV blocks are "GPU" blocks in vLLM's words, as its logs).
+// Python's str() prints them (a float keeps its ".0"; the KV blocks are "GPU" blocks in vLLM's
+// words, as in its logs).
 std::vector<std::pair<std::string, std::string>> CacheConfigInfo(const ServeConfig& c,
                                                                  const EngineStats& s) {
+  std::string utilization = fmt::format("{}", c.gpu_memory_utilization);
+  if (utilization.find_first_of(".eEn") == std::string::npos) utilization += ".0";
   return {{"block_size", std::to_string(c.block_size)},
           {"cache_dtype", c.kv_cache_dtype},
           {"enable_prefix_caching", s.prefix_caching_enabled ? "True" : "False"},
-          {"gpu_memory_utilization", fmt::format("{}", c.gpu_memory_utilization)},
+          {"gpu_memory_utilization", utilization},
           {"num_cpu_blocks", "None"},
           {"num_gpu_blocks", std::to_string(s.num_total_blocks)}};
 }
 
+// Everything between "listening" and "ready". Errors name what failed.
 Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded* out) {
   CPM_ASSIGN_OR_RETURN(int64_t derived, DerivedMaxModelLen(c.model_dir));
   if (!c.enable_chunked_prefill && !c.max_num_batched_tokens_set) {

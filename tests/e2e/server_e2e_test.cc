@@ -773,13 +773,22 @@ TEST_F(ServerE2E, ResponsesOutputTextLogprobs) {
     // max_output_tokens ends it: "incomplete".
     if (e["type"] == "response.incomplete") done = e["response"];
   }
-  EXPECT_EQ(deltas, lp);
+  // The deltas' entries are vLLM's text delta Logprob: token, logprob, top_logprobs, no bytes.
+  ASSERT_EQ(deltas.size(), lp.size());
+  for (size_t i = 0; i < lp.size(); ++i) {
+    EXPECT_FALSE(deltas[i].contains("bytes"));
+    EXPECT_EQ(deltas[i]["token"], lp[i]["token"]);
+    EXPECT_EQ(deltas[i]["logprob"], lp[i]["logprob"]);
+    EXPECT_EQ(deltas[i]["top_logprobs"].size(), 2u);
+  }
   EXPECT_EQ(message_part(done)["logprobs"], lp);
+  EXPECT_EQ(r["top_logprobs"], 2);
 
   Json plain = request;
   plain.erase("include");
-  EXPECT_FALSE(message_part(e2e::Post(port(), "/v1/responses", plain.dump()).json())
-                   .contains("logprobs"));
+  const Json without = e2e::Post(port(), "/v1/responses", plain.dump()).json();
+  EXPECT_FALSE(message_part(without).contains("logprobs"));
+  EXPECT_TRUE(without["top_logprobs"].is_null());
 }
 
 // Browser clients: vLLM's CORS defaults (every origin) on the preflight and the request.
@@ -818,8 +827,9 @@ TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
 }
 
 TEST_F(ServerE2E, DisconnectMidStreamFreesBlocks) {
-  const double aborted0 =
-      e2e::Metric(Metrics(), "vllm:request_success_total", "finished_reason=\"abort\"");
+  const std::string m0 = Metrics();
+  const double aborted0 = e2e::Metric(m0, "vllm:request_success_total", "finished_reason=\"abort\"");
+  const double prompts0 = e2e::Metric(m0, "vllm:request_params_n_count");
   int chunks = 0;
   // Long enough that the engine cannot finish before the hang-up however the threads are
   // scheduled: 64 choices × 200 tokens with top-20 log-probs, two rounds of --max-num-seqs 32
@@ -846,6 +856,8 @@ TEST_F(ServerE2E, DisconnectMidStreamFreesBlocks) {
   EXPECT_EQ(running, 0);
   EXPECT_EQ(usage, 0);
   EXPECT_EQ(aborted, aborted0 + 64);  // every choice, running or waiting
+  // An aborted prompt is no parent-request observation (vLLM records none for aborts).
+  EXPECT_EQ(e2e::Metric(Metrics(), "vllm:request_params_n_count"), prompts0);
 }
 
 // A non-streaming request whose client hangs up right after sending it: the server notices
