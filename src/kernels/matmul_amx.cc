@@ -60,9 +60,9 @@ class Tiles {
   bool loaded_ = false;
 };
 
-// Sums of a block of up to 32 rows (x rows `xs` bytes apart) × one panel's 32 columns over k
-// pairs [s0, s0 + 16·steps), each step one 16-pair tile of both operands, added to tiles 0-3
-// (kTwo: both row halves). The weights' pair rows are 128 bytes apart.
+// Sums of a block of up to 32 rows (x rows `xs` bytes apart) × one panel's 32 columns over the
+// `steps` 16-pair steps from `x` and `panel` on (a tail step: the pairs the tiles are configured
+// for), added to tiles 0-3 (kTwo: both row halves). The weights' pair rows are 128 bytes apart.
 template <bool kTwo>
 void Steps(const char* x, int64_t xs, const char* panel, int64_t steps) {
   for (int64_t s = 0; s < steps; ++s) {
@@ -79,13 +79,6 @@ void Steps(const char* x, int64_t xs, const char* panel, int64_t steps) {
       _tile_dpbf16ps(3, 5, 7);
     }
   }
-}
-
-// The one-step tail of `pairs` < 16 pairs at the end of k, as Steps (its tiles configured
-// narrower).
-template <bool kTwo>
-void TailStep(const char* x, int64_t xs, const char* panel) {
-  Steps<kTwo>(x, xs, panel, 1);
 }
 
 // Tiles 0-3 to/from the block's 32 × 32 f32 scratch (row stride 128 bytes).
@@ -171,8 +164,8 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
         if (full > 0) LoadSums(sums, two);
         else ZeroSums(two);
         const int64_t at = full * 16;
-        if (two) TailStep<true>(x + at * 4, xs, panel + at * 128);
-        else TailStep<false>(x + at * 4, xs, panel + at * 128);
+        if (two) Steps<true>(x + at * 4, xs, panel + at * 128, 1);
+        else Steps<false>(x + at * 4, xs, panel + at * 128, 1);
       }
       StoreSums(sums, two);
       CopyOut(sums, rows, cols, yp + i0 * y_stride, y_stride, to_bf16);
