@@ -137,12 +137,15 @@ int32_t SampleSelected(const float* x, int64_t n, const float* w, float mx, floa
   edge.clear();
   size_t edge_end = 0;
   if (p.top_p < 1.0f) {
+    // Top-p's share of what min-p kept (vLLM renormalises after min-p's floor): the floored
+    // tokens are a prefix in rank order, so the boundary's set below ends within them.
     double whole = 0.0;
-    for (const double m : mass) whole += m;
+    for (const double m : kept_mass) whole += m;
     const double need = p.top_p * whole;
     double above = 0.0;  // the mass of the slices above the boundary
-    for (boundary = kMassSlices; boundary >= -1 && above + mass[boundary + 1] < need; --boundary) {
-      above += mass[boundary + 1];
+    for (boundary = kMassSlices; boundary >= -1 && above + kept_mass[boundary + 1] < need;
+         --boundary) {
+      above += kept_mass[boundary + 1];
     }
     if (boundary >= -1) {  // else rounding left need out of reach: every token
       const int16_t b = static_cast<int16_t>(boundary);
@@ -339,18 +342,29 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
     return SampleSelected(logits, n, exps.w, mx, inv_t, p, rng);
   }
   size_t keep = probs.size();
+  double kept = 1.0;  // the mass top-p takes its share of (vLLM renormalises after min-p)
   if (p.min_p > 0.0f) {
     const double floor = p.min_p * probs[0];
     keep = std::find_if(probs.begin(), probs.end(), [&](double q) { return q < floor; }) -
            probs.begin();
+    if (keep < probs.size() || k < n) {
+      kept = 0.0;
+      for (size_t i = 0; i < keep; ++i) kept += probs[i];
+    } else {
+      // Every candidate is above the floor (their mass reached top_p): the floor lies beyond
+      // them, among the whole vocabulary's weights.
+      kept = 0.0;
+      for (int64_t i = 0; i < n; ++i) kept += exps.w[i] >= p.min_p ? exps.w[i] : 0.0f;
+      kept /= exps.sum;
+    }
   }
   if (p.top_p < 1.0f) {
     double cum = 0.0;
     size_t i = 0;
-    // Keep the smallest prefix whose mass reaches top_p (at least one token).
+    // Keep the smallest prefix whose mass reaches top_p of the kept mass (at least one token).
     for (; i < keep; ++i) {
       cum += probs[i];
-      if (cum >= p.top_p) {
+      if (cum >= p.top_p * kept) {
         ++i;
         break;
       }

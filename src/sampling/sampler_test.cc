@@ -150,6 +150,32 @@ TEST(SamplerTest, TopPAndMinPKeepLongPrefixes) {
   EXPECT_GT(DrawsPastFirst256(FlatTop(1000, -10.0f), p, rng, 999 * 7), 250);  // ~74%
 }
 
+// min-p, then top-p over what it kept (vLLM renormalises in between): with probabilities .5,
+// .3 and 100 × .002, min_p 0.5 keeps the first two (mass .8) and top_p 0.6 of that (.48) the
+// first alone; measured against the whole vocabulary, .6 would have taken the second too.
+TEST(SamplerTest, TopPIsAShareOfWhatMinPKept) {
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f)};
+  for (int i = 0; i < 100; ++i) logits.push_back(std::log(0.002f));
+  SamplingParams p;
+  p.min_p = 0.5f;
+  p.top_p = 0.6f;
+  Rng rng(3);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(SampleToken(logits.data(), 102, p, rng), 0);
+  // A vocabulary too wide for the candidates (the selection path): 2500 tokens at 0 and
+  // 100000 at log(0.005), under min_p 0.01's floor. top_p 0.5 of the 2500 kept is 1250 of
+  // them, the lowest ids (of the 3000 of all mass it would have been 1500).
+  std::vector<float> wide(2500, 0.0f);
+  wide.resize(102500, std::log(0.005f));
+  p.min_p = 0.01f;
+  p.top_p = 0.5f;
+  int32_t highest = 0;
+  for (int i = 0; i < 3000; ++i) {
+    highest = std::max(highest, SampleToken(wide.data(), static_cast<int64_t>(wide.size()), p, rng));
+  }
+  EXPECT_LE(highest, 1250);
+  EXPECT_GE(highest, 1150);  // the draws do reach the set's end
+}
+
 // Unequal probabilities over a kept set of thousands: every draw lies in the set a sort and a
 // running sum find (the brute-force definition), and draws reach its far end.
 TEST(SamplerTest, TopPOverThousandsMatchesTheSortedPrefix) {
@@ -187,7 +213,7 @@ TEST(SamplerTest, TopPOverThousandsMatchesTheSortedPrefix) {
 // Over a flat vocabulary in eight levels (token i at 0.25·(i mod 8)), top-p's set ends inside
 // level 3: the draws' share of each level is its mass in the set a sort and a running sum find
 // (the brute-force definition), over the levels' slices from the top and the boundary's part;
-// within the top level, draws spread over its tokens' ids. Then min-p drops levels 0-5.
+// within the top level, draws spread over its tokens' ids. Then min-p drops levels 0-4.
 TEST(SamplerTest, TopPOverAFlatVocabularyDrawsEachLevelByItsMass) {
   constexpr int64_t kN = 73448;
   std::vector<float> logits(kN);
@@ -200,14 +226,14 @@ TEST(SamplerTest, TopPOverAFlatVocabularyDrawsEachLevelByItsMass) {
     const auto weight = [&](int32_t t) {
       return std::exp(static_cast<double>(logits[t] - 1.75f) / p.temperature);
     };
+    // min-p's floor first, then top-p's share of what it kept (vLLM's order).
     double total = 0;
-    for (int32_t t : order) total += weight(t);
+    for (int32_t t : order) total += weight(t) >= p.min_p ? weight(t) : 0.0;
     std::vector<double> share(8, 0.0);
     double cum = 0, kept = 0;
     for (int32_t t : order) {
-      if (cum >= p.top_p * total) break;
+      if (weight(t) < p.min_p || cum >= p.top_p * total) break;
       cum += weight(t);
-      if (weight(t) < p.min_p) continue;
       share[t % 8] += weight(t);
       kept += weight(t);
     }
@@ -239,7 +265,10 @@ TEST(SamplerTest, TopPOverAFlatVocabularyDrawsEachLevelByItsMass) {
   p.temperature = 0.8f;
   p.top_p = 0.85f;  // levels 7-4 hold ~79% of the mass: the set ends in level 3
   check(p, 21);
-  p.min_p = 0.5f;  // e^(-0.5/0.8) ≈ 0.54 keeps level 6; e^(-0.75/0.8) ≈ 0.39 drops level 5
+  // e^(-0.5/0.8) ≈ 0.54 keeps level 5, e^(-0.75/0.8) ≈ 0.39 drops level 4; top-p's 85% of
+  // levels 7-5 then ends inside level 5 (measured over the whole vocabulary it would have kept
+  // all three).
+  p.min_p = 0.5f;
   check(p, 22);
 }
 
