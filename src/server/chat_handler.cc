@@ -374,7 +374,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     if (!f.ok()) return HttpReply::Error(f.status());
     forced = std::move(*f);
   }
-  auto num_logprobs = ChatLogprobsCount(req->logprobs, req->top_logprobs);
+  auto num_logprobs =
+      ChatLogprobsCount(req->logprobs, req->top_logprobs, ctx.tokenizer->vocab_size());
   if (!num_logprobs.ok()) return HttpReply::Error(num_logprobs.status());
   auto sampling = ResolveSampling(req->sampling, ctx.generation_defaults, *num_logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);

@@ -181,13 +181,14 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   protocol::SamplingFields fields = req->sampling;
   const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
   if (echo_only) fields.max_tokens = 1;
-  auto sampling = ResolveSampling(fields, ctx.generation_defaults, req->logprobs.value_or(-1),
+  const int64_t logprobs = CompletionLogprobsCount(req->logprobs, ctx.tokenizer->vocab_size());
+  auto sampling = ResolveSampling(fields, ctx.generation_defaults, logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
   if (Status s = ctx.ApplyServerSampling(fields, &*sampling); !s.ok()) return HttpReply::Error(s);
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);
   // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.
-  if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(*req->logprobs);
+  if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(logprobs);
   if (static_cast<int64_t>(req->prompts.size()) * sampling->n > kMaxN) {
     return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
                                        std::to_string(kMaxN) + ")"));
@@ -233,7 +234,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->model = ctx.served_name();
   job->created = UnixNow();
   job->sampling = *sampling;
-  job->top_logprobs = req->logprobs ? static_cast<int>(*req->logprobs) : -1;
+  job->top_logprobs = static_cast<int>(logprobs);
   job->echo_logprobs = req->echo && req->logprobs;
   job->include_usage = req->sampling.include_usage;
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;

@@ -706,7 +706,7 @@ TEST_F(ReasoningHandlersTest, ThinkingTokenBudgetCarriesTheParsersMarkers) {
       ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"thinking_token_budget":-2})",
       Clock::now());
   EXPECT_EQ(bad.status, 400);
-  EXPECT_NE(bad.body.find("thinking_token_budget must be non-negative, got -2."),
+  EXPECT_NE(bad.body.find("thinking_token_budget must be non-negative or -1, got -2."),
             std::string::npos);
   ctx_.reasoning_parser.clear();
   EXPECT_EQ(submitted_budget(true, 7), nullptr);

@@ -10,13 +10,18 @@
 
 namespace cpm {
 
-StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs) {
+StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs,
+                                    int32_t vocab_size) {
   if (top_logprobs) {
-    if (!logprobs) {
+    if (*top_logprobs < -1) {
+      return InvalidArgument("`top_logprobs` must be a positive value or -1.");
+    }
+    // vLLM's check: 0 asks nothing, so it needs no `logprobs`.
+    if (*top_logprobs != 0 && !logprobs) {
       return InvalidArgument("when using `top_logprobs`, `logprobs` must be set to true.");
     }
-    if (*top_logprobs < 0) return InvalidArgument("`top_logprobs` must be a positive value.");
-    return *top_logprobs;
+    if (!logprobs) return -1;
+    return *top_logprobs == -1 ? vocab_size : *top_logprobs;
   }
   return logprobs ? 0 : -1;
 }
@@ -107,7 +112,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
   if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
   r.n = f.n;
-  const double temperature = f.temperature.value_or(d.temperature.value_or(1.0));
+  double temperature = f.temperature.value_or(d.temperature.value_or(1.0));
   const double top_p = f.top_p.value_or(d.top_p.value_or(1.0));
   const int64_t top_k = f.top_k.value_or(d.top_k.value_or(0));
   const double min_p = f.min_p.value_or(d.min_p.value_or(0.0));
@@ -138,6 +143,12 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   if (min_p < 0 || min_p > 1) {
     return InvalidArgument(fmt::format("min_p must be in [0, 1], got {}.", min_p));
   }
+  // vLLM raises a positive temperature below 0.01 to 0.01 (lower ones overflow its kernels),
+  // so only 0 is greedy, and greedy draws are one per prompt.
+  if (temperature > 0 && temperature < kMinTemperature) temperature = kMinTemperature;
+  if (temperature == 0 && r.n > 1 && !f.use_beam_search) {
+    return InvalidArgument(fmt::format("n must be 1 when using greedy sampling, got {}.", r.n));
+  }
   r.params.temperature = static_cast<float>(temperature);
   r.params.top_p = static_cast<float>(top_p);
   r.params.top_k = static_cast<int32_t>(top_k < 0 ? 0 : top_k);
@@ -145,7 +156,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.params.presence_penalty = static_cast<float>(presence);
   r.params.frequency_penalty = static_cast<float>(frequency);
   r.params.repetition_penalty = static_cast<float>(repetition);
-  if (f.seed) r.params.seed = static_cast<uint64_t>(*f.seed);
+  // -1 is vLLM's "no seed".
+  if (f.seed && *f.seed != -1) r.params.seed = static_cast<uint64_t>(*f.seed);
 
   r.max_tokens = f.max_tokens;
   if (r.max_tokens && *r.max_tokens < 1) {
@@ -178,9 +190,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.ignore_eos = f.ignore_eos;
   r.include_stop_str_in_output = f.include_stop_str_in_output;
   r.skip_special_tokens = f.skip_special_tokens;
-  if (logprobs < -1) {
-    return InvalidArgument(fmt::format("logprobs must be non-negative, got {}.", logprobs));
-  }
+  if (logprobs < -1) return InvalidArgument("`logprobs` must be a positive value or -1.");
   if (logprobs > max_logprobs) {
     return InvalidArgument(fmt::format(
         "Requested sample logprobs of {}, which is greater than max allowed: {}", logprobs,
@@ -188,25 +198,28 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   }
   r.logprobs = static_cast<int32_t>(logprobs);
   if (f.prompt_logprobs) {
-    if (f.stream) {
+    // vLLM's: -1 is the whole vocabulary; 0 (the prompt's own tokens) streams too.
+    int64_t prompt_logprobs = *f.prompt_logprobs;
+    if (prompt_logprobs < -1) {
+      return InvalidArgument("`prompt_logprobs` must be a positive value or -1.");
+    }
+    if (f.stream && prompt_logprobs != 0) {
       return InvalidArgument("`prompt_logprobs` are not available when `stream=True`.");
     }
-    if (*f.prompt_logprobs < 0) {
-      return InvalidArgument(
-          fmt::format("prompt_logprobs must be non-negative, got {}.", *f.prompt_logprobs));
-    }
-    if (*f.prompt_logprobs > max_logprobs) {
+    if (prompt_logprobs == -1) prompt_logprobs = vocab_size;
+    if (prompt_logprobs > max_logprobs) {
       return InvalidArgument(fmt::format(
           "Requested prompt logprobs of {}, which is greater than max allowed: {}",
-          *f.prompt_logprobs, max_logprobs));
+          prompt_logprobs, max_logprobs));
     }
-    r.prompt_logprobs = static_cast<int32_t>(*f.prompt_logprobs);
+    r.prompt_logprobs = static_cast<int32_t>(prompt_logprobs);
   }
-  if (f.thinking_token_budget && *f.thinking_token_budget < 0) {
-    return InvalidArgument(fmt::format("thinking_token_budget must be non-negative, got {}.",
-                                       *f.thinking_token_budget));
+  // -1 is vLLM's "no budget".
+  if (f.thinking_token_budget && *f.thinking_token_budget < -1) {
+    return InvalidArgument(fmt::format(
+        "thinking_token_budget must be non-negative or -1, got {}.", *f.thinking_token_budget));
   }
-  r.thinking_token_budget = f.thinking_token_budget;
+  if (f.thinking_token_budget != -1) r.thinking_token_budget = f.thinking_token_budget;
   r.priority = f.priority;
   r.beam_search = f.use_beam_search;
   r.length_penalty = static_cast<float>(f.length_penalty.value_or(1.0));

@@ -66,8 +66,20 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& field
 std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words,
                                                    const Tokenizer& tokenizer);
 
-// Chat's logprobs/top_logprobs pair -> the count for ResolveSampling (-1: none).
-StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs);
+// Chat's logprobs/top_logprobs pair -> the count for ResolveSampling (-1: none), vLLM's checks:
+// top_logprobs -1 is the whole vocabulary; 0 needs no `logprobs`.
+StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs,
+                                    int32_t vocab_size);
+
+// A completion request's `logprobs` -> ResolveSampling's count: -1 (vLLM's whole vocabulary) is
+// `vocab_size`, absent is -1 (none).
+inline int64_t CompletionLogprobsCount(std::optional<int64_t> logprobs, int32_t vocab_size) {
+  if (!logprobs) return -1;
+  return *logprobs == -1 ? vocab_size : *logprobs;
+}
+
+// vLLM's least positive temperature (_MAX_TEMP): lower positive ones are raised to it.
+inline constexpr double kMinTemperature = 0.01;
 
 // vLLM's truncate_prompt_tokens: keeps `k` tokens of `ids` (k = -1: max_model_len; 0 keeps
 // them all, as vLLM's slice ids[-0:] does), the last ones or with `keep_first` (truncation_side

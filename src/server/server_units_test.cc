@@ -576,9 +576,65 @@ TEST(Sampling, RangesAndDefaults) {
   g = {};
   g.max_tokens = 0;
   EXPECT_FALSE(msg(g).empty());
-  EXPECT_FALSE(ChatLogprobsCount(false, 3).ok());
-  EXPECT_EQ(*ChatLogprobsCount(true, std::nullopt), 0);
-  EXPECT_EQ(*ChatLogprobsCount(false, std::nullopt), -1);
+  EXPECT_FALSE(ChatLogprobsCount(false, 3, 100).ok());
+  EXPECT_EQ(*ChatLogprobsCount(true, std::nullopt, 100), 0);
+  EXPECT_EQ(*ChatLogprobsCount(false, std::nullopt, 100), -1);
+}
+
+// vLLM's SamplingParams and request checks: a positive temperature below 0.01 is raised to it
+// (only 0 is greedy), greedy n > 1 is refused, seed -1 is no seed, -1 log-prob counts are the
+// whole vocabulary (then held to --max-logprobs), top_logprobs 0 needs no `logprobs`,
+// prompt_logprobs 0 may stream, thinking_token_budget -1 is no budget.
+TEST(Sampling, VllmEdgeValues) {
+  protocol::SamplingFields f;
+  f.temperature = 1e-6;
+  auto r = ResolveSampling(f, {}, -1, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FLOAT_EQ(r->params.temperature, 0.01f);
+  EXPECT_FALSE(r->params.greedy());
+  f.temperature = 0;
+  f.n = 2;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
+            "n must be 1 when using greedy sampling, got 2.");
+  f.use_beam_search = true;  // a beam search's n is its width
+  EXPECT_TRUE(ResolveSampling(f, {}, -1, 100, nullptr, 100).ok());
+  f = {};
+  f.seed = -1;
+  EXPECT_FALSE(ResolveSampling(f, {}, -1, 100)->params.seed.has_value());
+  f.seed = 7;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100)->params.seed, 7u);
+
+  EXPECT_EQ(*ChatLogprobsCount(true, -1, 100), 100);
+  EXPECT_EQ(*ChatLogprobsCount(false, 0, 100), -1);
+  EXPECT_EQ(ChatLogprobsCount(false, -1, 100).status().message(),
+            "when using `top_logprobs`, `logprobs` must be set to true.");
+  EXPECT_EQ(ChatLogprobsCount(true, -2, 100).status().message(),
+            "`top_logprobs` must be a positive value or -1.");
+  EXPECT_EQ(CompletionLogprobsCount(-1, 100), 100);
+  EXPECT_EQ(CompletionLogprobsCount(std::nullopt, 100), -1);
+  EXPECT_EQ(ResolveSampling({}, {}, 100, 100).status().message(),
+            "Requested sample logprobs of 100, which is greater than max allowed: 20");
+  EXPECT_EQ(ResolveSampling({}, {}, -3, 100).status().message(),
+            "`logprobs` must be a positive value or -1.");
+
+  f = {};
+  f.stream = true;
+  f.prompt_logprobs = 0;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100)->prompt_logprobs, 0);
+  f.prompt_logprobs = 1;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
+            "`prompt_logprobs` are not available when `stream=True`.");
+  f.stream = false;
+  f.prompt_logprobs = -1;
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 100)->prompt_logprobs, 100);
+  EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
+            "Requested prompt logprobs of 100, which is greater than max allowed: 20");
+
+  f = {};
+  f.thinking_token_budget = -1;
+  EXPECT_FALSE(ResolveSampling(f, {}, -1, 100)->thinking_token_budget.has_value());
+  f.thinking_token_budget = -2;
+  EXPECT_FALSE(ResolveSampling(f, {}, -1, 100).ok());
 }
 
 // logit_bias, allowed_token_ids and bad_words: parsed with their types checked, resolved with

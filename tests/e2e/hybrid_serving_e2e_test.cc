@@ -228,9 +228,9 @@ TEST_F(HybridServingE2E, ThinkingTokenBudgetForcesTheEndOfThinking) {
 
   // No reasoning parser: ignored (the greedy output is the free one).
   EXPECT_EQ(ids(raw_, 5, nullptr), ids(raw_, std::nullopt, nullptr));
-  // A negative budget is the client's mistake.
+  // -1 is vLLM's "no budget"; below it, the client's mistake.
   Json bad = Body(true, false);
-  bad["thinking_token_budget"] = -1;
+  bad["thinking_token_budget"] = -2;
   auto r = e2e::Post(parsed_->port(), "/v1/chat/completions", bad.dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("thinking_token_budget must be non-negative"), std::string::npos);
