@@ -1,6 +1,8 @@
 // Bearer-token check for /v1 routes.
 #include "server/auth.h"
 
+#include <cctype>
+
 namespace cpm {
 
 namespace {
@@ -16,8 +18,14 @@ bool IsAuthorized(const std::vector<std::string>& api_keys, const std::string& p
                   const std::string& authorization_header) {
   if (api_keys.empty()) return true;
   if (path != "/v1" && path.rfind("/v1/", 0) != 0) return true;
-  const std::string prefix = "Bearer ";
-  if (authorization_header.rfind(prefix, 0) != 0) return false;
+  // vLLM's middleware: the scheme in any case ("bearer", "BEARER"), then the key.
+  const std::string prefix = "bearer ";
+  if (authorization_header.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization_header[i])) != prefix[i]) {
+      return false;
+    }
+  }
   const std::string token = authorization_header.substr(prefix.size());
   bool ok = false;
   for (const std::string& key : api_keys) ok |= SameSecret(token, key);

@@ -409,7 +409,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                      sampling->max_tokens, ctx.max_model_len);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
   job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
-  job->model = ctx.served_name();
+  job->model = ctx.ReplyModel(req->sampling.model);
   job->created = UnixNow();
   job->sampling = *sampling;
   job->max_tokens = *max_tokens;

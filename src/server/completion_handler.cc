@@ -231,7 +231,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
     }
   }
   job->id = ctx.RequestId("cmpl", x_request_id, req->sampling.request_id);
-  job->model = ctx.served_name();
+  job->model = ctx.ReplyModel(req->sampling.model);
   job->created = UnixNow();
   job->sampling = *sampling;
   job->top_logprobs = static_cast<int>(logprobs);

@@ -141,7 +141,7 @@ TEST_F(HandlersTest, ChatCompletionShapeAndUsage) {
                 &status);
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_EQ(r["object"], "chat.completion");
-  EXPECT_EQ(r["model"], "tiny");
+  EXPECT_EQ(r["model"], "alias");  // the served name asked for (vLLM's _get_model_name)
   EXPECT_EQ(r["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello world, this is fine.");

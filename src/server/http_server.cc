@@ -22,6 +22,9 @@ namespace cpm {
 
 namespace {
 
+// The largest request body read (images and videos arrive base64-encoded in it).
+constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+
 using Writer = std::function<void(const std::function<bool(const std::string&)>&)>;
 
 void Apply(HttpReply reply, httplib::Response& res) {
@@ -112,7 +115,7 @@ HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
     : svr_(std::make_unique<httplib::Server>()), api_keys_(std::move(api_keys)) {
   const int n = num_threads > 0 ? num_threads : 8;
   svr_->new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-  svr_->set_payload_max_length(64u << 20);
+  svr_->set_payload_max_length(kMaxBodyBytes);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind a port that is
   // in use; we want vLLM's "address already in use" instead. SO_REUSEADDR alone only allows
   // a restart over sockets in TIME_WAIT.
@@ -223,7 +226,20 @@ void HttpServer::InstallRoutes() {
   // FastAPI's (vLLM's) bodies: an unknown path is a 404, a known one with another method a 405
   // that names the methods it takes.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.status != 404) return;
+    if (!res.body.empty()) return;
+    if (res.status != 404) {
+      // httplib's own refusals (a body over the 64 MiB limit: 413; one it could not read: 400)
+      // carry no body: the OpenAI error object, as every other refusal.
+      ApiError e;
+      e.status = res.status;
+      e.type = res.status == 413 ? "RequestEntityTooLarge" : "BadRequestError";
+      e.message = res.status == 413 ? fmt::format("request body too large (the limit is {} MiB)",
+                                                  kMaxBodyBytes >> 20)
+                                    : fmt::format("the request could not be read (HTTP {})",
+                                                  res.status);
+      Apply(HttpReply::Error(e), res);
+      return;
+    }
     for (const auto& [path, methods] : Routes()) {
       if (path != req.path) continue;
       res.status = 405;

@@ -402,7 +402,9 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   job->ctx = &ctx;
   job->id = ctx.NewRequestId("resp", '_');
   job->created = UnixNow();
-  job->model = ctx.served_name();
+  std::optional<std::string> model;
+  if (auto m = chat->find("model"); m != chat->end() && m->is_string()) model = m->get<std::string>();
+  job->model = ctx.ReplyModel(model);
   job->logprobs = chat->value("logprobs", false);
   if (job->logprobs) job->top_logprobs = chat->value("top_logprobs", Json(0));
   for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",

@@ -32,7 +32,8 @@ std::string ServerContext::RequestId(const char* prefix, const std::string& x_re
 }
 
 Status ServerContext::CheckModel(const std::optional<std::string>& model) const {
-  if (!model) return OkStatus();
+  // Absent or "" (Python-falsy in vLLM's check): the served model.
+  if (!model || model->empty()) return OkStatus();
   for (const std::string& name : model_names) {
     if (*model == name) return OkStatus();
   }

@@ -82,8 +82,13 @@ struct ServerContext {
   // ids of their own (GenerationRun).
   std::string RequestId(const char* prefix, const std::string& x_request_id,
                         const std::optional<std::string>& body_request_id) const;
-  // 404 "The model `X` does not exist." unless absent or one of the served names.
+  // 404 "The model `X` does not exist." unless absent, "" or one of the served names.
   Status CheckModel(const std::optional<std::string>& model) const;
+  // The model a reply names, as vLLM's _get_model_name: the request's (one of the served names,
+  // CheckModel has made sure), or the first served name where it gave none or "".
+  const std::string& ReplyModel(const std::optional<std::string>& model) const {
+    return model && !model->empty() ? *model : served_name();
+  }
 };
 
 // A handler's answer: a status and body, or for streams a producer that writes SSE text.

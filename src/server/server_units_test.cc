@@ -811,6 +811,10 @@ TEST(Auth, OnlyV1IsProtected) {
   EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "Bearer k3"));
   EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "Bearer k"));
   EXPECT_TRUE(IsAuthorized(keys, "/v1/models", "Bearer k2"));
+  EXPECT_TRUE(IsAuthorized(keys, "/v1/models", "bearer k2"));  // the scheme in any case (vLLM)
+  EXPECT_TRUE(IsAuthorized(keys, "/v1/models", "BEARER k2"));
+  EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "Basic k2"));
+  EXPECT_FALSE(IsAuthorized(keys, "/v1/models", "bearer"));
   EXPECT_TRUE(IsAuthorized(keys, "/health", ""));
   EXPECT_TRUE(IsAuthorized(keys, "/metrics", ""));
   EXPECT_TRUE(IsAuthorized(keys, "/v10", ""));

@@ -96,6 +96,28 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 405);
   EXPECT_EQ(del->get_header_value("Allow"), "GET");
+  // A body over the limit: httplib's 413, with the OpenAI error object.
+  auto big = cli.Post("/v1/completions", std::string((64u << 20) + 1, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_EQ(Json::parse(big->body)["error"]["code"], 413) << big->body;
+}
+
+// The reply names the model the request named (vLLM's _get_model_name): one of the served
+// names, or the first where it gave none or "" (Python-falsy, so no 404 in vLLM either).
+TEST_F(ServerE2E, RepliesNameTheRequestedModel) {
+  const auto model_of = [&](const Json& extra) {
+    Json body = {{"prompt", "x"}, {"max_tokens", 1}};
+    body.update(extra);
+    const auto r = e2e::Post(port(), "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json().value("model", "");
+  };
+  EXPECT_EQ(model_of({{"model", "alias"}}), "alias");
+  EXPECT_EQ(model_of({{"model", "tiny"}}), "tiny");
+  EXPECT_EQ(model_of({{"model", ""}}), "tiny");
+  EXPECT_EQ(model_of(Json::object()), "tiny");
+  EXPECT_EQ(e2e::Post(port(), "/tokenize", R"({"prompt":"hi","model":""})").status, 200);
 }
 
 TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
@@ -108,7 +130,7 @@ TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
   Json plain = Chat(req, &status);
   ASSERT_EQ(status, 200) << plain.dump();
   EXPECT_EQ(plain["object"], "chat.completion");
-  EXPECT_EQ(plain["model"], "tiny");
+  EXPECT_EQ(plain["model"], "alias");  // the served name the request asked for
   EXPECT_EQ(plain["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(plain["usage"]["completion_tokens"], 12);
   // The prompt count is what /tokenize says for the same messages.
