@@ -789,6 +789,24 @@ TEST(StopMatcher, IncludeAndEarliestAndFlush) {
   EXPECT_EQ(none.Push("abc"), "abc");
 }
 
+// min_tokens: the first tokens' text is not checked alone, but a stop begun there and finished
+// in later text matches (vLLM searches back from the new text), and is held back meanwhile.
+TEST(StopMatcher, UncheckedTextMatchesOnlyAcrossItsEnd) {
+  StopMatcher across({"\n\n"}, false);
+  EXPECT_EQ(across.PushUnchecked("Hi\n"), "Hi");
+  EXPECT_EQ(across.Push("\nThere"), "");
+  EXPECT_TRUE(across.matched());
+  StopMatcher inside({"ab"}, false);
+  EXPECT_EQ(inside.PushUnchecked("xa"), "x");
+  EXPECT_EQ(inside.PushUnchecked("b"), "ab");  // whole within the unchecked text: no match
+  EXPECT_EQ(inside.Push("qab"), "q");
+  EXPECT_TRUE(inside.matched());  // the later one, in checked text
+  StopMatcher plain({"END"}, false);
+  EXPECT_EQ(plain.PushUnchecked("ENDx"), "ENDx");
+  EXPECT_EQ(plain.Push("y"), "y");
+  EXPECT_FALSE(plain.matched());
+}
+
 TEST(Sse, Framing) {
   EXPECT_EQ(SseEvent({{"a", 1}}), "data: {\"a\":1}\n\n");
   EXPECT_EQ(SseDone(), "data: [DONE]\n\n");

@@ -8,15 +8,24 @@ namespace cpm {
 StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop_str)
     : stops_(std::move(stops)), include_stop_str_(include_stop_str) {}
 
-std::string StopMatcher::Push(std::string_view text) {
+std::string StopMatcher::Push(std::string_view text) { return Add(text, true); }
+
+std::string StopMatcher::PushUnchecked(std::string_view text) { return Add(text, false); }
+
+std::string StopMatcher::Add(std::string_view text, bool checked) {
   if (matched_) return {};
   if (stops_.empty()) return std::string(text);
   pending_.append(text);
-  // The earliest occurrence wins; among stops found at the same place, the first listed.
+  if (!checked) unchecked_end_ = pending_.size();
+  // The earliest occurrence wins; among stops found at the same place, the first listed. A
+  // match must end past the unchecked text (vLLM searches only back from the new text, so a
+  // stop begun in the first min_tokens tokens' text and finished after them counts).
   size_t best_pos = std::string::npos;
   const std::string* best = nullptr;
-  for (const std::string& s : stops_) {
-    const size_t pos = pending_.find(s);
+  for (size_t i = 0; checked && i < stops_.size(); ++i) {
+    const std::string& s = stops_[i];
+    const size_t from = unchecked_end_ >= s.size() ? unchecked_end_ - s.size() + 1 : 0;
+    const size_t pos = pending_.find(s, from);
     if (pos != std::string::npos && pos < best_pos) {
       best_pos = pos;
       best = &s;
@@ -41,15 +50,10 @@ std::string StopMatcher::Push(std::string_view text) {
       }
     }
   }
-  std::string out = pending_.substr(0, pending_.size() - hold);
-  pending_.erase(0, pending_.size() - hold);
-  return out;
-}
-
-std::string StopMatcher::PushUnchecked(std::string_view text) {
-  if (matched_) return {};
-  std::string out = Flush();
-  out.append(text);
+  const size_t released = pending_.size() - hold;
+  std::string out = pending_.substr(0, released);
+  pending_.erase(0, released);
+  unchecked_end_ -= std::min(unchecked_end_, released);
   return out;
 }
 
@@ -57,6 +61,7 @@ std::string StopMatcher::Flush() {
   if (matched_) return {};
   std::string out;
   out.swap(pending_);
+  unchecked_end_ = 0;
   return out;
 }
 

@@ -18,8 +18,9 @@ class StopMatcher {
   // Adds decoded text; returns the text that is safe to emit now. After a match the returned
   // text ends where the stop string ends (or begins) and further pushes return nothing.
   std::string Push(std::string_view text);
-  // Adds text that no stop string may match (the output of the first min_tokens tokens, which
-  // vLLM never checks): returns it, after anything held back.
+  // Adds text that no stop string may match alone (the output of the first min_tokens tokens,
+  // which vLLM does not check); a stop that begins in it and ends in later pushed text still
+  // matches, so its possible beginnings are held back as Push holds them.
   std::string PushUnchecked(std::string_view text);
   // The end of generation: releases whatever was held back (nothing after a match).
   std::string Flush();
@@ -28,9 +29,12 @@ class StopMatcher {
   const std::string& matched_stop() const { return matched_stop_; }
 
  private:
+  std::string Add(std::string_view text, bool checked);
+
   std::vector<std::string> stops_;
   bool include_stop_str_;
   std::string pending_;  // held back: a suffix that is a proper prefix of some stop string
+  size_t unchecked_end_ = 0;  // pending_[0, unchecked_end_) came from PushUnchecked
   bool matched_ = false;
   std::string matched_stop_;
 };
