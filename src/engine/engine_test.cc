@@ -299,6 +299,11 @@ TEST(EngineTest, StopEosIgnoreEosAndMinTokens) {
   EXPECT_EQ(re.tokens.size(), static_cast<size_t>(k + 1));
   EXPECT_EQ(re.finish_reason, "stop");
   EXPECT_FALSE(re.stop_token.has_value());
+  // An EOS id listed in stop_token_ids too ends as EOS (vLLM checks EOS first): no stop token.
+  eos.request_id = "both";
+  eos.stop_token_ids = {t};
+  EXPECT_FALSE(Collect(engine->Submit(eos)).stop_token.has_value());
+  eos.stop_token_ids.clear();
 
   eos.request_id = "ignore";
   eos.ignore_eos = true;

@@ -133,17 +133,19 @@ FinishDecision CheckFinish(const RequestState& r, int64_t max_model_len) {
   // min_tokens holds back stop tokens and EOS alike (vLLM; they are also masked while
   // sampling, see SampleForRequest).
   if (n_out >= r.req.min_tokens) {
+    // EOS first, as vLLM's check_stop: an EOS id also listed in stop_token_ids is no
+    // stop_reason.
+    const auto& eos = r.req.eos_token_ids;
+    if (!r.req.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) {
+      d.finished = true;
+      d.reason = "stop";
+      return d;
+    }
     const auto& stops = r.req.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
       d.finished = true;
       d.reason = "stop";
       d.stop_token = tok;
-      return d;
-    }
-    const auto& eos = r.req.eos_token_ids;
-    if (!r.req.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) {
-      d.finished = true;
-      d.reason = "stop";
       return d;
     }
   }
