@@ -16,6 +16,7 @@
 #include "server/client_probe.h"
 #include "server/socket_scan.h"
 #include "server/handlers.h"
+#include "server/json_parse.h"
 #include "server/responses.h"
 
 namespace cpm {
@@ -169,7 +170,8 @@ std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
           {"/load", "GET"},
           {"/tokenize", "POST"},       {"/detokenize", "POST"},
           {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
-          {"/v1/completions", "POST"}, {"/v1/responses", "POST"}};
+          {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
+          {"/invocations", "POST"}};
 }
 
 void HttpServer::InstallRoutes() {
@@ -297,6 +299,19 @@ void HttpServer::InstallRoutes() {
     Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req),
                                   req.get_header_value("X-Request-Id"))
               : Loading(),
+          res);
+  });
+  // SageMaker's endpoint (vLLM's /invocations): a body with "messages" is a chat completion,
+  // any other a completion.
+  s.Post("/invocations", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto arrival = Clock::now();
+    const ServerContext* ctx = ctx_.load();
+    if (!ctx) return Apply(Loading(), res);
+    const auto body = protocol::ParseOrderedJson(req.body);
+    const bool chat = body.is_object() && body.contains("messages");
+    const std::string x_request_id = req.get_header_value("X-Request-Id");
+    Apply(chat ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id)
+               : HandleCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id),
           res);
   });
   s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {

@@ -120,6 +120,18 @@ TEST_F(ServerE2E, RepliesNameTheRequestedModel) {
   EXPECT_EQ(e2e::Post(port(), "/tokenize", R"({"prompt":"hi","model":""})").status, 200);
 }
 
+// SageMaker's /invocations (vLLM's): "messages" makes it a chat completion, else a completion.
+TEST_F(ServerE2E, InvocationsRouteByBody) {
+  const auto chat = e2e::Post(port(), "/invocations",
+                              R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.json()["object"], "chat.completion");
+  const auto text = e2e::Post(port(), "/invocations", R"({"prompt":"hi","max_tokens":2})");
+  ASSERT_EQ(text.status, 200) << text.body;
+  EXPECT_EQ(text.json()["object"], "text_completion");
+  EXPECT_EQ(e2e::Post(port(), "/invocations", "{bad").status, 400);
+}
+
 TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
   const Json req = {{"model", "alias"},
                     {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
