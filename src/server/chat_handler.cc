@@ -141,7 +141,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());
   // A choice's chunk, with its running usage under continuous_usage_stats (vLLM).
   auto emit = [&](Json chunk, int index) {
-    if (job.continuous_usage) chunk["usage"] = UsageJson(num_prompt, run.completion_tokens(index));
+    if (job.continuous_usage) {
+      chunk["usage"] = StreamUsageJson(UsageJson(num_prompt, run.completion_tokens(index)));
+    }
     return write(SseEvent(chunk));
   };
   for (int i = 0; i < job.sampling.n; ++i) {
@@ -181,7 +183,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
         const std::string piece = it->get<std::string>();
         Json call = {{"index", 0}};
         if (forced_calls[u.index]++ == 0) {
-          call["id"] = ToolCallId(&id_state, "call_", 24);
+          call["id"] = ToolCallId(&id_state, "chatcmpl-tool-", 32);  // vLLM's make_tool_call_id
           call["type"] = "function";
           call["function"] = {{"name", job.forced->named()}, {"arguments", piece}};
         } else {
@@ -197,7 +199,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
         delta.erase(it);
       }
       if (u.finished) {
-        auto calls = job.forced->Calls(forced_text[u.index], &id_state, true);
+        auto calls = job.forced->Calls(forced_text[u.index], &id_state);
         if (calls) {
           delta["tool_calls"] = ToolCallsJson(*calls, 0);
           forced_calls[u.index] = static_cast<int>(calls->size());
@@ -217,12 +219,12 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
     }
     if (ok && u.finished) {
-      // vLLM: "tool_calls" whenever calls were parsed out, whatever ended the choice, and when
-      // tool_choice "required" made them.
+      // vLLM's stream: "tool_calls" when calls were parsed out (or tool_choice "required" made
+      // them) and the reply stopped by itself; a reply cut short keeps its "length".
       const bool required_calls =
           job.forced && job.forced->required() && forced_calls[u.index] > 0;
-      Json finish = (tools && tools->calls_sent() > 0) || required_calls ? Json("tool_calls")
-                                                                         : Json(u.finish_reason);
+      const bool calls = (tools && tools->calls_sent() > 0) || required_calls;
+      Json finish = calls && u.finish_reason == "stop" ? Json("tool_calls") : Json(u.finish_reason);
       ok = emit(Chunk(job, u.index, Json::object(), nullptr, std::move(finish), StopReasonJson(u),
                       true),
                 u.index);
@@ -235,8 +237,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   if (job.include_usage) {
     Json c = ChunkBase(job);
     c["choices"] = Json::array();
-    c["usage"] = UsageJson(static_cast<int64_t>(job.prompt.size()), run.completion_tokens(),
-                           job.cached_tokens_details ? run.cached_tokens() : 0);
+    c["usage"] = StreamUsageJson(UsageJson(static_cast<int64_t>(job.prompt.size()),
+                                           run.completion_tokens(),
+                                           job.cached_tokens_details ? run.cached_tokens() : 0));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -319,7 +322,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
       // Forced calls: the content is the constrained JSON; vLLM answers with content "".
       const std::string generated =
           message["content"].get<std::string>().substr(job.echo_prefix.size());
-      if (auto calls = job.forced->Calls(generated, &id_state, false)) {
+      if (auto calls = job.forced->Calls(generated, &id_state)) {
         message["content"] = job.echo_prefix;
         message["tool_calls"] = ToolCallsJson(*calls, std::nullopt);
         if (job.forced->required() && outs[i].finish_reason == "stop") {

@@ -72,8 +72,8 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   // Prompt p's choices share its token count; plans are in choice order.
   auto emit = [&](Json chunk, int index) {
     if (job.continuous_usage) {
-      chunk["usage"] = UsageJson(static_cast<int64_t>(job.plans[index].prompt.size()),
-                                 run.completion_tokens(index));
+      chunk["usage"] = StreamUsageJson(UsageJson(
+          static_cast<int64_t>(job.plans[index].prompt.size()), run.completion_tokens(index)));
     }
     return write(SseEvent(chunk));
   };
@@ -112,7 +112,8 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   if (job.include_usage) {
     Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
     c["choices"] = Json::array();
-    c["usage"] = UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run));
+    c["usage"] = StreamUsageJson(
+        UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run)));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());

@@ -66,10 +66,9 @@ StatusOr<ForcedToolChoice> ForcedToolChoice::Make(const Json& tools, std::string
 }
 
 std::optional<std::vector<ToolCall>> ForcedToolChoice::Calls(const std::string& content,
-                                                             uint64_t* id_state,
-                                                             bool stream) const {
-  const char* prefix = stream ? "call_" : "chatcmpl-tool-";
-  const int hex = stream ? 24 : 32;
+                                                             uint64_t* id_state) const {
+  const char* prefix = "chatcmpl-tool-";  // vLLM's make_tool_call_id
+  const int hex = 32;
   if (!named_.empty()) {  // the text as it is, complete or not (vLLM)
     return std::vector<ToolCall>{{ToolCallId(id_state, prefix, hex), named_, content}};
   }

@@ -31,9 +31,9 @@ class ForcedToolChoice {
   const std::string& named() const { return named_; }
   // The calls of a whole reply's content: a named function's call whatever the text (as vLLM),
   // for "required" nullopt when it is not the complete JSON (cut by max_tokens). Ids from
-  // *id_state: chatcmpl-tool-<32 hex> in a reply, call_<24 hex> in a stream.
-  std::optional<std::vector<ToolCall>> Calls(const std::string& content, uint64_t* id_state,
-                                             bool stream) const;
+  // *id_state: chatcmpl-tool-<32 hex> (vLLM's make_tool_call_id), streamed or not.
+  std::optional<std::vector<ToolCall>> Calls(const std::string& content,
+                                             uint64_t* id_state) const;
 
  private:
   std::string named_;

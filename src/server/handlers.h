@@ -35,6 +35,8 @@ HttpReply HandleVersion();
 // else null (vLLM's rule under --enable-prompt-tokens-details).
 nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
                                  int64_t cached_tokens = 0);
+// A stream's usage as vLLM writes it (exclude_none): without a null prompt_tokens_details.
+nlohmann::ordered_json StreamUsageJson(nlohmann::ordered_json usage);
 // The prompt tokens a run found in the prefix cache, where --enable-prompt-tokens-details asks
 // for them in usage; else 0.
 int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run);

@@ -813,6 +813,26 @@ class ToolHandlersTest : public ReasoningHandlersTest {
   }
 };
 
+// A streamed reply cut by max_tokens after its call keeps "length" (vLLM's stream says
+// "tool_calls" only for a reply that stopped by itself).
+TEST_F(ToolHandlersTest, StreamedCallsCutShortFinishWithLength) {
+  Json body = Json::parse(Body(true));
+  body["max_tokens"] = static_cast<int64_t>(engine_.script.size());  // the EOS never comes
+  bool done = false;
+  std::string finish;
+  int calls = 0;
+  for (const Json& e :
+       Events(Drain(HandleChatCompletions(ctx_, body.dump(), Clock::now())), &done)) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const Json& c = e["choices"][0];
+    if (c["delta"].contains("tool_calls")) calls += static_cast<int>(c["delta"]["tool_calls"].size());
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(Stream().finish, "tool_calls");  // the whole reply, ended by EOS
+}
+
 TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
   for (const Json& choice : {Json(), Json("auto")}) {  // tools alone mean "auto"
     int status = 0;
@@ -864,7 +884,7 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_TRUE(st.done);
   EXPECT_EQ(st.content, "");
   ASSERT_GE(st.calls.size(), 2u);
-  EXPECT_EQ(st.calls[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(st.calls[0]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
   EXPECT_EQ(st.calls[0]["function"]["name"], "get_weather");
   std::string arguments;
   for (const Json& c : st.calls) {
@@ -895,7 +915,7 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(st.content, "");
   ASSERT_EQ(st.calls.size(), 2u);
   EXPECT_EQ(st.calls[1]["index"], 1);
-  EXPECT_EQ(st.calls[1]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(st.calls[1]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
   EXPECT_EQ(st.calls[1]["function"]["name"], "get_weather");
   EXPECT_EQ(st.finish, "tool_calls");
 

@@ -48,6 +48,13 @@ Json CompleteResponse(const std::string& id, const char* object, int64_t created
   return r;
 }
 
+Json StreamUsageJson(Json usage) {
+  if (auto d = usage.find("prompt_tokens_details"); d != usage.end() && d->is_null()) {
+    usage.erase(d);
+  }
+  return usage;
+}
+
 Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   Json u;
   u["prompt_tokens"] = prompt_tokens;
