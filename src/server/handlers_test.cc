@@ -935,7 +935,7 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   r = Chat(Body(false, {{"type", "function"}, {"function", {{"name", "nope"}}}}), &status);
   EXPECT_EQ(status, 400);
   EXPECT_NE(r["error"]["message"].get<std::string>().find(
-                "Tool 'nope' has not been passed in `tools`."),
+                "The tool specified in `tool_choice` does not match any of the specified `tools`"),
             std::string::npos);
   Json body = Json::parse(Body(false, "required"));
   body["response_format"] = {{"type", "json_object"}};

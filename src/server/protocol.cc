@@ -124,6 +124,21 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   const auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
   if (has_tools && !tools->is_array()) return TypeError("tools", "a valid list");
+  // Each tool as vLLM's ChatCompletionToolsParam: type "function" (the default), a function
+  // object with a string name.
+  for (size_t i = 0; has_tools && i < tools->size(); ++i) {
+    const Json& t = (*tools)[i];
+    const std::string at = "tools." + std::to_string(i);
+    if (!t.is_object()) return TypeError(at, "a valid dictionary");
+    if (auto type = t.find("type"); type != t.end() && *type != "function") {
+      return TypeError(at + ".type", "'function'");
+    }
+    const auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) return TypeError(at + ".function", "a valid dictionary");
+    if (auto n = fn->find("name"); n == fn->end() || !n->is_string()) {
+      return TypeError(at + ".function.name", "a valid string");
+    }
+  }
   auto choice_it = j.find("tool_choice");
   Json choice = choice_it != j.end() ? *choice_it : Json();
   if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";
@@ -140,20 +155,31 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   if (choice == "required" && tools->is_array() && tools->empty()) return ToolChoice::kNone;
   if (choice == "auto") return ToolChoice::kAuto;
   if (choice == "required") return ToolChoice::kRequired;
-  // {"type": "function", "function": {"name": ...}}, naming one of the tools.
+  // {"type": "function", "function": {"name": ...}}, naming one of the tools (vLLM's
+  // check_tool_usage and its texts).
+  const std::string usage =
+      "! Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`";
   const auto fn = choice.find("function");
-  if (fn == choice.end() || !fn->is_object() || !fn->contains("name") ||
-      !(*fn)["name"].is_string()) {
-    return TypeError("tool_choice.function.name", "a string");
+  if (fn == choice.end() || !fn->is_object()) {
+    return value_error("Invalid value for `function`: `" +
+                       (fn == choice.end() ? std::string("None") : fn->dump()) +
+                       "` in `tool_choice`" + usage);
   }
-  *name = (*fn)["name"].get<std::string>();
+  const auto fn_name = fn->find("name");
+  if (fn_name == fn->end()) {
+    return value_error("Expected field `name` in `function` in `tool_choice`" + usage);
+  }
+  if (!fn_name->is_string() || fn_name->get_ref<const std::string&>().empty()) {
+    return value_error("Invalid `name` in `function`: `" +
+                       (fn_name->is_string() ? fn_name->get<std::string>() : fn_name->dump()) +
+                       "` in `tool_choice`" + usage);
+  }
+  *name = fn_name->get<std::string>();
   for (const Json& t : *tools) {
-    const auto f = t.is_object() ? t.find("function") : t.end();
-    if (f != t.end() && f->is_object() && f->value("name", Json()) == *name) {
-      return ToolChoice::kNamed;
-    }
+    if (t["function"]["name"] == *name) return ToolChoice::kNamed;
   }
-  return value_error("Tool '" + *name + "' has not been passed in `tools`.");
+  return value_error(
+      "The tool specified in `tool_choice` does not match any of the specified `tools`");
 }
 
 // response_format (OpenAI) or structured_outputs (vLLM) -> the schema the output must match.
@@ -185,6 +211,9 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
       const auto js = rf->find("json_schema");
       if (js == rf->end() || !js->is_object()) {
         return TypeError("response_format.json_schema", "an object with a 'schema'");
+      }
+      if (auto n = js->find("name"); n == js->end() || !n->is_string()) {
+        return TypeError("response_format.json_schema.name", "a valid string");  // required
       }
       const auto schema = js->find("schema");
       if (schema == js->end() || schema->is_null()) {

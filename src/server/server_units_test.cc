@@ -295,14 +295,30 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
   EXPECT_NE(message(R"(,"tool_choice":"auto")")
                 .find("When using `tool_choice`, `tools` must be set."),
             std::string::npos);
-  for (const char* bad : {R"(,"tool_choice":{"type":"function","function":{}})",
-                          R"(,"tool_choice":{"type":"function","function":{"name":1}})",
-                          R"(,"tool_choice":{"type":"function"})"}) {
-    EXPECT_NE(message(tools + bad).find("tool_choice.function.name"), std::string::npos) << bad;
+  // vLLM's check_tool_usage texts.
+  for (const auto& [bad, text] : std::vector<std::pair<const char*, const char*>>{
+           {R"(,"tool_choice":{"type":"function","function":{}})",
+            "Expected field `name` in `function` in `tool_choice`! Correct usage: "},
+           {R"(,"tool_choice":{"type":"function","function":{"name":1}})",
+            "Invalid `name` in `function`: `1` in `tool_choice`!"},
+           {R"(,"tool_choice":{"type":"function","function":{"name":""}})",
+            "Invalid `name` in `function`: `` in `tool_choice`!"},
+           {R"(,"tool_choice":{"type":"function"})",
+            "Invalid value for `function`: `None` in `tool_choice`!"}}) {
+    EXPECT_NE(message(tools + bad).find(text), std::string::npos) << bad << ": " << message(tools + bad);
   }
   EXPECT_NE(message(tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})")
-                .find("Tool 'g' has not been passed in `tools`."),
+                .find("The tool specified in `tool_choice` does not match any of the specified "
+                      "`tools`"),
             std::string::npos);
+  // Each tool as vLLM's ChatCompletionToolsParam: type "function", a function with a name.
+  for (const char* bad_tools :
+       {R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}],"tool_choice":"none")",
+        R"(,"tools":[{"type":"function","function":{"description":"x"}}],"tool_choice":"none")",
+        R"(,"tools":[{"type":"function"}])", R"(,"tools":[3])"}) {
+    EXPECT_NE(message(bad_tools).find("field 'tools.0"), std::string::npos) << bad_tools;
+  }
+  EXPECT_TRUE(chat(R"(,"tools":[{"function":{"name":"f"}}],"tool_choice":"none")").ok());
   EXPECT_NE(message(tools + R"(,"tool_choice":"always")")
                 .find("Invalid value for `tool_choice`: always!"),
             std::string::npos);
@@ -339,7 +355,7 @@ TEST(Protocol, StructuredOutputs) {
         R"("structured_outputs":{"json_object":true})",
         R"("structured_outputs":{"regex":"a+"})",
         R"("structured_outputs":{"grammar":"root ::= \"a\" b\nb ::= [0-9]+"})",
-        R"("response_format":{"type":"json_schema","json_schema":{
+        R"("response_format":{"type":"json_schema","json_schema":{"name":"s",
             "schema":{"type":"string","pattern":"a"}}})"}) {
     auto c = chat(good);
     auto p = completion(good);
@@ -359,8 +375,11 @@ TEST(Protocol, StructuredOutputs) {
                           R"("structured_outputs":{})", R"("structured_outputs":{"json":"{"})",
                           R"("structured_outputs":{"choice":"a"})",
                           R"("response_format":{"type":"json_object"},"structured_outputs":{"json":{}})",
+                          R"("response_format":{"type":"json_schema","json_schema":{"name":"s",
+                              "schema":{"type":"string","pattern":"\\1"}}})",
+                          // OpenAI's and vLLM's json_schema needs its name.
                           R"("response_format":{"type":"json_schema","json_schema":{
-                              "schema":{"type":"string","pattern":"\\1"}}})"}) {
+                              "schema":{"type":"object"}}})"}) {
     for (auto r : {chat(bad).status(), completion(bad).status()}) {
       EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << bad;
     }
@@ -381,7 +400,7 @@ TEST(Protocol, StructuredOutputs) {
   EXPECT_NE(chat(R"x("structured_outputs":{"regex":"a(?=b)"})x").status().message().find(
                 "structured_outputs.regex: lookahead is not supported at offset 1"),
             std::string::npos);
-  EXPECT_NE(chat(R"("response_format":{"type":"json_schema","json_schema":{
+  EXPECT_NE(chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"s",
                      "schema":{"type":"string","pattern":"\\1"}}})")
                 .status()
                 .message()
