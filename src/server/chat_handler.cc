@@ -41,6 +41,7 @@ struct ChatJob {
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   bool include_reasoning = true;    // false: the parsed reasoning is left out of the reply
   bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice
+  bool parallel_tool_calls = true;  // false: a reply's first call only
   Json tools;                // the request's tools (their parameter types)
   std::optional<ForcedToolChoice> forced;  // tool_choice "required" or a named function
   Clock::time_point arrival;
@@ -208,6 +209,15 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
         }
       }
     }
+    if (auto calls = delta.find("tool_calls"); calls != delta.end() && !job.parallel_tool_calls) {
+      // The stream's side of vLLM's filter: the deltas of calls past the first are dropped.
+      Json first = Json::array();
+      for (Json& c : *calls) {
+        if (c.value("index", 0) == 0) first.push_back(std::move(c));
+      }
+      if (first.empty()) delta.erase(calls);
+      else *calls = std::move(first);
+    }
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
     if (!delta.empty() || with_logprobs) {
       Json lp = nullptr;
@@ -330,6 +340,10 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
         }
       }
     }
+    // vLLM's maybe_filter_parallel_tool_calls: parallel_tool_calls false keeps the first.
+    if (!job.parallel_tool_calls && message["tool_calls"].size() > 1) {
+      message["tool_calls"].erase(message["tool_calls"].begin() + 1, message["tool_calls"].end());
+    }
     Json choice;
     choice["index"] = i;
     choice["message"] = std::move(message);
@@ -430,6 +444,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
         std::move(schema), !job->reasoning_parser.empty() && job->opens_in_reasoning);
   }
   job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
+  job->parallel_tool_calls = req->parallel_tool_calls;
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;
   job->role = ctx.response_role;

@@ -919,6 +919,28 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(st.calls[1]["function"]["name"], "get_weather");
   EXPECT_EQ(st.finish, "tool_calls");
 
+  // parallel_tool_calls false: the first call only, in the reply and in the stream (vLLM's
+  // maybe_filter_parallel_tool_calls).
+  for (bool stream : {false, true}) {
+    Json body = Json::parse(Body(stream, "required"));
+    body["parallel_tool_calls"] = false;
+    HttpReply reply = HandleChatCompletions(ctx_, body.dump(), Clock::now());
+    Json calls = Json::array();
+    if (!stream) {
+      calls = Json::parse(reply.body)["choices"][0]["message"]["tool_calls"];
+    } else {
+      bool done = false;
+      for (const Json& e : Events(Drain(reply), &done)) {
+        if (e.contains("choices") && !e["choices"].empty() &&
+            e["choices"][0]["delta"].contains("tool_calls")) {
+          for (const Json& c : e["choices"][0]["delta"]["tool_calls"]) calls.push_back(c);
+        }
+      }
+    }
+    ASSERT_EQ(calls.size(), 1u) << stream;
+    EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris", "days": 3})");
+  }
+
   // A "required" reply that is not the whole JSON (max_tokens cut it) stays content; a named
   // function's call carries whatever text there is (vLLM).
   engine_.script = tok_->Encode(R"([{"name": "get_weather", "para)", false);

@@ -299,7 +299,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.Bool("echo", &req.echo));
   CPM_TRY(r.Bool("include_reasoning", &req.include_reasoning));
   r.Known("tool_choice");
-  r.Known("parallel_tool_calls");
+  CPM_TRY(r.Bool("parallel_tool_calls", &req.parallel_tool_calls));
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));
   CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
   ReportUnknown(r, ignored);

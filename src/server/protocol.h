@@ -94,6 +94,7 @@ struct ChatCompletionRequest {
   ChatTemplateFields chat;
   ToolChoice tool_choice = ToolChoice::kNone;
   std::string tool_name;  // kNamed: the function (one of `tools`)
+  bool parallel_tool_calls = true;  // false: only a reply's first call (vLLM's filter)
   bool logprobs = false;
   std::optional<int64_t> top_logprobs;
   bool add_special_tokens = false;
