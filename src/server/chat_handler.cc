@@ -219,24 +219,27 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       else *calls = std::move(first);
     }
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
-    if (!delta.empty() || with_logprobs) {
+    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it (its
+    // delta's content "" when it brings no text).
+    if (!delta.empty() || with_logprobs || u.finished) {
       Json lp = nullptr;
-      if (job.want_logprobs) {
+      if (with_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
                                              job.sampling.logprob_token_ids)}};
       }
       if (delta.empty()) delta["content"] = "";  // text held back: the logprobs still go out
-      ok = emit(Chunk(job, u.index, std::move(delta), lp, nullptr, nullptr, false), u.index);
-    }
-    if (ok && u.finished) {
-      // vLLM's stream: "tool_calls" when calls were parsed out (or tool_choice "required" made
-      // them) and the reply stopped by itself; a reply cut short keeps its "length".
-      const bool required_calls =
-          job.forced && job.forced->required() && forced_calls[u.index] > 0;
-      const bool calls = (tools && tools->calls_sent() > 0) || required_calls;
-      Json finish = calls && u.finish_reason == "stop" ? Json("tool_calls") : Json(u.finish_reason);
-      ok = emit(Chunk(job, u.index, Json::object(), nullptr, std::move(finish), StopReasonJson(u),
-                      true),
+      Json finish = nullptr, stop_reason = nullptr;
+      if (u.finished) {
+        // vLLM's stream: "tool_calls" when calls were parsed out (or tool_choice "required"
+        // made them) and the reply stopped by itself; a reply cut short keeps its "length".
+        const bool required_calls =
+            job.forced && job.forced->required() && forced_calls[u.index] > 0;
+        const bool calls = (tools && tools->calls_sent() > 0) || required_calls;
+        finish = calls && u.finish_reason == "stop" ? Json("tool_calls") : Json(u.finish_reason);
+        stop_reason = StopReasonJson(u);
+      }
+      ok = emit(Chunk(job, u.index, std::move(delta), lp, std::move(finish),
+                      std::move(stop_reason), u.finished),
                 u.index);
     }
     if (!ok) {

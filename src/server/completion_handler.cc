@@ -98,11 +98,12 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
       lp = lps[u.index].TakeDelta();
     }
     bool ok = true;
-    if (!text.empty() || new_logprobs) {
-      ok = emit(Chunk(job, u.index, text, lp, nullptr, nullptr), u.index);
-    }
-    if (ok && u.finished) {
-      ok = emit(Chunk(job, u.index, "", nullptr, u.finish_reason, StopReasonJson(u)), u.index);
+    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it.
+    if (!text.empty() || new_logprobs || u.finished) {
+      ok = emit(Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
+                      u.finished ? Json(u.finish_reason) : Json(nullptr),
+                      u.finished ? StopReasonJson(u) : Json(nullptr)),
+                u.index);
     }
     if (!ok) {
       run.CancelAll();

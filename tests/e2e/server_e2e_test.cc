@@ -174,6 +174,13 @@ TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
   }
   EXPECT_EQ(text, plain["choices"][0]["message"]["content"].get<std::string>());
   EXPECT_EQ(finish, "length");
+  // vLLM's last chunk of a choice: its last text (content, "" if none) with the finish_reason,
+  // right before the usage chunk; no empty chunk of its own.
+  const Json last = Json::parse(data[data.size() - 3])["choices"][0];
+  EXPECT_EQ(last["finish_reason"], "length");
+  EXPECT_TRUE(last["delta"].contains("content") && last["delta"]["content"].is_string())
+      << last.dump();
+  EXPECT_TRUE(Json::parse(data[data.size() - 4])["choices"][0]["finish_reason"].is_null());
   Json usage = Json::parse(data[data.size() - 2]);
   EXPECT_TRUE(usage["choices"].empty());
   // The same counts; the stream leaves a null prompt_tokens_details out (vLLM's exclude_none),
