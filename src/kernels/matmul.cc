@@ -29,7 +29,7 @@ constexpr int64_t kFusedUnit = 32;
 constexpr int64_t kFusedScratchBytes = 256 * 1024;
 
 PackedLayout WantedLayout(Isa isa, DType dt) {
-  if (isa == Isa::kAvx512 && Avx512Choice().avx512) {
+  if (isa == Isa::kAvx512 && Avx512Choice().on) {
     return dt == DType::kBF16 ? PackedLayout::kPanel32Bf16Pairs : PackedLayout::kPanel32F32;
   }
   return dt == DType::kBF16 ? PackedLayout::kPanel16Bf16 : PackedLayout::kPanel16F32;
@@ -415,7 +415,7 @@ void PrepareLinear(LinearWeight* w, Source source, WeightQuant quant) {
 // an AVX-512 matmul keeps bf16 pairs, and runs the AVX2 codes only when CPM_TERNARY=1 asks.
 PackedLayout TernaryCodesLayout(Isa isa) {
   const CpuFeatures& cpu = GetCpuFeatures();
-  const bool avx512_dot = isa == Isa::kAvx512 && Avx512Choice().avx512 && cpu.avx512bf16 &&
+  const bool avx512_dot = isa == Isa::kAvx512 && Avx512Choice().on && cpu.avx512bf16 &&
                           cpu.avx512vbmi && cpu.bmi2;
   return avx512_dot ? PackedLayout::kPanel32Ternary : PackedLayout::kPanel16Ternary;
 }
@@ -428,7 +428,7 @@ bool TernaryPackingEnabled() {
 }
 
 bool MatMulUsesBf16Dot() {
-  return ActiveIsa() == Isa::kAvx512 && GetCpuFeatures().avx512bf16 && Avx512Choice().avx512;
+  return ActiveIsa() == Isa::kAvx512 && GetCpuFeatures().avx512bf16 && Avx512Choice().on;
 }
 
 bool MatMulUsesAmx() { return MatMulUsesBf16Dot() && AmxChoice().on; }
@@ -438,7 +438,7 @@ std::string MatMulDescription() {
     case Isa::kScalar: return "scalar reference";
     case Isa::kAvx512: {
       const KernelChoice& c = Avx512Choice();
-      if (c.avx512) {
+      if (c.on) {
         const char* what =
             MatMulUsesAmx()
                 ? "avx512 + AMX: AMX-BF16 tiles (TDPBF16PS) on bf16 weights and bf16 "

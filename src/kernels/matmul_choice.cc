@@ -137,16 +137,16 @@ bool PrefersCandidate(const MatmulCheck& c) {
   return c.correct && c.candidate_gflops >= kMatmulCheckMargin * c.baseline_gflops;
 }
 
-const AmxDecision& AmxChoice() {
+const KernelChoice& AmxChoice() {
   // No self-check of its own: on an AMX CPU the AVX-512 self-check (Decide) runs its candidate
   // through MatMul, which then takes this kernel, so a wrong AMX result would turn the whole
   // AVX-512 family off. Nothing here may ask Avx512Choice(): Decide's MatMul asks this.
-  static const AmxDecision choice = [] {
-    if (!AmxUsable()) return AmxDecision{false, "no AMX"};
+  static const KernelChoice choice = [] {
+    if (!AmxUsable()) return KernelChoice{false, "no AMX"};
     if (const char* s = std::getenv("CPM_AMX"); s != nullptr && std::strcmp(s, "0") == 0) {
-      return AmxDecision{false, "off (CPM_AMX=0)"};
+      return KernelChoice{false, "off (CPM_AMX=0)"};
     }
-    return AmxDecision{true, "on"};
+    return KernelChoice{true, "on"};
   }();
   return choice;
 }

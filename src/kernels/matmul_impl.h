@@ -157,17 +157,13 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
 // CPM_AVX512_MATMUL=1 or =0, else a self-check at first use (CompareMatmulKernels: correct, and
 // at least kMatmulCheckMargin times as fast as the AVX2 kernels). `why` says which, for logs.
 struct KernelChoice {
-  bool avx512 = false;
+  bool on = false;
   std::string why;
 };
 const KernelChoice& Avx512Choice();
 // Whether the bf16 rows of bf16 pair panels (a layout only the chosen AVX-512 kernels use) run
 // on AMX tiles (MatMulPanelsAmx), decided once per process: where AmxUsable(), unless CPM_AMX=0.
-struct AmxDecision {
-  bool on = false;
-  std::string why;
-};
-const AmxDecision& AmxChoice();
+const KernelChoice& AmxChoice();
 // The layout ternary bf16 weights are packed as at `isa` when TernaryPackingEnabled():
 // kPanel32Ternary where the AVX-512 matmul runs vdpbf16ps and the CPU has VBMI and BMI2, else
 // kPanel16Ternary.

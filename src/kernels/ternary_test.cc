@@ -139,7 +139,7 @@ TEST(TernaryTest, CodesLayoutFollowsTheMatmul) {
     ASSERT_TRUE(SetActiveIsa(isa));
     LinearWeight t = Bf16Linear(ternary, n, k);
     PrepareLinear(&t);
-    const bool avx512_matmul = isa == Isa::kAvx512 && Avx512Choice().avx512;
+    const bool avx512_matmul = isa == Isa::kAvx512 && Avx512Choice().on;
     const bool avx512_codes = avx512_matmul && cpu.avx512bf16 && cpu.avx512vbmi && cpu.bmi2;
     const bool codes = isa != Isa::kScalar && (!avx512_matmul || avx512_codes);
     EXPECT_EQ(TernaryPackingEnabled(), codes) << ToString(isa);
