@@ -20,13 +20,13 @@ const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,  0.8,   1.0,   1.
                                                     7680.0};
 const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
 
-// Prometheus float formatting: integers keep a ".0" as the Python client prints them.
-std::string Num(double v) {
+}  // namespace
+
+std::string PythonFloat(double v) {
   std::string s = fmt::format("{}", v);
   if (s.find_first_of(".eEni") == std::string::npos) s += ".0";
   return s;
 }
-}  // namespace
 
 std::vector<double> Buckets125(int64_t max) {
   std::vector<double> out;
@@ -131,22 +131,22 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   };
   auto gauge = [&](const char* name, const char* help, double v) {
     header(name, "gauge", help);
-    out += fmt::format("{}{} {}\n", name, Labels(), Num(v));
+    out += fmt::format("{}{} {}\n", name, Labels(), PythonFloat(v));
   };
   auto counter = [&](const char* name, const char* help, double v) {
     header(name, "counter", help);
-    out += fmt::format("{}_total{} {}\n", name, Labels(), Num(v));
+    out += fmt::format("{}_total{} {}\n", name, Labels(), PythonFloat(v));
   };
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     header(name, "histogram", help);
     uint64_t cum = 0;
     for (size_t i = 0; i <= h.bounds().size(); ++i) {
       cum += h.counts()[i];
-      const std::string le = i < h.bounds().size() ? Num(h.bounds()[i]) : "+Inf";
-      out += fmt::format("{}_bucket{} {}\n", name, Labels("le=\"" + le + "\""), Num(cum));
+      const std::string le = i < h.bounds().size() ? PythonFloat(h.bounds()[i]) : "+Inf";
+      out += fmt::format("{}_bucket{} {}\n", name, Labels("le=\"" + le + "\""), PythonFloat(cum));
     }
-    out += fmt::format("{}_count{} {}\n", name, Labels(), Num(h.count()));
-    out += fmt::format("{}_sum{} {}\n", name, Labels(), Num(h.sum()));
+    out += fmt::format("{}_count{} {}\n", name, Labels(), PythonFloat(h.count()));
+    out += fmt::format("{}_sum{} {}\n", name, Labels(), PythonFloat(h.sum()));
   };
 
   gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
@@ -175,7 +175,7 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
     for (size_t p = 0; p < s.spec_num_accepted_per_pos.size(); ++p) {
       out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{} {}\n",
                          Labels("position=\"" + std::to_string(p) + "\""),
-                         Num(static_cast<double>(s.spec_num_accepted_per_pos[p])));
+                         PythonFloat(static_cast<double>(s.spec_num_accepted_per_pos[p])));
     }
   }
 
@@ -200,7 +200,7 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   header("vllm:request_success", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, count] : success_) {
     out += fmt::format("vllm:request_success_total{} {}\n",
-                       Labels("finished_reason=\"" + EscapeLabel(reason) + "\""), Num(count));
+                       Labels("finished_reason=\"" + EscapeLabel(reason) + "\""), PythonFloat(count));
   }
   histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
             ttft_);

@@ -85,6 +85,8 @@ class ServerMetrics {
 
 // Prometheus label value escaping (\, ", newline).
 std::string EscapeLabel(const std::string& v);
+// A float as Python's str() (and so the Prometheus client) prints it: integers keep a ".0".
+std::string PythonFloat(double v);
 // 1, 2, 5, 10, 20, 50, ... up to `max` (vLLM's build_1_2_5_buckets).
 std::vector<double> Buckets125(int64_t max);
 

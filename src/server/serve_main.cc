@@ -127,16 +127,14 @@ struct Loaded {
 };
 
 // vllm:cache_config_info's labels: the vLLM CacheConfig fields that mean something here, as
-// Python's str() prints them (a float keeps its ".0"; the KV blocks are "GPU" blocks in vLLM's
-// words, as in its logs).
+// Python's str() prints them (PythonFloat; the KV blocks are "GPU" blocks in vLLM's words, as in
+// its logs).
 std::vector<std::pair<std::string, std::string>> CacheConfigInfo(const ServeConfig& c,
                                                                  const EngineStats& s) {
-  std::string utilization = fmt::format("{}", c.gpu_memory_utilization);
-  if (utilization.find_first_of(".eEn") == std::string::npos) utilization += ".0";
   return {{"block_size", std::to_string(c.block_size)},
           {"cache_dtype", c.kv_cache_dtype},
           {"enable_prefix_caching", s.prefix_caching_enabled ? "True" : "False"},
-          {"gpu_memory_utilization", utilization},
+          {"gpu_memory_utilization", PythonFloat(c.gpu_memory_utilization)},
           {"num_cpu_blocks", "None"},
           {"num_gpu_blocks", std::to_string(s.num_total_blocks)}};
 }
