@@ -375,7 +375,9 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
   // What vllm serve answers: "auto" needs a tool-call parser; "required" and named functions
-  // are forced through structured outputs (ForcedToolChoice).
+  // are forced through structured outputs (ForcedToolChoice), whose tool schema replaces any
+  // response_format or structured_outputs: the reply is a call and nothing else, so vLLM's
+  // adjust_request drops the reply's own constraint rather than refusing it.
   if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty()) {
     return HttpReply::Error(InvalidArgument(
         "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
@@ -384,11 +386,6 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   std::optional<ForcedToolChoice> forced;
   if (req->tool_choice == protocol::ToolChoice::kRequired ||
       req->tool_choice == protocol::ToolChoice::kNamed) {
-    if (req->sampling.structured) {
-      return HttpReply::Error(InvalidArgument(
-          "tool_choice \"required\" or a named function cannot be combined with "
-          "response_format or structured_outputs"));
-    }
     auto f = ForcedToolChoice::Make(
         *req->chat.tools, req->tool_choice == protocol::ToolChoice::kNamed ? req->tool_name : "");
     if (!f.ok()) return HttpReply::Error(f.status());

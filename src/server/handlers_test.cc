@@ -953,16 +953,38 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
   EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
             R"([{"name": "get_weather", "para)");
 
-  // vLLM's errors: a function that is not among the tools; a structured output besides.
+  // vLLM's error: a function that is not among the tools.
   r = Chat(Body(false, {{"type", "function"}, {"function", {{"name", "nope"}}}}), &status);
   EXPECT_EQ(status, 400);
   EXPECT_NE(r["error"]["message"].get<std::string>().find(
                 "The tool specified in `tool_choice` does not match any of the specified `tools`"),
             std::string::npos);
-  Json body = Json::parse(Body(false, "required"));
-  body["response_format"] = {{"type", "json_object"}};
-  r = Chat(body.dump(), &status);
-  EXPECT_EQ(status, 400);
+}
+
+// A forced call with a response format besides: the tool's schema constrains the reply, the
+// format is dropped (vLLM's ToolParser.adjust_request), for either way of asking for one.
+TEST_F(ToolHandlersTest, ForcedToolChoiceReplacesTheResponseFormat) {
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const Json string_schema = {{"type", "string"}};
+  const Json formats[] = {
+      {{"response_format",
+        {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", string_schema}}}}}},
+      {{"structured_outputs", {{"json", string_schema}}}},
+      {{"response_format", {{"type", "json_object"}}}},
+  };
+  engine_.script = tok_->Encode(R"({"city": "Paris", "days": 3})", false);
+  for (const Json& format : formats) {
+    Json body = Json::parse(Body(false, named));
+    body.update(format);
+    int status = 0;
+    Json r = Chat(body.dump(), &status);
+    ASSERT_EQ(status, 200) << format.dump() << r.dump();
+    ASSERT_NE(engine_.submitted.back().constraint, nullptr);
+    const structured::SchemaNode* root = engine_.submitted.back().constraint->schema->root();
+    EXPECT_EQ(root->kind, structured::Kind::kObject) << format.dump();
+    EXPECT_EQ(root->properties.size(), 2u) << format.dump();  // the tool's city and days
+    EXPECT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r.dump();
+  }
 }
 
 TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {
