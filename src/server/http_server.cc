@@ -16,6 +16,7 @@
 #include "server/client_probe.h"
 #include "server/socket_scan.h"
 #include "server/handlers.h"
+#include "server/json_media_type.h"
 #include "server/json_parse.h"
 #include "server/responses.h"
 
@@ -44,6 +45,16 @@ void Apply(HttpReply reply, httplib::Response& res) {
         sink.done();
         return true;
       });
+}
+
+// A route that reads a JSON body: vLLM's validate_json_request runs before the handler.
+httplib::Server::Handler JsonBody(httplib::Server::Handler handler) {
+  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = JsonMediaTypeError(req.get_header_value("Content-Type"))) {
+      return Apply(HttpReply::Error(*e), res);
+    }
+    handler(req, res);
+  };
 }
 
 // The client-gone check of a non-streaming generation request.
@@ -285,25 +296,26 @@ void HttpServer::InstallRoutes() {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleModels(*ctx) : Loading(), res);
   });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  auto chat = [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req),
                                       req.get_header_value("X-Request-Id"))
               : Loading(),
           res);
-  });
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  };
+  s.Post("/v1/chat/completions", JsonBody(chat));
+  s.Post("/v1/completions", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req),
                                   req.get_header_value("X-Request-Id"))
               : Loading(),
           res);
-  });
+  }));
   // SageMaker's endpoint (vLLM's /invocations): a body with "messages" is a chat completion,
   // any other a completion.
-  s.Post("/invocations", [this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/invocations", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
@@ -313,20 +325,20 @@ void HttpServer::InstallRoutes() {
     Apply(chat ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id)
                : HandleCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id),
           res);
-  });
-  s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  s.Post("/v1/responses", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleResponses(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
-  });
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  s.Post("/tokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleTokenize(*ctx, req.body) : Loading(), res);
-  });
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  s.Post("/detokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleDetokenize(*ctx, req.body) : Loading(), res);
-  });
+  }));
 }
 
 }  // namespace cpm

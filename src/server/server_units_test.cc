@@ -7,6 +7,7 @@
 #include "multimodal/image_source.h"
 #include "server/api_error.h"
 #include "server/cors.h"
+#include "server/json_media_type.h"
 #include "server/auth.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -467,6 +468,24 @@ TEST(Sampling, MaxLogprobsIsTheServersLimit) {
   f.n = 3;  // a beam search asks for 2·n
   EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 5).status().message(),
             "Requested sample logprobs of 6, which is greater than max allowed: 5");
+}
+
+// vLLM's check: the media type before any parameter, in any case, nothing else.
+TEST(JsonMediaType, AsVllmComparesIt) {
+  EXPECT_TRUE(IsJsonMediaType("application/json"));
+  EXPECT_TRUE(IsJsonMediaType("Application/JSON; charset=utf-8"));
+  EXPECT_TRUE(IsJsonMediaType("application/json;charset=UTF-8"));
+  EXPECT_FALSE(IsJsonMediaType(""));
+  EXPECT_FALSE(IsJsonMediaType("application/x-www-form-urlencoded"));
+  EXPECT_FALSE(IsJsonMediaType("text/plain"));
+  EXPECT_FALSE(IsJsonMediaType("application/json-patch+json"));
+  EXPECT_FALSE(IsJsonMediaType("application/jsonx"));
+  EXPECT_FALSE(IsJsonMediaType("application/json ; charset=utf-8"));  // vLLM trims nothing
+  EXPECT_FALSE(JsonMediaTypeError("application/json").has_value());
+  const auto e = JsonMediaTypeError("text/plain");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->type, "Bad Request");
 }
 
 // Starlette's CORSMiddleware, as vLLM configures it.

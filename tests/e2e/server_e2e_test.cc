@@ -859,6 +859,25 @@ TEST_F(ServerE2E, CrossOriginRequestsAsVllm) {
   EXPECT_FALSE(same_origin->has_header("Access-Control-Allow-Origin"));
 }
 
+// vLLM's validate_json_request: the JSON routes refuse another or a missing Content-Type with
+// a 400 before reading the body; a charset parameter is fine.
+TEST_F(ServerE2E, JsonRoutesTakeOnlyJsonBodies) {
+  httplib::Client cli("127.0.0.1", port());
+  const std::string body = R"({"prompt":"media","max_tokens":1})";
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize"}) {
+    auto form = cli.Post(path, body, "application/x-www-form-urlencoded");  // curl -d's type
+    ASSERT_TRUE(form);
+    EXPECT_EQ(form->status, 400) << path;
+    const Json e = Json::parse(form->body)["error"];
+    EXPECT_EQ(e["message"], "Unsupported Media Type: Only 'application/json' is allowed");
+    EXPECT_EQ(e["type"], "Bad Request");
+    EXPECT_EQ(e["code"], 400);
+  }
+  auto charset = cli.Post("/v1/completions", body, "Application/JSON; charset=utf-8");
+  ASSERT_TRUE(charset);
+  EXPECT_EQ(charset->status, 200) << charset->body;
+}
+
 TEST_F(ServerE2E, PrefixCacheHitsGiveSameOutput) {
   std::string shared;
   for (int i = 0; i < 4; ++i) shared += "The same long system prompt, sentence " + std::to_string(i) + ". ";
