@@ -30,6 +30,35 @@ StatusOr<std::string> PartUrl(const Json& part, const std::string& type) {
   return url->get<std::string>();
 }
 
+// The tools as vLLM hands them to the template: each one's pydantic dump
+// (ChatCompletionToolsParam.model_dump()), so that `tool | tojson` prints what vLLM prints.
+// The declared fields come first, in their declaration order, with their defaults when absent
+// (type "function"; the function's name, description null, parameters null), and the other
+// keys after them in the client's order.
+std::optional<Json> ToolsAsVllmDumps(const std::optional<Json>& tools) {
+  if (!tools || !tools->is_array()) return tools;
+  const auto dump = [](const Json& in, const Json& declared) {
+    Json out = declared;
+    for (const auto& [key, value] : in.items()) {
+      if (!out.contains(key)) out[key] = value;
+    }
+    return out;
+  };
+  Json out = Json::array();
+  for (const Json& tool : *tools) {
+    const auto fn = tool.is_object() ? tool.find("function") : tool.end();
+    if (fn == tool.end() || !fn->is_object()) {  // not a tool vLLM validates; left as sent
+      out.push_back(tool);
+      continue;
+    }
+    const Json function = dump(*fn, {{"name", fn->value("name", Json())},
+                                     {"description", fn->value("description", Json())},
+                                     {"parameters", fn->value("parameters", Json())}});
+    out.push_back(dump(tool, {{"type", "function"}, {"function", function}}));
+  }
+  return out;
+}
+
 // The key holding a text-like content part's text, by its type; null for other types. vLLM
 // takes the Responses API's input_text / output_text, refusals and thinking parts as text too.
 const char* TextKeyOf(const std::string& type) {
@@ -229,7 +258,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   }
   ChatRenderInput r;
   CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? media : nullptr));
-  r.tools = in.tools;
+  r.tools = ToolsAsVllmDumps(in.tools);
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;
   r.bos_token = ctx.tokenizer->bos_token();

@@ -1059,6 +1059,33 @@ TEST_F(ConversationHandlersTest, ToolCallArgumentsAsJsonStringsRenderAsObjects) 
             "chat completions only support assistant tool_calls of type 'function'.");
 }
 
+// The template prints each tool as vLLM's pydantic dump of it: type first, the function's
+// name, description and parameters (null when absent) before its other keys.
+TEST_F(ConversationHandlersTest, ToolsRenderAsVllmsDumpOfThem) {
+  const Json tools = Json::array(
+      {{{"function", {{"strict", true}, {"parameters", {{"type", "object"}}}, {"name", "f"}}}},
+       {{"x-extra", 1},
+        {"type", "function"},
+        {"function", {{"name", "g"}, {"description", "d"}}}}});
+  int status = 0;
+  const Json r = Chat(Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                           {"tools", tools},
+                           {"tool_choice", "none"},
+                           {"max_tokens", 1}}
+                          .dump(),
+                      &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const std::string prompt = tok_->Decode(engine_.submitted.back().prompt, false);
+  EXPECT_NE(prompt.find(R"({"type": "function", "function": {"name": "f", "description": null, )"
+                        R"("parameters": {"type": "object"}, "strict": true}})"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find(R"({"type": "function", "function": {"name": "g", "description": "d", )"
+                        R"("parameters": null}, "x-extra": 1})"),
+            std::string::npos)
+      << prompt;
+}
+
 TEST_F(ConversationHandlersTest, NullOrAbsentContentIsEmpty) {
   const Json null_system = {{{"role", "system"}, {"content", nullptr}},
                             {{"role", "user"}, {"content", "hi"}}};
