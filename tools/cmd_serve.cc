@@ -9,6 +9,7 @@
 #include "model/load_options.h"
 #include "server/serve_config.h"
 #include "server/serve_main.h"
+#include "serve_ignored_flags.h"
 
 namespace cpm {
 namespace {
@@ -30,6 +31,8 @@ struct ServeFlags {
   std::string chat_template_content_format = "auto";
   CLI::Option* num_gpu_blocks_override = nullptr;
   CLI::Option* uds = nullptr;
+  std::string max_num_batched_tokens;
+  IgnoredFlags ignored;
 };
 
 // uvicorn's levels, the choices vLLM's --uvicorn-log-level takes.
@@ -108,6 +111,7 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
     CPM_LOG_INFO("--swap-space: accepted, ignored (a preempted request's KV blocks are freed and "
                  "recomputed, never swapped to CPU memory)");
   }
+  f.ignored.Log();
   if (f.disable_frontend_multiprocessing) {
     CPM_LOG_INFO("--disable-frontend-multiprocessing: accepted (the API server and the engine "
                  "always run in one process)");
@@ -136,6 +140,16 @@ int RunServeCommand(ServeFlags& f) {
     }
     c.kv_cache_memory_bytes = *bytes;
   }
+  if (!f.max_num_batched_tokens.empty()) {
+    // vLLM's human_readable_int, as lengths: 8192, 8k, 8K.
+    auto tokens = ParseMaxModelLen(f.max_num_batched_tokens);
+    if (!tokens.ok() || *tokens < 1) {
+      std::fprintf(stderr, "error: --max-num-batched-tokens: '%s' is not a token count\n",
+                   f.max_num_batched_tokens.c_str());
+      return 2;
+    }
+    c.max_num_batched_tokens = *tokens;
+  }
   c.gpu_memory_utilization_set = f.gpu_util->count() > 0;
   c.max_num_batched_tokens_set = f.batched_tokens->count() > 0;
   return RunServe(c);
@@ -147,22 +161,25 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ServeFlags>();
   ServeConfig& c = f->config;
   CLI::App* cmd = app.add_subcommand("serve", "serve a model behind an OpenAI-compatible API");
+  // A flag given twice takes its last value, as argparse does (deployment scripts append the
+  // user's flags after their defaults); the list-valued flags below keep every value.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory (or --model)");
   cmd->add_option("--model", f->model, "the model directory, as vLLM's --model (instead of MODEL_DIR)");
   cmd->add_option("--host", c.host, "bind address")->capture_default_str();
   cmd->add_option("--port", c.port, "HTTP port")->capture_default_str();
   cmd->add_option("--seed", c.seed, "sampling seed of requests without one")->capture_default_str();
   cmd->add_option("--served-model-name", c.served_model_names,
-                  "one or more names; the first is echoed in responses");
+                  "one or more names; the first is echoed in responses")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--max-num-seqs", c.max_num_seqs, "running sequences per step")
       ->capture_default_str();
   cmd->add_option("--max-model-len", f->max_model_len,
                   "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (fit memory)");
   f->batched_tokens =
-      cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
-                      "token budget per step (chunked prefill; vLLM's CPU default is 2048, 256 "
-                      "here keeps decodes responsive on small CPUs)")
-          ->capture_default_str();
+      cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                      "token budget per step: 256 (default: keeps decodes responsive on small "
+                      "CPUs; vLLM's CPU default is 2048), 2k (x1000), 2K (x1024)");
   cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", c.enable_chunked_prefill,
                 "split long prompts over steps (on by default); off, a prompt waits for a step "
                 "with room for all of it and the budget defaults to max(max-model-len, 256)");
@@ -175,13 +192,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "KV cache size in bytes (wins over --gpu-memory-utilization)");
   cmd->add_option("--load-format", c.load_format, "auto | safetensors | dummy")
       ->capture_default_str();
-  cmd->add_flag("--enforce-eager", c.enforce_eager, "accepted (the CPU always runs eagerly)");
+  cmd->add_flag("--enforce-eager,!--no-enforce-eager", c.enforce_eager, "accepted (the CPU always runs eagerly)");
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                 "automatic prefix caching (on by default)");
-  cmd->add_flag("--trust-remote-code", c.trust_remote_code, "accepted (no remote code runs)");
-  cmd->add_option("--api-key", c.api_keys, "one or more keys for /v1 (also $VLLM_API_KEY)");
+  cmd->add_flag("--trust-remote-code,!--no-trust-remote-code", c.trust_remote_code, "accepted (no remote code runs)");
+  cmd->add_option("--api-key", c.api_keys, "one or more keys for /v1 (also $VLLM_API_KEY)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--chat-template", c.chat_template, "chat template file or inline Jinja");
-  cmd->add_flag("--trust-request-chat-template", c.trust_request_chat_template,
+  cmd->add_flag("--trust-request-chat-template,!--no-trust-request-chat-template", c.trust_request_chat_template,
                 "render a request's own chat_template (refused with vLLM's 400 otherwise)");
   cmd->add_option("--generation-config", c.generation_config,
                   "auto (generation_config.json), vllm (ignore it) or a folder")
@@ -202,7 +220,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   f->swap_space_opt = cmd->add_option("--swap-space", f->swap_space,
                                       "accepted, ignored (preempted requests are recomputed, not "
                                       "swapped)");
-  cmd->add_flag("--disable-frontend-multiprocessing", f->disable_frontend_multiprocessing,
+  cmd->add_flag("--disable-frontend-multiprocessing,!--no-disable-frontend-multiprocessing", f->disable_frontend_multiprocessing,
                 "accepted (the API server and engine share one process)");
   cmd->add_option("--tokenizer-mode", f->tokenizer_mode,
                   "auto or hf (slow: accepted, same ids); mistral and custom are not supported")
@@ -225,10 +243,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "sampled per video; -1: every frame)");
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
                   "allow file:// image and video URLs below this folder (off by default, as vLLM)");
-  cmd->add_flag("--return-tokens-as-token-ids", c.return_tokens_as_token_ids,
+  cmd->add_flag("--return-tokens-as-token-ids,!--no-return-tokens-as-token-ids", c.return_tokens_as_token_ids,
                 "name tokens in log-probs as \"token_id:<id>\" (a request's "
                 "return_tokens_as_token_ids overrides)");
-  cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
+  cmd->add_flag("--enable-auto-tool-choice,!--no-enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
                 "out of the reply with --tool-call-parser");
   cmd->add_option("--tool-call-parser", c.tool_call_parser,
@@ -260,17 +278,17 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--response-role", c.response_role,
                   "role of chat replies when add_generation_prompt is true")
       ->capture_default_str();
-  cmd->add_flag("--enable-log-requests,!--disable-log-requests", c.enable_log_requests,
+  cmd->add_flag("--enable-log-requests,!--disable-log-requests,!--no-enable-log-requests", c.enable_log_requests,
                 "log each received prompt and its sampling parameters (off by default)");
   cmd->add_option("--max-log-len", c.max_log_len,
                   "prompt characters and ids in those lines (-1: all)")
       ->capture_default_str();
-  cmd->add_flag("--disable-log-stats", c.disable_log_stats,
+  cmd->add_flag("--disable-log-stats,!--no-disable-log-stats", c.disable_log_stats,
                 "no periodic throughput / KV cache usage line");
-  cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
+  cmd->add_flag("--enable-prompt-tokens-details,!--no-enable-prompt-tokens-details", c.enable_prompt_tokens_details,
                 "usage.prompt_tokens_details.cached_tokens: prompt tokens read from the prefix "
                 "cache");
-  cmd->add_flag("--disable-uvicorn-access-log", c.disable_access_log,
+  cmd->add_flag("--disable-uvicorn-access-log,!--no-disable-uvicorn-access-log", c.disable_access_log,
                 "no access-log line per HTTP request");
   cmd->add_option("--scheduling-policy", c.scheduling_policy,
                   "fcfs, or priority: requests wait by their `priority` (lower first, then "
@@ -282,9 +300,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "CORS: JSON list of allowed methods (default [\"*\"])");
   cmd->add_option("--allowed-headers", c.allowed_headers_json,
                   "CORS: JSON list of allowed headers (default [\"*\"])");
-  cmd->add_flag("--allow-credentials", c.allow_credentials, "CORS: allow credentials");
-  cmd->add_flag("--enable-request-id-headers", c.enable_request_id_headers,
+  cmd->add_flag("--allow-credentials,!--no-allow-credentials", c.allow_credentials, "CORS: allow credentials");
+  cmd->add_flag("--enable-request-id-headers,!--no-enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
+  f->ignored.Register(cmd);
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });
 }
 

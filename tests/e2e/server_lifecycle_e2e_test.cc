@@ -142,7 +142,13 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
        Args({"-tp", "1", "-pp=1", "-dp", "1", "--uvicorn-log-level", "warning",
              "--tensor_parallel_size", "1", "--pipeline-parallel-size", "1",
              "--swap-space", "4", "--disable-frontend-multiprocessing", "--tokenizer-mode", "auto",
-             "--chat-template-content-format", "auto", "--max_num_seqs=4"})) {
+             "--chat-template-content-format", "auto", "--max_num_seqs=4",
+             // GPU, hub and frontend flags vLLM's CPU platform takes and drops.
+             "--revision", "main", "-O3", "--enable-sleep-mode", "--distributed-executor-backend",
+             "mp", "--root-path", "/api",
+             // argparse's --no- forms, human-readable counts, and a repeated flag's last value.
+             "--no-enforce-eager", "--no-trust-remote-code", "--no-enable-log-requests",
+             "--max-num-batched-tokens", "1k", "--max-num-seqs", "3"})) {
     args.push_back(a);
   }
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "--model", args));
@@ -150,6 +156,12 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   const std::string log = p.Log();
   EXPECT_NE(log.find("--swap-space: accepted, ignored"), std::string::npos) << log;
   EXPECT_NE(log.find("--disable-frontend-multiprocessing: accepted"), std::string::npos) << log;
+  for (const char* flag : {"--revision", "--compilation-config", "--enable-sleep-mode",
+                           "--distributed-executor-backend", "--root-path"}) {
+    EXPECT_NE(log.find(std::string(flag) + ": accepted, ignored ("), std::string::npos) << flag;
+  }
+  EXPECT_NE(log.find("max_num_batched_tokens=1000"), std::string::npos) << log;
+  EXPECT_NE(log.find("Maximum concurrency"), std::string::npos) << log;
   const e2e::Reply r = e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();

@@ -1,0 +1,102 @@
+// `vllm serve` flags that change nothing cpmserve does: GPU, compilation and distributed tuning,
+// hub download options for a model that is a local folder, and frontend knobs of FastAPI and
+// uvicorn. vLLM's CPU platform accepts the GPU ones and drops them (platforms/cpu.py), and
+// deployment scripts pass them as a matter of course, so cpmserve accepts each one too and says
+// in one log line that it is ignored, rather than refusing to start.
+//
+// Flags that would change what a request gets (--hf-overrides, --ssl-*, --enable-lora, ...) are
+// not here: they stay unrecognized, a start-up error.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/log.h"
+
+namespace cpm {
+
+struct IgnoredFlag {
+  const char* names;  // CLI11 names, e.g. "--revision" or "--enable-sleep-mode,!--no-enable-sleep-mode"
+  bool takes_value;
+  const char* why;    // why it changes nothing here
+};
+
+inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
+  static const std::vector<IgnoredFlag> flags = {
+      // GPU, compilation and parallelism.
+      {"--cpu-offload-gb", true, "the weights already live in CPU memory"},
+      {"--distributed-executor-backend", true, "one process runs the model"},
+      {"--disable-custom-all-reduce,!--no-disable-custom-all-reduce", false, "no GPU collectives"},
+      {"--compilation-config,-O", true, "no graph compilation on the CPU; kernels are built in"},
+      {"--max-cudagraph-capture-size", true, "no CUDA graphs"},
+      {"--cuda-graph-sizes", true, "no CUDA graphs"},
+      {"--async-scheduling,!--no-async-scheduling", false,
+       "the scheduler and the model share one step loop"},
+      {"--enable-sleep-mode,!--no-enable-sleep-mode", false, "no GPU memory to release"},
+      {"--attention-backend", true, "one CPU attention kernel per ISA, chosen at start-up"},
+      {"--enable-expert-parallel,!--no-enable-expert-parallel", false, "no experts in these models"},
+      // Hub downloads, for a model that is a local folder.
+      {"--revision", true, "the model is a local folder"},
+      {"--tokenizer-revision", true, "the tokenizer is a local folder"},
+      {"--code-revision", true, "no remote code runs"},
+      {"--download-dir", true, "nothing is downloaded"},
+      {"--hf-token", true, "nothing is downloaded"},
+      {"--config-format", true, "config.json is read (Hugging Face format)"},
+      {"--model-impl", true, "cpmserve's own implementation runs"},
+      {"--max-parallel-loading-workers", true, "the weights load with the compute pool"},
+      {"--runner", true, "generation is the only runner"},
+      // Engine knobs with nothing to choose here.
+      {"--disable-sliding-window,!--no-disable-sliding-window", false,
+       "these models have no sliding window"},
+      {"--logprobs-mode", true, "log-probs are the processed distribution's, as vLLM's default"},
+      {"--prefix-caching-hash-algo", true, "block hashes are cpmserve's own"},
+      {"--mm-processor-cache-gb", true, "no preprocessor cache"},
+      {"--disable-mm-preprocessor-cache,!--no-disable-mm-preprocessor-cache", false,
+       "no preprocessor cache"},
+      {"--max-num-partial-prefills", true, "one prompt's chunk per step at most"},
+      {"--long-prefill-token-threshold", true, "one prompt's chunk per step at most"},
+      {"--stream-interval", true, "each step's tokens stream as they come"},
+      // FastAPI / uvicorn frontend.
+      {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},
+      {"--disable-fastapi-docs,!--no-disable-fastapi-docs", false, "no /docs pages are served"},
+      {"--enable-server-load-tracking,!--no-enable-server-load-tracking", false,
+       "/load always counts the requests in flight"},
+      {"--enable-log-outputs,!--no-enable-log-outputs", false, "outputs are not logged"},
+      {"--log-config-file", true, "logging is cpmserve's own (spdlog)"},
+      {"--tool-parser-plugin", true, "no Python plugins"},
+      {"--reasoning-parser-plugin", true, "no Python plugins"},
+      {"--h11-max-incomplete-event-size", true, "no h11 parser"},
+      {"--api-server-count", true, "one API server thread pool serves every request"},
+  };
+  return flags;
+}
+
+// Declares every ignored flag on `cmd`; LogIgnoredFlags later names the ones given.
+class IgnoredFlags {
+ public:
+  void Register(CLI::App* cmd) {
+    for (const IgnoredFlag& f : IgnoredVllmFlags()) {
+      const std::string help = std::string("ignored: ") + f.why;
+      CLI::Option* o = f.takes_value ? cmd->add_option(f.names, value_, help)
+                                     : cmd->add_flag(f.names, flag_, help);
+      o->group("vLLM flags accepted and ignored (nothing to tune on a CPU)");
+      given_.push_back({o, &f});
+    }
+  }
+  void Log() const {
+    for (const auto& [option, flag] : given_) {
+      if (option->count() == 0) continue;
+      CPM_LOG_INFO("{}: accepted, ignored ({})", option->get_name(), flag->why);
+    }
+  }
+
+ private:
+  std::string value_;
+  bool flag_ = false;
+  std::vector<std::pair<CLI::Option*, const IgnoredFlag*>> given_;
+};
+
+}  // namespace cpm
