@@ -251,7 +251,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "out of the reply with --tool-call-parser");
   cmd->add_option("--tool-call-parser", c.tool_call_parser,
                   "qwen3_coder (or qwen3_xml): MiniCPM-V-4.6's <tool_call><function=...> format");
-  cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6) or none");
+  cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6), qwen3, "
+                  "deepseek_r1 or none");
   cmd->add_option("--speculative-config", c.speculative_config_json,
                   "vLLM's JSON; n-gram prompt lookup: '{\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 3}'; outputs unchanged");

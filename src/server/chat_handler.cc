@@ -258,6 +258,16 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   write(SseDone());
 }
 
+// enable_thinking false in the request's chat_template_kwargs, or else in the server's
+// --default-chat-template-kwargs (vLLM's qwen3 parser reads the request's kwargs).
+bool ThinkingDisabled(const ServerContext& ctx, const protocol::ChatTemplateFields& chat) {
+  for (const Json* kwargs : {&chat.chat_template_kwargs, &ctx.default_chat_template_kwargs}) {
+    if (!kwargs->is_object()) continue;
+    if (auto it = kwargs->find("enable_thinking"); it != kwargs->end()) return *it == false;
+  }
+  return false;
+}
+
 HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
@@ -436,7 +446,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->cached_tokens_details = cached_tokens_details || ctx.enable_prompt_tokens_details;
   job->reasoning_parser = ctx.reasoning_parser;
-  job->opens_in_reasoning = PromptOpensReasoning(*text);
+  job->opens_in_reasoning =
+      OutputStartsInReasoning(ctx.reasoning_parser, *text, ThinkingDisabled(ctx, req->chat));
   job->include_reasoning = req->include_reasoning;
   job->forced = std::move(forced);
   if (auto schema = job->forced ? job->forced->schema() : req->sampling.structured) {

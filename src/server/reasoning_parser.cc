@@ -1,6 +1,7 @@
 #include "server/reasoning_parser.h"
 
 #include <array>
+#include <cctype>
 
 #include "server/escaped_newline_normalizer.h"
 
@@ -118,10 +119,101 @@ class MiniCpmvParser final : public ReasoningParser {
   EscapedNewlineNormalizer reasoning_norm_, content_norm_;
 };
 
+// vLLM's qwen3 and deepseek_r1 parsers: the <think> grammar alone. Before the first </think>
+// everything is reasoning (a <think> there is dropped); after it everything is content,
+// verbatim. qwen3 also ends reasoning at a <tool_call> that opens a call (whitespace, then
+// "<function" and a blank or '='), which stays in the content for the tool parser.
+class ThinkParser final : public ReasoningParser {
+ public:
+  ThinkParser(bool reasoning, bool tool_call_ends_reasoning)
+      : reasoning_(reasoning), saw_reasoning_(reasoning),
+        tool_call_ends_reasoning_(tool_call_ends_reasoning) {}
+
+  ReasoningDelta Feed(std::string_view chunk, bool final) override {
+    std::string text = pending_ + std::string(chunk);
+    pending_.clear();
+    ReasoningDelta d;
+    size_t i = 0;
+    while (reasoning_ && i < text.size()) {
+      const size_t lt = text.find('<', i);
+      if (lt == std::string::npos) {
+        d.reasoning.append(text, i, std::string::npos);
+        i = text.size();
+        break;
+      }
+      d.reasoning.append(text, i, lt - i);
+      i = lt;
+      const std::string_view rest = std::string_view(text).substr(i);
+      const Match m = AtMarker(rest);
+      if (m == Match::kMaybe && !final) {
+        pending_ = std::string(rest);
+        return d;
+      }
+      if (m == Match::kThinkStart) {
+        i += kThinkStart.size();
+      } else if (m == Match::kThinkEnd) {
+        reasoning_ = false;
+        i += kThinkEnd.size();
+      } else if (m == Match::kToolCall) {
+        reasoning_ = false;  // the call itself is content
+      } else {
+        d.reasoning.push_back('<');
+        ++i;
+      }
+    }
+    if (i < text.size()) d.content.append(text, i, std::string::npos);
+    return d;
+  }
+
+  bool saw_reasoning() const override { return saw_reasoning_; }
+
+ private:
+  enum class Match { kNone, kMaybe, kThinkStart, kThinkEnd, kToolCall };
+
+  // What the text at a '<' is while reasoning; kMaybe when more text could still decide it.
+  Match AtMarker(std::string_view rest) const {
+    const auto prefix_of = [&](std::string_view m) {
+      return rest.size() < m.size() && StartsWith(m, rest);
+    };
+    if (StartsWith(rest, kThinkStart)) return Match::kThinkStart;
+    if (StartsWith(rest, kThinkEnd)) return Match::kThinkEnd;
+    if (prefix_of(kThinkStart) || prefix_of(kThinkEnd)) return Match::kMaybe;
+    if (!tool_call_ends_reasoning_) return Match::kNone;
+    if (prefix_of(kToolCall)) return Match::kMaybe;
+    if (!StartsWith(rest, kToolCall)) return Match::kNone;
+    // vLLM's lookahead: <tool_call>, blanks, then <function followed by a blank or '='.
+    std::string_view after = rest.substr(kToolCall.size());
+    while (!after.empty() && std::isspace(static_cast<unsigned char>(after.front()))) {
+      after.remove_prefix(1);
+    }
+    constexpr std::string_view kFunction = "<function";
+    if (after.size() <= kFunction.size()) {
+      return StartsWith(kFunction, after) ? Match::kMaybe : Match::kNone;
+    }
+    const char next = after[kFunction.size()];
+    return StartsWith(after, kFunction) &&
+                   (next == '=' || std::isspace(static_cast<unsigned char>(next)))
+               ? Match::kToolCall
+               : Match::kNone;
+  }
+
+  bool reasoning_;
+  const bool saw_reasoning_;
+  const bool tool_call_ends_reasoning_;
+  std::string pending_;  // held-back text from a '<' that may still become a marker
+};
+
+bool PromptClosesReasoning(std::string_view prompt) {
+  const size_t end = prompt.rfind(kThinkEnd);
+  if (end == std::string_view::npos) return false;
+  const size_t start = prompt.rfind(kThinkStart);
+  return start == std::string_view::npos || start < end;
+}
+
 }  // namespace
 
 const std::vector<std::string>& ReasoningParserNames() {
-  static const std::vector<std::string> names = {"minicpmv"};
+  static const std::vector<std::string> names = {"minicpmv", "qwen3", "deepseek_r1"};
   return names;
 }
 
@@ -148,7 +240,17 @@ ReasoningMarkers ReasoningParserMarkers(const std::string& name) {
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
                                                      bool opens_in_reasoning) {
   if (name == "minicpmv") return std::make_unique<MiniCpmvParser>(opens_in_reasoning);
+  if (name == "qwen3" || name == "deepseek_r1") {
+    return std::make_unique<ThinkParser>(opens_in_reasoning, name == "qwen3");
+  }
   return nullptr;
+}
+
+bool OutputStartsInReasoning(const std::string& name, std::string_view prompt,
+                             bool thinking_disabled) {
+  if (name == "minicpmv") return PromptOpensReasoning(prompt);
+  if (name == "qwen3" && thinking_disabled) return false;
+  return !PromptClosesReasoning(prompt);
 }
 
 bool PromptOpensReasoning(std::string_view prompt) {

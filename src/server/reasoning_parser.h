@@ -11,6 +11,10 @@
 //  - in both: <|im_end|> and the reserved markers <reserved_12..15>, <|reserved_12..15|> are
 //    swallowed, and literal "\n" escapes are recovered separately in reasoning and content
 //    (EscapedNewlineNormalizer).
+// "qwen3" and "deepseek_r1" are vLLM's parsers of those names: the <think> grammar without the
+// MiniCPM-V extras (no hidden spans, swallowed markers or escape recovery): before the first
+// </think> all output is reasoning, after it all is content; qwen3 also ends reasoning at a
+// <tool_call> that opens a call.
 // Unlike vLLM, whether the output starts in reasoning is read from the rendered prompt, not
 // only from chat_template_kwargs.enable_thinking: for MiniCPM-V-4.6's template the two agree,
 // and a template that opens <think> by default (the Thinking checkpoint) is handled too.
@@ -55,12 +59,19 @@ struct ReasoningMarkers {
 };
 ReasoningMarkers ReasoningParserMarkers(const std::string& name);
 
-// A fresh parser for one choice. `opens_in_reasoning`: see PromptOpensReasoning.
+// A fresh parser for one choice. `opens_in_reasoning`: see OutputStartsInReasoning.
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
                                                      bool opens_in_reasoning);
 
 // True if the rendered prompt leaves the model inside a <think> block: its last <think> comes
 // after its last </think> and is followed by whitespace only.
 bool PromptOpensReasoning(std::string_view prompt_text);
+
+// Whether the generated text starts inside reasoning for parser `name`: for minicpmv when the
+// prompt opens it (PromptOpensReasoning); for qwen3 and deepseek_r1, as vLLM runs them, unless
+// the prompt has already closed its thinking (its last marker is </think>: vLLM's
+// prompt_is_reasoning_end) or, for qwen3, the request's enable_thinking is false.
+bool OutputStartsInReasoning(const std::string& name, std::string_view prompt_text,
+                             bool thinking_disabled);
 
 }  // namespace cpm

@@ -17,8 +17,9 @@ struct Split {
 };
 
 // Feeds `pieces` in order (the last with final = true) and concatenates the deltas.
-Split RunParser(bool thinking, const std::vector<std::string>& pieces) {
-  auto p = MakeReasoningParser("minicpmv", thinking);
+Split RunParser(bool thinking, const std::vector<std::string>& pieces,
+                const std::string& name = "minicpmv") {
+  auto p = MakeReasoningParser(name, thinking);
   Split s;
   for (size_t i = 0; i < pieces.size(); ++i) {
     ReasoningDelta d = p->Feed(pieces[i], i + 1 == pieces.size());
@@ -28,7 +29,9 @@ Split RunParser(bool thinking, const std::vector<std::string>& pieces) {
   return s;
 }
 
-Split OneShot(bool thinking, const std::string& text) { return RunParser(thinking, {text}); }
+Split OneShot(bool thinking, const std::string& text, const std::string& name = "minicpmv") {
+  return RunParser(thinking, {text}, name);
+}
 
 std::string Normalize(const std::vector<std::string>& pieces) {
   EscapedNewlineNormalizer n;
@@ -151,8 +154,62 @@ TEST(ReasoningParser, PromptDecidesTheInitialState) {
   EXPECT_FALSE(PromptOpensReasoning("<think>\nx"));
 }
 
+// vLLM's qwen3 and deepseek_r1: reasoning up to the first </think> (a <think> dropped), the
+// rest verbatim as content; qwen3 also ends at a <tool_call> that opens a call.
+TEST(ReasoningParser, Qwen3AndDeepseekR1SplitAtTheFirstThinkEnd) {
+  for (const std::string name : {"qwen3", "deepseek_r1"}) {
+    Split s = OneShot(true, "<think>step\n</think>\n\nAnswer</think><|im_end|>", name);
+    EXPECT_EQ(s.reasoning, "step\n") << name;  // no escape recovery, no swallowed markers
+    EXPECT_EQ(s.content, "\n\nAnswer</think><|im_end|>") << name;
+    s = OneShot(true, "cut off while thinking <thi", name);
+    EXPECT_EQ(s.reasoning, "cut off while thinking <thi") << name;
+    EXPECT_EQ(s.content, "") << name;
+    // Started in content (the prompt closed the thinking): everything verbatim.
+    s = OneShot(false, "<think>x</think>y", name);
+    EXPECT_EQ(s.reasoning, "") << name;
+    EXPECT_EQ(s.content, "<think>x</think>y") << name;
+  }
+  const std::string call = "plan<tool_call>\n<function=f>\n</function>\n</tool_call>";
+  Split s = OneShot(true, call, "qwen3");
+  EXPECT_EQ(s.reasoning, "plan");
+  EXPECT_EQ(s.content, "<tool_call>\n<function=f>\n</function>\n</tool_call>");
+  EXPECT_EQ(OneShot(true, call, "deepseek_r1").reasoning, call);
+  // A <tool_call> that opens no call is reasoning text.
+  EXPECT_EQ(OneShot(true, "about <tool_call> tags</think>x", "qwen3").reasoning,
+            "about <tool_call> tags");
+  for (const std::string name : {"qwen3", "deepseek_r1"}) {
+    for (bool thinking : {false, true}) {
+      for (const std::string& text : Corpus()) {
+        const Split whole = OneShot(thinking, text, name);
+        for (size_t cut = 0; cut <= text.size(); ++cut) {
+          const Split p = RunParser(thinking, {text.substr(0, cut), text.substr(cut)}, name);
+          EXPECT_EQ(p.reasoning, whole.reasoning) << name << " " << text << " @" << cut;
+          EXPECT_EQ(p.content, whole.content) << name << " " << text << " @" << cut;
+        }
+      }
+    }
+  }
+}
+
+TEST(ReasoningParser, WhereEachParserStarts) {
+  const std::string open = "<|im_start|>assistant\n<think>\n";
+  const std::string closed = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  const std::string plain = "<|im_start|>assistant\n";
+  EXPECT_TRUE(OutputStartsInReasoning("minicpmv", open, false));
+  EXPECT_FALSE(OutputStartsInReasoning("minicpmv", plain, false));
+  for (const std::string name : {"qwen3", "deepseek_r1"}) {
+    EXPECT_TRUE(OutputStartsInReasoning(name, open, false)) << name;
+    EXPECT_TRUE(OutputStartsInReasoning(name, plain, false)) << name;  // the model may think
+    EXPECT_FALSE(OutputStartsInReasoning(name, closed, false)) << name;
+  }
+  EXPECT_FALSE(OutputStartsInReasoning("qwen3", plain, true));  // enable_thinking false
+  EXPECT_TRUE(OutputStartsInReasoning("deepseek_r1", plain, true));
+}
+
 TEST(ReasoningParser, Names) {
   EXPECT_TRUE(ValidateReasoningParserName("minicpmv").ok());
+  EXPECT_TRUE(ValidateReasoningParserName("qwen3").ok());
+  EXPECT_TRUE(ValidateReasoningParserName("deepseek_r1").ok());
   EXPECT_TRUE(ValidateReasoningParserName("none").ok());
   EXPECT_TRUE(ValidateReasoningParserName("").ok());
   Status s = ValidateReasoningParserName("bogus");
