@@ -1,5 +1,6 @@
 // POST /v1/completions: one or more prompts (text or token ids) -> engine -> text_completion
 // (or text_completion SSE chunks ending in `data: [DONE]`). Choice p*n + j is prompt p's j-th.
+#include <algorithm>
 #include <memory>
 
 #include "server/handlers.h"
@@ -24,6 +25,9 @@ struct CompletionJob {
   ResolvedSampling sampling;
   int top_logprobs = -1;  // -1: no logprobs
   bool echo_logprobs = false;  // echo with logprobs: the prompt's tokens lead the logprobs
+  // echo with max_tokens 0: one token is generated, as vLLM does (its finish_reason and usage
+  // count), and left out of the text and log-probs.
+  bool echo_only = false;
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   Clock::time_point arrival;
@@ -63,6 +67,25 @@ void AppendLogprobs(const CompletionJob& job, const ChoiceUpdate& u, CompletionL
   lps->Append(u.logprobs);
 }
 
+// How many tokens `with` (a text encoded with its special tokens) has before and after
+// `bare` (the same text without them); none if `bare` is not inside it.
+SpecialTokenCounts AddedSpecialTokens(const std::vector<int32_t>& with,
+                                      const std::vector<int32_t>& bare) {
+  if (bare.size() > with.size()) return {};
+  for (size_t lead = 0; lead + bare.size() <= with.size(); ++lead) {
+    if (std::equal(bare.begin(), bare.end(), with.begin() + static_cast<ptrdiff_t>(lead))) {
+      return {lead, with.size() - lead - bare.size()};
+    }
+  }
+  return {};
+}
+
+void HideEchoOnlyToken(const CompletionJob& job, ChoiceUpdate* u) {
+  if (!job.echo_only) return;
+  u->text.clear();
+  u->logprobs.clear();
+}
+
 void Stream(const ServerContext& ctx, const CompletionJob& job,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
@@ -85,6 +108,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
       write(SseDone());
       return;
     }
+    HideEchoOnlyToken(job, &u);
     std::string text = u.text;
     if (!echoed[u.index]) {
       text = EchoOf(job, u.index) + text;
@@ -137,6 +161,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
       run.CancelAll();
       return HttpReply::Error(u.error);
     }
+    HideEchoOnlyToken(job, &u);
     texts[u.index] += u.text;
     if (job.top_logprobs >= 0) AppendLogprobs(job, u, &lps[u.index]);
     if (!u.prompt_logprobs.empty()) {
@@ -175,11 +200,12 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
-  if (req->suffix && !req->suffix->empty()) {
+  if (req->suffix) {  // vLLM refuses any suffix, "" included
     return HttpReply::Error(BadRequest("suffix is not currently supported"));
   }
   // vLLM's echo without generation: echo with max_tokens 0 returns the prompt (and, with
-  // logprobs, its log-probs) and generates nothing.
+  // logprobs, its log-probs); the one token vLLM still generates counts in the usage and
+  // decides finish_reason, but is not shown.
   protocol::SamplingFields fields = req->sampling;
   const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
   if (echo_only) fields.max_tokens = 1;
@@ -189,8 +215,11 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   if (!sampling.ok()) return HttpReply::Error(sampling.status());
   if (Status s = ctx.ApplyServerSampling(fields, &*sampling); !s.ok()) return HttpReply::Error(s);
   if (fields.structured) sampling->constraint = ctx.MakeConstraint(fields.structured, false);
-  // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k.
-  if (req->echo && req->logprobs) sampling->prompt_logprobs = static_cast<int32_t>(logprobs);
+  // Echoed tokens get log-probs like generated ones: the prompt's, at the same top-k unless
+  // the request asks for prompt_logprobs itself (then its k, as vLLM's to_sampling_params).
+  if (req->echo && req->logprobs && sampling->prompt_logprobs < 0) {
+    sampling->prompt_logprobs = static_cast<int32_t>(logprobs);
+  }
   if (static_cast<int64_t>(req->prompts.size()) * sampling->n > kMaxN) {
     return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
                                        std::to_string(kMaxN) + ")"));
@@ -211,25 +240,27 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
         ids.push_back(static_cast<int32_t>(id));
       }
     }
-    const size_t given = ids.size();
+    SpecialTokenCounts specials;
+    if (cp.is_text && req->add_special_tokens && fields.truncate_prompt_tokens) {
+      specials = AddedSpecialTokens(ids, ctx.tokenizer->Encode(cp.text, false));
+    }
     if (Status s = TruncatePrompt(fields.truncate_prompt_tokens, fields.truncation_side == "right",
-                                  ctx.max_model_len, false, &ids);
+                                  ctx.max_model_len, false, &ids, specials);
         !s.ok()) {
       return HttpReply::Error(s);
     }
-    const bool cut = ids.size() != given;
     if (ids.empty()) return HttpReply::Error(BadRequest("The decoder prompt cannot be empty"));
     auto max_tokens =
         ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len);
     if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
     if (req->echo) {
-      // A cut prompt echoes what was kept.
-      job->echo.push_back(cp.is_text && !cut ? cp.text : ctx.tokenizer->Decode(ids, false));
+      // vLLM echoes a text prompt as sent, cut or not; a token-id prompt as its kept ids' text.
+      job->echo.push_back(cp.is_text ? cp.text : ctx.tokenizer->Decode(ids, false));
     }
     job->prompt_tokens += static_cast<int64_t>(ids.size());
     for (int64_t j = 0; j < sampling->n; ++j) {
       job->plans.push_back(
-          {static_cast<int>(p * sampling->n + j), ids, echo_only ? 0 : *max_tokens, j});
+          {static_cast<int>(p * sampling->n + j), ids, echo_only ? 1 : *max_tokens, j});
     }
   }
   job->id = ctx.RequestId("cmpl", x_request_id, req->sampling.request_id);
@@ -238,6 +269,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->sampling = *sampling;
   job->top_logprobs = static_cast<int>(logprobs);
   job->echo_logprobs = req->echo && req->logprobs;
+  job->echo_only = echo_only;
   job->include_usage = req->sampling.include_usage;
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->arrival = arrival;

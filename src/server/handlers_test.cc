@@ -499,15 +499,52 @@ TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
   EXPECT_EQ(c["prompt_logprobs"][1]["5"]["rank"], 2);
   EXPECT_EQ(c["prompt_logprobs"][1]["7"]["rank"], 1);
 
-  // Echo without generation: max_tokens 0 returns the prompt and its log-probs only.
-  r = HandleCompletions(ctx_, R"({"prompt":"Hello world","max_tokens":0,"logprobs":0,"echo":true})",
-                        Clock::now());
+  // The request's own prompt_logprobs wins over echo's (vLLM's to_sampling_params).
+  r = HandleCompletions(
+      ctx_, R"({"prompt":[1,5,6],"max_tokens":2,"logprobs":1,"echo":true,"prompt_logprobs":3})",
+      Clock::now());
   ASSERT_EQ(r.status, 200) << r.body;
-  j = Json::parse(r.body);
-  EXPECT_EQ(j["choices"][0]["text"], "Hello world");
-  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
-  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(),
-            tok_->Encode("Hello world", true).size());
+  EXPECT_EQ(engine_.submitted.back().prompt_logprobs, 3);
+  for (const Json& tops : Json::parse(r.body)["choices"][0]["logprobs"]["top_logprobs"]) {
+    EXPECT_LE(tops.size(), 2u) << tops.dump();  // logprobs 1, plus the token when not in it
+  }
+
+  // Echo without generation: max_tokens 0 returns the prompt and its log-probs only; the one
+  // token vLLM generates anyway counts in the usage.
+  for (bool stream : {false, true}) {
+    const Json body = {{"prompt", "Hello world"}, {"max_tokens", 0}, {"logprobs", 0},
+                       {"echo", true},           {"stream", stream},
+                       {"stream_options", stream ? Json{{"include_usage", true}} : Json()}};
+    r = HandleCompletions(ctx_, body.dump(), Clock::now());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(engine_.submitted.back().max_tokens, 1);
+    if (stream) {
+      bool done = false;
+      std::string text;
+      size_t tokens = 0;
+      const auto events = Events(Drain(std::move(r)), &done);
+      for (const Json& e : events) {
+        if (e["choices"].empty()) continue;
+        text += e["choices"][0]["text"].get<std::string>();
+        if (e["choices"][0]["logprobs"].is_object()) {
+          tokens += e["choices"][0]["logprobs"]["tokens"].size();
+        }
+      }
+      EXPECT_EQ(text, "Hello world");
+      EXPECT_EQ(tokens, tok_->Encode("Hello world", true).size());
+      EXPECT_EQ(events.back()["usage"]["completion_tokens"], 1);
+      continue;
+    }
+    j = Json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], "Hello world");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(),
+              tok_->Encode("Hello world", true).size());
+  }
+  // vLLM refuses any suffix, an empty one included.
+  r = HandleCompletions(ctx_, R"({"prompt":"Hi","max_tokens":1,"suffix":""})", Clock::now());
+  EXPECT_EQ(r.status, 400);
   // Without echo max_tokens must still be at least 1.
   r = HandleCompletions(ctx_, R"({"prompt":"Hi","max_tokens":0})", Clock::now());
   EXPECT_EQ(r.status, 400);

@@ -237,7 +237,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
 }
 
 Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
-                      bool multimodal, std::vector<int32_t>* ids) {
+                      bool multimodal, std::vector<int32_t>* ids, SpecialTokenCounts specials) {
   if (!k) return OkStatus();
   if (*k < -1) {
     return InvalidArgument(fmt::format(
@@ -259,10 +259,17 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
         "truncate_prompt_tokens cannot cut a prompt with images or videos (their placeholder "
         "tokens would be cut)");
   }
+  const int64_t lead = static_cast<int64_t>(specials.leading);
+  const int64_t trail = static_cast<int64_t>(specials.trailing);
+  // The text's tokens [lead, n - trail) lose n - keep of theirs; with no room left for any
+  // of them the specials go too (plain slice).
+  const bool keep_specials = lead + trail < keep && lead + trail <= n;
+  const auto text_begin = ids->begin() + (keep_specials ? lead : 0);
+  const auto text_end = ids->end() - (keep_specials ? trail : 0);
   if (keep_first) {
-    ids->resize(static_cast<size_t>(keep));
+    ids->erase(text_end - (n - keep), text_end);
   } else {
-    ids->erase(ids->begin(), ids->begin() + (n - keep));
+    ids->erase(text_begin, text_begin + (n - keep));
   }
   return OkStatus();
 }

@@ -85,8 +85,15 @@ inline constexpr double kMinTemperature = 0.01;
 // them all, as vLLM's slice ids[-0:] does), the last ones or with `keep_first` (truncation_side
 // "right") the first. k below -1 or above max_model_len is a 400 with vLLM's text; so is
 // cutting a multimodal prompt (`multimodal`), whose placeholders the encoder's rows point into.
+// `specials` = {leading, trailing}: special tokens the tokenizer added around a text prompt's
+// own, which stay while the text's tokens make room, as Hugging Face's truncation=True,
+// max_length=k keeps them (vLLM tokenizes text prompts so); token-id prompts are plain slices.
+struct SpecialTokenCounts {
+  size_t leading = 0, trailing = 0;
+};
 Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
-                      bool multimodal, std::vector<int32_t>* ids);
+                      bool multimodal, std::vector<int32_t>* ids,
+                      SpecialTokenCounts specials = {});
 
 // Checks `num_prompt_tokens` and the requested max_tokens against the context length with
 // vLLM's texts, and returns the number of tokens to generate at most.

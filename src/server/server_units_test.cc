@@ -769,6 +769,21 @@ TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
             "1 validation error: field 'truncation_side': Input should be 'left' or 'right'");
 }
 
+// A text prompt's added special tokens stay (Hugging Face's truncation=True, max_length=k);
+// with no room for any text token the slice is plain.
+TEST(Sampling, TruncatePromptKeepsAddedSpecialTokens) {
+  const auto cut = [](int64_t k, bool first) {
+    std::vector<int32_t> ids = {1, 10, 11, 12, 13, 2};  // <s> text </s>
+    EXPECT_TRUE(TruncatePrompt(k, first, 8, false, &ids, {1, 1}).ok());
+    return ids;
+  };
+  EXPECT_EQ(cut(4, false), (std::vector<int32_t>{1, 12, 13, 2}));
+  EXPECT_EQ(cut(4, true), (std::vector<int32_t>{1, 10, 11, 2}));
+  EXPECT_EQ(cut(3, false), (std::vector<int32_t>{1, 13, 2}));
+  EXPECT_EQ(cut(2, false), (std::vector<int32_t>{13, 2}));
+  EXPECT_EQ(cut(6, false), (std::vector<int32_t>{1, 10, 11, 12, 13, 2}));
+}
+
 TEST(Sampling, BeamSearchFieldsAndTheirLimits) {
   const auto resolve = [](const char* body) -> StatusOr<ResolvedSampling> {
     auto req = protocol::ParseCompletionRequest(body, nullptr);

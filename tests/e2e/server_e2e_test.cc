@@ -473,15 +473,22 @@ TEST_F(ServerE2E, TruncatePromptTokens) {
   };
   const Json cut = complete({11, 12, 13, 14, 15, 16}, {{"truncate_prompt_tokens", 3}});
   EXPECT_EQ(cut["usage"]["prompt_tokens"], 3);
-  const Json echoed = complete("one two three four five six seven",
-                               {{"truncate_prompt_tokens", 2}, {"echo", true}, {"max_tokens", 1}});
-  const Json kept =
-      e2e::Post(port(), "/tokenize", R"({"prompt":"one two three four five six seven"})").json();
-  const Json last_two = {kept["tokens"][kept["tokens"].size() - 2], kept["tokens"].back()};
-  const std::string tail =
-      e2e::Post(port(), "/detokenize", Json{{"tokens", last_two}}.dump()).json()["prompt"];
-  EXPECT_EQ(echoed["choices"][0]["text"].get<std::string>().rfind(tail, 0), 0u)
-      << echoed.dump();
+  // A text prompt is cut as Hugging Face's truncation cuts it for vLLM: the special tokens the
+  // tokenizer adds (a leading <s>) stay, the text's last tokens fill the rest; the echo is the
+  // text as sent (vLLM echoes the request's prompt).
+  const std::string text = "one two three four five six seven";
+  const Json with = e2e::Post(port(), "/tokenize", Json{{"prompt", text}}.dump()).json();
+  const Json bare = e2e::Post(port(), "/tokenize",
+                              Json{{"prompt", text}, {"add_special_tokens", false}}.dump())
+                        .json();
+  ASSERT_EQ(with["tokens"].size(), bare["tokens"].size() + 1) << with.dump();  // <s> first
+  const Json bos_and_last = {with["tokens"][0], with["tokens"].back()};
+  const Json echoed = complete(text, {{"truncate_prompt_tokens", 2}, {"echo", true}});
+  EXPECT_EQ(echoed["usage"]["prompt_tokens"], 2);
+  const std::string echoed_text = echoed["choices"][0]["text"];
+  EXPECT_EQ(echoed_text.rfind(text, 0), 0u) << echoed.dump();
+  EXPECT_EQ(echoed_text.substr(text.size()),
+            complete(bos_and_last, Json::object())["choices"][0]["text"]);
   EXPECT_EQ(cut["choices"][0]["text"], complete({14, 15, 16}, Json::object())["choices"][0]["text"]);
   auto chat = e2e::Post(port(), "/v1/chat/completions",
                         Json{{"messages", {{{"role", "user"}, {"content", "a long question"}}}},
