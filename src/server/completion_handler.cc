@@ -220,9 +220,15 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   if (req->echo && req->logprobs && sampling->prompt_logprobs < 0) {
     sampling->prompt_logprobs = static_cast<int32_t>(logprobs);
   }
-  if (static_cast<int64_t>(req->prompts.size()) * sampling->n > kMaxN) {
+  const auto num_prompts = static_cast<int64_t>(req->prompts.size());
+  if (num_prompts > kMaxCompletionPrompts) {
+    return HttpReply::Error(BadRequest(
+        "prompt list length " + std::to_string(num_prompts) +
+        " exceeds the maximum allowed count of " + std::to_string(kMaxCompletionPrompts)));
+  }
+  if (num_prompts * sampling->n > kMaxChoicesPerRequest) {
     return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
-                                       std::to_string(kMaxN) + ")"));
+                                       std::to_string(kMaxChoicesPerRequest) + ")"));
   }
   auto job = std::make_shared<CompletionJob>();
   const int32_t vocab = ctx.tokenizer->vocab_size();

@@ -576,6 +576,22 @@ TEST_F(HandlersTest, ChatPromptLogprobs) {
             std::string::npos);
 }
 
+// Batches of prompts as evaluation harnesses send them: hundreds are one request; past vLLM's
+// bound of 1024 prompts, a 400.
+TEST_F(HandlersTest, CompletionsTakeLargePromptBatches) {
+  Json body = {{"prompt", Json::array()}, {"max_tokens", 1}};
+  for (int i = 0; i < 300; ++i) body["prompt"].push_back({1, 5});
+  HttpReply r = HandleCompletions(ctx_, body.dump(), Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["choices"].size(), 300u);
+  body["prompt"] = Json::array();
+  for (int i = 0; i < 1025; ++i) body["prompt"].push_back({1, 5});
+  r = HandleCompletions(ctx_, body.dump(), Clock::now());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["error"]["message"],
+            "prompt list length 1025 exceeds the maximum allowed count of 1024");
+}
+
 // continuous_usage_stats: every chunk carries its choice's running usage.
 TEST_F(HandlersTest, ContinuousUsageStats) {
   bool done = false;
