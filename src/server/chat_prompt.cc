@@ -84,7 +84,19 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media)
     } else {
       if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
       auto type = part.find("type");
-      t = type != part.end() && type->is_string() ? type->get<std::string>() : std::string();
+      if (type == part.end() || type->is_null()) {
+        // vLLM's parts without a type: named by the URL field they carry (a form OpenAI's
+        // API takes though it does not document it); anything else is refused.
+        if (part.contains("image_url")) {
+          t = "image_url";
+        } else if (part.contains("video_url")) {
+          t = "video_url";
+        } else {
+          return InvalidArgument("Missing 'type' field in multimodal part.");
+        }
+      } else {
+        t = type->is_string() ? type->get<std::string>() : std::string();
+      }
       if ((t == "image_url" || t == "video_url") && media != nullptr) {
         CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t));
         const bool video = t == "video_url";

@@ -237,6 +237,19 @@ TEST_F(VisionServingE2E, TwoImagesStreamedAndSeveralChoices) {
   EXPECT_NE(s.body.find("data: [DONE]"), std::string::npos) << s.body;
 }
 
+// Parts without a "type", as vLLM takes them: named by the URL field they carry (the URL
+// as a string or as {"url": ...}); a part with neither is vLLM's 400.
+TEST_F(VisionServingE2E, PartsWithoutATypeAreNamedByTheirUrlField) {
+  const int64_t typed = TokenCount({ImagePart(DataUrl()), TextPart("x")});
+  EXPECT_EQ(TokenCount({{{"image_url", {{"url", DataUrl()}}}}, TextPart("x")}), typed);
+  EXPECT_EQ(TokenCount({{{"image_url", DataUrl()}}, TextPart("x")}), typed);
+  Json tok = {{"model", "v"},
+              {"messages", {{{"role", "user"}, {"content", {{{"text", "no type"}}}}}}}};
+  auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("Missing 'type' field in multimodal part."), std::string::npos) << r.body;
+}
+
 TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
   struct Case {
     Json content;
