@@ -246,13 +246,28 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<MediaRef>* media) {
   std::optional<ChatTemplate> request_template;
-  if (in.chat_template && !ctx.trust_request_chat_template) {
+  // A template may also come as chat_template_kwargs.chat_template (vLLM checks both places;
+  // the kwargs' one wins, as vLLM lays the kwargs over its own arguments).
+  std::optional<std::string> template_source = in.chat_template;
+  Json template_kwargs = in.chat_template_kwargs;
+  if (auto kw = template_kwargs.is_object() ? template_kwargs.find("chat_template")
+                                            : template_kwargs.end();
+      template_kwargs.is_object() && kw != template_kwargs.end()) {
+    if (!kw->is_null()) {
+      if (!kw->is_string()) {
+        return InvalidArgument("chat_template_kwargs.chat_template must be a string");
+      }
+      template_source = kw->get<std::string>();
+    }
+    template_kwargs.erase(kw);  // an argument of the rendering, not a template variable
+  }
+  if (template_source && !ctx.trust_request_chat_template) {
     return InvalidArgument(
         "Chat template is passed with request, but --trust-request-chat-template is not set. "
         "Refused request with untrusted chat template.");
   }
-  if (in.chat_template) {
-    StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(*in.chat_template);
+  if (template_source) {
+    StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(*template_source);
     if (!parsed.ok()) return InvalidArgument("chat_template: " + parsed.status().message());
     request_template = std::move(*parsed);
   }
@@ -276,9 +291,9 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   r.bos_token = ctx.tokenizer->bos_token();
   r.eos_token = ctx.tokenizer->eos_token();
   r.chat_template_kwargs = ctx.default_chat_template_kwargs;
-  if (in.chat_template_kwargs.is_object()) {
+  if (template_kwargs.is_object()) {
     if (!r.chat_template_kwargs.is_object()) r.chat_template_kwargs = Json::object();
-    MergeObject(&r.chat_template_kwargs, in.chat_template_kwargs);
+    MergeObject(&r.chat_template_kwargs, template_kwargs);
   }
   StatusOr<std::string> text = RenderChat(*chat_template, r);
   if (!text.ok()) {

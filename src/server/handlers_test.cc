@@ -324,6 +324,20 @@ TEST_F(HandlersTest, RequestChatTemplateOnlyWhenTrusted) {
   Chat(R"({"messages":[{"role":"user","content":"Hi"}],
            "chat_template":"{% for i in range(100000000) %}x{% endfor %}"})", &status);
   EXPECT_EQ(status, 400);
+  // chat_template_kwargs.chat_template is a request's template too (vLLM checks both); it wins
+  // over the top-level one, and is not a template variable.
+  const std::string in_kwargs = R"({"messages":[{"role":"user","content":"Hi"}],
+      "chat_template":"ignored",
+      "chat_template_kwargs":{"chat_template":"[{{ messages[0].content }}|{{ chat_template is defined }}]"}})";
+  ctx_.trust_request_chat_template = false;
+  r = Chat(in_kwargs, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("--trust-request-chat-template"),
+            std::string::npos);
+  ctx_.trust_request_chat_template = true;
+  r = Chat(in_kwargs, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(tok_->Decode(engine_.submitted.back().prompt, true), "[Hi|False]");
 }
 
 TEST_F(HandlersTest, ChatLogprobs) {
