@@ -33,6 +33,7 @@ struct ChatJob {
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   bool cached_tokens_details = false;  // usage.prompt_tokens_details from the prefix cache
+  bool echo = false;
   std::string echo_prefix;  // with echo: the last message's text (EchoedContent)
   // The reply's role: --response-role, or without add_generation_prompt the last message's
   // (the reply continues it), as vLLM's get_chat_request_role.
@@ -317,7 +318,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
       ReasoningDelta d = parser->Feed(outs[i].text, true);
       Json reasoning =
           d.reasoning.empty() || !job.include_reasoning ? Json(nullptr) : Json(d.reasoning);
-      const bool no_content = d.content.empty() && job.echo_prefix.empty();
+      // With echo, vLLM's content is the echoed text plus the reply's: a string, even if empty.
+      const bool no_content = d.content.empty() && !job.echo;
       message["content"] = no_content && parser->saw_reasoning()
                                ? Json(nullptr)
                                : Json(job.echo_prefix + d.content);
@@ -463,6 +465,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     const Json& last = req->chat.messages.back();
     if (auto r = last.find("role"); r != last.end() && r->is_string()) job->role = r->get<std::string>();
   }
+  job->echo = req->echo;
   if (req->echo) job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;

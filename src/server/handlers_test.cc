@@ -689,8 +689,22 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
                                                 std::string("\n\nIt is 4.")));
 }
 
-// include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
-// plain and streamed; the content is what follows it.
+// A reply cut off while thinking has no content: null, except with echo, whose content vLLM
+// builds as the echoed text plus the reply's, always a string.
+TEST_F(ReasoningHandlersTest, CutOffThinkingHasNullContentUnlessEchoed) {
+  engine_.script = tok_->Encode("still thinking", false);
+  Json body = Json::parse(Body(true, false));
+  int status = 0;
+  Json r = Chat(body.dump(), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_null()) << r.dump();
+  body["echo"] = true;  // the last message is the user's: nothing to echo
+  r = Chat(body.dump(), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "") << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["reasoning"], "still thinking");
+}
+
 TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
   // OpenAI's SDKs assemble a streamed response's output by output_index: the items the events
   // add must be the final response's output, in its order, and the unstreamed reply's.
@@ -726,6 +740,8 @@ TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
   EXPECT_EQ(final_types, Json::array({"reasoning", "message"}));
 }
 
+// include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
+// plain and streamed; the content is what follows it.
 TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
   Json body = Json::parse(Body(true, false));
   body["include_reasoning"] = false;
