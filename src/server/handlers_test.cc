@@ -689,6 +689,31 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
                                                 std::string("\n\nIt is 4.")));
 }
 
+// reasoning_effort (vLLM's build_chat_params): a template variable, and enable_thinking unless
+// the request's chat_template_kwargs set it, so "high" opens MiniCPM-V-4.6's thinking.
+TEST_F(ReasoningHandlersTest, ReasoningEffortSwitchesThinking) {
+  const auto prompt_end = [&](const Json& extra, int want_status = 200) {
+    Json body = Json::parse(Body(false, false));
+    body.update(extra);
+    int status = 0;
+    const Json r = Chat(body.dump(), &status);
+    EXPECT_EQ(status, want_status) << r.dump();
+    if (status != 200) return r["error"]["message"].get<std::string>();
+    const std::string prompt = tok_->Decode(engine_.submitted.back().prompt, false);
+    return prompt.substr(prompt.rfind("assistant"));
+  };
+  const std::string thinking = "assistant\n<think>\n";
+  const std::string plain = prompt_end(Json::object());
+  EXPECT_NE(plain, thinking);
+  EXPECT_EQ(prompt_end({{"reasoning_effort", "high"}}), thinking);
+  EXPECT_EQ(prompt_end({{"reasoning_effort", "none"}}), plain);
+  EXPECT_EQ(prompt_end({{"reasoning_effort", "high"},
+                        {"chat_template_kwargs", {{"enable_thinking", false}}}}),
+            plain);
+  EXPECT_NE(prompt_end({{"reasoning_effort", "extreme"}}, 400).find("reasoning_effort"),
+            std::string::npos);
+}
+
 // A reply cut off while thinking has no content: null, except with echo, whose content vLLM
 // builds as the echoed text plus the reply's, always a string.
 TEST_F(ReasoningHandlersTest, CutOffThinkingHasNullContentUnlessEchoed) {

@@ -2,6 +2,8 @@
 // the sampling parameters are resolved).
 #include "server/protocol.h"
 
+#include <algorithm>
+
 #include "server/json_parse.h"
 #include "server/json_reader.h"
 
@@ -281,6 +283,30 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
 
 }  // namespace
 
+namespace {
+
+// OpenAI's reasoning_effort as vLLM serves it (build_chat_params): the template gets it as
+// `reasoning_effort`, and, unless the request's chat_template_kwargs set enable_thinking,
+// enable_thinking = (effort != "none"), which switches MiniCPM-V-4.6's thinking.
+Status ApplyReasoningEffort(JsonReader& r, ChatTemplateFields* chat) {
+  std::optional<std::string> effort;
+  CPM_TRY(r.OptString("reasoning_effort", &effort));
+  if (!effort) return OkStatus();
+  static constexpr const char* kEfforts[] = {"none", "minimal", "low", "medium",
+                                             "high", "xhigh",   "max"};
+  if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
+    return TypeError("reasoning_effort",
+                     "'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max'");
+  }
+  Json& kwargs = chat->chat_template_kwargs;
+  if (!kwargs.is_object()) kwargs = Json::object();
+  kwargs["reasoning_effort"] = *effort;
+  if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
                                                            std::vector<std::string>* ignored) {
   CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
@@ -298,6 +324,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
   CPM_TRY(r.Bool("include_reasoning", &req.include_reasoning));
+  CPM_TRY(ApplyReasoningEffort(r, &req.chat));
   r.Known("tool_choice");
   CPM_TRY(r.Bool("parallel_tool_calls", &req.parallel_tool_calls));
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));
