@@ -34,6 +34,7 @@ struct ChatJob {
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   bool cached_tokens_details = false;  // usage.prompt_tokens_details from the prefix cache
   bool echo = false;
+  bool return_token_ids = false;  // prompt_token_ids on the reply, token_ids on each choice
   std::string echo_prefix;  // with echo: the last message's text (EchoedContent)
   // The reply's role: --response-role, or without add_generation_prompt the last message's
   // (the reply continues it), as vLLM's get_chat_request_role.
@@ -150,7 +151,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   };
   for (int i = 0; i < job.sampling.n; ++i) {
     Json delta = {{"role", job.role}, {"content", ""}};
-    if (!emit(Chunk(job, i, delta, nullptr, nullptr, nullptr, false), i)) {
+    Json first = Chunk(job, i, delta, nullptr, nullptr, nullptr, false);
+    if (job.return_token_ids) first["prompt_token_ids"] = job.prompt;  // vLLM: the first chunk
+    if (!emit(std::move(first), i)) {
       run.CancelAll();
       return;
     }
@@ -220,9 +223,11 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       else *calls = std::move(first);
     }
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
+    // With return_token_ids vLLM sends every step's ids, even when the parsers hold its text.
+    const bool with_ids = job.return_token_ids && !u.token_ids.empty();
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it (its
     // delta's content "" when it brings no text).
-    if (!delta.empty() || with_logprobs || u.finished) {
+    if (!delta.empty() || with_logprobs || u.finished || with_ids) {
       Json lp = nullptr;
       if (with_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
@@ -239,9 +244,10 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
         finish = calls && u.finish_reason == "stop" ? Json("tool_calls") : Json(u.finish_reason);
         stop_reason = StopReasonJson(u);
       }
-      ok = emit(Chunk(job, u.index, std::move(delta), lp, std::move(finish),
-                      std::move(stop_reason), u.finished),
-                u.index);
+      Json chunk = Chunk(job, u.index, std::move(delta), lp, std::move(finish),
+                         std::move(stop_reason), u.finished);
+      if (job.return_token_ids) chunk["choices"][0]["token_ids"] = u.token_ids;
+      ok = emit(std::move(chunk), u.index);
     }
     if (!ok) {
       run.CancelAll();
@@ -275,6 +281,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   run.WatchClient(client_gone);
   struct Out {
     std::string text;
+    std::vector<int32_t> token_ids;
     Json logprobs = Json::array();
     Json finish_reason = nullptr;
     Json stop_reason = nullptr;
@@ -294,6 +301,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     }
     Out& o = outs[u.index];
     o.text += u.text;
+    o.token_ids.insert(o.token_ids.end(), u.token_ids.begin(), u.token_ids.end());
     if (job.want_logprobs) {
       for (const Json& e : ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
                                               job.sampling.logprob_token_ids)) {
@@ -366,6 +374,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
         job.want_logprobs ? Json{{"content", std::move(outs[i].logprobs)}} : Json(nullptr);
     choice["finish_reason"] = outs[i].finish_reason;
     choice["stop_reason"] = outs[i].stop_reason;
+    if (job.return_token_ids) choice["token_ids"] = outs[i].token_ids;
     choices.push_back(std::move(choice));
   }
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
@@ -373,6 +382,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
                             run.completion_tokens(),
                             job.cached_tokens_details ? run.cached_tokens() : 0);
   r["prompt_logprobs"] = std::move(prompt_logprobs);
+  if (job.return_token_ids) r["prompt_token_ids"] = job.prompt;
   return HttpReply::Json(r);
 }
 
@@ -466,6 +476,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     if (auto r = last.find("role"); r != last.end() && r->is_string()) job->role = r->get<std::string>();
   }
   job->echo = req->echo;
+  job->return_token_ids = req->return_token_ids;
   if (req->echo) job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;

@@ -28,6 +28,7 @@ struct CompletionJob {
   // echo with max_tokens 0: one token is generated, as vLLM does (its finish_reason and usage
   // count), and left out of the text and log-probs.
   bool echo_only = false;
+  bool return_token_ids = false;  // prompt_token_ids and token_ids on each choice
   bool include_usage = false;
   bool continuous_usage = false;  // every chunk carries the choice's running usage
   Clock::time_point arrival;
@@ -92,6 +93,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
   run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
+  std::vector<bool> ids_sent(job.plans.size(), false);  // return_token_ids: prompt ids sent
   // Prompt p's choices share its token count; plans are in choice order.
   auto emit = [&](Json chunk, int index) {
     if (job.continuous_usage) {
@@ -123,11 +125,19 @@ void Stream(const ServerContext& ctx, const CompletionJob& job,
     }
     bool ok = true;
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it.
-    if (!text.empty() || new_logprobs || u.finished) {
-      ok = emit(Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
-                      u.finished ? Json(u.finish_reason) : Json(nullptr),
-                      u.finished ? StopReasonJson(u) : Json(nullptr)),
-                u.index);
+    const bool new_ids = job.return_token_ids && !u.token_ids.empty();
+    if (!text.empty() || new_logprobs || u.finished || new_ids) {
+      Json chunk = Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
+                         u.finished ? Json(u.finish_reason) : Json(nullptr),
+                         u.finished ? StopReasonJson(u) : Json(nullptr));
+      if (job.return_token_ids) {
+        // vLLM: the prompt's ids on a choice's first chunk, each chunk's new ids.
+        Json& choice = chunk["choices"][0];
+        if (!ids_sent[u.index]) choice["prompt_token_ids"] = job.plans[u.index].prompt;
+        choice["token_ids"] = u.token_ids;
+        ids_sent[u.index] = true;
+      }
+      ok = emit(std::move(chunk), u.index);
     }
     if (!ok) {
       run.CancelAll();
@@ -150,6 +160,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
   run.WatchClient(client_gone);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<std::string> texts(job.plans.size());
+  std::vector<std::vector<int32_t>> token_ids(job.plans.size());
   std::vector<Json> finish(job.plans.size()), stop(job.plans.size());
   // Null unless computed; a one-token prompt has only the leading null.
   std::vector<Json> prompt_lps(job.plans.size(), job.sampling.prompt_logprobs >= 0
@@ -163,6 +174,7 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
     }
     HideEchoOnlyToken(job, &u);
     texts[u.index] += u.text;
+    token_ids[u.index].insert(token_ids[u.index].end(), u.token_ids.begin(), u.token_ids.end());
     if (job.top_logprobs >= 0) AppendLogprobs(job, u, &lps[u.index]);
     if (!u.prompt_logprobs.empty()) {
       prompt_lps[u.index] = PromptLogprobsJson(*ctx.tokenizer, u.prompt_logprobs,
@@ -183,6 +195,10 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
     choice["finish_reason"] = finish[i];
     choice["stop_reason"] = stop[i];
     choice["prompt_logprobs"] = prompt_lps[i];
+    if (job.return_token_ids) {
+      choice["prompt_token_ids"] = job.plans[i].prompt;
+      choice["token_ids"] = token_ids[i];
+    }
     choices.push_back(std::move(choice));
   }
   return HttpReply::Json(CompleteResponse(job.id, "text_completion", job.created, job.model,
@@ -260,8 +276,11 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
         ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len);
     if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
     if (req->echo) {
-      // vLLM echoes a text prompt as sent, cut or not; a token-id prompt as its kept ids' text.
-      job->echo.push_back(cp.is_text ? cp.text : ctx.tokenizer->Decode(ids, false));
+      // vLLM echoes a text prompt as sent, cut or not; a token-id prompt as its kept ids' text;
+      // with return_token_ids it echoes no text (the ids are in prompt_token_ids).
+      job->echo.push_back(req->return_token_ids ? std::string()
+                          : cp.is_text          ? cp.text
+                                                : ctx.tokenizer->Decode(ids, false));
     }
     job->prompt_tokens += static_cast<int64_t>(ids.size());
     for (int64_t j = 0; j < sampling->n; ++j) {
@@ -276,6 +295,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->top_logprobs = static_cast<int>(logprobs);
   job->echo_logprobs = req->echo && req->logprobs;
   job->echo_only = echo_only;
+  job->return_token_ids = req->return_token_ids;
   job->include_usage = req->sampling.include_usage;
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
   job->arrival = arrival;

@@ -207,6 +207,7 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
                          !sampling_.include_stop_str_in_output;
   for (size_t k = 0; k < ev.tokens.size(); ++k) {
     ++c.generated;
+    out->token_ids.push_back(ev.tokens[k]);
     if (k < ev.logprobs.size()) out->logprobs.push_back(ev.logprobs[k]);
     if (hide_last && k + 1 == ev.tokens.size()) break;
     // The text of the first min_tokens tokens is not checked for stop strings (vLLM's
@@ -381,6 +382,7 @@ void GenerationRun::BeamUpdate(Choice& c, const Beam* beam) {
     const size_t shown = beam->tokens.size() - (hide_eos ? 1 : 0);
     for (size_t t = 0; t < shown; ++t) u.text += c.detok->Push(beam->tokens[t]);
     u.text += c.detok->Flush();
+    u.token_ids = beam->tokens;
     if (beam->ended_by_eos) u.stop_token = beam->tokens.back();
     if (sampling_.logprobs >= 0) {
       for (TokenLogprobs lp : beam->logprobs) {

@@ -38,6 +38,7 @@ struct ChoiceUpdate {
   int index = 0;
   std::string text;                      // new text (may be empty)
   std::vector<TokenLogprobs> logprobs;   // for the tokens of this step (when requested)
+  std::vector<int32_t> token_ids;        // the tokens of this step (vLLM's token_ids)
   // The choice's first update, when prompt log-probs were requested: prompt tokens 1..n-1.
   std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;

@@ -590,6 +590,60 @@ TEST_F(HandlersTest, ChatPromptLogprobs) {
             std::string::npos);
 }
 
+// return_token_ids (vLLM): the prompt's ids and each choice's generated ids (an EOS that ended
+// it included), whole in a reply; streamed, the prompt's on a choice's first chunk and each
+// chunk's new ids.
+TEST_F(HandlersTest, ReturnTokenIds) {
+  std::vector<int32_t> generated(engine_.script.begin(), engine_.script.end());
+  generated.push_back(engine_.eos);
+  const Json expected_ids = generated;
+  for (bool chat : {false, true}) {
+    for (bool stream : {false, true}) {
+      Json body = {{"max_tokens", 40}, {"stream", stream}, {"return_token_ids", true}};
+      if (chat) {
+        body["messages"] = {{{"role", "user"}, {"content", "Hi"}}};
+      } else {
+        body["prompt"] = {1, 5, 6};
+      }
+      HttpReply r = chat ? HandleChatCompletions(ctx_, body.dump(), Clock::now())
+                         : HandleCompletions(ctx_, body.dump(), Clock::now());
+      ASSERT_EQ(r.status, 200) << r.body;
+      const Json prompt_ids = engine_.submitted.back().prompt;
+      if (!chat) EXPECT_EQ(prompt_ids, Json({1, 5, 6}));
+      Json ids = Json::array(), prompts = Json::array();
+      if (!stream) {
+        const Json j = Json::parse(r.body);
+        const Json& c = j["choices"][0];
+        ids = c["token_ids"];
+        prompts.push_back(chat ? j["prompt_token_ids"] : c["prompt_token_ids"]);
+      } else {
+        bool done = false;
+        for (const Json& e : Events(Drain(std::move(r)), &done)) {
+          if (e["choices"].empty()) continue;
+          const Json& c = e["choices"][0];
+          ASSERT_TRUE(c.contains("token_ids") || chat) << e.dump();
+          for (const Json& id : c.value("token_ids", Json::array())) ids.push_back(id);
+          const Json& holder = chat ? e : c;
+          if (holder.contains("prompt_token_ids")) prompts.push_back(holder["prompt_token_ids"]);
+        }
+      }
+      EXPECT_EQ(ids, expected_ids) << chat << stream;
+      EXPECT_EQ(prompts, Json::array({prompt_ids})) << chat << stream;
+    }
+  }
+  // With echo, vLLM echoes no text: the prompt is in prompt_token_ids.
+  const Json echoed = Json::parse(
+      HandleCompletions(ctx_, R"({"prompt":"Hello","max_tokens":1,"echo":true,
+                                 "return_token_ids":true})", Clock::now()).body);
+  const std::vector<int32_t> first = {engine_.script[0]};
+  EXPECT_EQ(echoed["choices"][0]["text"], tok_->Decode(first, true));
+  // Not asked for: neither field.
+  const Json plain = Json::parse(HandleCompletions(ctx_, R"({"prompt":[1],"max_tokens":1})",
+                                                   Clock::now()).body);
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(plain["choices"][0].contains("prompt_token_ids"));
+}
+
 // Batches of prompts as evaluation harnesses send them: hundreds are one request; past vLLM's
 // bound of 1024 prompts, a 400.
 TEST_F(HandlersTest, CompletionsTakeLargePromptBatches) {

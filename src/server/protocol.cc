@@ -324,6 +324,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
   CPM_TRY(r.Bool("include_reasoning", &req.include_reasoning));
+  CPM_TRY(r.Bool("return_token_ids", &req.return_token_ids));
   CPM_TRY(ApplyReasoningEffort(r, &req.chat));
   r.Known("tool_choice");
   CPM_TRY(r.Bool("parallel_tool_calls", &req.parallel_tool_calls));
@@ -393,6 +394,7 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   CPM_TRY(ParsePrompts(j["prompt"], &req.prompts));
   CPM_TRY(r.OptInt("logprobs", &req.logprobs));
   CPM_TRY(r.Bool("echo", &req.echo));
+  CPM_TRY(r.Bool("return_token_ids", &req.return_token_ids));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.OptString("suffix", &req.suffix));
   r.Known("best_of");

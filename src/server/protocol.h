@@ -102,6 +102,9 @@ struct ChatCompletionRequest {
   // vLLM extra: false leaves the reasoning parser's reasoning out of the reply (the content
   // is still what follows it).
   bool include_reasoning = true;
+  // vLLM extra: the prompt's token ids (prompt_token_ids) and each choice's generated ones
+  // (token_ids) in the reply, as RL and agent frameworks read them.
+  bool return_token_ids = false;
 };
 
 // One prompt of /v1/completions: text or token ids.
@@ -118,6 +121,7 @@ struct CompletionRequest {
   bool echo = false;
   bool add_special_tokens = true;
   std::optional<std::string> suffix;  // rejected: vLLM does not support it
+  bool return_token_ids = false;      // as ChatCompletionRequest's, per choice
 };
 
 // POST /tokenize: completion form {prompt} or chat form {messages}.
