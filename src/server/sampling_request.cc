@@ -164,16 +164,16 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}.", *r.max_tokens));
   }
   // generation_config.json's max_new_tokens is a server-wide cap.
-  if (d.max_tokens && *d.max_tokens > 0) {
-    r.max_tokens = r.max_tokens ? std::min(*r.max_tokens, *d.max_tokens) : *d.max_tokens;
-  }
+  if (d.max_tokens && *d.max_tokens > 0) r.max_tokens_cap = d.max_tokens;
   if (f.min_tokens < 0) {
     return InvalidArgument(
         fmt::format("min_tokens must be greater than or equal to 0, got {}.", f.min_tokens));
   }
-  if (r.max_tokens && f.min_tokens > *r.max_tokens) {
+  std::optional<int64_t> capped = r.max_tokens;
+  if (r.max_tokens_cap) capped = std::min(capped.value_or(*r.max_tokens_cap), *r.max_tokens_cap);
+  if (capped && f.min_tokens > *capped) {
     return InvalidArgument(fmt::format(
-        "min_tokens must be less than or equal to max_tokens={}, got {}.", *r.max_tokens,
+        "min_tokens must be less than or equal to max_tokens={}, got {}.", *capped,
         f.min_tokens));
   }
   r.min_tokens = f.min_tokens;
@@ -274,7 +274,8 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
   return OkStatus();
 }
 
-StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, int64_t l) {
+StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, int64_t l,
+                                   std::optional<int64_t> cap) {
   // A prompt that fills the whole window leaves no room for a single generated token.
   if (n >= l) {
     return InvalidArgument(fmt::format(
@@ -288,7 +289,8 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, 
         "length is {} tokens and your request has {} input tokens ({} > {} - {}).",
         *requested, l, n, *requested, l, n));
   }
-  return requested ? *requested : l - n;
+  const int64_t max_tokens = requested ? *requested : l - n;
+  return cap ? std::min(max_tokens, *cap) : max_tokens;
 }
 
 }  // namespace cpm

@@ -30,7 +30,10 @@ inline constexpr int64_t kMaxChoicesPerRequest = 4096;
 struct ResolvedSampling {
   SamplingParams params;  // params.seed: the request's seed (choice i uses seed + i)
   int64_t n = 1;
-  std::optional<int64_t> max_tokens;  // as requested (or capped by the generation config)
+  std::optional<int64_t> max_tokens;  // as requested
+  // generation_config.json's max_new_tokens: a server-wide cap applied after the request's
+  // own value has been checked against the context (ResolveMaxTokens), as vLLM does.
+  std::optional<int64_t> max_tokens_cap;
   int64_t min_tokens = 0;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
@@ -100,9 +103,10 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
                       SpecialTokenCounts specials = {});
 
 // Checks `num_prompt_tokens` and the requested max_tokens against the context length with
-// vLLM's texts, and returns the number of tokens to generate at most.
+// vLLM's texts, and returns the number of tokens to generate at most (then held to `cap`).
 StatusOr<int64_t> ResolveMaxTokens(int64_t num_prompt_tokens,
                                    std::optional<int64_t> requested_max_tokens,
-                                   int64_t max_model_len);
+                                   int64_t max_model_len,
+                                   std::optional<int64_t> cap = std::nullopt);
 
 }  // namespace cpm

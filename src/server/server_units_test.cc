@@ -816,6 +816,9 @@ TEST(Sampling, ContextLengthTexts) {
             "100).");
   EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256), 156);
   EXPECT_EQ(*ResolveMaxTokens(100, 156, 256), 156);
+  EXPECT_EQ(*ResolveMaxTokens(100, 156, 256, 8), 8);          // the generation config's cap
+  EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256, 8), 8);
+  EXPECT_FALSE(ResolveMaxTokens(100, 200, 256, 8).ok());      // checked before the cap
 }
 
 TEST(StopMatcher, HoldsBackPartialMatches) {

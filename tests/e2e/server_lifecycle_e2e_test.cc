@@ -338,6 +338,14 @@ TEST_F(ServerLifecycle, GenerationConfigDefaults) {
                                 R"({"messages":[{"role":"user","content":"cap"}],"ignore_eos":true})")
                           .json();
   EXPECT_EQ(capped["usage"]["completion_tokens"], 3) << capped.dump();
+  // The cap applies after the request's own max_tokens met the context check (vLLM's order):
+  // too large for the window is still the 400, not a quiet 3 tokens.
+  const e2e::Reply too_large =
+      e2e::Post(q.port(), "/v1/completions", R"({"prompt":"cap","max_tokens":100000})");
+  EXPECT_EQ(too_large.status, 400) << too_large.body;
+  EXPECT_NE(too_large.body.find("'max_tokens' or 'max_completion_tokens' is too large"),
+            std::string::npos)
+      << too_large.body;
   EXPECT_EQ(q.Stop(SIGTERM), 0);
 }
 
