@@ -4,10 +4,84 @@
 // FlexibleArgumentParser does. Other subcommands' arguments pass unchanged.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace cpm {
+
+// vLLM's dotted form of a JSON-valued flag: `--limit-mm-per-prompt.image 2` and
+// `--override-generation-config.max_new_tokens=8` build the flag's JSON object key by key
+// (each value read as JSON where it parses, else as a string), merged over the flag's whole
+// JSON value when that is given too; the flag then appears once, where its first dotted key
+// was. Arguments from `first` on are rewritten; those after a bare "--" are left alone.
+inline void FoldDottedJsonFlags(std::vector<std::string>* args, size_t first) {
+  using Json = nlohmann::ordered_json;
+  std::vector<std::string> out;
+  std::vector<std::pair<std::string, Json>> folded;  // flag -> its dotted keys, in order
+  size_t i = 0;
+  for (; i < args->size(); ++i) {
+    const std::string& a = (*args)[i];
+    if (a == "--") break;
+    const std::string name = a.substr(0, a.find('='));
+    const size_t dot = name.find('.');
+    if (i < first || name.rfind("--", 0) != 0 || dot == std::string::npos) {
+      out.push_back(a);
+      continue;
+    }
+    std::string value;
+    if (name.size() < a.size()) {
+      value = a.substr(name.size() + 1);
+    } else if (i + 1 < args->size()) {
+      value = (*args)[++i];
+    }
+    const std::string flag = name.substr(0, dot);
+    auto it = std::find_if(folded.begin(), folded.end(), [&](auto& f) { return f.first == flag; });
+    if (it == folded.end()) {
+      out.push_back(flag);
+      out.emplace_back();  // the JSON, written below
+      folded.emplace_back(flag, Json::object());
+      it = folded.end() - 1;
+    }
+    Json* node = &it->second;
+    std::string path = name.substr(dot + 1);
+    for (size_t d; (d = path.find('.')) != std::string::npos; path = path.substr(d + 1)) {
+      Json& next = (*node)[path.substr(0, d)];
+      if (!next.is_object()) next = Json::object();
+      node = &next;
+    }
+    Json parsed = Json::parse(value, nullptr, false);
+    (*node)[path] = parsed.is_discarded() ? Json(value) : std::move(parsed);
+  }
+  out.insert(out.end(), args->begin() + static_cast<ptrdiff_t>(i), args->end());
+  for (auto& [flag, dotted] : folded) {
+    Json merged = Json::object();
+    size_t slot = 0;
+    for (size_t k = first; k < out.size();) {
+      if (out[k] == "--") break;
+      const bool joined = out[k].rfind(flag + "=", 0) == 0;
+      if (out[k] == flag && k + 1 < out.size() && !out[k + 1].empty()) {  // a whole value: --flag '{...}'
+        Json whole = Json::parse(out[k + 1], nullptr, false);
+        if (whole.is_object()) merged.merge_patch(whole);
+        out.erase(out.begin() + static_cast<ptrdiff_t>(k), out.begin() + static_cast<ptrdiff_t>(k + 2));
+        continue;
+      }
+      if (joined) {
+        Json whole = Json::parse(out[k].substr(flag.size() + 1), nullptr, false);
+        if (whole.is_object()) merged.merge_patch(whole);
+        out.erase(out.begin() + static_cast<ptrdiff_t>(k));
+        continue;
+      }
+      if (out[k] == flag) slot = k + 1;  // the placeholder for the dotted keys
+      k += out[k] == flag ? 2 : 1;
+    }
+    merged.merge_patch(dotted);
+    out[slot] = merged.dump();
+  }
+  *args = std::move(out);
+}
 
 // argv as strings (argv[0] included), rewritten only when argv[1] is "serve"; tokens after a
 // bare "--" are left alone.
@@ -30,12 +104,14 @@ inline std::vector<std::string> TranslateServeArgv(int argc, char** argv) {
       }
     }
     if (a.size() > 2 && a[0] == '-' && a[1] == '-') {
-      const size_t eq = a.find('=');
-      for (size_t k = 2; k < std::min(eq, a.size()); ++k) {
+      // The flag's name only: not a value after '=', nor a dotted JSON key (max_new_tokens).
+      const size_t end = std::min(a.find('='), a.find('.'));
+      for (size_t k = 2; k < std::min(end, a.size()); ++k) {
         if (a[k] == '_') a[k] = '-';
       }
     }
   }
+  FoldDottedJsonFlags(&out, 2);
   return out;
 }
 

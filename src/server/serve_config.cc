@@ -236,9 +236,19 @@ StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& mo
     return InvalidArgument("--limit-mm-per-prompt: not a JSON object: " + json);
   auto it = j.find(modality);
   if (it == j.end()) return int64_t{-1};
-  if (!it->is_number_integer() || it->get<int64_t>() < 0)
-    return InvalidArgument("--limit-mm-per-prompt: '" + modality + "' must be a non-negative integer");
-  return it->get<int64_t>();
+  // vLLM's per-modality options: {"count": N, "width": ..., "height": ...}; the sizes only
+  // shape vLLM's memory-profiling dummy inputs, which cpmserve does not run.
+  const nlohmann::json* count = &*it;
+  if (it->is_object()) {
+    auto c = it->find("count");
+    if (c == it->end()) return int64_t{-1};
+    count = &*c;
+  }
+  if (!count->is_number_integer() || count->get<int64_t>() < 0) {
+    return InvalidArgument("--limit-mm-per-prompt: '" + modality +
+                           "' must be a non-negative integer or {\"count\": N}");
+  }
+  return count->get<int64_t>();
 }
 
 int DefaultHttpThreads(int64_t max_num_seqs) {

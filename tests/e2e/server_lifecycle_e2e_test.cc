@@ -148,7 +148,10 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              "mp", "--root-path", "/api",
              // argparse's --no- forms, human-readable counts, and a repeated flag's last value.
              "--no-enforce-eager", "--no-trust-remote-code", "--no-enable-log-requests",
-             "--max-num-batched-tokens", "1k", "--max-num-seqs", "3"})) {
+             "--max-num-batched-tokens", "1k", "--max-num-seqs", "3",
+             // vLLM's dotted keys of a JSON flag (underscores kept in the key).
+             "--override_generation_config.max_new_tokens", "3", "--limit-mm-per-prompt.image",
+             "2"})) {
     args.push_back(a);
   }
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "--model", args));
@@ -161,6 +164,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
     EXPECT_NE(log.find(std::string(flag) + ": accepted, ignored ("), std::string::npos) << flag;
   }
   EXPECT_NE(log.find("max_num_batched_tokens=1000"), std::string::npos) << log;
+  EXPECT_NE(log.find("'max_tokens': 3}"), std::string::npos) << log;
   EXPECT_NE(log.find("Maximum concurrency"), std::string::npos) << log;
   const e2e::Reply r = e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})");
   EXPECT_EQ(r.status, 200) << r.body;
