@@ -183,7 +183,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", c.enable_chunked_prefill,
                 "split long prompts over steps (on by default); off, a prompt waits for a step "
                 "with room for all of it and the budget defaults to max(max-model-len, 256)");
-  cmd->add_option("--dtype", c.dtype, "auto | bfloat16 | float32")->capture_default_str();
+  cmd->add_option("--dtype", c.dtype, "auto | bfloat16 | float32 (half / float16: as bfloat16)")->capture_default_str();
   cmd->add_option("--quantization,-q", c.quantization, kQuantizationHelp)->capture_default_str();
   f->gpu_util = cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
                                 "fraction of host RAM for weights, activations and KV cache")

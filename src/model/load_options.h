@@ -16,6 +16,7 @@ struct LoadOptions {
   std::string model_dir;
   LoadFormat load_format = LoadFormat::kAuto;
   DTypeChoice dtype = DTypeChoice::kAuto;
+  bool float16_requested = false;  // --dtype half / float16: runs as bfloat16 (LoadModel warns)
   // The engine's context length; 0 means max_position_embeddings. Picks LongRoPE's long
   // factors when larger than original_max_position_embeddings (vLLM's static rule).
   int64_t max_model_len = 0;

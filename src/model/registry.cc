@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 
+#include "base/log.h"
 #include "io/mmap_file.h"
 #include "model/minicpm.h"
 #include "model/minicpmv46_vision.h"
@@ -37,6 +38,10 @@ std::vector<std::string> SupportedArchitectures() {
 }
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPool& pool) {
+  if (options.float16_requested) {
+    CPM_LOG_WARN("--dtype float16: cpmserve computes in bfloat16 or float32, not float16; "
+                 "running as bfloat16 (16-bit weights as asked, with float32's exponent range)");
+  }
   const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);

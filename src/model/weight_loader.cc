@@ -254,8 +254,13 @@ Status ParseLoadChoices(const std::string& load_format, const std::string& dtype
     return InvalidArgument("--load-format: '" + load_format +
                            "' is not supported (auto, safetensors, dummy)");
   }
-  if (!ParseDTypeChoice(dtype, &lo->dtype)) {
-    return InvalidArgument("--dtype: '" + dtype + "' is not supported (auto, bfloat16, float32)");
+  if (dtype == "half" || dtype == "float16" || dtype == "fp16") {
+    // vLLM's GPU habit (T4/V100 guides pass it); cpmserve's kernels have no float16 path.
+    lo->dtype = DTypeChoice::kBFloat16;
+    lo->float16_requested = true;
+  } else if (!ParseDTypeChoice(dtype, &lo->dtype)) {
+    return InvalidArgument("--dtype: '" + dtype +
+                           "' is not supported (auto, bfloat16, float32; half runs as bfloat16)");
   }
   if (!ParseQuantization(quantization, &lo->quantization)) {
     return InvalidArgument("--quantization: '" + quantization + "' is not supported (none, q8_0)");

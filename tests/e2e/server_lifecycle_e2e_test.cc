@@ -79,7 +79,7 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
   // The model's load choices are refused before the port opens, as vLLM's argument parser does.
   const std::vector<std::pair<std::vector<std::string>, std::string>> load_choices = {
       {{"--load-format", "gguf"}, "--load-format: 'gguf' is not supported"},
-      {{"--dtype", "float8"}, "--dtype: 'float8' is not supported (auto, bfloat16, float32)"},
+      {{"--dtype", "float8"}, "--dtype: 'float8' is not supported (auto, bfloat16, float32"},
       {{"--quantization", "int4"}, "--quantization: 'int4' is not supported (none, q8_0)"}};
   for (const auto& [bad, needle] : load_choices) {
     ServerProcess p;
@@ -151,7 +151,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              "--max-num-batched-tokens", "1k", "--max-num-seqs", "3",
              // vLLM's dotted keys of a JSON flag (underscores kept in the key).
              "--override_generation_config.max_new_tokens", "3", "--limit-mm-per-prompt.image",
-             "2"})) {
+             "2", "--dtype", "half"})) {
     args.push_back(a);
   }
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "--model", args));
@@ -165,6 +165,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   }
   EXPECT_NE(log.find("max_num_batched_tokens=1000"), std::string::npos) << log;
   EXPECT_NE(log.find("'max_tokens': 3}"), std::string::npos) << log;
+  EXPECT_NE(log.find("--dtype float16: cpmserve computes in bfloat16 or float32"), std::string::npos)
+      << log;
   EXPECT_NE(log.find("Maximum concurrency"), std::string::npos) << log;
   const e2e::Reply r = e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})");
   EXPECT_EQ(r.status, 200) << r.body;
