@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   cpm::InitLogging();
   CLI::App app{"cpmserve: serve MiniCPM models on the CPU behind an OpenAI-compatible API"};
   app.require_subcommand(1);
+  // `vllm --version` prints the version; so does `cpmserve --version` (and `cpmserve version`).
+  app.set_version_flag("--version", std::string("cpmserve ") + CPM_VERSION);
   int exit_code = 0;
   app.add_subcommand("version", "print the version")->callback([] {
     std::printf("cpmserve %s\n", CPM_VERSION);
