@@ -10,7 +10,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
 PKGS=(build-essential cmake ninja-build ccache pkg-config git
-      nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
       libsentencepiece-dev sentencepiece libjpeg62-turbo-dev libpng-dev libwebp-dev
       libcurl4-openssl-dev zlib1g-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "commands.h"
 #include "serve_argv.h"
+#include "serve_config_file.h"
 
 int main(int argc, char** argv) {
   cpm::InitLogging();
@@ -25,8 +26,16 @@ int main(int argc, char** argv) {
   cpm::RegisterServeCommand(app, &exit_code);
   cpm::RegisterEvalCommand(app, &exit_code);
   cpm::RegisterValidateCommand(app, &exit_code);
-  // `serve` reads vLLM's spellings (-tp, -pp, --max_model_len) as vLLM does.
-  std::vector<std::string> args = cpm::TranslateServeArgv(argc, argv);
+  // `serve` reads vLLM's --config file and spellings (-tp, -pp, --max_model_len) as vLLM does.
+  auto expanded = cpm::ExpandServeConfigFile(std::vector<std::string>(argv, argv + argc));
+  if (!expanded.ok()) {
+    std::fprintf(stderr, "cpmserve serve: error: %s\n", expanded.status().message().c_str());
+    return 2;
+  }
+  std::vector<char*> expanded_c;
+  for (std::string& a : *expanded) expanded_c.push_back(a.data());
+  std::vector<std::string> args =
+      cpm::TranslateServeArgv(static_cast<int>(expanded_c.size()), expanded_c.data());
   std::vector<char*> args_c;
   for (std::string& a : args) args_c.push_back(a.data());
   try {

@@ -173,6 +173,37 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
 }
 
+// vLLM's --config FILE.yaml: each key a flag (lists spread, mappings as JSON, false as --no-),
+// the command line's own flags winning over the file's.
+TEST_F(ServerLifecycle, ConfigFileFlags) {
+  const std::string yaml = dir_ + "/serve.yaml";
+  {
+    std::ofstream out(yaml);
+    out << "max_model_len: 100\n"
+           "served-model-name:\n  - from-yaml\n  - alias\n"
+           "enable-prefix-caching: false\n"
+           "override-generation-config: {max_new_tokens: 3}\n"
+           "port: 1\n";
+  }
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--config", yaml, "--max-model-len", "90"})));  // Args' port wins
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const Json models = e2e::Get(p.port(), "/v1/models").json();
+  ASSERT_EQ(models["data"].size(), 2u) << models.dump();
+  EXPECT_EQ(models["data"][0]["id"], "from-yaml");
+  EXPECT_EQ(models["data"][1]["id"], "alias");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 90);
+  EXPECT_NE(p.Log().find("'max_tokens': 3}"), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+  for (const std::string& bad : {dir_ + "/missing.yaml", dir_ + "/serve.json"}) {
+    ServerProcess q;
+    ASSERT_TRUE(q.Start(CPM_CPMSERVE_BIN, dir_, Args({"--config", bad})));
+    EXPECT_EQ(q.Wait(30), 2) << q.Log();
+    EXPECT_NE(q.Log().find("--config: " + bad + ": "), std::string::npos) << q.Log();
+  }
+}
+
 // --quantization q8_0 (vLLM's -q): the weights load as Q8_0 and the server answers as usual.
 TEST_F(ServerLifecycle, QuantizedWeightsServe) {
   ServerProcess p;
