@@ -116,6 +116,18 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
   }
   CPM_TRY(r.Any("tools", &f->tools));
   CPM_TRY(r.Any("documents", &f->documents));
+  if (f->documents) {
+    // vLLM's type: a list of objects whose values are strings (title, text, ...).
+    if (!f->documents->is_array()) return TypeError("documents", "a valid list");
+    for (size_t i = 0; i < f->documents->size(); ++i) {
+      const Json& doc = (*f->documents)[i];
+      const std::string at = "documents." + std::to_string(i);
+      if (!doc.is_object()) return TypeError(at, "a valid dictionary");
+      for (const auto& [key, value] : doc.items()) {
+        if (!value.is_string()) return TypeError(at + "." + key, "a valid string");
+      }
+    }
+  }
   CPM_TRY(r.OptString("chat_template", &f->chat_template));
   return OkStatus();
 }

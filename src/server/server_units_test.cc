@@ -269,6 +269,22 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
 
 // tool_choice as vLLM validates it; whether the server can serve it is the handler's (tested
 // in handlers_test).
+// documents: vLLM's list[dict[str, str]].
+TEST(Protocol, DocumentsAreListsOfStringMaps) {
+  const auto parse = [](const std::string& documents) {
+    return protocol::ParseChatCompletionRequest(
+        R"({"messages":[{"role":"user","content":"x"}],"documents":)" + documents + "}", nullptr);
+  };
+  EXPECT_TRUE(parse(R"([{"title":"a","text":"b"}])").ok());
+  EXPECT_TRUE(parse("null").ok());
+  EXPECT_EQ(parse(R"("x")").status().message(),
+            "1 validation error: field 'documents': Input should be a valid list");
+  EXPECT_EQ(parse(R"([1])").status().message(),
+            "1 validation error: field 'documents.0': Input should be a valid dictionary");
+  EXPECT_EQ(parse(R"([{"title":1}])").status().message(),
+            "1 validation error: field 'documents.0.title': Input should be a valid string");
+}
+
 TEST(Protocol, ToolChoiceValidatedAsVllm) {
   const std::string tools = R"(,"tools":[{"type":"function","function":{"name":"f"}}])";
   auto chat = [](const std::string& extra) {
