@@ -130,25 +130,23 @@ int RunServeCommand(ServeFlags& f) {
     }
     c.max_model_len = *len;
   }
-  if (!f.kv_cache_memory_bytes.empty()) {
-    // Same size syntax as lengths: 1000000, 512M, 2G.
-    auto bytes = ParseMaxModelLen(f.kv_cache_memory_bytes);
-    if (!bytes.ok() || *bytes < 1) {
-      std::fprintf(stderr, "error: --kv-cache-memory-bytes: '%s' is not a byte count\n",
-                   f.kv_cache_memory_bytes.c_str());
-      return 2;
+  // vLLM's human_readable_int, the syntax of lengths: 8192, 8k (x1000), 8K (x1024), 2G.
+  const auto count = [](const char* flag, const char* what, const std::string& text,
+                        auto* out) {
+    if (text.empty()) return true;
+    auto n = ParseMaxModelLen(text);
+    if (!n.ok() || *n < 1) {
+      std::fprintf(stderr, "error: %s: '%s' is not %s\n", flag, text.c_str(), what);
+      return false;
     }
-    c.kv_cache_memory_bytes = *bytes;
-  }
-  if (!f.max_num_batched_tokens.empty()) {
-    // vLLM's human_readable_int, as lengths: 8192, 8k, 8K.
-    auto tokens = ParseMaxModelLen(f.max_num_batched_tokens);
-    if (!tokens.ok() || *tokens < 1) {
-      std::fprintf(stderr, "error: --max-num-batched-tokens: '%s' is not a token count\n",
-                   f.max_num_batched_tokens.c_str());
-      return 2;
-    }
-    c.max_num_batched_tokens = *tokens;
+    *out = *n;
+    return true;
+  };
+  if (!count("--kv-cache-memory-bytes", "a byte count", f.kv_cache_memory_bytes,
+             &c.kv_cache_memory_bytes) ||
+      !count("--max-num-batched-tokens", "a token count", f.max_num_batched_tokens,
+             &c.max_num_batched_tokens)) {
+    return 2;
   }
   c.gpu_memory_utilization_set = f.gpu_util->count() > 0;
   c.max_num_batched_tokens_set = f.batched_tokens->count() > 0;
