@@ -110,8 +110,10 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
   int64_t vision_image_size = 0;
   CPM_RETURN_IF_ERROR(ReadModelConfig(model_dir, &p->image_token_id_, &p->video_token_id_, &vision_image_size));
   p->max_scale_resolution_ = std::max(vision_image_size, p->slices_.scale_resolution);
+  // Video frames: sliced like images, with the processor's max_slice_nums (vLLM's MiniCPM-V-4.6
+  // get_video_max_slice_num: transformers' video processor keeps the image processor's, 9, so
+  // that high-resolution frames are sliced); the <image_id> goes once before the whole video.
   p->video_slices_ = p->slices_;
-  p->video_slices_.max_slice_nums = kVideoMaxSliceNums;
   p->video_slices_.use_image_id = false;
   // The placeholder count per slice must be what the encoder gives for it.
   const int64_t unit = 4 * p->slices_.patch_size;
@@ -155,7 +157,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
   }
   if (!takes_videos()) return InvalidArgument("video_url: this model takes no videos");
   CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
-  // Each frame is sliced as it is decoded: only its thumbnail is kept.
+  // Each frame is planned and sliced as it is decoded; the decoded frame is not kept.
   const auto prepare = [&](const RgbImage& frame) -> Status {
     CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_, budget));
     out.images.push_back(std::move(p));
@@ -177,7 +179,7 @@ StatusOr<std::string> ImageProcessor::Expand(const std::string& prompt,
   };
   std::string out;
   size_t from = 0, k = 0;
-  int64_t image_index = 0;  // <image_id> counts the prompt's images only
+  int64_t image_index = 0, video_index = 0;  // <image_id>: each kind counts its own items
   MediaKind kind;
   for (size_t at; (at = next_pad(from, &kind)) != std::string::npos; ++k) {
     if (k >= media.size()) break;
@@ -189,7 +191,9 @@ StatusOr<std::string> ImageProcessor::Expand(const std::string& prompt,
     if (kind == MediaKind::kImage) {
       out += PlaceholderText(media[k].images[0].plan, image_index++, slices_, image_pad);
     } else {
-      // Frames one after another, each <image>{pads}</image>, no separator (V-M, HF-P).
+      // <image_id>v</image_id>, then the frames one after another, each <image>{pads}</image>
+      // and its slice rows, no separator (vLLM's get_video_prompt_texts, HF's processor).
+      out += "<image_id>" + std::to_string(video_index++) + "</image_id>";
       for (const PreparedImage& frame : media[k].images) {
         out += PlaceholderText(frame.plan, 0, video_slices_, video_pad);
       }

@@ -5,7 +5,8 @@
 //   Expand   (HTTP thread)  the k-th `<|image_pad|>` or `<|video_pad|>` of the rendered prompt
 //                           becomes item k's placeholder layout: an image's
 //                           <image_id>k</image_id><image>pads</image><slice>…, a video's
-//                           <image>pads</image> per frame (spec minicpmv46.md §6.2);
+//                           <image_id>v</image_id> and then each frame's <image>pads</image>
+//                           <slice>… (spec minicpmv46.md §6.2, vLLM's 4.6 processor);
 //   Bind     (HTTP thread)  after tokenization: the prompt rows of the pad tokens, checked
 //                           against the images' token counts, and an encoder job;
 //   encode   (engine thread) the vision tower, about one encoder layer per engine step, on the
@@ -70,8 +71,8 @@ class ImageProcessor {
   // image_token_id (the id of kPadText), video_token_id (kVideoPadText's; without it the
   // model takes no videos) and vision_config.image_size (see max_scale_resolution());
   // `mm_processor_kwargs`: vLLM's --mm-processor-kwargs JSON over the file's values (or "").
-  // Video frames are sliced as vLLM slices them for MiniCPM-V (at most kVideoMaxSliceNums, no
-  // <image_id>).
+  // Video frames are sliced as vLLM slices them for MiniCPM-V-4.6 (the server's slicing; a
+  // request's mm_processor_kwargs apply to its images only, as vLLM's).
   static StatusOr<std::unique_ptr<ImageProcessor>> Create(const std::string& model_dir,
                                                           std::shared_ptr<VisionEncoder> encoder,
                                                           MediaOptions media,
@@ -116,9 +117,6 @@ class ImageProcessor {
   bool takes_videos() const { return video_token_id_ >= 0; }
   static constexpr const char* kPadText = "<|image_pad|>";
   static constexpr const char* kVideoPadText = "<|video_pad|>";
-  // vLLM's MiniCPM-V video frames: a thumbnail only (get_video_max_slice_num), as the model
-  // card recommends for video.
-  static constexpr int64_t kVideoMaxSliceNums = 1;
 
  private:
   StatusOr<PreparedImage> Prepare(const RgbImage& image, const SliceConfig& c,

@@ -103,8 +103,8 @@ TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
   EXPECT_EQ(encoder->calls, 12);
 }
 
-// A video: its sampled frames, each a thumbnail of `<|video_pad|>`s (no <image_id>, no slices,
-// as vLLM lays out MiniCPM-V's video frames), in prompt order among the images.
+// A video: its sampled frames, each sliced as an image of its size, behind one
+// <image_id>v</image_id> (vLLM's MiniCPM-V-4.6 layout), in prompt order among the images.
 TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   auto encoder = std::make_shared<ScriptedEncoder>(1);
   MediaOptions media;
@@ -112,15 +112,18 @@ TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   auto proc = ImageProcessor::Create(dir_.string(), encoder, media);
   ASSERT_TRUE(proc.ok()) << proc.status().ToString();
   ASSERT_TRUE((*proc)->takes_videos());
-  // 900×600 frames: an image this size would be sliced; a frame is its thumbnail alone.
+  // 900×600 frames: a 1×2 grid of slices besides the thumbnail, as an image this size.
   const std::string mp4 = test_videos::EncodeTestVideo(7, 900, 600, "mpeg4", "mp4");
   ASSERT_FALSE(mp4.empty());
   auto video = (*proc)->Load({MediaKind::kVideo, "data:video/mp4;base64," + EncodeBase64(mp4)});
   ASSERT_TRUE(video.ok()) << video.status().ToString();
   ASSERT_EQ(video->images.size(), 3u);  // frames 0, 3, 6
   const SlicePlan& plan = video->images[0].plan;
-  EXPECT_EQ(plan.rows, 0);
-  const int64_t frame_tokens = ImageTokens(plan, (*proc)->video_slice_config());
+  EXPECT_EQ(plan.rows, 1);
+  EXPECT_EQ(plan.cols, 2);
+  const SliceConfig& vc = (*proc)->video_slice_config();
+  const int64_t frame_tokens = ImageTokens(plan, vc);
+  const int64_t slices_per_frame = 1 + plan.rows * plan.cols;
   auto image = (*proc)->Load({MediaKind::kImage, DataUrl(100, 100)});
   ASSERT_TRUE(image.ok());
   const int64_t image_tokens = ImageTokens(image->images[0].plan, (*proc)->slice_config());
@@ -131,10 +134,20 @@ TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   EXPECT_FALSE((*proc)->Expand("<|image_pad|><|video_pad|>", media_items).ok());
   auto text = (*proc)->Expand("v<|video_pad|>i<|image_pad|>", media_items);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
-  std::string frame = "<image>";
-  for (int64_t i = 0; i < frame_tokens; ++i) frame += "<|video_pad|>";
-  frame += "</image>";
-  EXPECT_EQ(text->rfind("v" + frame + frame + frame + "i<image_id>0</image_id><image>", 0), 0u) << *text;
+  const auto pads = [](int64_t n) {
+    std::string out;
+    for (int64_t i = 0; i < n; ++i) out += "<|video_pad|>";
+    return out;
+  };
+  std::string frame = "<image>" + pads(SliceTokens(plan.thumbnail, vc)) + "</image>";
+  for (int64_t c = 0; c < plan.cols; ++c) {
+    frame += "<slice>" + pads(SliceTokens(plan.slice, vc)) + "</slice>";
+  }
+  EXPECT_EQ(text->rfind("v<image_id>0</image_id>" + frame + frame + frame +
+                            "i<image_id>0</image_id><image>",
+                        0),
+            0u)
+      << *text;
   // Bind: video pads (8) and image pads (7) together, in prompt order.
   std::vector<int32_t> ids = {1};
   for (int64_t i = 0; i < 3 * frame_tokens; ++i) ids.push_back(8);
@@ -148,12 +161,13 @@ TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   EXPECT_EQ(in->embed_rows[3 * frame_tokens], 3 * frame_tokens + 2);
   ThreadPool pool(1);
   std::vector<float> embeds;
-  for (int call = 0; call < 3; ++call) ASSERT_FALSE(*in->encode(pool, &embeds));
+  const int64_t slices = 3 * slices_per_frame + 1;
+  for (int64_t call = 0; call + 1 < slices; ++call) ASSERT_FALSE(*in->encode(pool, &embeds));
   ASSERT_TRUE(*in->encode(pool, &embeds));
-  // Rows hold their slice's encoding order: the three frames, then the image.
+  // Rows hold their slice's encoding order: the frames' slices, then the image.
   EXPECT_EQ(embeds[0], 0.0f);
-  EXPECT_EQ(embeds[2 * (3 * frame_tokens - 1)], 2.0f);
-  EXPECT_EQ(embeds.back(), 3.0f);
+  EXPECT_EQ(embeds[2 * (3 * frame_tokens - 1)], static_cast<float>(3 * slices_per_frame - 1));
+  EXPECT_EQ(embeds.back(), static_cast<float>(3 * slices_per_frame));
 }
 
 TEST_F(ImageProcessorTest, VideosNeedAVideoTokenAndAVideo) {
@@ -209,12 +223,13 @@ TEST_F(ImageProcessorTest, PlaceholdersBeyondMaxModelLenAreRefusedBeforeSlicing)
   refused = (*proc)->Load(image, &two);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at least 128 input tokens"), std::string::npos);
-  // A video's frames (70 placeholders each for 900×600) too, frame by frame.
+  // A video's frames too, frame by frame: 196 placeholders each for 900×600 (its 70-pad
+  // thumbnail and two 63-pad slices).
   const std::string mp4 = test_videos::EncodeTestVideo(3, 900, 600, "mpeg4", "mp4");
   const MediaRef video{MediaKind::kVideo, "data:video/mp4;base64," + EncodeBase64(mp4)};
-  PlaceholderBudget frames(3 * 70 + 1);
+  PlaceholderBudget frames(3 * 196 + 1);
   ASSERT_TRUE((*proc)->Load(video, &frames).ok());
-  PlaceholderBudget short_of_frames(3 * 70);
+  PlaceholderBudget short_of_frames(3 * 196);
   EXPECT_FALSE((*proc)->Load(video, &short_of_frames).ok());
   // A budget without max_model_len (what /tokenize counts) has no limit.
   PlaceholderBudget unlimited;

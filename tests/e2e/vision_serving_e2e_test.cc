@@ -64,7 +64,8 @@ class VisionServingE2E : public ::testing::Test {
   static Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
   static Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
   static Json VideoPart(const std::string& url) { return {{"type", "video_url"}, {"video_url", {{"url", url}}}}; }
-  // A video of `frames` solid-colour 900×600 frames (each frame's thumbnail is 392×560: 70 pads).
+  // A video of `frames` solid-colour 900×600 frames (each a 392×560 thumbnail of 70 pads and two
+  // 504×392 slices of 63).
   static std::string VideoUrl(int frames, int first_colour = 0) {
     const std::string mp4 = test_videos::EncodeTestVideo(frames + first_colour, 900, 600, "mpeg4", "mp4");
     EXPECT_FALSE(mp4.empty());
@@ -288,17 +289,27 @@ TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
 
 TEST_F(VisionServingE2E, VideosTakeTheirSampledFrames) {
   // --media-io-kwargs num_frames 4: a 2- or 3-frame video keeps every frame, a 7-frame one 4 of
-  // them; each frame is <image>, 70 pads (its 392×560 thumbnail, no slices), </image>.
+  // them. Each 900×600 frame is sliced as an image of its size (vLLM's MiniCPM-V-4.6): <image>,
+  // 70 pads (its 392×560 thumbnail), </image>, then one row of two <slice>s of 63 pads (504×392).
+  constexpr int64_t kFrame = (1 + 70 + 1) + 2 * (1 + 63 + 1);
   const int64_t two = TokenCount({VideoPart(VideoUrl(2)), TextPart("x")});
-  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(3)), TextPart("x")}) - two, 72);
-  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(7)), TextPart("x")}) - two, 2 * 72);
+  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(3)), TextPart("x")}) - two, kFrame);
+  EXPECT_EQ(TokenCount({VideoPart(VideoUrl(7)), TextPart("x")}) - two, 2 * kFrame);
+  // One <image_id> before the whole video.
+  Json tok = {{"model", "v"},
+              {"messages", {{{"role", "user"}, {"content", {VideoPart(VideoUrl(2))}}}}}};
+  const Json ids = e2e::Post(server_->port(), "/tokenize", tok.dump()).json()["tokens"];
+  const std::string text =
+      e2e::Post(server_->port(), "/detokenize", Json{{"tokens", ids}}.dump()).json()["prompt"];
+  EXPECT_NE(text.find("<image_id>0</image_id><image><|video_pad|>"), std::string::npos) << text;
+  EXPECT_EQ(text.find("<image_id>1</image_id>"), std::string::npos) << text;
   // A request's media_io_kwargs over the server's: 6 of the 7 frames; a bad one is a 400.
   Json six = {{"model", "v"},
               {"messages", {{{"role", "user"}, {"content", {VideoPart(VideoUrl(7)), TextPart("x")}}}}},
               {"media_io_kwargs", {{"video", {{"num_frames", 6}}}}}};
   auto r = e2e::Post(server_->port(), "/tokenize", six.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json()["count"].get<int64_t>() - two, 4 * 72);
+  EXPECT_EQ(r.json()["count"].get<int64_t>() - two, 4 * kFrame);
   six["media_io_kwargs"] = {{"video", {{"fps", 2}}}};
   auto bad = e2e::Post(server_->port(), "/tokenize", six.dump());
   EXPECT_EQ(bad.status, 400);
