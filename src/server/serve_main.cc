@@ -35,6 +35,20 @@ namespace cpm {
 
 namespace {
 
+// vLLM's fetch timeouts for image and video URLs, in seconds, from the environment.
+Status FetchTimeoutFromEnv(const char* name, int64_t* seconds) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return OkStatus();
+  char* end = nullptr;
+  const long long parsed = std::strtoll(v, &end, 10);
+  if (*end != '\0' || parsed < 1) {
+    return InvalidArgument(std::string(name) + ": '" + v + "' is not a number of seconds");
+  }
+  *seconds = parsed;
+  return OkStatus();
+}
+
+
 // Sequences the engine runs at once (each needs a token of the step budget).
 int64_t EngineSeqs(const ServeConfig& c) { return std::min(c.max_num_seqs, c.max_num_batched_tokens); }
 
@@ -220,6 +234,9 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     MediaOptions media;
     media.allowed_local_media_path = c.allowed_local_media_path;
     CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(c.media_io_kwargs_json, &media));
+    CPM_RETURN_IF_ERROR(FetchTimeoutFromEnv("VLLM_IMAGE_FETCH_TIMEOUT", &media.fetch_timeout_s));
+    CPM_RETURN_IF_ERROR(
+        FetchTimeoutFromEnv("VLLM_VIDEO_FETCH_TIMEOUT", &media.video_fetch_timeout_s));
     CPM_ASSIGN_OR_RETURN(out->images,
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     info.weight_bytes += vision->weight_bytes();

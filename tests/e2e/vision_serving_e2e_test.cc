@@ -251,6 +251,21 @@ TEST_F(VisionServingE2E, PartsWithoutATypeAreNamedByTheirUrlField) {
   EXPECT_NE(r.body.find("Missing 'type' field in multimodal part."), std::string::npos) << r.body;
 }
 
+// vLLM's VLLM_IMAGE_FETCH_TIMEOUT / VLLM_VIDEO_FETCH_TIMEOUT: read at start-up, a bad value a
+// start-up error naming the variable.
+TEST_F(VisionServingE2E, FetchTimeoutsFromTheEnvironment) {
+  for (const char* env : {"VLLM_IMAGE_FETCH_TIMEOUT=soon", "VLLM_VIDEO_FETCH_TIMEOUT=0"}) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, *dir_ + "/model",
+                        {"--host", "127.0.0.1", "--port", "0", "--threads", "2",
+                         "--kv-cache-memory-bytes", "16M"},
+                        {env}));
+    EXPECT_NE(p.Wait(60), 0) << p.Log();
+    const std::string name = std::string(env).substr(0, std::string(env).find('='));
+    EXPECT_NE(p.Log().find(name + ": '"), std::string::npos) << p.Log();
+  }
+}
+
 TEST_F(VisionServingE2E, BadImagesAreClientErrors) {
   struct Case {
     Json content;
