@@ -156,6 +156,20 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
     return out;
   }
   if (!takes_videos()) return InvalidArgument("video_url: this model takes no videos");
+  if (IsJpegFramesDataUrl(ref.url)) {
+    // vLLM's frames-as-JPEGs form: every frame, decoded as an image.
+    CPM_ASSIGN_OR_RETURN(std::vector<std::string> frames, JpegFramesOfDataUrl(ref.url, media_));
+    if (frames.size() > static_cast<size_t>(kMaxVideoFrames)) {
+      return InvalidArgument("video_url: " + std::to_string(frames.size()) +
+                             " JPEG frames; at most " + std::to_string(kMaxVideoFrames));
+    }
+    for (const std::string& bytes : frames) {
+      CPM_ASSIGN_OR_RETURN(RgbImage frame, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
+      CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_, budget));
+      out.images.push_back(std::move(p));
+    }
+    return out;
+  }
   CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
   // Each frame is planned and sliced as it is decoded; the decoded frame is not kept.
   const auto prepare = [&](const RgbImage& frame) -> Status {

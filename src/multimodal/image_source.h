@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "base/status.h"
@@ -31,8 +32,17 @@ Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
 // Accepts data:<media type>;base64,<data>, http://, https:// and (by policy) file:// URLs.
 // Every failure is InvalidArgument with a message fit for the client.
 StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions& options);
-// The same for any content part: `part` ("image_url", "video_url") names it in errors.
+// The same for any content part: `part` ("image_url", "video_url") names it in errors. A
+// video's data URL is decoded as Python's base64.b64decode does (characters outside the
+// alphabet, such as line breaks, are skipped); an image's strictly, as vLLM's.
 StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions& options,
                                       std::string_view part);
+
+// vLLM's video as JPEG frames, data:video/jpeg;base64,<frame>,<frame>,... (what its
+// encode_video_base64 writes): true for such a URL.
+bool IsJpegFramesDataUrl(std::string_view url);
+// Its frames' bytes, in order (every frame: vLLM samples none of them).
+StatusOr<std::vector<std::string>> JpegFramesOfDataUrl(std::string_view url,
+                                                       const MediaOptions& options);
 
 }  // namespace cpm

@@ -96,6 +96,7 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media)
         }
       } else {
         t = type->is_string() ? type->get<std::string>() : std::string();
+        if (t == "input_image") t = "image_url";  // the Responses API's name, as vLLM maps it
       }
       if ((t == "image_url" || t == "video_url") && media != nullptr) {
         CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t));

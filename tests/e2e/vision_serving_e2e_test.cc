@@ -244,11 +244,30 @@ TEST_F(VisionServingE2E, PartsWithoutATypeAreNamedByTheirUrlField) {
   const int64_t typed = TokenCount({ImagePart(DataUrl()), TextPart("x")});
   EXPECT_EQ(TokenCount({{{"image_url", {{"url", DataUrl()}}}}, TextPart("x")}), typed);
   EXPECT_EQ(TokenCount({{{"image_url", DataUrl()}}, TextPart("x")}), typed);
+  // The Responses API's input_image part, which vLLM's chat parser takes too.
+  EXPECT_EQ(TokenCount({{{"type", "input_image"}, {"image_url", DataUrl()}}, TextPart("x")}), typed);
   Json tok = {{"model", "v"},
               {"messages", {{{"role", "user"}, {"content", {{{"text", "no type"}}}}}}}};
   auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("Missing 'type' field in multimodal part."), std::string::npos) << r.body;
+}
+
+// vLLM's other video data URLs: frames as JPEGs (data:video/jpeg;base64,<f1>,<f2>,...; every
+// frame kept, none sampled), and base64 wrapped in lines (Python's b64decode skips them).
+TEST_F(VisionServingE2E, JpegFramesAndWrappedBase64Videos) {
+  const auto frames = [&](int n) {
+    std::string url = "data:video/jpeg;base64,";
+    for (int i = 0; i < n; ++i) url += (i ? "," : "") + EncodeBase64(*jpeg_);
+    return TokenCount({VideoPart(url), TextPart("x")});
+  };
+  const int64_t one = frames(1), two = frames(2);
+  EXPECT_GT(two, one);
+  EXPECT_EQ(frames(5) - frames(4), two - one);  // 5 frames over num_frames 4: all of them
+  std::string wrapped = EncodeBase64(test_videos::EncodeTestVideo(2, 900, 600, "mpeg4", "mp4"));
+  for (size_t at = 76; at < wrapped.size(); at += 77) wrapped.insert(at, "\n");
+  EXPECT_EQ(TokenCount({VideoPart("data:video/mp4;base64," + wrapped), TextPart("x")}),
+            TokenCount({VideoPart(VideoUrl(2)), TextPart("x")}));
 }
 
 // vLLM's VLLM_IMAGE_FETCH_TIMEOUT / VLLM_VIDEO_FETCH_TIMEOUT: read at start-up, a bad value a
