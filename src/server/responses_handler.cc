@@ -265,8 +265,9 @@ class StreamTranslator {
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
                             UsageOf(input_tokens_, output_tokens_, cached_tokens_), Incomplete(outcome_.finish_reason));
-    return out_->Emit({{"type", incomplete ? "response.incomplete" : "response.completed"},
-                       {"response", std::move(r)}});
+    // vLLM ends every stream with response.completed, an incomplete response's status inside
+    // it (OpenAI's SDKs take their final response from that event only).
+    return out_->Emit({{"type", "response.completed"}, {"response", std::move(r)}});
   }
 
  private:

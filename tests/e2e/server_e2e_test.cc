@@ -824,8 +824,8 @@ TEST_F(ServerE2E, ResponsesOutputTextLogprobs) {
     if (e["type"] == "response.output_text.delta") {
       for (const Json& l : e["logprobs"]) deltas.push_back(l);
     }
-    // max_output_tokens ends it: "incomplete".
-    if (e["type"] == "response.incomplete") done = e["response"];
+    // max_output_tokens ends it: "incomplete", in vLLM's last event, response.completed.
+    if (e["type"] == "response.completed") done = e["response"];
   }
   // The deltas' entries are vLLM's text delta Logprob: token, logprob, top_logprobs, no bytes.
   ASSERT_EQ(deltas.size(), lp.size());

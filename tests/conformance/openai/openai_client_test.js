@@ -212,7 +212,8 @@ const tests = {
   async responsesPlainAndStreamed() {
     // The Responses API over the same pipeline: the same greedy text as the chat endpoint for the
     // same user message, cut by max_output_tokens ("incomplete"), and the same text streamed as
-    // output_text deltas between response.created and response.incomplete.
+    // output_text deltas between response.created and response.completed (vLLM's last event,
+    // the incomplete status inside it; the SDK's final response comes from it).
     // The least a client sends: model and input (the reply's echoed fields take their defaults).
     const minimal = await client.responses.create({ model: MODEL, input: 'Hi' });
     assert.ok(['completed', 'incomplete'].includes(minimal.status), minimal.status);
@@ -253,9 +254,17 @@ const tests = {
     assert.deepStrictEqual(types.slice(0, 4), ['response.created', 'response.in_progress',
       'response.output_item.added', 'response.content_part.added']);
     assert.deepStrictEqual(types.slice(-4), ['response.output_text.done',
-      'response.content_part.done', 'response.output_item.done', 'response.incomplete']);
+      'response.content_part.done', 'response.output_item.done', 'response.completed']);
+    assert.strictEqual(last.response.status, 'incomplete');
     assert.strictEqual(last.response.output[0].content[0].text, text);
     assert.deepStrictEqual(last.response.usage, r.usage);
+    // The SDK's stream helper takes its final response from response.completed, even a cut one.
+    const helper = client.responses.stream({
+      model: MODEL, input: 'Hello there', temperature: 0, max_output_tokens: 8, ignore_eos: true,
+    });
+    const final = await helper.finalResponse();
+    assert.strictEqual(final.status, 'incomplete');
+    assert.strictEqual(final.output[0].content[0].text, r.output_text);
   },
   async responsesFormatsAndFunctionCalls() {
     const schema = {
