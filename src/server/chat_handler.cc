@@ -390,7 +390,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival, const ClientGoneFn& client_gone,
-                                const std::string& x_request_id, bool cached_tokens_details) {
+                                const std::string& x_request_id, ChatApi api) {
+  const bool responses = api == ChatApi::kResponses;
   std::vector<std::string> ignored;
   auto req = protocol::ParseChatCompletionRequest(body, &ignored);
   if (!req.ok()) return HttpReply::Error(req.status());
@@ -400,7 +401,9 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   // are forced through structured outputs (ForcedToolChoice), whose tool schema replaces any
   // response_format or structured_outputs: the reply is a call and nothing else, so vLLM's
   // adjust_request drops the reply's own constraint rather than refusing it.
-  if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty()) {
+  // (vLLM's Responses API renders the tools without a parser and answers in text.)
+  if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty() &&
+      !responses) {
     return HttpReply::Error(InvalidArgument(
         "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
         "set"));
@@ -424,7 +427,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   }
 
   std::vector<MediaRef> media;
-  auto text = RenderChatPrompt(ctx, req->chat, &media);
+  auto text = RenderChatPrompt(ctx, req->chat, &media, responses);
   if (!text.ok()) return HttpReply::Error(text.status());
 
   auto job = std::make_shared<ChatJob>();
@@ -444,6 +447,11 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     return HttpReply::Error(s);
   }
   job->prompt = std::move(*prompt);
+  if (responses && sampling->max_tokens) {
+    // vLLM's Responses: min(max_output_tokens, the room the prompt leaves), never its 400.
+    const int64_t room = ctx.max_model_len - static_cast<int64_t>(job->prompt.size());
+    if (room >= 1) sampling->max_tokens = std::min(*sampling->max_tokens, room);
+  }
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len,
                                      sampling->max_tokens_cap);
@@ -457,7 +465,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->top_logprobs = static_cast<int>(std::max<int64_t>(*num_logprobs, 0));
   job->include_usage = req->sampling.include_usage;
   job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
-  job->cached_tokens_details = cached_tokens_details || ctx.enable_prompt_tokens_details;
+  job->cached_tokens_details = responses || ctx.enable_prompt_tokens_details;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning =
       OutputStartsInReasoning(ctx.reasoning_parser, *text, ThinkingDisabled(ctx, req->chat));
@@ -467,7 +475,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     job->sampling.constraint = ctx.MakeConstraint(
         std::move(schema), !job->reasoning_parser.empty() && job->opens_in_reasoning);
   }
-  job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto;
+  job->parse_tools =
+      req->tool_choice == protocol::ToolChoice::kAuto && !ctx.tool_call_parser.empty();
   job->parallel_tool_calls = req->parallel_tool_calls;
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;

@@ -245,7 +245,7 @@ std::string EchoedContent(const Json& last, const std::string& role) {
 
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
-                                       std::vector<MediaRef>* media) {
+                                       std::vector<MediaRef>* media, bool tools_as_given) {
   std::optional<ChatTemplate> request_template;
   // A template may also come as chat_template_kwargs.chat_template (vLLM checks both places;
   // the kwargs' one wins, as vLLM lays the kwargs over its own arguments).
@@ -286,7 +286,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   }
   ChatRenderInput r;
   CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? media : nullptr));
-  r.tools = ToolsAsVllmDumps(in.tools);
+  r.tools = tools_as_given ? in.tools : ToolsAsVllmDumps(in.tools);
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;
   r.bos_token = ctx.tokenizer->bos_token();

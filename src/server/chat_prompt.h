@@ -19,9 +19,12 @@ namespace cpm {
 
 // Image and video parts are rendered as image and video items, their URLs collected into `media`
 // in prompt order, when the model takes images (ctx.images) and `media` is given; else refused.
+// Tools reach the template as vLLM's pydantic dump of chat tools, or as given with
+// `tools_as_given` (the Responses API's, already in vLLM's form for it).
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
-                                       std::vector<MediaRef>* media = nullptr);
+                                       std::vector<MediaRef>* media = nullptr,
+                                       bool tools_as_given = false);
 
 // The rendered prompt's tokens. With images or videos, each one's pad first becomes its
 // placeholder layout (they are fetched, decoded and sliced here, on the HTTP thread: a bad URL,

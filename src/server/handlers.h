@@ -13,14 +13,20 @@ namespace cpm {
 // `client_gone` (optional) tells a non-streaming reply that its client hung up, so that the
 // generation is cancelled instead of finished for nobody (streams notice failed writes).
 // `x_request_id`: the X-Request-Id header, which names the reply ("chatcmpl-<it>") before the
-// body's request_id and a fresh random id, as vLLM's _base_request_id. `cached_tokens_details`:
-// usage carries prompt_tokens_details whatever --enable-prompt-tokens-details says (the
-// Responses API, whose usage always reports cached tokens).
+// body's request_id and a fresh random id, as vLLM's _base_request_id. `api`: the endpoint
+// whose rules apply (the Responses API runs as a chat request: see ChatApi).
+enum class ChatApi {
+  kChatCompletions,
+  // vLLM's Responses rules where they differ from chat: usage always reports cached tokens;
+  // tools come already as the template sees them (responses.cc) and need no tool parser
+  // (without one the reply is text); max_output_tokens is held to the room the prompt leaves.
+  kResponses,
+};
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival,
                                 const ClientGoneFn& client_gone = nullptr,
                                 const std::string& x_request_id = {},
-                                bool cached_tokens_details = false);
+                                ChatApi api = ChatApi::kChatCompletions);
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
                             Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr,
                             const std::string& x_request_id = {});

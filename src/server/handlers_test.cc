@@ -1149,6 +1149,28 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReplacesTheResponseFormat) {
   }
 }
 
+// The Responses API's own rules (vLLM's serving_responses): tools need no tool parser (they
+// are rendered; the reply is text), and max_output_tokens beyond the room left is held to it.
+TEST_F(ToolHandlersTest, ResponsesRulesWhereTheyDifferFromChats) {
+  ctx_.tool_call_parser.clear();
+  const Json body = {
+      {"input", "Weather in Paris?"},
+      {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}},
+      {"max_output_tokens", 100000000}};
+  HttpReply r = HandleResponses(ctx_, body.dump(), Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const EngineRequest& submitted = engine_.submitted.back();
+  EXPECT_EQ(submitted.max_tokens,
+            ctx_.max_model_len - static_cast<int64_t>(submitted.prompt.size()));
+  const std::string prompt = tok_->Decode(submitted.prompt, false);
+  EXPECT_NE(prompt.find(R"({"type": "function", "function": {"name": "get_weather", )"
+                        R"("parameters": {"type": "object"}, "strict": null, "type": "function", )"
+                        R"("description": null}})"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(Json::parse(r.body)["output"][0]["type"], "message");
+}
+
 TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {
   int status = 0;
   ctx_.tool_call_parser.clear();

@@ -108,9 +108,15 @@ StatusOr<Json> ChatTools(const Json& tools) {
     const std::string type = StringField(t, "type");
     if (type != "function")
       return InvalidArgument("tools: tool type '" + type + "' is not supported (function tools are)");
-    Json fn = {{"name", StringField(t, "name")}};
-    for (const char* key : {"description", "parameters", "strict"}) {
-      if (t.contains(key) && !t[key].is_null()) fn[key] = t[key];
+    // vLLM's construct_tool_dicts: the tool's own dump (openai's FunctionTool fields in their
+    // declared order, null when absent, other keys after) under "function".
+    Json fn = {{"name", StringField(t, "name")},
+               {"parameters", t.value("parameters", Json())},
+               {"strict", t.value("strict", Json())},
+               {"type", "function"},
+               {"description", t.value("description", Json())}};
+    for (const auto& [key, value] : t.items()) {
+      if (!fn.contains(key)) fn[key] = value;
     }
     out.push_back({{"type", "function"}, {"function", std::move(fn)}});
   }
@@ -206,7 +212,10 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   if (auto m = request.find("max_output_tokens"); m != request.end() && !m->is_null()) {
     chat["max_tokens"] = *m;
   }
-  if (auto t = request.find("tools"); t != request.end() && !t->is_null()) {
+  // tool_choice "none": vLLM leaves the tools out of the prompt altogether.
+  const auto choice = request.find("tool_choice");
+  const bool none = choice != request.end() && *choice == "none";
+  if (auto t = request.find("tools"); t != request.end() && !t->is_null() && !none) {
     CPM_ASSIGN_OR_RETURN(Json tools, ChatTools(*t));
     if (!tools.empty()) chat["tools"] = std::move(tools);
   }

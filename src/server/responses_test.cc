@@ -65,8 +65,18 @@ TEST(ResponsesRequest, ToolsFormatsAndStreaming) {
                  "parameters": {"type": "object"}, "strict": true}],
       "tool_choice": {"type": "function", "name": "get"},
       "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}, "strict": true}}})");
-  EXPECT_EQ(chat["tools"], Json::parse(R"([{"type": "function", "function": {"name": "get",
-      "description": "d", "parameters": {"type": "object"}, "strict": true}}])"));
+  // vLLM's construct_tool_dicts: openai's FunctionTool dump (its fields' order) as the function.
+  EXPECT_EQ(chat["tools"].dump(),
+            Json::parse(R"([{"type": "function", "function": {"name": "get",
+      "parameters": {"type": "object"}, "strict": true, "type": "function", "description": "d"}}])")
+                .dump());
+  EXPECT_EQ(Translate(R"({"input": "x", "tools": [{"type": "function", "name": "f"}]})")["tools"]
+                .dump(),
+            R"([{"type":"function","function":{"name":"f","parameters":null,"strict":null,)"
+            R"("type":"function","description":null}}])");
+  // tool_choice "none": the tools stay out of the prompt (vLLM drops them).
+  EXPECT_FALSE(Translate(R"({"input": "x", "tool_choice": "none",
+      "tools": [{"type": "function", "name": "f"}]})").contains("tools"));
   EXPECT_EQ(chat["tool_choice"], Json::parse(R"({"type": "function", "function": {"name": "get"}})"));
   EXPECT_EQ(chat["response_format"], Json::parse(R"({"type": "json_schema", "json_schema":
       {"name": "s", "schema": {"type": "object"}, "strict": true}})"));
