@@ -459,6 +459,15 @@ TEST_F(HandlersTest, CompletionsStream) {
   EXPECT_EQ(ev.back()["usage"]["completion_tokens"], 4);
 }
 
+// The chat form's tools are validated as a chat request's are (vLLM's pydantic types).
+TEST_F(HandlersTest, TokenizeValidatesTools) {
+  for (const char* tools : {R"("abc")", "[1]", R"([{"type":"function"}])"}) {
+    const HttpReply r = HandleTokenize(
+        ctx_, std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":)") + tools + "}");
+    EXPECT_EQ(r.status, 400) << tools << " " << r.body;
+  }
+}
+
 TEST_F(HandlersTest, TokenizeDetokenizeModels) {
   HttpReply r = HandleTokenize(ctx_, R"({"prompt":"Hello world","return_token_strs":true})");
   ASSERT_EQ(r.status, 200) << r.body;

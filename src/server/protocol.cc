@@ -91,6 +91,26 @@ void ReportUnknown(const JsonReader& r, std::vector<std::string>* ignored) {
 
 namespace {
 
+// Each tool as vLLM's ChatCompletionToolsParam: type "function" (the default), a function
+// object with a string name (chat completions and /tokenize alike).
+Status ValidateTools(const Json& tools) {
+  if (!tools.is_array()) return TypeError("tools", "a valid list");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Json& t = tools[i];
+    const std::string at = "tools." + std::to_string(i);
+    if (!t.is_object()) return TypeError(at, "a valid dictionary");
+    if (auto type = t.find("type"); type != t.end() && *type != "function") {
+      return TypeError(at + ".type", "'function'");
+    }
+    const auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) return TypeError(at + ".function", "a valid dictionary");
+    if (auto n = fn->find("name"); n == fn->end() || !n->is_string()) {
+      return TypeError(at + ".function.name", "a valid string");
+    }
+  }
+  return OkStatus();
+}
+
 // The chat-template fields; `messages` is required and must hold objects with a string role.
 Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields* f) {
   r.Known("messages");
@@ -115,6 +135,7 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
     if (!kwargs.empty()) *out = kwargs.dump();
   }
   CPM_TRY(r.Any("tools", &f->tools));
+  if (f->tools) CPM_TRY(ValidateTools(*f->tools));
   CPM_TRY(r.Any("documents", &f->documents));
   if (f->documents) {
     // vLLM's type: a list of objects whose values are strings (title, text, ...).
@@ -136,23 +157,7 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
 // "auto"). Whether the server can honour the choice is the handler's to say.
 StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   const auto tools = j.find("tools");
-  const bool has_tools = tools != j.end() && !tools->is_null();
-  if (has_tools && !tools->is_array()) return TypeError("tools", "a valid list");
-  // Each tool as vLLM's ChatCompletionToolsParam: type "function" (the default), a function
-  // object with a string name.
-  for (size_t i = 0; has_tools && i < tools->size(); ++i) {
-    const Json& t = (*tools)[i];
-    const std::string at = "tools." + std::to_string(i);
-    if (!t.is_object()) return TypeError(at, "a valid dictionary");
-    if (auto type = t.find("type"); type != t.end() && *type != "function") {
-      return TypeError(at + ".type", "'function'");
-    }
-    const auto fn = t.find("function");
-    if (fn == t.end() || !fn->is_object()) return TypeError(at + ".function", "a valid dictionary");
-    if (auto n = fn->find("name"); n == fn->end() || !n->is_string()) {
-      return TypeError(at + ".function.name", "a valid string");
-    }
-  }
+  const bool has_tools = tools != j.end() && !tools->is_null();  // validated: ValidateTools
   auto choice_it = j.find("tool_choice");
   Json choice = choice_it != j.end() ? *choice_it : Json();
   if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";
