@@ -331,6 +331,18 @@ void HttpServer::InstallRoutes() {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleResponses(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
   }));
+  // cpmserve stores no responses (store is taken as false): retrieving or cancelling one is
+  // vLLM's answer for an id it does not hold.
+  auto no_such_response = [](const httplib::Request& req, httplib::Response& res) {
+    ApiError e;
+    e.status = 404;
+    e.type = "invalid_request_error";
+    e.message = "Response with id '" + req.matches[1].str() + "' not found.";
+    e.param = "response_id";
+    Apply(HttpReply::Error(e), res);
+  };
+  s.Get(R"(/v1/responses/([^/]+))", no_such_response);
+  s.Post(R"(/v1/responses/([^/]+)/cancel)", no_such_response);
   s.Post("/tokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleTokenize(*ctx, req.body) : Loading(), res);

@@ -845,6 +845,21 @@ TEST_F(ServerE2E, ResponsesOutputTextLogprobs) {
   EXPECT_TRUE(without["top_logprobs"].is_null());
 }
 
+// Responses are not stored: retrieving or cancelling one is vLLM's 404 for an unknown id.
+TEST_F(ServerE2E, StoredResponsesAreNotFound) {
+  for (const bool cancel : {false, true}) {
+    httplib::Client cli("127.0.0.1", port());
+    auto r = cancel ? cli.Post("/v1/responses/resp_123/cancel", "", "application/json")
+                    : cli.Get("/v1/responses/resp_123");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    const Json e = Json::parse(r->body)["error"];
+    EXPECT_EQ(e["message"], "Response with id 'resp_123' not found.");
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(e["param"], "response_id");
+  }
+}
+
 // Browser clients: vLLM's CORS defaults (every origin) on the preflight and the request.
 TEST_F(ServerE2E, CrossOriginRequestsAsVllm) {
   httplib::Client cli("127.0.0.1", port());
