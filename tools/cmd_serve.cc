@@ -239,6 +239,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--media-io-kwargs", c.media_io_kwargs_json,
                   "media loading, as vLLM's JSON: '{\"video\": {\"num_frames\": 32}}' (frames "
                   "sampled per video; -1: every frame)");
+  cmd->add_option("--allowed-media-domains", c.allowed_media_domains,
+                  "http(s) image and video URLs only from these hosts, redirects included "
+                  "(default: any)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
                   "allow file:// image and video URLs below this folder (off by default, as vLLM)");
   cmd->add_flag("--return-tokens-as-token-ids,!--no-return-tokens-as-token-ids", c.return_tokens_as_token_ids,

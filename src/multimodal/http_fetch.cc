@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <memory>
 #include <mutex>
 
@@ -13,6 +14,9 @@ void InitCurlOnce() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
+
+// aiohttp's default redirect limit, which vLLM uses.
+constexpr long kMaxRedirects = 10;
 
 struct CurlDeleter {
   void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
@@ -47,8 +51,9 @@ void Configure(CURL* curl, const std::string& url, const HttpFetchLimits& limits
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: other threads run
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(limits.timeout_s));
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);  // aiohttp's default, which vLLM uses
+  // With allowed domains each redirect is followed by hand (HttpGet), its host checked first.
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, limits.allowed_domains.empty() ? 1L : 0L);
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, kMaxRedirects);
   // A redirect must not reach file:// or other schemes the client could not name directly.
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -58,15 +63,42 @@ void Configure(CURL* curl, const std::string& url, const HttpFetchLimits& limits
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "cpmserve");
 }
 
+// The URL's host, lowercased ("" when it has none or does not parse).
+std::string HostOf(const std::string& url) {
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
+  char* host = nullptr;
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK ||
+      curl_url_get(u.get(), CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+    return "";
+  }
+  std::string out(host);
+  curl_free(host);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// vLLM's _assert_url_in_allowed_media_domains, its message with the list as Python prints it.
+Status CheckAllowedDomain(const std::string& url, const std::vector<std::string>& allowed) {
+  if (allowed.empty()) return OkStatus();
+  const std::string host = HostOf(url);
+  for (const std::string& d : allowed) {
+    if (host == d) return OkStatus();
+  }
+  std::string list;
+  for (const std::string& d : allowed) list += (list.empty() ? "'" : ", '") + d + "'";
+  return InvalidArgument("The URL must be from one of the allowed domains: [" + list +
+                         "]. Input URL domain: " + host);
+}
+
 std::string TooBig(const std::string& url, int64_t max_bytes) {
   return "fetching " + url + " failed: the response is larger than " + std::to_string(max_bytes) +
          " bytes";
 }
 
-}  // namespace
-
-StatusOr<std::string> HttpGet(const std::string& url, const HttpFetchLimits& limits) {
-  InitCurlOnce();
+// One GET of `url` (redirects followed by libcurl unless domains are checked; then a redirect
+// leaves its target in `redirect` and an empty body).
+StatusOr<std::string> GetOnce(const std::string& url, const HttpFetchLimits& limits,
+                              std::string* redirect) {
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (curl == nullptr) return Internal("fetching " + url + ": cannot create a libcurl handle");
   Body body{.data = {}, .max_bytes = limits.max_bytes};
@@ -86,10 +118,34 @@ StatusOr<std::string> HttpGet(const std::string& url, const HttpFetchLimits& lim
   }
   long status = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  char* location = nullptr;
+  if (!limits.allowed_domains.empty() && status >= 300 && status < 400 &&
+      curl_easy_getinfo(curl.get(), CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location) {
+    *redirect = location;  // followed by HttpGet once its host is checked
+    return std::string();
+  }
   if (status < 200 || status > 299) {
     return InvalidArgument("fetching " + url + " failed with HTTP status " + std::to_string(status));
   }
   return std::move(body.data);
+}
+
+}  // namespace
+
+StatusOr<std::string> HttpGet(const std::string& first_url, const HttpFetchLimits& limits) {
+  InitCurlOnce();
+  std::string url = first_url;
+  for (long redirects = 0;; ++redirects) {
+    CPM_RETURN_IF_ERROR(CheckAllowedDomain(url, limits.allowed_domains));
+    std::string next;
+    CPM_ASSIGN_OR_RETURN(std::string body, GetOnce(url, limits, &next));
+    if (next.empty()) return body;
+    if (redirects == kMaxRedirects) {
+      return InvalidArgument("fetching " + first_url + " failed: more than " +
+                             std::to_string(kMaxRedirects) + " redirects");
+    }
+    url = std::move(next);
+  }
 }
 
 }  // namespace cpm

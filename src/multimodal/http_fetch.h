@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -13,10 +14,14 @@ namespace cpm {
 struct HttpFetchLimits {
   int64_t timeout_s = 5;
   int64_t max_bytes = 64 << 20;
+  // vLLM's --allowed-media-domains: when not empty, the URL's host and every redirect's must
+  // be one of these (exact, case-insensitive names).
+  std::vector<std::string> allowed_domains;
 };
 
 // The body of a 2xx response. Anything else (no connection, timeout, non-2xx status, body over
-// max_bytes) is InvalidArgument naming the URL and the cause. Thread-safe.
+// max_bytes, a host outside allowed_domains) is InvalidArgument naming the URL and the cause.
+// Thread-safe.
 StatusOr<std::string> HttpGet(const std::string& url, const HttpFetchLimits& limits);
 
 }  // namespace cpm

@@ -200,7 +200,8 @@ StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions
   if (HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://")) {
     const int64_t timeout_s =
         part == "video_url" ? options.video_fetch_timeout_s : options.fetch_timeout_s;
-    StatusOr<std::string> body = HttpGet(url, {timeout_s, options.max_bytes});
+    StatusOr<std::string> body =
+        HttpGet(url, {timeout_s, options.max_bytes, options.allowed_media_domains});
     if (!body.ok()) return body.status().WithPrefix(std::string(part));
     return body;
   }

@@ -16,6 +16,9 @@ struct MediaOptions {
   // vLLM's --allowed-local-media-path: file:// URLs must resolve inside this directory;
   // empty refuses every file:// URL.
   std::string allowed_local_media_path;
+  // vLLM's --allowed-media-domains: http(s) media only from these hosts (and their redirects
+  // only to them); empty allows any.
+  std::vector<std::string> allowed_media_domains;
   int64_t fetch_timeout_s = 5;          // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default
   int64_t video_fetch_timeout_s = 30;   // vLLM's VLLM_VIDEO_FETCH_TIMEOUT default
   int64_t max_bytes = 64 << 20;

@@ -146,6 +146,9 @@ class HttpFetchTest : public ::testing::Test {
     svr_.Get("/to-file", [](const httplib::Request&, httplib::Response& res) {
       res.set_redirect("file:///etc/passwd");
     });
+    svr_.Get("/elsewhere", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_redirect("http://localhost:" + std::to_string(port_) + "/img");
+    });
     svr_.Get("/big", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(10000, 'x'), "image/png");
     });
@@ -176,6 +179,26 @@ TEST_F(HttpFetchTest, FetchesAndFollowsRedirects) {
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(*got, "\x89PNG-bytes");
   }
+}
+
+// vLLM's --allowed-media-domains: the URL's host and each redirect's, checked before fetching.
+TEST_F(HttpFetchTest, AllowedMediaDomains) {
+  MediaOptions only_ip;
+  only_ip.allowed_media_domains = {"127.0.0.1"};
+  for (const char* path : {"/img", "/moved"}) {
+    StatusOr<std::string> got = FetchImageBytes(Url(path), only_ip);
+    ASSERT_TRUE(got.ok()) << path << " " << got.status().ToString();
+    EXPECT_EQ(*got, "\x89PNG-bytes");
+  }
+  ExpectError(FetchImageBytes(Url("/elsewhere"), only_ip),
+              "The URL must be from one of the allowed domains: ['127.0.0.1']. Input URL "
+              "domain: localhost");
+  MediaOptions other;
+  other.allowed_media_domains = {"example.com", "localhost"};
+  ExpectError(FetchImageBytes(Url("/img"), other),
+              "The URL must be from one of the allowed domains: ['example.com', 'localhost']. "
+              "Input URL domain: 127.0.0.1");
+  ASSERT_TRUE(FetchImageBytes(Url("/elsewhere"), {}).ok());  // no list: any host
 }
 
 TEST_F(HttpFetchTest, ErrorsNameUrlAndCause) {

@@ -58,6 +58,7 @@ struct ServeConfig {
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
   std::string allowed_local_media_path;  // file:// media URLs are read only below this folder
+  std::vector<std::string> allowed_media_domains;  // http(s) media hosts allowed (empty: any)
   std::string limit_mm_per_prompt_json;  // vLLM's {"image": N, "video": M}; empty: no limit
   std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)

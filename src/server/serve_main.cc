@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -233,6 +234,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   if (vision) {
     MediaOptions media;
     media.allowed_local_media_path = c.allowed_local_media_path;
+    for (const std::string& d : c.allowed_media_domains) {
+      std::string lower = d;  // hosts compare case-insensitively, as URL hostnames are lowered
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      media.allowed_media_domains.push_back(std::move(lower));
+    }
     CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(c.media_io_kwargs_json, &media));
     CPM_RETURN_IF_ERROR(FetchTimeoutFromEnv("VLLM_IMAGE_FETCH_TIMEOUT", &media.fetch_timeout_s));
     CPM_RETURN_IF_ERROR(
