@@ -22,9 +22,9 @@ struct RgbImage {
 RgbImage BlankRgbImage(int width, int height);
 
 // Decompression-bomb guard: a few hundred bytes of PNG or JPEG header can promise gigabytes of
-// pixels. 64 Mpixel (192 MiB of RGB) is above any image a vision encoder slices usefully and
-// below Pillow's own error threshold (2 x 89,478,485 pixels).
-inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
+// pixels. Pillow's own error threshold (2 x its MAX_IMAGE_PIXELS of 89,478,485), which vLLM
+// keeps: a larger image is refused before any pixel is decoded (~512 MiB of RGB at the limit).
+inline constexpr int64_t kMaxImagePixels = int64_t{2} * 89'478'485;
 
 // What happens to transparency. The two differ only for files Pillow 9.4 opens as mode "RGBA":
 // PNG colour type 6 (8- and 16-bit), PNG 16-bit gray+alpha (Pillow widens it to RGBA; 8-bit

@@ -255,7 +255,7 @@ TEST_F(ImageProcessorTest, HugeScaleResolutionIsRefusedWithoutAllocatingIt) {
             std::string::npos)
       << refused.status().message();
   EXPECT_LT(PeakRssMib() - before, 50);
-  // 8960 would be 80 Mpixel, over the decoder's limit for one image: refused without a budget.
+  // 8960 would be 80 Mpixel of thumbnail, over the plan's limit: refused without a budget.
   proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions(),
                                 R"({"scale_resolution": 8960})");
   ASSERT_TRUE(proc.ok()) << proc.status().ToString();

@@ -145,8 +145,8 @@ TEST(DecodePng, CorruptDataIsRefused) {
 }
 
 TEST(DecodePng, DecompressionBombIsRefusedBeforeDecoding) {
-  // The header promises 10000 x 10000 pixels; the data holds almost nothing.
-  ExpectError(EncodePng(Spec(10000, 10000, 0, 1, {})), "exceeds the limit of 67108864 pixels");
+  // The header promises 20000 x 10000 pixels; the data holds almost nothing.
+  ExpectError(EncodePng(Spec(20000, 10000, 0, 1, {})), "exceeds the limit of 178956970 pixels");
 }
 
 TEST(DecodeJpeg, ColourAndGrayAreClose) {

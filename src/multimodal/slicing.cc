@@ -163,11 +163,11 @@ int64_t PlanPixels(const SlicePlan& plan) {
 
 Status CheckPlan(const SlicePlan& plan, PixelSize image, const SliceConfig& c) {
   const std::string what = "image: " + std::to_string(image.width) + "x" + std::to_string(image.height) + " pixels";
-  if (const int64_t pixels = PlanPixels(plan); pixels > kMaxImagePixels) {
+  if (const int64_t pixels = PlanPixels(plan); pixels > kMaxPlanPixels) {
     return InvalidArgument(what + " with scale_resolution " + std::to_string(c.scale_resolution) +
                            " and max_slice_nums " + std::to_string(c.max_slice_nums) + " would be resized to " +
                            std::to_string(pixels) + " pixels of thumbnail and slices, more than the limit of " +
-                           std::to_string(kMaxImagePixels));
+                           std::to_string(kMaxPlanPixels));
   }
   const int64_t side = c.scale_resolution / c.patch_size, limit = 4 * side * side;
   for (PixelSize s : {plan.thumbnail, plan.slice}) {

@@ -56,9 +56,11 @@ SlicePlan PlanSlices(PixelSize image, const SliceConfig& c);
 // holds as floats, 12 bytes a pixel).
 int64_t PlanPixels(const SlicePlan& plan);
 
+// The most pixels a plan's thumbnail and slices may hold (64 Mpixel: 768 MiB as floats).
+inline constexpr int64_t kMaxPlanPixels = int64_t{1} << 26;
+
 // Refuses, before any pixel is resized:
-// - plans of more than kMaxImagePixels, the decoder's limit for one image: its slices never
-//   hold more pixels than the largest image the server accepts. The plan, not the image, sets
+// - plans of more than kMaxPlanPixels, whatever the image's own size. The plan, not the image, sets
 //   the size: a large scale_resolution upscales even a tiny image, a large max_slice_nums cuts
 //   a large one into that many slices of about scale_resolution² pixels each. The released
 //   config stays under 3.2 Mpixel, the model card's 36 slices under 8.6.

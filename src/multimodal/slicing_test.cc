@@ -103,7 +103,7 @@ TEST(SlicingTest, PlansBeyondTheImagePixelLimitAreRefused) {
   const SlicePlan p = PlanSlices({8000, 8000}, many);
   EXPECT_EQ(p.rows * p.cols, 320);
   EXPECT_TRUE(CheckPlan(p, {8000, 8000}, many).ok());
-  EXPECT_LE(PlanPixels(p), kMaxImagePixels);
+  EXPECT_LE(PlanPixels(p), kMaxPlanPixels);
 }
 
 TEST(SlicingTest, SliceModeOffAndFourTimesMode) {
