@@ -1,5 +1,7 @@
 #include "multimodal/image.h"
 
+#include "multimodal/video.h"
+
 #include <string>
 
 #include "multimodal/image_codecs.h"
@@ -52,6 +54,19 @@ bool StartsWith(std::string_view bytes, std::string_view magic) {
 
 }  // namespace
 
+// A GIF (the fourth image format OpenAI's API takes): its first frame, as Pillow opens an
+// animated one, decoded by libavcodec through the video reader's GIF demuxer.
+StatusOr<RgbImage> DecodeGif(std::string_view bytes) {
+  RgbImage first;
+  StatusOr<int64_t> frames = DecodeVideo(bytes, 1, [&](const RgbImage& frame) {
+    first = frame;
+    return OkStatus();
+  });
+  if (!frames.ok()) return frames.status().WithPrefix("image: GIF");
+  if (*frames == 0) return InvalidArgument("image: GIF without a frame");
+  return first;
+}
+
 StatusOr<RgbImage> DecodeImage(std::string_view bytes, AlphaPolicy policy) {
   using namespace image_internal;
   // The same signatures Pillow's plugins accept.
@@ -60,8 +75,9 @@ StatusOr<RgbImage> DecodeImage(std::string_view bytes, AlphaPolicy policy) {
   if (StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") {
     return DecodeWebp(bytes, policy);
   }
+  if (StartsWith(bytes, "GIF87a") || StartsWith(bytes, "GIF89a")) return DecodeGif(bytes);
   if (bytes.empty()) return InvalidArgument("image: empty data");
-  return InvalidArgument("image: unrecognised format (expected PNG, JPEG or WebP)");
+  return InvalidArgument("image: unrecognised format (expected PNG, JPEG, WebP or GIF)");
 }
 
 }  // namespace cpm

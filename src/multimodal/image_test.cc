@@ -267,7 +267,8 @@ TEST(AlphaPolicyVllm, WebpWithAlphaIsPastedOverWhite) {
 }
 
 TEST(DecodeImage, UnknownAndEmptyDataAreRefused) {
-  ExpectError("GIF89a\x01\x00\x01\x00", "unrecognised format (expected PNG, JPEG or WebP)");
+  ExpectError("BM\x01\x00\x01\x00", "unrecognised format (expected PNG, JPEG, WebP or GIF)");
+  ExpectError("GIF89a\x01\x00\x01\x00", "image: GIF");  // a GIF header and nothing after it
   ExpectError("", "image: empty data");
   ExpectError("RIFF\x04\x00\x00\x00WAVE", "unrecognised format");
 }

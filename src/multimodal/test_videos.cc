@@ -44,7 +44,10 @@ std::string EncodeTestVideo(int frames, int w, int h, const char* codec_name, co
     enc->height = h;
     enc->time_base = AVRational{1, 25};
     enc->framerate = AVRational{25, 1};
-    enc->pix_fmt = std::string(codec_name) == "mjpeg" ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
+    const std::string name = codec_name;
+    enc->pix_fmt = name == "mjpeg" ? AV_PIX_FMT_YUVJ420P
+                   : name == "gif" ? AV_PIX_FMT_RGB8  // a fixed 256-colour palette
+                                   : AV_PIX_FMT_YUV420P;
     enc->gop_size = 4;  // P-frames between key frames: decoding must carry state across them
     enc->bit_rate = 2000000;
     if (fmt->oformat->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;

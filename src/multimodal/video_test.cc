@@ -99,6 +99,25 @@ TEST(DecodeVideo, H264Vp9Av1) {
   }
 }
 
+// A GIF is also an image (OpenAI's fourth image format): its first frame, as Pillow opens it.
+TEST(DecodeImage, GifIsItsFirstFrame) {
+  const int w = 40, h = 30;
+  const std::string gif = test_videos::EncodeTestVideo(3, w, h, "gif", "gif");
+  ASSERT_FALSE(gif.empty());
+  StatusOr<std::vector<RgbImage>> frames = Decode(gif, -1);
+  ASSERT_TRUE(frames.ok()) << frames.status().message();
+  ASSERT_EQ(frames->size(), 3u);
+  StatusOr<RgbImage> image = DecodeImage(gif, AlphaPolicy::kVllmWhiteBackground);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_EQ(image->width, w);
+  EXPECT_EQ(image->height, h);
+  EXPECT_EQ(image->pixels, (*frames)[0].pixels);
+  EXPECT_NE(image->pixels, (*frames)[1].pixels);
+  const StatusOr<RgbImage> cut = DecodeImage(gif.substr(0, 20), AlphaPolicy::kVllmWhiteBackground);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().message().rfind("image: GIF", 0), 0u) << cut.status().message();
+}
+
 TEST(DecodeVideo, MjpegInAvi) {
   const int w = 40, h = 30;  // odd chroma sizes are not needed: 4:2:0 of even sides
   const std::string avi = test_videos::EncodeTestVideo(7, w, h, "mjpeg", "avi");
