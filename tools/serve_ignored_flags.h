@@ -20,7 +20,7 @@ namespace cpm {
 
 struct IgnoredFlag {
   const char* names;  // CLI11 names, e.g. "--revision" or "--enable-sleep-mode,!--no-enable-sleep-mode"
-  bool takes_value;
+  bool takes_value;   // a value follows (for --hf-token, optionally: argparse's nargs="?")
   const char* why;    // why it changes nothing here
 };
 
@@ -82,6 +82,7 @@ class IgnoredFlags {
       const std::string help = std::string("ignored: ") + f.why;
       CLI::Option* o = f.takes_value ? cmd->add_option(f.names, value_, help)
                                      : cmd->add_flag(f.names, flag_, help);
+      if (std::string(f.names) == "--hf-token") o->expected(0, 1);  // vLLM: --hf-token [TOKEN]
       o->group("vLLM flags accepted and ignored (nothing to tune on a CPU)");
       given_.push_back({o, &f});
     }
