@@ -397,17 +397,18 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
-  // What vllm serve answers: "auto" needs a tool-call parser; "required" and named functions
-  // are forced through structured outputs (ForcedToolChoice), whose tool schema replaces any
-  // response_format or structured_outputs: the reply is a call and nothing else, so vLLM's
-  // adjust_request drops the reply's own constraint rather than refusing it.
-  // (vLLM's Responses API renders the tools without a parser and answers in text.)
+  // What vllm serve answers: "auto" needs a tool-call parser (its Responses API renders the
+  // tools without one and answers in text).
   if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty() &&
       !responses) {
     return HttpReply::Error(InvalidArgument(
         "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
         "set"));
   }
+  // "required" and named functions are forced through structured outputs (ForcedToolChoice),
+  // whose tool schema replaces any response_format or structured_outputs: the reply is a call
+  // and nothing else, so vLLM's adjust_request drops the reply's own constraint rather than
+  // refusing it.
   std::optional<ForcedToolChoice> forced;
   if (req->tool_choice == protocol::ToolChoice::kRequired ||
       req->tool_choice == protocol::ToolChoice::kNamed) {
