@@ -364,7 +364,8 @@ class StreamTranslator {
 
 HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
                    Clock::time_point arrival, const ClientGoneFn& client_gone) {
-  HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone, {}, ChatApi::kResponses);
+  HttpReply chat =
+      HandleChatCompletions(ctx, chat_body, arrival, client_gone, {}, ChatApi::kResponses);
   if (chat.status != 200) return chat;
   const Json j = protocol::ParseOrderedJson(chat.body);
   if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
@@ -414,7 +415,8 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
     if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
   }
   if (!chat->contains("stream")) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
-  HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {}, ChatApi::kResponses);
+  HttpReply inner =
+      HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {}, ChatApi::kResponses);
   if (!inner.stream) return inner;  // refused before generating: the chat error as it is
   HttpReply reply;
   reply.content_type = "text/event-stream";
