@@ -314,6 +314,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   if (!c.enable_chunked_prefill) {
     CPM_RETURN_IF_ERROR(CheckUnchunkedBudget(c.max_num_batched_tokens, budget.max_model_len));
   }
+  if (c.max_num_batched_tokens < c.max_num_seqs) {  // vLLM's SchedulerConfig, after the above
+    return InvalidArgument("max_num_batched_tokens (" + std::to_string(c.max_num_batched_tokens) +
+                           ") must be greater than or equal to max_num_seqs (" +
+                           std::to_string(c.max_num_seqs) + ").");
+  }
 
   const bool priority_scheduling = c.scheduling_policy == "priority";
   EngineConfig ec;

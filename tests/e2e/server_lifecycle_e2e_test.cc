@@ -69,7 +69,9 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
        "--override-generation-config: 'top_k' is not an integer"},
       {{"--max-logprobs", "-2"}, "--max-logprobs"},
       {{"--no-enable-chunked-prefill", "--max-num-batched-tokens", "64", "--max-model-len", "128"},
-       "max_num_batched_tokens (64) is smaller than max_model_len (128)"}};
+       "max_num_batched_tokens (64) is smaller than max_model_len (128)"},
+      {{"--max-num-batched-tokens", "64", "--max-num-seqs", "65"},
+       "max_num_batched_tokens (64) must be greater than or equal to max_num_seqs (65)."}};
   for (const auto& [bad, needle] : cases) {
     ServerProcess p;
     ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
