@@ -46,6 +46,15 @@ StatusOr<std::string> DecodeBase64(std::string_view text) {
   return out;
 }
 
+StatusOr<std::string> DecodeBase64SkippingOthers(std::string_view text) {
+  std::string kept;
+  kept.reserve(text.size());
+  for (char c : text) {
+    if (kValues[static_cast<uint8_t>(c)] >= 0 || c == '=') kept.push_back(c);
+  }
+  return DecodeBase64(kept);
+}
+
 std::string EncodeBase64(std::string_view bytes) {
   std::string out;
   out.reserve((bytes.size() + 2) / 3 * 4);

@@ -35,18 +35,8 @@ std::string TooBig(std::string_view part, int64_t max_bytes) {
          " is larger than " + std::to_string(max_bytes) + " bytes";
 }
 
-// Python's non-validating b64decode: characters outside the alphabet (line breaks of a
-// wrapped encoding) are dropped before decoding.
-std::string SkipNonAlphabet(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=') {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
+// vLLM's frames-as-JPEGs video data URL.
+constexpr std::string_view kJpegFramesPrefix = "data:video/jpeg;base64,";
 
 // data:[<media type>][;base64],<data>. Only base64 payloads, as vLLM.
 StatusOr<std::string> FromDataUrl(std::string_view url, const MediaOptions& options,
@@ -66,7 +56,7 @@ StatusOr<std::string> FromDataUrl(std::string_view url, const MediaOptions& opti
     return InvalidArgument(TooBig(part, options.max_bytes));
   }
   StatusOr<std::string> bytes =
-      part == "video_url" ? DecodeBase64(SkipNonAlphabet(payload)) : DecodeBase64(payload);
+      part == "video_url" ? DecodeBase64SkippingOthers(payload) : DecodeBase64(payload);
   if (!bytes.ok()) return bytes.status().WithPrefix(std::string(part) + ": data URL");
   return bytes;
 }
@@ -165,21 +155,18 @@ Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
   return OkStatus();
 }
 
-bool IsJpegFramesDataUrl(std::string_view url) {
-  return HasPrefixNoCase(url, "data:video/jpeg;base64,");
-}
+bool IsJpegFramesDataUrl(std::string_view url) { return HasPrefixNoCase(url, kJpegFramesPrefix); }
 
 StatusOr<std::vector<std::string>> JpegFramesOfDataUrl(std::string_view url,
                                                        const MediaOptions& options) {
-  constexpr std::string_view kPrefix = "data:video/jpeg;base64,";
-  std::string_view payload = url.substr(kPrefix.size());
+  std::string_view payload = url.substr(kJpegFramesPrefix.size());
   if (static_cast<int64_t>(payload.size()) / 4 * 3 > options.max_bytes) {
     return InvalidArgument(TooBig("video_url", options.max_bytes));
   }
   std::vector<std::string> frames;
   while (true) {
     const size_t comma = payload.find(',');
-    StatusOr<std::string> frame = DecodeBase64(SkipNonAlphabet(payload.substr(0, comma)));
+    StatusOr<std::string> frame = DecodeBase64SkippingOthers(payload.substr(0, comma));
     if (!frame.ok()) {
       return frame.status().WithPrefix("video_url: JPEG frame " + std::to_string(frames.size() + 1));
     }

@@ -43,6 +43,13 @@ TEST(Base64, DecodesRfc4648Vectors) {
   EXPECT_EQ(*DecodeBase64(EncodeBase64(all)), all);
 }
 
+// Python's non-validating b64decode: line breaks and other strays skipped, padding still due.
+TEST(Base64, SkippingOthersDropsWhatIsNotBase64) {
+  EXPECT_EQ(*DecodeBase64SkippingOthers("Zm9v\nYmFy\r\n"), "foobar");
+  EXPECT_EQ(*DecodeBase64SkippingOthers(" Zm8=\n"), "fo");
+  EXPECT_FALSE(DecodeBase64SkippingOthers("Zm8\n").ok());
+}
+
 TEST(Base64, RejectsWhatStrictDecodingRejects) {
   for (const char* bad : {"Zg", "Zm9", "Zg=", "Z===", "Zm9v\n", "Zm=v", "Zm9-", "====", "Zg==Zg=="}) {
     EXPECT_FALSE(DecodeBase64(bad).ok()) << bad;
