@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ inline void FoldDottedJsonFlags(std::vector<std::string>* args, size_t first) {
   out.insert(out.end(), args->begin() + static_cast<ptrdiff_t>(i), args->end());
   for (auto& [flag, dotted] : folded) {
     Json merged = Json::object();
+    std::optional<std::string> not_an_object;  // a whole value that is not JSON: kept, so the
+                                               // flag's own check names it
     size_t slot = 0;
     for (size_t k = first; k < out.size();) {
       if (out[k] == "--") break;
@@ -65,12 +68,14 @@ inline void FoldDottedJsonFlags(std::vector<std::string>* args, size_t first) {
       if (out[k] == flag && k + 1 < out.size() && !out[k + 1].empty()) {  // a whole value: --flag '{...}'
         Json whole = Json::parse(out[k + 1], nullptr, false);
         if (whole.is_object()) merged.merge_patch(whole);
+        else not_an_object = out[k + 1];
         out.erase(out.begin() + static_cast<ptrdiff_t>(k), out.begin() + static_cast<ptrdiff_t>(k + 2));
         continue;
       }
       if (joined) {
         Json whole = Json::parse(out[k].substr(flag.size() + 1), nullptr, false);
         if (whole.is_object()) merged.merge_patch(whole);
+        else not_an_object = out[k].substr(flag.size() + 1);
         out.erase(out.begin() + static_cast<ptrdiff_t>(k));
         continue;
       }
@@ -78,7 +83,7 @@ inline void FoldDottedJsonFlags(std::vector<std::string>* args, size_t first) {
       k += out[k] == flag ? 2 : 1;
     }
     merged.merge_patch(dotted);
-    out[slot] = merged.dump();
+    out[slot] = not_an_object ? *not_an_object : merged.dump();
   }
   *args = std::move(out);
 }

@@ -70,6 +70,9 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--max-logprobs", "-2"}, "--max-logprobs"},
       {{"--no-enable-chunked-prefill", "--max-num-batched-tokens", "64", "--max-model-len", "128"},
        "max_num_batched_tokens (64) is smaller than max_model_len (128)"},
+      // A malformed whole value beside dotted keys is reported, not dropped.
+      {{"--limit-mm-per-prompt", "{bad", "--limit-mm-per-prompt.image", "2"},
+       "--limit-mm-per-prompt: not a JSON object: {bad"},
       {{"--max-num-batched-tokens", "64", "--max-num-seqs", "65"},
        "max_num_batched_tokens (64) must be greater than or equal to max_num_seqs (65)."}};
   for (const auto& [bad, needle] : cases) {
