@@ -265,14 +265,11 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   write(SseDone());
 }
 
-// enable_thinking false in the request's chat_template_kwargs, or else in the server's
-// --default-chat-template-kwargs (vLLM's qwen3 parser reads the request's kwargs).
+// enable_thinking false among the template variables the prompt rendered with (vLLM's qwen3
+// parser reads the request's kwargs).
 bool ThinkingDisabled(const ServerContext& ctx, const protocol::ChatTemplateFields& chat) {
-  for (const Json* kwargs : {&chat.chat_template_kwargs, &ctx.default_chat_template_kwargs}) {
-    if (!kwargs->is_object()) continue;
-    if (auto it = kwargs->find("enable_thinking"); it != kwargs->end()) return *it == false;
-  }
-  return false;
+  const Json kwargs = EffectiveTemplateKwargs(ctx, chat.chat_template_kwargs);
+  return kwargs.is_object() && kwargs.value("enable_thinking", Json(true)) == false;
 }
 
 HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone) {

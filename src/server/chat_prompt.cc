@@ -243,6 +243,16 @@ std::string EchoedContent(const Json& last, const std::string& role) {
   return text;
 }
 
+Json EffectiveTemplateKwargs(const ServerContext& ctx, const Json& request_kwargs) {
+  Json kwargs = ctx.default_chat_template_kwargs;
+  if (!request_kwargs.is_object()) return kwargs;
+  if (!kwargs.is_object()) kwargs = Json::object();
+  Json request = request_kwargs;
+  request.erase("chat_template");  // an argument of the rendering, not a template variable
+  MergeObject(&kwargs, request);
+  return kwargs;
+}
+
 StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
                                        const protocol::ChatTemplateFields& in,
                                        std::vector<MediaRef>* media, bool tools_as_given) {
@@ -250,17 +260,13 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   // A template may also come as chat_template_kwargs.chat_template (vLLM checks both places;
   // the kwargs' one wins, as vLLM lays the kwargs over its own arguments).
   std::optional<std::string> template_source = in.chat_template;
-  Json template_kwargs = in.chat_template_kwargs;
-  if (auto kw = template_kwargs.is_object() ? template_kwargs.find("chat_template")
-                                            : template_kwargs.end();
-      template_kwargs.is_object() && kw != template_kwargs.end()) {
-    if (!kw->is_null()) {
+  if (const Json& kwargs = in.chat_template_kwargs; kwargs.is_object()) {
+    if (auto kw = kwargs.find("chat_template"); kw != kwargs.end() && !kw->is_null()) {
       if (!kw->is_string()) {
         return InvalidArgument("chat_template_kwargs.chat_template must be a string");
       }
       template_source = kw->get<std::string>();
     }
-    template_kwargs.erase(kw);  // an argument of the rendering, not a template variable
   }
   if (template_source && !ctx.trust_request_chat_template) {
     return InvalidArgument(
@@ -291,11 +297,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   r.add_generation_prompt = in.add_generation_prompt;
   r.bos_token = ctx.tokenizer->bos_token();
   r.eos_token = ctx.tokenizer->eos_token();
-  r.chat_template_kwargs = ctx.default_chat_template_kwargs;
-  if (template_kwargs.is_object()) {
-    if (!r.chat_template_kwargs.is_object()) r.chat_template_kwargs = Json::object();
-    MergeObject(&r.chat_template_kwargs, template_kwargs);
-  }
+  r.chat_template_kwargs = EffectiveTemplateKwargs(ctx, in.chat_template_kwargs);
   StatusOr<std::string> text = RenderChat(*chat_template, r);
   if (!text.ok()) {
     // Whatever the template does with client input is the client's problem: always a 400.

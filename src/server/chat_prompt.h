@@ -17,6 +17,13 @@
 
 namespace cpm {
 
+// The template variables a chat request renders with: the server's
+// --default-chat-template-kwargs with the request's chat_template_kwargs laid over them (the
+// request's win, as vLLM merges them), less the request's `chat_template`, which names a
+// template rather than a variable.
+nlohmann::ordered_json EffectiveTemplateKwargs(const ServerContext& ctx,
+                                               const nlohmann::ordered_json& request_kwargs);
+
 // Image and video parts are rendered as image and video items, their URLs collected into `media`
 // in prompt order, when the model takes images (ctx.images) and `media` is given; else refused.
 // Tools reach the template as vLLM's pydantic dump of chat tools, or as given with

@@ -9,6 +9,7 @@
 #include "server/cors.h"
 #include "server/json_media_type.h"
 #include "server/auth.h"
+#include "server/chat_prompt.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
@@ -270,6 +271,20 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
 // tool_choice as vLLM validates it; whether the server can serve it is the handler's (tested
 // in handlers_test).
 // documents: vLLM's list[dict[str, str]].
+// The template variables: the request's chat_template_kwargs over the server's defaults, without
+// the request's chat_template (a template, not a variable).
+TEST(ChatPrompt, EffectiveTemplateKwargs) {
+  ServerContext ctx;
+  using J = nlohmann::ordered_json;
+  ctx.default_chat_template_kwargs = J::parse(R"({"enable_thinking": false, "a": 1})");
+  EXPECT_EQ(EffectiveTemplateKwargs(ctx, nullptr), ctx.default_chat_template_kwargs);
+  EXPECT_EQ(EffectiveTemplateKwargs(
+                ctx, J::parse(R"({"enable_thinking": true, "chat_template": "{{ 1 }}", "b": 2})")),
+            J::parse(R"({"enable_thinking": true, "a": 1, "b": 2})"));
+  ctx.default_chat_template_kwargs = J::object();
+  EXPECT_EQ(EffectiveTemplateKwargs(ctx, J::parse(R"({"b": [2]})")), J::parse(R"({"b": [2]})"));
+}
+
 TEST(Protocol, DocumentsAreListsOfStringMaps) {
   const auto parse = [](const std::string& documents) {
     return protocol::ParseChatCompletionRequest(
