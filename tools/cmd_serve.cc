@@ -160,7 +160,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   ServeConfig& c = f->config;
   CLI::App* cmd = app.add_subcommand("serve", "serve a model behind an OpenAI-compatible API");
   // A flag given twice takes its last value, as argparse does (deployment scripts append the
-  // user's flags after their defaults); the list-valued flags below keep every value.
+  // user's flags after their defaults); the list-valued flags below keep every value of their
+  // last occurrence (TranslateServeArgv drops the earlier ones).
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory (or --model)");
   cmd->add_option("--model", f->model, "the model directory, as vLLM's --model (instead of MODEL_DIR)");

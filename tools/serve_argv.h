@@ -88,6 +88,52 @@ inline void FoldDottedJsonFlags(std::vector<std::string>* args, size_t first) {
   *args = std::move(out);
 }
 
+// vLLM's list-valued flags (argparse nargs="+": --served-model-name, --api-key,
+// --allowed-media-domains) given more than once keep only their last occurrence's values, as
+// argparse stores each occurrence over the one before (a --config file's list then gives way to
+// the command line's). An occurrence is the flag (or `--flag=value`) and the values up to the
+// next token that starts with '-'. Arguments from `first` on are rewritten, up to a bare "--".
+inline void KeepLastListFlagOccurrences(std::vector<std::string>* args, size_t first) {
+  static const char* const kListFlags[] = {"--served-model-name", "--api-key",
+                                           "--allowed-media-domains"};
+  const auto flag_of = [](const std::string& a) -> const char* {
+    for (const char* f : kListFlags) {
+      const std::string name(f);
+      if (a == name || a.compare(0, name.size() + 1, name + "=") == 0) return f;
+    }
+    return nullptr;
+  };
+  size_t end = args->size();
+  for (size_t i = first; i < args->size(); ++i) {
+    if ((*args)[i] == "--") end = i;
+  }
+  // Each occurrence's [begin, end) of tokens, last first.
+  std::vector<std::pair<size_t, size_t>> spans;
+  for (size_t i = first; i < end; ++i) {
+    if (flag_of((*args)[i]) == nullptr) continue;
+    size_t j = i + 1;
+    if ((*args)[i].find('=') == std::string::npos) {
+      while (j < end && ((*args)[j].empty() || (*args)[j][0] != '-')) ++j;
+    }
+    spans.emplace_back(i, j);
+  }
+  std::vector<bool> drop(args->size(), false);
+  std::vector<const char*> seen;
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    const char* f = flag_of((*args)[it->first]);
+    if (std::find(seen.begin(), seen.end(), f) == seen.end()) {
+      seen.push_back(f);
+      continue;
+    }
+    for (size_t k = it->first; k < it->second; ++k) drop[k] = true;
+  }
+  std::vector<std::string> out;
+  for (size_t k = 0; k < args->size(); ++k) {
+    if (!drop[k]) out.push_back(std::move((*args)[k]));
+  }
+  *args = std::move(out);
+}
+
 // argv as strings (argv[0] included), rewritten only when argv[1] is "serve"; tokens after a
 // bare "--" are left alone.
 inline std::vector<std::string> TranslateServeArgv(int argc, char** argv) {
@@ -117,6 +163,7 @@ inline std::vector<std::string> TranslateServeArgv(int argc, char** argv) {
     }
   }
   FoldDottedJsonFlags(&out, 2);
+  KeepLastListFlagOccurrences(&out, 2);
   return out;
 }
 

@@ -201,6 +201,21 @@ TEST_F(ServerLifecycle, ConfigFileFlags) {
   EXPECT_EQ(models["data"][0]["max_model_len"], 90);
   EXPECT_NE(p.Log().find("'max_tokens': 3}"), std::string::npos) << p.Log();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
+  // A list flag given again (after the file's, or twice on the command line) keeps only its
+  // last occurrence's values, as argparse's nargs="+".
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(CPM_CPMSERVE_BIN, dir_,
+                          Args({"--config", yaml, "--served_model_name", "x", "y",
+                                "--served-model-name=cli", "--api-key", "k1", "k2",
+                                "--api-key", "k3"})));
+  ASSERT_TRUE(again.WaitReady()) << again.Log();
+  const e2e::Reply listed = e2e::Get(again.port(), "/v1/models", {{"Authorization", "Bearer k3"}});
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const Json names = listed.json()["data"];
+  ASSERT_EQ(names.size(), 1u) << names.dump();
+  EXPECT_EQ(names[0]["id"], "cli");
+  EXPECT_EQ(e2e::Get(again.port(), "/v1/models", {{"Authorization", "Bearer k1"}}).status, 401);
+  EXPECT_EQ(again.Stop(SIGTERM), 0);
   for (const std::string& bad : {dir_ + "/missing.yaml", dir_ + "/serve.json"}) {
     ServerProcess q;
     ASSERT_TRUE(q.Start(CPM_CPMSERVE_BIN, dir_, Args({"--config", bad})));
