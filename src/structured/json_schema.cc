@@ -43,15 +43,23 @@ constexpr int kMaxSchemaDepth = 64;
 
 namespace {
 
-// Keywords that do not constrain the text.
-const std::set<std::string> kAnnotations = {
-    "title",    "description", "default",  "examples",   "$schema", "$id",    "$comment",
-    "deprecated", "readOnly",  "writeOnly", "$defs",     "definitions", "nullable", "$anchor"};
+// Keywords that are enforced.
 const std::set<std::string> kSupported = {
     "type",     "properties", "required", "additionalProperties", "items",  "minItems",
     "maxItems", "minLength",  "maxLength", "enum",                "const",  "anyOf",
     "oneOf",    "$ref",       "pattern",  "format",   "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "prefixItems"};
+    "exclusiveMaximum", "prefixItems", "allOf", "unevaluatedProperties"};
+// Keywords of JSON Schema that constrain values and are not enforced: a 400 rather than output
+// that ignores them. Every other keyword (title, description, default, examples, $defs,
+// OpenAPI's discriminator and nullable, pydantic's extras, x-* vendor keys, content*) only
+// describes the schema and is ignored, as xgrammar (vLLM's default backend) ignores what it does
+// not know.
+const std::set<std::string> kUnenforced = {
+    "multipleOf",      "uniqueItems",       "contains",         "minContains",
+    "maxContains",     "not",               "if",               "then",
+    "else",            "dependentRequired", "dependentSchemas", "dependencies",
+    "patternProperties", "propertyNames",   "minProperties",    "maxProperties",
+    "unevaluatedItems", "$dynamicRef",      "$recursiveRef"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -136,9 +144,12 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
   }
   if (!s.is_object()) return Invalid("a schema must be an object or a boolean", path);
   for (const auto& [key, value] : s.items()) {
-    if (!kAnnotations.count(key) && !kSupported.count(key)) {
-      return Unsupported("keyword '" + key + "'", path);
-    }
+    if (kUnenforced.count(key)) return Unsupported("keyword '" + key + "'", path);
+  }
+  // unevaluatedProperties false says what strict mode already does (no properties beyond the
+  // declared ones unless additionalProperties allows them).
+  if (auto it = s.find("unevaluatedProperties"); it != s.end() && *it != false) {
+    return Unsupported("'unevaluatedProperties' other than false", path);
   }
   // Keywords that replace the schema: $ref, enum / const, anyOf / oneOf. Combined with other
   // constraining keywords they would mean an intersection, which is not built.
@@ -152,6 +163,15 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
     }
     return OkStatus();
   };
+  // allOf of one schema (pydantic's wrapping of a $ref beside a description) is that schema; of
+  // more it is an intersection, which is not built (xgrammar takes one too).
+  if (auto it = s.find("allOf"); it != s.end()) {
+    if (!it->is_array() || it->size() != 1) {
+      return Unsupported("'allOf' of other than one schema", path);
+    }
+    if (Status st = alone("allOf"); !st.ok()) return st;
+    return Compile((*it)[0], path + "/allOf/0", node);
+  }
   if (auto it = s.find("$ref"); it != s.end()) {
     if (!it->is_string()) return Invalid("'$ref' must be a string", path);
     if (Status st = alone("$ref"); !st.ok()) return st;

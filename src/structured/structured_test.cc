@@ -79,6 +79,36 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
   EXPECT_TRUE(Schema::FromJsonSchema(Json::parse(
                   R"({"title": "T", "description": "d", "type": "integer", "default": 3})"))
                   .ok());
+  EXPECT_NE(error(R"({"type": "array", "uniqueItems": true})").find("'uniqueItems' at '#'"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})")
+                .find("'allOf' of other than one schema"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"type": "object", "unevaluatedProperties": {"type": "string"}})")
+                .find("'unevaluatedProperties' other than false"),
+            std::string::npos);
+}
+
+// Keywords JSON Schema or its dialects use only to describe (OpenAPI's discriminator, vendor
+// x-* keys, content*, pydantic's examples) are ignored, as xgrammar ignores them; a one-schema
+// allOf is that schema; unevaluatedProperties false is strict mode's rule already.
+TEST(JsonSchema, DescriptiveKeywordsAndOneSchemaAllOf) {
+  const auto pets = Compile(R"({
+    "$defs": {"Cat": {"type": "object", "properties": {"pet_type": {"const": "cat"}},
+                      "required": ["pet_type"], "x-order": 1},
+              "Dog": {"type": "object", "properties": {"pet_type": {"const": "dog"}},
+                      "required": ["pet_type"], "example": {"pet_type": "dog"}}},
+    "type": "object",
+    "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                           "discriminator": {"propertyName": "pet_type"}},
+                   "photo": {"type": "string", "contentEncoding": "base64"},
+                   "owner": {"allOf": [{"$ref": "#/$defs/Cat"}], "description": "d"}},
+    "required": ["pet", "photo", "owner"], "unevaluatedProperties": false, "strict": true})");
+  ASSERT_NE(pets, nullptr);
+  EXPECT_TRUE(Matches(pets, R"({"pet": {"pet_type": "dog"}, "photo": "", "owner": {"pet_type": "cat"}})"));
+  EXPECT_FALSE(Matches(pets, R"({"pet": {"pet_type": "cow"}, "photo": "", "owner": {"pet_type": "cat"}})"));
+  EXPECT_FALSE(Matches(pets, R"({"pet": {"pet_type": "dog"}, "photo": "", "owner": {"pet_type": "dog"}})"));
+  EXPECT_FALSE(Matches(pets, R"({"pet": {"pet_type": "dog"}, "photo": "", "owner": {"pet_type": "cat"}, "x": 1})"));
 }
 
 TEST(JsonMatcher, AnyObject) {
