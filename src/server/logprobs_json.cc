@@ -23,6 +23,21 @@ int64_t CodePoints(const std::string& s) {
   return n;
 }
 
+// A position's alternatives as vLLM lists them: its logprobs dict holds the sampled token first,
+// then the top k in order (one already there keeps its first place), and chat's top_logprobs are
+// that dict's first k entries (a sampled token outside the top k takes the k-th's place);
+// completions' are all of them (limit < 0).
+std::vector<std::pair<int32_t, float>> SampledThenTop(const TokenLogprobs& lp, int top,
+                                                      int limit) {
+  std::vector<std::pair<int32_t, float>> out;
+  out.emplace_back(lp.token, lp.logprob);
+  for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
+    if (lp.top[k].first != lp.token) out.push_back(lp.top[k]);
+  }
+  if (limit >= 0 && out.size() > static_cast<size_t>(limit)) out.resize(limit);
+  return out;
+}
+
 }  // namespace
 
 double ClampLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
@@ -41,11 +56,11 @@ Json ChatLogprobEntries(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
     e["logprob"] = ClampLogprob(lp.logprob);
     e["bytes"] = Bytes(text);
     Json tops = Json::array();
-    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
-      const std::string t = LogprobToken(tok, lp.top[k].first, as_token_ids);
+    for (const auto& [id, logprob] : SampledThenTop(lp, top, top)) {
+      const std::string t = LogprobToken(tok, id, as_token_ids);
       Json te;
       te["token"] = t;
-      te["logprob"] = ClampLogprob(lp.top[k].second);
+      te["logprob"] = ClampLogprob(logprob);
       te["bytes"] = Bytes(t);
       tops.push_back(std::move(te));
     }
@@ -92,12 +107,12 @@ void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
     token_logprobs_.push_back(ClampLogprob(lp.logprob));
     text_offset_.push_back(offset_);
     offset_ += CodePoints(text);
-    // vLLM's top_logprobs dict: the top k, plus the sampled token when it is not among them.
+    // vLLM's top_logprobs dict: the sampled token, then the top k.
     Json tops = Json::object();
-    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top_; ++k) {
-      tops[LogprobToken(tok_, lp.top[k].first, as_token_ids_)] = ClampLogprob(lp.top[k].second);
+    for (const auto& [id, logprob] : SampledThenTop(lp, top_, -1)) {
+      const std::string t = LogprobToken(tok_, id, as_token_ids_);
+      tops[t] = ClampLogprob(logprob);  // a text seen before keeps its place, as in a dict
     }
-    if (!tops.contains(text)) tops[text] = ClampLogprob(lp.logprob);
     top_logprobs_.push_back(std::move(tops));
   }
 }

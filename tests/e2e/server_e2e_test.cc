@@ -306,18 +306,38 @@ TEST_F(ServerE2E, StopStringsLogprobsAndSeeds) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r["choices"][0]["stop_reason"], stop);
 
-  r = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 3},
-            {"logprobs", true}, {"top_logprobs", 5}});
+  // Sampled at temperature 1 (the tiny model's flat distribution), as vLLM lists them: the
+  // sampled token first, then the best of the rest, five in all.
+  r = Chat({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 8},
+            {"temperature", 1.0}, {"seed", 7}, {"logprobs", true}, {"top_logprobs", 5}});
   const Json& content = r["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), r["usage"]["completion_tokens"].get<size_t>());
+  int sampled_below_the_top = 0;
   for (const Json& e : content) {
     EXPECT_LE(e["logprob"].get<double>(), 0.0);
     EXPECT_EQ(e["top_logprobs"].size(), 5u);
     EXPECT_TRUE(e["bytes"].is_array());
-    for (int k = 1; k < 5; ++k) {  // best first
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
+    EXPECT_EQ(e["top_logprobs"][0]["logprob"], e["logprob"]);
+    for (int k = 2; k < 5; ++k) {  // the rest best first
       EXPECT_GE(e["top_logprobs"][k - 1]["logprob"].get<double>(),
                 e["top_logprobs"][k]["logprob"].get<double>());
+      EXPECT_NE(e["top_logprobs"][k]["token"], e["token"]);
     }
+    sampled_below_the_top += e["logprob"] < e["top_logprobs"][1]["logprob"];
+  }
+  EXPECT_GT(sampled_below_the_top, 0) << "no draw below the best: the order is not tested";
+  // Completions: the dict holds the sampled token first, then the top k (k + 1 keys when the
+  // sampled one is not among them).
+  const Json c = e2e::Post(port(), "/v1/completions",
+                           Json{{"prompt", "x"}, {"max_tokens", 8}, {"temperature", 1.0},
+                                {"seed", 7}, {"logprobs", 2}}.dump()).json();
+  const Json& lps = c["choices"][0]["logprobs"];
+  ASSERT_EQ(lps["tokens"].size(), 8u) << c.dump();
+  for (size_t i = 0; i < 8; ++i) {
+    const Json& tops = lps["top_logprobs"][i];
+    EXPECT_EQ(tops.begin().key(), lps["tokens"][i].get<std::string>()) << tops.dump();
+    EXPECT_GE(tops.size(), 2u);
   }
 
   const Json seeded = {{"messages", {{{"role", "user"}, {"content", "seed"}}}}, {"temperature", 1.0},
