@@ -246,6 +246,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--allowed-local-media-path", c.allowed_local_media_path,
                   "allow file:// image and video URLs below this folder (off by default, as vLLM)");
+  cmd->add_flag("--enable-force-include-usage,!--no-enable-force-include-usage",
+                c.enable_force_include_usage,
+                "every streamed reply ends with a usage chunk, whatever its stream_options");
   cmd->add_flag("--return-tokens-as-token-ids,!--no-return-tokens-as-token-ids", c.return_tokens_as_token_ids,
                 "name tokens in log-probs as \"token_id:<id>\" (a request's "
                 "return_tokens_as_token_ids overrides)");

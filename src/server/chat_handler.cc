@@ -1,6 +1,7 @@
 // POST /v1/chat/completions: messages -> template -> tokens -> engine -> chat.completion (or
 // chat.completion.chunk SSE events ending in `data: [DONE]`).
 #include <memory>
+#include <utility>
 
 #include "base/log.h"
 #include "server/chat_prompt.h"
@@ -142,28 +143,35 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
   const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());
-  // A choice's chunk, with its running usage under continuous_usage_stats (vLLM).
-  auto emit = [&](Json chunk, int index) {
+  // A choice's chunk, with its running usage under continuous_usage_stats (vLLM; the role and
+  // echo chunks count no completion tokens, though they go out with the first).
+  auto emit = [&](Json chunk, int index, bool preamble = false) {
     if (job.continuous_usage) {
-      chunk["usage"] = StreamUsageJson(UsageJson(num_prompt, run.completion_tokens(index)));
+      chunk["usage"] =
+          StreamUsageJson(UsageJson(num_prompt, preamble ? 0 : run.completion_tokens(index)));
     }
     return write(SseEvent(chunk));
   };
-  for (int i = 0; i < job.sampling.n; ++i) {
-    Json delta = {{"role", job.role}, {"content", ""}};
-    Json first = Chunk(job, i, delta, nullptr, nullptr, nullptr, false);
-    if (job.return_token_ids) first["prompt_token_ids"] = job.prompt;  // vLLM: the first chunk
-    if (!emit(std::move(first), i)) {
-      run.CancelAll();
-      return;
+  // Every choice's role chunk, then every choice's echo, sent with the run's first update (as
+  // vLLM's first iteration sends them): a stream's first chunk marks its first token, which is
+  // what clients time as TTFT, not its admission.
+  auto preamble = [&] {
+    for (int i = 0; i < job.sampling.n; ++i) {
+      Json first = Chunk(job, i, {{"role", job.role}, {"content", ""}}, nullptr, nullptr, nullptr,
+                         false);
+      if (job.return_token_ids) first["prompt_token_ids"] = job.prompt;  // vLLM: the first chunk
+      if (!emit(std::move(first), i, true)) return false;
     }
-    if (!job.echo_prefix.empty() &&
-        !emit(Chunk(job, i, {{"content", job.echo_prefix}}, nullptr, nullptr, nullptr, false),
-              i)) {
-      run.CancelAll();
-      return;
+    if (job.echo_prefix.empty()) return true;
+    for (int i = 0; i < job.sampling.n; ++i) {
+      if (!emit(Chunk(job, i, {{"content", job.echo_prefix}}, nullptr, nullptr, nullptr, false),
+                i, true)) {
+        return false;
+      }
     }
-  }
+    return true;
+  };
+  bool first_update = true;
   auto parsers = Parsers(job);
   auto tool_parsers = ToolParsers(job);
   std::vector<std::string> forced_text(job.sampling.n);  // forced calls: content held back
@@ -175,6 +183,10 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       run.CancelAll();
       write(SseEvent(ErrorJson(ApiErrorFromStatus(u.error))));
       write(SseDone());
+      return;
+    }
+    if (std::exchange(first_update, false) && !preamble()) {
+      run.CancelAll();
       return;
     }
     bool ok = true;
@@ -236,12 +248,12 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       if (delta.empty()) delta["content"] = "";  // text held back: the logprobs still go out
       Json finish = nullptr, stop_reason = nullptr;
       if (u.finished) {
-        // vLLM's stream: "tool_calls" when calls were parsed out (or tool_choice "required"
-        // made them) and the reply stopped by itself; a reply cut short keeps its "length".
+        // vLLM's stream: "tool_calls" once calls were parsed out (or tool_choice "required"
+        // made them), whatever ended the reply (a max_tokens cut too).
         const bool required_calls =
             job.forced && job.forced->required() && forced_calls[u.index] > 0;
         const bool calls = (tools && tools->calls_sent() > 0) || required_calls;
-        finish = calls && u.finish_reason == "stop" ? Json("tool_calls") : Json(u.finish_reason);
+        finish = calls ? Json("tool_calls") : Json(u.finish_reason);
         stop_reason = StopReasonJson(u);
       }
       Json chunk = Chunk(job, u.index, std::move(delta), lp, std::move(finish),
@@ -461,8 +473,10 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->max_tokens = *max_tokens;
   job->want_logprobs = *num_logprobs >= 0;
   job->top_logprobs = static_cast<int>(std::max<int64_t>(*num_logprobs, 0));
-  job->include_usage = req->sampling.include_usage;
-  job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
+  // --enable-force-include-usage: every stream ends with usage (vLLM's should_include_usage).
+  job->include_usage = req->sampling.include_usage ||
+                       (req->sampling.stream && ctx.enable_force_include_usage);
+  job->continuous_usage = job->include_usage && req->sampling.continuous_usage_stats;
   job->cached_tokens_details = responses || ctx.enable_prompt_tokens_details;
   job->reasoning_parser = ctx.reasoning_parser;
   job->opens_in_reasoning =

@@ -297,8 +297,10 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->echo_logprobs = req->echo && req->logprobs;
   job->echo_only = echo_only;
   job->return_token_ids = req->return_token_ids;
-  job->include_usage = req->sampling.include_usage;
-  job->continuous_usage = req->sampling.include_usage && req->sampling.continuous_usage_stats;
+  // --enable-force-include-usage: every stream ends with usage (vLLM's should_include_usage).
+  job->include_usage = req->sampling.include_usage ||
+                       (req->sampling.stream && ctx.enable_force_include_usage);
+  job->continuous_usage = job->include_usage && req->sampling.continuous_usage_stats;
   job->arrival = arrival;
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;

@@ -26,8 +26,18 @@ class FakeEngine : public EngineClient {
   std::vector<EngineRequest> submitted;
   std::vector<std::string> cancelled;
 
+  Status fail;  // non-OK: every request ends with this error before any token
+
   std::shared_ptr<RequestStream> Submit(EngineRequest r) override {
     auto s = std::make_shared<RequestStream>();
+    if (!fail.ok()) {
+      TokenEvent ev;
+      ev.finished = true;
+      ev.finish_reason = "error";
+      ev.error = fail;
+      s->Push(ev);
+      return s;
+    }
     std::vector<int32_t> out(script.begin(), script.end());
     out.push_back(eos);
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(out.size()), r.max_tokens);
@@ -691,8 +701,61 @@ TEST_F(HandlersTest, ContinuousUsageStats) {
   // Without include_usage it has no effect.
   events = Events(Drain(HandleCompletions(
       ctx_, R"({"prompt":"Hi","max_tokens":2,"stream":true,
-               "stream_options":{"continuous_usage_stats":true}})", Clock::now())), &done);
+               "stream_options":{"include_usage":false,"continuous_usage_stats":true}})",
+      Clock::now())), &done);
   for (const Json& e : events) EXPECT_FALSE(e.contains("usage"));
+}
+
+// The role chunk goes out with the first token (vLLM's first iteration), not on admission: a
+// request that fails before its first token streams the error alone.
+TEST_F(HandlersTest, ChatRoleChunkWaitsForTheFirstToken) {
+  engine_.fail = Internal("engine failed");
+  bool done = false;
+  const auto events = Events(Drain(HandleChatCompletions(
+      ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"n":2})",
+      Clock::now())), &done);
+  EXPECT_TRUE(done);
+  ASSERT_EQ(events.size(), 1u) << events.front().dump();
+  EXPECT_TRUE(events[0].contains("error")) << events[0].dump();
+  // With tokens: both role chunks first, then both echoes, then the text.
+  engine_.fail = OkStatus();
+  std::vector<std::string> order;
+  for (const Json& e : Events(Drain(HandleChatCompletions(
+           ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"n":2,
+                     "echo":true,"add_generation_prompt":false,"max_tokens":1})",
+           Clock::now())), &done)) {
+    if (e["choices"].empty()) continue;
+    const Json& d = e["choices"][0]["delta"];
+    order.push_back((d.contains("role") ? "role" : d.value("content", "") == "Hi" ? "echo" : "text") +
+                    std::to_string(e["choices"][0]["index"].get<int>()));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"role0", "role1", "echo0", "echo1", "text0", "text1"}));
+}
+
+// vLLM's StreamOptions default include_usage to true: any stream_options object (even {})
+// brings the usage chunk; --enable-force-include-usage brings it to every stream.
+TEST_F(HandlersTest, StreamOptionsIncludeUsageByDefault) {
+  const auto usage_chunks = [&](const std::string& extra) {
+    bool done = false;
+    const auto events = Events(
+        Drain(HandleCompletions(ctx_, R"({"prompt":"Hi","max_tokens":2,"stream":true)" + extra + "}",
+                                Clock::now())),
+        &done);
+    EXPECT_TRUE(done);
+    int n = 0;
+    for (const Json& e : events) n += e.contains("usage") && !e["usage"].is_null();
+    return n;
+  };
+  EXPECT_EQ(usage_chunks(""), 0);
+  EXPECT_EQ(usage_chunks(R"(,"stream_options":{})"), 1);
+  EXPECT_EQ(usage_chunks(R"(,"stream_options":null)"), 0);
+  EXPECT_GE(usage_chunks(R"(,"stream_options":{"continuous_usage_stats":true})"), 3);
+  int status = 0;
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"stream_options":{}})", &status);
+  EXPECT_EQ(status, 200);  // empty options on a request that does not stream: no 400
+  ctx_.enable_force_include_usage = true;
+  EXPECT_EQ(usage_chunks(""), 1);
+  EXPECT_EQ(usage_chunks(R"(,"stream_options":{"include_usage":false})"), 1);
 }
 
 // --reasoning-parser minicpmv over MiniCPM-V-4.6's tokenizer and chat template: the model's
@@ -984,9 +1047,9 @@ class ToolHandlersTest : public ReasoningHandlersTest {
   }
 };
 
-// A streamed reply cut by max_tokens after its call keeps "length" (vLLM's stream says
-// "tool_calls" only for a reply that stopped by itself).
-TEST_F(ToolHandlersTest, StreamedCallsCutShortFinishWithLength) {
+// A streamed reply cut by max_tokens after its call still finishes with "tool_calls" (vLLM's
+// stream says so once a call went out, whatever stopped the reply).
+TEST_F(ToolHandlersTest, StreamedCallsCutShortFinishWithToolCalls) {
   Json body = Json::parse(Body(true));
   body["max_tokens"] = static_cast<int64_t>(engine_.script.size());  // the EOS never comes
   bool done = false;
@@ -1000,7 +1063,7 @@ TEST_F(ToolHandlersTest, StreamedCallsCutShortFinishWithLength) {
     if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
   }
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(finish, "tool_calls");
   EXPECT_EQ(Stream().finish, "tool_calls");  // the whole reply, ended by EOS
 }
 

@@ -19,9 +19,13 @@ namespace {
 Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
   Json opts = Json::object();
   CPM_TRY(r.Object("stream_options", &opts));
-  if (opts.empty()) return OkStatus();
+  if (!r.Has("stream_options")) return OkStatus();
   // vLLM's validate_stream_options: non-empty options on a request that does not stream.
-  if (!f->stream) return InvalidArgument("Stream options can only be defined when `stream=True`.");
+  if (!opts.empty() && !f->stream) {
+    return InvalidArgument("Stream options can only be defined when `stream=True`.");
+  }
+  // vLLM's StreamOptions: include_usage defaults to true once the options are given.
+  f->include_usage = f->stream;
   JsonReader o(opts);
   CPM_TRY(o.Bool("include_usage", &f->include_usage));
   CPM_TRY(o.Bool("continuous_usage_stats", &f->continuous_usage_stats));

@@ -54,6 +54,7 @@ struct ServeConfig {
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
   std::string speculative_config_json;  // vLLM's --speculative-config (JSON); empty: off
   bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"
+  bool enable_force_include_usage = false;  // streams end with usage whatever stream_options say
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's

@@ -388,6 +388,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   const auto in_reasoning = ParseStructuredOutputsConfig(c.structured_outputs_config_json);
   ctx.structured_in_reasoning = in_reasoning.ok() && *in_reasoning;
   ctx.return_tokens_as_token_ids = c.return_tokens_as_token_ids;
+  ctx.enable_force_include_usage = c.enable_force_include_usage;
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
   ctx.response_role = c.response_role;
   ctx.request_log = {c.enable_log_requests, c.max_log_len};

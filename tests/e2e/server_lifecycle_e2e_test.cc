@@ -156,7 +156,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              "--max-num-batched-tokens", "1k", "--max-num-seqs", "3",
              // vLLM's dotted keys of a JSON flag (underscores kept in the key).
              "--override_generation_config.max_new_tokens", "3", "--limit-mm-per-prompt.image",
-             "2", "--dtype", "half", "--allowed-media-domains", "example.com", "upload.example"})) {
+             "2", "--dtype", "half", "--enable-force-include-usage", "--allowed-media-domains",
+             "example.com", "upload.example"})) {
     args.push_back(a);
   }
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "--model", args));
