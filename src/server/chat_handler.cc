@@ -502,7 +502,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (req->echo) job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
-  reply.content_type = "text/event-stream";
+  reply.content_type = kSseContentType;
   const ServerContext* c = &ctx;
   reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
     Stream(*c, *job, write);

@@ -304,7 +304,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   job->arrival = arrival;
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
-  reply.content_type = "text/event-stream";
+  reply.content_type = kSseContentType;
   const ServerContext* c = &ctx;
   reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
     Stream(*c, *job, write);

@@ -174,7 +174,7 @@ TEST_F(HandlersTest, ChatStreamFraming) {
       Clock::now());
   ASSERT_EQ(r.status, 200);
   ASSERT_TRUE(r.stream);
-  EXPECT_EQ(r.content_type, "text/event-stream");
+  EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
   bool done = false;
   std::vector<Json> ev = Events(Drain(r), &done);
   EXPECT_TRUE(done);

@@ -12,6 +12,7 @@
 #include "benchserve/sse_reader.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
+#include "server/sse.h"
 #include "server/json_parse.h"
 
 namespace cpm {
@@ -419,7 +420,7 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
       HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {}, ChatApi::kResponses);
   if (!inner.stream) return inner;  // refused before generating: the chat error as it is
   HttpReply reply;
-  reply.content_type = "text/event-stream";
+  reply.content_type = kSseContentType;
   reply.stream = [job, inner = std::move(inner)](const std::function<bool(const std::string&)>& write) {
     EventWriter out(write);
     StreamTranslator t(*job, &out);

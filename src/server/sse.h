@@ -8,6 +8,10 @@
 
 namespace cpm {
 
+// A stream's Content-Type, as vLLM's StreamingResponse sends it (Starlette adds the charset to
+// text/ media types).
+inline constexpr const char* kSseContentType = "text/event-stream; charset=utf-8";
+
 // "data: {...}\n\n" (invalid UTF-8 replaced, never thrown on).
 std::string SseEvent(const nlohmann::ordered_json& payload);
 // "data: [DONE]\n\n".
