@@ -80,7 +80,8 @@ const SchemaNode* Item(const SchemaNode& array, int64_t index) {
   return array.items ? array.items : &Any().value;
 }
 
-bool IsWhitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+// xgrammar's JSON whitespace ([ \n\t]): no carriage returns.
+bool IsWhitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\t'; }
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 // A number that may end here.
@@ -266,10 +267,10 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
     case Phase::kRoot:
       return;  // never on top: the root value's frame is above it until it is complete
     case Phase::kRootDone:
-      if (blank) take_blank();
-      return;
+      return;  // the text ends with the root value, as xgrammar's root rule ends
     case Phase::kValue: {
-      if (blank) return take_blank();
+      // No whitespace before the root value (xgrammar's root rule starts with it).
+      if (blank) return s.size() == 2 ? void() : take_blank();
       const SchemaNode* n = f.node;
       if (n->kind == Kind::kAny) {
         if (c == '{') n = &Any().object;

@@ -5,8 +5,9 @@
 // until the bytes tell them apart, as an NFA. Copyable, so that a token's bytes can be tried on
 // a copy (token_table.h).
 //
-// JSON text: whitespace (at most Schema::max_whitespace() bytes in a row) may come before and
-// after values and around ':' and ','; strings are JSON strings (escapes checked, no raw
+// JSON text: whitespace (space, newline, tab: at most Schema::max_whitespace() bytes in a row)
+// may come around ':' and ',' and inside brackets, not before or after the root value (as in
+// xgrammar's grammars); strings are JSON strings (escapes checked, no raw
 // control bytes) of well-formed UTF-8 (a token may end inside a character: the next goes on
 // with it); numbers are JSON numbers (integers: no fraction or exponent).
 #pragma once
