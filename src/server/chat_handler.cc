@@ -402,7 +402,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                 const std::string& x_request_id, ChatApi api) {
   const bool responses = api == ChatApi::kResponses;
   std::vector<std::string> ignored;
-  auto req = protocol::ParseChatCompletionRequest(body, &ignored);
+  auto req = protocol::ParseChatCompletionRequest(body, &ignored, ctx.structured_compact_json);
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);

@@ -212,7 +212,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
                             Clock::time_point arrival, const ClientGoneFn& client_gone,
                             const std::string& x_request_id) {
   std::vector<std::string> ignored;
-  auto req = protocol::ParseCompletionRequest(body, &ignored);
+  auto req = protocol::ParseCompletionRequest(body, &ignored, ctx.structured_compact_json);
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);

@@ -210,8 +210,9 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
 // structural tags are a 400, never ignored, so that a client never takes free text for a
 // guaranteed format. The
 // legacy guided_* fields are ignored, as vLLM >= 0.12 does.
-Status ParseStructuredOutputs(JsonReader& r, const Json& j,
+Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
                               std::shared_ptr<const structured::Schema>* out) {
+  const int server_ws = compact_json ? 0 : structured::kMaxWhitespace;
   r.Known("response_format");
   r.Known("structured_outputs");
   const auto rf = j.find("response_format");
@@ -229,7 +230,7 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
       return InvalidArgument("Give either response_format or structured_outputs, not both.");
     }
     if (t == "json_object") {
-      *out = structured::Schema::AnyObject();
+      *out = structured::Schema::AnyObject(server_ws);
     } else if (t == "json_schema") {
       const auto js = rf->find("json_schema");
       if (js == rf->end() || !js->is_object()) {
@@ -242,7 +243,7 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
       if (schema == js->end() || schema->is_null()) {
         return InvalidArgument("response_format.json_schema.schema is required");
       }
-      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(*schema));
+      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(*schema, server_ws));
     } else if (t != "text") {
       return InvalidArgument("response_format of type '" + t +
                              "' is not supported by cpmserve (text, json_object, json_schema are)");
@@ -270,7 +271,7 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j,
   }
   const int ws = compact != so->end() && compact->is_boolean() && compact->get<bool>()
                      ? 0
-                     : structured::kMaxWhitespace;
+                     : server_ws;
   if (kinds[0] == "json") {
     if (v.is_string()) {
       const Json parsed = ParseOrderedJson(v.get<std::string>());
@@ -329,7 +330,8 @@ Status ApplyReasoningEffort(JsonReader& r, ChatTemplateFields* chat) {
 }  // namespace
 
 StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
-                                                           std::vector<std::string>* ignored) {
+                                                           std::vector<std::string>* ignored,
+                                                           bool compact_json) {
   CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
   JsonReader r(j);
   ChatCompletionRequest req;
@@ -350,7 +352,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   r.Known("tool_choice");
   CPM_TRY(r.Bool("parallel_tool_calls", &req.parallel_tool_calls));
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));
-  CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
+  CPM_TRY(ParseStructuredOutputs(r, j, compact_json, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;
 }
@@ -398,7 +400,8 @@ Status ParsePrompts(const Json& p, std::vector<CompletionPrompt>* out) {
 }  // namespace
 
 StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
-                                                   std::vector<std::string>* ignored) {
+                                                   std::vector<std::string>* ignored,
+                                                   bool compact_json) {
   CPM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
   JsonReader r(j);
   CompletionRequest req;
@@ -419,7 +422,7 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.OptString("suffix", &req.suffix));
   r.Known("best_of");
-  CPM_TRY(ParseStructuredOutputs(r, j, &req.sampling.structured));
+  CPM_TRY(ParseStructuredOutputs(r, j, compact_json, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;
 }

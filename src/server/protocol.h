@@ -140,10 +140,13 @@ struct DetokenizeRequest {
 };
 
 // Each parser fills `ignored` (optional) with the names of fields it does not know.
+// `compact_json`: JSON constraints allow no whitespace (the server's disable_any_whitespace).
 StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
-                                                           std::vector<std::string>* ignored);
+                                                           std::vector<std::string>* ignored,
+                                                           bool compact_json = false);
 StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
-                                                   std::vector<std::string>* ignored);
+                                                   std::vector<std::string>* ignored,
+                                                   bool compact_json = false);
 StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
                                                std::vector<std::string>* ignored);
 StatusOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body,

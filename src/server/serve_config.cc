@@ -156,14 +156,14 @@ Status CheckUnchunkedBudget(int64_t max_num_batched_tokens, int64_t max_model_le
       "max_model_len.");
 }
 
-StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
-  if (json.empty()) return false;
+StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::string& json) {
+  StructuredOutputsOptions options;
+  if (json.empty()) return options;
   const auto j = nlohmann::json::parse(json, nullptr, false);
   const std::string what = "--structured-outputs-config: ";
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument(what + "not a JSON object: " + json);
   }
-  bool in_reasoning = false;
   for (const auto& [key, value] : j.items()) {
     if (key == "backend") {
       static const char* kBackends[] = {"auto", "xgrammar", "guidance", "outlines",
@@ -175,13 +175,16 @@ StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json) {
       }
     } else if (key == "enable_in_reasoning") {
       if (!value.is_boolean()) return InvalidArgument(what + "enable_in_reasoning: a boolean");
-      in_reasoning = value.get<bool>();
-    } else if (key != "disable_fallback" && key != "disable_any_whitespace" &&
+      options.enable_in_reasoning = value.get<bool>();
+    } else if (key == "disable_any_whitespace") {
+      if (!value.is_boolean()) return InvalidArgument(what + "disable_any_whitespace: a boolean");
+      options.disable_any_whitespace = value.get<bool>();
+    } else if (key != "disable_fallback" &&
                key != "disable_additional_properties" && key != "reasoning_parser") {
       return InvalidArgument(what + "unknown field '" + key + "'");
     }
   }
-  return in_reasoning;
+  return options;
 }
 
 StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {

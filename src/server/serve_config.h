@@ -89,10 +89,14 @@ Status CheckKvCacheDtype(const std::string& kv_cache_dtype, const std::string& m
 Status CheckUnchunkedBudget(int64_t max_num_batched_tokens, int64_t max_model_len);
 
 // vLLM's --structured-outputs-config: {"backend": auto | xgrammar | guidance | outlines |
-// lm-format-enforcer (all served by cpmserve's own matcher), "enable_in_reasoning": bool, and
-// vLLM's other fields (accepted, no effect here)}. Returns enable_in_reasoning; an unknown
-// field or backend is an error.
-StatusOr<bool> ParseStructuredOutputsConfig(const std::string& json);
+// lm-format-enforcer (all served by cpmserve's own matcher), "enable_in_reasoning": bool,
+// "disable_any_whitespace": bool, and vLLM's other fields (accepted, no effect here)}. An
+// unknown field or backend is an error.
+struct StructuredOutputsOptions {
+  bool enable_in_reasoning = false;     // constrain the thinking too
+  bool disable_any_whitespace = false;  // compact JSON for every request
+};
+StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::string& json);
 
 // vLLM's --speculative-config: {"method": "ngram", "num_speculative_tokens": k,
 // "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n}; the window defaults as vLLM's (both 5, or

@@ -384,9 +384,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_LOG_INFO("Reasoning parser: {}{}", ctx.reasoning_parser,
                  c.reasoning_parser.empty() ? " (the model's default)" : "");
   }
-  // Validated with the rest of the config: only its enable_in_reasoning changes anything here.
-  const auto in_reasoning = ParseStructuredOutputsConfig(c.structured_outputs_config_json);
-  ctx.structured_in_reasoning = in_reasoning.ok() && *in_reasoning;
+  // Validated with the rest of the config.
+  if (const auto so = ParseStructuredOutputsConfig(c.structured_outputs_config_json); so.ok()) {
+    ctx.structured_in_reasoning = so->enable_in_reasoning;
+    ctx.structured_compact_json = so->disable_any_whitespace;
+  }
   ctx.return_tokens_as_token_ids = c.return_tokens_as_token_ids;
   ctx.enable_force_include_usage = c.enable_force_include_usage;
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;

@@ -48,7 +48,9 @@ struct ServerContext {
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
-  bool enable_force_include_usage = false;  // --enable-force-include-usage: usage in every stream
+  bool enable_force_include_usage = false;
+  // --structured-outputs-config's disable_any_whitespace: every JSON constraint compact.
+  bool structured_compact_json = false;  // --enable-force-include-usage: usage in every stream
   bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids: the default
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
   int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)

@@ -75,10 +75,14 @@ TEST(ServeConfigTest, MediaIoKwargsSetTheVideoFrameCount) {
 }
 
 TEST(ServeConfigTest, StructuredOutputsConfigAsVllm) {
-  EXPECT_FALSE(*ParseStructuredOutputsConfig(""));
-  EXPECT_FALSE(*ParseStructuredOutputsConfig(R"({"backend": "xgrammar"})"));
-  EXPECT_FALSE(*ParseStructuredOutputsConfig(R"({"backend": "auto", "disable_fallback": true})"));
-  EXPECT_TRUE(*ParseStructuredOutputsConfig(R"({"enable_in_reasoning": true})"));
+  EXPECT_FALSE(ParseStructuredOutputsConfig("")->enable_in_reasoning);
+  EXPECT_FALSE(ParseStructuredOutputsConfig(R"({"backend": "xgrammar"})")->enable_in_reasoning);
+  EXPECT_FALSE(ParseStructuredOutputsConfig(R"({"backend": "auto", "disable_fallback": true})")
+                   ->enable_in_reasoning);
+  EXPECT_TRUE(ParseStructuredOutputsConfig(R"({"enable_in_reasoning": true})")->enable_in_reasoning);
+  const auto compact = ParseStructuredOutputsConfig(R"({"disable_any_whitespace": true})");
+  EXPECT_TRUE(compact->disable_any_whitespace && !compact->enable_in_reasoning);
+  EXPECT_FALSE(ParseStructuredOutputsConfig(R"({"disable_any_whitespace": 1})").ok());
   for (const char* bad : {"x", "[]", R"({"backend": "gbnf"})", R"({"enable_in_reasoning": 1})",
                           R"({"backendd": "auto"})"}) {
     auto r = ParseStructuredOutputsConfig(bad);
@@ -372,6 +376,16 @@ TEST(Protocol, StructuredOutputs) {
     return protocol::ParseChatCompletionRequest(
         R"({"messages":[{"role":"user","content":"hi"}],)" + extra + "}", nullptr);
   };
+  // The server's disable_any_whitespace makes every JSON constraint compact.
+  for (const char* format : {R"("response_format":{"type":"json_object"})",
+                             R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{}}})",
+                             R"("structured_outputs":{"json":{"type":"object"}})"}) {
+    const std::string body = std::string(R"({"prompt":"a",)") + format + "}";
+    EXPECT_EQ(protocol::ParseCompletionRequest(body, nullptr, true)->sampling.structured
+                  ->max_whitespace(), 0) << format;
+    EXPECT_GT(protocol::ParseCompletionRequest(body, nullptr, false)->sampling.structured
+                  ->max_whitespace(), 0) << format;
+  }
   auto completion = [](const std::string& extra) {
     return protocol::ParseCompletionRequest(R"({"prompt":"a",)" + extra + "}", nullptr);
   };
