@@ -464,7 +464,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   }
   auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
                                      sampling->max_tokens, ctx.max_model_len,
-                                     sampling->max_tokens_cap);
+                                     sampling->max_tokens_cap, sampling->min_tokens);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
   job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.ReplyModel(req->sampling.model);

@@ -274,7 +274,7 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
     if (ids.empty()) return HttpReply::Error(BadRequest("The decoder prompt cannot be empty"));
     auto max_tokens =
         ResolveMaxTokens(static_cast<int64_t>(ids.size()), sampling->max_tokens, ctx.max_model_len,
-                         sampling->max_tokens_cap);
+                         sampling->max_tokens_cap, sampling->min_tokens);
     if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
     if (req->echo) {
       // vLLM echoes a text prompt as sent, cut or not; a token-id prompt as its kept ids' text;

@@ -169,14 +169,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     return InvalidArgument(
         fmt::format("min_tokens must be greater than or equal to 0, got {}.", f.min_tokens));
   }
-  std::optional<int64_t> capped = r.max_tokens;
-  if (r.max_tokens_cap) capped = std::min(capped.value_or(*r.max_tokens_cap), *r.max_tokens_cap);
-  if (capped && f.min_tokens > *capped) {
-    return InvalidArgument(fmt::format(
-        "min_tokens must be less than or equal to max_tokens={}, got {}.", *capped,
-        f.min_tokens));
-  }
-  r.min_tokens = f.min_tokens;
+  r.min_tokens = f.min_tokens;  // checked against the resolved max_tokens (ResolveMaxTokens)
   for (const std::string& s : f.stop) {
     if (s.empty()) return InvalidArgument("stop cannot contain an empty string.");
   }
@@ -275,7 +268,7 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
 }
 
 StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, int64_t l,
-                                   std::optional<int64_t> cap) {
+                                   std::optional<int64_t> cap, int64_t min_tokens) {
   // A prompt that fills the whole window leaves no room for a single generated token.
   if (n >= l) {
     return InvalidArgument(fmt::format(
@@ -289,8 +282,13 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, 
         "length is {} tokens and your request has {} input tokens ({} > {} - {}).",
         *requested, l, n, *requested, l, n));
   }
-  const int64_t max_tokens = requested ? *requested : l - n;
-  return cap ? std::min(max_tokens, *cap) : max_tokens;
+  int64_t max_tokens = requested ? *requested : l - n;
+  if (cap) max_tokens = std::min(max_tokens, *cap);
+  if (min_tokens > max_tokens) {
+    return InvalidArgument(fmt::format(
+        "min_tokens must be less than or equal to max_tokens={}, got {}.", max_tokens, min_tokens));
+  }
+  return max_tokens;
 }
 
 }  // namespace cpm

@@ -103,10 +103,12 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
                       SpecialTokenCounts specials = {});
 
 // Checks `num_prompt_tokens` and the requested max_tokens against the context length with
-// vLLM's texts, and returns the number of tokens to generate at most (then held to `cap`).
+// vLLM's texts, and returns the number of tokens to generate at most (then held to `cap`);
+// `min_tokens` above that is vLLM's 400.
 StatusOr<int64_t> ResolveMaxTokens(int64_t num_prompt_tokens,
                                    std::optional<int64_t> requested_max_tokens,
                                    int64_t max_model_len,
-                                   std::optional<int64_t> cap = std::nullopt);
+                                   std::optional<int64_t> cap = std::nullopt,
+                                   int64_t min_tokens = 0);
 
 }  // namespace cpm

@@ -871,6 +871,10 @@ TEST(Sampling, ContextLengthTexts) {
   EXPECT_EQ(*ResolveMaxTokens(100, 156, 256, 8), 8);          // the generation config's cap
   EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256, 8), 8);
   EXPECT_FALSE(ResolveMaxTokens(100, 200, 256, 8).ok());      // checked before the cap
+  // min_tokens above what the context leaves (vLLM checks it against the resolved max).
+  EXPECT_EQ(ResolveMaxTokens(100, std::nullopt, 256, std::nullopt, 300).status().message(),
+            "min_tokens must be less than or equal to max_tokens=156, got 300.");
+  EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256, std::nullopt, 156), 156);
 }
 
 TEST(StopMatcher, HoldsBackPartialMatches) {
