@@ -435,6 +435,13 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (Status s = ctx.ApplyServerSampling(req->sampling, &*sampling); !s.ok()) {
     return HttpReply::Error(s);
   }
+  // echo scores the prompt too, at top_logprobs (0 by default) unless prompt_logprobs says
+  // otherwise (vLLM's to_sampling_params); a stream carries no prompt log-probs.
+  if (req->echo && !req->sampling.stream && sampling->prompt_logprobs < 0) {
+    const int64_t k = req->top_logprobs.value_or(0);
+    sampling->prompt_logprobs =
+        static_cast<int32_t>(k < 0 ? ctx.tokenizer->vocab_size() : k);
+  }
 
   std::vector<MediaRef> media;
   auto text = RenderChatPrompt(ctx, req->chat, &media, responses);

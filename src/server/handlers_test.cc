@@ -300,6 +300,19 @@ TEST_F(HandlersTest, ChatEchoPutsTheLastMessageFirstWhenItIsTheRepliesRole) {
     EXPECT_EQ(content(mixed, false, stream), "Hi\nno" + generated);
     EXPECT_EQ(content(user, true, stream), generated);
   }
+  // echo also scores the prompt (vLLM: prompt_logprobs = top_logprobs, 0 by default), unless
+  // prompt_logprobs says otherwise.
+  Json r = Chat(Json{{"messages", {user}}, {"echo", true}}.dump());
+  EXPECT_EQ(engine_.submitted.back().prompt_logprobs, 0);
+  ASSERT_TRUE(r["prompt_logprobs"].is_array()) << r.dump();
+  EXPECT_TRUE(r["prompt_logprobs"][0].is_null());
+  Chat(Json{{"messages", {user}}, {"echo", true}, {"logprobs", true}, {"top_logprobs", 3}}.dump());
+  EXPECT_EQ(engine_.submitted.back().prompt_logprobs, 3);
+  Chat(Json{{"messages", {user}}, {"echo", true}, {"logprobs", true}, {"top_logprobs", 3},
+            {"prompt_logprobs", 1}}.dump());
+  EXPECT_EQ(engine_.submitted.back().prompt_logprobs, 1);
+  Chat(Json{{"messages", {user}}}.dump());
+  EXPECT_LT(engine_.submitted.back().prompt_logprobs, 0);
 }
 
 TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
@@ -443,14 +456,14 @@ TEST_F(HandlersTest, CompletionsPromptsAndEcho) {
   EXPECT_EQ(r.status, 400);
 }
 
-TEST_F(HandlersTest, CompletionsMaxTokensNullIsTheRestOfTheContext) {
-  // Absent: OpenAI's 16. Null: vLLM's None, what the context leaves (max_model_len 64 here).
+TEST_F(HandlersTest, CompletionsMaxTokensNullIsTheDefault) {
+  // Absent or null: OpenAI's 16 (vLLM's normalize_null_max_tokens).
   HttpReply r = HandleCompletions(ctx_, R"({"prompt":[5,6,7,8]})", Clock::now());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(engine_.submitted.back().max_tokens, 16);
   r = HandleCompletions(ctx_, R"({"prompt":[5,6,7,8],"max_tokens":null})", Clock::now());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(engine_.submitted.back().max_tokens, 64 - 4);
+  EXPECT_EQ(engine_.submitted.back().max_tokens, 16);
 }
 
 TEST_F(HandlersTest, CompletionsStream) {

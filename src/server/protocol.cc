@@ -406,10 +406,10 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   JsonReader r(j);
   CompletionRequest req;
   CPM_TRY(ParseSampling(r, &req.sampling));
-  // OpenAI's documented default for completions when the field is absent; an explicit null is
-  // vLLM's None: the rest of the context (ResolveMaxTokens).
-  if (!j.contains("max_tokens")) req.sampling.max_tokens = 16;
+  // OpenAI's documented default for completions, also for an explicit null (vLLM's
+  // normalize_null_max_tokens).
   CPM_TRY(r.OptInt("max_tokens", &req.sampling.max_tokens));
+  if (!req.sampling.max_tokens) req.sampling.max_tokens = 16;
   r.Known("prompt");
   // vLLM's validate_prompt_and_prompt_embeds (prompt_embeds are not taken here).
   if (!r.Has("prompt") || j["prompt"] == "") {

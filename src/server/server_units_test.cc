@@ -471,8 +471,8 @@ TEST(Protocol, CompletionPromptForms) {
   EXPECT_EQ(ids->prompts[0].ids, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(one(R"({"prompt":[[1],[2,3]]})")->prompts.size(), 2u);
   EXPECT_EQ(*one(R"({"prompt":"a"})")->sampling.max_tokens, 16);
-  // An explicit null is vLLM's None: the rest of the context, resolved later.
-  EXPECT_FALSE(one(R"({"prompt":"a","max_tokens":null})")->sampling.max_tokens.has_value());
+  // An explicit null is the default too (vLLM's normalize_null_max_tokens).
+  EXPECT_EQ(*one(R"({"prompt":"a","max_tokens":null})")->sampling.max_tokens, 16);
   // vLLM's validate_prompt_and_prompt_embeds.
   for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})"}) {
     EXPECT_EQ(one(body).status().message(),
