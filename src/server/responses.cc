@@ -59,6 +59,51 @@ StatusOr<Json> ChatMessage(const Json& item) {
   return Json{{"role", role}, {"content", std::move(parts)}};
 }
 
+// The assistant message `messages` ends with, if it does (vLLM's prev_assistant_msg).
+Json* LastAssistant(Json* messages) {
+  if (messages->empty() || (*messages)[messages->size() - 1].value("role", "") != "assistant") {
+    return nullptr;
+  }
+  return &(*messages)[messages->size() - 1];
+}
+
+// Sets `key` of the trailing assistant message when that has none yet, else starts a new
+// assistant message with it: vLLM's construct_chat_messages_with_tool_call, which folds an
+// assistant turn's items (reasoning, text, calls) back into one chat message.
+void MergeIntoAssistant(Json* messages, const char* key, Json value) {
+  if (Json* last = LastAssistant(messages); last && (!last->contains(key) || (*last)[key].is_null())) {
+    (*last)[key] = std::move(value);
+    return;
+  }
+  messages->push_back({{"role", "assistant"}, {key, std::move(value)}});
+}
+
+// An assistant message item's text as vLLM takes it: the string, or its first part's text.
+std::optional<std::string> AssistantText(const Json& item) {
+  const auto content = item.find("content");
+  if (content == item.end()) return std::nullopt;
+  if (content->is_string()) return content->get<std::string>();
+  if (content->is_array() && !content->empty() && (*content)[0].is_object()) {
+    const auto text = (*content)[0].find("text");
+    if (text != (*content)[0].end() && text->is_string()) return text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// A reasoning item's text: its first content part's, else its first summary's (vLLM's order).
+StatusOr<std::string> ReasoningText(const Json& item) {
+  for (const char* key : {"content", "summary"}) {
+    const auto list = item.find(key);
+    if (list != item.end() && list->is_array() && !list->empty()) {
+      return StringField((*list)[0], "text");
+    }
+  }
+  if (auto e = item.find("encrypted_content"); e != item.end() && !e->is_null()) {
+    return InvalidArgument("Encrypted content is not supported.");
+  }
+  return std::string();
+}
+
 // The input items as chat messages (after `messages`' system message, if any).
 Status AppendInput(const Json& input, Json* messages) {
   if (input.is_string()) {
@@ -69,7 +114,14 @@ Status AppendInput(const Json& input, Json* messages) {
   for (const Json& item : input) {
     if (!item.is_object()) return InvalidArgument("input: items must be objects");
     const std::string type = StringField(item, "type", item.contains("role") ? "message" : "");
-    if (type == "message") {
+    if (type == "message" && StringField(item, "role") == "assistant") {
+      if (std::optional<std::string> text = AssistantText(item)) {
+        MergeIntoAssistant(messages, "content", *text);
+      } else {
+        CPM_ASSIGN_OR_RETURN(Json m, ChatMessage(item));
+        messages->push_back(std::move(m));
+      }
+    } else if (type == "message") {
       CPM_ASSIGN_OR_RETURN(Json m, ChatMessage(item));
       messages->push_back(std::move(m));
     } else if (type == "function_call") {
@@ -78,12 +130,12 @@ Status AppendInput(const Json& input, Json* messages) {
         return InvalidArgument("input: a function_call item needs 'call_id' and 'name'");
       Json call = {{"id", call_id}, {"type", "function"},
                    {"function", {{"name", name}, {"arguments", StringField(item, "arguments")}}}};
-      // Consecutive calls belong to one assistant turn.
-      if (!messages->empty() && messages->back()["role"] == "assistant" &&
-          messages->back().contains("tool_calls")) {
-        messages->back()["tool_calls"].push_back(std::move(call));
+      // A call joins the assistant turn before it (its text, reasoning or other calls).
+      if (Json* last = LastAssistant(messages); last && last->contains("tool_calls") &&
+                                                (*last)["tool_calls"].is_array()) {
+        (*last)["tool_calls"].push_back(std::move(call));
       } else {
-        messages->push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", Json::array({call})}});
+        MergeIntoAssistant(messages, "tool_calls", Json::array({std::move(call)}));
       }
     } else if (type == "function_call_output") {
       const std::string call_id = StringField(item, "call_id");
@@ -93,7 +145,10 @@ Status AppendInput(const Json& input, Json* messages) {
       messages->push_back({{"role", "tool"}, {"tool_call_id", call_id},
                            {"content", output->is_string() ? output->get<std::string>() : output->dump()}});
     } else if (type == "reasoning") {
-      continue;  // past reasoning: the templates drop it from earlier turns
+      // Past reasoning goes back as the assistant turn's `reasoning` (templates that keep
+      // thinking for the turns after the last user message render it).
+      CPM_ASSIGN_OR_RETURN(std::string text, ReasoningText(item));
+      MergeIntoAssistant(messages, "reasoning", std::move(text));
     } else {
       return InvalidArgument("input: item type '" + type + "' is not supported");
     }
@@ -185,10 +240,12 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   static const char* const kOthers[] = {"store", "metadata", "user", "truncation", "reasoning",
                                         "include", "service_tier", "input", "tools",
                                         "tool_choice", "text", "max_output_tokens",
-                                        "previous_response_id", "top_logprobs", "request_id"};
+                                        "previous_response_id", "top_logprobs", "request_id",
+                                        "prompt", "max_tool_calls"};
   if (r.Has("previous_response_id"))
     return InvalidArgument("previous_response_id: cpmserve stores no responses; send the "
                            "conversation as input items");
+  if (r.Has("prompt")) return InvalidArgument("prompt template is not supported");
   bool background = false, stream = false;
   CPM_RETURN_IF_ERROR(r.Bool("background", &background));
   if (background) return InvalidArgument("background: background responses are not supported");
@@ -199,7 +256,10 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   Json messages = Json::array();
   std::optional<std::string> instructions;
   CPM_RETURN_IF_ERROR(r.OptString("instructions", &instructions));
-  if (instructions) messages.push_back({{"role", "system"}, {"content", *instructions}});
+  // Empty instructions add nothing (vLLM tests them for truth).
+  if (instructions && !instructions->empty()) {
+    messages.push_back({{"role", "system"}, {"content", *instructions}});
+  }
   CPM_RETURN_IF_ERROR(AppendInput(*input, &messages));
   for (const char* key : kSame) {
     std::optional<Json> value;

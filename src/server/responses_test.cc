@@ -34,6 +34,13 @@ TEST(ResponsesRequest, StringInputAndInstructions) {
   EXPECT_EQ(chat["top_p"], 0.9);
   EXPECT_FALSE(chat.contains("store"));
   EXPECT_FALSE(chat.contains("stream"));
+  // Empty instructions add no system message (vLLM tests them for truth).
+  EXPECT_EQ(Translate(R"({"input": "Hi", "instructions": ""})")["messages"],
+            Json::parse(R"([{"role": "user", "content": "Hi"}])"));
+  std::vector<std::string> ignored;
+  EXPECT_EQ(ChatRequestFromResponses(Json::parse(R"({"input": "Hi", "prompt": {"id": "p"}})"),
+                                     &ignored).status().message(),
+            "prompt template is not supported");
 }
 
 TEST(ResponsesRequest, InputItemsBecomeMessages) {
@@ -42,21 +49,36 @@ TEST(ResponsesRequest, InputItemsBecomeMessages) {
       {"type": "message", "role": "user", "content": [
           {"type": "input_text", "text": "Look:"},
           {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
-      {"type": "reasoning", "id": "rs_1", "summary": []},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "Think."}]},
+      {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+       "content": [{"type": "output_text", "text": "Calling.", "annotations": []}]},
       {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
       {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
       {"type": "function_call_output", "call_id": "c1", "output": "42"},
+      {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "S."}]},
+      {"type": "function_call", "call_id": "c3", "name": "h", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c3", "output": "7"},
       {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}]})");
+  // vLLM's construct_chat_messages_with_tool_call: an assistant turn's reasoning, text and
+  // calls fold into one chat message (each joins the message before it while that has none).
   const Json expected = Json::parse(R"([
       {"role": "system", "content": "Rules."},
       {"role": "user", "content": [{"type": "text", "text": "Look:"},
                                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
-      {"role": "assistant", "content": "", "tool_calls": [
+      {"role": "assistant", "reasoning": "Think.", "content": "Calling.", "tool_calls": [
           {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
           {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
       {"role": "tool", "tool_call_id": "c1", "content": "42"},
-      {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}])");
+      {"role": "assistant", "reasoning": "S.", "tool_calls": [
+          {"id": "c3", "type": "function", "function": {"name": "h", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c3", "content": "7"},
+      {"role": "assistant", "content": "Done."}])");
   EXPECT_EQ(chat["messages"], expected) << chat["messages"].dump(1);
+  std::vector<std::string> ignored;
+  EXPECT_EQ(ChatRequestFromResponses(Json::parse(R"({"input": [{"type": "reasoning", "id": "r",
+                "summary": [], "encrypted_content": "xyz"}]})"), &ignored).status().message(),
+            "Encrypted content is not supported.");
 }
 
 TEST(ResponsesRequest, ToolsFormatsAndStreaming) {
