@@ -1,5 +1,7 @@
 // POST /v1/chat/completions: messages -> template -> tokens -> engine -> chat.completion (or
 // chat.completion.chunk SSE events ending in `data: [DONE]`).
+#include <charconv>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 
@@ -277,6 +279,14 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
   write(SseDone());
 }
 
+// The float as the decimal it was written as (its shortest round-trip digits): 0.8f reports
+// as 0.8, not 0.800000011920929.
+double ShortestDecimal(float f) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  return ec == std::errc() ? std::strtod(std::string(buf, end).c_str(), nullptr) : f;
+}
+
 // enable_thinking false among the template variables the prompt rendered with (vLLM's qwen3
 // parser reads the request's kwargs).
 bool ThinkingDisabled(const ServerContext& ctx, const protocol::ChatTemplateFields& chat) {
@@ -399,7 +409,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
 
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival, const ClientGoneFn& client_gone,
-                                const std::string& x_request_id, ChatApi api) {
+                                const std::string& x_request_id, ChatApi api,
+                                ChatResolved* resolved) {
   const bool responses = api == ChatApi::kResponses;
   std::vector<std::string> ignored;
   auto req = protocol::ParseChatCompletionRequest(body, &ignored, ctx.structured_compact_json);
@@ -473,6 +484,12 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
                                      sampling->max_tokens, ctx.max_model_len,
                                      sampling->max_tokens_cap, sampling->min_tokens);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
+  if (resolved) {
+    const SamplingParams& p = sampling->params;
+    resolved->temperature = ShortestDecimal(p.temperature);
+    resolved->top_p = p.temperature < 1e-5f ? 1.0 : ShortestDecimal(p.top_p);
+    resolved->max_tokens = *max_tokens;
+  }
   job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.ReplyModel(req->sampling.model);
   job->created = UnixNow();

@@ -22,11 +22,20 @@ enum class ChatApi {
   // (without one the reply is text); max_output_tokens is held to the room the prompt leaves.
   kResponses,
 };
+// What the chat pipeline resolved for a request that it accepted: its sampling after the
+// server's defaults (vLLM's SamplingParams: a greedy request's top_p 1) and the tokens it may
+// generate at most after the context and caps. The Responses object reports them.
+struct ChatResolved {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t max_tokens = 0;
+};
 HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& body,
                                 Clock::time_point arrival,
                                 const ClientGoneFn& client_gone = nullptr,
                                 const std::string& x_request_id = {},
-                                ChatApi api = ChatApi::kChatCompletions);
+                                ChatApi api = ChatApi::kChatCompletions,
+                                ChatResolved* resolved = nullptr);
 HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
                             Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr,
                             const std::string& x_request_id = {});

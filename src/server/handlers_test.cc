@@ -904,6 +904,84 @@ TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
   EXPECT_EQ(final_types, Json::array({"reasoning", "message"}));
 }
 
+// The response object as vLLM's ResponsesResponse.from_request writes it: the sampling used
+// (the server's defaults, a greedy request's top_p 1, max_output_tokens after the context),
+// OpenAI's fields null or defaulted, a cut message still "completed", the reasoning item's
+// every field, and vLLM's usage lists.
+TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
+  ctx_.generation_defaults.temperature = 0.8;
+  ctx_.generation_defaults.top_p = 0.8;
+  const Json body = {{"input", "2+2?"}, {"chat_template_kwargs", {{"enable_thinking", true}}}};
+  HttpReply plain = HandleResponses(ctx_, body.dump(), Clock::now());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  Json r = Json::parse(plain.body);
+  EXPECT_EQ(r["temperature"], 0.8);
+  EXPECT_EQ(r["top_p"], 0.8);
+  EXPECT_EQ(r["max_output_tokens"], 512 - r["usage"]["input_tokens"].get<int64_t>());
+  for (const char* key : {"metadata", "text", "max_tool_calls", "previous_response_id", "prompt",
+                          "reasoning", "user", "error", "instructions", "top_logprobs"}) {
+    EXPECT_TRUE(r.contains(key) && r[key].is_null()) << key << ": " << r.dump();
+  }
+  EXPECT_EQ(r["background"], false);
+  EXPECT_EQ(r["service_tier"], "auto");
+  EXPECT_FALSE(r.contains("store"));
+  EXPECT_EQ(r["usage"]["output_tokens_details"]["tool_output_tokens"], 0);
+  EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens_per_turn"], Json::array());
+  ASSERT_EQ(r["output"].size(), 2u) << r.dump();
+  const Json& reasoning = r["output"][0];
+  EXPECT_EQ(reasoning["type"], "reasoning");
+  EXPECT_TRUE(reasoning.contains("encrypted_content") && reasoning["encrypted_content"].is_null());
+  EXPECT_TRUE(reasoning.contains("status") && reasoning["status"].is_null());
+  EXPECT_TRUE(r["output"][1]["content"][0]["logprobs"].is_null());
+
+  // Greedy, cut short: temperature 0, top_p 1, the message "completed", the response not.
+  Json cut = body;
+  cut.update({{"temperature", 0}, {"top_p", 0.5}, {"max_output_tokens", 6}});
+  r = Json::parse(HandleResponses(ctx_, cut.dump(), Clock::now()).body);
+  EXPECT_EQ(r["temperature"], 0.0);
+  EXPECT_EQ(r["top_p"], 1.0);
+  EXPECT_EQ(r["max_output_tokens"], 6);
+  EXPECT_EQ(r["status"], "incomplete");
+  for (const Json& item : r["output"]) {
+    if (item["type"] == "message") EXPECT_EQ(item["status"], "completed");
+  }
+
+  // Streamed: the reasoning item opens in progress with no content, its part events around
+  // its text, and closes completed.
+  Json streamed = body;
+  streamed["stream"] = true;
+  const std::string sse = Drain(HandleResponses(ctx_, streamed.dump(), Clock::now()));
+  std::vector<std::string> types;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n", pos);
+    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
+    pos = end;
+    const std::string type = e["type"];
+    if (type.find("reasoning") != std::string::npos ||
+        (type.rfind("response.output_item.", 0) == 0 && e["item"]["type"] == "reasoning")) {
+      if (types.empty() || types.back() != type) types.push_back(type);
+    }
+    if (type == "response.output_item.added" && e["item"]["type"] == "reasoning") {
+      EXPECT_EQ(e["item"]["status"], "in_progress");
+      EXPECT_TRUE(e["item"]["content"].is_null());
+    }
+    if (type == "response.output_item.done" && e["item"]["type"] == "reasoning") {
+      EXPECT_EQ(e["item"]["status"], "completed");
+    }
+    if (type == "response.reasoning_part.done") {
+      EXPECT_EQ(e["part"]["text"], "Two plus two.\nSo 4.\n");
+    }
+    if (type == "response.content_part.added") EXPECT_EQ(e["part"]["logprobs"], Json::array());
+    if (type == "response.content_part.done") EXPECT_TRUE(e["part"]["logprobs"].is_null());
+    if (type == "response.created") EXPECT_EQ(e["response"]["temperature"], 0.8);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{
+                       "response.output_item.added", "response.reasoning_part.added",
+                       "response.reasoning_text.delta", "response.reasoning_text.done",
+                       "response.reasoning_part.done", "response.output_item.done"}));
+}
+
 // include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
 // plain and streamed; the content is what follows it.
 TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
@@ -1254,6 +1332,37 @@ TEST_F(ToolHandlersTest, ResponsesRulesWhereTheyDifferFromChats) {
             std::string::npos)
       << prompt;
   EXPECT_EQ(Json::parse(r.body)["output"][0]["type"], "message");
+}
+
+// A streamed Responses call: its arguments' done event names the function (vLLM's
+// emit_simple_tool_call_done), and the tools come back in openai's FunctionTool dump.
+TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
+  const Json body = {
+      {"input", "Weather in Paris?"}, {"stream", true},
+      {"tools", {{{"type", "function"}, {"name", "get_weather"},
+                  {"parameters", {{"type", "object"},
+                                  {"properties", {{"city", {{"type", "string"}}},
+                                                  {"days", {{"type", "integer"}}}}}}}}}}};
+  const std::string sse = Drain(HandleResponses(ctx_, body.dump(), Clock::now()));
+  int done_events = 0;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n", pos);
+    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
+    pos = end;
+    if (e["type"] == "response.function_call_arguments.done") {
+      ++done_events;
+      EXPECT_EQ(e["name"], "get_weather") << e.dump();
+      EXPECT_EQ(e["arguments"], R"({"city": "Paris", "days": 3})");
+    }
+    if (e["type"] == "response.completed") {
+      EXPECT_EQ(e["response"]["tools"][0],
+                Json::parse(R"({"name": "get_weather", "parameters": {"type": "object",
+                    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}},
+                    "strict": null, "type": "function", "description": null})"));
+    }
+  }
+  EXPECT_EQ(done_events, 1) << sse;
 }
 
 TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {

@@ -163,17 +163,8 @@ StatusOr<Json> ChatTools(const Json& tools) {
     const std::string type = StringField(t, "type");
     if (type != "function")
       return InvalidArgument("tools: tool type '" + type + "' is not supported (function tools are)");
-    // vLLM's construct_tool_dicts: the tool's own dump (openai's FunctionTool fields in their
-    // declared order, null when absent, other keys after) under "function".
-    Json fn = {{"name", StringField(t, "name")},
-               {"parameters", t.value("parameters", Json())},
-               {"strict", t.value("strict", Json())},
-               {"type", "function"},
-               {"description", t.value("description", Json())}};
-    for (const auto& [key, value] : t.items()) {
-      if (!fn.contains(key)) fn[key] = value;
-    }
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    // vLLM's construct_tool_dicts: the tool's own dump under "function".
+    out.push_back({{"type", "function"}, {"function", FunctionToolDump(t)}});
   }
   return out;
 }
@@ -226,6 +217,18 @@ StatusOr<bool> IncludesOutputLogprobs(const Json& include) {
 }
 
 }  // namespace
+
+Json FunctionToolDump(const Json& tool) {
+  Json fn = {{"name", StringField(tool, "name")},
+             {"parameters", tool.value("parameters", Json())},
+             {"strict", tool.value("strict", Json())},
+             {"type", "function"},
+             {"description", tool.value("description", Json())}};
+  for (const auto& [key, value] : tool.items()) {
+    if (!fn.contains(key)) fn[key] = value;
+  }
+  return fn;
+}
 
 StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::string>* ignored) {
   if (request.is_discarded()) return InvalidArgument("JSON decode error: the request body is not valid JSON");

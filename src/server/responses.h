@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "server/generation_run.h"
+#include "server/handlers.h"
 #include "server/server_context.h"
 
 namespace cpm {
@@ -50,10 +51,17 @@ struct ResponsesJob {
   // top_logprobs alternatives each (echoed as the response's top_logprobs).
   bool logprobs = false;
   nlohmann::ordered_json top_logprobs = 0;
+  // The sampling the chat pipeline resolved (the response reports what was used).
+  ChatResolved resolved;
 
   // An output item's id: "msg_…", "rs_…", "fc_…".
   std::string NewItemId(const char* prefix) const { return ctx->NewRequestId(prefix, '_'); }
 };
+
+// A function tool as openai's FunctionTool model dumps it (vLLM's pydantic round trip): its
+// fields in their declared order (name, parameters, strict, type, description), null when
+// absent, other keys after. The template sees it so, and the response echoes it so.
+nlohmann::ordered_json FunctionToolDump(const nlohmann::ordered_json& tool);
 
 HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
                           Clock::time_point arrival, const ClientGoneFn& client_gone = nullptr);

@@ -21,11 +21,11 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// An output_text part; with `logprobs` (include asked for them), the text's tokens' log-probs.
-Json OutputText(const std::string& text, const Json* logprobs = nullptr) {
-  Json part = {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
-  if (logprobs) part["logprobs"] = *logprobs;
-  return part;
+// An output_text part; `logprobs`: the text's tokens' log-probs where include asked for them,
+// else null (a finished part's) or [] (a part just opened), as vLLM writes them.
+Json OutputText(const std::string& text, Json logprobs) {
+  return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()},
+          {"logprobs", std::move(logprobs)}};
 }
 
 // A chat choice's `logprobs.content` entries as the Responses API's logprobs: {token, bytes,
@@ -59,11 +59,17 @@ Json MessageItem(const std::string& id, const char* status, Json content) {
           {"content", std::move(content)}};
 }
 
-Json ReasoningItem(const std::string& id, const std::string& text) {
-  Json content = Json::array();
-  if (!text.empty()) content.push_back({{"type", "reasoning_text"}, {"text", text}});
+// A reasoning item (openai's ResponseReasoningItem, every field): `status` null in a reply,
+// "in_progress" / "completed" in a stream's events (with no content while in progress).
+Json ReasoningItem(const std::string& id, const std::string& text, Json status = nullptr) {
+  Json content = nullptr;
+  if (status != "in_progress") {
+    content = Json::array();
+    if (!text.empty()) content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  }
   return {{"type", "reasoning"}, {"id", id}, {"summary", Json::array()},
-          {"content", std::move(content)}};
+          {"content", std::move(content)}, {"encrypted_content", nullptr},
+          {"status", std::move(status)}};
 }
 
 Json FunctionCallItem(const std::string& id, const std::string& call_id, const std::string& name,
@@ -80,11 +86,19 @@ int64_t CachedTokensOf(const Json& usage) {
   return d->value("cached_tokens", int64_t{0});
 }
 
+// vLLM's ResponseUsage: OpenAI's fields and its per-turn lists (empty: one turn, no tools).
 Json UsageOf(int64_t input, int64_t output, int64_t cached) {
   return {{"input_tokens", input},
-          {"input_tokens_details", {{"cached_tokens", cached}}},
+          {"input_tokens_details",
+           {{"cached_tokens", cached},
+            {"input_tokens_per_turn", Json::array()},
+            {"cached_tokens_per_turn", Json::array()}}},
           {"output_tokens", output},
-          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"output_tokens_details",
+           {{"reasoning_tokens", 0},
+            {"tool_output_tokens", 0},
+            {"output_tokens_per_turn", Json::array()},
+            {"tool_output_tokens_per_turn", Json::array()}}},
           {"total_tokens", input + output}};
 }
 
@@ -96,19 +110,16 @@ struct Outcome {
   Json logprobs = Json::array();  // ResponsesLogprobs of the tokens, when include asked
 };
 
-// A message cut short by max_output_tokens is "incomplete", as OpenAI marks it.
-const char* ItemStatus(const Outcome& o) {
-  return o.finish_reason == "length" ? "incomplete" : "completed";
-}
-
 // A finished choice's output items: its reasoning, its message (also when empty, unless calls
 // or reasoning stand for the answer), its function calls.
 Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   Json output = Json::array();
   if (!o.reasoning.empty()) output.push_back(ReasoningItem(job.NewItemId("rs"), o.reasoning));
+  // A message cut by max_output_tokens is "completed" too: the response's status and
+  // incomplete_details carry the cut (vLLM).
   if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
-    output.push_back(MessageItem(job.NewItemId("msg"), ItemStatus(o),
-                                 Json::array({OutputText(o.content, job.logprobs ? &o.logprobs : nullptr)})));
+    output.push_back(MessageItem(job.NewItemId("msg"), "completed",
+                                 Json::array({OutputText(o.content, job.logprobs ? o.logprobs : Json())})));
   }
   for (const Json& c : o.calls) {
     output.push_back(FunctionCallItem(job.NewItemId("fc"), c.value("id", ""), c["function"].value("name", ""),
@@ -117,33 +128,48 @@ Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   return output;
 }
 
-// The response object: as created (in progress, no output yet) or finished.
+// The response object: as created (in progress, no output yet) or finished. vLLM's
+// ResponsesResponse.from_request, its fields in their order: the request's values where it
+// gave them (its tools as openai's dump), the sampling actually used (temperature, top_p,
+// max_output_tokens), OpenAI's defaults otherwise; `error` (null unless failed) as OpenAI's
+// SDKs expect it.
 Json ResponseObject(const ResponsesJob& job, const char* status, Json output, Json usage,
                     Json incomplete) {
+  const auto echo = [&](const char* key, Json fallback) {
+    auto it = job.echo.find(key);
+    return it == job.echo.end() || it->is_null() ? fallback : *it;
+  };
+  Json tools = Json::array();
+  if (auto t = job.echo.find("tools"); t != job.echo.end() && t->is_array()) {
+    for (const Json& tool : *t) tools.push_back(FunctionToolDump(tool));
+  }
   Json r = {{"id", job.id},
-            {"object", "response"},
             {"created_at", job.created},
-            {"status", status},
-            {"error", nullptr},
             {"incomplete_details", std::move(incomplete)},
-            {"instructions", job.echo.value("instructions", Json(nullptr))},
-            {"max_output_tokens", job.echo.value("max_output_tokens", Json(nullptr))},
+            {"instructions", echo("instructions", nullptr)},
+            {"metadata", echo("metadata", nullptr)},
             {"model", job.model},
+            {"object", "response"},
             {"output", std::move(output)},
-            {"parallel_tool_calls", job.echo.value("parallel_tool_calls", Json(true))},
+            {"parallel_tool_calls", echo("parallel_tool_calls", true)},
+            {"temperature", job.resolved.temperature},
+            {"tool_choice", echo("tool_choice", "auto")},
+            {"tools", std::move(tools)},
+            {"top_p", job.resolved.top_p},
+            {"background", false},
+            {"max_output_tokens", job.resolved.max_tokens},
+            {"max_tool_calls", echo("max_tool_calls", nullptr)},
             {"previous_response_id", nullptr},
-            {"reasoning", job.echo.value("reasoning", Json(nullptr))},
-            {"store", false},
-            {"temperature", job.echo.value("temperature", Json(nullptr))},
-            {"text", job.echo.value("text", Json{{"format", {{"type", "text"}}}})},
-            {"tool_choice", job.echo.value("tool_choice", Json("auto"))},
-            {"tools", job.echo.value("tools", Json::array())},
-            {"top_p", job.echo.value("top_p", Json(nullptr))},
+            {"prompt", nullptr},
+            {"reasoning", echo("reasoning", nullptr)},
+            {"service_tier", echo("service_tier", "auto")},
+            {"status", status},
+            {"text", echo("text", nullptr)},
             {"top_logprobs", job.logprobs ? Json(job.top_logprobs) : Json(nullptr)},
-            {"truncation", job.echo.value("truncation", Json("disabled"))},
+            {"truncation", echo("truncation", "disabled")},
             {"usage", std::move(usage)},
-            {"user", job.echo.value("user", Json(nullptr))},
-            {"metadata", job.echo.value("metadata", Json::object())}};
+            {"user", echo("user", nullptr)},
+            {"error", nullptr}};
   return r;
 }
 
@@ -255,7 +281,8 @@ class StreamTranslator {
           !out_->Emit({{"type", "response.function_call_arguments.delta"},
                        {"item_id", id}, {"output_index", index}, {"delta", args}}) ||
           !out_->Emit({{"type", "response.function_call_arguments.done"},
-                       {"item_id", id}, {"output_index", index}, {"arguments", args}}) ||
+                       {"item_id", id}, {"output_index", index}, {"arguments", args},
+                       {"name", name}}) ||
           !out_->Emit({{"type", "response.output_item.done"},
                        {"output_index", index},
                        {"item", FunctionCallItem(id, call_id, name, args, "completed")}})) {
@@ -278,8 +305,12 @@ class StreamTranslator {
       reasoning_index_ = next_index_++;
       if (!out_->Emit({{"type", "response.output_item.added"},
                        {"output_index", reasoning_index_},
-                       {"item", ReasoningItem(reasoning_id_, "")}}))
+                       {"item", ReasoningItem(reasoning_id_, "", "in_progress")}}) ||
+          !out_->Emit({{"type", "response.reasoning_part.added"}, {"item_id", reasoning_id_},
+                       {"output_index", reasoning_index_}, {"content_index", 0},
+                       {"part", {{"type", "reasoning_text"}, {"text", ""}}}})) {
         return false;
+      }
     }
     outcome_.reasoning += delta;
     return out_->Emit({{"type", "response.reasoning_text.delta"}, {"item_id", reasoning_id_},
@@ -289,11 +320,14 @@ class StreamTranslator {
   bool CloseReasoning() {
     if (reasoning_index_ < 0 || reasoning_closed_) return true;
     reasoning_closed_ = true;
-    Json item = ReasoningItem(reasoning_id_, outcome_.reasoning);
+    Json item = ReasoningItem(reasoning_id_, outcome_.reasoning, "completed");
     items_.push_back(item);
     return out_->Emit({{"type", "response.reasoning_text.done"}, {"item_id", reasoning_id_},
                        {"output_index", reasoning_index_}, {"content_index", 0},
                        {"text", outcome_.reasoning}}) &&
+           out_->Emit({{"type", "response.reasoning_part.done"}, {"item_id", reasoning_id_},
+                       {"output_index", reasoning_index_}, {"content_index", 0},
+                       {"part", {{"type", "reasoning_text"}, {"text", outcome_.reasoning}}}}) &&
            out_->Emit({{"type", "response.output_item.done"},
                        {"output_index", reasoning_index_}, {"item", std::move(item)}});
   }
@@ -306,7 +340,7 @@ class StreamTranslator {
                        {"item", MessageItem(message_id_, "in_progress", Json::array())}}) &&
            out_->Emit({{"type", "response.content_part.added"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"part", OutputText("")}});
+                       {"part", OutputText("", Json::array())}});
   }
 
   bool Text(const std::string& delta, const Json& logprobs) {
@@ -322,8 +356,8 @@ class StreamTranslator {
   bool CloseMessage() {
     if (message_index_ < 0 || message_closed_) return true;
     message_closed_ = true;
-    const Json* logprobs = job_.logprobs ? &outcome_.logprobs : nullptr;
-    Json item = MessageItem(message_id_, ItemStatus(outcome_),
+    const Json logprobs = job_.logprobs ? outcome_.logprobs : Json();
+    Json item = MessageItem(message_id_, "completed",
                             Json::array({OutputText(outcome_.content, logprobs)}));
     items_.push_back(item);
     return out_->Emit({{"type", "response.output_text.done"}, {"item_id", message_id_},
@@ -363,10 +397,10 @@ class StreamTranslator {
   Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
 };
 
-HttpReply Complete(const ServerContext& ctx, const ResponsesJob& job, const std::string& chat_body,
+HttpReply Complete(const ServerContext& ctx, ResponsesJob& job, const std::string& chat_body,
                    Clock::time_point arrival, const ClientGoneFn& client_gone) {
-  HttpReply chat =
-      HandleChatCompletions(ctx, chat_body, arrival, client_gone, {}, ChatApi::kResponses);
+  HttpReply chat = HandleChatCompletions(ctx, chat_body, arrival, client_gone, {},
+                                         ChatApi::kResponses, &job.resolved);
   if (chat.status != 200) return chat;
   const Json j = protocol::ParseOrderedJson(chat.body);
   if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
@@ -410,14 +444,14 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   job->model = ctx.ReplyModel(model);
   job->logprobs = chat->value("logprobs", false);
   if (job->logprobs) job->top_logprobs = chat->value("top_logprobs", Json(0));
-  for (const char* key : {"instructions", "max_output_tokens", "parallel_tool_calls", "reasoning",
-                          "temperature", "text", "tool_choice", "tools", "top_p", "truncation",
-                          "user", "metadata"}) {
+  for (const char* key : {"instructions", "parallel_tool_calls", "reasoning", "text",
+                          "tool_choice", "tools", "truncation", "user", "metadata",
+                          "max_tool_calls", "service_tier"}) {
     if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
   }
   if (!chat->contains("stream")) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
-  HttpReply inner =
-      HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {}, ChatApi::kResponses);
+  HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {},
+                                          ChatApi::kResponses, &job->resolved);
   if (!inner.stream) return inner;  // refused before generating: the chat error as it is
   HttpReply reply;
   reply.content_type = kSseContentType;
