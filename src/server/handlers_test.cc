@@ -1287,16 +1287,37 @@ TEST_F(ToolHandlersTest, ForcedToolChoiceReturnsTheCalls) {
 }
 
 // A forced call with a response format besides: the tool's schema constrains the reply, the
-// format is dropped (vLLM's ToolParser.adjust_request), for either way of asking for one.
+// format is dropped (vLLM's ToolParser.adjust_request). structured_outputs' json, regex or
+// choice beside a named function is vLLM's 400 (check_structured_outputs_count); beside
+// "required" it gives way too.
 TEST_F(ToolHandlersTest, ForcedToolChoiceReplacesTheResponseFormat) {
   const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
   const Json string_schema = {{"type", "string"}};
   const Json formats[] = {
       {{"response_format",
         {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", string_schema}}}}}},
-      {{"structured_outputs", {{"json", string_schema}}}},
       {{"response_format", {{"type", "json_object"}}}},
   };
+  {
+    Json body = Json::parse(Body(false, named));
+    body["structured_outputs"] = {{"regex", "abc"}};
+    int status = 0;
+    Json r = Chat(body.dump(), &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_EQ(r["error"]["message"],
+              "1 validation error: Value error, You can only either use constraints for "
+              "structured outputs or tools, not both.");
+    body["tool_choice"] = "required";
+    body["structured_outputs"] = {{"json", string_schema}};
+    Chat(body.dump(), &status);
+    EXPECT_EQ(status, 200);
+    body["structured_outputs"] = {{"json", string_schema}, {"regex", "a"}};
+    r = Chat(body.dump(), &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                  "You can only use one kind of constraints for structured outputs"),
+              std::string::npos);
+  }
   engine_.script = tok_->Encode(R"({"city": "Paris", "days": 3})", false);
   for (const Json& format : formats) {
     Json body = Json::parse(Body(false, named));

@@ -157,6 +157,29 @@ Status ParseChatTemplateFields(JsonReader& r, const Json& j, ChatTemplateFields*
   return OkStatus();
 }
 
+// vLLM's check_structured_outputs_count: one of structured_outputs' json, regex and choice at
+// most, and none beside a named function (whose call the tool's schema constrains; a
+// response_format gives way to it instead, and "required" replaces the constraint).
+Status CheckStructuredOutputsCount(const Json& j, ToolChoice tool_choice) {
+  const auto so = j.find("structured_outputs");
+  if (so == j.end() || !so->is_object()) return OkStatus();
+  int count = 0;
+  for (const char* k : {"json", "regex", "choice"}) {
+    count += so->contains(k) && !so->at(k).is_null();
+  }
+  if (count > 1) {
+    return InvalidArgument(
+        "1 validation error: Value error, You can only use one kind of constraints for "
+        "structured outputs ('json', 'regex' or 'choice').");
+  }
+  if (count > 0 && tool_choice == ToolChoice::kNamed) {
+    return InvalidArgument(
+        "1 validation error: Value error, You can only either use constraints for structured "
+        "outputs or tools, not both.");
+  }
+  return OkStatus();
+}
+
 // vLLM's validation of tool_choice against tools (with tools and no tool_choice the choice is
 // "auto"). Whether the server can honour the choice is the handler's to say.
 StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
@@ -352,6 +375,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   r.Known("tool_choice");
   CPM_TRY(r.Bool("parallel_tool_calls", &req.parallel_tool_calls));
   CPM_ASSIGN_OR_RETURN(req.tool_choice, ParseToolChoice(j, &req.tool_name));
+  CPM_TRY(CheckStructuredOutputsCount(j, req.tool_choice));
   CPM_TRY(ParseStructuredOutputs(r, j, compact_json, &req.sampling.structured));
   ReportUnknown(r, ignored);
   return req;
