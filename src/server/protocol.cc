@@ -242,6 +242,7 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
   const auto so = j.find("structured_outputs");
   const bool has_rf = rf != j.end() && !rf->is_null();
   const bool has_so = so != j.end() && !so->is_null();
+  Json merged;  // structured_outputs with the response_format's constraint laid over it
   if (has_rf) {
     const auto type = rf->is_object() ? rf->find("type") : rf->end();
     if (!rf->is_object() || type == rf->end() || !type->is_string()) {
@@ -249,11 +250,10 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
                        "'text', 'json_object', 'json_schema' or 'structural_tag'");
     }
     const std::string t = type->get<std::string>();
-    if (t != "text" && has_so) {
-      return InvalidArgument("Give either response_format or structured_outputs, not both.");
-    }
+    // The format as the structured_outputs constraint it stands for.
+    Json constraint;
     if (t == "json_object") {
-      *out = structured::Schema::AnyObject(server_ws);
+      constraint = {{"json_object", true}};
     } else if (t == "json_schema") {
       const auto js = rf->find("json_schema");
       if (js == rf->end() || !js->is_object()) {
@@ -266,33 +266,54 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
       if (schema == js->end() || schema->is_null()) {
         return InvalidArgument("response_format.json_schema.schema is required");
       }
-      CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(*schema, server_ws));
+      constraint = {{"json", *schema}};
     } else if (t != "text") {
       return InvalidArgument("response_format of type '" + t +
                              "' is not supported by cpmserve (text, json_object, json_schema are)");
     }
+    if (!constraint.is_null() && !has_so) {
+      if (t == "json_object") {
+        *out = structured::Schema::AnyObject(server_ws);
+      } else {
+        CPM_ASSIGN_OR_RETURN(*out,
+                             structured::Schema::FromJsonSchema(constraint["json"], server_ws));
+      }
+      return OkStatus();
+    }
+    if (!constraint.is_null() && so->is_object()) {
+      // vLLM's structured_outputs_from_response_format: the format's constraint replaces
+      // structured_outputs' own of that kind and keeps its options (disable_any_whitespace);
+      // a constraint of another kind left beside it makes two, a 400 below.
+      merged = *so;
+      merged.update(constraint);
+    }
   }
   if (!has_so) return OkStatus();
-  if (!so->is_object()) return TypeError("structured_outputs", "an object");
+  const Json* so_json = merged.is_null() ? &*so : &merged;
+  if (!so_json->is_object()) return TypeError("structured_outputs", "an object");
   // One constraint kind; of the options beside it, disable_any_whitespace is followed, the
   // others (backend fallbacks, whitespace patterns) do not change what the output may be and
   // are ignored.
   std::vector<std::string> kinds;
   for (const char* k : {"json", "regex", "choice", "grammar", "json_object", "structural_tag"}) {
-    if (so->contains(k) && !so->at(k).is_null() && so->at(k) != false) kinds.push_back(k);
+    const auto it = so_json->find(k);
+    if (it != so_json->end() && !it->is_null() && *it != false) kinds.push_back(k);
   }
-  if (kinds.size() != 1) {
+  if (kinds.size() != 1) {  // vLLM's StructuredOutputsParams.__post_init__
     return InvalidArgument(
-        "structured_outputs needs exactly one of json, regex, choice, grammar, json_object or "
-        "structural_tag");
+        std::string(kinds.empty() ? "You must use one kind of structured outputs constraint but "
+                                    "none are specified: "
+                                  : "You can only use one kind of structured outputs constraint "
+                                    "but multiple are specified: ") +
+        so_json->dump());
   }
-  const Json& v = so->at(kinds[0]);
+  const Json& v = so_json->at(kinds[0]);
   // disable_any_whitespace: compact JSON, as vLLM's option.
-  const auto compact = so->find("disable_any_whitespace");
-  if (compact != so->end() && !compact->is_null() && !compact->is_boolean()) {
+  const auto compact = so_json->find("disable_any_whitespace");
+  if (compact != so_json->end() && !compact->is_null() && !compact->is_boolean()) {
     return TypeError("structured_outputs.disable_any_whitespace", "a boolean");
   }
-  const int ws = compact != so->end() && compact->is_boolean() && compact->get<bool>()
+  const int ws = compact != so_json->end() && compact->is_boolean() && compact->get<bool>()
                      ? 0
                      : server_ws;
   if (kinds[0] == "json") {

@@ -389,6 +389,23 @@ TEST(Protocol, StructuredOutputs) {
   auto completion = [](const std::string& extra) {
     return protocol::ParseCompletionRequest(R"({"prompt":"a",)" + extra + "}", nullptr);
   };
+  // response_format with structured_outputs: the format's constraint replaces theirs of its kind
+  // and keeps their options (vLLM's structured_outputs_from_response_format); one of another
+  // kind beside it is two, a 400.
+  {
+    const auto merged = completion(
+        R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"integer"}}},)"
+        R"("structured_outputs":{"json":{"type":"string"},"disable_any_whitespace":true})");
+    ASSERT_TRUE(merged.ok()) << merged.status().message();
+    EXPECT_EQ(merged->sampling.structured->max_whitespace(), 0);
+    EXPECT_EQ(merged->sampling.structured->root()->kind, structured::Kind::kInteger);
+    const auto two = completion(
+        R"("response_format":{"type":"json_object"},"structured_outputs":{"regex":"a+"})");
+    EXPECT_NE(two.status().message().find(
+                  "You can only use one kind of structured outputs constraint but multiple are "
+                  "specified"),
+              std::string::npos) << two.status().message();
+  }
   std::vector<std::string> ignored;
   auto text = protocol::ParseChatCompletionRequest(
       R"({"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"},
