@@ -122,6 +122,13 @@ void Matcher::PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out
   }
 }
 
+// Compact JSON (no free whitespace) takes xgrammar's default separators without an indent,
+// ", " and ": ": the readings from `first` on, just past one, owe a single space.
+void Matcher::SpaceDue(std::vector<Stack>* out, size_t first) const {
+  if (schema_->max_whitespace() != 0) return;
+  for (size_t i = first; i < out->size(); ++i) (*out)[i].back().ws = kSpaceDue;
+}
+
 void Matcher::Pop(Stack& s) {
   s.pop_back();
   Frame& p = s.back();
@@ -246,6 +253,12 @@ void Matcher::BeginKey(Stack s, std::vector<Stack>* out) const {
 
 void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
   Frame& f = s.back();
+  if (f.ws == kSpaceDue) {  // compact JSON's separators are ", " and ": "
+    if (c != ' ') return;
+    f.ws = 0;
+    out->push_back(std::move(s));
+    return;
+  }
   const bool blank = IsWhitespace(c);
   // Whitespace where JSON allows it: the frame stays, one more blank in the run.
   const auto take_blank = [&] {
@@ -395,13 +408,16 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
       if (f.aux >= 0) f.count = f.aux + 1;
       f.phase = Phase::kObjValue;
       f.ws = 0;
-      return PushValue(std::move(s), value, out);
+      const size_t first = out->size();
+      PushValue(std::move(s), value, out);
+      return SpaceDue(out, first);
     }
     case Phase::kObjNext:
       if (blank) return take_blank();
       if (c == ',' && MoreMembers(f)) {
         f.phase = Phase::kObjComma;
-        return keep();
+        keep();
+        return SpaceDue(out, out->size() - 1);
       }
       if (c == '}' && CanClose(f)) {
         Pop(s);
@@ -432,7 +448,9 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         const SchemaNode* item = Item(*f.node, f.count);
         f.phase = Phase::kArrValue;
         f.ws = 0;
-        return PushValue(std::move(s), item, out);
+        const size_t first = out->size();
+        PushValue(std::move(s), item, out);
+        return SpaceDue(out, first);
       }
       if (c == ']' && f.count >= f.node->min_items) {
         Pop(s);

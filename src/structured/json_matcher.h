@@ -7,7 +7,8 @@
 //
 // JSON text: whitespace (space, newline, tab: at most Schema::max_whitespace() bytes in a row)
 // may come around ':' and ',' and inside brackets, not before or after the root value (as in
-// xgrammar's grammars); strings are JSON strings (escapes checked, no raw
+// xgrammar's grammars); compact JSON (max_whitespace 0) has xgrammar's separators ", " and
+// ": " and no other whitespace; strings are JSON strings (escapes checked, no raw
 // control bytes) of well-formed UTF-8 (a token may end inside a character: the next goes on
 // with it); numbers are JSON numbers (integers: no fraction or exponent).
 #pragma once
@@ -48,7 +49,8 @@ class Matcher {
   struct Frame {
     const SchemaNode* node = nullptr;
     Phase phase{};
-    uint8_t ws = 0;                  // whitespace bytes in a row before this byte
+    uint8_t ws = 0;                  // whitespace bytes in a row before this byte, or
+                                     // kSpaceDue
     int32_t count = 0;               // object: next property; array: items; string: chars;
                                      // literal: bytes matched; declared key: bytes matched
     int32_t aux = 0;                 // \u hex digits; object: the chosen property (-1: other)
@@ -75,6 +77,9 @@ class Matcher {
   void PushValue(Stack s, const SchemaNode* node, std::vector<Stack>* out) const;
   // The top frame's value is complete: pops it and tells its parent.
   static void Pop(Stack& s);
+  // Frame::ws of a reading whose next byte must be the space of a compact separator.
+  static constexpr uint8_t kSpaceDue = 0xFF;
+  void SpaceDue(std::vector<Stack>* out, size_t first) const;
   // Starting a key at object frame `f` (its opening quote just read).
   void BeginKey(Stack s, std::vector<Stack>* out) const;
   static bool CanClose(const Frame& f);

@@ -231,10 +231,23 @@ TEST(JsonMatcher, NumbersStringsChoiceAndWhitespace) {
   const auto any = Schema::AnyObject();
   EXPECT_TRUE(Matches(any, "{" + std::string(kMaxWhitespace, ' ') + "}"));
   EXPECT_FALSE(Matches(any, "{" + std::string(kMaxWhitespace + 1, ' ') + "}"));
+  // Compact: xgrammar's separators without an indent, ", " and ": ", and no other whitespace.
   const auto compact = Schema::AnyObject(0);
-  EXPECT_TRUE(Matches(compact, R"({"a":[1,{"b":null}]})"));
-  EXPECT_FALSE(Matches(compact, R"({"a": 1})"));
-  EXPECT_FALSE(Matches(compact, "{}\n"));
+  EXPECT_TRUE(Matches(compact, R"({"a": [1, {"b": null}], "c": "x, y"})"));
+  EXPECT_TRUE(Matches(compact, R"({"a": [], "b": {}})"));
+  for (const char* bad : {R"({"a":[1,{"b":null}]})", R"({"a":1})", R"({"a": 1,"b": 2})",
+                          R"({"a":  1})", R"({ "a": 1})", R"({"a" : 1})", R"({"a": [1 ,2]})",
+                          R"({"a": 1 })", "{}\n"}) {
+    EXPECT_FALSE(Matches(compact, bad)) << bad;
+  }
+  const auto typed = Compile(R"({"type": "object", "properties": {"n": {"type": "integer"},
+                                 "t": {"type": "array", "items": {"type": "string"}}}})");
+  const auto typed_compact = Schema::FromJsonSchema(Json::parse(R"({"type": "object",
+      "properties": {"n": {"type": "integer"}, "t": {"type": "array", "items": {"type": "string"}}}})"), 0);
+  ASSERT_TRUE(typed_compact.ok());
+  EXPECT_TRUE(Matches(*typed_compact, R"({"n": 3, "t": ["a", "b"]})"));
+  EXPECT_FALSE(Matches(*typed_compact, R"({"n":3,"t":["a","b"]})"));
+  EXPECT_TRUE(Matches(typed, R"({"n":3,"t":["a","b"]})"));
 }
 
 // Strings are well-formed UTF-8, a character's bytes possibly split between tokens.
