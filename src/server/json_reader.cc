@@ -1,7 +1,10 @@
 // Non-throwing typed JSON field access for request parsing.
 #include "server/json_reader.h"
 
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 #include "server/json_parse.h"
 
@@ -41,30 +44,81 @@ Status JsonReader::Bool(const char* name, bool* out) {
   return OkStatus();
 }
 
-Status JsonReader::OptBool(const char* name, std::optional<bool>* out) {
-  const Json* v = Find(name);
-  if (!v) return OkStatus();
-  if (!v->is_boolean()) return TypeError(name, "a valid boolean");
-  *out = v->get<bool>();
-  return OkStatus();
+namespace {
+
+// `s` without the blanks around it (pydantic strips them before parsing a number).
+std::string_view Trimmed(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\n\r\f\v");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\n\r\f\v") - b + 1);
 }
 
-// Integers may come as 3 or 3.0 (pydantic's lax mode), never as 3.5 or "3".
-static bool ToInt(const Json& v, int64_t* out) {
+// A boolean as pydantic's lax mode reads one.
+bool ToBool(const Json& v, bool* out) {
+  if (v.is_boolean()) {
+    *out = v.get<bool>();
+    return true;
+  }
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (d != 0 && d != 1) return false;
+    *out = d == 1;
+    return true;
+  }
+  if (!v.is_string()) return false;
+  std::string s(Trimmed(v.get_ref<const std::string&>()));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const char* const kTrue[] = {"1", "on", "t", "true", "y", "yes"};
+  static const char* const kFalse[] = {"0", "off", "f", "false", "n", "no"};
+  for (const char* t : kTrue) {
+    if (s == t) return *out = true, true;
+  }
+  for (const char* f : kFalse) {
+    if (s == f) return *out = false, true;
+  }
+  return false;
+}
+
+// An integer as pydantic's lax mode reads one: 3, 3.0, true, "3"; never 3.5 or "3.5". Empty
+// when it is none, with pydantic's reason.
+std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char** why) {
+  *why = "a valid integer";
+  if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      return false;
+      return std::nullopt;
     }
-    *out = v.get<int64_t>();
-    return true;
+    return v.get<int64_t>();
   }
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return false;
-    *out = static_cast<int64_t>(d);
-    return true;
+    if (std::isfinite(d) && d != std::floor(d)) {
+      *why = "a valid integer, got a number with a fractional part";
+    }
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return std::nullopt;
+    return static_cast<int64_t>(d);
   }
-  return false;
+  if (v.is_string() && form == JsonReader::IntForm::kLax) {
+    *why = "a valid integer, unable to parse string as an integer";
+    const std::string_view s = Trimmed(v.get_ref<const std::string&>());
+    int64_t x = 0;
+    const char* begin = s.data() + (!s.empty() && s[0] == '+');
+    const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), x);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return x;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status JsonReader::OptBool(const char* name, std::optional<bool>* out) {
+  const Json* v = Find(name);
+  if (!v) return OkStatus();
+  bool b = false;
+  if (!ToBool(*v, &b)) return TypeError(name, "a valid boolean, unable to interpret input");
+  *out = b;
+  return OkStatus();
 }
 
 Status JsonReader::Int(const char* name, int64_t* out) {
@@ -74,11 +128,12 @@ Status JsonReader::Int(const char* name, int64_t* out) {
   return OkStatus();
 }
 
-Status JsonReader::OptInt(const char* name, std::optional<int64_t>* out) {
+Status JsonReader::OptInt(const char* name, std::optional<int64_t>* out, IntForm form) {
   const Json* v = Find(name);
   if (!v) return OkStatus();
-  int64_t x = 0;
-  if (v->is_boolean() || !ToInt(*v, &x)) return TypeError(name, "a valid integer");
+  const char* why = nullptr;
+  const std::optional<int64_t> x = ToInt(*v, form, &why);
+  if (!x) return TypeError(name, why);
   *out = x;
   return OkStatus();
 }
@@ -86,8 +141,21 @@ Status JsonReader::OptInt(const char* name, std::optional<int64_t>* out) {
 Status JsonReader::OptNumber(const char* name, std::optional<double>* out) {
   const Json* v = Find(name);
   if (!v) return OkStatus();
-  if (!v->is_number()) return TypeError(name, "a valid number");
-  const double d = v->get<double>();
+  double d = 0;
+  if (v->is_number()) {
+    d = v->get<double>();
+  } else if (v->is_boolean()) {
+    d = v->get<bool>() ? 1 : 0;
+  } else if (v->is_string()) {
+    const std::string s(Trimmed(v->get_ref<const std::string&>()));
+    char* end = nullptr;
+    d = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size()) {
+      return TypeError(name, "a valid number, unable to parse string as a number");
+    }
+  } else {
+    return TypeError(name, "a valid number");
+  }
   if (!std::isfinite(d)) return TypeError(name, "a finite number");
   *out = d;
   return OkStatus();
@@ -148,9 +216,10 @@ Status JsonReader::IntList(const char* name, std::vector<int64_t>* out) {
   if (!v->is_array()) return TypeError(name, "a valid list of integers");
   out->clear();
   for (const Json& e : *v) {
-    int64_t x = 0;
-    if (e.is_boolean() || !ToInt(e, &x)) return TypeError(name, "a valid list of integers");
-    out->push_back(x);
+    const char* why = nullptr;
+    const std::optional<int64_t> x = ToInt(e, IntForm::kLax, &why);
+    if (!x) return TypeError(name, "a valid list of integers");
+    out->push_back(*x);
   }
   return OkStatus();
 }

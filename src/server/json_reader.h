@@ -16,14 +16,22 @@
 
 namespace cpm::protocol {
 
+// Scalars are read as pydantic's lax mode reads vLLM's request models: an integer also from an
+// integral float, a boolean or a string of digits ("3"); a number also from a boolean or a
+// numeric string; a boolean also from 0 / 1 and pydantic's words ("true", "no", "on", ...).
+// Strings stay strings (3 is not "3").
 class JsonReader {
  public:
   explicit JsonReader(const nlohmann::ordered_json& object) : obj_(object) {}
 
+  // kNoStrings: an integer field that vLLM checks before pydantic converts it (its logprobs
+  // validators compare the raw value), where a string is refused.
+  enum class IntForm { kLax, kNoStrings };
+
   Status Bool(const char* name, bool* out);
   Status OptBool(const char* name, std::optional<bool>* out);
   Status Int(const char* name, int64_t* out);
-  Status OptInt(const char* name, std::optional<int64_t>* out);
+  Status OptInt(const char* name, std::optional<int64_t>* out, IntForm form = IntForm::kLax);
   Status OptNumber(const char* name, std::optional<double>* out);
   Status String(const char* name, std::string* out);
   Status OptString(const char* name, std::optional<std::string>* out);

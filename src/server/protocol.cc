@@ -58,7 +58,7 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.StringOrList("stop", &f->stop));
   CPM_TRY(r.IntList("stop_token_ids", &f->stop_token_ids));
   CPM_TRY(r.Int("min_tokens", &f->min_tokens));
-  CPM_TRY(r.OptInt("prompt_logprobs", &f->prompt_logprobs));
+  CPM_TRY(r.OptInt("prompt_logprobs", &f->prompt_logprobs, JsonReader::IntForm::kNoStrings));
   CPM_TRY(ParseLogitBias(r, f));
   r.Known("allowed_token_ids");  // null is absent: any token
   if (r.Has("allowed_token_ids")) {
@@ -387,7 +387,7 @@ StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body
   req.sampling.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
   CPM_TRY(ParseChatTemplateFields(r, j, &req.chat));
   CPM_TRY(r.Bool("logprobs", &req.logprobs));
-  CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs));
+  CPM_TRY(r.OptInt("top_logprobs", &req.top_logprobs, JsonReader::IntForm::kNoStrings));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));
   CPM_TRY(r.Bool("echo", &req.echo));
   CPM_TRY(r.Bool("include_reasoning", &req.include_reasoning));
@@ -461,7 +461,7 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
     return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
   }
   CPM_TRY(ParsePrompts(j["prompt"], &req.prompts));
-  CPM_TRY(r.OptInt("logprobs", &req.logprobs));
+  CPM_TRY(r.OptInt("logprobs", &req.logprobs, JsonReader::IntForm::kNoStrings));
   CPM_TRY(r.Bool("echo", &req.echo));
   CPM_TRY(r.Bool("return_token_ids", &req.return_token_ids));
   CPM_TRY(r.Bool("add_special_tokens", &req.add_special_tokens));

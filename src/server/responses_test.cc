@@ -184,7 +184,7 @@ TEST(ResponsesRequest, WrongTypesAreErrorsNotExceptions) {
     }
   }
   std::vector<std::string> ignored;
-  EXPECT_FALSE(ChatRequestFromResponses(Json{{"input", "x"}, {"stream", "yes"}}, &ignored).ok());
+  EXPECT_FALSE(ChatRequestFromResponses(Json{{"input", "x"}, {"stream", "maybe"}}, &ignored).ok());
 }
 
 }  // namespace

@@ -265,11 +265,35 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
   for (const char* bad : {
            "{", "[]", R"({"messages":"hi"})", R"({})", R"({"messages":[{"content":"x"}]})",
            R"({"messages":[],"temperature":"hot"})", R"({"messages":[],"n":1.5})",
-           R"({"messages":[],"stream":"yes"})", R"({"messages":[],"stop":[1]})"}) {
+           R"({"messages":[],"stream":"maybe"})", R"({"messages":[],"stop":[1]})",
+           R"({"messages":[],"max_tokens":"3.5"})", R"({"messages":[],"n":"two"})",
+           R"({"messages":[],"top_logprobs":"2"})", R"({"messages":[],"temperature":"inf"})"}) {
     auto e = protocol::ParseChatCompletionRequest(bad, nullptr);
     EXPECT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
   }
+  // pydantic's lax mode, as vLLM's models read them: numeric strings, booleans as 0 / 1,
+  // pydantic's boolean words; a string where vLLM's logprobs validators look first is refused.
+  auto lax = protocol::ParseChatCompletionRequest(
+      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":" 3 ","temperature":"0.5",
+          "n":true,"ignore_eos":"yes","stop_token_ids":["5", 6.0],"stream":"on",
+          "logprobs":1})",
+      nullptr);
+  ASSERT_TRUE(lax.ok()) << lax.status().message();
+  EXPECT_EQ(*lax->sampling.max_tokens, 3);
+  EXPECT_EQ(*lax->sampling.temperature, 0.5);
+  EXPECT_EQ(lax->sampling.n, 1);
+  EXPECT_TRUE(lax->sampling.ignore_eos);
+  EXPECT_EQ(lax->sampling.stop_token_ids, (std::vector<int64_t>{5, 6}));
+  EXPECT_TRUE(lax->sampling.stream);
+  EXPECT_TRUE(lax->logprobs);
+  EXPECT_EQ(protocol::ParseChatCompletionRequest(R"({"messages":[],"n":2.5})", nullptr)
+                .status().message(),
+            "1 validation error: field 'n': Input should be a valid integer, got a number with a "
+            "fractional part");
+  EXPECT_EQ(*protocol::ParseCompletionRequest(R"({"prompt":"a","logprobs":true})", nullptr)
+                 ->logprobs, 1);
+  EXPECT_FALSE(protocol::ParseCompletionRequest(R"({"prompt":"a","logprobs":"1"})", nullptr).ok());
 }
 
 // tool_choice as vLLM validates it; whether the server can serve it is the handler's (tested
@@ -779,7 +803,7 @@ TEST(Sampling, LogitsRulesFromTheRequest) {
   EXPECT_EQ(message(R"("allowed_token_ids":[])"), "allowed_token_ids is not None and empty!");
   EXPECT_EQ(message(R"("allowed_token_ids":[1,100])"),
             "allowed_token_ids contains out-of-vocab token id!");
-  EXPECT_EQ(message(R"("allowed_token_ids":["1"])"),
+  EXPECT_EQ(message(R"("allowed_token_ids":["a"])"),
             "1 validation error: field 'allowed_token_ids': Input should be a valid list of "
             "integers");
   EXPECT_EQ(message(R"("bad_words":"no")"),
