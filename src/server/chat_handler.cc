@@ -161,7 +161,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
     for (int i = 0; i < job.sampling.n; ++i) {
       Json first = Chunk(job, i, {{"role", job.role}, {"content", ""}}, nullptr, nullptr, nullptr,
                          false);
-      if (job.return_token_ids) first["prompt_token_ids"] = job.prompt;  // vLLM: the first chunk
+      // vLLM: the prompt's ids on the first chunk (null unless return_token_ids).
+      first["prompt_token_ids"] = job.return_token_ids ? Json(job.prompt) : Json(nullptr);
       if (!emit(std::move(first), i, true)) return false;
     }
     if (job.echo_prefix.empty()) return true;
@@ -260,7 +261,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job,
       }
       Json chunk = Chunk(job, u.index, std::move(delta), lp, std::move(finish),
                          std::move(stop_reason), u.finished);
-      if (job.return_token_ids) chunk["choices"][0]["token_ids"] = u.token_ids;
+      // vLLM sets token_ids on every chunk after the first: the step's ids, or null.
+      chunk["choices"][0]["token_ids"] = job.return_token_ids ? Json(u.token_ids) : Json(nullptr);
       ok = emit(std::move(chunk), u.index);
     }
     if (!ok) {

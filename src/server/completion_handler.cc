@@ -34,6 +34,9 @@ struct CompletionJob {
   Clock::time_point arrival;
 };
 
+// A stream's chunk as vLLM dumps CompletionStreamResponse (every field, null when unset):
+// prompt_token_ids and token_ids are filled with return_token_ids, usage under
+// continuous_usage_stats.
 Json Chunk(const CompletionJob& job, int index, const std::string& text, Json logprobs,
            Json finish_reason, Json stop_reason) {
   Json choice;
@@ -42,8 +45,11 @@ Json Chunk(const CompletionJob& job, int index, const std::string& text, Json lo
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
   choice["stop_reason"] = std::move(stop_reason);
+  choice["prompt_token_ids"] = nullptr;
+  choice["token_ids"] = nullptr;
   Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
   c["choices"] = Json::array({std::move(choice)});
+  c["usage"] = nullptr;
   return c;
 }
 
@@ -194,11 +200,10 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
     choice["logprobs"] = job.top_logprobs >= 0 ? lps[i].ToJson() : Json(nullptr);
     choice["finish_reason"] = finish[i];
     choice["stop_reason"] = stop[i];
+    // vLLM's CompletionResponseChoice, every field (the ids null without return_token_ids).
+    choice["token_ids"] = job.return_token_ids ? Json(token_ids[i]) : Json(nullptr);
     choice["prompt_logprobs"] = prompt_lps[i];
-    if (job.return_token_ids) {
-      choice["prompt_token_ids"] = job.plans[i].prompt;
-      choice["token_ids"] = token_ids[i];
-    }
+    choice["prompt_token_ids"] = job.return_token_ids ? Json(job.plans[i].prompt) : Json(nullptr);
     choices.push_back(std::move(choice));
   }
   return HttpReply::Json(CompleteResponse(job.id, "text_completion", job.created, job.model,

@@ -656,7 +656,9 @@ TEST_F(HandlersTest, ReturnTokenIds) {
           ASSERT_TRUE(c.contains("token_ids") || chat) << e.dump();
           for (const Json& id : c.value("token_ids", Json::array())) ids.push_back(id);
           const Json& holder = chat ? e : c;
-          if (holder.contains("prompt_token_ids")) prompts.push_back(holder["prompt_token_ids"]);
+          if (holder.contains("prompt_token_ids") && !holder["prompt_token_ids"].is_null()) {
+            prompts.push_back(holder["prompt_token_ids"]);
+          }
         }
       }
       EXPECT_EQ(ids, expected_ids) << chat << stream;
@@ -669,11 +671,25 @@ TEST_F(HandlersTest, ReturnTokenIds) {
                                  "return_token_ids":true})", Clock::now()).body);
   const std::vector<int32_t> first = {engine_.script[0]};
   EXPECT_EQ(echoed["choices"][0]["text"], tok_->Decode(first, true));
-  // Not asked for: neither field.
+  // Not asked for: both null (vLLM dumps every field of its completion choice).
   const Json plain = Json::parse(HandleCompletions(ctx_, R"({"prompt":[1],"max_tokens":1})",
                                                    Clock::now()).body);
-  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
-  EXPECT_FALSE(plain["choices"][0].contains("prompt_token_ids"));
+  EXPECT_TRUE(plain["choices"][0]["token_ids"].is_null()) << plain.dump();
+  EXPECT_TRUE(plain["choices"][0]["prompt_token_ids"].is_null());
+  bool done = false;
+  for (const Json& e : Events(Drain(HandleCompletions(
+           ctx_, R"({"prompt":[1],"max_tokens":2,"stream":true})", Clock::now())), &done)) {
+    EXPECT_TRUE(e["usage"].is_null() && e["choices"][0]["token_ids"].is_null() &&
+                e["choices"][0]["prompt_token_ids"].is_null()) << e.dump();
+  }
+  // Chat's stream: the role chunk's prompt_token_ids and later chunks' token_ids null.
+  const auto events = Events(Drain(HandleChatCompletions(
+      ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"stream":true})",
+      Clock::now())), &done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_TRUE(events[0].contains("prompt_token_ids") && events[0]["prompt_token_ids"].is_null());
+  EXPECT_TRUE(events[1]["choices"][0].contains("token_ids") &&
+              events[1]["choices"][0]["token_ids"].is_null()) << events[1].dump();
 }
 
 // Batches of prompts as evaluation harnesses send them: hundreds are one request; past vLLM's
@@ -716,7 +732,7 @@ TEST_F(HandlersTest, ContinuousUsageStats) {
       ctx_, R"({"prompt":"Hi","max_tokens":2,"stream":true,
                "stream_options":{"include_usage":false,"continuous_usage_stats":true}})",
       Clock::now())), &done);
-  for (const Json& e : events) EXPECT_FALSE(e.contains("usage"));
+  for (const Json& e : events) EXPECT_TRUE(e["usage"].is_null()) << e.dump();  // vLLM: null
 }
 
 // The role chunk goes out with the first token (vLLM's first iteration), not on admission: a
