@@ -1400,6 +1400,36 @@ TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
     }
   }
   EXPECT_EQ(done_events, 1) << sse;
+
+  // A named function: its arguments stream as they are generated, one delta per piece, inside
+  // the call's item.
+  engine_.script = tok_->Encode(R"({"city": "Paris", "days": 3})", false);
+  Json named = body;
+  named["tool_choice"] = {{"type", "function"}, {"name", "get_weather"}};
+  const std::string pieces = Drain(HandleResponses(ctx_, named.dump(), Clock::now()));
+  std::vector<std::string> order;
+  std::string arguments;
+  int deltas = 0;
+  pos = 0;
+  while ((pos = pieces.find("data: ", pos)) != std::string::npos) {
+    const size_t end = pieces.find("\n", pos);
+    const Json e = Json::parse(pieces.substr(pos + 6, end - pos - 6));
+    pos = end;
+    const std::string type = e["type"];
+    if (type == "response.function_call_arguments.delta") {
+      arguments += e["delta"].get<std::string>();
+      ++deltas;
+    }
+    if (type.find("function_call") != std::string::npos || type.find("output_item") != std::string::npos) {
+      if (order.empty() || order.back() != type) order.push_back(type);
+    }
+  }
+  EXPECT_EQ(arguments, R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(order, (std::vector<std::string>{"response.output_item.added",
+                                             "response.function_call_arguments.delta",
+                                             "response.function_call_arguments.done",
+                                             "response.output_item.done"}));
+  EXPECT_GT(deltas, 3) << "the arguments came whole, not as they were generated";
 }
 
 TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {

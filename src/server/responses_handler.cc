@@ -197,8 +197,8 @@ class EventWriter {
 };
 
 // The Responses events of one streamed choice, made from its chat chunks as they come: items
-// open when their first text arrives (reasoning, then the message) and close when the next
-// begins or the choice ends; function calls, whole in the chat stream's last chunks, follow.
+// open when their first text arrives (reasoning, then the message, then each function call
+// with its first delta) and close when the next begins or the choice ends.
 class StreamTranslator {
  public:
   StreamTranslator(const ResponsesJob& job, EventWriter* out) : job_(job), out_(out) {}
@@ -242,7 +242,9 @@ class StreamTranslator {
         }
       }
       if (auto calls = d->find("tool_calls"); calls != d->end() && calls->is_array()) {
-        for (const Json& call : *calls) MergeCall(call);
+        for (const Json& call : *calls) {
+          if (!CallDelta(call)) return false;
+        }
       }
     }
     if (!said) {
@@ -265,30 +267,9 @@ class StreamTranslator {
   }
 
   bool Finish() {
-    if (!CloseReasoning() || !CloseMessage()) return false;
-    if (outcome_.reasoning.empty() && outcome_.content.empty() && outcome_.calls.empty()) {
+    if (!CloseReasoning() || !CloseMessage() || !CloseCall()) return false;
+    if (outcome_.reasoning.empty() && outcome_.content.empty() && calls_.empty()) {
       if (!OpenMessage() || !CloseMessage()) return false;  // an empty answer is still a message
-    }
-    for (const Json& call : outcome_.calls) {
-      const std::string id = job_.NewItemId("fc");
-      const std::string name = call["function"].value("name", "");
-      const std::string args = call["function"].value("arguments", "");
-      const std::string call_id = call.value("id", "");
-      const int index = next_index_++;
-      if (!out_->Emit({{"type", "response.output_item.added"},
-                       {"output_index", index},
-                       {"item", FunctionCallItem(id, call_id, name, "", "in_progress")}}) ||
-          !out_->Emit({{"type", "response.function_call_arguments.delta"},
-                       {"item_id", id}, {"output_index", index}, {"delta", args}}) ||
-          !out_->Emit({{"type", "response.function_call_arguments.done"},
-                       {"item_id", id}, {"output_index", index}, {"arguments", args},
-                       {"name", name}}) ||
-          !out_->Emit({{"type", "response.output_item.done"},
-                       {"output_index", index},
-                       {"item", FunctionCallItem(id, call_id, name, args, "completed")}})) {
-        return false;
-      }
-      items_.push_back(FunctionCallItem(id, call_id, name, args, "completed"));
     }
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
@@ -370,20 +351,65 @@ class StreamTranslator {
                        {"output_index", message_index_}, {"item", std::move(item)}});
   }
 
-  // Chat streams a call as its first delta (index, id, name) and argument pieces after it.
-  void MergeCall(const Json& delta) {
-    const size_t index = delta.value("index", size_t{0});
-    if (outcome_.calls.size() <= index) outcome_.calls.resize(index + 1, Json{{"function", Json::object()}});
-    Json& call = outcome_.calls[index];
-    if (delta.contains("id") && delta["id"].is_string()) call["id"] = delta["id"];
-    if (auto f = delta.find("function"); f != delta.end() && f->is_object()) {
-      if (f->contains("name") && (*f)["name"].is_string()) call["function"]["name"] = (*f)["name"];
-      if (f->contains("arguments") && (*f)["arguments"].is_string()) {
-        call["function"]["arguments"] =
-            call["function"].value("arguments", "") + (*f)["arguments"].get<std::string>();
+  // Chat streams a call as its first delta (index, id, name, perhaps arguments) and argument
+  // pieces after it: the first opens a function_call item (closing what was open), each piece
+  // is an arguments delta.
+  bool CallDelta(const Json& delta) {
+    const int index = delta.value("index", 0);
+    const auto f = delta.find("function");
+    const Json fn = f != delta.end() && f->is_object() ? *f : Json::object();
+    if (calls_.empty() || calls_.back().chat_index != index) {
+      if (!CloseReasoning() || !CloseMessage() || !CloseCall()) return false;
+      Call c;
+      c.chat_index = index;
+      c.item_id = job_.NewItemId("fc");
+      c.output_index = next_index_++;
+      c.call_id = delta.value("id", "");
+      c.name = fn.value("name", "");
+      calls_.push_back(std::move(c));
+      const Call& call = calls_.back();
+      if (!out_->Emit({{"type", "response.output_item.added"},
+                       {"output_index", call.output_index},
+                       {"item", FunctionCallItem(call.item_id, call.call_id, call.name, "",
+                                                 "in_progress")}})) {
+        return false;
       }
     }
+    Call& call = calls_.back();
+    const std::string piece = fn.value("arguments", "");
+    if (piece.empty()) return true;
+    call.arguments += piece;
+    call.deltas_sent = true;
+    return out_->Emit({{"type", "response.function_call_arguments.delta"},
+                       {"item_id", call.item_id}, {"output_index", call.output_index},
+                       {"delta", piece}});
   }
+
+  // The open call's arguments are whole (their done event, when any delta went out, as vLLM's)
+  // and its item is done.
+  bool CloseCall() {
+    if (calls_.empty() || calls_.back().closed) return true;
+    Call& call = calls_.back();
+    call.closed = true;
+    Json item = FunctionCallItem(call.item_id, call.call_id, call.name, call.arguments,
+                                 "completed");
+    items_.push_back(item);
+    if (call.deltas_sent &&
+        !out_->Emit({{"type", "response.function_call_arguments.done"},
+                     {"item_id", call.item_id}, {"output_index", call.output_index},
+                     {"arguments", call.arguments}, {"name", call.name}})) {
+      return false;
+    }
+    return out_->Emit({{"type", "response.output_item.done"},
+                       {"output_index", call.output_index}, {"item", std::move(item)}});
+  }
+
+  struct Call {
+    int chat_index = 0;  // the chat delta's tool call index
+    std::string item_id, call_id, name, arguments;
+    int output_index = 0;
+    bool deltas_sent = false, closed = false;
+  };
 
   const ResponsesJob& job_;
   EventWriter* out_;
@@ -393,6 +419,7 @@ class StreamTranslator {
   int reasoning_index_ = -1, message_index_ = -1;
   bool reasoning_closed_ = false, message_closed_ = false;
   std::string reasoning_id_, message_id_;
+  std::vector<Call> calls_;
   int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
   Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
 };
