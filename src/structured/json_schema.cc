@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "structured/grammar.h"
+#include "structured/lark.h"
 #include "structured/number_ranges.h"
 #include "structured/string_formats.h"
 
@@ -479,6 +480,15 @@ StatusOr<std::shared_ptr<const Schema>> Schema::FromRegex(std::string_view patte
 }
 
 StatusOr<std::shared_ptr<const Schema>> Schema::FromGrammar(std::string_view grammar) {
+  std::string ebnf;
+  if (GrammarIsLikelyLark(grammar)) {  // rewritten into EBNF first, as vLLM does
+    auto converted = LarkToEbnf(grammar);
+    if (!converted.ok()) {
+      return InvalidArgument("structured_outputs.grammar: " + converted.status().message());
+    }
+    ebnf = std::move(*converted);
+    grammar = ebnf;
+  }
   auto g = CompileGrammar(grammar);
   if (!g.ok()) return InvalidArgument("structured_outputs." + g.status().message());
   if (g->regex) return RawText(g->regex);

@@ -10,6 +10,7 @@
 
 #include "structured/json_matcher.h"
 #include "structured/json_schema.h"
+#include "structured/lark.h"
 #include "structured/number_ranges.h"
 #include "structured/regex.h"
 #include "structured/token_table.h"
@@ -695,6 +696,27 @@ TEST(TokenTable, AllowedEqualsTryingEveryToken) {
   EXPECT_EQ(regex_walks, 100);
   EXPECT_GT(table.cache_hits(), 100);
   EXPECT_GE(bounded_string_steps, 50);
+}
+
+// A grammar without `::=` is Lark's notation, rewritten into EBNF as vLLM does before compiling.
+TEST(LarkGrammar, RewrittenAsVllmDoes) {
+  EXPECT_TRUE(GrammarIsLikelyLark("start: 'yes' | 'no'"));
+  EXPECT_FALSE(GrammarIsLikelyLark("root ::= \"a\""));
+  EXPECT_FALSE(GrammarIsLikelyLark("# a comment\nroot ::= x\nx ::= \"a\""));
+  EXPECT_FALSE(GrammarIsLikelyLark(""));
+  EXPECT_EQ(*LarkToEbnf("?start: item+   // the items\nitem: 'a' | 'b'\n    | 'c' # or c\n"),
+            "root ::= start\nstart ::= item+\nitem ::= \"a\" | \"b\" | \"c\"\n");
+  EXPECT_EQ(*LarkToEbnf("greeting: 'hi' name\nname: [a-z]+"),
+            "root ::= greeting\ngreeting ::= \"hi\" name\nname ::= [a-z]+\n");
+  EXPECT_NE(LarkToEbnf("start: item\n").status().message().find("does not define: item"),
+            std::string::npos);
+  EXPECT_NE(LarkToEbnf("start: 'a\n").status().message().find("mismatched quotes"),
+            std::string::npos);
+  auto yes_no = Schema::FromGrammar("start: 'yes' | 'no'");
+  ASSERT_TRUE(yes_no.ok()) << yes_no.status().message();
+  EXPECT_TRUE(Matches(*yes_no, "yes"));
+  EXPECT_TRUE(Matches(*yes_no, "no"));
+  EXPECT_FALSE(Matches(*yes_no, "maybe"));
 }
 
 }  // namespace
