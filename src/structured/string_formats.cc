@@ -49,6 +49,50 @@ constexpr char kLabel[] = R"([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
 // RFC 5322 dot-atom local part @ a hostname of two labels or more, the last letters only.
 constexpr char kAtom[] = R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)";
 
+// RFC 3986 URI parts (ASCII; percent-encoded octets for the rest).
+constexpr char kPct[] = R"(%[0-9A-Fa-f]{2})";
+constexpr char kPcharClass[] = R"([A-Za-z0-9\-._~!$&'()*+,;=:@])";
+
+// RFC 3986 URI (`absolute`) or URI-reference: scheme ":" hier-part, or a relative reference
+// (a network path, an absolute path, a path whose first segment has no ':', or nothing), each
+// with an optional ?query and #fragment. The host of an authority is a bracketed IPv6
+// address, an IPv4 address or a registered name.
+std::string Uri(bool absolute, const std::string& ipv6) {
+  const std::string pct = kPct;
+  const std::string pchar = "(?:" + std::string(kPcharClass) + "|" + pct + ")";
+  const std::string userinfo = R"((?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|)" + pct + ")*@)?";
+  const std::string reg_name = R"((?:[A-Za-z0-9\-._~!$&'()*+,;=]|)" + pct + ")*";
+  const std::string host = "(?:\\[" + ipv6 + "\\]|" + kIpv4 + "|" + reg_name + ")";
+  const std::string authority = userinfo + host + R"((?::\d*)?)";
+  const std::string abempty = "(?:/" + pchar + "*)*";
+  const std::string absolute_path = "/(?:" + pchar + "+" + abempty + ")?";
+  const std::string rootless = pchar + "+" + abempty;
+  const std::string noscheme =
+      R"((?:[A-Za-z0-9\-._~!$&'()*+,;=@]|)" + pct + ")+" + abempty;
+  const std::string tail = "(?:\\?(?:" + pchar + "|[/?])*)?(?:#(?:" + pchar + "|[/?])*)?";
+  const std::string hier =
+      "(?://" + authority + abempty + "|" + absolute_path + "|" + rootless + ")?";
+  const std::string uri = R"([A-Za-z][A-Za-z0-9+\-.]*:)" + hier + tail;
+  if (absolute) return uri;
+  const std::string relative =
+      "(?://" + authority + abempty + "|" + absolute_path + "|" + noscheme + ")?" + tail;
+  return "(?:" + uri + "|" + relative + ")";
+}
+
+// RFC 6570 URI template: literals (ASCII, or percent-encoded) and {expressions} of an
+// optional operator and comma-separated variables, each with a :prefix or * modifier.
+std::string UriTemplate() {
+  const std::string pct = kPct;
+  const std::string varchar = "(?:[A-Za-z0-9_]|" + pct + ")";
+  const std::string varname = varchar + "(?:\\.?" + varchar + ")*";
+  const std::string varspec = varname + "(?::[1-9]\\d{0,3}|\\*)?";
+  const std::string expression = "\\{[+#./;?&=,!@|]?" + varspec + "(?:," + varspec + ")*\\}";
+  return R"((?:[!#$&()*+,\-./0-9:;=?@A-Z\[\]_a-z~]|)" + pct + "|" + expression + ")*";
+}
+
+// RFC 6901 JSON pointer: "/"-prefixed reference tokens, '~' only as ~0 or ~1.
+constexpr char kJsonPointer[] = R"((?:/(?:[^~/]|~[01])*)*)";
+
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
     s.replace(at, from.size(), to);
@@ -58,6 +102,7 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
 
 std::map<std::string, StringFormat> Compile() {
   const std::string label = kLabel;
+  const std::string ipv6 = Replace(kIpv6, "H", "[0-9a-fA-F]{1,4}");
   const std::map<std::string, std::pair<std::string, int64_t>> sources = {
       {"date", {Date(), -1}},
       {"time", {kTime, -1}},
@@ -65,7 +110,12 @@ std::map<std::string, StringFormat> Compile() {
       {"duration", {kDuration, -1}},
       {"uuid", {kUuid, -1}},
       {"ipv4", {kIpv4, -1}},
-      {"ipv6", {Replace(kIpv6, "H", "[0-9a-fA-F]{1,4}"), -1}},
+      {"ipv6", {ipv6, -1}},
+      {"uri", {Uri(true, ipv6), -1}},
+      {"uri-reference", {Uri(false, ipv6), -1}},
+      {"uri-template", {UriTemplate(), -1}},
+      {"json-pointer", {kJsonPointer, -1}},
+      {"relative-json-pointer", {std::string(R"((?:0|[1-9]\d*)(?:#|)") + kJsonPointer + ")", -1}},
       {"hostname", {label + "(?:\\." + label + ")*", 253}},
       {"email",
        {std::string(kAtom) + "(?:\\." + kAtom + ")*@(?:" + label + "\\.)+[A-Za-z]{2,63}", 254}},

@@ -442,8 +442,40 @@ TEST(JsonMatcher, StringFormats) {
   EXPECT_FALSE(value("hostname", "-a.example"));
   EXPECT_FALSE(value("hostname", std::string(64, 'a')));
   EXPECT_TRUE(value("hostname", std::string(63, 'a')));
+  // RFC 3986 URIs and references, RFC 6570 templates, RFC 6901 pointers (xgrammar's formats).
+  for (const char* yes : {"https://example.com", "http://user:pw@[::1]:8080/a/b?q=1&r#frag",
+                          "mailto:ada@example.com", "urn:isbn:0451450523", "file:///etc/hosts",
+                          "https://x.org/%E2%82%AC?a=b/c", "a:", "ftp://192.168.0.1/"}) {
+    EXPECT_TRUE(value("uri", yes)) << yes;
+    EXPECT_TRUE(value("uri-reference", yes)) << yes;
+  }
+  for (const char* no : {"not a uri", "//example.com", "/path", "1http://x", "http://ex ample.com",
+                         "https://x/%zz", "http://[::1/"}) {
+    EXPECT_FALSE(value("uri", no)) << no;
+  }
+  for (const char* yes : {"//example.com/a", "/path?x#y", "a/b", "", "#frag", "../up"}) {
+    EXPECT_TRUE(value("uri-reference", yes)) << yes;
+  }
+  EXPECT_FALSE(value("uri-reference", "a b"));
+  EXPECT_TRUE(value("uri-template", "https://api.example/{user}/repos{?page,per_page}{/x*}"));
+  EXPECT_TRUE(value("uri-template", "{+path:10}/here"));
+  EXPECT_FALSE(value("uri-template", "{unclosed"));
+  EXPECT_FALSE(value("uri-template", "{}"));
+  for (const char* yes : {"", "/", "/a~1b/0", "/m~0n", "/ é"}) {
+    EXPECT_TRUE(value("json-pointer", yes)) << yes;
+  }
+  EXPECT_FALSE(value("json-pointer", "a"));
+  EXPECT_FALSE(value("json-pointer", "/a~2"));
+  EXPECT_TRUE(value("relative-json-pointer", "0"));
+  EXPECT_TRUE(value("relative-json-pointer", "1/a/b"));
+  EXPECT_TRUE(value("relative-json-pointer", "2#"));
+  EXPECT_FALSE(value("relative-json-pointer", "01/a"));
+  EXPECT_FALSE(value("relative-json-pointer", "/a"));
+  // pydantic's HttpUrl: a uri of 1 to 2083 characters.
+  EXPECT_TRUE(Matches(Compile(R"({"type": "string", "format": "uri", "minLength": 1,
+                                  "maxLength": 2083})"), R"("https://example.com/")"));
   // Other formats, and formats of other types, are annotations.
-  EXPECT_TRUE(value("uri", "not checked"));
+  EXPECT_TRUE(value("binary", "not checked"));
   EXPECT_TRUE(Matches(Compile(R"({"type": "integer", "format": "int32"})"), "12"));
 }
 
