@@ -39,10 +39,19 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   // Returns a copy whose message is `prefix + ": " + message`, keeping the code.
   Status WithPrefix(std::string_view prefix) const;
+  // The input the error is about (a request parameter such as "temperature"), if named:
+  // OpenAI's error `param`.
+  const std::string& param() const { return param_; }
+  Status WithParam(std::string param) const {
+    Status s = *this;
+    s.param_ = std::move(param);
+    return s;
+  }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string param_;
 };
 
 inline Status OkStatus() { return Status(); }

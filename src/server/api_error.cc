@@ -6,6 +6,7 @@ namespace cpm {
 ApiError ApiErrorFromStatus(const Status& status) {
   ApiError e;
   e.message = status.message();
+  if (!status.param().empty()) e.param = status.param();
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
       e.status = 400;

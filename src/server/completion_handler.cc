@@ -230,7 +230,9 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   protocol::SamplingFields fields = req->sampling;
   const bool echo_only = req->echo && fields.max_tokens && *fields.max_tokens == 0;
   if (echo_only) fields.max_tokens = 1;
-  const int64_t logprobs = CompletionLogprobsCount(req->logprobs, ctx.tokenizer->vocab_size());
+  const auto logprobs_count = CompletionLogprobsCount(req->logprobs);
+  if (!logprobs_count.ok()) return HttpReply::Error(logprobs_count.status());
+  const int64_t logprobs = *logprobs_count;
   auto sampling = ResolveSampling(fields, ctx.generation_defaults, logprobs,
                                   ctx.tokenizer->vocab_size(), ctx.tokenizer, ctx.max_logprobs);
   if (!sampling.ok()) return HttpReply::Error(sampling.status());

@@ -398,10 +398,15 @@ TEST_F(HandlersTest, ChatErrors) {
   EXPECT_EQ(status, 404);
   EXPECT_EQ(e["error"]["message"], "The model `nope` does not exist.");
   EXPECT_EQ(e["error"]["type"], "NotFoundError");
+  EXPECT_EQ(e["error"]["param"], "model");  // vLLM names the parameter where it can
   Chat(R"({"messages":[]})", &status);
   EXPECT_EQ(status, 400);
-  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"temperature":-1})", &status);
+  e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"temperature":-1})", &status);
   EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["message"], "temperature must be non-negative, got -1.0.");
+  EXPECT_EQ(e["error"]["param"], "temperature");
+  e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"presence_penalty":3})", &status);
+  EXPECT_TRUE(e["error"]["param"].is_null());  // vLLM names none for the penalties
   Chat(R"({"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":21})",
        &status);
   EXPECT_EQ(status, 400);
@@ -412,6 +417,7 @@ TEST_F(HandlersTest, ChatErrors) {
   EXPECT_NE(e["error"]["message"].get<std::string>().find(
                 "This model's maximum context length is 64 tokens. However, your request has "),
             std::string::npos);
+  EXPECT_EQ(e["error"]["param"], "input_tokens");
   e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1000})", &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(e["error"]["message"].get<std::string>().rfind(

@@ -22,7 +22,8 @@ Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
   if (!r.Has("stream_options")) return OkStatus();
   // vLLM's validate_stream_options: non-empty options on a request that does not stream.
   if (!opts.empty() && !f->stream) {
-    return InvalidArgument("Stream options can only be defined when `stream=True`.");
+    return InvalidArgument("Stream options can only be defined when `stream=True`.")
+        .WithParam("stream_options");
   }
   // vLLM's StreamOptions: include_usage defaults to true once the options are given.
   f->include_usage = f->stream;

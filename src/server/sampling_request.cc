@@ -9,6 +9,24 @@
 #include <string_view>
 
 namespace cpm {
+namespace {
+
+// A float as Python's repr writes it in vLLM's messages: 3.0, not 3.
+std::string PyFloat(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+StatusOr<int64_t> CompletionLogprobsCount(std::optional<int64_t> logprobs) {
+  if (!logprobs) return -1;
+  if (*logprobs < 0) {
+    return InvalidArgument("`logprobs` must be a positive value.").WithParam("logprobs");
+  }
+  return *logprobs;
+}
 
 StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs,
                                     int32_t vocab_size) {
@@ -49,7 +67,8 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
     const std::optional<int64_t> id = TokenIdKey(key);
     if (!id) {
       return InvalidArgument(
-          fmt::format("logit_bias: invalid literal for int() with base 10: '{}'", key));
+                 fmt::format("logit_bias: invalid literal for int() with base 10: '{}'", key))
+          .WithParam("logit_bias");
     }
     if (*id < 0 || *id >= vocab_size) {
       out_of_vocab.push_back(*id);
@@ -61,8 +80,10 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
   }
   if (!out_of_vocab.empty()) {
     return InvalidArgument(fmt::format(
-        "token_id(s) [{}] in logit_bias contain out-of-vocab token ids. Vocabulary size: {}",
-        fmt::join(out_of_vocab, ", "), vocab_size));
+                               "token_id(s) [{}] in logit_bias contain out-of-vocab token ids. "
+                               "Vocabulary size: {}",
+                               fmt::join(out_of_vocab, ", "), vocab_size))
+        .WithParam("logit_bias");
   }
   if (f.allowed_token_ids) {
     if (f.allowed_token_ids->empty()) {
@@ -120,28 +141,32 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   const double frequency = f.frequency_penalty.value_or(0.0);
   const double repetition = f.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0));
   if (presence < -2 || presence > 2) {
-    return InvalidArgument(fmt::format("presence_penalty must be in [-2, 2], got {}.", presence));
+    return InvalidArgument(
+        fmt::format("presence_penalty must be in [-2, 2], got {}.", PyFloat(presence)));
   }
   if (frequency < -2 || frequency > 2) {
     return InvalidArgument(
-        fmt::format("frequency_penalty must be in [-2, 2], got {}.", frequency));
+        fmt::format("frequency_penalty must be in [-2, 2], got {}.", PyFloat(frequency)));
   }
   if (!(repetition > 0)) {
     return InvalidArgument(
-        fmt::format("repetition_penalty must be greater than zero, got {}.", repetition));
+        fmt::format("repetition_penalty must be greater than zero, got {}.", PyFloat(repetition)));
   }
   if (temperature < 0) {
-    return InvalidArgument(fmt::format("temperature must be non-negative, got {}.", temperature));
+    return InvalidArgument(
+               fmt::format("temperature must be non-negative, got {}.", PyFloat(temperature)))
+        .WithParam("temperature");
   }
   if (!(top_p > 0 && top_p <= 1)) {
-    return InvalidArgument(fmt::format("top_p must be in (0, 1], got {}.", top_p));
+    return InvalidArgument(fmt::format("top_p must be in (0, 1], got {}.", PyFloat(top_p)))
+        .WithParam("top_p");
   }
   if (top_k < -1 || top_k > INT32_MAX) {
     return InvalidArgument(
         fmt::format("top_k must be 0 (disable), or at least 1, got {}.", top_k));
   }
   if (min_p < 0 || min_p > 1) {
-    return InvalidArgument(fmt::format("min_p must be in [0, 1], got {}.", min_p));
+    return InvalidArgument(fmt::format("min_p must be in [0, 1], got {}.", PyFloat(min_p)));
   }
   // vLLM raises a positive temperature below 0.01 to 0.01 (lower ones overflow its kernels),
   // so only 0 is greedy, and greedy draws are one per prompt.
@@ -161,7 +186,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
 
   r.max_tokens = f.max_tokens;
   if (r.max_tokens && *r.max_tokens < 1) {
-    return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}.", *r.max_tokens));
+    return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}.", *r.max_tokens))
+        .WithParam("max_tokens");
   }
   // generation_config.json's max_new_tokens is a server-wide cap.
   if (d.max_tokens && *d.max_tokens > 0) r.max_tokens_cap = d.max_tokens;
@@ -183,27 +209,35 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.ignore_eos = f.ignore_eos;
   r.include_stop_str_in_output = f.include_stop_str_in_output;
   r.skip_special_tokens = f.skip_special_tokens;
-  if (logprobs < -1) return InvalidArgument("`logprobs` must be a positive value or -1.");
+  if (logprobs < -1) {
+    return InvalidArgument("`logprobs` must be a positive value or -1.").WithParam("logprobs");
+  }
   if (logprobs > max_logprobs) {
     return InvalidArgument(fmt::format(
-        "Requested sample logprobs of {}, which is greater than max allowed: {}", logprobs,
-        max_logprobs));
+                               "Requested sample logprobs of {}, which is greater than max "
+                               "allowed: {}",
+                               logprobs, max_logprobs))
+        .WithParam("logprobs");
   }
   r.logprobs = static_cast<int32_t>(logprobs);
   if (f.prompt_logprobs) {
     // vLLM's: -1 is the whole vocabulary; 0 (the prompt's own tokens) streams too.
     int64_t prompt_logprobs = *f.prompt_logprobs;
     if (prompt_logprobs < -1) {
-      return InvalidArgument("`prompt_logprobs` must be a positive value or -1.");
+      return InvalidArgument("`prompt_logprobs` must be a positive value or -1.")
+          .WithParam("prompt_logprobs");
     }
     if (f.stream && prompt_logprobs != 0) {
-      return InvalidArgument("`prompt_logprobs` are not available when `stream=True`.");
+      return InvalidArgument("`prompt_logprobs` are not available when `stream=True`.")
+          .WithParam("prompt_logprobs");
     }
     if (prompt_logprobs == -1) prompt_logprobs = vocab_size;
     if (prompt_logprobs > max_logprobs) {
       return InvalidArgument(fmt::format(
-          "Requested prompt logprobs of {}, which is greater than max allowed: {}",
-          prompt_logprobs, max_logprobs));
+                                 "Requested prompt logprobs of {}, which is greater than max "
+                                 "allowed: {}",
+                                 prompt_logprobs, max_logprobs))
+          .WithParam("prompt_logprobs");
     }
     r.prompt_logprobs = static_cast<int32_t>(prompt_logprobs);
   }
@@ -272,15 +306,19 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, 
   // A prompt that fills the whole window leaves no room for a single generated token.
   if (n >= l) {
     return InvalidArgument(fmt::format(
-        "This model's maximum context length is {} tokens. However, your request has {} input "
-        "tokens. Please reduce the length of the input messages.",
-        l, n));
+                               "This model's maximum context length is {} tokens. However, your "
+                               "request has {} input tokens. Please reduce the length of the "
+                               "input messages.",
+                               l, n))
+        .WithParam("input_tokens");
   }
   if (requested && *requested > l - n) {
     return InvalidArgument(fmt::format(
-        "'max_tokens' or 'max_completion_tokens' is too large: {}. This model's maximum context "
-        "length is {} tokens and your request has {} input tokens ({} > {} - {}).",
-        *requested, l, n, *requested, l, n));
+                               "'max_tokens' or 'max_completion_tokens' is too large: {}. This "
+                               "model's maximum context length is {} tokens and your request "
+                               "has {} input tokens ({} > {} - {}).",
+                               *requested, l, n, *requested, l, n))
+        .WithParam("max_tokens");
   }
   int64_t max_tokens = requested ? *requested : l - n;
   if (cap) max_tokens = std::min(max_tokens, *cap);

@@ -78,12 +78,9 @@ std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string
 StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_logprobs,
                                     int32_t vocab_size);
 
-// A completion request's `logprobs` -> ResolveSampling's count: -1 (vLLM's whole vocabulary) is
-// `vocab_size`, absent is -1 (none).
-inline int64_t CompletionLogprobsCount(std::optional<int64_t> logprobs, int32_t vocab_size) {
-  if (!logprobs) return -1;
-  return *logprobs == -1 ? vocab_size : *logprobs;
-}
+// A completion request's `logprobs` -> ResolveSampling's count (-1: none); a negative one is
+// vLLM's 400 (unlike chat's top_logprobs, completions have no -1 for the whole vocabulary).
+StatusOr<int64_t> CompletionLogprobsCount(std::optional<int64_t> logprobs);
 
 // vLLM's least positive temperature (_MAX_TEMP): lower positive ones are raised to it.
 inline constexpr double kMinTemperature = 0.01;

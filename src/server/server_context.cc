@@ -37,7 +37,7 @@ Status ServerContext::CheckModel(const std::optional<std::string>& model) const 
   for (const std::string& name : model_names) {
     if (*model == name) return OkStatus();
   }
-  return NotFound("The model `" + *model + "` does not exist.");
+  return NotFound("The model `" + *model + "` does not exist.").WithParam("model");
 }
 
 std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(

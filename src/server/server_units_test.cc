@@ -693,7 +693,11 @@ TEST(Sampling, RangesAndDefaults) {
   EXPECT_EQ(msg(g), "temperature must be non-negative, got -0.1.");
   g = {};
   g.top_p = 0.0;
-  EXPECT_EQ(msg(g), "top_p must be in (0, 1], got 0.");
+  EXPECT_EQ(msg(g), "top_p must be in (0, 1], got 0.0.");  // Python's repr of the float
+  EXPECT_EQ(ResolveSampling(g, d, -1, 100).status().param(), "top_p");  // the error's param
+  g = {};
+  g.temperature = -1.0;
+  EXPECT_EQ(msg(g), "temperature must be non-negative, got -1.0.");
   g = {};
   g.n = 0;
   EXPECT_EQ(msg(g), "n must be at least 1, got 0.");
@@ -741,8 +745,10 @@ TEST(Sampling, VllmEdgeValues) {
             "when using `top_logprobs`, `logprobs` must be set to true.");
   EXPECT_EQ(ChatLogprobsCount(true, -2, 100).status().message(),
             "`top_logprobs` must be a positive value or -1.");
-  EXPECT_EQ(CompletionLogprobsCount(-1, 100), 100);
-  EXPECT_EQ(CompletionLogprobsCount(std::nullopt, 100), -1);
+  EXPECT_EQ(*CompletionLogprobsCount(3), 3);
+  EXPECT_EQ(*CompletionLogprobsCount(std::nullopt), -1);
+  EXPECT_EQ(CompletionLogprobsCount(-1).status().message(), "`logprobs` must be a positive value.");
+  EXPECT_EQ(CompletionLogprobsCount(-1).status().param(), "logprobs");
   EXPECT_EQ(ResolveSampling({}, {}, 100, 100).status().message(),
             "Requested sample logprobs of 100, which is greater than max allowed: 20");
   EXPECT_EQ(ResolveSampling({}, {}, -3, 100).status().message(),
