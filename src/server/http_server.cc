@@ -185,6 +185,11 @@ std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
           {"/invocations", "POST"}};
 }
 
+void HttpServer::Post(const std::string& pattern, RouteHandler handler) {
+  svr_->Post(pattern, handler);
+  post_routes_.push_back({std::regex(pattern), std::move(handler)});
+}
+
 void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -201,6 +206,16 @@ void HttpServer::InstallRoutes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
+      if (req.method == "POST" && !req.has_header("Content-Length") &&
+          !req.has_header("Transfer-Encoding")) {
+        for (const PostRoute& route : post_routes_) {
+          httplib::Request bodiless = req;
+          if (std::regex_match(bodiless.path, bodiless.matches, route.pattern)) {
+            route.handler(bodiless, res);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     }
     for (const auto& [name, value] : CorsResponseHeaders(cors_, origin)) res.set_header(name, value);
@@ -272,7 +287,7 @@ void HttpServer::InstallRoutes() {
   };
   s.Get("/health", health);
   s.Get("/ping", health);
-  s.Post("/ping", health);
+  Post("/ping", health);
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     Apply(HandleVersion(), res);
   });
@@ -304,8 +319,8 @@ void HttpServer::InstallRoutes() {
               : Loading(),
           res);
   };
-  s.Post("/v1/chat/completions", JsonBody(chat));
-  s.Post("/v1/completions", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
+  Post("/v1/chat/completions", JsonBody(chat));
+  Post("/v1/completions", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleCompletions(*ctx, req.body, arrival, ProbeFor(req),
@@ -315,7 +330,7 @@ void HttpServer::InstallRoutes() {
   }));
   // SageMaker's endpoint (vLLM's /invocations): a body with "messages" is a chat completion,
   // any other a completion.
-  s.Post("/invocations", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
+  Post("/invocations", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
@@ -326,7 +341,7 @@ void HttpServer::InstallRoutes() {
                : HandleCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id),
           res);
   }));
-  s.Post("/v1/responses", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
+  Post("/v1/responses", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleResponses(*ctx, req.body, arrival, ProbeFor(req)) : Loading(), res);
@@ -342,12 +357,12 @@ void HttpServer::InstallRoutes() {
     Apply(HttpReply::Error(e), res);
   };
   s.Get(R"(/v1/responses/([^/]+))", no_such_response);
-  s.Post(R"(/v1/responses/([^/]+)/cancel)", no_such_response);
-  s.Post("/tokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
+  Post(R"(/v1/responses/([^/]+)/cancel)", no_such_response);
+  Post("/tokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleTokenize(*ctx, req.body) : Loading(), res);
   }));
-  s.Post("/detokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
+  Post("/detokenize", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleDetokenize(*ctx, req.body) : Loading(), res);
   }));

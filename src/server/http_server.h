@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,8 @@
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace cpm {
@@ -56,6 +60,17 @@ class HttpServer {
 
  private:
   void InstallRoutes();
+  // Registers a POST route with cpp-httplib and in post_routes_.
+  using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  void Post(const std::string& pattern, RouteHandler handler);
+  // A POST without Content-Length or Transfer-Encoding has an empty body (RFC 9112 6.3), but
+  // cpp-httplib would read until its read timeout (5 s) before routing it: such requests are
+  // answered from pre-routing, with these routes.
+  struct PostRoute {
+    std::regex pattern;
+    RouteHandler handler;
+  };
+  std::vector<PostRoute> post_routes_;
 
   std::unique_ptr<httplib::Server> svr_;
   std::vector<std::string> api_keys_;

@@ -5,6 +5,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <csignal>
 
 #include <functional>
@@ -43,6 +49,31 @@ inline Reply Post(int port, const std::string& path, const std::string& body,
   auto r = cli.Post(path, headers, body, "application/json");
   if (!r) return {0, "httplib error: " + httplib::to_string(r.error())};
   return {r->status, r->body};
+}
+
+// Sends `request` as it is on a fresh connection and returns what comes back within
+// `timeout_s` seconds (the bytes so far if the server is slower), for requests no client
+// library would send (no Content-Length on a POST, ...).
+inline std::string RawHttp(int port, const std::string& request, int timeout_s) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+      out.append(buf, static_cast<size_t>(n));
+      if (out.find("\r\n\r\n") != std::string::npos) break;  // the head is enough
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 inline Reply Get(int port, const std::string& path, const httplib::Headers& headers = {}) {

@@ -65,6 +65,26 @@ class ServerE2E : public ::testing::Test {
 std::string* ServerE2E::dir_ = nullptr;
 ServerProcess* ServerE2E::server_ = nullptr;
 
+// A POST with neither Content-Length nor Transfer-Encoding has an empty body (RFC 9112): it is
+// answered at once, not after the server's 5 s read timeout.
+TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
+  const std::string ping = e2e::RawHttp(
+      port(), "POST /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 3);
+  EXPECT_EQ(ping.rfind("HTTP/1.1 200", 0), 0u) << ping;
+  const std::string cancel = e2e::RawHttp(
+      port(),
+      "POST /v1/responses/resp_1/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Connection: close\r\n\r\n",
+      3);
+  EXPECT_EQ(cancel.rfind("HTTP/1.1 404", 0), 0u) << cancel;
+  const std::string chat = e2e::RawHttp(
+      port(),
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nConnection: close\r\n\r\n",
+      3);
+  EXPECT_EQ(chat.rfind("HTTP/1.1 400", 0), 0u) << chat;
+}
+
 TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   auto h = e2e::Get(port(), "/health");
   EXPECT_EQ(h.status, 200);
