@@ -761,10 +761,12 @@ TEST_F(HandlersTest, ChatRoleChunkWaitsForTheFirstToken) {
            Clock::now())), &done)) {
     if (e["choices"].empty()) continue;
     const Json& d = e["choices"][0]["delta"];
-    order.push_back((d.contains("role") ? "role" : d.value("content", "") == "Hi" ? "echo" : "text") +
-                    std::to_string(e["choices"][0]["index"].get<int>()));
+    const std::string kind =
+        d.contains("role") ? "role" : d.value("content", "") == "Hi" ? "echo" : "text";
+    order.push_back(kind + std::to_string(e["choices"][0]["index"].get<int>()));
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"role0", "role1", "echo0", "echo1", "text0", "text1"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"role0", "role1", "echo0", "echo1", "text0", "text1"}));
 }
 
 // vLLM's StreamOptions default include_usage to true: any stream_options object (even {})
@@ -1426,7 +1428,8 @@ TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
       arguments += e["delta"].get<std::string>();
       ++deltas;
     }
-    if (type.find("function_call") != std::string::npos || type.find("output_item") != std::string::npos) {
+    if (type.find("function_call") != std::string::npos ||
+        type.find("output_item") != std::string::npos) {
       if (order.empty() || order.back() != type) order.push_back(type);
     }
   }

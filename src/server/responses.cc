@@ -71,7 +71,8 @@ Json* LastAssistant(Json* messages) {
 // assistant message with it: vLLM's construct_chat_messages_with_tool_call, which folds an
 // assistant turn's items (reasoning, text, calls) back into one chat message.
 void MergeIntoAssistant(Json* messages, const char* key, Json value) {
-  if (Json* last = LastAssistant(messages); last && (!last->contains(key) || (*last)[key].is_null())) {
+  Json* last = LastAssistant(messages);
+  if (last && (!last->contains(key) || (*last)[key].is_null())) {
     (*last)[key] = std::move(value);
     return;
   }

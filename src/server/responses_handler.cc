@@ -118,8 +118,8 @@ Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   // A message cut by max_output_tokens is "completed" too: the response's status and
   // incomplete_details carry the cut (vLLM).
   if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
-    output.push_back(MessageItem(job.NewItemId("msg"), "completed",
-                                 Json::array({OutputText(o.content, job.logprobs ? o.logprobs : Json())})));
+    Json text = OutputText(o.content, job.logprobs ? o.logprobs : Json());
+    output.push_back(MessageItem(job.NewItemId("msg"), "completed", Json::array({text})));
   }
   for (const Json& c : o.calls) {
     output.push_back(FunctionCallItem(job.NewItemId("fc"), c.value("id", ""), c["function"].value("name", ""),
