@@ -44,6 +44,9 @@ HttpReply ClientGoneReply();
 HttpReply HandleTokenize(const ServerContext& ctx, const std::string& body);
 HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body);
 HttpReply HandleModels(const ServerContext& ctx);
+// GET /v1/models/{model} (OpenAI's models.retrieve, newer vLLM's route): the served name's card,
+// or vLLM's 404 naming it.
+HttpReply HandleModel(const ServerContext& ctx, const std::string& name);
 HttpReply HandleVersion();
 
 // Shared by chat and completions. prompt_tokens_details is {"cached_tokens": n} when n > 0,

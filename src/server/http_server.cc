@@ -175,6 +175,40 @@ void HttpServer::Stop() {
   svr_->stop();
 }
 
+namespace {
+
+// FastAPI's (vLLM's) answers for a request no route took: a path known with a trailing slash
+// too many or too few is a 307 to the route (Starlette's redirect_slashes; /metrics/ is
+// /metrics), a known path with another method a 405 naming its methods, else a 404.
+void NotRouted(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  const std::string other =
+      !path.empty() && path.back() == '/' ? path.substr(0, path.size() - 1) : path + "/";
+  for (const auto& [route, methods] : HttpServer::Routes()) {
+    if (route == path) {
+      res.status = 405;
+      res.set_header("Allow", methods);
+      res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
+      return;
+    }
+  }
+  for (const auto& [route, methods] : HttpServer::Routes()) {
+    if (route != other) continue;
+    std::string location = route;
+    if (const size_t q = req.target.find('?'); q != std::string::npos) {
+      location += req.target.substr(q);
+    }
+    res.status = 307;
+    res.set_header("Location", location);
+    res.body.clear();
+    return;
+  }
+  res.status = 404;
+  res.set_content(R"({"detail":"Not Found"})", "application/json");
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
   return {{"/health", "GET"},          {"/ping", "GET, POST"},
           {"/version", "GET"},         {"/metrics", "GET"},
@@ -215,6 +249,8 @@ void HttpServer::InstallRoutes() {
             return httplib::Server::HandlerResponse::Handled;
           }
         }
+        NotRouted(req, res);  // no POST route: 307, 405 or 404, without reading a body
+        return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -268,14 +304,7 @@ void HttpServer::InstallRoutes() {
       Apply(HttpReply::Error(e), res);
       return;
     }
-    for (const auto& [path, methods] : Routes()) {
-      if (path != req.path) continue;
-      res.status = 405;
-      res.set_header("Allow", methods);
-      res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
-      return;
-    }
-    res.set_content(R"({"detail":"Not Found"})", "application/json");
+    NotRouted(req, res);
   });
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     // 200 with an empty body when ready (vLLM); 503 while the model loads (llama.cpp).
@@ -310,6 +339,10 @@ void HttpServer::InstallRoutes() {
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     Apply(ctx ? HandleModels(*ctx) : Loading(), res);
+  });
+  s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    Apply(ctx ? HandleModel(*ctx, req.matches[1].str()) : Loading(), res);
   });
   auto chat = [this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();

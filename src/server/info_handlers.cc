@@ -127,33 +127,50 @@ HttpReply HandleDetokenize(const ServerContext& ctx, const std::string& body) {
   return HttpReply::Json(r);
 }
 
+namespace {
+
+// One served name's model card (vLLM's ModelCard and its permission), created now as vLLM's
+// default factories make them.
+Json ModelCard(const ServerContext& ctx, const std::string& name) {
+  const int64_t now = UnixNow();
+  Json perm;
+  perm["id"] = ctx.NewRequestId("modelperm");
+  perm["object"] = "model_permission";
+  perm["created"] = now;
+  perm["allow_create_engine"] = false;
+  perm["allow_sampling"] = true;
+  perm["allow_logprobs"] = true;
+  perm["allow_search_indices"] = false;
+  perm["allow_view"] = true;
+  perm["allow_fine_tuning"] = false;
+  perm["organization"] = "*";
+  perm["group"] = nullptr;
+  perm["is_blocking"] = false;
+  Json card;
+  card["id"] = name;
+  card["object"] = "model";
+  card["created"] = now;
+  card["owned_by"] = "vllm";
+  card["root"] = ctx.model_root;
+  card["parent"] = nullptr;
+  card["max_model_len"] = ctx.max_model_len;
+  card["permission"] = Json::array({std::move(perm)});
+  return card;
+}
+
+}  // namespace
+
+HttpReply HandleModel(const ServerContext& ctx, const std::string& name) {
+  for (const std::string& served : ctx.model_names) {
+    if (served == name) return HttpReply::Json(ModelCard(ctx, name));
+  }
+  return HttpReply::Error(
+      NotFound("The model `" + name + "` does not exist.").WithParam("model"));
+}
+
 HttpReply HandleModels(const ServerContext& ctx) {
   Json data = Json::array();
-  for (const std::string& name : ctx.model_names) {
-    Json perm;
-    perm["id"] = ctx.NewRequestId("modelperm");
-    perm["object"] = "model_permission";
-    perm["created"] = ctx.created;
-    perm["allow_create_engine"] = false;
-    perm["allow_sampling"] = true;
-    perm["allow_logprobs"] = true;
-    perm["allow_search_indices"] = false;
-    perm["allow_view"] = true;
-    perm["allow_fine_tuning"] = false;
-    perm["organization"] = "*";
-    perm["group"] = nullptr;
-    perm["is_blocking"] = false;
-    Json card;
-    card["id"] = name;
-    card["object"] = "model";
-    card["created"] = ctx.created;
-    card["owned_by"] = "vllm";
-    card["root"] = ctx.model_root;
-    card["parent"] = nullptr;
-    card["max_model_len"] = ctx.max_model_len;
-    card["permission"] = Json::array({std::move(perm)});
-    data.push_back(std::move(card));
-  }
+  for (const std::string& name : ctx.model_names) data.push_back(ModelCard(ctx, name));
   Json r;
   r["object"] = "list";
   r["data"] = std::move(data);

@@ -83,6 +83,42 @@ TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
       "Content-Type: application/json\r\nConnection: close\r\n\r\n",
       3);
   EXPECT_EQ(chat.rfind("HTTP/1.1 400", 0), 0u) << chat;
+  // No POST route: FastAPI's 405 or 404, also at once.
+  const std::string health = e2e::RawHttp(
+      port(), "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 3);
+  EXPECT_EQ(health.rfind("HTTP/1.1 405", 0), 0u) << health;
+  const std::string nope = e2e::RawHttp(
+      port(), "POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 3);
+  EXPECT_EQ(nope.rfind("HTTP/1.1 404", 0), 0u) << nope;
+}
+
+// OpenAI's models.retrieve (newer vLLM's GET /v1/models/{model}), and Starlette's redirect of
+// a known path written with a trailing slash.
+TEST_F(ServerE2E, ModelRetrieveAndTrailingSlashes) {
+  const Json card = e2e::Get(port(), "/v1/models/alias").json();
+  EXPECT_EQ(card["id"], "alias");
+  EXPECT_EQ(card["object"], "model");
+  EXPECT_EQ(card["max_model_len"], 256);
+  httplib::Client cli("127.0.0.1", port());
+  auto missing = cli.Get("/v1/models/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  const Json error = Json::parse(missing->body)["error"];
+  EXPECT_EQ(error["message"], "The model `nope` does not exist.");
+  EXPECT_EQ(error["param"], "model");
+  auto slashed = cli.Get("/health/?x=1");
+  ASSERT_TRUE(slashed);
+  EXPECT_EQ(slashed->status, 307);
+  EXPECT_EQ(slashed->get_header_value("Location"), "/health?x=1");
+  auto post = cli.Post("/v1/completions/", R"({"prompt":"a","max_tokens":1})", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 307);
+  EXPECT_EQ(post->get_header_value("Location"), "/v1/completions");
+  cli.set_follow_location(true);
+  auto followed = cli.Post("/v1/completions/", R"({"prompt":"a","max_tokens":1})",
+                           "application/json");
+  ASSERT_TRUE(followed);
+  EXPECT_EQ(followed->status, 200) << followed->body;
 }
 
 TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
