@@ -150,7 +150,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              "--chat-template-content-format", "auto", "--max_num_seqs=4",
              // GPU, hub and frontend flags vLLM's CPU platform takes and drops.
              "--revision", "main", "-O3", "--enable-sleep-mode", "--distributed-executor-backend",
-             "mp", "--root-path", "/api",
+             "mp", "--root-path", "/api", "--enable-tokenizer-info-endpoint",
+             "--show-hidden-metrics-for-version", "0.10", "--enable-offline-docs",
              // argparse's --no- forms, human-readable counts, and a repeated flag's last value.
              "--no-enforce-eager", "--no-trust-remote-code", "--no-enable-log-requests",
              "--max-num-batched-tokens", "1k", "--max-num-seqs", "3",
