@@ -8,17 +8,9 @@
 #include <charconv>
 #include <string_view>
 
+#include "server/metrics.h"  // PythonFloat: floats in messages as Python writes them
+
 namespace cpm {
-namespace {
-
-// A float as Python's repr writes it in vLLM's messages: 3.0, not 3.
-std::string PyFloat(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
-}  // namespace
 
 StatusOr<int64_t> CompletionLogprobsCount(std::optional<int64_t> logprobs) {
   if (!logprobs) return -1;
@@ -142,23 +134,23 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   const double repetition = f.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0));
   if (presence < -2 || presence > 2) {
     return InvalidArgument(
-        fmt::format("presence_penalty must be in [-2, 2], got {}.", PyFloat(presence)));
+        fmt::format("presence_penalty must be in [-2, 2], got {}.", PythonFloat(presence)));
   }
   if (frequency < -2 || frequency > 2) {
     return InvalidArgument(
-        fmt::format("frequency_penalty must be in [-2, 2], got {}.", PyFloat(frequency)));
+        fmt::format("frequency_penalty must be in [-2, 2], got {}.", PythonFloat(frequency)));
   }
   if (!(repetition > 0)) {
     return InvalidArgument(
-        fmt::format("repetition_penalty must be greater than zero, got {}.", PyFloat(repetition)));
+        fmt::format("repetition_penalty must be greater than zero, got {}.", PythonFloat(repetition)));
   }
   if (temperature < 0) {
     return InvalidArgument(
-               fmt::format("temperature must be non-negative, got {}.", PyFloat(temperature)))
+               fmt::format("temperature must be non-negative, got {}.", PythonFloat(temperature)))
         .WithParam("temperature");
   }
   if (!(top_p > 0 && top_p <= 1)) {
-    return InvalidArgument(fmt::format("top_p must be in (0, 1], got {}.", PyFloat(top_p)))
+    return InvalidArgument(fmt::format("top_p must be in (0, 1], got {}.", PythonFloat(top_p)))
         .WithParam("top_p");
   }
   if (top_k < -1 || top_k > INT32_MAX) {
@@ -166,7 +158,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
         fmt::format("top_k must be 0 (disable), or at least 1, got {}.", top_k));
   }
   if (min_p < 0 || min_p > 1) {
-    return InvalidArgument(fmt::format("min_p must be in [0, 1], got {}.", PyFloat(min_p)));
+    return InvalidArgument(fmt::format("min_p must be in [0, 1], got {}.", PythonFloat(min_p)));
   }
   // vLLM raises a positive temperature below 0.01 to 0.01 (lower ones overflow its kernels),
   // so only 0 is greedy, and greedy draws are one per prompt.
