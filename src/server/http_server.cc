@@ -18,6 +18,7 @@
 #include "server/handlers.h"
 #include "server/json_media_type.h"
 #include "server/json_parse.h"
+#include "server/process_metrics.h"
 #include "server/responses.h"
 
 namespace cpm {
@@ -323,7 +324,8 @@ void HttpServer::InstallRoutes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
-    res.set_content(ctx->metrics->Render(ctx->engine->Stats()),
+    // The process collector's series first, as a Prometheus Python client (vLLM's) has them.
+    res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation

@@ -2,6 +2,7 @@
 // validation texts, stop-string hold-back, SSE framing and the metrics exposition.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 
 #include "multimodal/image_source.h"
@@ -12,6 +13,7 @@
 #include "server/chat_prompt.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
+#include "server/process_metrics.h"
 #include "server/protocol.h"
 #include "server/request_log.h"
 #include "server/sampling_request.h"
@@ -311,6 +313,25 @@ TEST(ChatPrompt, EffectiveTemplateKwargs) {
             J::parse(R"({"enable_thinking": true, "a": 1, "b": 2})"));
   ctx.default_chat_template_kwargs = J::object();
   EXPECT_EQ(EffectiveTemplateKwargs(ctx, J::parse(R"({"b": [2]})")), J::parse(R"({"b": [2]})"));
+}
+
+// The Prometheus process collector's series, read from /proc for this very process.
+TEST(ProcessMetrics, ThisProcess) {
+  const std::string text = ProcessMetricsText();
+  const auto value = [&](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  EXPECT_GT(value("process_resident_memory_bytes"), 1e6);
+  EXPECT_GE(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_LE(value("process_start_time_seconds"), now + 1);
+  EXPECT_GT(value("process_start_time_seconds"), now - 3600);  // this test started just now
+  EXPECT_GE(value("process_cpu_seconds_total"), 0.0);
+  EXPECT_GE(value("process_open_fds"), 3.0);  // stdin, stdout, stderr at least
+  EXPECT_GE(value("process_max_fds"), value("process_open_fds"));
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos);
 }
 
 TEST(Protocol, DocumentsAreListsOfStringMaps) {
