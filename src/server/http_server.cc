@@ -363,17 +363,25 @@ void HttpServer::InstallRoutes() {
               : Loading(),
           res);
   }));
-  // SageMaker's endpoint (vLLM's /invocations): a body with "messages" is a chat completion,
-  // any other a completion.
+  // SageMaker's endpoint (vLLM's /invocations): the body goes to the first of chat and
+  // completions whose request it reads as, as vLLM tries each request model in turn.
   Post("/invocations", JsonBody([this](const httplib::Request& req, httplib::Response& res) {
     const auto arrival = Clock::now();
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
-    const auto body = protocol::ParseOrderedJson(req.body);
-    const bool chat = body.is_object() && body.contains("messages");
     const std::string x_request_id = req.get_header_value("X-Request-Id");
-    Apply(chat ? HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id)
-               : HandleCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id),
+    // Not JSON at all: the decode error, as vLLM reads the body before any model.
+    if (protocol::ParseChatCompletionRequest(req.body, nullptr).ok() ||
+        protocol::ParseOrderedJson(req.body).is_discarded()) {
+      return Apply(HandleChatCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id),
+                   res);
+    }
+    if (protocol::ParseCompletionRequest(req.body, nullptr).ok()) {
+      return Apply(HandleCompletions(*ctx, req.body, arrival, ProbeFor(req), x_request_id), res);
+    }
+    Apply(HttpReply::Error(BadRequest(
+              "Cannot find suitable handler for request. Expected one of: "
+              "['ChatCompletionRequest', 'CompletionRequest']")),
           res);
   }));
   Post("/v1/responses", JsonBody([this](const httplib::Request& req, httplib::Response& res) {

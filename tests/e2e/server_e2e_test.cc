@@ -176,7 +176,8 @@ TEST_F(ServerE2E, RepliesNameTheRequestedModel) {
   EXPECT_EQ(e2e::Post(port(), "/tokenize", R"({"prompt":"hi","model":""})").status, 200);
 }
 
-// SageMaker's /invocations (vLLM's): "messages" makes it a chat completion, else a completion.
+// SageMaker's /invocations (vLLM's): the first request model the body reads as, chat then
+// completion; neither is vLLM's 400 naming both.
 TEST_F(ServerE2E, InvocationsRouteByBody) {
   const auto chat = e2e::Post(port(), "/invocations",
                               R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})");
@@ -185,7 +186,19 @@ TEST_F(ServerE2E, InvocationsRouteByBody) {
   const auto text = e2e::Post(port(), "/invocations", R"({"prompt":"hi","max_tokens":2})");
   ASSERT_EQ(text.status, 200) << text.body;
   EXPECT_EQ(text.json()["object"], "text_completion");
-  EXPECT_EQ(e2e::Post(port(), "/invocations", "{bad").status, 400);
+  const auto bad = e2e::Post(port(), "/invocations", "{bad");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("JSON decode error"), std::string::npos) << bad.body;
+  // A chat body that is not a valid chat request but is a valid completion one.
+  const auto fallback = e2e::Post(
+      port(), "/invocations", R"({"messages":"hi","prompt":"hi","max_tokens":2})");
+  ASSERT_EQ(fallback.status, 200) << fallback.body;
+  EXPECT_EQ(fallback.json()["object"], "text_completion");
+  const auto neither = e2e::Post(port(), "/invocations", R"({"input":"hi"})");
+  EXPECT_EQ(neither.status, 400);
+  EXPECT_EQ(neither.json()["error"]["message"],
+            "Cannot find suitable handler for request. Expected one of: "
+            "['ChatCompletionRequest', 'CompletionRequest']");
 }
 
 TEST_F(ServerE2E, ChatPlainAndStreamedAgree) {
