@@ -241,6 +241,10 @@ void HttpServer::InstallRoutes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
+      if (req.method == "HEAD") {  // FastAPI's routes take no HEAD (cpp-httplib adds it)
+        NotRouted(req, res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (req.method == "POST" && !req.has_header("Content-Length") &&
           !req.has_header("Transfer-Encoding")) {
         for (const PostRoute& route : post_routes_) {

@@ -114,6 +114,10 @@ TEST_F(ServerE2E, ModelRetrieveAndTrailingSlashes) {
   ASSERT_TRUE(post);
   EXPECT_EQ(post->status, 307);
   EXPECT_EQ(post->get_header_value("Location"), "/v1/completions");
+  auto head = cli.Head("/health");  // FastAPI's routes take no HEAD
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 405);
+  EXPECT_EQ(head->get_header_value("Allow"), "GET");
   cli.set_follow_location(true);
   auto followed = cli.Post("/v1/completions/", R"({"prompt":"a","max_tokens":1})",
                            "application/json");
