@@ -138,6 +138,17 @@ class HandlersTest : public ::testing::Test {
     return out;
   }
 
+  // A Responses stream's event payloads (each `event: <type>\ndata: <json>` block's JSON).
+  static std::vector<Json> ResponsesEvents(const std::string& sse) {
+    std::vector<Json> out;
+    for (size_t pos = 0; (pos = sse.find("data: ", pos)) != std::string::npos;) {
+      const size_t end = sse.find('\n', pos);
+      out.push_back(Json::parse(sse.substr(pos + 6, end - pos - 6)));
+      pos = end;
+    }
+    return out;
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<Tokenizer> tok_;
   FakeEngine engine_;
@@ -905,11 +916,7 @@ TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
   streamed_body["stream"] = true;
   const std::string sse = Drain(HandleResponses(ctx_, streamed_body.dump(), Clock::now()));
   Json added = Json::array(), final_output;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    const size_t end = sse.find("\n", pos);
-    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
-    pos = end;
+  for (const Json& e : ResponsesEvents(sse)) {
     const std::string type = e["type"];
     if (type == "response.output_item.added") {
       EXPECT_EQ(e["output_index"], added.size());
@@ -976,11 +983,7 @@ TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
   streamed["stream"] = true;
   const std::string sse = Drain(HandleResponses(ctx_, streamed.dump(), Clock::now()));
   std::vector<std::string> types;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    const size_t end = sse.find("\n", pos);
-    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
-    pos = end;
+  for (const Json& e : ResponsesEvents(sse)) {
     const std::string type = e["type"];
     if (type.find("reasoning") != std::string::npos ||
         (type.rfind("response.output_item.", 0) == 0 && e["item"]["type"] == "reasoning")) {
@@ -1390,11 +1393,7 @@ TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
                                                   {"days", {{"type", "integer"}}}}}}}}}}};
   const std::string sse = Drain(HandleResponses(ctx_, body.dump(), Clock::now()));
   int done_events = 0;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    const size_t end = sse.find("\n", pos);
-    const Json e = Json::parse(sse.substr(pos + 6, end - pos - 6));
-    pos = end;
+  for (const Json& e : ResponsesEvents(sse)) {
     if (e["type"] == "response.function_call_arguments.done") {
       ++done_events;
       EXPECT_EQ(e["name"], "get_weather") << e.dump();
@@ -1418,11 +1417,7 @@ TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
   std::vector<std::string> order;
   std::string arguments;
   int deltas = 0;
-  pos = 0;
-  while ((pos = pieces.find("data: ", pos)) != std::string::npos) {
-    const size_t end = pieces.find("\n", pos);
-    const Json e = Json::parse(pieces.substr(pos + 6, end - pos - 6));
-    pos = end;
+  for (const Json& e : ResponsesEvents(pieces)) {
     const std::string type = e["type"];
     if (type == "response.function_call_arguments.delta") {
       arguments += e["delta"].get<std::string>();
