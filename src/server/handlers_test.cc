@@ -1009,6 +1009,31 @@ TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
                        "response.reasoning_part.done", "response.output_item.done"}));
 }
 
+// Whatever a Responses request's fields hold, the reply (plain or streamed, whose events are
+// made after the handler returned) is an answer or a 4xx, never an exception: the fields the
+// response object echoes (tools, text, metadata, ...) are validated or echoed as given.
+TEST_F(ReasoningHandlersTest, ResponsesOddFieldsNeverThrow) {
+  const std::vector<Json> junk = {nullptr, 1, "s", true, Json::array({1}), Json::object(),
+                                  Json::array({Json{{"type", "web_search"}}})};
+  for (const char* key : {"tools", "text", "metadata", "instructions", "reasoning", "user",
+                          "service_tier", "max_tool_calls", "truncation", "parallel_tool_calls"}) {
+    for (const Json& value : junk) {
+      for (bool stream : {false, true}) {
+        Json body = {{"input", "hi"}, {"max_output_tokens", 4}, {"tool_choice", "none"},
+                     {"stream", stream}};
+        body[key] = value;
+        EXPECT_NO_THROW({
+          HttpReply r = HandleResponses(ctx_, body.dump(), Clock::now());
+          EXPECT_LT(r.status, 500) << body.dump() << r.body;
+          if (r.stream) Drain(r);
+        }) << body.dump();
+      }
+    }
+  }
+  Json tools = {{"input", "hi"}, {"tools", Json::array({1})}, {"tool_choice", "none"}};
+  EXPECT_EQ(HandleResponses(ctx_, tools.dump(), Clock::now()).status, 400);
+}
+
 // include_reasoning: false (vLLM extra): the reasoning is parsed out and left out of the reply,
 // plain and streamed; the content is what follows it.
 TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
@@ -1434,6 +1459,36 @@ TEST_F(ToolHandlersTest, ResponsesStreamedCallNamesItsFunction) {
                                              "response.function_call_arguments.done",
                                              "response.output_item.done"}));
   EXPECT_GT(deltas, 3) << "the arguments came whole, not as they were generated";
+}
+
+// A streamed reply's items open and close in turn: no event names an item after its
+// output_item.done, and the final output is the items as added, each with its own text (the
+// tool parser drops text after the last call, as vLLM's qwen3_coder does).
+TEST_F(ToolHandlersTest, ResponsesStreamItemsCloseInTurn) {
+  engine_.script = tok_->Encode(
+      "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+      "</parameter>\n</function>\n</tool_call>\nDone.",
+      false);
+  const Json body = {
+      {"input", "Weather in Paris?"}, {"stream", true},
+      {"tools", {{{"type", "function"}, {"name", "get_weather"},
+                  {"parameters", {{"type", "object"},
+                                  {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
+  std::set<std::string> done;
+  Json added = Json::array(), final_output;
+  for (const Json& e : ResponsesEvents(Drain(HandleResponses(ctx_, body.dump(), Clock::now())))) {
+    const std::string type = e["type"];
+    if (e.contains("item_id")) EXPECT_FALSE(done.count(e["item_id"])) << e.dump();
+    if (type == "response.output_item.added") added.push_back(e["item"]["type"]);
+    if (type == "response.output_item.done") done.insert(e["item"]["id"].get<std::string>());
+    if (type == "response.completed") final_output = e["response"]["output"];
+  }
+  Json final_types = Json::array();
+  for (const Json& item : final_output) final_types.push_back(item["type"]);
+  EXPECT_EQ(added, final_types);
+  ASSERT_EQ(final_types, Json::array({"message", "function_call"})) << final_output;
+  EXPECT_EQ(final_output[0]["content"][0]["text"], "Let me check.\n");
+  EXPECT_EQ(final_output[1]["arguments"], R"({"city": "Paris"})");
 }
 
 TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {

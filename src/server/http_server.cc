@@ -40,9 +40,15 @@ void Apply(HttpReply reply, httplib::Response& res) {
   auto producer = std::make_shared<Writer>(std::move(reply.stream));
   res.set_chunked_content_provider(
       reply.content_type.c_str(), [producer](size_t, httplib::DataSink& sink) {
-        (*producer)([&sink](const std::string& chunk) {
-          return sink.is_writable() && sink.write(chunk.data(), chunk.size());
-        });
+        // The stream runs after its handler returned, past httplib's exception handler: a bug
+        // that throws here ends this stream, not the process.
+        try {
+          (*producer)([&sink](const std::string& chunk) {
+            return sink.is_writable() && sink.write(chunk.data(), chunk.size());
+          });
+        } catch (const std::exception& ex) {
+          CPM_LOG_ERROR("stream: internal error: {}", ex.what());
+        }
         sink.done();
         return true;
       });

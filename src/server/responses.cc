@@ -276,12 +276,13 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   if (auto m = request.find("max_output_tokens"); m != request.end() && !m->is_null()) {
     chat["max_tokens"] = *m;
   }
-  // tool_choice "none": vLLM leaves the tools out of the prompt altogether.
+  // tool_choice "none": vLLM leaves the tools out of the prompt altogether (they are still
+  // validated: the reply echoes them).
   const auto choice = request.find("tool_choice");
   const bool none = choice != request.end() && *choice == "none";
-  if (auto t = request.find("tools"); t != request.end() && !t->is_null() && !none) {
+  if (auto t = request.find("tools"); t != request.end() && !t->is_null()) {
     CPM_ASSIGN_OR_RETURN(Json tools, ChatTools(*t));
-    if (!tools.empty()) chat["tools"] = std::move(tools);
+    if (!tools.empty() && !none) chat["tools"] = std::move(tools);
   }
   // Without tools, "auto" and "none" ask nothing (clients send "auto" by default).
   if (auto c = request.find("tool_choice"); c != request.end() && !c->is_null() &&

@@ -280,8 +280,13 @@ class StreamTranslator {
   }
 
  private:
+  // Reasoning text opens a reasoning item (closing a message or call before it, and opening a
+  // new item if its own closed before: reasoning after a call is an item of its own).
   bool Reasoning(const std::string& delta) {
-    if (reasoning_index_ < 0) {
+    if (reasoning_index_ < 0 || reasoning_closed_) {
+      if (!CloseMessage() || !CloseCall()) return false;
+      reasoning_closed_ = false;
+      reasoning_text_.clear();
       reasoning_id_ = job_.NewItemId("rs");
       reasoning_index_ = next_index_++;
       if (!out_->Emit({{"type", "response.output_item.added"},
@@ -294,6 +299,7 @@ class StreamTranslator {
       }
     }
     outcome_.reasoning += delta;
+    reasoning_text_ += delta;
     return out_->Emit({{"type", "response.reasoning_text.delta"}, {"item_id", reasoning_id_},
                        {"output_index", reasoning_index_}, {"content_index", 0}, {"delta", delta}});
   }
@@ -301,19 +307,21 @@ class StreamTranslator {
   bool CloseReasoning() {
     if (reasoning_index_ < 0 || reasoning_closed_) return true;
     reasoning_closed_ = true;
-    Json item = ReasoningItem(reasoning_id_, outcome_.reasoning, "completed");
+    Json item = ReasoningItem(reasoning_id_, reasoning_text_, "completed");
     items_.push_back(item);
     return out_->Emit({{"type", "response.reasoning_text.done"}, {"item_id", reasoning_id_},
                        {"output_index", reasoning_index_}, {"content_index", 0},
-                       {"text", outcome_.reasoning}}) &&
+                       {"text", reasoning_text_}}) &&
            out_->Emit({{"type", "response.reasoning_part.done"}, {"item_id", reasoning_id_},
                        {"output_index", reasoning_index_}, {"content_index", 0},
-                       {"part", {{"type", "reasoning_text"}, {"text", outcome_.reasoning}}}}) &&
+                       {"part", {{"type", "reasoning_text"}, {"text", reasoning_text_}}}}) &&
            out_->Emit({{"type", "response.output_item.done"},
                        {"output_index", reasoning_index_}, {"item", std::move(item)}});
   }
 
   bool OpenMessage() {
+    message_closed_ = false;
+    message_text_.clear();
     message_id_ = job_.NewItemId("msg");
     message_index_ = next_index_++;
     return out_->Emit({{"type", "response.output_item.added"},
@@ -324,11 +332,14 @@ class StreamTranslator {
                        {"part", OutputText("", Json::array())}});
   }
 
+  // Text opens a message item (closing reasoning or a call before it; text after a call is a
+  // message of its own).
   bool Text(const std::string& delta, const Json& logprobs) {
-    if (message_index_ < 0) {
-      if (!CloseReasoning() || !OpenMessage()) return false;
+    if (message_index_ < 0 || message_closed_) {
+      if (!CloseReasoning() || !CloseCall() || !OpenMessage()) return false;
     }
     outcome_.content += delta;
+    message_text_ += delta;
     return out_->Emit({{"type", "response.output_text.delta"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
                        {"delta", delta}, {"logprobs", logprobs}});
@@ -339,14 +350,14 @@ class StreamTranslator {
     message_closed_ = true;
     const Json logprobs = job_.logprobs ? outcome_.logprobs : Json();
     Json item = MessageItem(message_id_, "completed",
-                            Json::array({OutputText(outcome_.content, logprobs)}));
+                            Json::array({OutputText(message_text_, logprobs)}));
     items_.push_back(item);
     return out_->Emit({{"type", "response.output_text.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"text", outcome_.content}, {"logprobs", Json::array()}}) &&
+                       {"text", message_text_}, {"logprobs", Json::array()}}) &&
            out_->Emit({{"type", "response.content_part.done"}, {"item_id", message_id_},
                        {"output_index", message_index_}, {"content_index", 0},
-                       {"part", OutputText(outcome_.content, logprobs)}}) &&
+                       {"part", OutputText(message_text_, logprobs)}}) &&
            out_->Emit({{"type", "response.output_item.done"},
                        {"output_index", message_index_}, {"item", std::move(item)}});
   }
@@ -419,6 +430,7 @@ class StreamTranslator {
   int reasoning_index_ = -1, message_index_ = -1;
   bool reasoning_closed_ = false, message_closed_ = false;
   std::string reasoning_id_, message_id_;
+  std::string reasoning_text_, message_text_;  // the open (or last) item's text
   std::vector<Call> calls_;
   int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
   Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
