@@ -105,7 +105,10 @@ inline void KeepLastListFlagOccurrences(std::vector<std::string>* args, size_t f
   };
   size_t end = args->size();
   for (size_t i = first; i < args->size(); ++i) {
-    if ((*args)[i] == "--") end = i;
+    if ((*args)[i] == "--") {
+      end = i;
+      break;
+    }
   }
   // Each occurrence's [begin, end) of tokens, last first.
   std::vector<std::pair<size_t, size_t>> spans;

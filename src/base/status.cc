@@ -26,7 +26,9 @@ std::string Status::ToString() const {
 
 Status Status::WithPrefix(std::string_view prefix) const {
   if (ok()) return *this;
-  return Status(code_, std::string(prefix) + ": " + message_);
+  Status s = *this;  // code and param kept
+  s.message_ = std::string(prefix) + ": " + message_;
+  return s;
 }
 
 }  // namespace cpm

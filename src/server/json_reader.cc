@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <string_view>
 #include <cmath>
 #include <cstdlib>
 
@@ -102,7 +103,9 @@ std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char
     *why = "a valid integer, unable to parse string as an integer";
     const std::string_view s = Trimmed(v.get_ref<const std::string&>());
     int64_t x = 0;
-    const char* begin = s.data() + (!s.empty() && s[0] == '+');
+    const bool plus = !s.empty() && s[0] == '+';
+    const char* begin = s.data() + plus;
+    if (plus && (s.size() < 2 || s[1] == '-')) return std::nullopt;  // "+", "+-5"
     const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), x);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
     return x;
@@ -147,10 +150,11 @@ Status JsonReader::OptNumber(const char* name, std::optional<double>* out) {
   } else if (v->is_boolean()) {
     d = v->get<bool>() ? 1 : 0;
   } else if (v->is_string()) {
-    const std::string s(Trimmed(v->get_ref<const std::string&>()));
-    char* end = nullptr;
-    d = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) {
+    // Decimal text only (std::from_chars' general form: no hex, unlike strtod).
+    std::string_view s = Trimmed(v->get_ref<const std::string&>());
+    if (!s.empty() && s[0] == '+' && (s.size() < 2 || s[1] != '-')) s.remove_prefix(1);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
       return TypeError(name, "a valid number, unable to parse string as a number");
     }
   } else {

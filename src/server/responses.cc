@@ -96,7 +96,12 @@ StatusOr<std::string> ReasoningText(const Json& item) {
   for (const char* key : {"content", "summary"}) {
     const auto list = item.find(key);
     if (list != item.end() && list->is_array() && !list->empty()) {
-      return StringField((*list)[0], "text");
+      const Json& part = (*list)[0];
+      if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
+        return InvalidArgument(std::string("input: a reasoning item's ") + key +
+                               " parts need a string 'text'");
+      }
+      return part["text"].get<std::string>();
     }
   }
   if (auto e = item.find("encrypted_content"); e != item.end() && !e->is_null()) {

@@ -79,6 +79,8 @@ TEST(ResponsesRequest, InputItemsBecomeMessages) {
   EXPECT_EQ(ChatRequestFromResponses(Json::parse(R"({"input": [{"type": "reasoning", "id": "r",
                 "summary": [], "encrypted_content": "xyz"}]})"), &ignored).status().message(),
             "Encrypted content is not supported.");
+  EXPECT_FALSE(ChatRequestFromResponses(Json::parse(R"({"input": [{"type": "reasoning", "id": "r",
+                   "summary": [1]}]})"), &ignored).ok());
 }
 
 TEST(ResponsesRequest, ToolsFormatsAndStreaming) {

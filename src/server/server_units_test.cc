@@ -269,7 +269,9 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
            R"({"messages":[],"temperature":"hot"})", R"({"messages":[],"n":1.5})",
            R"({"messages":[],"stream":"maybe"})", R"({"messages":[],"stop":[1]})",
            R"({"messages":[],"max_tokens":"3.5"})", R"({"messages":[],"n":"two"})",
-           R"({"messages":[],"top_logprobs":"2"})", R"({"messages":[],"temperature":"inf"})"}) {
+           R"({"messages":[],"top_logprobs":"2"})", R"({"messages":[],"temperature":"inf"})",
+           R"({"messages":[],"max_tokens":"+-5"})", R"({"messages":[],"temperature":"0x1p-1"})",
+           R"({"messages":[],"temperature":"+"})"}) {
     auto e = protocol::ParseChatCompletionRequest(bad, nullptr);
     EXPECT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
@@ -277,7 +279,7 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
   // pydantic's lax mode, as vLLM's models read them: numeric strings, booleans as 0 / 1,
   // pydantic's boolean words; a string where vLLM's logprobs validators look first is refused.
   auto lax = protocol::ParseChatCompletionRequest(
-      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":" 3 ","temperature":"0.5",
+      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":" +3 ","temperature":"0.5",
           "n":true,"ignore_eos":"yes","stop_token_ids":["5", 6.0],"stream":"on",
           "logprobs":1})",
       nullptr);

@@ -60,7 +60,7 @@ const std::set<std::string> kUnenforced = {
     "maxContains",     "not",               "if",               "then",
     "else",            "dependentRequired", "dependentSchemas", "dependencies",
     "patternProperties", "propertyNames",   "minProperties",    "maxProperties",
-    "unevaluatedItems", "$dynamicRef",      "$recursiveRef"};
+    "unevaluatedItems", "additionalItems",  "$dynamicRef",      "$recursiveRef"};
 
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
@@ -148,7 +148,8 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
     if (kUnenforced.count(key)) return Unsupported("keyword '" + key + "'", path);
   }
   // unevaluatedProperties false says what strict mode already does (no properties beyond the
-  // declared ones unless additionalProperties allows them).
+  // declared ones unless additionalProperties allows them, and then it evaluates them all, so
+  // the keyword constrains nothing more).
   if (auto it = s.find("unevaluatedProperties"); it != s.end() && *it != false) {
     return Unsupported("'unevaluatedProperties' other than false", path);
   }
@@ -158,7 +159,8 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
   const auto alone = [&](const std::string& key) -> Status {
     const bool literal = key == "enum" || key == "const";
     for (const auto& [k, v] : s.items()) {
-      if (k != key && kSupported.count(k) && !(literal && k == "type")) {
+      if (k != key && kSupported.count(k) && !(literal && k == "type") &&
+          k != "unevaluatedProperties") {  // a no-op under strict mode (checked above)
         return Unsupported("'" + key + "' together with '" + k + "'", path);
       }
     }
