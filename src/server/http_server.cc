@@ -191,13 +191,24 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   const std::string other =
       !path.empty() && path.back() == '/' ? path.substr(0, path.size() - 1) : path + "/";
-  for (const auto& [route, methods] : HttpServer::Routes()) {
-    if (route == path) {
-      res.status = 405;
-      res.set_header("Allow", methods);
-      res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
-      return;
-    }
+  // The routes with a path parameter, as FastAPI matches them.
+  static const std::pair<std::regex, const char*> kTemplated[] = {
+      {std::regex(R"(/v1/models/.+)"), "GET"},
+      {std::regex(R"(/v1/responses/[^/]+)"), "GET"},
+      {std::regex(R"(/v1/responses/[^/]+/cancel)"), "POST"}};
+  const char* allowed = nullptr;
+  const auto routes = HttpServer::Routes();  // outlives `allowed`
+  for (const auto& [route, methods] : routes) {
+    if (route == path) allowed = methods.c_str();
+  }
+  for (const auto& [pattern, methods] : kTemplated) {
+    if (allowed == nullptr && std::regex_match(path, pattern)) allowed = methods;
+  }
+  if (allowed != nullptr) {
+    res.status = 405;
+    res.set_header("Allow", allowed);
+    res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
+    return;
   }
   for (const auto& [route, methods] : HttpServer::Routes()) {
     if (route != other) continue;

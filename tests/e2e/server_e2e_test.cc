@@ -113,6 +113,13 @@ TEST_F(ServerE2E, ModelRetrieveAndTrailingSlashes) {
   ASSERT_TRUE(head);
   EXPECT_EQ(head->status, 405);
   EXPECT_EQ(head->get_header_value("Allow"), "GET");
+  auto head_model = cli.Head("/v1/models/alias");  // a route with a path parameter too
+  ASSERT_TRUE(head_model);
+  EXPECT_EQ(head_model->status, 405);
+  auto get_cancel = cli.Get("/v1/responses/resp_1/cancel");
+  ASSERT_TRUE(get_cancel);
+  EXPECT_EQ(get_cancel->status, 405);
+  EXPECT_EQ(get_cancel->get_header_value("Allow"), "POST");
   cli.set_follow_location(true);
   auto followed = cli.Post("/v1/completions/", R"({"prompt":"a","max_tokens":1})",
                            "application/json");
