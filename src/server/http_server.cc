@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -123,11 +124,46 @@ std::string AccessLogLine(const std::string& remote_addr, int remote_port,
                      version, status, ReasonPhrase(status));
 }
 
-void HttpServer::EnableAccessLog() {
-  svr_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+void HttpServer::EnableAccessLog() { access_log_ = true; }
+
+namespace {
+
+// When this thread began reading its current request (set in pre-routing; cpp-httplib serves
+// each request on one thread from routing to its logger).
+thread_local Clock::time_point request_start;
+
+// The route template a path matched, as the instrumentator labels it ("none": no route).
+std::string HandlerLabel(const std::string& path) {
+  for (const auto& [route, methods] : HttpServer::Routes()) {
+    if (route == path) return route;
+  }
+  static const std::pair<std::regex, const char*> kTemplated[] = {
+      {std::regex(R"(/v1/models/.+)"), "/v1/models/{model_id:path}"},
+      {std::regex(R"(/v1/responses/[^/]+)"), "/v1/responses/{response_id}"},
+      {std::regex(R"(/v1/responses/[^/]+/cancel)"), "/v1/responses/{response_id}/cancel"}};
+  for (const auto& [pattern, label] : kTemplated) {
+    if (std::regex_match(path, pattern)) return label;
+  }
+  return "none";
+}
+
+}  // namespace
+
+void HttpServer::Logged(const httplib::Request& req, const httplib::Response& res) {
+  if (access_log_) {
     CPM_LOG_INFO("{}", AccessLogLine(req.remote_addr, req.remote_port, req.method, req.target,
                                      req.version, res.status));
-  });
+  }
+  const double seconds =
+      request_start == Clock::time_point{}
+          ? 0.0
+          : std::chrono::duration<double>(Clock::now() - request_start).count();
+  uint64_t request_bytes = 0;
+  const std::string length = req.get_header_value("Content-Length");
+  std::from_chars(length.data(), length.data() + length.size(), request_bytes);
+  http_metrics_.Observe(HandlerLabel(req.path), req.method, res.status, seconds, request_bytes,
+                        res.body.size());
+  request_start = {};
 }
 
 HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
@@ -143,6 +179,9 @@ HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
   });
   svr_->set_keep_alive_max_count(1000);
+  svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    Logged(req, res);
+  });
   InstallRoutes();
 }
 
@@ -245,6 +284,7 @@ void HttpServer::Post(const std::string& pattern, RouteHandler handler) {
 void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_start = Clock::now();
     const std::string origin = req.get_header_value("Origin");
     if (req.method == "OPTIONS" && !origin.empty() &&
         req.has_header("Access-Control-Request-Method")) {
@@ -346,7 +386,8 @@ void HttpServer::InstallRoutes() {
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
     // The process collector's series first, as a Prometheus Python client (vLLM's) has them.
-    res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()),
+    res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()) +
+                        http_metrics_.Render(),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "server/cors.h"
+#include "server/http_metrics.h"
 #include "server/server_context.h"
 
 namespace httplib {
@@ -60,6 +61,8 @@ class HttpServer {
 
  private:
   void InstallRoutes();
+  // After each answered request: the access log line (if enabled) and the HTTP metrics.
+  void Logged(const httplib::Request& req, const httplib::Response& res);
   // Registers a POST route with cpp-httplib and in post_routes_.
   using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
   void Post(const std::string& pattern, RouteHandler handler);
@@ -78,6 +81,8 @@ class HttpServer {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};
   bool request_id_headers_ = false;
+  bool access_log_ = false;
+  HttpMetrics http_metrics_;  // the instrumentator's series, on /metrics after vLLM's
   CorsOptions cors_;
   int port_ = 0;
 };

@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/chat_prompt.h"
 #include "server/memory_budget.h"
+#include "server/http_metrics.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/protocol.h"
@@ -315,6 +316,30 @@ TEST(ChatPrompt, EffectiveTemplateKwargs) {
             J::parse(R"({"enable_thinking": true, "a": 1, "b": 2})"));
   ctx.default_chat_template_kwargs = J::object();
   EXPECT_EQ(EffectiveTemplateKwargs(ctx, J::parse(R"({"b": [2]})")), J::parse(R"({"b": [2]})"));
+}
+
+// prometheus-fastapi-instrumentator's series as vLLM's /metrics has them: statuses grouped,
+// vLLM's excluded routes not counted, durations in both histograms.
+TEST(HttpMetrics, InstrumentatorSeries) {
+  HttpMetrics m;
+  m.Observe("/v1/completions", "POST", 200, 0.3, 29, 395);
+  m.Observe("/v1/completions", "POST", 201, 2.0, 10, 5);
+  m.Observe("none", "GET", 404, 0.001, 0, 22);
+  m.Observe("/health", "GET", 200, 0.001, 0, 0);  // excluded, as vLLM's Instrumentator does
+  const std::string text = m.Render();
+  const auto has = [&](const std::string& line) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << " in\n" << text;
+  };
+  has(R"(http_requests_total{handler="/v1/completions",method="POST",status="2xx"} 2.0)");
+  has(R"(http_requests_total{handler="none",method="GET",status="4xx"} 1.0)");
+  EXPECT_EQ(text.find("/health"), std::string::npos);
+  has(R"(http_request_size_bytes_sum{handler="/v1/completions"} 39.0)");
+  has(R"(http_response_size_bytes_count{handler="none"} 1.0)");
+  has(R"(http_request_duration_seconds_bucket{handler="/v1/completions",method="POST",le="0.5"} 1.0)");
+  has(R"(http_request_duration_seconds_bucket{handler="/v1/completions",method="POST",le="+Inf"} 2.0)");
+  has(R"(http_request_duration_highr_seconds_bucket{le="0.01"} 1.0)");
+  has("http_request_duration_highr_seconds_count 3.0");
+  has("# TYPE http_requests_total counter");
 }
 
 // The Prometheus process collector's series, read from /proc for this very process.

@@ -1089,9 +1089,14 @@ TEST_F(ServerE2E, MetricsExposition) {
         "vllm:request_success_total{", "vllm:time_to_first_token_seconds_bucket{",
         "vllm:inter_token_latency_seconds_bucket{", "vllm:e2e_request_latency_seconds_count{",
         "vllm:request_queue_time_seconds_sum{", "vllm:request_prompt_tokens_bucket{",
-        "vllm:request_generation_tokens_bucket{", "model_name=\"tiny\""}) {
+        "vllm:request_generation_tokens_bucket{", "model_name=\"tiny\"",
+        // The process collector's and the HTTP instrumentator's series around vLLM's.
+        "process_resident_memory_bytes ",
+        "http_requests_total{handler=\"/v1/chat/completions\",method=\"POST\",status=\"2xx\"}",
+        "http_request_duration_seconds_bucket{handler=\"/v1/chat/completions\""}) {
     EXPECT_NE(m.find(name), std::string::npos) << name;
   }
+  EXPECT_EQ(m.find("handler=\"/metrics\""), std::string::npos);  // vLLM's excluded routes
   EXPECT_GE(e2e::Metric(m, "vllm:generation_tokens_total"), 3);
   EXPECT_GE(e2e::Metric(m, "vllm:e2e_request_latency_seconds_count"), 1);
   // The engine's phases, vLLM's: RUNNING = PREFILL (to the first token) + DECODE (to the last).
