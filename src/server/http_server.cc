@@ -132,17 +132,29 @@ namespace {
 // each request on one thread from routing to its logger).
 thread_local Clock::time_point request_start;
 
+// The routes with a path parameter: how FastAPI matches them, their template (vLLM's route
+// path) and their methods.
+struct TemplatedRoute {
+  std::regex pattern;
+  const char* path;
+  const char* methods;
+};
+const std::vector<TemplatedRoute>& TemplatedRoutes() {
+  static const std::vector<TemplatedRoute> routes = {
+      {std::regex(R"(/v1/models/.+)"), "/v1/models/{model_id:path}", "GET"},
+      {std::regex(R"(/v1/responses/[^/]+)"), "/v1/responses/{response_id}", "GET"},
+      {std::regex(R"(/v1/responses/[^/]+/cancel)"), "/v1/responses/{response_id}/cancel",
+       "POST"}};
+  return routes;
+}
+
 // The route template a path matched, as the instrumentator labels it ("none": no route).
 std::string HandlerLabel(const std::string& path) {
   for (const auto& [route, methods] : HttpServer::Routes()) {
     if (route == path) return route;
   }
-  static const std::pair<std::regex, const char*> kTemplated[] = {
-      {std::regex(R"(/v1/models/.+)"), "/v1/models/{model_id:path}"},
-      {std::regex(R"(/v1/responses/[^/]+)"), "/v1/responses/{response_id}"},
-      {std::regex(R"(/v1/responses/[^/]+/cancel)"), "/v1/responses/{response_id}/cancel"}};
-  for (const auto& [pattern, label] : kTemplated) {
-    if (std::regex_match(path, pattern)) return label;
+  for (const TemplatedRoute& route : TemplatedRoutes()) {
+    if (std::regex_match(path, route.pattern)) return route.path;
   }
   return "none";
 }
@@ -230,18 +242,13 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   const std::string other =
       !path.empty() && path.back() == '/' ? path.substr(0, path.size() - 1) : path + "/";
-  // The routes with a path parameter, as FastAPI matches them.
-  static const std::pair<std::regex, const char*> kTemplated[] = {
-      {std::regex(R"(/v1/models/.+)"), "GET"},
-      {std::regex(R"(/v1/responses/[^/]+)"), "GET"},
-      {std::regex(R"(/v1/responses/[^/]+/cancel)"), "POST"}};
   const char* allowed = nullptr;
   const auto routes = HttpServer::Routes();  // outlives `allowed`
   for (const auto& [route, methods] : routes) {
     if (route == path) allowed = methods.c_str();
   }
-  for (const auto& [pattern, methods] : kTemplated) {
-    if (allowed == nullptr && std::regex_match(path, pattern)) allowed = methods;
+  for (const TemplatedRoute& route : TemplatedRoutes()) {
+    if (allowed == nullptr && std::regex_match(path, route.pattern)) allowed = route.methods;
   }
   if (allowed != nullptr) {
     res.status = 405;
