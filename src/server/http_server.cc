@@ -243,8 +243,7 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
   const std::string other =
       !path.empty() && path.back() == '/' ? path.substr(0, path.size() - 1) : path + "/";
   const char* allowed = nullptr;
-  const auto routes = HttpServer::Routes();  // outlives `allowed`
-  for (const auto& [route, methods] : routes) {
+  for (const auto& [route, methods] : HttpServer::Routes()) {
     if (route == path) allowed = methods.c_str();
   }
   for (const TemplatedRoute& route : TemplatedRoutes()) {
@@ -273,14 +272,16 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> HttpServer::Routes() {
-  return {{"/health", "GET"},          {"/ping", "GET, POST"},
-          {"/version", "GET"},         {"/metrics", "GET"},
-          {"/load", "GET"},
-          {"/tokenize", "POST"},       {"/detokenize", "POST"},
-          {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
-          {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
-          {"/invocations", "POST"}};
+const std::vector<std::pair<std::string, std::string>>& HttpServer::Routes() {
+  static const std::vector<std::pair<std::string, std::string>> routes = {
+      {"/health", "GET"},          {"/ping", "GET, POST"},
+      {"/version", "GET"},         {"/metrics", "GET"},
+      {"/load", "GET"},
+      {"/tokenize", "POST"},       {"/detokenize", "POST"},
+      {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
+      {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
+      {"/invocations", "POST"}};
+  return routes;
 }
 
 void HttpServer::Post(const std::string& pattern, RouteHandler handler) {
@@ -311,8 +312,8 @@ void HttpServer::InstallRoutes() {
       }
       if (req.method == "POST" && !req.has_header("Content-Length") &&
           !req.has_header("Transfer-Encoding")) {
+        httplib::Request bodiless = req;  // its `matches` are the routes' own
         for (const PostRoute& route : post_routes_) {
-          httplib::Request bodiless = req;
           if (std::regex_match(bodiless.path, bodiless.matches, route.pattern)) {
             route.handler(bodiless, res);
             return httplib::Server::HandlerResponse::Handled;

@@ -57,7 +57,7 @@ class HttpServer {
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 
   // (path, methods) of every route, for the start-up log.
-  static std::vector<std::pair<std::string, std::string>> Routes();
+  static const std::vector<std::pair<std::string, std::string>>& Routes();
 
  private:
   void InstallRoutes();

@@ -45,7 +45,8 @@ struct ResponsesJob {
   std::string id;  // resp_...
   int64_t created = 0;
   std::string model;
-  // The request's fields the reply repeats (instructions, tools, text, ...), those it has.
+  // The request's fields the reply repeats (instructions, text, ...), those it has; its tools
+  // as openai's FunctionTool dumps them.
   nlohmann::ordered_json echo = nlohmann::ordered_json::object();
   // include asked for message.output_text.logprobs: the output text carries them, with
   // top_logprobs alternatives each (echoed as the response's top_logprobs).

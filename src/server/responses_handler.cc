@@ -139,10 +139,6 @@ Json ResponseObject(const ResponsesJob& job, const char* status, Json output, Js
     auto it = job.echo.find(key);
     return it == job.echo.end() || it->is_null() ? fallback : *it;
   };
-  Json tools = Json::array();
-  if (auto t = job.echo.find("tools"); t != job.echo.end() && t->is_array()) {
-    for (const Json& tool : *t) tools.push_back(FunctionToolDump(tool));
-  }
   Json r = {{"id", job.id},
             {"created_at", job.created},
             {"incomplete_details", std::move(incomplete)},
@@ -154,7 +150,7 @@ Json ResponseObject(const ResponsesJob& job, const char* status, Json output, Js
             {"parallel_tool_calls", echo("parallel_tool_calls", true)},
             {"temperature", job.resolved.temperature},
             {"tool_choice", echo("tool_choice", "auto")},
-            {"tools", std::move(tools)},
+            {"tools", echo("tools", Json::array())},
             {"top_p", job.resolved.top_p},
             {"background", false},
             {"max_output_tokens", job.resolved.max_tokens},
@@ -487,6 +483,12 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
                           "tool_choice", "tools", "truncation", "user", "metadata",
                           "max_tool_calls", "service_tier"}) {
     if (auto it = request.find(key); it != request.end()) job->echo[key] = *it;
+  }
+  // The tools as openai's FunctionTool dumps them (validated by ChatRequestFromResponses).
+  if (auto t = job->echo.find("tools"); t != job->echo.end() && t->is_array()) {
+    Json tools = Json::array();
+    for (const Json& tool : *t) tools.push_back(FunctionToolDump(tool));
+    *t = std::move(tools);
   }
   if (!chat->contains("stream")) return Complete(ctx, *job, chat->dump(), arrival, client_gone);
   HttpReply inner = HandleChatCompletions(ctx, chat->dump(), arrival, client_gone, {},
