@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -1081,7 +1082,14 @@ TEST_F(ServerE2E, DisconnectBeforeANonStreamingReplyCancelsIt) {
 
 TEST_F(ServerE2E, MetricsExposition) {
   GreedyChat("metrics", 3);
-  const std::string m = Metrics();
+  // The HTTP series count a request once its answer is written (as the instrumentator's
+  // middleware does), which may be just after the client has read it: scrape until it shows.
+  std::string m = Metrics();
+  for (int i = 0; i < 200 && m.find("handler=\"/v1/chat/completions\"") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = Metrics();
+  }
   for (const char* name :
        {"vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:kv_cache_usage_perc{",
         "vllm:prefix_cache_queries_total{", "vllm:prefix_cache_hits_total{",
