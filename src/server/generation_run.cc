@@ -217,7 +217,6 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
                                                       : c.stop->Push(piece);
     if (c.stop->matched()) break;
   }
-  if (!c.stop->matched() && ev.finished) out->text += c.stop->Push(c.detok->Flush());
   if (c.stop->matched()) {
     // The engine keeps going until it sees the cancel; whatever it sends later is dropped.
     if (!ev.finished) engine_.Cancel(c.engine_id);
@@ -381,7 +380,6 @@ void GenerationRun::BeamUpdate(Choice& c, const Beam* beam) {
     const bool hide_eos = beam->ended_by_eos && !sampling_.include_stop_str_in_output;
     const size_t shown = beam->tokens.size() - (hide_eos ? 1 : 0);
     for (size_t t = 0; t < shown; ++t) u.text += c.detok->Push(beam->tokens[t]);
-    u.text += c.detok->Flush();
     u.token_ids = beam->tokens;
     if (beam->ended_by_eos) u.stop_token = beam->tokens.back();
     if (sampling_.logprobs >= 0) {

@@ -4,14 +4,27 @@
 namespace cpm {
 namespace {
 
-// Prompt ids kept for context: enough to cover a multi-token character before the first
-// generated id, as vLLM's initial offset of 5 does.
-constexpr size_t kPromptContext = 6;
+// The prompt ids the stream is primed with: as vLLM's FastIncrementalDetokenizer, the shortest
+// suffix of kMinPrime to kMaxPrime ids whose text is whole characters (the whole prompt if
+// none is), so that a character the prompt leaves unfinished is emitted whole once the
+// generated ids finish it.
+constexpr size_t kMinPrime = 4, kMaxPrime = 23;
 // Ids before the window are dropped once this many accumulate, so memory stays bounded.
 constexpr size_t kCompactAfter = 1024;
 
-bool EndsWithReplacementChar(const std::string& s) {
-  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+
+bool EndsWithReplacementChar(const std::string& s) { return s.ends_with(kReplacementChar); }
+
+std::span<const int32_t> PrimingSuffix(const Tokenizer& tokenizer,
+                                       std::span<const int32_t> prompt_ids) {
+  if (prompt_ids.size() <= kMinPrime) return prompt_ids;
+  for (size_t n = kMinPrime; n <= std::min(prompt_ids.size(), kMaxPrime); ++n) {
+    const std::span<const int32_t> suffix = prompt_ids.last(n);
+    // tokenizers' Tokenizer.decode, as vLLM calls it, skips special tokens by default.
+    if (tokenizer.Decode(suffix, true).find(kReplacementChar) == std::string::npos) return suffix;
+  }
+  return prompt_ids;
 }
 
 }  // namespace
@@ -20,9 +33,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
                                                bool skip_special_tokens,
                                                std::span<const int32_t> prompt_ids)
     : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {
-  const size_t keep = std::min(prompt_ids.size(), kPromptContext);
-  ids_.assign(prompt_ids.end() - keep, prompt_ids.end());
-  read_offset_ = ids_.size();
+  // The prompt's text is not output: what priming emits is dropped, and what it holds back (an
+  // unfinished character) comes out with the first generated id that finishes it.
+  for (int32_t id : PrimingSuffix(tokenizer, prompt_ids)) Push(id);
 }
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
@@ -30,12 +43,10 @@ std::string IncrementalDetokenizer::Push(int32_t id) {
   // keeping them also stops a run of them from growing the window.
   if (skip_special_tokens_ && tokenizer_.IsSpecial(id)) return std::string();
   ids_.push_back(id);
-  return Advance(/*final=*/false);
+  return Advance();
 }
 
-std::string IncrementalDetokenizer::Flush() { return Advance(/*final=*/true); }
-
-std::string IncrementalDetokenizer::Advance(bool final) {
+std::string IncrementalDetokenizer::Advance() {
   if (read_offset_ >= ids_.size()) return std::string();
   const std::span<const int32_t> all(ids_);
   const std::string prefix_text =
@@ -43,8 +54,7 @@ std::string IncrementalDetokenizer::Advance(bool final) {
                         skip_special_tokens_);
   const std::string new_text =
       tokenizer_.Decode(all.subspan(prefix_offset_), skip_special_tokens_);
-  if (new_text.size() <= prefix_text.size() || (!final && EndsWithReplacementChar(new_text))) {
-    if (final) read_offset_ = ids_.size();
+  if (new_text.size() <= prefix_text.size() || EndsWithReplacementChar(new_text)) {
     return std::string();
   }
   std::string delta = new_text.substr(prefix_text.size());

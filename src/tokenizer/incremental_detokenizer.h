@@ -17,9 +17,11 @@ namespace cpm {
 // Decode(ids[prefix, end)) beyond Decode(ids[prefix, read)) once it does not end in U+FFFD.
 // Decoding both windows from the same first token cancels the decoders' first-token effects
 // (Strip, Metaspace's leading space). Without prompt ids the concatenated output equals
-// Decode(generated ids); with them it equals the text the generated ids add after the prompt
-// (so a SentencePiece "▁world" keeps its space). Ill-formed byte sequences come out as U+FFFD,
-// though not necessarily as many as a one-shot Decode would print.
+// Decode(generated ids) for ids that end on a whole character; with them it equals the text
+// the generated ids add after the prompt (so a SentencePiece "▁world" keeps its space, and a
+// character begun in the prompt is emitted whole). As in vLLM, bytes still held back when
+// generation ends (an unfinished character) are never emitted, and ill-formed byte sequences
+// come out as U+FFFD, though not necessarily as many as a one-shot Decode would print.
 class IncrementalDetokenizer {
  public:
   // `tokenizer` must outlive this object. `prompt_ids` (optional) gives decoding context.
@@ -28,15 +30,13 @@ class IncrementalDetokenizer {
 
   // Adds one generated id; returns the text that became complete (often empty).
   std::string Push(int32_t id);
-  // Returns whatever is still held back (an incomplete sequence becomes U+FFFD).
-  std::string Flush();
 
  private:
-  std::string Advance(bool final);
+  std::string Advance();
 
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  std::vector<int32_t> ids_;  // a few prompt ids for context, then the generated ids
+  std::vector<int32_t> ids_;  // the prompt's priming suffix, then the generated ids
   size_t prefix_offset_ = 0;
   size_t read_offset_ = 0;
 };

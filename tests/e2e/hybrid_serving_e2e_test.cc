@@ -220,8 +220,10 @@ TEST_F(HybridServingE2E, ThinkingTokenBudgetForcesTheEndOfThinking) {
   // The reply is split at the forced </think>: the parser's split of the detokenized output.
   auto text = e2e::Post(parsed_->port(), "/detokenize", Json{{"tokens", capped}}.dump());
   ASSERT_EQ(text.status, 200) << text.body;
-  const ReasoningDelta want =
-      MakeReasoningParser("minicpmv", true)->Feed(text.json()["prompt"].get<std::string>(), true);
+  // Less an unfinished character at the end, which a reply never emits (vLLM's detokenizer).
+  std::string shown = text.json()["prompt"].get<std::string>();
+  while (shown.ends_with("\xEF\xBF\xBD")) shown.resize(shown.size() - 3);
+  const ReasoningDelta want = MakeReasoningParser("minicpmv", true)->Feed(shown, true);
   EXPECT_EQ(Str(m["reasoning"]), want.reasoning);
   EXPECT_EQ(Str(m["content"]), want.content);
   EXPECT_FALSE(want.content.empty());
