@@ -985,10 +985,15 @@ TEST(StopMatcher, HoldsBackPartialMatches) {
   EXPECT_EQ(m.Flush(), "");
 }
 
-TEST(StopMatcher, IncludeAndEarliestAndFlush) {
+// Stops found in the same text: the first listed wins, not the earliest (vLLM's
+// check_stop_strings), with the output cut at its occurrence.
+TEST(StopMatcher, IncludeAndFirstListedAndFlush) {
   StopMatcher inc({"b", "abc"}, true);
-  EXPECT_EQ(inc.Push("xxabcd"), "xxabc");  // "abc" starts before "b"
-  EXPECT_EQ(inc.matched_stop(), "abc");
+  EXPECT_EQ(inc.Push("xxabcd"), "xxab");  // "abc" starts before "b", but "b" is listed first
+  EXPECT_EQ(inc.matched_stop(), "b");
+  StopMatcher excl({"\n", "."}, false);
+  EXPECT_EQ(excl.Push("Done.\nNext"), "Done.");
+  EXPECT_EQ(excl.matched_stop(), "\n");
   StopMatcher tail({"END"}, false);
   EXPECT_EQ(tail.Push("the EN"), "the ");
   EXPECT_EQ(tail.Flush(), "EN");

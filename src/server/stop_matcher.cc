@@ -17,16 +17,17 @@ std::string StopMatcher::Add(std::string_view text, bool checked) {
   if (stops_.empty()) return std::string(text);
   pending_.append(text);
   if (!checked) unchecked_end_ = pending_.size();
-  // The earliest occurrence wins; among stops found at the same place, the first listed. A
-  // match must end past the unchecked text (vLLM searches only back from the new text, so a
-  // stop begun in the first min_tokens tokens' text and finished after them counts).
+  // The first listed stop found wins, wherever another occurs (vLLM's check_stop_strings tries
+  // them in order). A match must end past the unchecked text (vLLM searches only back from the
+  // new text, so a stop begun in the first min_tokens tokens' text and finished after them
+  // counts).
   size_t best_pos = std::string::npos;
   const std::string* best = nullptr;
-  for (size_t i = 0; checked && i < stops_.size(); ++i) {
+  for (size_t i = 0; checked && best == nullptr && i < stops_.size(); ++i) {
     const std::string& s = stops_[i];
     const size_t from = unchecked_end_ >= s.size() ? unchecked_end_ - s.size() + 1 : 0;
     const size_t pos = pending_.find(s, from);
-    if (pos != std::string::npos && pos < best_pos) {
+    if (pos != std::string::npos) {
       best_pos = pos;
       best = &s;
     }
