@@ -23,13 +23,18 @@ uint64_t NextRunNumber() {
 // vLLM's SamplingParams.update_from_generation_config: of the model's EOS ids (`eos_ids`, the
 // tokenizer's own first, then generation_config.json's and config.json's others), the others
 // are stop token ids, so a reply that ends on one reports it as its stop_reason; with
-// ignore_eos they do not stop it at all, as the tokenizer's own does not.
+// ignore_eos they do not stop it at all, as the tokenizer's own does not, but min_tokens still
+// keeps every one of them from being drawn (vLLM's _all_stop_token_ids), so they stay EOS ids.
 void SplitEosIds(const std::vector<int32_t>& eos_ids, const ResolvedSampling& sampling,
                  EngineRequest* r) {
   r->stop_token_ids = sampling.stop_token_ids;
   if (eos_ids.empty()) return;
+  if (sampling.ignore_eos) {
+    r->eos_token_ids = eos_ids;
+    return;
+  }
   r->eos_token_ids = {eos_ids.front()};
-  for (size_t i = 1; i < eos_ids.size() && !sampling.ignore_eos; ++i) {
+  for (size_t i = 1; i < eos_ids.size(); ++i) {
     if (std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), eos_ids[i]) ==
         r->stop_token_ids.end()) {
       r->stop_token_ids.push_back(eos_ids[i]);

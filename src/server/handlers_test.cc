@@ -329,7 +329,8 @@ TEST_F(HandlersTest, ChatEchoPutsTheLastMessageFirstWhenItIsTheRepliesRole) {
 TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
   // vLLM's update_from_generation_config: the tokenizer's EOS stays the EOS; the model's other
   // EOS ids become stop token ids (a reply ending on one reports it as stop_reason), unless
-  // ignore_eos, where none of them stops the reply.
+  // ignore_eos, where none of them stops the reply but min_tokens still masks them all (the
+  // engine's EOS ids: never a stop under ignore_eos, always masked before min_tokens).
   ctx_.eos_ids = {2, 9, 11};
   Chat(R"({"messages":[{"role":"user","content":"Hi"}],"stop_token_ids":[11,4]})");
   EXPECT_EQ(engine_.submitted.back().eos_token_ids, std::vector<int32_t>{2});
@@ -337,6 +338,7 @@ TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
   Chat(R"({"messages":[{"role":"user","content":"Hi"}],"ignore_eos":true})");
   EXPECT_TRUE(engine_.submitted.back().ignore_eos);
   EXPECT_TRUE(engine_.submitted.back().stop_token_ids.empty());
+  EXPECT_EQ(engine_.submitted.back().eos_token_ids, (std::vector<int32_t>{2, 9, 11}));
 }
 
 TEST_F(HandlersTest, RequestChatTemplateOnlyWhenTrusted) {
