@@ -330,7 +330,7 @@ class Bencher {
     std::vector<Chunk> chunks;
     for (int64_t p0 = 0; p0 < n; p0 += ubatch) {
       const int64_t len = std::min(ubatch, n - p0);
-      chunks.push_back({Tokens(len), {{depth_ + p0, len, table, states ? 0 : -1}}, {}});
+      chunks.push_back({Tokens(len), {{depth_ + p0, len, table, states ? 0 : -1, depth_ + n}}, {}});
       if (p0 + len == n) chunks.back().rows = {len - 1};
     }
     Result r{Name("pp", n), 1, n};
@@ -359,7 +359,7 @@ class Bencher {
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<SeqStep> seqs;
         for (int64_t b = 0; b < batch; ++b) {
-          seqs.push_back({depth_ + s, 1, tables[b], states ? static_cast<int32_t>(b) : -1});
+          seqs.push_back({depth_ + s, 1, tables[b], states ? static_cast<int32_t>(b) : -1, depth_});
         }
         Step(Tokens(batch), seqs, rows, kv, states.get(), logits);
       }

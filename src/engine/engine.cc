@@ -173,6 +173,10 @@ Status Engine::Impl::Init() {
   sc.max_model_len = config_.max_model_len;
   sc.enable_chunked_prefill = config_.enable_chunked_prefill;
   sc.priority_policy = config_.priority_policy;
+  // A step budget below the chunk could never take a long prompt to its first boundary: there
+  // the chunks are not aligned, and a hybrid model's results may then depend on the batching.
+  sc.prompt_chunk_tokens =
+      info.prompt_chunk_tokens <= config_.max_num_batched_tokens ? info.prompt_chunk_tokens : 1;
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
   PublishStats();

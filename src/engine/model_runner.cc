@@ -30,6 +30,7 @@ Status ModelRunner::Run(const SchedulerOutput& plan, StepLogits* out) {
     step.num_tokens = s.num_tokens + s.num_draft;
     step.block_table = r.blocks;
     step.state_slot = r.state_slot;
+    step.num_prompt_tokens = r.num_prompt_tokens;
     seqs_.push_back(step);
     // Multimodal rows of this chunk (recomputed after a preemption like any prompt row).
     const std::vector<int64_t>& er = r.req.embed_rows;

@@ -108,7 +108,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       const int64_t first_row = static_cast<int64_t>(tokens.size());
       tokens.insert(tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
       AddEmbedRows(*s.req, s.computed, n, first_row, hidden, &embed_rows, &embeds);
-      steps.push_back({s.computed, n, s.blocks, s.state_slot});
+      steps.push_back({s.computed, n, s.blocks, s.state_slot, prompt_len});
       const bool reaches_end = s.computed + n == total;
       if (s.req->record_logprob_rows && s.req->all_prompt_positions) {
         for (int64_t j = 0; j < n; ++j) {

@@ -105,11 +105,17 @@ RequestState* Scheduler::Preempt(size_t index) {
 
 namespace {
 
-// Tokens `r` may take this step out of `budget`, starting from `from` computed tokens.
-int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget) {
+// Tokens `r` may take this step out of `budget`, starting from `from` computed tokens. A step
+// that stops inside the prompt stops on a multiple of `prompt_chunk` (hybrid models compute a
+// prompt in chunks of that many positions from position 0: SeqStep::num_prompt_tokens), so 0
+// when the budget does not reach the next multiple; the request then waits for a step with more.
+int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t prompt_chunk) {
   int64_t n = std::min(r.num_tokens() - from, budget);
   if (r.req.prompt_logprobs >= 0 && from < r.num_prompt_tokens) {
     n = std::min(n, kPromptLogprobsChunk);
+  }
+  if (const int64_t end = from + n; prompt_chunk > 1 && end < r.num_prompt_tokens) {
+    n = std::max<int64_t>(0, end / prompt_chunk * prompt_chunk - from);
   }
   return n;
 }
@@ -122,8 +128,11 @@ SchedulerOutput Scheduler::Schedule() {
   // Running requests first (mostly decodes: one token each), in admission order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     RequestState* r = running_[i];
-    const int64_t n = ChunkSize(*r, r->num_computed, budget);
-    CPM_CHECK(n > 0);  // a live running request always has its newest token to feed
+    const int64_t n = ChunkSize(*r, r->num_computed, budget, config_.prompt_chunk_tokens);
+    if (n == 0) {  // a prefill the budget left cannot take to its next chunk boundary
+      ++i;
+      continue;
+    }
     // A decode's draft rides along where budget and blocks allow; it is dropped rather than
     // making room for it by preempting.
     int64_t d = r->num_computed + n == r->num_tokens()
@@ -171,7 +180,8 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
         r->req.prompt_logprobs < 0) {
       break;  // FCFS: waits for a step with room for its whole prompt
     }
-    const int64_t n = ChunkSize(*r, hit.num_tokens, *budget);
+    const int64_t n = ChunkSize(*r, hit.num_tokens, *budget, config_.prompt_chunk_tokens);
+    if (n == 0) break;  // FCFS: waits for a step whose budget reaches its first chunk boundary
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {
       const std::optional<int32_t> slot = slots_->Allocate();

@@ -37,6 +37,9 @@ struct SchedulerConfig {
   // already scheduled this step, which is then taken out of the plan). Off: first come, first
   // served, and the newest running request is preempted.
   bool priority_policy = false;
+  // ModelInfo::prompt_chunk_tokens: a prefill step that stops inside a prompt stops on a
+  // multiple of it.
+  int64_t prompt_chunk_tokens = 1;
 };
 
 struct ScheduledSeq {

@@ -77,6 +77,27 @@ TEST_F(SchedulerTest, RunningFirstThenChunksOfWaiting) {
   EXPECT_EQ(pool_->num_free(), 100);
 }
 
+// A hybrid model's prompt chunks (prompt_chunk_tokens 8 here): a step that stops inside a
+// prompt stops on a multiple of 8, whatever budget the decodes leave; a step whose budget does
+// not reach the next multiple leaves the prefill for later; past the prompt, no rule.
+TEST_F(SchedulerTest, PromptChunksStopOnTheModelsChunkBoundaries) {
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 13, .prompt_chunk_tokens = 8});
+  Add("a", 3, 4);
+  EXPECT_EQ(Step(), (Plan{{"a", 3}}));  // the whole prompt: no boundary needed
+  Add("b", 30, 2, 50);
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 8}}));  // 12 left: b stops at 8, not 12
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 8}}));  // 8 to 16
+  Add("c", 5, 1, 80);
+  EXPECT_EQ(Step(), (Plan{{"a", 1}, {"b", 8}}));  // 16 to 24; the 4 left stop short of c's 8
+  EXPECT_EQ(Step(), (Plan{{"b", 6}, {"c", 5}}));  // b's and c's prompts end: no boundary needed
+  EXPECT_EQ(Step(), (Plan{{"b", 1}}));
+  Add("d", 20, 1, 90);
+  Add("e", 2, 1, 95);
+  EXPECT_EQ(Step(), (Plan{{"d", 8}, {"e", 2}}));
+  EXPECT_EQ(Step(), (Plan{{"d", 12}}));
+  EXPECT_TRUE(sched_->empty());
+}
+
 TEST_F(SchedulerTest, WithoutChunkedPrefillPromptsWaitForRoomForAllOfThem) {
   Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 16, .enable_chunked_prefill = false});
   Add("a", 10, 3);

@@ -54,7 +54,8 @@ StatusOr<std::vector<std::vector<float>>> LastPositionLogits(
   for (size_t i = 0; i < prompts.size(); ++i) {
     tokens.insert(tokens.end(), prompts[i].begin(), prompts[i].end());
     const int32_t slot = states ? *states->Allocate() : -1;
-    steps.push_back({0, static_cast<int64_t>(prompts[i].size()), tables[i], slot});
+    const int64_t len = static_cast<int64_t>(prompts[i].size());
+    steps.push_back({0, len, tables[i], slot, len});
     rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
   }
   std::vector<float> logits(rows.size() * info.vocab_size);

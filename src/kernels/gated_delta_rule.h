@@ -22,6 +22,18 @@ struct GdnHead {
   float* o = nullptr;
   int64_t o_stride = 0;
   float* state = nullptr;
+
+  // The same head from its token `row` on (the state is the one there is).
+  GdnHead FromRow(int64_t row) const {
+    GdnHead h = *this;
+    h.q += row * qk_stride;
+    h.k += row * qk_stride;
+    h.v += row * v_stride;
+    h.g += row * gb_stride;
+    h.beta += row * gb_stride;
+    h.o += row * o_stride;
+    return h;
+  }
 };
 
 // Per token: S <- e^g S;  δ = β (v − Sᵀk);  S <- S + k δᵀ;  o = Sᵀq  (with the updated S).

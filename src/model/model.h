@@ -27,6 +27,10 @@ struct ModelInfo {
   DType dtype = DType::kBF16;      // compute dtype (weights and KV cache)
   KvCacheSpec kv;                  // paged KV cache shape
   int64_t state_slot_bytes = 0;    // per-sequence recurrent state; 0 for pure attention models
+  // > 1: the recurrent layers compute a prompt in chunks of this many positions from position 0
+  // (SeqStep::num_prompt_tokens), so a step that stops inside a prompt must stop on a multiple
+  // of it for the result not to depend on where it stopped.
+  int64_t prompt_chunk_tokens = 1;
   int64_t weight_bytes = 0;        // bytes of weights held (mmapped or owned)
   std::vector<int32_t> eos_token_ids;  // from config.json (the tokenizer may add more)
 };
@@ -37,6 +41,10 @@ struct SeqStep {
   int64_t num_tokens = 0;    // new tokens in this step (rows of the flat batch, in order)
   std::span<const int32_t> block_table;  // KV blocks covering num_computed + num_tokens tokens
   int32_t state_slot = -1;   // recurrent-state slot (hybrid models only)
+  // The sequence's prompt length. Hybrid models compute its positions below this in fixed
+  // chunks from position 0 and later ones token by token, so that a token's arithmetic does not
+  // depend on how steps split the sequence (ModelInfo::prompt_chunk_tokens).
+  int64_t num_prompt_tokens = 0;
 };
 
 struct ForwardBatch {

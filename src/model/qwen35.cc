@@ -190,6 +190,7 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   info_.dtype = dtype;
   info_.kv = {full, c_.num_key_value_heads, c_.head_dim};
   info_.state_slot_bytes = linear * state_floats_ * static_cast<int64_t>(sizeof(float));
+  if (linear > 0) info_.prompt_chunk_tokens = GatedDeltaNet::kChunk;
   info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());
   info_.eos_token_ids = c_.eos_token_id;
   return OkStatus();
@@ -310,7 +311,10 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
     } else {
       gdn_seqs_.clear();
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
-        gdn_seqs_.push_back({attn_seqs_[i].q_begin, attn_seqs_[i].q_len,
+        const SeqStep& s = batch.seqs[i];
+        const int64_t prompt_rows =
+            std::clamp<int64_t>(s.num_prompt_tokens - s.num_computed, 0, s.num_tokens);
+        gdn_seqs_.push_back({attn_seqs_[i].q_begin, attn_seqs_[i].q_len, prompt_rows,
                              seq_states_[i] + L.index * state_floats_});
       }
       deltanet_.Forward(c_, L.gdn, x_.data(), t, gdn_seqs_, round_, mix_.data(), pool);

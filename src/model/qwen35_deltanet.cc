@@ -173,12 +173,14 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
     head.o = o_.data() + r0 * value_dim + h * dv;
     head.o_stride = value_dim;
     head.state = s.state + conv_floats + h * dk * dv;
-    if (s.num_tokens >= chunked_min_tokens) {
+    if (s.num_chunked > 0) {
       std::vector<float>& sc = scratch_[worker];
       if (static_cast<int64_t>(sc.size()) < scratch_floats) sc.resize(scratch_floats);
-      kernels::GatedDeltaRuleChunked(head, s.num_tokens, dk, dv, kChunk, sc.data());
-    } else {
-      kernels::GatedDeltaRuleRecurrent(head, s.num_tokens, dk, dv);
+      kernels::GatedDeltaRuleChunked(head, s.num_chunked, dk, dv, kChunk, sc.data());
+    }
+    if (s.num_tokens > s.num_chunked) {
+      kernels::GatedDeltaRuleRecurrent(head.FromRow(s.num_chunked), s.num_tokens - s.num_chunked,
+                                       dk, dv);
     }
   });
   // o = rmsnorm(bf(o)) · w · silu(z) per head [T·Hv, dv]

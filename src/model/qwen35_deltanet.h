@@ -47,20 +47,23 @@ int64_t DeltaNetStateFloats(const Qwen35Config& c);  // conv + recurrent
 struct DeltaNetSeq {
   int64_t row_begin = 0;
   int64_t num_tokens = 0;
+  // Its first rows that are prompt positions, from a chunk boundary of the prompt: the chunked
+  // rule; the rest (generated positions) the recurrent rule, whatever their number. Which form a
+  // position takes then depends on the position alone, not on the step (the two agree only up
+  // to rounding, which in bf16 can change a greedy token).
+  int64_t num_chunked = 0;
   float* state = nullptr;  // [DeltaNetStateFloats] floats
 };
 
 // One Gated DeltaNet layer over a step's T tokens. Holds its scratch (engine thread only).
 class GatedDeltaNet {
  public:
-  // Sequences with at least this many new tokens use the chunked delta rule, kChunk tokens a
-  // chunk. Its work per token is ~3·dk·dv for the state plus ~kChunk·(3·dk + 2·dv) within the
+  // A prompt's positions take the chunked delta rule, kChunk tokens a chunk from position 0. Its work per token is ~3·dk·dv for the state plus ~kChunk·(3·dk + 2·dv) within the
   // chunk, so shorter chunks do less (HF's torch path uses 64: the same math, the f32 rounding a
   // little different, the decays e^Γ over shorter spans). kernels_bench, 256 tokens of a head:
   // chunks of 16 194 µs, 32 231, 64 270; the rule's share of a V-4.6 pp512 7.4-7.7% of the
   // samples with 16, 7.6-8.1% with 32, 9.6-10.2% with 64 (3 runs each).
   static constexpr int64_t kChunk = 16;
-  int64_t chunked_min_tokens = kChunk;
 
   // x: [T, hidden] (normed input); out: [T, hidden]. Reads and updates each sequence's state.
   void Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x, int64_t t,

@@ -114,7 +114,7 @@ class Driver {
         logit_rows.push_back(static_cast<int64_t>(tokens.size()));
         tokens.push_back(prompts_[s][begin + i]);
       }
-      steps.push_back({begin, n, blocks_[s], slot_[s]});
+      steps.push_back({begin, n, blocks_[s], slot_[s], static_cast<int64_t>(prompts_[s].size())});
     }
     const int64_t V = model_.info().vocab_size;
     std::vector<float> logits(logit_rows.size() * V);
