@@ -175,8 +175,14 @@ Status Engine::Impl::Init() {
   sc.priority_policy = config_.priority_policy;
   // A step budget below the chunk could never take a long prompt to its first boundary: there
   // the chunks are not aligned, and a hybrid model's results may then depend on the batching.
-  sc.prompt_chunk_tokens =
-      info.prompt_chunk_tokens <= config_.max_num_batched_tokens ? info.prompt_chunk_tokens : 1;
+  sc.prompt_chunk_tokens = info.prompt_chunk_tokens;
+  if (info.prompt_chunk_tokens > config_.max_num_batched_tokens) {
+    sc.prompt_chunk_tokens = 1;
+    CPM_LOG_WARN(
+        "--max-num-batched-tokens {} is under the model's {}-token prompt chunks: prefills stop "
+        "anywhere, and a reply may then depend on the requests beside it",
+        config_.max_num_batched_tokens, info.prompt_chunk_tokens);
+  }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
   PublishStats();
