@@ -140,9 +140,12 @@ std::vector<ChoicePlan> Plans(const ChatJob& job) {
   return plans;
 }
 
-void Stream(const ServerContext& ctx, const ChatJob& job,
+void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  // A stream may write nothing for long (queued, prefilling, or text a parser holds back), so a
+  // failed write alone would notice a gone client late.
+  run.WatchClient(client_gone);
   run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
   const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());
   // A choice's chunk, with its running usage under continuous_usage_stats (vLLM; the role and
@@ -530,8 +533,8 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   HttpReply reply;
   reply.content_type = kSseContentType;
   const ServerContext* c = &ctx;
-  reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
-    Stream(*c, *job, write);
+  reply.stream = [c, job, client_gone](const std::function<bool(const std::string&)>& write) {
+    Stream(*c, *job, client_gone, write);
   };
   return reply;
 }

@@ -93,9 +93,12 @@ void HideEchoOnlyToken(const CompletionJob& job, ChoiceUpdate* u) {
   u->logprobs.clear();
 }
 
-void Stream(const ServerContext& ctx, const CompletionJob& job,
+void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
+  // A stream may write nothing for long (queued, prefilling, or text a parser holds back), so a
+  // failed write alone would notice a gone client late.
+  run.WatchClient(client_gone);
   run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
@@ -313,8 +316,8 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   HttpReply reply;
   reply.content_type = kSseContentType;
   const ServerContext* c = &ctx;
-  reply.stream = [c, job](const std::function<bool(const std::string&)>& write) {
-    Stream(*c, *job, write);
+  reply.stream = [c, job, client_gone](const std::function<bool(const std::string&)>& write) {
+    Stream(*c, *job, client_gone, write);
   };
   return reply;
 }

@@ -10,8 +10,8 @@
 
 namespace cpm {
 
-// `client_gone` (optional) tells a non-streaming reply that its client hung up, so that the
-// generation is cancelled instead of finished for nobody (streams notice failed writes).
+// `client_gone` (optional) tells a reply, streamed or not, that its client hung up, so that the
+// generation is cancelled instead of finished for nobody (a stream's failed write tells too).
 // `x_request_id`: the X-Request-Id header, which names the reply ("chatcmpl-<it>") before the
 // body's request_id and a fresh random id, as vLLM's _base_request_id. `api`: the endpoint
 // whose rules apply (the Responses API runs as a chat request: see ChatApi).

@@ -21,6 +21,22 @@ namespace {
 
 using e2e::Json;
 
+// Sends a POST of `body` to `path` on a connection of its own and closes it without reading.
+void PostAndHangUp(int port, const std::string& path, const std::string& body) {
+  const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  close(fd);
+}
+
 class ServerE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -59,6 +75,23 @@ class ServerE2E : public ::testing::Test {
     return r["choices"][0]["message"]["content"].get<std::string>();
   }
   static std::string Metrics() { return e2e::Get(port(), "/metrics").body; }
+  // A request whose client hangs up right after sending it: the server notices the closed
+  // connection while waiting for the engine and cancels every choice (running or waiting).
+  static void ExpectHangUpAbortsAll(const std::string& path, const std::string& body, int choices) {
+    const double aborted0 =
+        e2e::Metric(Metrics(), "vllm:request_success_total", "finished_reason=\"abort\"");
+    PostAndHangUp(port(), path, body);
+    double running = -1, aborted = -1;
+    for (int i = 0; i < 200; ++i) {
+      const std::string m = Metrics();
+      running = e2e::Metric(m, "vllm:num_requests_running");
+      aborted = e2e::Metric(m, "vllm:request_success_total", "finished_reason=\"abort\"");
+      if (running == 0 && aborted >= aborted0 + choices) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(running, 0);
+    EXPECT_EQ(aborted, aborted0 + choices);
+  }
 
   static std::string* dir_;
   static ServerProcess* server_;
@@ -1046,38 +1079,42 @@ TEST_F(ServerE2E, DisconnectMidStreamFreesBlocks) {
   EXPECT_EQ(e2e::Metric(Metrics(), "vllm:request_params_n_count"), prompts0);
 }
 
-// A non-streaming request whose client hangs up right after sending it: the server notices
-// the closed connection while waiting for the engine and cancels the generation.
+// As long as in DisconnectMidStreamFreesBlocks: a handler thread starved for the ~40 ms that
+// 4 × 200 plain tokens took missed the hang-up under a loaded ctest -j2.
+Json LongChat() {
+  return Json{{"messages", {{{"role", "user"}, {"content", "go on"}}}}, {"max_tokens", 200},
+              {"n", 64}, {"logprobs", true}, {"top_logprobs", 20}, {"ignore_eos", true}};
+}
+
 TEST_F(ServerE2E, DisconnectBeforeANonStreamingReplyCancelsIt) {
+  ExpectHangUpAbortsAll("/v1/chat/completions", LongChat().dump(), 64);
+}
+
+// A stream waiting in the queue writes nothing: it is cancelled as soon as its client leaves,
+// not once admitted, when its first write would fail (after a prefill for nobody).
+TEST_F(ServerE2E, DisconnectFromAQueuedStreamCancelsIt) {
   const double aborted0 =
       e2e::Metric(Metrics(), "vllm:request_success_total", "finished_reason=\"abort\"");
-  // As long as in DisconnectMidStreamFreesBlocks: a handler thread starved for the ~40 ms that
-  // 4 × 200 plain tokens took missed the hang-up under a loaded ctest -j2.
-  const std::string body =
-      Json{{"messages", {{{"role", "user"}, {"content", "go on"}}}}, {"max_tokens", 200},
-           {"n", 64}, {"logprobs", true}, {"top_logprobs", 20}, {"ignore_eos", true}}.dump();
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                              "Content-Type: application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
-  close(fd);
-  double running = -1, aborted = -1;
-  for (int i = 0; i < 200; ++i) {
-    const std::string m = Metrics();
-    running = e2e::Metric(m, "vllm:num_requests_running");
-    aborted = e2e::Metric(m, "vllm:request_success_total", "finished_reason=\"abort\"");
-    if (running == 0 && aborted >= aborted0 + 64) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread busy([&] {  // 64 choices: two rounds of --max-num-seqs 32
+    EXPECT_EQ(e2e::Post(port(), "/v1/chat/completions", LongChat().dump()).status, 200);
+  });
+  for (int i = 0; i < 400 && e2e::Metric(Metrics(), "vllm:num_requests_running") < 32; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(running, 0);
-  EXPECT_EQ(aborted, aborted0 + 64);  // every choice, running or waiting
+  PostAndHangUp(port(), "/v1/chat/completions",
+                Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", true}}.dump());
+  // Cancelled while the other request still ran (once admitted, its first write would have
+  // failed and cancelled it too, but only after the queue had emptied).
+  double aborted = -1, running = -1;
+  for (int i = 0; i < 400 && aborted < aborted0 + 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::string m = Metrics();
+    aborted = e2e::Metric(m, "vllm:request_success_total", "finished_reason=\"abort\"");
+    running = e2e::Metric(m, "vllm:num_requests_running");
+  }
+  EXPECT_GT(running, 0) << "the queued stream was cancelled only once the queue had emptied";
+  busy.join();
+  EXPECT_EQ(aborted, aborted0 + 1);
 }
 
 TEST_F(ServerE2E, MetricsExposition) {
