@@ -310,6 +310,13 @@ void HttpServer::InstallRoutes() {
         NotRouted(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
+      if (req.has_header("Content-Encoding")) {
+        // The body is read as sent, never inflated, as vLLM's server reads it (a compressed JSON
+        // body then fails to parse: its 400). cpp-httplib would inflate gzip and deflate bodies
+        // without bound (1 MB of gzip can be 1 GiB), and it reads the body after this handler,
+        // from this header; `req` is its own, non-const Request.
+        const_cast<httplib::Request&>(req).headers.erase("Content-Encoding");
+      }
       if (req.method == "POST" && !req.has_header("Content-Length") &&
           !req.has_header("Transfer-Encoding")) {
         httplib::Request bodiless = req;  // its `matches` are the routes' own

@@ -99,6 +99,27 @@ class ServerE2E : public ::testing::Test {
 std::string* ServerE2E::dir_ = nullptr;
 ServerProcess* ServerE2E::server_ = nullptr;
 
+// A compressed body is read as sent, never inflated (as vLLM's server): gzip of a valid request
+// fails to parse, and a small gzip of a huge body costs nothing. The connection stays usable.
+TEST_F(ServerE2E, CompressedBodiesAreNotInflated) {
+  // gzip of {"model":"tiny","prompt":"hi","max_tokens":1}
+  const std::string gz(
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xab\x56\xca\xcd\x4f\x49\xcd\x51\xb2\x52\x2a"
+      "\xc9\xcc\xab\x54\xd2\x51\x2a\x28\xca\xcf\x2d\x28\x01\xf2\x33\x32\x81\xbc\xdc\xc4\x8a"
+      "\xf8\x92\xfc\xec\xd4\xbc\x62\x25\x2b\xc3\x5a\x00\xc6\xc3\xa1\x6c\x2d\x00\x00\x00",
+      62);
+  httplib::Client cli("127.0.0.1", port());
+  cli.set_keep_alive(true);
+  auto r = cli.Post("/v1/completions", {{"Content-Encoding", "gzip"}}, gz, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("JSON decode error"), std::string::npos) << r->body;
+  r = cli.Post("/v1/completions", R"({"model":"tiny","prompt":"hi","max_tokens":1})",
+               "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 // A POST with neither Content-Length nor Transfer-Encoding has an empty body (RFC 9112): it is
 // answered at once, not after the server's 5 s read timeout.
 TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
