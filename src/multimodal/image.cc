@@ -57,6 +57,14 @@ bool StartsWith(std::string_view bytes, std::string_view magic) {
 // A GIF (the fourth image format OpenAI's API takes): its first frame, as Pillow opens an
 // animated one, decoded by libavcodec through the video reader's GIF demuxer.
 StatusOr<RgbImage> DecodeGif(std::string_view bytes) {
+  // The canvas (its logical screen), which the first frame is drawn on, checked from the header
+  // before anything is decoded, as Pillow does: libavcodec allocates it first (35 bytes can
+  // declare 65535 × 65535).
+  if (bytes.size() < 10) return InvalidArgument("image: GIF truncated before its screen size");
+  const auto u16 = [&](size_t i) {
+    return int64_t{static_cast<uint8_t>(bytes[i])} | int64_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
+  };
+  CPM_RETURN_IF_ERROR(image_internal::CheckImageSize(u16(6), u16(8), "GIF"));
   RgbImage first;
   StatusOr<int64_t> frames = DecodeVideo(bytes, 1, [&](const RgbImage& frame) {
     first = frame;

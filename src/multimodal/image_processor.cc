@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdlib>
 #include <mutex>
+#include <semaphore>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +15,27 @@
 
 namespace cpm {
 namespace {
+
+// Media decoded (and sliced) at once, over all requests: vLLM decodes in a pool of
+// VLLM_MEDIA_LOADING_THREAD_COUNT threads (8 unless set). Each decode may hold an image of up to
+// kMaxImagePixels (0.5 GB of RGB) a few times over, and requests run on up to ~128 HTTP threads.
+class DecodeSlot {
+ public:
+  DecodeSlot() { Slots().acquire(); }
+  ~DecodeSlot() { Slots().release(); }
+  DecodeSlot(const DecodeSlot&) = delete;
+  DecodeSlot& operator=(const DecodeSlot&) = delete;
+
+ private:
+  static std::counting_semaphore<>& Slots() {
+    static std::counting_semaphore<> slots([] {
+      const char* env = std::getenv("VLLM_MEDIA_LOADING_THREAD_COUNT");
+      const long n = env ? std::strtol(env, nullptr, 10) : 0;
+      return n > 0 ? static_cast<std::ptrdiff_t>(n) : std::ptrdiff_t{8};
+    }());
+    return slots;
+  }
+};
 
 // Encodes a request's images once, one piece (about one encoder layer) per call, whichever of
 // its choices' requests the engine calls it for; every choice gets the whole result.
@@ -149,6 +172,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
   out.kind = ref.kind;
   if (ref.kind == MediaKind::kImage) {
     CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(ref.url, media_));
+    const DecodeSlot slot;
     // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
     CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
     CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(image, slices_, budget));
@@ -163,6 +187,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
       return InvalidArgument("video_url: " + std::to_string(frames.size()) +
                              " JPEG frames; at most " + std::to_string(kMaxVideoFrames));
     }
+    const DecodeSlot slot;
     for (const std::string& bytes : frames) {
       CPM_ASSIGN_OR_RETURN(RgbImage frame, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
       CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_, budget));
@@ -171,6 +196,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
     return out;
   }
   CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
+  const DecodeSlot slot;
   // Each frame is planned and sliced as it is decoded; the decoded frame is not kept.
   const auto prepare = [&](const RgbImage& frame) -> Status {
     CPM_ASSIGN_OR_RETURN(PreparedImage p, Prepare(frame, video_slices_, budget));

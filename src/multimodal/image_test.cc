@@ -273,5 +273,16 @@ TEST(DecodeImage, UnknownAndEmptyDataAreRefused) {
   ExpectError("RIFF\x04\x00\x00\x00WAVE", "unrecognised format");
 }
 
+// A GIF's canvas is checked from its header, before libavcodec allocates it (36 bytes declaring
+// 20000 × 20000 pixels, 1.6 GB of canvas, with one 1 × 1 frame).
+TEST(DecodeImage, GifCanvasIsCheckedBeforeDecoding) {
+  const std::string gif("GIF89a\x20\x4e\x20\x4e\x00\x00\x00"  // 20000 × 20000, no colour table
+                        "\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x80"  // a 1 × 1 frame
+                        "\x00\x00\x00\xff\xff\xff"                    // its two colours
+                        "\x02\x02\x44\x01\x00\x3b",                   // its LZW data; the end
+                        36);
+  ExpectError(gif, "image: GIF of 20000x20000 pixels exceeds the limit");
+}
+
 }  // namespace
 }  // namespace cpm
