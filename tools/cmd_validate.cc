@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "eval/reference_dump.h"
 #include "eval/serve_process.h"
 #include "eval/validate.h"
 
@@ -25,6 +26,13 @@ int RunValidate(ValidateOptions o, const std::vector<std::string>& extras, const
     return 2;
   }
   o.exe = *exe;
+  if (!o.reference.empty()) {
+    // Read before the gates run their servers (minutes), as `eval` reads it: unusable, exit 2.
+    if (auto refs = ReadReferenceDump(o.reference); !refs.ok()) {
+      std::fprintf(stderr, "validate: %s\n", refs.status().message().c_str());
+      return 2;
+    }
+  }
   std::error_code ec;
   if (o.work_dir.empty()) {
     o.work_dir = (std::filesystem::temp_directory_path() /

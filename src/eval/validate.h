@@ -45,6 +45,9 @@ struct GateResult {
   std::string title;     // "Stage A — Dummy Fast Gate"
   bool pass = false;
   bool skipped = false;  // not run because an earlier gate failed
+  // Reported, not gated: it ran without error but no bound was given (the accuracy tables
+  // without --max-rel-err and the like), so its figures neither pass nor fail the run.
+  bool ungated = false;
   std::vector<std::string> commands;  // shell lines a person could run by hand
   std::vector<std::pair<std::string, std::string>> figures;  // table rows
   std::string detail;    // free text: errors, log tails, the smoke reply

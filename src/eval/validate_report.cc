@@ -8,7 +8,11 @@
 namespace cpm {
 namespace {
 
-const char* Mark(const GateResult& g) { return g.skipped ? "⏭️ skipped (❌)" : g.pass ? "✅ pass" : "❌ fail"; }
+const char* Mark(const GateResult& g) {
+  if (g.skipped) return "⏭️ skipped (❌)";
+  if (g.ungated) return "ℹ️ reported, not gated";
+  return g.pass ? "✅ pass" : "❌ fail";
+}
 
 std::string Figures(const std::vector<std::pair<std::string, std::string>>& rows) {
   if (rows.empty()) return "";
@@ -59,6 +63,12 @@ std::string RenderValidationMarkdown(const ValidationReport& r) {
   out += fmt::format("## {}. 结论 Summary\n\n| Gate | Result |\n|---|---|\n", n);
   for (const GateResult& g : r.gates) out += fmt::format("| {} | {} |\n", g.title, Mark(g));
   out += fmt::format("\n**{}**\n", r.passed() ? "✅ All gates passed." : "❌ At least one gate failed.");
+  for (const GateResult& g : r.gates) {
+    if (g.ungated) {
+      out += fmt::format("\n_{}: reported, not gated (no bounds were given; for the seed's "
+                         "acceptance pass e.g. --max-rel-err 0.01 --min-top1 1)._\n", g.title);
+    }
+  }
   return out;
 }
 

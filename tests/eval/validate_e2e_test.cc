@@ -46,6 +46,15 @@ TEST_F(ValidateE2e, HealthyCheckpointPassesEveryGate) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   EXPECT_EQ(r.out.find("not in the log"), std::string::npos) << r.out;
+  // Without bounds the tables are reported, not gated: never a "✅ pass" they did not earn.
+  const auto u = RunCommand(Validate("--skip-dummy --reference " + dir_ + "/ref.jsonl"));
+  EXPECT_EQ(u.exit_code, 0) << u.out;
+  EXPECT_NE(u.out.find("精度评测 Accuracy — ℹ️ reported, not gated"), std::string::npos) << u.out;
+  EXPECT_EQ(u.out.find("精度评测 Accuracy — ✅ pass"), std::string::npos) << u.out;
+  // A reference that cannot be read is unusable input, found before any server starts.
+  const auto m = RunCommand(Validate("--reference " + dir_ + "/missing.jsonl"));
+  EXPECT_EQ(m.exit_code, 2) << m.out;
+  EXPECT_EQ(m.out.find("Stage A"), std::string::npos) << m.out;
 }
 
 TEST_F(ValidateE2e, SeedServeFlagsAndApiKeyAreHandled) {
@@ -99,6 +108,14 @@ TEST_F(ValidateE2e, ImageSmokeRequestOnMiniCpmV) {
   for (const char* s : {"Smoke 验证 — ✅ pass", "| POST /v1/chat/completions | 200 |",
                         "| POST /v1/chat/completions (image) | 200 |", "Reply (image)", "data:image/*;base64,"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  // Thinking on (and 32 tokens of a random model rarely close it): a reply with reasoning only,
+  // content null, is still a reply.
+  const auto k = RunCommand(Cpmserve() + " validate " + v46 + " --max-model-len 2048 --work-dir " + dir_ +
+                            "/logs_k --default-chat-template-kwargs '{\"enable_thinking\": true}'" + flags);
+  EXPECT_EQ(k.exit_code, 0) << k.out;
+  for (const char* s : {"Smoke 验证 — ✅ pass", "| Reply | (empty) |", "| Reasoning |"}) {
+    EXPECT_NE(k.out.find(s), std::string::npos) << s << "\n" << k.out;
   }
   const auto t = RunCommand(Cpmserve() + " validate " + dir_ + "/model --work-dir " + dir_ + "/logs_t" + flags);
   EXPECT_EQ(t.exit_code, 1) << t.out;
