@@ -170,7 +170,7 @@ std::string RenderGreedyMarkdown(const GreedyEval& e, const ReportContext& ctx) 
     const GreedyComparison& c = p.comparison;
     out += fmt::format("| {} | {} | `{}` | {} | {} | {} |\n", MarkdownCell(Short(p.label, 60), true),
                        c.exact ? "✅" : "❌", Pct(c.token_accuracy, 2),
-                       c.first_divergence ? fmt::format("token {} of {}", *c.first_divergence, c.length)
+                       c.first_divergence ? fmt::format("after {} matching tokens of {}", *c.first_divergence, c.length)
                                           : std::string("—"),
                        MarkdownCell(p.ref_text), MarkdownCell(p.eng_text));
   }
@@ -219,7 +219,7 @@ std::string RenderGreedy(const GreedyEval& e, const ReportContext& ctx, ReportFo
     const GreedyComparison& c = p.comparison;
     out += fmt::format("[{}] {}  exact {}  token accuracy {}  first divergence {}\n", p.id, p.label,
                        c.exact ? "yes" : "NO", Pct(c.token_accuracy, 2),
-                       c.first_divergence ? fmt::format("{} of {}", *c.first_divergence, c.length) : "-");
+                       c.first_divergence ? fmt::format("after {} of {}", *c.first_divergence, c.length) : "-");
     out += "  reference: " + p.ref_text + "\n  target:    " + p.eng_text + "\n";
   }
   out += fmt::format("overall: prompts {}  exact match {} ({} / {})  mean token accuracy {}\n",

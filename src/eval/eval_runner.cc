@@ -111,6 +111,18 @@ StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
     }
     if (tokens <= 0) return InvalidArgument("the reference's greedy continuations are empty");
   }
+  // A reference cut shorter than N (not by an EOS) cannot say what its later tokens would have
+  // been: comparing against it would count each of them as a divergence.
+  for (const ReferenceRecord& r : refs) {
+    const std::vector<int32_t>& ids = *r.greedy_ids;
+    const bool ended = !ids.empty() && std::find(o.stop_ids.begin(), o.stop_ids.end(), ids.back()) !=
+                                           o.stop_ids.end();
+    if (static_cast<int64_t>(ids.size()) < tokens && !ended) {
+      return InvalidArgument(Where(r) + ": greedy_ids holds " + std::to_string(ids.size()) +
+                             " tokens and no EOS, fewer than the " + std::to_string(tokens) +
+                             " to compare (--tokens); the reference was made with fewer");
+    }
+  }
   std::vector<GenerateRequest> reqs;
   for (const ReferenceRecord& r : refs) {
     GenerateRequest g;

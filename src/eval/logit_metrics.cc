@@ -64,11 +64,24 @@ RowMetrics ComputeRowMetrics(std::span<const std::pair<int32_t, double>> ref_top
   m.top5_overlap = Overlap(ref_top, eng_top, k5);
   m.top20_overlap = Overlap(ref_top, eng_top, k20);
 
+  // Both rows renormalised in double where they are whole: a float32 log-softmax sums to 1 only
+  // within ~1e-7, which alone would read as a KL of that size (the engine's row always; the
+  // reference's when its top-K is the whole vocabulary).
+  const double eng_lse = LogSumExp(std::vector<double>(eng.begin(), eng.end()));
+  double ref_lse = 0;
+  if (k_all >= eng.size()) {
+    std::vector<double> all;
+    for (const auto& e : ref_top) all.push_back(e.second);
+    ref_lse = LogSumExp(all);
+  }
+  const auto eng_lp = [&](int32_t id) {
+    return id >= 0 && id < static_cast<int32_t>(eng.size())
+               ? static_cast<double>(eng[id]) - eng_lse
+               : -std::numeric_limits<double>::infinity();
+  };
   for (size_t i = 0; i < k20; ++i) {
-    const auto [id, lp_ref] = ref_top[i];
-    const double lp_eng = id < static_cast<int32_t>(eng.size())
-                              ? static_cast<double>(eng[id])
-                              : -std::numeric_limits<double>::infinity();
+    const int32_t id = ref_top[i].first;
+    const double lp_ref = ref_top[i].second - ref_lse, lp_eng = eng_lp(id);
     const double p_ref = std::exp(lp_ref), p_eng = std::exp(lp_eng);
     m.rel.push_back(std::abs(p_eng - p_ref) / p_ref);
     m.max_abs_logprob = std::max(m.max_abs_logprob, std::abs(lp_eng - lp_ref));
@@ -76,10 +89,8 @@ RowMetrics ComputeRowMetrics(std::span<const std::pair<int32_t, double>> ref_top
 
   std::vector<double> lr, le;
   double kl = 0;
-  for (const auto& [id, lp_ref] : ref_top) {
-    const double lp_eng = id < static_cast<int32_t>(eng.size())
-                              ? static_cast<double>(eng[id])
-                              : -std::numeric_limits<double>::infinity();
+  for (const auto& [id, lp_raw] : ref_top) {
+    const double lp_ref = lp_raw - ref_lse, lp_eng = eng_lp(id);
     lr.push_back(lp_ref);
     le.push_back(lp_eng);
     kl += std::exp(lp_ref) * (lp_ref - lp_eng);

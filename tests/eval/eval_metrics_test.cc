@@ -81,6 +81,19 @@ TEST(LogitMetrics, FullTopKGivesFullVocabularyKl) {
   EXPECT_GT(m.kl, 1e-3);
 }
 
+// Float32 log-softmax rows sum to 1 only within rounding; whole rows are renormalised in double,
+// so the same distribution written a few ulps off (here both rows shifted, by −3e-6 and +4e-6,
+// as much as 7e-6 of probability mass) reads as a KL of rounding size, not of the shift.
+TEST(LogitMetrics, WholeRowsAreRenormalisedBeforeTheKl) {
+  const auto p = LogProbs(Ramp(3000));
+  std::vector<float> ref = p, eng = p;
+  for (float& x : ref) x += 4e-6f;
+  for (float& x : eng) x -= 3e-6f;
+  const RowMetrics m = ComputeRowMetrics(Top(ref, ref.size()), eng);
+  EXPECT_LT(m.kl, 1e-10);
+  for (double r : m.rel) EXPECT_LT(r, 2e-6);
+}
+
 TEST(LogitMetrics, TruncatedKlIsTheBucketedKlAndALowerBound) {
   std::vector<double> wp = Ramp(50), wq = Ramp(50);
   for (size_t i = 0; i < wq.size(); ++i) wq[i] *= 1.0 + 0.3 * std::cos(0.7 * double(i));

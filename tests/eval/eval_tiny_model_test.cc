@@ -129,6 +129,13 @@ TEST_F(EvalTinyModel, IdenticalCheckpointPasses) {
   EXPECT_EQ(greedy->summary.exact, 5);
   EXPECT_EQ(greedy->summary.mean_token_accuracy, 1.0);
   for (const GreedyPromptResult& p : greedy->prompts) EXPECT_EQ(p.ref_text, p.eng_text);
+  // More tokens than the reference holds (not cut by an EOS): refused, not scored as divergences.
+  auto longer = RunGreedyEval(*t.model, *t.pool, recs, t.tokenizer.get(), kGreedy + 8, ro);
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(longer.status().message().find("fewer than the " + std::to_string(kGreedy + 8)),
+            std::string::npos)
+      << longer.status().message();
 }
 
 TEST_F(EvalTinyModel, DamagedCheckpointIsFlagged) {
