@@ -60,8 +60,8 @@ struct EngineRequest {
   int32_t logprobs = -1;                // -1: none; k >= 0: chosen token + top-k per step
   // -1: none; k >= 0: the logprob, rank and top-k of every prompt token after the first (vLLM's
   // prompt_logprobs). Such a request never reads the prefix cache (as in vLLM: cached tokens
-  // would have no logits), and its prefill runs in chunks of at most kPromptLogprobsChunk
-  // tokens to bound the logits buffer. With max_tokens 0 it still runs its prompt.
+  // would have no logits), and a step computes at most kPromptLogprobsChunk prompt log-prob rows
+  // over all requests, which bounds the logits buffer. With max_tokens 0 it still runs its prompt.
   int32_t prompt_logprobs = -1;
   // Structured output (response_format / structured_outputs): the tokens it allows at each
   // step (structured/constraint.h); null: any.

@@ -105,15 +105,21 @@ RequestState* Scheduler::Preempt(size_t index) {
 
 namespace {
 
-// Tokens `r` may take this step out of `budget`, starting from `from` computed tokens. A step
-// that stops inside the prompt stops on a multiple of `prompt_chunk` (hybrid models compute a
-// prompt in chunks of that many positions from position 0: SeqStep::num_prompt_tokens), so 0
-// when the budget does not reach the next multiple; the request then waits for a step with more.
-int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t prompt_chunk) {
+// Rows of prompt log-probs (each a vocab-wide logits row) that `n` tokens of `r` from `from` ask
+// for.
+int64_t PromptLogprobRows(const RequestState& r, int64_t from, int64_t n) {
+  return r.req.prompt_logprobs >= 0 ? std::clamp<int64_t>(r.num_prompt_tokens - from, 0, n) : 0;
+}
+
+// Tokens `r` may take this step out of `budget` and `logprob_rows` (what is left of the step's
+// kPromptLogprobsChunk rows), starting from `from` computed tokens. A step that stops inside
+// the prompt stops on a multiple of `prompt_chunk` (hybrid models compute a prompt in chunks of
+// that many positions from position 0: SeqStep::num_prompt_tokens), so 0 when the budget does
+// not reach the next multiple; the request then waits for a step with more.
+int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t logprob_rows,
+                  int64_t prompt_chunk) {
   int64_t n = std::min(r.num_tokens() - from, budget);
-  if (r.req.prompt_logprobs >= 0 && from < r.num_prompt_tokens) {
-    n = std::min(n, kPromptLogprobsChunk);
-  }
+  if (r.req.prompt_logprobs >= 0 && from < r.num_prompt_tokens) n = std::min(n, logprob_rows);
   if (const int64_t end = from + n; prompt_chunk > 1 && end < r.num_prompt_tokens) {
     n = std::max<int64_t>(0, end / prompt_chunk * prompt_chunk - from);
   }
@@ -125,10 +131,12 @@ int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t p
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
+  int64_t logprob_rows = kPromptLogprobsChunk;  // over all of the step's requests
   // Running requests first (mostly decodes: one token each), in admission order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     RequestState* r = running_[i];
-    const int64_t n = ChunkSize(*r, r->num_computed, budget, config_.prompt_chunk_tokens);
+    const int64_t n =
+        ChunkSize(*r, r->num_computed, budget, logprob_rows, config_.prompt_chunk_tokens);
     if (n == 0) {  // a prefill the budget left cannot take to its next chunk boundary
       ++i;
       continue;
@@ -148,6 +156,7 @@ SchedulerOutput Scheduler::Schedule() {
         // requests are planned in running order, so its entry is the v-th.
         const ScheduledSeq& s = out.seqs[v];
         budget += s.num_tokens + s.num_draft;
+        logprob_rows += PromptLogprobRows(*s.req, s.req->num_computed, s.num_tokens);
         out.num_tokens -= s.num_tokens + s.num_draft;
         out.seqs.erase(out.seqs.begin() + static_cast<std::ptrdiff_t>(v));
         --i;
@@ -163,14 +172,15 @@ SchedulerOutput Scheduler::Schedule() {
     out.seqs.push_back({r, n, d});
     out.num_tokens += n + d;
     budget -= n + d;
+    logprob_rows -= PromptLogprobRows(*r, r->num_computed, n);
     ++i;
   }
   // As vLLM: no new admissions in a step that had to preempt (memory is tight).
-  if (out.preempted.empty()) ScheduleWaiting(&budget, &out);
+  if (out.preempted.empty()) ScheduleWaiting(&budget, &logprob_rows, &out);
   return out;
 }
 
-void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
+void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, SchedulerOutput* out) {
   while (!waiting_.empty() && *budget > 0 && num_running() < config_.max_num_seqs) {
     RequestState* r = waiting_.front();
     CPM_CHECK(r->num_computed == 0 && r->blocks.empty());
@@ -180,8 +190,9 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
         r->req.prompt_logprobs < 0) {
       break;  // FCFS: waits for a step with room for its whole prompt
     }
-    const int64_t n = ChunkSize(*r, hit.num_tokens, *budget, config_.prompt_chunk_tokens);
-    if (n == 0) break;  // FCFS: waits for a step whose budget reaches its first chunk boundary
+    const int64_t n =
+        ChunkSize(*r, hit.num_tokens, *budget, *logprob_rows, config_.prompt_chunk_tokens);
+    if (n == 0) break;  // FCFS: waits for a step with budget (or log-prob rows) left for it
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {
       const std::optional<int32_t> slot = slots_->Allocate();
@@ -201,6 +212,7 @@ void Scheduler::ScheduleWaiting(int64_t* budget, SchedulerOutput* out) {
     out->seqs.push_back({r, n});
     out->num_tokens += n;
     *budget -= n;
+    *logprob_rows -= PromptLogprobRows(*r, hit.num_tokens, n);
   }
 }
 

@@ -20,8 +20,9 @@
 
 namespace cpm {
 
-// The most prompt tokens a prompt_logprobs request prefills per step: each needs a logits row
-// (vocab floats), so this bounds that buffer (256 x 73448 x 4 B = 72 MiB for MiniCPM4).
+// The most prompt log-prob rows a step computes, over all its prompt_logprobs requests: each is a
+// logits row (vocab floats), so this bounds that buffer (256 x 73448 x 4 B = 72 MiB for
+// MiniCPM4, 242 MiB for MiniCPM-V-4.6).
 constexpr int64_t kPromptLogprobsChunk = 256;
 
 struct SchedulerConfig {
@@ -92,7 +93,7 @@ class Scheduler {
   void Enqueue(RequestState* r, bool preempted);
   void ReleaseResources(RequestState& r);
   // Admits waiting requests into the remaining budget; stops at the first that does not fit.
-  void ScheduleWaiting(int64_t* budget, SchedulerOutput* out);
+  void ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, SchedulerOutput* out);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

@@ -98,6 +98,19 @@ TEST_F(SchedulerTest, PromptChunksStopOnTheModelsChunkBoundaries) {
   EXPECT_TRUE(sched_->empty());
 }
 
+// Prompt log-prob rows (a vocab-wide logits row each) are bounded per step over all requests,
+// not per request: the logits buffer stays within kPromptLogprobsChunk rows.
+TEST_F(SchedulerTest, PromptLogprobRowsAreBoundedPerStep) {
+  ASSERT_EQ(kPromptLogprobsChunk, 256);
+  Init(400, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 1024});
+  Add("a", 300, 1)->req.prompt_logprobs = 0;
+  Add("b", 300, 1, 50)->req.prompt_logprobs = 0;
+  EXPECT_EQ(Step(), (Plan{{"a", 256}}));  // b waits: no rows left
+  EXPECT_EQ(Step(), (Plan{{"a", 44}, {"b", 212}}));
+  EXPECT_EQ(Step(), (Plan{{"b", 88}}));
+  EXPECT_TRUE(sched_->empty());
+}
+
 TEST_F(SchedulerTest, WithoutChunkedPrefillPromptsWaitForRoomForAllOfThem) {
   Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 16, .enable_chunked_prefill = false});
   Add("a", 10, 3);

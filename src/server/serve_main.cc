@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "engine/scheduler.h"
 #include "kernels/matmul.h"
 #include "model/registry.h"
 #include "server/engine_client.h"
@@ -270,9 +271,12 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   in.kv_cache_memory_bytes = c.kv_cache_memory_bytes;
   in.weight_bytes = info.weight_bytes;
   // No profiling run on a CPU: a generous estimate of one full step's activations (hidden
-  // states and MLP intermediates in f32 for the token budget) plus the sampled logits.
-  in.activation_bytes = c.max_num_batched_tokens * info.hidden_size * 4 * 16 +
-                        std::min(c.max_num_seqs, c.max_num_batched_tokens) * info.vocab_size * 4 * 2;
+  // states and MLP intermediates in f32 for the token budget) plus the sampled logits and a
+  // step's prompt log-prob rows (kPromptLogprobsChunk at most).
+  in.activation_bytes =
+      c.max_num_batched_tokens * info.hidden_size * 4 * 16 +
+      (std::min(c.max_num_seqs, c.max_num_batched_tokens) * 2 + kPromptLogprobsChunk) *
+          info.vocab_size * 4;
   in.kv_bytes_per_block = KvCache::BytesPerBlock(info.kv, c.block_size, info.dtype);
   in.block_size = c.block_size;
   in.max_model_len = c.max_model_len;
