@@ -194,9 +194,8 @@ StatusOr<std::string> FinalMessageText(const Json& last) {
         return (*part)["text"].get<std::string>();
       }
     }
-  } else if (content != last.end() && content->is_string() &&
-             !content->get_ref<const std::string&>().empty()) {
-    return content->get<std::string>();
+  } else if (content != last.end() && content->is_string()) {
+    return content->get<std::string>();  // "" too: the whole rendering is then the prompt
   }
   return InvalidArgument("continue_final_message: the final message needs text content");
 }
@@ -204,7 +203,9 @@ StatusOr<std::string> FinalMessageText(const Json& last) {
 // The rendered chat cut right after the final message's text, so the reply continues it, as
 // transformers does: the last occurrence of the text stripped of surrounding whitespace (many
 // templates trim messages: MiniCPM-V-4.6's renders `content|trim`), ending after its trailing
-// whitespace where the template kept it.
+// whitespace where the rendering holds the text exactly as sent there (so never for a text with
+// leading whitespace: transformers compares the rendering with the unstripped text). A
+// whitespace-only or empty text is found at the very end: the whole rendering.
 StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
                                            const std::string& final_text) {
   constexpr const char* kSpace = " \t\n\r\f\v";
@@ -214,11 +215,11 @@ StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
   const std::string stripped =
       first == std::string::npos ? "" : final_text.substr(first, last - first + 1);
   const size_t pos = rendered.rfind(stripped);
-  if (stripped.empty() || pos == std::string::npos) {
+  if (pos == std::string::npos) {
     return InvalidArgument(
         "continue_final_message: the chat template does not contain the final message content");
   }
-  const bool kept_trailing = rendered.compare(pos, lstripped.size(), lstripped) == 0;
+  const bool kept_trailing = rendered.compare(pos, lstripped.size(), final_text) == 0;
   return rendered.substr(0, pos + (kept_trailing ? lstripped : stripped).size());
 }
 

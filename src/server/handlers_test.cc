@@ -177,6 +177,31 @@ TEST_F(HandlersTest, ChatCompletionShapeAndUsage) {
   EXPECT_EQ(engine_.submitted[0].eos_token_ids, std::vector<int32_t>{2});
 }
 
+// continue_final_message cuts where transformers' apply_chat_template does, on a template that
+// keeps the message's whitespace: after its trailing whitespace only when the rendering holds the
+// text exactly as sent (never with leading whitespace); an empty text continues the whole
+// rendering.
+TEST_F(HandlersTest, ContinueFinalMessageCutsAsTransformers) {
+  const auto prompt_for = [&](const std::string& final_text) {
+    int status = 0;
+    Chat(Json{{"messages",
+               {{{"role", "user"}, {"content", "hi"}},
+                {{"role", "assistant"}, {"content", final_text}}}},
+              {"max_tokens", 1},
+              {"add_generation_prompt", false},
+              {"continue_final_message", true}}
+             .dump(),
+         &status);
+    EXPECT_EQ(status, 200) << final_text;
+    return tok_->Decode(engine_.submitted.back().prompt, false);
+  };
+  EXPECT_TRUE(prompt_for("Sure, ").ends_with("assistant\nSure, ")) << prompt_for("Sure, ");
+  EXPECT_TRUE(prompt_for(" lead and trail \n").ends_with("assistant\n lead and trail"))
+      << prompt_for(" lead and trail \n");
+  const std::string whole = prompt_for("");
+  EXPECT_TRUE(whole.ends_with("assistant\n<|im_end|>\n")) << whole;
+}
+
 TEST_F(HandlersTest, ChatStreamFraming) {
   HttpReply r = HandleChatCompletions(
       ctx_,
@@ -1665,7 +1690,7 @@ TEST_F(ConversationHandlersTest, ContinueFinalMessageThroughATrimmingTemplate) {
   Chat(body("not in the template"), &status);
   EXPECT_EQ(status, 200);  // it is: the template renders it
   Chat(body("   "), &status);
-  EXPECT_EQ(status, 400);
+  EXPECT_EQ(status, 200);  // transformers: "" is found at the end, the whole rendering
 }
 
 }  // namespace
