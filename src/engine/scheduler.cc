@@ -25,8 +25,10 @@ Status Scheduler::CheckFits(const RequestState& r) const {
   const int64_t max_tokens = std::max<int64_t>(r.req.max_tokens, 0);
   int64_t tokens = r.num_tokens() + max_tokens;
   if (config_.max_model_len > 0) tokens = std::min(tokens, config_.max_model_len);
-  // The last sampled token is never fed, so the cache holds at most tokens - 1.
-  const int64_t need = BlocksForTokens(std::max<int64_t>(tokens - 1, 1), kv_.block_size());
+  // The last sampled token is never fed, so the cache holds at most tokens - 1; with no token to
+  // sample (max_tokens 0, a prompt_logprobs request) it holds the whole prompt.
+  const int64_t cached = max_tokens > 0 ? tokens - 1 : tokens;
+  const int64_t need = BlocksForTokens(std::max<int64_t>(cached, 1), kv_.block_size());
   if (need > kv_.pool().num_blocks()) {
     return ResourceExhausted("request needs " + std::to_string(need) + " KV cache blocks (" +
                              std::to_string(tokens) + " tokens of prompt and output) but the cache has only " +

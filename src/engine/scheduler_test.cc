@@ -253,6 +253,14 @@ TEST_F(SchedulerTest, CheckFitsRejectsRequestsLargerThanTheCache) {
   EXPECT_TRUE(sched_->CheckFits(r).ok());
   r.req.max_tokens = 8;
   EXPECT_EQ(sched_->CheckFits(r).code(), StatusCode::kResourceExhausted);
+  // max_tokens 0 (prompt log-probs only): every prompt token is fed, the last one too.
+  r.tokens.assign(16, 1);
+  r.num_prompt_tokens = 16;
+  r.req.max_tokens = 0;
+  EXPECT_TRUE(sched_->CheckFits(r).ok());
+  r.tokens.assign(17, 1);
+  r.num_prompt_tokens = 17;
+  EXPECT_EQ(sched_->CheckFits(r).code(), StatusCode::kResourceExhausted);
 }
 
 }  // namespace
