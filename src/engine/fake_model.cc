@@ -74,8 +74,9 @@ Status FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* st
   for (const SeqStep& s : batch.seqs) {
     uint64_t h = 0;
     for (int64_t p = 0; p < s.num_computed; ++p) h = Fold(h, k[slot(s, p)]);
-    if (states) {
-      // The recurrent state must summarise exactly the computed prefix.
+    if (states && s.num_computed > 0) {
+      // The recurrent state must summarise exactly the computed prefix (a first step starts
+      // from the zero state, whatever the slot held: the Model contract).
       uint64_t st;
       std::memcpy(&st, states->Data(s.state_slot), 8);
       if (st != h) return Internal("fake model: recurrent state does not match the cached prefix");

@@ -197,7 +197,9 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
     if (n == 0) break;  // FCFS: waits for a step with budget (or log-prob rows) left for it
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {
-      const std::optional<int32_t> slot = slots_->Allocate();
+      // Not cleared here: the model starts a sequence's first step from the zero state (SeqStep),
+      // and a MiniCPM-V-4.6 slot is ~19 MiB of the engine thread's time.
+      const std::optional<int32_t> slot = slots_->Allocate(/*zero=*/false);
       CPM_CHECK(slot.has_value());  // checked free above
       r->state_slot = *slot;
     }

@@ -40,7 +40,9 @@ struct SeqStep {
   int64_t num_computed = 0;  // tokens already in the cache = position of the first new token
   int64_t num_tokens = 0;    // new tokens in this step (rows of the flat batch, in order)
   std::span<const int32_t> block_table;  // KV blocks covering num_computed + num_tokens tokens
-  int32_t state_slot = -1;   // recurrent-state slot (hybrid models only)
+  // Recurrent-state slot (hybrid models only). A sequence with num_computed 0 starts from the
+  // zero state whatever the slot holds, so the engine hands out slots without clearing them.
+  int32_t state_slot = -1;
   // The sequence's prompt length. Hybrid models compute its positions below this in fixed
   // chunks from position 0 and later ones token by token, so that a token's arithmetic does not
   // depend on how steps split the sequence (ModelInfo::prompt_chunk_tokens).
