@@ -5,9 +5,10 @@
 //
 // Latency: idle workers spin (with `pause`) for `spin_us` before sleeping on a futex, so the
 // back-to-back ops of a forward step wake them in well under a microsecond. A job ends when
-// its tasks are done, not when every worker has checked in: a worker that the OS has
-// descheduled (another process on the core) never delays the caller, who then runs the tasks
-// itself.
+// its tasks are done, not when every worker has checked in: a worker that the OS descheduled
+// (another process on the core) before it claimed a task does not delay the caller, who then
+// runs the tasks itself; one descheduled holding a claimed task, or before reporting the tasks
+// it ran, does.
 //
 // Cores: the pool uses `num_threads` CPUs at full speed while a job runs. Other threads of the
 // process (HTTP, tokenizer) should be few and mostly blocked; size the pool to the CPUs left to

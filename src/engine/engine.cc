@@ -194,8 +194,9 @@ std::shared_ptr<RequestStream> Engine::Impl::Submit(EngineRequest request) {
   auto r = std::make_unique<RequestState>();
   r->stream = std::make_shared<RequestStream>();
   r->times.arrival = Clock::now();
-  r->tokens = request.prompt;
-  r->num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  // The prompt moves into the sequence's tokens (req.prompt is left empty: not a second copy).
+  r->tokens = std::move(request.prompt);
+  r->num_prompt_tokens = static_cast<int64_t>(r->tokens.size());
   r->req = std::move(request);
   std::shared_ptr<RequestStream> stream = r->stream;
   {
