@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "server/chat_prompt.h"
+#include "server/escaped_newline_normalizer.h"
 #include "server/forced_tool_choice.h"
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
@@ -45,7 +46,8 @@ struct ChatJob {
   std::string reasoning_parser;     // "" for none
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   bool include_reasoning = true;    // false: the parsed reasoning is left out of the reply
-  bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice
+  bool responses = false;    // run for the Responses API (ChatApi::kResponses)
+  bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice and tools
   bool parallel_tool_calls = true;  // false: a reply's first call only
   Json tools;                // the request's tools (their parameter types)
   std::optional<ForcedToolChoice> forced;  // tool_choice "required" or a named function
@@ -73,7 +75,11 @@ Json Chunk(const ChatJob& job, int index, Json delta, Json logprobs, Json finish
 std::vector<std::unique_ptr<ReasoningParser>> Parsers(const ChatJob& job) {
   std::vector<std::unique_ptr<ReasoningParser>> parsers(job.sampling.n);
   if (job.reasoning_parser.empty()) return parsers;
-  for (auto& p : parsers) p = MakeReasoningParser(job.reasoning_parser, job.opens_in_reasoning);
+  // A tool-call parser reads the content as generated (see ContentNewlinesAfterTools).
+  for (auto& p : parsers) {
+    p = MakeReasoningParser(job.reasoning_parser, job.opens_in_reasoning,
+                            /*recover_content_newlines=*/!job.parse_tools);
+  }
   return parsers;
 }
 
@@ -94,13 +100,21 @@ Json DeltaJson(ReasoningParser* parser, const ChoiceUpdate& u, bool include_reas
   return delta;
 }
 
+// Whether the content a tool-call parser releases gets the reasoning parser's newline recovery,
+// which the reasoning parser then left out (vLLM's minicpmv parser recovers newlines in the
+// content, never in tool call arguments).
+bool ContentNewlinesAfterTools(const ChatJob& job) {
+  return job.parse_tools && RecoversEscapedNewlines(job.reasoning_parser);
+}
+
 // One tool-call parser per choice when the request's tool calls are parsed, else none.
 std::vector<std::unique_ptr<ToolCallParser>> ToolParsers(const ChatJob& job) {
   std::vector<std::unique_ptr<ToolCallParser>> parsers(job.sampling.n);
   if (!job.parse_tools) return parsers;
   const uint64_t seed = std::hash<std::string>{}(job.id);
   for (int i = 0; i < job.sampling.n; ++i) {
-    parsers[i] = std::make_unique<ToolCallParser>(job.tools, seed + 0x632be59bd9b4e019ULL * i);
+    parsers[i] = std::make_unique<ToolCallParser>(job.tools, seed + 0x632be59bd9b4e019ULL * i,
+                                                  /*stream_text_after_calls=*/!job.responses);
   }
   return parsers;
 }
@@ -180,6 +194,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
   bool first_update = true;
   auto parsers = Parsers(job);
   auto tool_parsers = ToolParsers(job);
+  const bool recover_newlines = ContentNewlinesAfterTools(job);
+  std::vector<EscapedNewlineNormalizer> content_norms(job.sampling.n);
   std::vector<std::string> forced_text(job.sampling.n);  // forced calls: content held back
   std::vector<int> forced_calls(job.sampling.n, 0);
   uint64_t id_state = std::hash<std::string>{}(job.id);
@@ -199,6 +215,15 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     Json delta = DeltaJson(parsers[u.index].get(), u, job.include_reasoning);
     ToolCallParser* tools = tool_parsers[u.index].get();
     ParseToolDelta(tools, u.finished, &delta);
+    if (recover_newlines) {
+      std::string piece;
+      if (auto it = delta.find("content"); it != delta.end()) {
+        piece = it->get<std::string>();
+        delta.erase(it);
+      }
+      std::string shown = content_norms[u.index].Feed(piece, u.finished);
+      if (!shown.empty()) delta["content"] = std::move(shown);
+    }
     if (job.forced && !job.forced->required()) {
       // A named function: its arguments as they come, the first piece with the call's id and
       // name (vLLM).
@@ -340,6 +365,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   if (run.client_left()) return ClientGoneReply();
   auto parsers = Parsers(job);
   auto tool_parsers = ToolParsers(job);
+  const bool recover_newlines = ContentNewlinesAfterTools(job);
   uint64_t id_state = std::hash<std::string>{}(job.id);
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
@@ -368,11 +394,16 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
       const std::string generated =
           content.is_string() ? content.get<std::string>().substr(job.echo_prefix.size()) : "";
       ToolCallParser::Extracted e = tools->Extract(generated);
+      const auto shown = [&](const std::string& text) {
+        return recover_newlines ? RecoverEscapedNewlines(text) : text;
+      };
       if (!e.calls.empty()) {
-        const std::string kept = job.echo_prefix + e.content.value_or("");
+        const std::string kept = job.echo_prefix + shown(e.content.value_or(""));
         message["content"] = kept.empty() ? Json(nullptr) : Json(kept);
         message["tool_calls"] = ToolCallsJson(e.calls, std::nullopt);
         outs[i].finish_reason = "tool_calls";  // vLLM: whatever ended the choice
+      } else if (content.is_string()) {
+        message["content"] = job.echo_prefix + shown(generated);
       }
     }
     if (job.forced && message["content"].is_string()) {
@@ -516,8 +547,10 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     job->sampling.constraint = ctx.MakeConstraint(
         std::move(schema), !job->reasoning_parser.empty() && job->opens_in_reasoning);
   }
-  job->parse_tools =
-      req->tool_choice == protocol::ToolChoice::kAuto && !ctx.tool_call_parser.empty();
+  job->responses = responses;
+  // vLLM parses calls only where there are tools to call (`request.tools` truthy).
+  job->parse_tools = req->tool_choice == protocol::ToolChoice::kAuto &&
+                     !ctx.tool_call_parser.empty() && req->chat.tools && !req->chat.tools->empty();
   job->parallel_tool_calls = req->parallel_tool_calls;
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;

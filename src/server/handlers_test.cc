@@ -1271,6 +1271,53 @@ TEST_F(ToolHandlersTest, AutoToolChoiceReturnsTheCalls) {
   EXPECT_EQ(st.finish, "tool_calls");
 }
 
+// MiniCPM-V's literal "\n" recovery applies to the content, never to a call's arguments, where a
+// backslash-n is what the model meant (vLLM's minicpmv parser leaves tool call arguments alone).
+TEST_F(ToolHandlersTest, EscapedNewlinesAreRecoveredInContentNotInArguments) {
+  engine_.script = tok_->Encode(
+      "Line one.\\nLine two.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+      "Paris\\nFrance\n</parameter>\n</function>\n</tool_call>",
+      false);
+  const std::string args = R"({"city": "Paris\\nFrance"})";  // the JSON of Paris\nFrance
+  Json r = Chat(Body(false));
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Line one.\nLine two.\n") << r.dump();
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], args);
+  const Streamed st = Stream();
+  EXPECT_EQ(st.content, "Line one.\nLine two.\n");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.calls[0]["function"]["arguments"], args);
+}
+
+// Text after a call: vLLM's chat stream sends it as content (less the whitespace right after
+// the </tool_call>); its non-streaming reply keeps only the text before the first call.
+TEST_F(ToolHandlersTest, TextAfterACallIsStreamedAsContent) {
+  engine_.script = tok_->Encode(
+      "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+      "</parameter>\n</function>\n</tool_call>\nDone.",
+      false);
+  const Streamed st = Stream();
+  EXPECT_EQ(st.content, "Let me check.\nDone.");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.finish, "tool_calls");
+  Json r = Chat(Body(false));
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Let me check.\n");
+}
+
+// tools: [] with "auto": nothing to call, so nothing is parsed (vLLM needs `request.tools`).
+TEST_F(ToolHandlersTest, NoToolsNoParsing) {
+  Json body = Json::parse(Body(false));
+  body["tools"] = Json::array();
+  body["tool_choice"] = "auto";
+  int status = 0;
+  Json r = Chat(body.dump(), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_TRUE(r["choices"][0]["message"]["tool_calls"].empty());
+  EXPECT_NE(r["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"),
+            std::string::npos);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
 // tool_choice "required" and named functions: the engine gets the constraint (the scripted
 // engine here ignores it and answers the JSON a constrained model would), and the reply's JSON
 // comes back as calls, as vLLM's serving_chat builds them.

@@ -23,8 +23,11 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 
 class MiniCpmvParser final : public ReasoningParser {
  public:
-  explicit MiniCpmvParser(bool thinking)
-      : thinking_(thinking), reasoning_(thinking), saw_reasoning_(thinking) {}
+  MiniCpmvParser(bool thinking, bool recover_content_newlines)
+      : thinking_(thinking),
+        recover_content_(recover_content_newlines),
+        reasoning_(thinking),
+        saw_reasoning_(thinking) {}
 
   ReasoningDelta Feed(std::string_view chunk, bool final) override {
     const std::string text = pending_ + std::string(chunk);
@@ -52,7 +55,7 @@ class MiniCpmvParser final : public ReasoningParser {
     // The reasoning stream ends once content has begun (or at the end of the output), so a
     // half escape at its end is flushed rather than held for text that will never come.
     d.reasoning = reasoning_norm_.Feed(reasoning, final || content_started || !reasoning_);
-    d.content = content_norm_.Feed(content, final);
+    d.content = recover_content_ ? content_norm_.Feed(content, final) : std::move(content);
     return d;
   }
 
@@ -113,6 +116,7 @@ class MiniCpmvParser final : public ReasoningParser {
   }
 
   const bool thinking_;   // the output starts inside <think>
+  const bool recover_content_;  // literal "\n" in the content made newlines
   bool reasoning_;        // current state: inside reasoning (hidden when !thinking_)
   bool saw_reasoning_;
   std::string pending_;   // a held-back '<…' that may become a marker
@@ -238,13 +242,18 @@ ReasoningMarkers ReasoningParserMarkers(const std::string& name) {
 }
 
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
-                                                     bool opens_in_reasoning) {
-  if (name == "minicpmv") return std::make_unique<MiniCpmvParser>(opens_in_reasoning);
+                                                     bool opens_in_reasoning,
+                                                     bool recover_content_newlines) {
+  if (name == "minicpmv") {
+    return std::make_unique<MiniCpmvParser>(opens_in_reasoning, recover_content_newlines);
+  }
   if (name == "qwen3" || name == "deepseek_r1") {
     return std::make_unique<ThinkParser>(opens_in_reasoning, name == "qwen3");
   }
   return nullptr;
 }
+
+bool RecoversEscapedNewlines(const std::string& name) { return name == "minicpmv"; }
 
 bool OutputStartsInReasoning(const std::string& name, std::string_view prompt,
                              bool thinking_disabled) {

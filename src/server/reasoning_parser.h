@@ -60,8 +60,16 @@ struct ReasoningMarkers {
 ReasoningMarkers ReasoningParserMarkers(const std::string& name);
 
 // A fresh parser for one choice. `opens_in_reasoning`: see OutputStartsInReasoning.
+// `recover_content_newlines` false leaves the content as generated where the parser would turn
+// literal "\n" into newlines (RecoversEscapedNewlines): a tool-call parser reading that content
+// must see its calls' arguments as written (vLLM recovers newlines in content, never in tool
+// call arguments), and recovers them itself in the content it releases.
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
-                                                     bool opens_in_reasoning);
+                                                     bool opens_in_reasoning,
+                                                     bool recover_content_newlines = true);
+// Whether parser `name` turns a model's literal "\n" in its content into newlines (minicpmv:
+// escaped_newline_normalizer.h).
+bool RecoversEscapedNewlines(const std::string& name);
 
 // True if the rendered prompt leaves the model inside a <think> block: its last <think> comes
 // after its last </think> and is followed by whitespace only.

@@ -2,6 +2,7 @@
 // regular expressions spelled out as searches), values typed by the tools' parameter schemas.
 #include "server/tool_call_parser.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -131,8 +132,8 @@ Status ValidateToolCallParserName(const std::string& name) {
                          "MiniCPM-V-4.6's chat template writes");
 }
 
-ToolCallParser::ToolCallParser(Json tools, uint64_t id_seed)
-    : tools_(std::move(tools)), id_state_(id_seed) {}
+ToolCallParser::ToolCallParser(Json tools, uint64_t id_seed, bool stream_text_after_calls)
+    : tools_(std::move(tools)), id_state_(id_seed), text_after_calls_(stream_text_after_calls) {}
 
 std::string ToolCallParser::NewId(const char* prefix, int hex_digits) {
   return ToolCallId(&id_state_, prefix, hex_digits);
@@ -275,11 +276,24 @@ ToolCallParser::Delta ToolCallParser::Feed(std::string_view piece, bool final) {
     in_calls_ = true;
   }
   for (;;) {
+    if (after_call_) {
+      // The whitespace right after a </tool_call> is not content (vLLM skips whitespace-only
+      // deltas there).
+      while (settled_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[settled_]))) {
+        ++settled_;
+      }
+      if (settled_ == text_.size() && !final) break;
+      after_call_ = false;
+    }
     const size_t start = text_.find(kCallStart, settled_);
-    if (start == std::string::npos) {  // between or after calls: dropped
-      settled_ = text_.size() - (final ? 0 : PartialTagAtEnd(text_, settled_, kCallStart));
+    if (start == std::string::npos) {  // after the calls: content, as vLLM streams it
+      const size_t keep = final ? 0 : PartialTagAtEnd(text_, settled_, kCallStart);
+      if (text_after_calls_) d.content += text_.substr(settled_, text_.size() - keep - settled_);
+      settled_ = text_.size() - keep;
       break;
     }
+    if (text_after_calls_) d.content += text_.substr(settled_, start - settled_);  // between
+    settled_ = start;
     const size_t body = start + kCallStart.size(), end = text_.find(kCallEnd, body);
     if (end == std::string::npos && !final) {
       settled_ = start;  // the block is not complete yet
@@ -292,6 +306,7 @@ ToolCallParser::Delta ToolCallParser::Feed(std::string_view piece, bool final) {
       for (ToolCall& c : *calls) d.calls.push_back(std::move(c));
     }
     settled_ = end == std::string::npos ? text_.size() : end + kCallEnd.size();
+    after_call_ = true;
   }
   calls_sent_ += static_cast<int>(d.calls.size());
   return d;

@@ -36,8 +36,10 @@ std::string ToolCallId(uint64_t* state, const char* prefix, int hex_digits);
 class ToolCallParser {
  public:
   // `tools`: the request's tools (OpenAI's [{type: function, function: {name, parameters}}]);
-  // `id_seed` makes the call ids (unique per request and choice).
-  ToolCallParser(nlohmann::ordered_json tools, uint64_t id_seed);
+  // `id_seed` makes the call ids (unique per request and choice). `stream_text_after_calls`:
+  // whether Feed releases the text between and after calls (vLLM's chat stream does; its
+  // Responses output, as a whole reply, keeps only the text before the first call).
+  ToolCallParser(nlohmann::ordered_json tools, uint64_t id_seed, bool stream_text_after_calls = true);
 
   // A whole reply: the text before the first call (nullopt when empty) and the calls. When the
   // text holds no call, or one whose XML is broken (a name without '>'), it is all content and
@@ -49,9 +51,11 @@ class ToolCallParser {
   Extracted Extract(const std::string& text);
 
   // A stream: the reply's text as it comes (`final` with its last piece). Content is released
-  // as soon as it cannot be the start of "<tool_call>"; from the first <tool_call> on, each call
-  // goes out whole once its </tool_call> arrives (or the reply ends inside it), and other text
-  // is dropped (vLLM's non-streaming content is the text before the first call, too).
+  // as soon as it cannot be the start of "<tool_call>"; each call goes out whole once its
+  // </tool_call> arrives (or the reply ends inside it). Text between and after calls is content
+  // too (unless the constructor said otherwise), less the whitespace right after a </tool_call>,
+  // as vLLM's chat stream releases it (its non-streaming reply, as Extract, keeps only the text
+  // before the first call).
   struct Delta {
     std::string content;
     std::vector<ToolCall> calls;  // in order; their indexes continue from earlier deltas
@@ -71,11 +75,13 @@ class ToolCallParser {
 
   nlohmann::ordered_json tools_;
   uint64_t id_state_;
+  bool text_after_calls_;
   // Streaming state: all text so far, how much of it is settled (released or parsed), whether a
   // call has started, and the calls sent.
   std::string text_;
   size_t settled_ = 0;
   bool in_calls_ = false;
+  bool after_call_ = false;  // settled_ is right after a </tool_call>
   int calls_sent_ = 0;
 };
 
