@@ -265,6 +265,19 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
       if (first.empty()) delta.erase(calls);
       else *calls = std::move(first);
     }
+    if (u.finished && delta.contains("tool_calls")) {
+      // Calls first seen at the reply's end go out in a chunk of their own before the finishing
+      // one, as vLLM's stream ends: the OpenAI SDKs' stream helpers record a call only from a
+      // chunk without finish_reason (a call that came with it never got its "done" event).
+      Json calls = {{"tool_calls", std::move(delta["tool_calls"])}};
+      delta.erase("tool_calls");
+      Json chunk = Chunk(job, u.index, std::move(calls), nullptr, nullptr, nullptr, false);
+      chunk["choices"][0]["token_ids"] = nullptr;
+      if (!emit(std::move(chunk), u.index)) {
+        run.CancelAll();
+        return;
+      }
+    }
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
     // With return_token_ids vLLM sends every step's ids, even when the parsers hold its text.
     const bool with_ids = job.return_token_ids && !u.token_ids.empty();

@@ -1318,6 +1318,30 @@ TEST_F(ToolHandlersTest, NoToolsNoParsing) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
 }
 
+// Calls first known at the reply's end ("required", whose JSON is parsed once complete) go out
+// in a chunk of their own, then the finishing chunk: the OpenAI SDKs' stream helpers record a
+// call only from a chunk without finish_reason.
+TEST_F(ToolHandlersTest, CallsKnownAtTheEndPrecedeTheFinishingChunk) {
+  engine_.script = tok_->Encode(R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])",
+                                false);
+  bool done = false;
+  int calls_chunk = -1, finish_chunk = -1, n = 0;
+  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, Body(true, "required"),
+                                                          Clock::now())),
+                              &done)) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const Json& c = e["choices"][0];
+    if (c["delta"].contains("tool_calls")) {
+      calls_chunk = n;
+      EXPECT_TRUE(c["finish_reason"].is_null()) << e.dump();
+    }
+    if (!c["finish_reason"].is_null()) finish_chunk = n;
+    ++n;
+  }
+  ASSERT_GE(calls_chunk, 0);
+  EXPECT_EQ(finish_chunk, calls_chunk + 1);
+}
+
 // tool_choice "required" and named functions: the engine gets the constraint (the scripted
 // engine here ignores it and answers the JSON a constrained model would), and the reply's JSON
 // comes back as calls, as vLLM's serving_chat builds them.
