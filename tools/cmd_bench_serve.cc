@@ -59,15 +59,26 @@ struct ServeBenchArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string endpoint = "/v1/completions";
+  bool endpoint_given = false;  // else --backend may choose it
+  std::string backend;          // vLLM's --backend: openai, vllm (completions), openai-chat
+  std::string dataset_name = "random";
   std::string model;
+  std::string served_model_name;  // the name requests send (default: --model, or the server's)
   std::string tokenizer;
   std::string api_key;
+  std::vector<std::string> headers;  // KEY=VALUE, sent with every request
+  std::string request_id_prefix;     // x-request-id: prefix + the request's index
+  std::vector<std::string> metadata;  // KEY=VALUE, written into the result JSON
+  std::optional<int64_t> logprobs;    // logprobs of every request (default: not sent)
+  int64_t num_warmups = 0;
+  bool append_result = false;
   int64_t num_prompts = 1000;
   int64_t max_concurrency = 0;  // 0: no cap
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
   int64_t input_len = 1024;
   int64_t output_len = 128;
+  int64_t prefix_len = 0;
   double range_ratio = 0.0;
   uint64_t seed = 0;
   bool ignore_eos = true;
@@ -114,21 +125,44 @@ std::optional<Server> MakeServer(const ServeBenchArgs& a, Failure* f) {
   if (key.empty()) {
     if (const char* env = std::getenv("OPENAI_API_KEY")) key = env;
   }
-  return Server(origin, prefix, key);
+  httplib::Headers headers;
+  for (const std::string& h : a.headers) {
+    const size_t eq = h.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      *f = {2, "--header must be KEY=VALUE (got '" + h + "')"};
+      return std::nullopt;
+    }
+    headers.emplace(h.substr(0, eq), h.substr(eq + 1));
+  }
+  return Server(origin, prefix, key, std::move(headers));
 }
 
-// GET /v1/models (retried while the server is not up, up to the ready-check timeout); the first
-// model id unless --model names one.
-std::optional<std::string> ResolveModel(const Server& s, const ServeBenchArgs& a, Failure* f) {
+// The model as requests name it, and as the results and the tokenizer know it: vLLM's
+// model_name (--served-model-name, --model, or the server's first model id) and model_id
+// (--model, or that model's `root`: its path on the server).
+struct ServedModel {
+  std::string name;
+  std::string id;
+};
+
+// GET /v1/models (retried while the server is not up, up to the ready-check timeout); its first
+// model unless --model names one.
+std::optional<ServedModel> ResolveModel(const Server& s, const ServeBenchArgs& a, Failure* f) {
   const double deadline = Now() + a.ready_check_timeout;
+  const auto named = [&](std::string name, std::string id) {
+    return ServedModel{a.served_model_name.empty() ? std::move(name) : a.served_model_name,
+                       std::move(id)};
+  };
   for (;;) {
     auto [status, body] = s.Get("/v1/models");
     if (status == 200) {
-      if (!a.model.empty()) return a.model;
+      if (!a.model.empty()) return named(a.model, a.model);
       Json j = Json::parse(body, nullptr, false);
       if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
           j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
-        return j["data"][0]["id"].get<std::string>();
+        const Json& m = j["data"][0];
+        const std::string id = m["id"].get<std::string>();
+        return named(id, m.contains("root") && m["root"].is_string() ? m["root"].get<std::string>() : id);
       }
       *f = {1, s.Url("/v1/models") + " lists no model; pass --model"};
       return std::nullopt;
@@ -242,6 +276,14 @@ std::string Payload(Api api, const std::string& model, const SampleRequest& r,
   put("frequency_penalty", a.frequency_penalty);
   put("presence_penalty", a.presence_penalty);
   put("repetition_penalty", a.repetition_penalty);
+  if (a.logprobs) {
+    if (api == Api::kCompletions) {
+      p["logprobs"] = *a.logprobs;
+    } else {
+      p["logprobs"] = true;
+      p["top_logprobs"] = *a.logprobs;
+    }
+  }
   p[api == Api::kCompletions ? "max_tokens" : "max_completion_tokens"] = r.output_len;
   p["stream"] = true;
   p["stream_options"] = {{"include_usage", true}};
@@ -284,11 +326,14 @@ int Fail(const Failure& f) {
 // The flags that need parsing beyond CLI11's, checked before any request is sent.
 struct Plan {
   Api api = Api::kCompletions;
+  std::string endpoint;  // --endpoint, or --backend's
+  std::string backend;   // --backend, or the endpoint's: "openai" or "openai-chat"
   std::vector<std::string> metrics;
   std::vector<double> percentiles;
   benchserve::GoodputSlos slos;
   Json extra = Json::object();
   int64_t image_height = 0, image_width = 0;  // the random images' size (mm_items > 0)
+  std::vector<std::pair<std::string, std::string>> metadata;  // --metadata, for the result JSON
 };
 
 std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
@@ -314,11 +359,36 @@ std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
   plan.metrics = std::move(*metrics);
   plan.percentiles = std::move(*percentiles);
   plan.slos = std::move(*slos);
-  if (a.endpoint.ends_with("/chat/completions")) {
+  if (a.dataset_name != "random") {
+    return fail("--dataset-name: only the random dataset is supported (got '" + a.dataset_name +
+                "')");
+  }
+  if (a.prefix_len < 0) return fail("--random-prefix-len must be >= 0");
+  for (const std::string& kv : a.metadata) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return fail("--metadata must be KEY=VALUE (got '" + kv + "')");
+    plan.metadata.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (a.num_warmups < 0) return fail("--num-warmups must be >= 0");
+  // vLLM's --backend names the API: openai and vllm the completions one, openai-chat the chat
+  // one, whose path --endpoint must then give (here it defaults to /v1/chat/completions).
+  plan.endpoint = a.endpoint;
+  if (!a.backend.empty()) {
+    if (a.backend != "openai" && a.backend != "vllm" && a.backend != "openai-chat") {
+      return fail("--backend: openai, vllm or openai-chat (got '" + a.backend + "')");
+    }
+    const bool chat = a.backend == "openai-chat";
+    if (!a.endpoint_given && chat) plan.endpoint = "/v1/chat/completions";
+    if (plan.endpoint.ends_with("/chat/completions") != chat) {
+      return fail("--backend " + a.backend + " does not go with --endpoint " + plan.endpoint);
+    }
+  }
+  if (plan.endpoint.ends_with("/chat/completions")) {
     plan.api = Api::kChat;
-  } else if (!a.endpoint.ends_with("/completions")) {
+  } else if (!plan.endpoint.ends_with("/completions")) {
     return fail("--endpoint must end in /completions or /chat/completions");
   }
+  plan.backend = !a.backend.empty() ? a.backend : plan.api == Api::kChat ? "openai-chat" : "openai";
   if (a.mm_items < 0) return fail("--random-mm-base-items-per-request must be >= 0");
   if (a.mm_items > 0) {
     if (plan.api != Api::kChat) return fail("--random-mm-base-items-per-request needs --endpoint /v1/chat/completions");
@@ -380,8 +450,10 @@ double RunTraffic(const ServeBenchArgs& a, const Plan& plan, const Server& serve
     if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     gate.Enter();
     threads.emplace_back([&, i] {
-      (*outputs)[i] = RunRequest(server, a.endpoint, plan.api, payloads[i],
-                                 static_cast<int64_t>(requests[i].prompt.size()));
+      (*outputs)[i] = RunRequest(
+          server, plan.endpoint, plan.api, payloads[i],
+          static_cast<int64_t>(requests[i].prompt.size()),
+          a.request_id_prefix.empty() ? "" : a.request_id_prefix + std::to_string(i));
       gate.Leave();
     });
   }
@@ -412,11 +484,10 @@ Json ResultJson(const ServeBenchArgs& a, const Plan& plan, const std::string& mo
                 const std::string& tokenizer_id, const std::string& date,
                 const BenchmarkMetrics& m, const std::vector<RequestOutput>& outputs,
                 double duration) {
-  const std::string backend = plan.api == Api::kChat ? "openai-chat" : "openai";
   Json result;
   result["date"] = date;
-  result["endpoint_type"] = backend;
-  result["backend"] = backend;
+  result["endpoint_type"] = plan.backend;
+  result["backend"] = plan.backend;
   result["label"] = a.label.empty() ? Json(nullptr) : Json(a.label);
   result["model_id"] = model;
   result["tokenizer_id"] = tokenizer_id;
@@ -484,8 +555,7 @@ bool SaveResult(const ServeBenchArgs& a, const Plan& plan, const std::string& mo
   if (name.empty()) {
     const size_t slash = model.find_last_of('/');
     const std::string base = model.substr(slash == std::string::npos ? 0 : slash + 1);
-    const std::string backend = plan.api == Api::kChat ? "openai-chat" : "openai";
-    name = (a.label.empty() ? backend : a.label) + "-" + RateText(a.request_rate) + "qps" +
+    name = (a.label.empty() ? plan.backend : a.label) + "-" + RateText(a.request_rate) + "qps" +
            (a.max_concurrency > 0 ? "-concurrency" + std::to_string(a.max_concurrency) : "") +
            "-" + base + "-" + date + ".json";
   }
@@ -494,7 +564,8 @@ bool SaveResult(const ServeBenchArgs& a, const Plan& plan, const std::string& mo
     std::filesystem::create_directories(a.result_dir, ec);
     name = (std::filesystem::path(a.result_dir) / name).string();
   }
-  std::ofstream out(name);
+  // --append-result: another line of the same file (vLLM appends its JSON so too).
+  std::ofstream out(name, a.append_result ? std::ios::app : std::ios::trunc);
   out << Dump(result) << "\n";
   if (!out) {
     *f = {1, "cannot write " + name};
@@ -512,29 +583,41 @@ int RunServeBench(const ServeBenchArgs& a) {
   if (!server) return Fail(f);
   auto model = ResolveModel(*server, a, &f);
   if (!model) return Fail(f);
-  auto vocab = FindVocabulary(*server, a, *model, &f);
+  auto vocab = FindVocabulary(*server, a, model->id, &f);
   if (!vocab) return Fail(f);
   if (vocab->allowed.empty()) return Fail({1, "the vocabulary has no ordinary token"});
 
   benchserve::RandomDatasetOptions ro{a.num_prompts, a.input_len, a.output_len, a.range_ratio,
-                                      a.seed};
+                                      a.seed, a.prefix_len};
   const std::vector<SampleRequest> requests = benchserve::SampleRandomRequests(ro, vocab->allowed);
-  auto payloads = BuildPayloads(a, *plan, *server, *model, *vocab, requests, &f);
+  auto payloads = BuildPayloads(a, *plan, *server, model->name, *vocab, requests, &f);
   if (!payloads) return Fail(f);
   std::printf(
-      "bench serve: %s%s, model %s, %lld prompts of %lld (±%.0f%%) random tokens from "
+      "bench serve: %s%s, model %s, %lld prompts of %s%lld (±%.0f%%) random tokens from "
       "%zu ids (%s), %lld output tokens each\n",
-      server->Url("").c_str(), a.endpoint.c_str(), model->c_str(),
-      static_cast<long long>(a.num_prompts), static_cast<long long>(a.input_len),
-      100 * a.range_ratio, vocab->allowed.size(), vocab->source.c_str(),
-      static_cast<long long>(a.output_len));
+      server->Url("").c_str(), plan->endpoint.c_str(), model->name.c_str(),
+      static_cast<long long>(a.num_prompts),
+      a.prefix_len > 0 ? (std::to_string(a.prefix_len) + " shared + ").c_str() : "",
+      static_cast<long long>(a.input_len), 100 * a.range_ratio, vocab->allowed.size(),
+      vocab->source.c_str(), static_cast<long long>(a.output_len));
 
   std::printf("Starting initial single prompt test run...\n");
   std::fflush(stdout);
-  RequestOutput test = RunRequest(*server, a.endpoint, plan->api, (*payloads)[0],
+  RequestOutput test = RunRequest(*server, plan->endpoint, plan->api, (*payloads)[0],
                                   static_cast<int64_t>(requests[0].prompt.size()));
   if (!test.success) {
     return Fail({1, "initial test run failed (check the flags against the server): " + test.error});
+  }
+  if (a.num_warmups > 0) {
+    // Not timed: they warm the server's caches and allocator (one at a time, from the prompts).
+    std::printf("Warming up with %lld requests...\n", static_cast<long long>(a.num_warmups));
+    std::fflush(stdout);
+    for (int64_t i = 0; i < a.num_warmups; ++i) {
+      const size_t k = static_cast<size_t>(i) % payloads->size();
+      RunRequest(*server, plan->endpoint, plan->api, (*payloads)[k],
+                 static_cast<int64_t>(requests[k].prompt.size()));
+    }
+    std::printf("Warmup run completed.\n");
   }
   std::printf("Initial test run completed. Starting main benchmark run...\n");
   std::printf("Traffic request rate: %s\n", RateText(a.request_rate).c_str());
@@ -562,10 +645,13 @@ int RunServeBench(const ServeBenchArgs& a) {
   };
   const BenchmarkMetrics m =
       benchserve::CalculateMetrics(outputs, duration, plan->percentiles, plan->slos, fallback);
-  for (const RequestOutput& o : outputs) {
-    if (!o.success) {
-      std::printf("first failed request: %s\n", o.error.c_str());
-      break;
+  if (m.failed > 0) {  // vLLM's listing of the failures, ten at most
+    std::printf("Failed requests during benchmark run detected (capping to 10):\n");
+    int shown = 0;
+    for (const RequestOutput& o : outputs) {
+      if (o.success) continue;
+      if (shown == 10) break;
+      std::printf("Error %d: %s\n", shown++, o.error.c_str());
     }
   }
 
@@ -573,7 +659,8 @@ int RunServeBench(const ServeBenchArgs& a) {
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", std::localtime(&now));
-  Json result = ResultJson(a, *plan, *model, vocab->source, date, m, outputs, duration);
+  Json result = ResultJson(a, *plan, model->id, vocab->source, date, m, outputs, duration);
+  for (const auto& [key, value] : plan->metadata) result[key] = value;
   ReportMetric(plan->metrics, "ttft", "TTFT", "Time to First Token", m.ttft, result);
   ReportMetric(plan->metrics, "tpot", "TPOT", "Time per Output Token (excl. 1st token)", m.tpot,
                result);
@@ -582,7 +669,7 @@ int RunServeBench(const ServeBenchArgs& a) {
   if (spec.drafts > 0) ReportSpecDecode(spec, result);
   std::printf("%s\n", std::string(50, '=').c_str());
   if ((a.save_result || !a.result_filename.empty()) &&
-      !SaveResult(a, *plan, *model, date, result, &f)) {
+      !SaveResult(a, *plan, model->id, date, result, &f)) {
     return Fail(f);
   }
   return m.completed == a.num_prompts ? 0 : 1;
@@ -599,9 +686,18 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--base-url", a->base_url, "server base URL (instead of --host/--port)");
   cmd->add_option("--host", a->host)->capture_default_str();
   cmd->add_option("--port", a->port)->capture_default_str();
-  cmd->add_option("--endpoint", a->endpoint, "/v1/completions or /v1/chat/completions")
+  CLI::Option* endpoint =
+      cmd->add_option("--endpoint", a->endpoint, "/v1/completions or /v1/chat/completions")
+          ->capture_default_str();
+  cmd->add_option("--backend", a->backend,
+                  "openai or vllm (the completions API), openai-chat (the chat API; --endpoint "
+                  "then defaults to /v1/chat/completions)");
+  cmd->add_option("--dataset-name", a->dataset_name, "random (the only dataset here)")
       ->capture_default_str();
-  cmd->add_option("--model", a->model, "model name to send (default: the first of /v1/models)");
+  cmd->add_option("--model", a->model,
+                  "the model (default: the first of /v1/models, its root for the tokenizer)");
+  cmd->add_option("--served-model-name", a->served_model_name,
+                  "the name requests send (default: --model, or the server's model id)");
   cmd->add_option("--tokenizer", a->tokenizer,
                   "local tokenizer directory for the vocabulary (default: the model id when it "
                   "is a local directory, else the server's /detokenize)");
@@ -613,8 +709,11 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--burstiness", a->burstiness, "gamma shape of the arrival gaps (1: Poisson)")
       ->capture_default_str();
-  cmd->add_option("--random-input-len", a->input_len)->capture_default_str();
-  cmd->add_option("--random-output-len", a->output_len)->capture_default_str();
+  cmd->add_option("--random-input-len,--input-len", a->input_len)->capture_default_str();
+  cmd->add_option("--random-output-len,--output-len", a->output_len)->capture_default_str();
+  cmd->add_option("--random-prefix-len", a->prefix_len,
+                  "random tokens every prompt starts with (a shared prefix), before its own")
+      ->capture_default_str();
   cmd->add_option("--random-mm-base-items-per-request", a->mm_items,
                   "images per chat request (vLLM's random-mm): uniform noise, JPEG data URLs")
       ->capture_default_str();
@@ -637,6 +736,21 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
                   "presence_penalty of every request (default: not sent)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty,
                   "repetition_penalty of every request (default: not sent)");
+  cmd->add_option("--logprobs", a->logprobs,
+                  "log-probs per output token of every request (default: not sent)");
+  cmd->add_option("--header", a->headers, "KEY=VALUE header sent with every request (repeatable)");
+  cmd->add_option("--request-id-prefix", a->request_id_prefix,
+                  "x-request-id of each request: the prefix and the request's index");
+  cmd->add_option("--num-warmups", a->num_warmups, "untimed requests sent before the run")
+      ->capture_default_str();
+  cmd->add_option("--metadata", a->metadata, "KEY=VALUE pairs written into the result JSON");
+  cmd->add_flag("--append-result", a->append_result, "append to the result file");
+  // vLLM flags that change nothing here: a progress bar, Python tokenizer loading, TLS checks.
+  for (const char* flag : {"--disable-tqdm", "--trust-remote-code", "--skip-tokenizer-init",
+                           "--insecure"}) {
+    cmd->add_flag(flag)->description("accepted for vllm bench serve's command lines; no effect");
+  }
+  cmd->add_option("--tokenizer-mode", "accepted for vllm bench serve's command lines; no effect");
   cmd->add_option("--extra-body", a->extra_body,
                   "JSON object merged into every request body (its keys win over the flags')");
   cmd->add_option("--percentile-metrics", a->percentile_metrics,
@@ -656,7 +770,10 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--ready-check-timeout-sec", a->ready_check_timeout,
                   "keep retrying while the server is not up yet, this long")
       ->capture_default_str();
-  cmd->callback([a, exit_code] { *exit_code = RunServeBench(*a); });
+  cmd->callback([a, exit_code, endpoint] {
+    a->endpoint_given = endpoint->count() > 0;
+    *exit_code = RunServeBench(*a);
+  });
 }
 
 }  // namespace cpm

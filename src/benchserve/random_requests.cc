@@ -20,6 +20,8 @@ std::vector<SampleRequest> SampleRandomRequests(const RandomDatasetOptions& o,
   const auto [out_lo, out_hi] = LengthRange(o.output_len, o.range_ratio, 1);
   std::uniform_int_distribution<int64_t> in_len(in_lo, in_hi), out_len(out_lo, out_hi);
   std::uniform_int_distribution<size_t> pick(0, allowed.size() - 1);
+  std::vector<int32_t> prefix(o.prefix_len);
+  for (int32_t& t : prefix) t = allowed[pick(rng)];
   std::vector<SampleRequest> out(o.num_prompts);
   for (SampleRequest& r : out) {
     r.prompt.resize(in_len(rng));
@@ -27,6 +29,7 @@ std::vector<SampleRequest> SampleRandomRequests(const RandomDatasetOptions& o,
   }
   for (SampleRequest& r : out) {
     for (int32_t& t : r.prompt) t = allowed[pick(rng)];
+    r.prompt.insert(r.prompt.begin(), prefix.begin(), prefix.end());
   }
   return out;
 }
@@ -35,6 +38,10 @@ std::vector<double> ArrivalOffsets(int64_t n, double request_rate, double bursti
                                    uint64_t seed) {
   std::vector<double> t(n, 0.0);
   if (n == 0 || std::isinf(request_rate)) return t;
+  if (std::isinf(burstiness)) {  // no randomness at all: evenly spaced, as vLLM's
+    for (int64_t i = 0; i < n; ++i) t[i] = static_cast<double>(i + 1) / request_rate;
+    return t;
+  }
   std::mt19937_64 rng(seed);
   std::gamma_distribution<double> gap(burstiness, 1.0 / (request_rate * burstiness));
   double sum = 0;

@@ -22,6 +22,7 @@ struct RandomDatasetOptions {
   int64_t output_len = 128;
   double range_ratio = 0.0;  // lengths uniform in [⌊L·(1−r)⌋, ⌈L·(1+r)⌉], r in [0, 1)
   uint64_t seed = 0;
+  int64_t prefix_len = 0;  // random tokens every prompt starts with (--random-prefix-len)
 };
 
 // Inclusive length range of `len` under `ratio`, at least `min_len`.

@@ -52,7 +52,7 @@ struct BenchmarkMetrics {
   double total_token_throughput = 0;  // (input + output tokens) / duration
   MetricStats ttft, tpot, itl, e2el;
   double max_output_tokens_per_s = 0;   // busiest one-second bucket of streamed chunks
-  int64_t max_concurrent_requests = 0;  // most requests active in one such bucket
+  int64_t max_concurrent_requests = 0;  // most requests in flight at the same time
   std::vector<int64_t> output_lens;     // per request (0 for failed ones)
 };
 
@@ -116,8 +116,9 @@ BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, dou
     m.request_goodput = static_cast<double>(good) / duration_s;
   }
 
-  // Busiest second: chunks (first at start + TTFT, then one per ITL gap) and active requests
-  // bucketed by whole seconds since the earliest successful start.
+  // Busiest second: chunks (first at start + TTFT, then one per ITL gap) bucketed by whole
+  // seconds since the earliest successful start; most requests in flight at once: a sweep over
+  // the [start, start + latency) intervals (an end before a start at the same time), as vLLM's.
   double t0 = 1e300, t1 = -1e300;
   for (const RequestOutput& o : outputs) {
     if (!o.success) continue;
@@ -126,7 +127,8 @@ BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, dou
   }
   if (m.completed > 0) {
     const int64_t buckets = static_cast<int64_t>(std::ceil(t1 - t0)) + 1;
-    std::vector<double> tokens(buckets, 0.0), active(buckets, 0.0);
+    std::vector<double> tokens(buckets, 0.0);
+    std::vector<std::pair<double, int>> events;
     for (const RequestOutput& o : outputs) {
       if (!o.success) continue;
       double t = o.start_time + o.ttft;
@@ -136,13 +138,16 @@ BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, dou
       };
       add(t);
       for (double gap : o.itl) add(t += gap);
-      const int64_t first = static_cast<int64_t>(o.start_time - t0);
-      const int64_t last = static_cast<int64_t>(o.start_time + o.latency - t0);
-      for (int64_t b = first; b <= last && b < buckets; ++b) active[b] += 1;
+      events.emplace_back(o.start_time, 1);
+      events.emplace_back(o.start_time + o.latency, -1);
     }
     m.max_output_tokens_per_s = *std::max_element(tokens.begin(), tokens.end());
-    m.max_concurrent_requests =
-        static_cast<int64_t>(*std::max_element(active.begin(), active.end()));
+    std::sort(events.begin(), events.end());
+    int64_t running = 0;
+    for (const auto& [when, delta] : events) {
+      running += delta;
+      m.max_concurrent_requests = std::max(m.max_concurrent_requests, running);
+    }
   }
 
   m.request_throughput = static_cast<double>(m.completed) / duration_s;

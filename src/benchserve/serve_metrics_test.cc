@@ -97,12 +97,18 @@ TEST(BenchServeMetrics, GoodputCountsRequestsWithinEverySlo) {
   EXPECT_DOUBLE_EQ(e.request_goodput, 1.0);  // A 200, C 200 within; B 400 not
 }
 
-TEST(BenchServeMetrics, PeakSecond) {
-  // Chunks at 0.1 0.12 0.15 0.2 (A), 0.8 0.9 (B) in second 0 and 1.2 (C) in second 1;
-  // second 0 has A and B active, second 1 has C.
+TEST(BenchServeMetrics, PeakSecondAndPeakConcurrency) {
+  // Chunks at 0.1 0.12 0.15 0.2 (A), 0.8 0.9 (B) in second 0 and 1.2 (C) in second 1.
+  // A [0, 0.2), B [0.5, 0.9) and C [1.0, 1.2) never overlap: one in flight at a time, although
+  // A and B share second 0.
   const BenchmarkMetrics m = CalculateMetrics(Synthetic(), 2.0, {99});
   EXPECT_DOUBLE_EQ(m.max_output_tokens_per_s, 6.0);
-  EXPECT_EQ(m.max_concurrent_requests, 2);
+  EXPECT_EQ(m.max_concurrent_requests, 1);
+  // [0, 0.3), [0.1, 0.2), [0.2, 0.5): two at once at most (the second ends as the third starts).
+  const BenchmarkMetrics o =
+      CalculateMetrics({Ok(0.0, 0.3, {}, 1, 1), Ok(0.1, 0.1, {}, 1, 1), Ok(0.2, 0.3, {}, 1, 1)},
+                       1.0, {99});
+  EXPECT_EQ(o.max_concurrent_requests, 2);
 }
 
 TEST(BenchServeMetrics, EmptyAndFallback) {
@@ -203,6 +209,10 @@ TEST(BenchServeArrivals, InfiniteRateAndPoissonSpan) {
   // Gamma with a large shape: nearly evenly spaced gaps of 1 / rate.
   const std::vector<double> even = ArrivalOffsets(100, 10.0, 1000.0, 3);
   for (size_t i = 1; i < even.size(); ++i) EXPECT_NEAR(even[i] - even[i - 1], 0.1, 0.02);
+  // Infinite burstiness: exactly evenly spaced (a gamma of infinite shape was NaN: every
+  // request went out at once).
+  const std::vector<double> fixed = ArrivalOffsets(4, 2.0, INFINITY, 3);
+  EXPECT_EQ(fixed, (std::vector<double>{0.5, 1.0, 1.5, 2.0}));
 }
 
 TEST(BenchServeReport, HeadingsFlagsAndNames) {

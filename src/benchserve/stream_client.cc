@@ -20,8 +20,9 @@ std::unique_ptr<httplib::Client> Server::Client(double read_timeout_s) const {
 }
 
 httplib::Headers Server::Headers() const {
-  if (api_key_.empty()) return {};
-  return {{"Authorization", "Bearer " + api_key_}};
+  httplib::Headers h = headers_;
+  if (!api_key_.empty()) h.emplace("Authorization", "Bearer " + api_key_);
+  return h;
 }
 
 std::pair<int, std::string> Server::Get(const std::string& path) const {
@@ -51,7 +52,8 @@ std::string ErrorText(int status, const std::string& body) {
 }
 
 RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
-                         const std::string& payload, int64_t prompt_len) {
+                         const std::string& payload, int64_t prompt_len,
+                         const std::string& request_id) {
   RequestOutput out;
   out.prompt_len = prompt_len;
   auto client = s.Client(6 * 3600);
@@ -60,6 +62,7 @@ RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
   req.path = s.prefix() + endpoint;
   req.headers = s.Headers();
   req.set_header("Content-Type", "application/json");
+  if (!request_id.empty()) req.set_header("x-request-id", request_id);
   req.body = payload;
   int status = 0;
   std::string error_body;
@@ -106,6 +109,10 @@ RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
     if (has_usage) {
       const auto& n = j["usage"]["completion_tokens"];
       if (n.is_number_integer()) out.output_tokens = n.get<int64_t>();
+      // The prompt as the server counted it (a chat's template included; vLLM's client reads
+      // it so too), else the length sent.
+      const auto& p = j["usage"]["prompt_tokens"];
+      if (p.is_number_integer()) out.prompt_len = p.get<int64_t>();
     }
   };
   req.response_handler = [&](const httplib::Response& r) {

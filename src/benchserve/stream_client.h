@@ -25,8 +25,12 @@ double Now();
 // The server: scheme://host:port plus an optional path prefix, and its auth header.
 class Server {
  public:
-  Server(std::string origin, std::string prefix, std::string api_key)
-      : origin_(std::move(origin)), prefix_(std::move(prefix)), api_key_(std::move(api_key)) {}
+  // `headers`: sent with every request (--header), after the auth header.
+  Server(std::string origin, std::string prefix, std::string api_key, httplib::Headers headers = {})
+      : origin_(std::move(origin)),
+        prefix_(std::move(prefix)),
+        api_key_(std::move(api_key)),
+        headers_(std::move(headers)) {}
 
   std::string Url(const std::string& path) const { return origin_ + prefix_ + path; }
   std::unique_ptr<httplib::Client> Client(double read_timeout_s) const;
@@ -39,6 +43,7 @@ class Server {
 
  private:
   std::string origin_, prefix_, api_key_;
+  httplib::Headers headers_;
 };
 
 // j[key] when it is a string, else "".
@@ -52,7 +57,9 @@ enum class Api { kCompletions, kChat };
 // Sends one streamed request and times its chunks as vLLM's request functions do: TTFT at the
 // first event with a choice, an ITL for each later one, E2EL at the last such event
 // (completions) or the last event of any kind (chat, which also counts the usage event).
+// `request_id` (when not empty) goes out as the x-request-id header (--request-id-prefix).
 RequestOutput RunRequest(const Server& s, const std::string& endpoint, Api api,
-                         const std::string& payload, int64_t prompt_len);
+                         const std::string& payload, int64_t prompt_len,
+                         const std::string& request_id = "");
 
 }  // namespace cpm::benchserve

@@ -130,7 +130,8 @@ void ExpectSaneMetrics(const Json& r, const std::vector<std::string>& metrics) {
 TEST_F(BenchE2E, CompletionsWithConcurrencyCap) {
   const std::string result = *tmp_ + "/completions.json";
   const ProcessRun run =
-      Cpmserve(ServeArgs({"--num-prompts", "6", "--max-concurrency", "3", "--percentile-metrics",
+      // A model name that is no local directory: the vocabulary comes from /detokenize.
+      Cpmserve(ServeArgs({"--model", "tiny", "--num-prompts", "6", "--max-concurrency", "3", "--percentile-metrics",
                           "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--goodput",
                           "ttft:600000", "--save-detailed", "--result-filename", result}),
                *tmp_);
@@ -149,7 +150,7 @@ TEST_F(BenchE2E, CompletionsWithConcurrencyCap) {
   const Json r = Json::parse(ReadFile(result), nullptr, false);
   ASSERT_TRUE(r.is_object()) << ReadFile(result);
   EXPECT_EQ(r["backend"], "openai");
-  EXPECT_EQ(r["model_id"], "tiny");  // the first of /v1/models
+  EXPECT_EQ(r["model_id"], "tiny");  // --model
   EXPECT_EQ(r["tokenizer_id"], "server /detokenize");
   EXPECT_EQ(r["num_prompts"], 6);
   EXPECT_EQ(r["max_concurrency"], 3);
@@ -247,8 +248,8 @@ TEST_F(BenchE2E, SamplingFlagsReachTheServer) {
 TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
   const std::string result = *tmp_ + "/chat.json";
   const ProcessRun run = Cpmserve(
-      ServeArgs({"--endpoint", "/v1/chat/completions", "--num-prompts", "4", "--request-rate", "20",
-                 "--tokenizer", *model_, "--percentile-metrics", "ttft,tpot,itl,e2el",
+      ServeArgs({"--backend", "openai-chat", "--num-prompts", "4", "--request-rate", "20",
+                 "--percentile-metrics", "ttft,tpot,itl,e2el",
                  "--metric-percentiles", "50,99", "--save-detailed", "--result-filename", result}),
       *tmp_);
   ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
@@ -256,13 +257,39 @@ TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
       << run.out;
   const Json r = Json::parse(ReadFile(result), nullptr, false);
   ASSERT_TRUE(r.is_object());
-  EXPECT_EQ(r["backend"], "openai-chat");
+  EXPECT_EQ(r["backend"], "openai-chat");  // --backend chose the chat endpoint
+  // No --model: the server's first model, named by its id, known by its root (its directory,
+  // where the tokenizer is), as vLLM's get_first_model_from_server.
+  EXPECT_EQ(r["model_id"], *model_);
   EXPECT_EQ(r["tokenizer_id"], *model_);
   EXPECT_EQ(r["request_rate"], 20.0);
   EXPECT_EQ(r["completed"], 4);
-  EXPECT_EQ(r["total_input_tokens"], 4 * 12);  // the dataset's lengths, as vLLM counts them
+  // The server's count from usage (the chat template's tokens too), as vLLM's client reads it.
+  EXPECT_GT(r["total_input_tokens"].get<int>(), 4 * 12);
   EXPECT_EQ(r["total_output_tokens"], 4 * 5);
   ExpectSaneMetrics(r, {"ttft", "tpot", "itl", "e2el"});
+}
+
+// vLLM's other everyday flags: a shared random prefix, --input-len/--output-len, metadata in the
+// result, warmups, headers, request ids, and the display-only flags accepted.
+TEST_F(BenchE2E, VllmsOtherFlags) {
+  const std::string result = *tmp_ + "/flags.json";
+  const ProcessRun run = Cpmserve(
+      {"bench", "serve", "--port", std::to_string(server_->port()), "--api-key", "sekret",
+       "--backend", "vllm", "--dataset-name", "random", "--num-prompts", "3", "--random-prefix-len",
+       "4", "--input-len", "8", "--output-len", "3", "--metadata", "run=nightly", "--num-warmups",
+       "1", "--request-id-prefix", "bench-", "--header", "X-Extra=1", "--disable-tqdm",
+       "--trust-remote-code", "--tokenizer-mode", "auto", "--save-result", "--result-filename",
+       result},
+      *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
+  const Json r = Json::parse(ReadFile(result), nullptr, false);
+  ASSERT_TRUE(r.is_object()) << ReadFile(result);
+  EXPECT_EQ(r["backend"], "vllm");
+  EXPECT_EQ(r["total_input_tokens"], 3 * (4 + 8));
+  EXPECT_EQ(r["total_output_tokens"], 3 * 3);
+  EXPECT_EQ(r["run"], "nightly");
+  EXPECT_NE(run.out.find("Warming up with 1 requests..."), std::string::npos) << run.out;
 }
 
 TEST_F(BenchE2E, ErrorsAreOneLineAndNonZero) {
@@ -278,7 +305,10 @@ TEST_F(BenchE2E, ErrorsAreOneLineAndNonZero) {
        {std::vector<std::string>{"--random-range-ratio", "1.5"},
         std::vector<std::string>{"--percentile-metrics", "ttft,nope"},
         std::vector<std::string>{"--endpoint", "/v1/embeddings"},
-        std::vector<std::string>{"--goodput", "ttft=5"}}) {
+        std::vector<std::string>{"--goodput", "ttft=5"},
+        std::vector<std::string>{"--dataset-name", "sharegpt"},
+        std::vector<std::string>{"--backend", "openai-chat", "--endpoint", "/v1/completions"},
+        std::vector<std::string>{"--metadata", "novalue"}}) {
     const ProcessRun r = Cpmserve(ServeArgs(bad), *tmp_);
     EXPECT_EQ(r.rc, 2) << bad[0] << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
