@@ -123,16 +123,35 @@ struct TokenEvent {
 };
 
 // The per-request channel from the engine thread to one HTTP handler. Thread-safe.
+// Wakes a reader of several streams (a request's n choices) when any of them gets an event:
+// RequestStream::Listen. Thread-safe.
+class StreamSignal {
+ public:
+  // Events raised so far.
+  uint64_t count() const;
+  // Blocks until count() differs from `seen`, or `timeout` has passed.
+  void WaitPast(uint64_t seen, std::chrono::milliseconds timeout);
+  void Raise();
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_ = 0;
+};
+
 class RequestStream {
  public:
   // Blocks up to `timeout` for the next event; false on timeout.
   bool Next(TokenEvent* out, std::chrono::milliseconds timeout);
   void Push(TokenEvent event);
+  // Raises `signal` on every later event too (events already queued are for Next to find).
+  void Listen(std::shared_ptr<StreamSignal> signal);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;
+  std::shared_ptr<StreamSignal> signal_;  // guarded by mu_
 };
 
 // A snapshot for /metrics and the periodic log line.

@@ -17,6 +17,27 @@
 namespace cpm {
 namespace {
 
+// A reader of several streams sleeps on one signal: every event pushed after Listen raises it,
+// from another thread too, and a wait for a count already passed returns at once.
+TEST(RequestStreamTest, ListenersAreWokenByEveryLaterEvent) {
+  auto signal = std::make_shared<StreamSignal>();
+  RequestStream a, b;
+  a.Push(TokenEvent());  // before Listen: queued for Next, no raise
+  a.Listen(signal);
+  b.Listen(signal);
+  EXPECT_EQ(signal->count(), 0u);
+  std::thread pusher([&] { b.Push(TokenEvent()); });
+  signal->WaitPast(0, std::chrono::seconds(10));
+  pusher.join();
+  EXPECT_EQ(signal->count(), 1u);
+  const auto start = std::chrono::steady_clock::now();
+  signal->WaitPast(0, std::chrono::seconds(10));  // already past: no wait
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  TokenEvent ev;
+  EXPECT_TRUE(a.Next(&ev, std::chrono::milliseconds(0)));
+  EXPECT_TRUE(b.Next(&ev, std::chrono::milliseconds(0)));
+}
+
 TEST(EngineTest, SingleGreedyRequestMatchesOracle) {
   FakeModel* fake = nullptr;
   auto engine = MakeFakeEngine({}, {}, &fake);

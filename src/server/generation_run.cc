@@ -102,6 +102,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
       r.encode = c.multimodal->encode;
     }
     c.stream = engine_.Submit(std::move(r));
+    if (plans.size() > 1) c.stream->Listen(signal_);
   }
 }
 
@@ -166,7 +167,10 @@ bool GenerationRun::Next(ChoiceUpdate* out) {
       }
       continue;
     }
-    // Several choices: take whichever has an event, round robin so none starves.
+    // Several choices: take whichever has an event, round robin so none starves; else sleep
+    // until one of them gets one. The count is read before the polls, so an event pushed after
+    // them (when the polls found nothing) has already moved it: no lost wake-up.
+    const uint64_t seen = signal_->count();
     for (size_t i : open) {
       if (choices_[i].stream->Next(&ev, std::chrono::milliseconds(0))) {
         next_poll_ = i + 1;
@@ -174,12 +178,7 @@ bool GenerationRun::Next(ChoiceUpdate* out) {
         return true;
       }
     }
-    Choice& c = choices_[open[0]];
-    if (c.stream->Next(&ev, std::chrono::milliseconds(2))) {
-      next_poll_ = open[0] + 1;
-      Process(c, ev, out);
-      return true;
-    }
+    signal_->WaitPast(seen, std::chrono::milliseconds(100));
   }
 }
 

@@ -132,6 +132,8 @@ class GenerationRun {
   ResolvedSampling sampling_;
   std::vector<Choice> choices_;
   size_t next_poll_ = 0;
+  // Raised by every choice's stream when there are several (Next sleeps on it).
+  std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   ClientGoneFn client_gone_;
   bool client_left_ = false;
   int64_t cached_tokens_ = 0;
