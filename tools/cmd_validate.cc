@@ -88,7 +88,8 @@ void RegisterValidateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--smoke-prompt", o->smoke_prompt, "user message of the smoke request")->capture_default_str();
   cmd->add_option("--smoke-max-tokens", o->smoke_max_tokens, "max_tokens of the smoke request")->capture_default_str();
   cmd->add_option("--smoke-image", o->smoke_image,
-                  "also send an image request (MiniCPM-V-4.6): an image URL or a local file");
+                  "also send an image request: an image URL or a local file (a MiniCPM-V model "
+                  "gets a built-in test image without it)");
   cmd->add_option("--smoke-image-prompt", o->smoke_image_prompt, "question of the image smoke request")
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir, "where the server logs go (default: a temp dir)");

@@ -18,6 +18,8 @@
 #include "eval/serve_process.h"
 #include "eval/server_figures.h"
 #include "multimodal/base64.h"
+#include "multimodal/image.h"
+#include "multimodal/image_encode.h"
 
 namespace cpm {
 namespace {
@@ -119,6 +121,16 @@ std::string ReadSmall(const std::string& path) {
   return ss.str();
 }
 
+// The model's architectures[0] from its config.json ("" when unreadable).
+std::string Architecture(const std::string& model_dir) {
+  const json cfg = json::parse(ReadSmall(model_dir + "/config.json"), nullptr, false);
+  if (cfg.is_object() && cfg.contains("architectures") && cfg["architectures"].is_array() &&
+      !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
+    return cfg["architectures"][0].get<std::string>();
+  }
+  return "";
+}
+
 std::vector<std::pair<std::string, std::string>> Environment(const ValidateOptions& o) {
   std::vector<std::pair<std::string, std::string>> env;
   env.emplace_back("cpmserve", o.version);
@@ -133,10 +145,8 @@ std::vector<std::pair<std::string, std::string>> Environment(const ValidateOptio
   const double mem_gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / (1 << 30);
   env.emplace_back("Memory", fmt::format("{:.1f} GiB", mem_gib));
   env.emplace_back("Model path", o.model_dir);
-  const json cfg = json::parse(ReadSmall(o.model_dir + "/config.json"), nullptr, false);
-  if (cfg.is_object() && cfg.contains("architectures") && cfg["architectures"].is_array() &&
-      !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
-    env.emplace_back("Architecture", cfg["architectures"][0].get<std::string>());
+  if (const std::string arch = Architecture(o.model_dir); !arch.empty()) {
+    env.emplace_back("Architecture", arch);
   }
   return env;
 }
@@ -271,9 +281,25 @@ bool SmokeRequest(const ValidateOptions& o, const ForwardedFlags& f, int port, c
   return !text.empty() || !reasoning.empty();
 }
 
-// [image_url, text] for the image smoke: a URL as given, a local file as a data: URL.
+// A 448 × 336 test image (colour bands over a gradient), JPEG as a data: URL: the image smoke's
+// picture when none is given, so that a broken image path fails a gate of its own.
+std::string BuiltInSmokeImage() {
+  RgbImage image = BlankRgbImage(448, 336);
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      uint8_t* p = &image.pixels[(static_cast<size_t>(y) * image.width + x) * 3];
+      p[0] = static_cast<uint8_t>(x * 255 / (image.width - 1));
+      p[1] = static_cast<uint8_t>(y * 255 / (image.height - 1));
+      p[2] = static_cast<uint8_t>((x / 56 + y / 56) % 2 ? 200 : 40);
+    }
+  }
+  return "data:image/jpeg;base64," + EncodeBase64(EncodeJpeg(image, 90));
+}
+
+// [image_url, text] for the image smoke: a URL as given, a local file as a data: URL, the
+// built-in image when none is given.
 StatusOr<json> ImageSmokeContent(const ValidateOptions& o) {
-  std::string url = o.smoke_image;
+  std::string url = o.smoke_image.empty() ? BuiltInSmokeImage() : o.smoke_image;
   if (url.find("://") == std::string::npos && url.rfind("data:", 0) != 0) {
     std::ifstream in(url, std::ios::binary);
     if (!in) return InvalidArgument(url + ": cannot read");
@@ -305,7 +331,7 @@ std::pair<GateResult, GateResult> RealAndSmoke(const ValidateOptions& o, const F
   }
   const bool models_ok = CheckModels(port, f, &smoke, &name);
   bool replies_ok = SmokeRequest(o, f, port, name, json(o.smoke_prompt), "", &smoke);
-  if (!o.smoke_image.empty()) {
+  if (!o.smoke_image.empty() || Architecture(o.model_dir).starts_with("MiniCPMV")) {
     // The seed documents' second smoke request: an image part and a question about it.
     auto content = ImageSmokeContent(o);
     if (!content.ok()) {

@@ -33,7 +33,8 @@ struct ValidateOptions {
   std::string smoke_prompt = "你好";
   int smoke_max_tokens = 32;
   // A second smoke request with this image (URL, or a local file sent as a data: URL) and
-  // `smoke_image_prompt`, as the seed documents' image request; empty: text only.
+  // `smoke_image_prompt`, as the seed documents' image request; empty: a built-in test image for
+  // a model that takes images (its architecture a MiniCPM-V one), none for the others.
   std::string smoke_image;
   std::string smoke_image_prompt = "请观察图片，描述你看到的内容。";
   std::string work_dir;  // server logs go here

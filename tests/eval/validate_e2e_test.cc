@@ -110,11 +110,14 @@ TEST_F(ValidateE2e, ImageSmokeRequestOnMiniCpmV) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   // Thinking on (and 32 tokens of a random model rarely close it): a reply with reasoning only,
-  // content null, is still a reply.
+  // content null, is still a reply. Without --smoke-image a MiniCPM-V gets the built-in image.
   const auto k = RunCommand(Cpmserve() + " validate " + v46 + " --max-model-len 2048 --work-dir " + dir_ +
-                            "/logs_k --default-chat-template-kwargs '{\"enable_thinking\": true}'" + flags);
+                            "/logs_k --default-chat-template-kwargs '{\"enable_thinking\": true}'"
+                            " --threads 2 --ready-timeout 120 --max-num-seqs 4 --kv-cache-memory-bytes 16M"
+                            " --skip-dummy 2>/dev/null");
   EXPECT_EQ(k.exit_code, 0) << k.out;
-  for (const char* s : {"Smoke 验证 — ✅ pass", "| Reply | (empty) |", "| Reasoning |"}) {
+  for (const char* s : {"Smoke 验证 — ✅ pass", "| Reply | (empty) |", "| Reasoning |",
+                        "| POST /v1/chat/completions (image) | 200 |"}) {
     EXPECT_NE(k.out.find(s), std::string::npos) << s << "\n" << k.out;
   }
   const auto t = RunCommand(Cpmserve() + " validate " + dir_ + "/model --work-dir " + dir_ + "/logs_t" + flags);
