@@ -169,9 +169,12 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
     CPM_ASSIGN_OR_RETURN(SafetensorsArchive archive, SafetensorsArchive::OpenDir(options.model_dir));
     CPM_RETURN_IF_ERROR(ValidateMiniCpmV46Vision(archive, *vision, D));
   }
+  // A head beside a tied embedding is ignored, as vLLM skips it, at the top level or under the
+  // language model's prefix (the seed document's tensor listing shows
+  // model.language_model.lm_head.weight).
   CPM_RETURN_IF_ERROR(wl.CheckAllUsed([&](const std::string& n) {
     return IsMtpTensor(n) || (vlm && IsMiniCpmV46VisionTensor(n)) || n == "lm_head.weight" ||
-           n.find("rotary_emb.") != std::string::npos;
+           n == c_.weight_prefix + "lm_head.weight" || n.find("rotary_emb.") != std::string::npos;
   }));
 
   CPM_ASSIGN_OR_RETURN(const int64_t max_len,
