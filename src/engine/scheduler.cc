@@ -25,9 +25,9 @@ Status Scheduler::CheckFits(const RequestState& r) const {
   const int64_t max_tokens = std::max<int64_t>(r.req.max_tokens, 0);
   int64_t tokens = r.num_tokens() + max_tokens;
   if (config_.max_model_len > 0) tokens = std::min(tokens, config_.max_model_len);
-  // The last sampled token is never fed, so the cache holds at most tokens - 1; with no token to
-  // sample (max_tokens 0, a prompt_logprobs request) it holds the whole prompt.
-  const int64_t cached = max_tokens > 0 ? tokens - 1 : tokens;
+  // The last sampled token is never fed, so the cache holds at most tokens - 1; a prompt_logprobs
+  // request with no token to sample (max_tokens 0) feeds its whole prompt.
+  const int64_t cached = max_tokens == 0 && r.req.prompt_logprobs >= 0 ? tokens : tokens - 1;
   const int64_t need = BlocksForTokens(std::max<int64_t>(cached, 1), kv_.block_size());
   if (need > kv_.pool().num_blocks()) {
     return ResourceExhausted("request needs " + std::to_string(need) + " KV cache blocks (" +
@@ -107,10 +107,18 @@ RequestState* Scheduler::Preempt(size_t index) {
 
 namespace {
 
+// The first of `r`'s positions from `from` on whose prompt log-probs are still to be computed
+// (a recompute after preemption does not score its positions again: ModelRunner).
+int64_t FirstUnscored(const RequestState& r, int64_t from) {
+  return std::max(from, static_cast<int64_t>(r.prompt_logprobs.size()));
+}
+
 // Rows of prompt log-probs (each a vocab-wide logits row) that `n` tokens of `r` from `from` ask
-// for.
+// for: positions not scored yet whose next token is a prompt token (ModelRunner's rows).
 int64_t PromptLogprobRows(const RequestState& r, int64_t from, int64_t n) {
-  return r.req.prompt_logprobs >= 0 ? std::clamp<int64_t>(r.num_prompt_tokens - from, 0, n) : 0;
+  if (r.req.prompt_logprobs < 0) return 0;
+  return std::max<int64_t>(
+      0, std::min(from + n, r.num_prompt_tokens - 1) - FirstUnscored(r, from));
 }
 
 // Tokens `r` may take this step out of `budget` and `logprob_rows` (what is left of the step's
@@ -121,7 +129,9 @@ int64_t PromptLogprobRows(const RequestState& r, int64_t from, int64_t n) {
 int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t logprob_rows,
                   int64_t prompt_chunk) {
   int64_t n = std::min(r.num_tokens() - from, budget);
-  if (r.req.prompt_logprobs >= 0 && from < r.num_prompt_tokens) n = std::min(n, logprob_rows);
+  if (PromptLogprobRows(r, from, n) > logprob_rows) {
+    n = FirstUnscored(r, from) + logprob_rows - from;
+  }
   if (const int64_t end = from + n; prompt_chunk > 1 && end < r.num_prompt_tokens) {
     n = std::max<int64_t>(0, end / prompt_chunk * prompt_chunk - from);
   }
@@ -154,13 +164,18 @@ SchedulerOutput Scheduler::Schedule() {
     while (d == 0 && !kv_.AllocateSlots(*r, n, nullptr)) {
       const size_t v = VictimIndex();
       if (v < i) {
-        // Scheduled earlier this step (priority policy only): out of the plan again. Running
-        // requests are planned in running order, so its entry is the v-th.
-        const ScheduledSeq& s = out.seqs[v];
-        budget += s.num_tokens + s.num_draft;
-        logprob_rows += PromptLogprobRows(*s.req, s.req->num_computed, s.num_tokens);
-        out.num_tokens -= s.num_tokens + s.num_draft;
-        out.seqs.erase(out.seqs.begin() + static_cast<std::ptrdiff_t>(v));
+        // Met earlier this step (priority policy only): out of the plan again if it is in it
+        // (a prefill left for a later step is not), and the running list shifts by one.
+        const auto planned =
+            std::find_if(out.seqs.begin(), out.seqs.end(),
+                         [&](const ScheduledSeq& s) { return s.req == running_[v]; });
+        if (planned != out.seqs.end()) {
+          budget += planned->num_tokens + planned->num_draft;
+          logprob_rows += PromptLogprobRows(*planned->req, planned->req->num_computed,
+                                            planned->num_tokens);
+          out.num_tokens -= planned->num_tokens + planned->num_draft;
+          out.seqs.erase(planned);
+        }
         --i;
       }
       RequestState* victim = Preempt(v);
@@ -183,8 +198,9 @@ SchedulerOutput Scheduler::Schedule() {
 }
 
 void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, SchedulerOutput* out) {
-  while (!waiting_.empty() && *budget > 0 && num_running() < config_.max_num_seqs) {
-    RequestState* r = waiting_.front();
+  for (size_t w = 0;
+       w < waiting_.size() && *budget > 0 && num_running() < config_.max_num_seqs;) {
+    RequestState* r = waiting_[w];
     CPM_CHECK(r->num_computed == 0 && r->blocks.empty());
     if (slots_ && slots_->num_free() == 0) break;
     ComputedBlocks hit = kv_.GetComputedBlocks(*r);
@@ -194,7 +210,15 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
     }
     const int64_t n =
         ChunkSize(*r, hit.num_tokens, *budget, *logprob_rows, config_.prompt_chunk_tokens);
-    if (n == 0) break;  // FCFS: waits for a step with budget (or log-prob rows) left for it
+    if (n == 0) {
+      // Out of this step's prompt log-prob rows: the requests behind it, which need none, may
+      // still go (it keeps its place). Short of a prompt-chunk boundary: FCFS, all wait.
+      if (*logprob_rows == 0 && PromptLogprobRows(*r, hit.num_tokens, 1) > 0) {
+        ++w;
+        continue;
+      }
+      break;
+    }
     if (!kv_.AllocateSlots(*r, n, &hit)) break;  // waits for blocks; FCFS, no skipping
     if (slots_) {
       // Not cleared here: the model starts a sequence's first step from the zero state (SeqStep),
@@ -210,7 +234,7 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
       prefix_cache_queries_ += r->num_tokens();
       prefix_cache_hits_ += hit.num_tokens;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     r->status = RequestStatus::kRunning;
     running_.push_back(r);
     out->seqs.push_back({r, n});

@@ -105,10 +105,37 @@ TEST_F(SchedulerTest, PromptLogprobRowsAreBoundedPerStep) {
   Init(400, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 1024});
   Add("a", 300, 1)->req.prompt_logprobs = 0;
   Add("b", 300, 1, 50)->req.prompt_logprobs = 0;
-  EXPECT_EQ(Step(), (Plan{{"a", 256}}));  // b waits: no rows left
-  EXPECT_EQ(Step(), (Plan{{"a", 44}, {"b", 212}}));
-  EXPECT_EQ(Step(), (Plan{{"b", 88}}));
+  Add("c", 10, 1, 90);  // needs no rows: not held back by b
+  EXPECT_EQ(Step(), (Plan{{"a", 256}, {"c", 10}}));  // b waits: no rows left
+  // A prompt's last position has no row (its next token is no prompt token): a's 44 tokens
+  // take 43 of the 256.
+  EXPECT_EQ(Step(), (Plan{{"a", 44}, {"b", 213}}));
+  EXPECT_EQ(Step(), (Plan{{"b", 87}}));
   EXPECT_TRUE(sched_->empty());
+}
+
+// Priority preemption of a request met earlier in the step but left out of the plan (a prefill
+// short of its chunk boundary) takes nothing else out of the plan (it read past the plan).
+TEST_F(SchedulerTest, PriorityPreemptionOfARequestLeftOutOfThePlan) {
+  Init(15, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 24, .priority_policy = true,
+               .prompt_chunk_tokens = 8});
+  RequestState* x = Add("x", 4, 30, 0, /*priority=*/0);
+  EXPECT_EQ(Step(), (Plan{{"x", 4}}));
+  Add("a", 40, 5, 30, /*priority=*/9);  // the lowest priority: the victim
+  EXPECT_EQ(Step(), (Plan{{"x", 1}, {"a", 16}}));
+  Add("b", 4, 30, 60, /*priority=*/1);
+  EXPECT_EQ(Step(), (Plan{{"x", 1}, {"a", 16}, {"b", 4}}));  // blocks: x 2, a 8, b 1 of 15
+  // x's draft of 16 takes 17 of the 24 tokens and the 4 blocks left: a's 7 stop short of its
+  // next boundary, so it is left out of the plan; b's next token needs a block, and a, met
+  // before b but not planned, is preempted for it.
+  x->draft.assign(16, 5);
+  SchedulerOutput plan;
+  const Plan got = Step(&plan);
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0]->req.request_id, "a");
+  EXPECT_EQ(got, (Plan{{"x", 1}, {"b", 1}}));
+  ASSERT_EQ(plan.seqs.size(), 2u);
+  EXPECT_EQ(plan.seqs[0].num_draft, 16);
 }
 
 TEST_F(SchedulerTest, WithoutChunkedPrefillPromptsWaitForRoomForAllOfThem) {
@@ -257,6 +284,7 @@ TEST_F(SchedulerTest, CheckFitsRejectsRequestsLargerThanTheCache) {
   r.tokens.assign(16, 1);
   r.num_prompt_tokens = 16;
   r.req.max_tokens = 0;
+  r.req.prompt_logprobs = 0;
   EXPECT_TRUE(sched_->CheckFits(r).ok());
   r.tokens.assign(17, 1);
   r.num_prompt_tokens = 17;
