@@ -102,7 +102,14 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       const int64_t total = static_cast<int64_t>(s.tokens.size());
       const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
       int64_t n = total - s.computed;
-      if (s.computed < prompt_len && options_.prefill_chunk > 0) n = std::min(n, options_.prefill_chunk);
+      if (s.computed < prompt_len && options_.prefill_chunk > 0) {
+        // A multiple of a hybrid model's prompt chunks (when it reaches one), as the server's
+        // scheduler stops a prefill, so that both compute the same.
+        const int64_t pc = model_.info().prompt_chunk_tokens;
+        const int64_t chunk = options_.prefill_chunk >= pc ? options_.prefill_chunk / pc * pc
+                                                           : options_.prefill_chunk;
+        n = std::min(n, chunk);
+      }
       const int64_t need = BlocksForTokens(s.computed + n, bs) - static_cast<int64_t>(s.blocks.size());
       if (!blocks.AllocateN(need, &s.blocks)) return Internal("KV blocks ran out");
       const int64_t first_row = static_cast<int64_t>(tokens.size());

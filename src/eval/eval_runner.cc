@@ -101,6 +101,7 @@ StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
     CPM_RETURN_IF_ERROR(CheckRecordPromptIds(r, vocab));
     CPM_RETURN_IF_ERROR(CheckFieldIds(r, "greedy_ids", *r.greedy_ids, vocab));
   }
+  const bool tokens_given = tokens > 0;
   if (tokens <= 0) {
     const auto& meta = refs.front().meta;
     if (auto it = meta.find("greedy_tokens"); it != meta.end() && it->is_number_integer()) {
@@ -112,22 +113,27 @@ StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
     if (tokens <= 0) return InvalidArgument("the reference's greedy continuations are empty");
   }
   // A reference cut shorter than N (not by an EOS) cannot say what its later tokens would have
-  // been: comparing against it would count each of them as a divergence.
+  // been: comparing against it would count each of them as a divergence. With --tokens it is
+  // refused; with N taken from the reference, that record is compared over its own length.
+  std::vector<int64_t> lengths;
   for (const ReferenceRecord& r : refs) {
     const std::vector<int32_t>& ids = *r.greedy_ids;
     const bool ended = !ids.empty() && std::find(o.stop_ids.begin(), o.stop_ids.end(), ids.back()) !=
                                            o.stop_ids.end();
-    if (static_cast<int64_t>(ids.size()) < tokens && !ended) {
+    const int64_t held = static_cast<int64_t>(ids.size());
+    if (held < tokens && !ended && tokens_given) {
       return InvalidArgument(Where(r) + ": greedy_ids holds " + std::to_string(ids.size()) +
                              " tokens and no EOS, fewer than the " + std::to_string(tokens) +
                              " to compare (--tokens); the reference was made with fewer");
     }
+    lengths.push_back(held < tokens && !ended ? held : tokens);
   }
   std::vector<GenerateRequest> reqs;
-  for (const ReferenceRecord& r : refs) {
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const ReferenceRecord& r = refs[i];
     GenerateRequest g;
     g.prompt = r.prompt_ids;
-    g.max_tokens = tokens;
+    g.max_tokens = lengths[i];
     g.sampling.temperature = 0.0f;
     g.stop_token_ids = o.stop_ids;
     reqs.push_back(std::move(g));

@@ -23,7 +23,8 @@ struct GdnHead {
   int64_t o_stride = 0;
   float* state = nullptr;
 
-  // The same head from its token `row` on (the state is the one there is).
+  // The same head from its token `row` on: its inputs and outputs from there; the state is
+  // shared, so call this after rows [0, row) have updated it.
   GdnHead FromRow(int64_t row) const {
     GdnHead h = *this;
     h.q += row * qk_stride;

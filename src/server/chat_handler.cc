@@ -157,8 +157,6 @@ std::vector<ChoicePlan> Plans(const ChatJob& job) {
 void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& client_gone,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  // A stream may write nothing for long (queued, prefilling, or text a parser holds back), so a
-  // failed write alone would notice a gone client late.
   run.WatchClient(client_gone);
   run.Start(Plans(job), job.sampling, ctx.eos_ids, ctx.request_log);
   const int64_t num_prompt = static_cast<int64_t>(job.prompt.size());

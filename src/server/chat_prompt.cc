@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chat/json_merge.h"
+#include "chat/text_util.h"
 #include "server/json_parse.h"
 
 namespace cpm {
@@ -208,12 +209,9 @@ StatusOr<std::string> FinalMessageText(const Json& last) {
 // whitespace-only or empty text is found at the very end: the whole rendering.
 StatusOr<std::string> CutAfterFinalMessage(const std::string& rendered,
                                            const std::string& final_text) {
-  constexpr const char* kSpace = " \t\n\r\f\v";
-  const size_t first = final_text.find_first_not_of(kSpace);
-  const size_t last = final_text.find_last_not_of(kSpace);
-  const std::string lstripped = first == std::string::npos ? "" : final_text.substr(first);
-  const std::string stripped =
-      first == std::string::npos ? "" : final_text.substr(first, last - first + 1);
+  // Python's str.strip(): Unicode whitespace (an ideographic space too).
+  const std::string lstripped = jinja::PyStrip(final_text, std::nullopt, true, false);
+  const std::string stripped = jinja::PyStrip(final_text, std::nullopt, true, true);
   const size_t pos = rendered.rfind(stripped);
   if (pos == std::string::npos) {
     return InvalidArgument(

@@ -1,6 +1,7 @@
-// Tells whether the client of an HTTP request has hung up, while a non-streaming handler waits
-// for the engine. cpp-httplib 0.11 gives a handler neither its socket nor a "connection
-// closed" hook (streams notice a failed write; a plain reply writes only at the end), so the
+// Tells whether the client of an HTTP request has hung up, while its handler (or its stream's
+// content provider, on the same connection thread) waits for the engine. cpp-httplib 0.11 gives
+// a handler neither its socket nor a "connection closed" hook (a stream notices only a failed
+// write, and may write nothing for long; a plain reply writes only at the end), so the
 // probe finds the connection's socket by its address pair (getpeername/getsockname over the
 // process's open sockets; the 4-tuple is unique, and the socket cannot close while its
 // handler runs) and polls it for a peer hang-up (POLLRDHUP), which does not consume data.

@@ -96,8 +96,6 @@ void HideEchoOnlyToken(const CompletionJob& job, ChoiceUpdate* u) {
 void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  // A stream may write nothing for long (queued, prefilling, or text a parser holds back), so a
-  // failed write alone would notice a gone client late.
   run.WatchClient(client_gone);
   run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);

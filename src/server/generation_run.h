@@ -71,7 +71,9 @@ class GenerationRun {
   // Waits for progress of any unfinished choice; false once every choice has finished, or
   // once `client_gone` (see WatchClient) says the client left: then every choice is cancelled.
   bool Next(ChoiceUpdate* out);
-  // Checked while waiting for events (non-streaming replies).
+  // Checked while waiting for events (every 50-100 ms), for plain replies and streams alike: a
+  // stream may write nothing for long (queued, prefilling, or text a parser holds back), so its
+  // failed write alone would notice a gone client late.
   void WatchClient(ClientGoneFn client_gone) { client_gone_ = std::move(client_gone); }
   bool client_left() const { return client_left_; }
   // The client went away: cancels every unfinished choice (their blocks return at once).

@@ -198,6 +198,9 @@ TEST_F(HandlersTest, ContinueFinalMessageCutsAsTransformers) {
   EXPECT_TRUE(prompt_for("Sure, ").ends_with("assistant\nSure, ")) << prompt_for("Sure, ");
   EXPECT_TRUE(prompt_for(" lead and trail \n").ends_with("assistant\n lead and trail"))
       << prompt_for(" lead and trail \n");
+  // Python's strip() takes Unicode whitespace: an ideographic space is trailing whitespace too.
+  EXPECT_TRUE(prompt_for("\xE3\x80\x80好\xE3\x80\x80").ends_with("assistant\n\xE3\x80\x80好"))
+      << prompt_for("\xE3\x80\x80好\xE3\x80\x80");
   const std::string whole = prompt_for("");
   EXPECT_TRUE(whole.ends_with("assistant\n<|im_end|>\n")) << whole;
 }

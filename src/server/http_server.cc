@@ -65,7 +65,7 @@ httplib::Server::Handler JsonBody(httplib::Server::Handler handler) {
   };
 }
 
-// The client-gone check of a non-streaming generation request.
+// The client-gone check of a generation request, streamed or not.
 ClientGoneFn ProbeFor(const httplib::Request& req) {
   auto probe = std::make_shared<ClientProbe>(req.remote_addr, req.remote_port, req.local_addr,
                                              req.local_port);

@@ -3,6 +3,8 @@
 // the same weights must differ a little but not much.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 
 #include "base/log.h"
@@ -136,6 +138,18 @@ TEST_F(EvalTinyModel, IdenticalCheckpointPasses) {
   EXPECT_NE(longer.status().message().find("fewer than the " + std::to_string(kGreedy + 8)),
             std::string::npos)
       << longer.status().message();
+  // One record cut short (no EOS) while N comes from the reference: that record is compared over
+  // its own length, the others over N; with --tokens N it is refused.
+  std::vector<ReferenceRecord> cut = recs;
+  auto full = std::find_if(cut.begin(), cut.end(), [](const ReferenceRecord& r) {
+    return static_cast<int64_t>(r.greedy_ids->size()) == kGreedy;
+  });
+  ASSERT_NE(full, cut.end());
+  full->greedy_ids->resize(kGreedy / 2);
+  auto own = RunGreedyEval(*t.model, *t.pool, cut, t.tokenizer.get(), 0, ro);
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  EXPECT_EQ(own->summary.exact, 5);
+  EXPECT_FALSE(RunGreedyEval(*t.model, *t.pool, cut, t.tokenizer.get(), kGreedy, ro).ok());
 }
 
 TEST_F(EvalTinyModel, DamagedCheckpointIsFlagged) {
