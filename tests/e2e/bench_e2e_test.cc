@@ -245,7 +245,7 @@ TEST_F(BenchE2E, SamplingFlagsReachTheServer) {
   EXPECT_EQ(logged.Stop(SIGTERM), 0);
 }
 
-TEST_F(BenchE2E, ChatWithPoissonArrivalsAndLocalTokenizer) {
+TEST_F(BenchE2E, ChatWithPoissonArrivalsAndTheServersModelRoot) {
   const std::string result = *tmp_ + "/chat.json";
   const ProcessRun run = Cpmserve(
       ServeArgs({"--backend", "openai-chat", "--num-prompts", "4", "--request-rate", "20",
