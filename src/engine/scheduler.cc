@@ -149,7 +149,7 @@ SchedulerOutput Scheduler::Schedule() {
     RequestState* r = running_[i];
     const int64_t n =
         ChunkSize(*r, r->num_computed, budget, logprob_rows, config_.prompt_chunk_tokens);
-    if (n == 0) {  // a prefill the budget left cannot take to its next chunk boundary
+    if (n == 0) {  // a prefill short of its next chunk boundary, or of log-prob rows: later
       ++i;
       continue;
     }

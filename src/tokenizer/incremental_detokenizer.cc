@@ -5,9 +5,10 @@ namespace cpm {
 namespace {
 
 // The prompt ids the stream is primed with: as vLLM's FastIncrementalDetokenizer, the shortest
-// suffix of kMinPrime to kMaxPrime ids whose text is whole characters (the whole prompt if
-// none is), so that a character the prompt leaves unfinished is emitted whole once the
-// generated ids finish it.
+// suffix of kMinPrime to kMaxPrime ids whose text is whole characters, so that a character the
+// prompt leaves unfinished is emitted whole once the generated ids finish it. When none is,
+// vLLM primes with the whole prompt; here the last kMaxPrime ids, since priming a prompt whose
+// text never completes decodes a growing window at every id (quadratic in its length).
 constexpr size_t kMinPrime = 4, kMaxPrime = 23;
 // Ids before the window are dropped once this many accumulate, so memory stays bounded.
 constexpr size_t kCompactAfter = 1024;
@@ -24,7 +25,7 @@ std::span<const int32_t> PrimingSuffix(const Tokenizer& tokenizer,
     // tokenizers' Tokenizer.decode, as vLLM calls it, skips special tokens by default.
     if (tokenizer.Decode(suffix, true).find(kReplacementChar) == std::string::npos) return suffix;
   }
-  return prompt_ids;
+  return prompt_ids.last(std::min(prompt_ids.size(), kMaxPrime));
 }
 
 }  // namespace
