@@ -162,7 +162,8 @@ std::optional<ServedModel> ResolveModel(const Server& s, const ServeBenchArgs& a
           j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
         const Json& m = j["data"][0];
         const std::string id = m["id"].get<std::string>();
-        return named(id, m.contains("root") && m["root"].is_string() ? m["root"].get<std::string>() : id);
+        const bool root = m.contains("root") && m["root"].is_string();
+        return named(id, root ? m["root"].get<std::string>() : id);
       }
       *f = {1, s.Url("/v1/models") + " lists no model; pass --model"};
       return std::nullopt;
@@ -366,7 +367,9 @@ std::optional<Plan> CheckFlags(const ServeBenchArgs& a, Failure* f) {
   if (a.prefix_len < 0) return fail("--random-prefix-len must be >= 0");
   for (const std::string& kv : a.metadata) {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("--metadata must be KEY=VALUE (got '" + kv + "')");
+    if (eq == std::string::npos || eq == 0) {
+      return fail("--metadata must be KEY=VALUE (got '" + kv + "')");
+    }
     plan.metadata.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (a.num_warmups < 0) return fail("--num-warmups must be >= 0");

@@ -293,16 +293,21 @@ void ExpectHybridGreedyOutputsBatchInvariant(DType storage, DTypeChoice dtype, i
   };
   constexpr int kN = 7;
   std::vector<Result> alone;
-  for (int i = 0; i < kN; ++i) alone.push_back(Collect((*engine)->Submit(req("a" + std::to_string(i), i))));
+  for (int i = 0; i < kN; ++i) {
+    alone.push_back(Collect((*engine)->Submit(req("a" + std::to_string(i), i))));
+  }
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < kN; ++i) streams.push_back((*engine)->Submit(req("b" + std::to_string(i), i)));
+  for (int i = 0; i < kN; ++i) {
+    streams.push_back((*engine)->Submit(req("b" + std::to_string(i), i)));
+  }
   for (int i = 0; i < kN; ++i) {
     Result r = Collect(streams[i]);
     ASSERT_TRUE(r.error.ok()) << r.error.ToString();
     EXPECT_EQ(r.tokens, alone[i].tokens) << "request " << i;
     ASSERT_EQ(r.logprobs.size(), alone[i].logprobs.size()) << "request " << i;
     for (size_t t = 0; t < r.logprobs.size(); ++t) {
-      EXPECT_EQ(r.logprobs[t].logprob, alone[i].logprobs[t].logprob) << "request " << i << " token " << t;
+      EXPECT_EQ(r.logprobs[t].logprob, alone[i].logprobs[t].logprob)
+          << "request " << i << " token " << t;
     }
   }
   EngineStats s = (*engine)->Stats();

@@ -118,8 +118,9 @@ StatusOr<GreedyEval> RunGreedyEval(Model& model, ThreadPool& pool,
   std::vector<int64_t> lengths;
   for (const ReferenceRecord& r : refs) {
     const std::vector<int32_t>& ids = *r.greedy_ids;
-    const bool ended = !ids.empty() && std::find(o.stop_ids.begin(), o.stop_ids.end(), ids.back()) !=
-                                           o.stop_ids.end();
+    const bool ended =
+        !ids.empty() &&
+        std::find(o.stop_ids.begin(), o.stop_ids.end(), ids.back()) != o.stop_ids.end();
     const int64_t held = static_cast<int64_t>(ids.size());
     if (held < tokens && !ended && tokens_given) {
       return InvalidArgument(Where(r) + ": greedy_ids holds " + std::to_string(ids.size()) +

@@ -58,7 +58,8 @@ struct DeltaNetSeq {
 // One Gated DeltaNet layer over a step's T tokens. Holds its scratch (engine thread only).
 class GatedDeltaNet {
  public:
-  // A prompt's positions take the chunked delta rule, kChunk tokens a chunk from position 0. Its work per token is ~3·dk·dv for the state plus ~kChunk·(3·dk + 2·dv) within the
+  // A prompt's positions take the chunked delta rule, kChunk tokens a chunk from position 0.
+  // Its work per token is ~3·dk·dv for the state plus ~kChunk·(3·dk + 2·dv) within the
   // chunk, so shorter chunks do less (HF's torch path uses 64: the same math, the f32 rounding a
   // little different, the decays e^Γ over shorter spans). kernels_bench, 256 tokens of a head:
   // chunks of 16 194 µs, 32 231, 64 270; the rule's share of a V-4.6 pp512 7.4-7.7% of the

@@ -61,8 +61,9 @@ StatusOr<RgbImage> DecodeGif(std::string_view bytes) {
   // before anything is decoded, as Pillow does: libavcodec allocates it first (35 bytes can
   // declare 65535 × 65535).
   if (bytes.size() < 10) return InvalidArgument("image: GIF truncated before its screen size");
-  const auto u16 = [&](size_t i) {
-    return int64_t{static_cast<uint8_t>(bytes[i])} | int64_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
+  const auto u16 = [&](size_t i) {  // little-endian
+    return int64_t{static_cast<uint8_t>(bytes[i])} |
+           int64_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
   };
   CPM_RETURN_IF_ERROR(image_internal::CheckImageSize(u16(6), u16(8), "GIF"));
   RgbImage first;

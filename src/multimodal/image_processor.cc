@@ -2,8 +2,8 @@
 #include "multimodal/image_processor.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <semaphore>
 

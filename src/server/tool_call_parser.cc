@@ -279,7 +279,8 @@ ToolCallParser::Delta ToolCallParser::Feed(std::string_view piece, bool final) {
     if (after_call_) {
       // The whitespace right after a </tool_call> is not content (vLLM skips whitespace-only
       // deltas there).
-      while (settled_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[settled_]))) {
+      while (settled_ < text_.size() &&
+             std::isspace(static_cast<unsigned char>(text_[settled_]))) {
         ++settled_;
       }
       if (settled_ == text_.size() && !final) break;

@@ -39,7 +39,8 @@ class ToolCallParser {
   // `id_seed` makes the call ids (unique per request and choice). `stream_text_after_calls`:
   // whether Feed releases the text between and after calls (vLLM's chat stream does; its
   // Responses output, as a whole reply, keeps only the text before the first call).
-  ToolCallParser(nlohmann::ordered_json tools, uint64_t id_seed, bool stream_text_after_calls = true);
+  ToolCallParser(nlohmann::ordered_json tools, uint64_t id_seed,
+                 bool stream_text_after_calls = true);
 
   // A whole reply: the text before the first call (nullopt when empty) and the calls. When the
   // text holds no call, or one whose XML is broken (a name without '>'), it is all content and

@@ -132,7 +132,9 @@ TEST_F(DetokenizerTest, CharacterSplitAcrossThePromptAndTheOutput) {
     const auto ids = tok->Encode("hello" + emoji, false);
     const auto head = tok->Encode("hello", false);
     // Where the emoji is several byte tokens after those of "hello" (not in MiniCPM4's vocabulary).
-    if (ids.size() < head.size() + 2 || !std::equal(head.begin(), head.end(), ids.begin())) continue;
+    if (ids.size() < head.size() + 2 || !std::equal(head.begin(), head.end(), ids.begin())) {
+      continue;
+    }
     ++checked;
     for (size_t cut = head.size() + 1; cut < ids.size(); ++cut) {
       const std::span<const int32_t> all(ids);
