@@ -42,6 +42,7 @@ void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t chann
       float acc = 0.0f;
       const float* wc = w + (c / kConvGroup) * kernel * kConvGroup + c % kConvGroup;
       for (int64_t j = 0; j < kernel; ++j) acc += wc[j * kConvGroup] * xx(i + j, c);
+      if (rb) acc = RoundBf16(acc);  // torch's conv1d on bf16 tensors, then SiLU
       const float s = acc / (1.0f + std::exp(-acc));
       yi[c] = rb ? RoundBf16(s) : s;
     }

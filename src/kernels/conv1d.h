@@ -18,7 +18,8 @@ namespace cpm::kernels {
 //   state  <- last kernel-1 rows of xx (zeros at the start of a sequence)
 // x: [t, channels] (row stride x_stride); w: the weight as PackConvTaps lays it out;
 // state: [kernel-1, channels] f32, read then updated in place; y: [t, channels] (y_stride).
-// y must not alias x. With Round::kBf16 y is rounded once after SiLU.
+// y must not alias x. With Round::kBf16 the convolution is rounded to bf16 before SiLU and y
+// after it, as torch's conv1d on bf16 tensors and then SiLU (HF's Qwen3.5 torch path).
 void CausalConv1dSilu(const float* x, int64_t x_stride, int64_t t, int64_t channels,
                       int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
                       float* state, float* y, int64_t y_stride, Round round);

@@ -41,6 +41,7 @@ inline void Output8(const float* const* rows, const float* w, int64_t c0, __m256
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(wg + j * kConvGroup), Load8<kFull>(rows[j] + c0, mask),
                           acc);
   }
+  if (round_bf16) acc = avx2::RoundBf16(acc);  // torch's conv1d on bf16 tensors, then SiLU
   __m256 s = avx2::DivOnePlusExpNeg(acc, acc);  // silu(a) = a / (1 + e^-a)
   if (round_bf16) s = avx2::RoundBf16(s);
   Store8<kFull>(y + c0, mask, s);

@@ -46,8 +46,10 @@ inline __m512 Conv16(const float* const* rows, const float* w, int64_t c0, __mma
   return acc;
 }
 
-// silu(a) = a / (1 + e^-a), rounded as `round` says.
+// silu(a) = a / (1 + e^-a); rounding to bf16 (`round`) the convolution a and the result, as
+// torch's conv1d on bf16 tensors and then SiLU round.
 inline __m512 Silu(__m512 a, bool round) {
+  if (round) a = avx512::RoundBf16(a);
   const __m512 s = avx512::DivOnePlusExpNeg(a, a);
   return round ? avx512::RoundBf16(s) : s;
 }

@@ -108,14 +108,17 @@ TEST(ElementwiseTest, RopeIsBitExact) {
   for (int64_t head_dim : {8, 64, 80, 128}) {
     for (int64_t rot_dim : {head_dim, head_dim / 2}) {
       for (Round r : {Round::kNone, Round::kBf16}) {
-        const int64_t n_tokens = 5, n_heads = 3, xs = n_heads * head_dim + 2;
-        const std::vector<float> x0 = RandomVec(n_tokens * xs, 3, -4, 4);
-        const std::vector<float> c = RandomVec(n_tokens * rot_dim / 2, 4);
-        const std::vector<float> s = RandomVec(n_tokens * rot_dim / 2, 5);
-        Compare([&](std::vector<float>& x) {
-          x = x0;
-          RopeNeox(x.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(), s.data(), r);
-        }, 0, false, "rope d=" + std::to_string(head_dim) + " rot=" + std::to_string(rot_dim));
+        for (RopeRounding where : {RopeRounding::kResults, RopeRounding::kEveryOp}) {
+          const int64_t n_tokens = 5, n_heads = 3, xs = n_heads * head_dim + 2;
+          const std::vector<float> x0 = RandomVec(n_tokens * xs, 3, -4, 4);
+          const std::vector<float> c = RandomVec(n_tokens * rot_dim / 2, 4);
+          const std::vector<float> s = RandomVec(n_tokens * rot_dim / 2, 5);
+          Compare([&](std::vector<float>& x) {
+            x = x0;
+            RopeNeox(x.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(), s.data(), r,
+                     where);
+          }, 0, false, "rope d=" + std::to_string(head_dim) + " rot=" + std::to_string(rot_dim));
+        }
       }
     }
   }
@@ -138,6 +141,29 @@ TEST(ElementwiseTest, RopeHasNoFmaContraction) {
     }
     RopeNeox(x.data(), 16, 1, 1, 16, 16, c.data(), s.data(), Round::kNone);
     for (int i = 0; i < 16; ++i) EXPECT_EQ(Bits(x[i]), Bits(want[i])) << ToString(isa) << " " << i;
+  }
+}
+
+// bf16 RoPE as HF's apply_rotary_pos_emb on bf16 tensors (RopeRounding::kEveryOp): each product
+// rounded to bf16, then the sum; against the results-only rounding, which differs here.
+TEST(ElementwiseTest, RopeRoundsEveryOpWhereAsked) {
+  IsaGuard guard;
+  const std::vector<float> x0 = RandomVec(16, 11, -4, 4), c = RandomVec(8, 12), s = RandomVec(8, 13);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::vector<float> x = x0, once = x0;
+    RopeNeox(x.data(), 16, 1, 1, 16, 16, c.data(), s.data(), Round::kBf16, RopeRounding::kEveryOp);
+    RopeNeox(once.data(), 16, 1, 1, 16, 16, c.data(), s.data(), Round::kBf16);
+    int differ = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float a = x0[i], b = x0[i + 8];
+      const float ac = RoundBf16(a * c[i]), bs = RoundBf16(b * s[i]);
+      const float bc = RoundBf16(b * c[i]), as = RoundBf16(a * s[i]);
+      EXPECT_EQ(Bits(x[i]), Bits(RoundBf16(ac - bs))) << ToString(isa) << " " << i;
+      EXPECT_EQ(Bits(x[i + 8]), Bits(RoundBf16(bc + as))) << ToString(isa) << " " << i;
+      differ += (x[i] != once[i]) + (x[i + 8] != once[i + 8]);
+    }
+    EXPECT_GT(differ, 0) << ToString(isa);
   }
 }
 

@@ -99,15 +99,32 @@ TEST(Conv1dTest, StateContinuationEqualsOneShot) {
   for (size_t i = 0; i < s1.size(); ++i) ASSERT_EQ(s1[i], s2[i]) << i;
 }
 
-TEST(Conv1dTest, Bf16RoundsOutput) {
+// bf16: the convolution rounded before SiLU and the result after it, as torch's conv1d on bf16
+// tensors and then SiLU (HF's Qwen3.5): y = bf(silu(bf(conv))). The scalar kernel, against the
+// same sums taken here in its order.
+TEST(Conv1dTest, Bf16RoundsTheConvolutionAndTheOutput) {
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
   const int64_t t = 5, ch = 9, K = 4;
   const auto x = RandomVec(t * ch, 5), w = RandomVec(ch * K, 6);
   const auto wt = PackConvTaps(w, ch, K);
-  std::vector<float> s((K - 1) * ch, 0.0f), y(t * ch), s32 = s, y32(t * ch);
+  std::vector<float> s((K - 1) * ch, 0.0f), y(t * ch);
   CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s.data(), y.data(), ch, Round::kBf16);
-  CausalConv1dSilu(x.data(), ch, t, ch, 0, ch, wt.data(), K, s32.data(), y32.data(), ch,
-                   Round::kNone);
-  for (int64_t i = 0; i < t * ch; ++i) EXPECT_EQ(y[i], RoundBf16(y32[i]));
+  int64_t rounded_conv_mattered = 0;
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t c = 0; c < ch; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t row = i - (K - 1) + j;  // the zero state before the first token
+        acc += w[c * K + j] * (row >= 0 ? x[row * ch + c] : 0.0f);
+      }
+      const float a = RoundBf16(acc);
+      const float want = RoundBf16(a / (1.0f + std::exp(-a)));
+      EXPECT_EQ(y[i * ch + c], want) << i << "," << c;
+      rounded_conv_mattered += want != RoundBf16(acc / (1.0f + std::exp(-acc)));
+    }
+  }
+  EXPECT_GT(rounded_conv_mattered, 0);  // the test tells the two rounding points apart
 }
 
 // Every ISA level against the scalar reference: odd channel counts (partial vector groups),

@@ -15,9 +15,10 @@ namespace cpm::kernels {
 
 void RmsNormAvx2(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                  int64_t rows, int64_t dim, const RmsNormParams& p);
+// `round_products`: each product rounded to bf16 too (RopeRounding::kEveryOp).
 void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                   int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
-                  Round round);
+                  Round round, bool round_products);
 // x = gelu_tanh(x) in place (vision_ops.h GeluTanh).
 void GeluTanhAvx2(float* x, int64_t n, Round round);
 // One row of LayerNorm (vision_ops.h), rounded to bf16 with `round`; out may alias x.

@@ -8,9 +8,12 @@
 namespace cpm::kernels {
 
 void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-              int64_t rot_dim, const float* cos, const float* sin, Round round) {
+              int64_t rot_dim, const float* cos, const float* sin, Round round,
+              RopeRounding rounding) {
+  const bool products = round == Round::kBf16 && rounding == RopeRounding::kEveryOp;
   if (ActiveIsa() != Isa::kScalar) {
-    return RopeNeoxAvx2(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round);
+    return RopeNeoxAvx2(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round,
+                        products);
   }
   const int64_t half = rot_dim / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -21,7 +24,13 @@ void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int
       for (int64_t i = 0; i < half; ++i) {
         // volatile-free separate products: this file is built with -ffp-contract=off.
         const float a = v[i], b = v[i + half];
-        const float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
+        float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
+        if (products) {
+          ac = RoundBf16(ac);
+          bs = RoundBf16(bs);
+          bc = RoundBf16(bc);
+          as = RoundBf16(as);
+        }
         float y0 = ac - bs, y1 = bc + as;
         if (round == Round::kBf16) {
           y0 = RoundBf16(y0);

@@ -9,7 +9,7 @@ namespace cpm::kernels {
 
 void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                   int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
-                  Round round) {
+                  Round round, bool round_products) {
   const int64_t half = rot_dim / 2, h8 = half & ~int64_t{7};
   const bool rb = round == Round::kBf16;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -21,8 +21,16 @@ void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
       for (; i < h8; i += 8) {
         const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
         const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-        __m256 y0 = _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv));
-        __m256 y1 = _mm256_add_ps(_mm256_mul_ps(b, cv), _mm256_mul_ps(a, sv));
+        __m256 ac = _mm256_mul_ps(a, cv), bs = _mm256_mul_ps(b, sv);
+        __m256 bc = _mm256_mul_ps(b, cv), as = _mm256_mul_ps(a, sv);
+        if (round_products) {
+          ac = avx2::RoundBf16(ac);
+          bs = avx2::RoundBf16(bs);
+          bc = avx2::RoundBf16(bc);
+          as = avx2::RoundBf16(as);
+        }
+        __m256 y0 = _mm256_sub_ps(ac, bs);
+        __m256 y1 = _mm256_add_ps(bc, as);
         if (rb) {
           y0 = avx2::RoundBf16(y0);
           y1 = avx2::RoundBf16(y1);
@@ -32,7 +40,13 @@ void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
       }
       for (; i < half; ++i) {
         const float a = v[i], b = v[i + half];
-        const float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
+        float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
+        if (round_products) {
+          ac = RoundBf16(ac);
+          bs = RoundBf16(bs);
+          bc = RoundBf16(bc);
+          as = RoundBf16(as);
+        }
         float y0 = ac - bs, y1 = bc + as;
         if (rb) {
           y0 = RoundBf16(y0);

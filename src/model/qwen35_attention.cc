@@ -65,9 +65,12 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
     kernels::RmsNorm(qg_.data() + r0 * qg_width, q_stride, w.q_norm.data(), q, hd, n * H, hd,
                      norm);
     kernels::RmsNorm(k, hd, w.k_norm.data(), k, hd, n * KV, hd, norm);
-    kernels::RopeNeox(q, H * hd, n, H, hd, c.rotary_dim, cos + r0 * half, sin + r0 * half, round);
+    // HF's apply_rotary_pos_emb on bf16 tensors: every product and sum rounded.
+    constexpr auto kEveryOp = kernels::RopeRounding::kEveryOp;
+    kernels::RopeNeox(q, H * hd, n, H, hd, c.rotary_dim, cos + r0 * half, sin + r0 * half, round,
+                      kEveryOp);
     kernels::RopeNeox(k, KV * hd, n, KV, hd, c.rotary_dim, cos + r0 * half, sin + r0 * half,
-                      round);
+                      round, kEveryOp);
     kernels::KvWrite(k, KV * hd, v_.data() + r0 * KV * hd, KV * hd, kv_slots + r0, n, kv);
   });
   // Causal attention over each sequence's cache.

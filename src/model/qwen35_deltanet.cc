@@ -140,6 +140,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
         float& b = b_[i * Hv + h];
         float& a = a_[i * Hv + h];
         b = 1.0f / (1.0f + std::exp(-b));
+        if (round == Round::kBf16) b = RoundBf16(b);  // HF's b.sigmoid() on bf16, as vLLM's β
         const float u = a + w.dt_bias[h];
         const float softplus = u > 20.0f ? u : std::log1p(std::exp(u));  // torch's threshold
         a = w.neg_a[h] * softplus;

@@ -255,6 +255,22 @@ def scenario_q8_0(s):
           {"kl_max": 2e-2}, need_same_tokens=False)
 
 
+def scenario_hybrid_bf16(s):
+    # MiniCPM-V-4.6's language model in bf16 against qwen35_ref.py's bf16 mode, which rounds at
+    # HF's points (the convolution before SiLU, beta, every RoPE product and sum, ...): the same
+    # points give rows within f32 noise (median ~4e-7 when this check was written); one point
+    # rounded elsewhere gave a median of 0.1-0.6 nats on this tiny model (its gains of 2-3 per
+    # layer magnify a bf16 step), so the bound is on the median row, as the Q8_0 check's.
+    d = os.path.join(s.tmp, "v46b")
+    run([s.binary, "make-tiny", "--arch", "minicpmv4_6", d])
+    prompts = prompts_of([3, 9, 24, 40], vocab=700, seed=41)
+    eng = s.engine(d, prompts, 3, "--dtype", "bfloat16", "--prefill-chunk", "16", tag="v46_bf16")
+    ref = s.reference(d, prompts, 3, "--dtype", "bfloat16", tag="v46_bf16_ref",
+                      script="qwen35_ref.py")
+    check("hybrid_bf16_vs_bf16_reference", eng, ref, {"median_abs_top20": 1e-5},
+          need_same_tokens=False)
+
+
 def scenario_hybrid_q8_0(s):
     # MiniCPM-V-4.6's language model under --quantization q8_0 against qwen35_ref.py's own Q8_0:
     # every projection and the head quantized but the Gated DeltaNet's in_proj_a/b (2 of each
