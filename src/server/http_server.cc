@@ -191,6 +191,10 @@ HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
   });
   svr_->set_keep_alive_max_count(1000);
+  // Writes go out at once (uvicorn's sockets are TCP_NODELAY too). With Nagle's algorithm a
+  // reply's body, written after its headers, waited for the client's delayed ACK of them: ~40 ms
+  // on every small reply of a keep-alive connection, and between streamed chunks.
+  svr_->set_tcp_nodelay(true);
   svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     Logged(req, res);
   });
