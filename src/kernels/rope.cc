@@ -3,6 +3,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/rope_pair.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -22,22 +23,7 @@ void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + t * x_stride + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        // volatile-free separate products: this file is built with -ffp-contract=off.
-        const float a = v[i], b = v[i + half];
-        float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
-        if (products) {
-          ac = RoundBf16(ac);
-          bs = RoundBf16(bs);
-          bc = RoundBf16(bc);
-          as = RoundBf16(as);
-        }
-        float y0 = ac - bs, y1 = bc + as;
-        if (round == Round::kBf16) {
-          y0 = RoundBf16(y0);
-          y1 = RoundBf16(y1);
-        }
-        v[i] = y0;
-        v[i + half] = y1;
+        RotatePair(v, i, half, c[i], s[i], round == Round::kBf16, products);
       }
     }
   }

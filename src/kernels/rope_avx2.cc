@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/ops_avx2.h"
+#include "kernels/rope_pair.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
@@ -38,23 +39,7 @@ void RopeNeoxAvx2(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
         _mm256_storeu_ps(v + i, y0);
         _mm256_storeu_ps(v + i + half, y1);
       }
-      for (; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
-        if (round_products) {
-          ac = RoundBf16(ac);
-          bs = RoundBf16(bs);
-          bc = RoundBf16(bc);
-          as = RoundBf16(as);
-        }
-        float y0 = ac - bs, y1 = bc + as;
-        if (rb) {
-          y0 = RoundBf16(y0);
-          y1 = RoundBf16(y1);
-        }
-        v[i] = y0;
-        v[i + half] = y1;
-      }
+      for (; i < half; ++i) RotatePair(v, i, half, c[i], s[i], rb, round_products);
     }
   }
 }
