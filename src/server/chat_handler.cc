@@ -46,6 +46,7 @@ struct ChatJob {
   std::string reasoning_parser;     // "" for none
   bool opens_in_reasoning = false;  // the prompt ends inside an open <think>
   bool include_reasoning = true;    // false: the parsed reasoning is left out of the reply
+  ReasoningMarkerIds reasoning_ids;  // the parser's markers' ids (reasoning_tokens)
   bool responses = false;    // run for the Responses API (ChatApi::kResponses)
   bool parse_tools = false;  // tool_choice "auto" with --enable-auto-tool-choice and tools
   bool parallel_tool_calls = true;  // false: a reply's first call only
@@ -53,6 +54,24 @@ struct ChatJob {
   std::optional<ForcedToolChoice> forced;  // tool_choice "required" or a named function
   Clock::time_point arrival;
 };
+
+// vLLM's include_reasoning false with a parser: the reasoning is left out, and with it the
+// logprobs and token_ids, whose tokens would show it (suppress_metadata).
+bool HidesReasoningMetadata(const ChatJob& job) {
+  return !job.include_reasoning && !job.reasoning_parser.empty();
+}
+
+// usage.completion_tokens_details with a reasoning parser (recent vLLM): the choices' reasoning
+// tokens, summed. Usage without a parser is left as it is.
+void AddReasoningTokens(const ChatJob& job, const std::vector<std::vector<int32_t>>& token_ids,
+                        Json* usage) {
+  if (job.reasoning_parser.empty()) return;
+  int64_t n = 0;
+  for (const auto& ids : token_ids) {
+    n += CountReasoningTokens(ids, job.reasoning_ids, job.opens_in_reasoning);
+  }
+  (*usage)["completion_tokens_details"] = {{"reasoning_tokens", n}};
+}
 
 Json ChunkBase(const ChatJob& job) {
   return ResponseHead(job.id, "chat.completion.chunk", job.created, job.model);
@@ -196,6 +215,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
   std::vector<EscapedNewlineNormalizer> content_norms(job.sampling.n);
   std::vector<std::string> forced_text(job.sampling.n);  // forced calls: content held back
   std::vector<int> forced_calls(job.sampling.n, 0);
+  std::vector<std::vector<int32_t>> generated(job.sampling.n);  // each choice's ids so far
+  const bool hide_metadata = HidesReasoningMetadata(job);
   uint64_t id_state = std::hash<std::string>{}(job.id);
   ChoiceUpdate u;
   while (run.Next(&u)) {
@@ -210,6 +231,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
       return;
     }
     bool ok = true;
+    generated[u.index].insert(generated[u.index].end(), u.token_ids.begin(), u.token_ids.end());
     Json delta = DeltaJson(parsers[u.index].get(), u, job.include_reasoning);
     ToolCallParser* tools = tool_parsers[u.index].get();
     ParseToolDelta(tools, u.finished, &delta);
@@ -276,9 +298,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
         return;
       }
     }
-    const bool with_logprobs = job.want_logprobs && !u.logprobs.empty();
+    const bool with_logprobs = job.want_logprobs && !u.logprobs.empty() && !hide_metadata;
     // With return_token_ids vLLM sends every step's ids, even when the parsers hold its text.
-    const bool with_ids = job.return_token_ids && !u.token_ids.empty();
+    const bool with_ids = job.return_token_ids && !u.token_ids.empty() && !hide_metadata;
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it (its
     // delta's content "" when it brings no text).
     if (!delta.empty() || with_logprobs || u.finished || with_ids) {
@@ -301,7 +323,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
       Json chunk = Chunk(job, u.index, std::move(delta), lp, std::move(finish),
                          std::move(stop_reason), u.finished);
       // vLLM sets token_ids on every chunk after the first: the step's ids, or null.
-      chunk["choices"][0]["token_ids"] = job.return_token_ids ? Json(u.token_ids) : Json(nullptr);
+      chunk["choices"][0]["token_ids"] = with_ids ? Json(u.token_ids) : Json(nullptr);
       ok = emit(std::move(chunk), u.index);
     }
     if (!ok) {
@@ -315,6 +337,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     c["usage"] = StreamUsageJson(UsageJson(static_cast<int64_t>(job.prompt.size()),
                                            run.completion_tokens(),
                                            job.cached_tokens_details ? run.cached_tokens() : 0));
+    AddReasoningTokens(job, generated, &c["usage"]);
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -387,11 +410,10 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
       ReasoningDelta d = parser->Feed(outs[i].text, true);
       Json reasoning =
           d.reasoning.empty() || !job.include_reasoning ? Json(nullptr) : Json(d.reasoning);
-      // With echo, vLLM's content is the echoed text plus the reply's: a string, even if empty.
+      // None when the parser finds no content (vLLM); with echo, vLLM's content is the echoed
+      // text plus the reply's: a string, even if empty.
       const bool no_content = d.content.empty() && !job.echo;
-      message["content"] = no_content && parser->saw_reasoning()
-                               ? Json(nullptr)
-                               : Json(job.echo_prefix + d.content);
+      message["content"] = no_content ? Json(nullptr) : Json(job.echo_prefix + d.content);
       message["reasoning"] = reasoning;
       message["reasoning_content"] = reasoning;
     } else {
@@ -436,17 +458,24 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     Json choice;
     choice["index"] = i;
     choice["message"] = std::move(message);
-    choice["logprobs"] =
-        job.want_logprobs ? Json{{"content", std::move(outs[i].logprobs)}} : Json(nullptr);
+    const bool hide_metadata = HidesReasoningMetadata(job);
+    choice["logprobs"] = job.want_logprobs && !hide_metadata
+                             ? Json{{"content", std::move(outs[i].logprobs)}}
+                             : Json(nullptr);
     choice["finish_reason"] = outs[i].finish_reason;
     choice["stop_reason"] = outs[i].stop_reason;
-    if (job.return_token_ids) choice["token_ids"] = outs[i].token_ids;
+    if (job.return_token_ids) {
+      choice["token_ids"] = hide_metadata ? Json(nullptr) : Json(outs[i].token_ids);
+    }
     choices.push_back(std::move(choice));
   }
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
                             std::move(choices), static_cast<int64_t>(job.prompt.size()),
                             run.completion_tokens(),
                             job.cached_tokens_details ? run.cached_tokens() : 0);
+  std::vector<std::vector<int32_t>> generated;
+  for (Out& o : outs) generated.push_back(std::move(o.token_ids));
+  AddReasoningTokens(job, generated, &r["usage"]);
   r["prompt_logprobs"] = std::move(prompt_logprobs);
   if (job.return_token_ids) r["prompt_token_ids"] = job.prompt;
   return HttpReply::Json(r);
@@ -464,6 +493,13 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (!req.ok()) return HttpReply::Error(req.status());
   LogIgnoredFields(ignored);
   if (Status s = ctx.CheckModel(req->sampling.model); !s.ok()) return HttpReply::Error(s);
+  ReasoningMarkerIds reasoning_ids;
+  if (!ctx.reasoning_parser.empty()) {
+    reasoning_ids = FindReasoningMarkerIds(ctx.reasoning_parser, *ctx.tokenizer);
+    if (Status s = CheckReasoningMarkerIds(ctx.reasoning_parser, reasoning_ids); !s.ok()) {
+      return HttpReply::Error(s);
+    }
+  }
   // What vllm serve answers: "auto" needs a tool-call parser (its Responses API renders the
   // tools without one and answers in text).
   if (req->tool_choice == protocol::ToolChoice::kAuto && ctx.tool_call_parser.empty() &&
@@ -553,6 +589,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   job->opens_in_reasoning =
       OutputStartsInReasoning(ctx.reasoning_parser, *text, ThinkingDisabled(ctx, req->chat));
   job->include_reasoning = req->include_reasoning;
+  job->reasoning_ids = reasoning_ids;
   job->forced = std::move(forced);
   if (auto schema = job->forced ? job->forced->schema() : req->sampling.structured) {
     job->sampling.constraint = ctx.MakeConstraint(

@@ -1092,6 +1092,86 @@ TEST_F(ReasoningHandlersTest, IncludeReasoningFalseLeavesItOut) {
   EXPECT_EQ(content, "\n\nIt is 4.");
 }
 
+// With include_reasoning false vLLM suppresses the logprobs and token_ids as well: their tokens
+// would show the reasoning left out (suppress_metadata, hide_stream_metadata). Chunks that
+// bring nothing else are not sent.
+TEST_F(ReasoningHandlersTest, IncludeReasoningFalseHidesLogprobsAndTokenIds) {
+  Json body = Json::parse(Body(true, false));
+  body["include_reasoning"] = false;
+  body["logprobs"] = true;
+  body["return_token_ids"] = true;
+  Json r = Chat(body.dump());
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null()) << r.dump();
+  EXPECT_TRUE(r["choices"][0]["token_ids"].is_null()) << r.dump();
+  body["stream"] = true;
+  bool done = false;
+  int chunks = 0;
+  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, body.dump(), Clock::now())), &done)) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const Json& c = e["choices"][0];
+    EXPECT_TRUE(c["logprobs"].is_null()) << c.dump();
+    EXPECT_TRUE(!c.contains("token_ids") || c["token_ids"].is_null()) << c.dump();
+    ++chunks;
+  }
+  EXPECT_TRUE(done);
+  // The role chunk and the content's chunks ("\n\nIt is 4." and the finishing one), none for
+  // the hidden reasoning's tokens.
+  EXPECT_LT(chunks, static_cast<int>(engine_.script.size()) / 2);
+  body["include_reasoning"] = true;  // shown reasoning: its metadata is shown too
+  body["stream"] = false;
+  r = Chat(body.dump());
+  EXPECT_EQ(r["choices"][0]["token_ids"].size(), engine_.script.size() + 1) << r.dump();
+  EXPECT_EQ(r["choices"][0]["logprobs"]["content"].size(), engine_.script.size() + 1);
+}
+
+// usage.completion_tokens_details.reasoning_tokens with a reasoning parser (recent vLLM's
+// count_reasoning_tokens): the ids up to the first </think> when the reply starts in thinking,
+// none when it does not (no <think> generated); plain and in the stream's usage chunk.
+TEST_F(ReasoningHandlersTest, UsageCountsReasoningTokens) {
+  const std::vector<int32_t> thinking = tok_->Encode("Two plus two.\\nSo 4.\n", false);
+  Json r = Chat(Body(true, false));
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"], thinking.size())
+      << r.dump();
+  r = Chat(Body(false, false));
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"], 0) << r.dump();
+  Json body = Json::parse(Body(true, true));
+  body["n"] = 2;
+  body["stream_options"] = {{"include_usage", true}};
+  bool done = false;
+  Json usage;
+  for (const Json& e : Events(Drain(HandleChatCompletions(ctx_, body.dump(), Clock::now())), &done)) {
+    if (e.contains("usage") && e["usage"].is_object()) usage = e["usage"];
+  }
+  EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], 2 * thinking.size())
+      << usage.dump();
+  ctx_.reasoning_parser.clear();
+  r = Chat(Body(true, false));
+  EXPECT_FALSE(r["usage"].contains("completion_tokens_details")) << r.dump();
+}
+
+// vLLM's qwen3 and deepseek_r1 parsers are made from the markers' token ids: a tokenizer
+// without them (MiniCPM4's) makes every chat request vLLM's 400; minicpmv reads text.
+TEST_F(HandlersTest, ThinkParsersNeedTheMarkersAsTokens) {
+  ASSERT_FALSE(tok_->TokenToId("</think>").has_value());
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":2})";
+  ctx_.reasoning_parser = "deepseek_r1";
+  int status = 0;
+  Json r = Chat(body, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"],
+            "DeepSeekR1ReasoningParser reasoning parser could not locate think start/end "
+            "tokens in the tokenizer!");
+  ctx_.reasoning_parser = "qwen3";
+  r = Chat(body, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("Qwen3ReasoningParser"),
+            std::string::npos);
+  ctx_.reasoning_parser = "minicpmv";
+  r = Chat(body, &status);
+  EXPECT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
+}
+
 // thinking_token_budget reaches the engine with the parser's markers as this tokenizer's ids,
 // from chat and completions alike; without a reasoning parser it is dropped (vLLM's processor
 // is off then), and a negative one is a 400.
@@ -1163,6 +1243,15 @@ TEST_F(ReasoningHandlersTest, CutOffWhileThinkingHasNoContent) {
                                                               engine_.script.begin() + 3),
                                          true));
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+}
+
+// An empty reply with a parser: content null, as vLLM's parsers leave it (the parsed content
+// is None), not "".
+TEST_F(ReasoningHandlersTest, EmptyReplyHasNullContent) {
+  engine_.script.clear();  // the first token is <|im_end|>
+  Json r = Chat(Body(false, false));
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_null()) << r.dump();
+  EXPECT_TRUE(r["choices"][0]["message"]["reasoning"].is_null());
 }
 
 TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {

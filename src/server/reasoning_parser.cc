@@ -241,6 +241,41 @@ ReasoningMarkers ReasoningParserMarkers(const std::string& name) {
   return {kThinkStart, kThinkEnd};
 }
 
+ReasoningMarkerIds FindReasoningMarkerIds(const std::string& name, const Tokenizer& tokenizer) {
+  const ReasoningMarkers markers = ReasoningParserMarkers(name);
+  return {tokenizer.TokenToId(markers.start), tokenizer.TokenToId(markers.end)};
+}
+
+Status CheckReasoningMarkerIds(const std::string& name, const ReasoningMarkerIds& ids) {
+  if (ids.start && ids.end) return OkStatus();
+  const char* cls = name == "qwen3"         ? "Qwen3ReasoningParser"
+                    : name == "deepseek_r1" ? "DeepSeekR1ReasoningParser"
+                                            : nullptr;
+  if (!cls) return OkStatus();  // minicpmv reads text
+  return InvalidArgument(std::string(cls) +
+                         " reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!");
+}
+
+int64_t CountReasoningTokens(std::span<const int32_t> token_ids, const ReasoningMarkerIds& ids,
+                             bool starts_in_reasoning) {
+  const auto find = [&](const std::optional<int32_t>& id) -> std::optional<size_t> {
+    if (!id) return std::nullopt;
+    for (size_t i = 0; i < token_ids.size(); ++i) {
+      if (token_ids[i] == *id) return i;
+    }
+    return std::nullopt;
+  };
+  size_t begin = 0;
+  if (auto start = find(ids.start)) {
+    begin = *start + 1;
+  } else if (!starts_in_reasoning) {
+    return 0;
+  }
+  const size_t end = find(ids.end).value_or(token_ids.size());
+  return end > begin ? static_cast<int64_t>(end - begin) : 0;
+}
+
 std::unique_ptr<ReasoningParser> MakeReasoningParser(const std::string& name,
                                                      bool opens_in_reasoning,
                                                      bool recover_content_newlines) {

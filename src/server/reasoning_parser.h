@@ -20,12 +20,16 @@
 // and a template that opens <think> by default (the Thinking checkpoint) is handled too.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cpm {
 
@@ -58,6 +62,23 @@ struct ReasoningMarkers {
   std::string_view start, end;
 };
 ReasoningMarkers ReasoningParserMarkers(const std::string& name);
+
+// The token ids of parser `name`'s markers, where the vocabulary has each as one token.
+struct ReasoningMarkerIds {
+  std::optional<int32_t> start, end;
+};
+ReasoningMarkerIds FindReasoningMarkerIds(const std::string& name, const Tokenizer& tokenizer);
+// vLLM's qwen3 and deepseek_r1 parsers work on the markers' token ids and cannot be made for a
+// tokenizer without them (BaseThinkingReasoningParser's RuntimeError, answered as a 400): that
+// error for those parsers when `ids` lacks one, else OK.
+Status CheckReasoningMarkerIds(const std::string& name, const ReasoningMarkerIds& ids);
+
+// usage.completion_tokens_details.reasoning_tokens for one choice, counted on its token ids as
+// vLLM's BaseThinkingReasoningParser.count_reasoning_tokens counts them: from after the first
+// start marker (or from the first token when the output starts in reasoning, else none) to the
+// first end marker (or the end).
+int64_t CountReasoningTokens(std::span<const int32_t> token_ids, const ReasoningMarkerIds& ids,
+                             bool starts_in_reasoning);
 
 // A fresh parser for one choice. `opens_in_reasoning`: see OutputStartsInReasoning.
 // `recover_content_newlines` false leaves the content as generated where the parser would turn

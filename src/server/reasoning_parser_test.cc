@@ -206,6 +206,24 @@ TEST(ReasoningParser, WhereEachParserStarts) {
   EXPECT_TRUE(OutputStartsInReasoning("deepseek_r1", plain, true));
 }
 
+// vLLM's count_reasoning_tokens: from after the first start marker (or from the first id when
+// the output starts in reasoning) to the first end marker; nothing when neither applies.
+TEST(ReasoningParser, CountReasoningTokens) {
+  const ReasoningMarkerIds ids{7, 8};
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(CountReasoningTokens(V{1, 2, 8, 3}, ids, true), 2);
+  EXPECT_EQ(CountReasoningTokens(V{1, 2, 8, 3}, ids, false), 0);
+  EXPECT_EQ(CountReasoningTokens(V{1, 7, 2, 3, 8, 4}, ids, false), 2);
+  EXPECT_EQ(CountReasoningTokens(V{7, 2, 3}, ids, false), 2);    // cut off while thinking
+  EXPECT_EQ(CountReasoningTokens(V{1, 2, 3}, ids, true), 3);
+  EXPECT_EQ(CountReasoningTokens(V{8, 7, 1}, ids, true), 0);     // the end before the start
+  EXPECT_EQ(CountReasoningTokens(V{}, ids, true), 0);
+  EXPECT_EQ(CountReasoningTokens(V{1, 2}, ReasoningMarkerIds{}, true), 2);
+  EXPECT_TRUE(CheckReasoningMarkerIds("deepseek_r1", ids).ok());
+  EXPECT_FALSE(CheckReasoningMarkerIds("deepseek_r1", ReasoningMarkerIds{7, std::nullopt}).ok());
+  EXPECT_TRUE(CheckReasoningMarkerIds("minicpmv", ReasoningMarkerIds{}).ok());
+}
+
 TEST(ReasoningParser, Names) {
   EXPECT_TRUE(ValidateReasoningParserName("minicpmv").ok());
   EXPECT_TRUE(ValidateReasoningParserName("qwen3").ok());

@@ -387,6 +387,10 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   if (!ctx.reasoning_parser.empty()) {
     CPM_LOG_INFO("Reasoning parser: {}{}", ctx.reasoning_parser,
                  c.reasoning_parser.empty() ? " (the model's default)" : "");
+    const ReasoningMarkerIds ids = FindReasoningMarkerIds(ctx.reasoning_parser, *ctx.tokenizer);
+    if (Status s = CheckReasoningMarkerIds(ctx.reasoning_parser, ids); !s.ok()) {
+      CPM_LOG_WARN("{}: every chat request will be refused with it (as vLLM's are)", s.message());
+    }
   }
   // Validated with the rest of the config.
   if (const auto so = ParseStructuredOutputsConfig(c.structured_outputs_config_json); so.ok()) {

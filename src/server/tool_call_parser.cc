@@ -126,10 +126,11 @@ std::string ToolCallId(uint64_t* state, const char* prefix, int hex_digits) {
 }
 
 Status ValidateToolCallParserName(const std::string& name) {
-  if (name == "qwen3_coder" || name == "qwen3_xml") return OkStatus();
+  // vLLM's "minicpmv" parser reads the same Qwen3-Coder XML (MiniCPMVEngineToolParser).
+  if (name == "qwen3_coder" || name == "qwen3_xml" || name == "minicpmv") return OkStatus();
   return InvalidArgument("unknown tool call parser '" + name +
-                         "': cpmserve has qwen3_coder (and qwen3_xml, the same format), which "
-                         "MiniCPM-V-4.6's chat template writes");
+                         "': cpmserve has qwen3_coder (and qwen3_xml and minicpmv, the same "
+                         "format), which MiniCPM-V-4.6's chat template writes");
 }
 
 ToolCallParser::ToolCallParser(Json tools, uint64_t id_seed, bool stream_text_after_calls)

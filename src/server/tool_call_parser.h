@@ -19,7 +19,8 @@
 
 namespace cpm {
 
-// The names --tool-call-parser takes (vLLM's qwen3_coder, and qwen3_xml for the same format).
+// The names --tool-call-parser takes (vLLM's qwen3_coder, and qwen3_xml and minicpmv for the same
+// format).
 Status ValidateToolCallParserName(const std::string& name);
 
 struct ToolCall {

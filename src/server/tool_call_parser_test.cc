@@ -182,6 +182,7 @@ TEST(ToolCallParser, StreamsHoldBackOnlyWhatMayStartACall) {
 TEST(ToolCallParser, ParserNames) {
   EXPECT_TRUE(ValidateToolCallParserName("qwen3_coder").ok());
   EXPECT_TRUE(ValidateToolCallParserName("qwen3_xml").ok());
+  EXPECT_TRUE(ValidateToolCallParserName("minicpmv").ok());  // vLLM's MiniCPMVEngineToolParser
   EXPECT_FALSE(ValidateToolCallParserName("hermes").ok());
 }
 
