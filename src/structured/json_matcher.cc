@@ -11,7 +11,7 @@ namespace cpm::structured {
 
 enum class Matcher::Phase : uint8_t {
   kRoot,       // bottom frame, its value not yet complete
-  kRootDone,   // bottom frame after the value: trailing whitespace only
+  kRootDone,   // bottom frame after the value: no byte more (xgrammar's root rule ends there)
   kValue,      // before a value of `node`: whitespace, then its first byte
   kObjOpen,    // after '{'
   kObjKey,     // in a declared key: `aux` bytes matched, `candidates` still possible
@@ -587,6 +587,21 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
 namespace {
 
 // A grammar stack's frames as bytes, to tell readings apart.
+// Every field of every frame: stacks with equal keys take the same bytes from here on.
+std::string StackKey(const Stack& s) {
+  std::string key;
+  key.reserve(s.size() * 40);
+  for (const Frame& f : s) {
+    const uintptr_t ptrs[2] = {reinterpret_cast<uintptr_t>(f.node),
+                               reinterpret_cast<uintptr_t>(f.literal)};
+    const int32_t v[5] = {static_cast<int32_t>(f.phase), f.ws, f.count, f.aux, f.state};
+    key.append(reinterpret_cast<const char*>(ptrs), sizeof ptrs);
+    key.append(reinterpret_cast<const char*>(v), sizeof v);
+    key.append(reinterpret_cast<const char*>(&f.candidates), sizeof f.candidates);
+  }
+  return key;
+}
+
 std::string RuleKey(const Stack& s) {
   std::string key;
   for (size_t i = 1; i < s.size(); ++i) {
@@ -595,8 +610,6 @@ std::string RuleKey(const Stack& s) {
   }
   return key;
 }
-
-bool IsRuleStack(const Stack& s) { return s.size() >= 2 && s.back().phase == Phase::kRule; }
 
 }  // namespace
 
@@ -654,12 +667,15 @@ void Matcher::StepRule(Stack s, uint8_t c, std::vector<Stack>* out) const {
 bool Matcher::Step(uint8_t c) {
   std::vector<Stack> next;
   for (Stack& s : stacks_) StepStack(s, c, &next);
-  if (!next.empty() && IsRuleStack(next[0])) {
-    // A grammar's readings often meet again (two ways to the same calls and states): one each.
+  if (next.size() > 1) {
+    // Readings often meet again: a grammar's two ways to the same calls and states, or two
+    // anyOf options that took the same bytes and were popped back to the same parent (each
+    // array item would double them). Equal stacks read on alike: one each, before the bound,
+    // which must only ever drop readings that differ.
     std::set<std::string> seen;
     std::vector<Stack> unique;
     for (Stack& s : next) {
-      if (seen.insert(RuleKey(s)).second) unique.push_back(std::move(s));
+      if (seen.insert(StackKey(s)).second) unique.push_back(std::move(s));
     }
     next = std::move(unique);
   }

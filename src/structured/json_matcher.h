@@ -52,8 +52,10 @@ class Matcher {
     uint8_t ws = 0;                  // whitespace bytes in a row before this byte, or
                                      // kSpaceDue
     int32_t count = 0;               // object: next property; array: items; string: chars;
-                                     // literal: bytes matched; declared key: bytes matched
-    int32_t aux = 0;                 // \u hex digits; object: the chosen property (-1: other)
+                                     // literal: bytes matched; grammar rule: its index
+    int32_t aux = 0;                 // \u hex digits; UTF-8 bytes still to come; declared
+                                     // key: its bytes matched; object: the chosen property
+                                     // (-1: other); grammar rule: 1 after a text byte 0xED
     int32_t state = 0;               // regex, or a string or number with a pattern: the
                                      // automaton's state
     uint64_t candidates = 0;         // declared key: properties whose name it may still be;

@@ -208,6 +208,25 @@ TEST(JsonMatcher, LiteralsAlternativesAndReferences) {
   EXPECT_FALSE(Matches(self, "{}"));
 }
 
+// Two anyOf options that read an item alike meet again once it ends: one reading each, or
+// every item would double them until the bound dropped the other alternative's readings (here
+// the 12-item arrays).
+TEST(JsonMatcher, ReadingsThatMeetAgainAreMerged) {
+  const auto s = Compile(R"({"anyOf": [
+    {"type": "array", "minItems": 10, "maxItems": 10,
+     "items": {"anyOf": [{"type": "integer"}, {"type": "integer", "maxLength": 5}]}},
+    {"type": "array", "minItems": 12, "items": {"type": "integer"}}]})");
+  std::string ten = "[1", twelve;
+  for (int i = 1; i < 10; ++i) ten += ", 1";
+  twelve = ten + ", 1, 1]";
+  ten += "]";
+  EXPECT_TRUE(Matches(s, ten));
+  EXPECT_TRUE(Matches(s, twelve));
+  std::string many = "[1";
+  for (int i = 1; i < 40; ++i) many += ", 1";
+  EXPECT_TRUE(Matches(s, many + "]"));
+}
+
 TEST(JsonMatcher, NumbersStringsChoiceAndWhitespace) {
   const auto num = Compile(R"({"type": "number"})");
   for (const char* ok : {"0", "-12", "0.5e+3", "1E9", "3.25"}) EXPECT_TRUE(Matches(num, ok)) << ok;
