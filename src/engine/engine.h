@@ -57,6 +57,9 @@ struct EngineRequest {
   std::vector<int32_t> eos_token_ids;   // finish with "stop" unless ignore_eos
   bool ignore_eos = false;
   int64_t priority = 0;                 // with EngineConfig::priority_policy: lower runs first
+  // Mixed into the prompt's first block hash (so into every later one): requests share cached
+  // prefix blocks only when their salts are equal (vLLM's cache_salt); "" for none.
+  std::string cache_salt;
   int32_t logprobs = -1;                // -1: none; k >= 0: chosen token + top-k per step
   // -1: none; k >= 0: the logprob, rank and top-k of every prompt token after the first (vLLM's
   // prompt_logprobs). Such a request never reads the prefix cache (as in vLLM: cached tokens

@@ -14,11 +14,14 @@ KvCacheManager::KvCacheManager(BlockPool& pool, int64_t block_size, bool enable_
       hash_key_(hash_key) {}
 
 uint64_t KvCacheManager::ExtraKey(const RequestState& r, int64_t i) const {
+  // vLLM salts block 0 only: the chain carries it into every later block's hash.
+  uint64_t key = i == 0 && !r.req.cache_salt.empty()
+                     ? HashBytes(r.req.cache_salt.data(), r.req.cache_salt.size(), 0x5a17)
+                     : 0;
   const std::vector<int64_t>& rows = r.req.embed_rows;
-  if (rows.empty()) return 0;
+  if (rows.empty()) return key;
   const int64_t hidden = static_cast<int64_t>(r.req.embeds.size() / rows.size());
   const int64_t begin = i * block_size_, end = begin + block_size_;
-  uint64_t key = 0;
   for (size_t j = 0; j < rows.size(); ++j) {
     if (rows[j] < begin || rows[j] >= end) continue;
     // Position within the block and the embedding values: equal keys mean equal inputs.
@@ -41,7 +44,7 @@ void KvCacheManager::EnsureHashes(RequestState& r, int64_t num_blocks) {
 
 ComputedBlocks KvCacheManager::GetComputedBlocks(RequestState& r) {
   ComputedBlocks hit;
-  if (!enable_prefix_caching_ || r.req.prompt_logprobs >= 0) return hit;
+  if (!ReadsPrefixCache(r)) return hit;
   // vLLM: a full hit would leave nothing to compute, and the last token's logits are needed.
   const int64_t max_blocks = (r.num_tokens() - 1) / block_size_;
   EnsureHashes(r, max_blocks);

@@ -28,9 +28,14 @@ class KvCacheManager {
   int64_t block_size() const { return block_size_; }
   BlockPool& pool() { return pool_; }
 
+  // Whether `r` looks its prompt up in the prefix cache: caching is on and it asks for no
+  // prompt_logprobs (cached tokens would have none).
+  bool ReadsPrefixCache(const RequestState& r) const {
+    return enable_prefix_caching_ && r.req.prompt_logprobs < 0;
+  }
   // The longest run of cached full blocks from the start of `r`'s tokens, leaving at least
-  // the last token to compute (its logits are needed even on a full hit). Empty when prefix
-  // caching is off. Computes `r.block_hashes` as needed.
+  // the last token to compute (its logits are needed even on a full hit). Empty unless
+  // ReadsPrefixCache(r). Computes `r.block_hashes` as needed.
   ComputedBlocks GetComputedBlocks(RequestState& r);
 
   // Makes `r.blocks` cover `r.num_computed + hit.num_tokens + num_new_tokens` tokens, taking
@@ -48,7 +53,8 @@ class KvCacheManager {
  private:
   // Extends r.block_hashes to cover its first `num_blocks` full blocks.
   void EnsureHashes(RequestState& r, int64_t num_blocks);
-  // The identity of the multimodal embeddings placed in block `i` of `r` (0 when none).
+  // The identity of what block `i` of `r` holds besides its tokens: the multimodal embeddings
+  // placed in it, and for block 0 the request's cache_salt (0 when none).
   uint64_t ExtraKey(const RequestState& r, int64_t i) const;
 
   BlockPool& pool_;

@@ -229,10 +229,13 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
     }
     if (r->num_cached_tokens < 0) {
       // Counted once per request, at its first admission (recomputes after preemption are
-      // not new queries).
+      // not new queries), and only where the cache was looked up (vLLM: a request that skips
+      // the lookup is no query).
       r->num_cached_tokens = hit.num_tokens;
-      prefix_cache_queries_ += r->num_tokens();
-      prefix_cache_hits_ += hit.num_tokens;
+      if (kv_.ReadsPrefixCache(*r)) {
+        prefix_cache_queries_ += r->num_tokens();
+        prefix_cache_hits_ += hit.num_tokens;
+      }
     }
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     r->status = RequestStatus::kRunning;

@@ -271,6 +271,47 @@ TEST_F(SchedulerTest, PrefixHitCountsAndSharedBlocks) {
   EXPECT_EQ(sched_->prefix_cache_hits(), 8);
 }
 
+// vLLM's cache_salt: equal prompts share cached blocks only under equal salts (the salt is in
+// block 0's hash, and the chain carries it on).
+TEST_F(SchedulerTest, CacheSaltSeparatesPrefixes) {
+  Init(40, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100});
+  const auto run = [&](const std::string& id, const std::string& salt) {
+    auto r = std::make_unique<RequestState>();
+    r->req.request_id = id;
+    r->req.max_tokens = 1;
+    r->req.cache_salt = salt;
+    r->seq_no = next_seq_no_++;
+    r->tokens.assign(10, 5);
+    r->num_prompt_tokens = 10;
+    RequestState* p = r.get();
+    sched_->Add(std::move(r));
+    Step();
+    return p->num_cached_tokens;
+  };
+  EXPECT_EQ(run("a", "tenant-1"), 0);
+  EXPECT_EQ(run("b", "tenant-1"), 8);
+  EXPECT_EQ(run("c", "tenant-2"), 0);
+  EXPECT_EQ(run("d", ""), 0);
+  EXPECT_EQ(run("e", ""), 8);
+  EXPECT_EQ(run("f", "tenant-2"), 8);
+}
+
+// Requests that skip the lookup (prompt_logprobs, or caching off) are no prefix-cache queries.
+TEST_F(SchedulerTest, OnlyLookupsArePrefixCacheQueries) {
+  Init(40, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100});
+  RequestState* a = Add("a", 10, 1);
+  a->req.prompt_logprobs = 0;
+  Step();
+  EXPECT_EQ(sched_->prefix_cache_queries(), 0);
+  Add("b", 10, 1);
+  Step();
+  EXPECT_EQ(sched_->prefix_cache_queries(), 10);
+  Init(40, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100}, /*prefix=*/false);
+  Add("c", 10, 1);
+  Step();
+  EXPECT_EQ(sched_->prefix_cache_queries(), 0);
+}
+
 TEST_F(SchedulerTest, CheckFitsRejectsRequestsLargerThanTheCache) {
   Init(4, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100, .max_model_len = 100});
   RequestState r;

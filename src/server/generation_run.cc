@@ -92,6 +92,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     SplitEosIds(eos_ids, sampling, &r);
     r.ignore_eos = sampling.ignore_eos;
     r.priority = sampling.priority;
+    r.cache_salt = sampling.cache_salt;
     r.logprobs = sampling.logprobs;
     r.prompt_logprobs = sampling.prompt_logprobs;
     r.constraint = sampling.constraint;

@@ -429,6 +429,30 @@ TEST_F(HandlersTest, LogprobTokensAsTokenIdsByDefaultOrRequest) {
   ctx_.return_tokens_as_token_ids = false;
 }
 
+// vLLM's cache_salt reaches the engine (which mixes it into the prefix-cache hashes); an empty
+// or non-string one is vLLM's 400, null is none.
+TEST_F(HandlersTest, CacheSaltReachesTheEngineOrIsRefused) {
+  int status = 0;
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"cache_salt":"s3cret"})", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(engine_.submitted.back().cache_salt, "s3cret");
+  HttpReply r = HandleCompletions(ctx_, R"({"prompt":"Hi","cache_salt":"t"})", Clock::now());
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(engine_.submitted.back().cache_salt, "t");
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"cache_salt":null})", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(engine_.submitted.back().cache_salt, "");
+  for (const char* bad : {R"("")", "1"}) {
+    const Json e = Chat(std::string(R"({"messages":[{"role":"user","content":"Hi"}],"cache_salt":)") +
+                            bad + "}",
+                        &status);
+    EXPECT_EQ(status, 400) << bad;
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(
+                  "Parameter 'cache_salt' must be a non-empty string if provided."),
+              std::string::npos);
+  }
+}
+
 TEST_F(HandlersTest, ChatErrors) {
   int status = 0;
   Json e = Chat("{not json", &status);

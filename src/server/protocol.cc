@@ -82,6 +82,18 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   CPM_TRY(r.Bool("stream", &f->stream));
   CPM_TRY(ParseStreamOptions(r, f));
   CPM_TRY(r.Int("priority", &f->priority));
+  std::optional<Json> salt;
+  CPM_TRY(r.Any("cache_salt", &salt));
+  if (salt && !salt->is_null()) {
+    // vLLM's check_cache_salt_support (a pydantic model validator).
+    if (!salt->is_string() || salt->get<std::string>().empty()) {
+      return InvalidArgument(
+                 "1 validation error: Value error, Parameter 'cache_salt' must be a non-empty "
+                 "string if provided.")
+          .WithParam("cache_salt");
+    }
+    f->cache_salt = salt->get<std::string>();
+  }
   // Accepted and without effect here: OpenAI bookkeeping fields.
   r.Known("user");
   CPM_TRY(r.OptString("request_id", &f->request_id));

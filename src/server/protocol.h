@@ -59,8 +59,11 @@ struct SamplingFields {
   std::optional<bool> return_tokens_as_token_ids;
   // vLLM extra: generated tokens a thinking section may hold before its end is forced.
   std::optional<int64_t> thinking_token_budget;
-  int64_t priority = 0;
-  std::optional<std::string> request_id;  // vLLM's: the response id's part after "chatcmpl-"  // vLLM's; only 0 is served (first-come-first-served scheduling)
+  int64_t priority = 0;  // vLLM's: lower runs first under --scheduling-policy priority
+  std::optional<std::string> request_id;  // vLLM's: the response id's part after "chatcmpl-"
+  // vLLM extra: salts the prompt's prefix-cache hashes, so that only requests with the same
+  // salt share cached blocks (tenants cannot time each other's prompts); "" for none.
+  std::string cache_salt;
   // vLLM extras: beam search of width n instead of sampling (server/beam_search.h), its
   // length penalty.
   bool use_beam_search = false;

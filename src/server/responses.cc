@@ -244,7 +244,8 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   static const char* const kSame[] = {
       "model", "temperature", "top_p", "parallel_tool_calls", "top_k", "min_p", "seed", "stop",
       "repetition_penalty", "presence_penalty", "frequency_penalty", "ignore_eos", "min_tokens",
-      "logit_bias", "chat_template_kwargs", "structured_outputs", "priority"};
+      "logit_bias", "chat_template_kwargs", "structured_outputs", "priority",
+      "cache_salt"};
   // Read below, echoed in the reply, or meaningless without storage.
   static const char* const kOthers[] = {"store", "metadata", "user", "truncation", "reasoning",
                                         "include", "service_tier", "input", "tools",

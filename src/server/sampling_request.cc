@@ -240,6 +240,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   }
   if (f.thinking_token_budget != -1) r.thinking_token_budget = f.thinking_token_budget;
   r.priority = f.priority;
+  r.cache_salt = f.cache_salt;
   r.beam_search = f.use_beam_search;
   r.length_penalty = static_cast<float>(f.length_penalty.value_or(1.0));
   // A beam search expands each beam by its 2·n likeliest tokens: vLLM asks for that many

@@ -55,6 +55,7 @@ struct ResolvedSampling {
   bool beam_search = false;
   float length_penalty = 1.0f;
   int64_t priority = 0;  // lower runs first under --scheduling-policy priority (checked there)
+  std::string cache_salt;  // protocol::SamplingFields::cache_salt
 };
 
 // `logprobs`: -1 for none, else the number of top log-probs wanted (checked here against
