@@ -59,6 +59,7 @@ GenerationRun::~GenerationRun() { CancelAll(); }
 void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
                           const std::vector<int32_t>& eos_ids, const RequestLogOptions& log) {
   if (log.enabled) LogPrompts(plans, sampling, log.max_len);
+  log_requests_ = log.enabled;
   sampling_ = sampling;
   choices_.reserve(plans.size());
   for (const ChoicePlan& plan : plans) {
@@ -137,10 +138,20 @@ int64_t GenerationRun::completion_tokens(int index) const {
 }
 
 void GenerationRun::CancelAll() {
+  int prompt = -1;  // the prompt of choices_[i]: they are consecutive from seed offset 0
+  int logged = -1;
+  const bool batched = static_cast<int64_t>(choices_.size()) > sampling_.n;
   for (Choice& c : choices_) {
+    if (c.seed_offset == 0) ++prompt;
     if (c.finished || !c.stream) continue;
     engine_.Cancel(c.engine_id);
     Finish(c, "abort");
+    if (log_requests_ && logged != prompt) {
+      // vLLM's AsyncLLM.generate, once per prompt, under the id its request log gave it.
+      logged = prompt;
+      CPM_LOG_INFO("Request {} aborted.",
+                   batched ? fmt::format("{}-{}", request_id_, prompt) : request_id_);
+    }
   }
 }
 
@@ -202,8 +213,14 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
   const Clock::time_point now =
       ev.times.token_time.time_since_epoch().count() != 0 ? ev.times.token_time : Clock::now();
   if (!ev.tokens.empty()) {
-    if (c.has_token) c.itl.push_back(Seconds(now - c.last_token));
-    else c.first_token = now;
+    if (c.has_token) {
+      const double gap = Seconds(now - c.last_token);
+      c.itl_sum += gap;
+      metrics_.ObserveInterTokenLatency(gap);
+    } else {
+      c.first_token = now;
+      metrics_.ObserveFirstToken(Seconds(now - arrival_));
+    }
     c.last_token = now;
     c.has_token = true;
   }
@@ -243,11 +260,11 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
 void GenerationRun::Finish(Choice& c, const std::string& reason) {
   c.finished = true;
   c.aborted = reason == "abort";
+  if (c.aborted) return;  // no finished-request statistics (RequestObservation)
   RequestObservation o;
   o.finish_reason = reason;
   const Clock::time_point now = Clock::now();
   o.e2e_s = Seconds(now - arrival_);
-  if (c.has_token) o.ttft_s = Seconds(c.first_token - arrival_);
   const auto happened = [](Clock::time_point t) { return t.time_since_epoch().count() != 0; };
   const RequestTimes& t = c.times;
   if (happened(t.first_scheduled) && happened(t.arrival)) {
@@ -259,14 +276,13 @@ void GenerationRun::Finish(Choice& c, const std::string& reason) {
     o.decode_s = Seconds(t.token_time - t.first_token);
     o.inference_s = Seconds(t.token_time - t.first_scheduled);
   }
-  o.itl_s = c.itl;
+  if (c.generated > 1) o.time_per_output_token_s = c.itl_sum / static_cast<double>(c.generated - 1);
   o.prompt_tokens = c.num_prompt;
   o.generation_tokens = c.generated;
   o.max_tokens = c.max_tokens;
   metrics_.Observe(o);
   // The prompt's n choices are consecutive from its seed offset 0 (ChoicePlan): the last of them
-  // to finish reports the prompt, as vLLM's parent request does, unless one was aborted (vLLM
-  // records no statistics for aborted requests).
+  // to finish reports the prompt, as vLLM's parent request does, unless one was aborted.
   const size_t first = static_cast<size_t>(&c - choices_.data() - c.seed_offset);
   const size_t end = std::min(choices_.size(), first + static_cast<size_t>(sampling_.n));
   int64_t most = 0;
@@ -380,6 +396,7 @@ void GenerationRun::BeamUpdate(Choice& c, const Beam* beam) {
     c.generated = static_cast<int64_t>(beam->tokens.size());
     c.has_token = !beam->tokens.empty();
     c.first_token = c.last_token = Clock::now();
+    if (c.has_token) metrics_.ObserveFirstToken(Seconds(c.first_token - arrival_));
     // The EOS that ended a beam stays out of its text, as a sampled one does (vLLM's rule),
     // and names it as the stop reason (as vLLM's beam search does).
     const bool hide_eos = beam->ended_by_eos && !sampling_.include_stop_str_in_output;

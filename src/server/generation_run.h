@@ -109,7 +109,7 @@ class GenerationRun {
     Clock::time_point last_token{};
     bool has_token = false;
     bool cache_counted = false;
-    std::vector<double> itl;
+    double itl_sum = 0;  // seconds between its token events, summed
     RequestTimes times;  // the engine's, from the latest event
   };
 
@@ -138,6 +138,7 @@ class GenerationRun {
   std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   ClientGoneFn client_gone_;
   bool client_left_ = false;
+  bool log_requests_ = false;  // --enable-log-requests: cancellations are logged too
   int64_t cached_tokens_ = 0;
   // Beam search (sampling_.beam_search): the eos ids, whether the searches have run, and the
   // updates they left.

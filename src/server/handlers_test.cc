@@ -245,6 +245,37 @@ TEST_F(HandlersTest, StreamStopsWhenClientLeaves) {
   ASSERT_EQ(engine_.cancelled.size(), 1u);
 }
 
+// As vLLM's iteration stats: a stream's first token and each later gap are observed as they
+// come, its finished-request statistics when it ends; a client that leaves adds none of those.
+TEST_F(HandlersTest, TokenLatenciesAreObservedAsTheyCome) {
+  const auto count = [&](const std::string& metric) {
+    const std::string text = metrics_.Render(EngineStats{});
+    const std::string key = metric + "_count{engine=\"0\",model_name=\"tiny\"} ";
+    const size_t at = text.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+  };
+  HttpReply r = HandleChatCompletions(
+      ctx_, R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})", Clock::now());
+  int writes = 0;
+  double ttft = -1, itl = -1, e2e = -1;
+  r.stream([&](const std::string&) {
+    if (++writes == 3) {  // the role chunk and two tokens' chunks are out
+      ttft = count("vllm:time_to_first_token_seconds");
+      itl = count("vllm:inter_token_latency_seconds");
+      e2e = count("vllm:e2e_request_latency_seconds");
+    }
+    return writes < 3;  // then the client leaves
+  });
+  EXPECT_EQ(ttft, 1);
+  EXPECT_EQ(itl, 1);
+  EXPECT_EQ(e2e, 0);
+  EXPECT_EQ(count("vllm:e2e_request_latency_seconds"), 0);  // the abandoned request
+  EXPECT_EQ(count("vllm:request_time_per_output_token_seconds"), 0);
+  Chat(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1})");
+  EXPECT_EQ(count("vllm:e2e_request_latency_seconds"), 1);
+  EXPECT_EQ(count("vllm:request_time_per_output_token_seconds"), 1);  // one token: 0
+}
+
 TEST_F(HandlersTest, StopStringTruncatesAndCancels) {
   Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"stop":["this"],"seed":5,"n":2})");
   for (int i = 0; i < 2; ++i) {

@@ -85,18 +85,20 @@ ServerMetrics::ServerMetrics(std::string model_name, int64_t max_model_len)
   for (const char* r : kFinishReasons) success_[r] = 0;
 }
 
+void ServerMetrics::ObserveFirstToken(double ttft_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_.Observe(ttft_s);
+}
+
+void ServerMetrics::ObserveInterTokenLatency(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  itl_.Observe(seconds);
+}
+
 void ServerMetrics::Observe(const RequestObservation& o) {
   std::lock_guard<std::mutex> lock(mu_);
   ++success_[o.finish_reason];
-  if (o.ttft_s >= 0) ttft_.Observe(o.ttft_s);
-  double itl_sum = 0;
-  for (double d : o.itl_s) {
-    itl_.Observe(d);
-    itl_sum += d;
-  }
-  if (o.generation_tokens > 1 && !o.itl_s.empty()) {
-    tpot_.Observe(itl_sum / static_cast<double>(o.generation_tokens - 1));
-  }
+  tpot_.Observe(o.time_per_output_token_s);
   e2e_.Observe(o.e2e_s);
   queue_.Observe(o.queue_s);
   if (o.prefill_s >= 0) prefill_.Observe(o.prefill_s);

@@ -33,16 +33,20 @@ class Histogram {
 };
 
 // One finished engine request (one choice), as the handler saw it.
+// A finished request (vLLM's FinishedRequestStats). Requests its client abandoned are none, as
+// in vLLM, whose output processor drops an aborted request's state without them; their first
+// token and inter-token latencies were observed as they came.
 struct RequestObservation {
-  std::string finish_reason;  // stop | length | abort | error
+  std::string finish_reason;  // stop | length | error
   double e2e_s = 0;           // arrival -> finish
   double queue_s = 0;         // engine arrival -> first scheduled
-  double ttft_s = -1;         // arrival -> first token; < 0: no token
   // The engine's phases (engine.h RequestTimes); < 0: the request produced no token.
   double prefill_s = -1;    // first scheduled -> first token
   double decode_s = -1;     // first token -> last token
   double inference_s = -1;  // first scheduled -> last token (RUNNING)
-  std::vector<double> itl_s;  // gaps between successive token events
+  // The mean gap between its tokens after the first (0 for one token or none, as vLLM's
+  // mean_time_per_output_token).
+  double time_per_output_token_s = 0;
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t max_tokens = 0;
@@ -52,6 +56,10 @@ class ServerMetrics {
  public:
   ServerMetrics(std::string model_name, int64_t max_model_len);
 
+  // As vLLM's IterationStats observe them: a request's first token when it comes (arrival ->
+  // first token), and each later token event's gap from the one before.
+  void ObserveFirstToken(double ttft_s);
+  void ObserveInterTokenLatency(double seconds);
   void Observe(const RequestObservation& obs);
   // A prompt whose n choices have all finished (vLLM's parent request): n and the most tokens
   // one of them generated.

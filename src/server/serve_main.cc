@@ -103,34 +103,48 @@ void LogRoutes() {
   }
 }
 
-// One periodic line like vLLM's engine logger, only while something happens.
+// vLLM's LoggingStatLogger line every 10 s: at INFO unless this interval and the one before
+// had no throughput (an idle server's lines are debug output), so a burst ends with one
+// zero-throughput line; "Preemptions: N" when the interval had some.
 class ThroughputLogger {
  public:
   void Maybe(const EngineStats& s) {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_).count();
     if (dt < 10.0) return;
-    const int64_t dp = s.prompt_tokens_total - prompt_;
-    const int64_t dg = s.generation_tokens_total - gen_;
-    if (dp || dg || s.num_running || s.num_waiting) {
-      const double hit = s.prefix_cache_queries
-                             ? 100.0 * s.prefix_cache_hits / s.prefix_cache_queries
-                             : 0.0;
-      CPM_LOG_INFO(
-          "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
-          "tokens/s, Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache "
-          "hit rate: {:.1f}%",
-          dp / dt, dg / dt, s.num_running, s.num_waiting, 100.0 * s.kv_cache_usage, hit);
+    const double prompt_tp = (s.prompt_tokens_total - prompt_) / dt;
+    const double gen_tp = (s.generation_tokens_total - gen_) / dt;
+    const int64_t preemptions = s.num_preemptions - preemptions_;
+    const bool idle = prompt_tp == 0 && gen_tp == 0 && last_prompt_tp_ == 0 && last_gen_tp_ == 0;
+    const double hit =
+        s.prefix_cache_queries ? 100.0 * s.prefix_cache_hits / s.prefix_cache_queries : 0.0;
+    const std::string line = fmt::format(
+        "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
+        "tokens/s, Running: {} reqs, Waiting: {} reqs, {}GPU KV cache usage: {:.1f}%, Prefix "
+        "cache hit rate: {:.1f}%",
+        prompt_tp, gen_tp, s.num_running, s.num_waiting,
+        preemptions > 0 ? fmt::format("Preemptions: {}, ", preemptions) : "",
+        100.0 * s.kv_cache_usage, hit);
+    if (idle) {
+      CPM_LOG_DEBUG("{}", line);
+    } else {
+      CPM_LOG_INFO("{}", line);
     }
     last_ = now;
     prompt_ = s.prompt_tokens_total;
     gen_ = s.generation_tokens_total;
+    preemptions_ = s.num_preemptions;
+    last_prompt_tp_ = prompt_tp;
+    last_gen_tp_ = gen_tp;
   }
 
  private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   int64_t prompt_ = 0;
   int64_t gen_ = 0;
+  int64_t preemptions_ = 0;
+  double last_prompt_tp_ = 0;
+  double last_gen_tp_ = 0;
 };
 
 struct Loaded {

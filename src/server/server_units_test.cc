@@ -1055,10 +1055,15 @@ TEST(Metrics, Exposition) {
   RequestObservation o;
   o.finish_reason = "length";
   o.e2e_s = 0.4;
-  o.ttft_s = 0.05;
-  o.itl_s = {0.02, 0.03};
+  o.time_per_output_token_s = 0.025;
   o.prompt_tokens = 7;
   o.generation_tokens = 3;
+  m.ObserveFirstToken(0.05);
+  m.ObserveInterTokenLatency(0.02);
+  m.ObserveInterTokenLatency(0.03);
+  m.Observe(o);
+  o.generation_tokens = 1;  // one token: a time per output token of 0, observed (vLLM)
+  o.time_per_output_token_s = 0;
   m.Observe(o);
   m.ObservePrompt(2, 7);
   m.SetCacheConfigInfo({{"block_size", "16"}, {"enable_prefix_caching", "True"}});
@@ -1075,11 +1080,15 @@ TEST(Metrics, Exposition) {
            "vllm:kv_cache_usage_perc{" + l + "} 0.25",
            "vllm:prefix_cache_queries_total{" + l + "} 10.0",
            "vllm:prefix_cache_hits_total{" + l + "} 4.0",
-           "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"tiny \\\"model\\\"\"} 1.0",
-           "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"tiny \\\"model\\\"\"} 2.0",
+           "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"tiny \\\"model\\\"\"} 0.0",
+           "vllm:request_time_per_output_token_seconds_count{" + l + "} 2.0",
+           "vllm:request_time_per_output_token_seconds_sum{" + l + "} 0.025",
+           "vllm:time_to_first_token_seconds_count{" + l + "} 1.0",
+           "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"tiny \\\"model\\\"\"} 2.0",
            "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"tiny \\\"model\\\"\"} 0.0",
            "vllm:inter_token_latency_seconds_count{" + l + "} 2.0",
-           "vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"10.0\",model_name=\"tiny \\\"model\\\"\"} 1.0",
+           "vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"10.0\",model_name=\"tiny \\\"model\\\"\"} 2.0",
            "# TYPE vllm:time_to_first_token_seconds histogram",
            // A prompt's n and the most tokens one of its choices generated, once per prompt.
            "vllm:request_params_n_bucket{engine=\"0\",le=\"1.0\",model_name=\"tiny \\\"model\\\"\"} 0.0",
