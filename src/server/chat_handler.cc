@@ -558,14 +558,25 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     return HttpReply::Error(s);
   }
   job->prompt = std::move(*prompt);
+  const int64_t prompt_tokens = static_cast<int64_t>(job->prompt.size());
+  // What vLLM checks the request against: a prompt with images or videos as its text tokens,
+  // each item the one placeholder the template wrote (ResolveMultimodalMaxTokens).
+  const int64_t text_tokens =
+      job->multimodal
+          ? static_cast<int64_t>(ctx.tokenizer->Encode(*text, req->add_special_tokens).size())
+          : prompt_tokens;
   if (responses && sampling->max_tokens) {
     // vLLM's Responses: min(max_output_tokens, the room the prompt leaves), never its 400.
-    const int64_t room = ctx.max_model_len - static_cast<int64_t>(job->prompt.size());
+    const int64_t room = ctx.max_model_len - text_tokens;
     if (room >= 1) sampling->max_tokens = std::min(*sampling->max_tokens, room);
   }
-  auto max_tokens = ResolveMaxTokens(static_cast<int64_t>(job->prompt.size()),
-                                     sampling->max_tokens, ctx.max_model_len,
-                                     sampling->max_tokens_cap, sampling->min_tokens);
+  auto max_tokens =
+      job->multimodal
+          ? ResolveMultimodalMaxTokens(text_tokens, prompt_tokens, sampling->max_tokens,
+                                       ctx.max_model_len, sampling->max_tokens_cap,
+                                       sampling->min_tokens)
+          : ResolveMaxTokens(prompt_tokens, sampling->max_tokens, ctx.max_model_len,
+                             sampling->max_tokens_cap, sampling->min_tokens);
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
   if (resolved) {
     const SamplingParams& p = sampling->params;

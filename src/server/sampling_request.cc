@@ -322,4 +322,25 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, 
   return max_tokens;
 }
 
+StatusOr<int64_t> ResolveMultimodalMaxTokens(int64_t text_tokens, int64_t prompt_tokens,
+                                             std::optional<int64_t> requested,
+                                             int64_t max_model_len, std::optional<int64_t> cap,
+                                             int64_t min_tokens) {
+  CPM_ASSIGN_OR_RETURN(const int64_t max_tokens,
+                       ResolveMaxTokens(text_tokens, requested, max_model_len, cap, min_tokens));
+  if (prompt_tokens >= max_model_len) {
+    const char* suggestion =
+        prompt_tokens > max_model_len
+            ? "Make sure that `max_model_len` is no smaller than the number of text tokens plus "
+              "multimodal tokens. For image inputs, the number of image tokens depends on the "
+              "number of images, and possibly their aspect ratios as well."
+            : "Make sure that `max_model_len` is no smaller than the number of text tokens "
+              "(prompt + requested output tokens).";
+    return InvalidArgument(fmt::format(
+        "The decoder prompt (length {}) is longer than the maximum model length of {}. {}",
+        prompt_tokens, max_model_len, suggestion));
+  }
+  return std::min(max_tokens, max_model_len - prompt_tokens);
+}
+
 }  // namespace cpm

@@ -972,6 +972,26 @@ TEST(Sampling, ContextLengthTexts) {
   EXPECT_EQ(*ResolveMaxTokens(100, std::nullopt, 256, std::nullopt, 156), 156);
 }
 
+// A prompt with images: the request is checked against its text tokens (20: each image one
+// placeholder), generation capped where the expanded prompt (180) leaves the context, and an
+// expanded prompt that fills it is vLLM's engine-side "decoder prompt" 400.
+TEST(Sampling, MultimodalPromptsAreCheckedAsTheirText) {
+  EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, 200, 256, std::nullopt, 0), 76);
+  EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, 50, 256, std::nullopt, 0), 50);
+  EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, std::nullopt, 256, std::nullopt, 0), 76);
+  EXPECT_NE(ResolveMultimodalMaxTokens(20, 180, 237, 256, std::nullopt, 0)
+                .status().message().find("'max_tokens' or 'max_completion_tokens' is too large: 237"),
+            std::string::npos);
+  EXPECT_EQ(ResolveMultimodalMaxTokens(20, 300, 5, 256, std::nullopt, 0).status().message(),
+            "The decoder prompt (length 300) is longer than the maximum model length of 256. Make "
+            "sure that `max_model_len` is no smaller than the number of text tokens plus "
+            "multimodal tokens. For image inputs, the number of image tokens depends on the "
+            "number of images, and possibly their aspect ratios as well.");
+  EXPECT_NE(ResolveMultimodalMaxTokens(20, 256, 5, 256, std::nullopt, 0)
+                .status().message().find("(prompt + requested output tokens)"),
+            std::string::npos);
+}
+
 TEST(StopMatcher, HoldsBackPartialMatches) {
   StopMatcher m({"STOP", "xy"}, false);
   EXPECT_EQ(m.Push("hello S"), "hello ");

@@ -171,6 +171,34 @@ TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
       << bad.body;
 }
 
+// vLLM checks max_tokens against an image prompt's text (each image one <|image_pad|>) before
+// the processor expands it, and stops generation where the expanded prompt leaves the context
+// (finish_reason "length"): a max_tokens that only the expansion leaves no room for is no 400.
+TEST_F(VisionServingE2E, MaxTokensIsCheckedAgainstTheUnexpandedPrompt) {
+  const auto content = [&](int words) {
+    std::string text;
+    for (int i = 0; i < words; ++i) text += "w ";
+    return Json{ImagePart(DataUrl()), TextPart(text)};
+  };
+  const int64_t base = TokenCount(content(0));
+  const int64_t per_100 = TokenCount(content(100)) - base;
+  ASSERT_GT(per_100, 0);
+  // Text enough that the expanded prompt leaves ~40 tokens of the 2048.
+  const int words = static_cast<int>((2048 - 40 - base) * 100 / per_100);
+  const int64_t prompt = TokenCount(content(words));
+  ASSERT_LT(prompt, 2048);
+  ASSERT_GT(prompt, 2048 - 80);
+  Json body = Body(content(words));
+  body.erase("logprobs");
+  body.erase("top_logprobs");
+  body["max_tokens"] = 2048 - prompt + 10;  // within the text's room, past the expanded one
+  auto r = e2e::Post(server_->port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["usage"]["prompt_tokens"], prompt);
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 2048 - prompt);
+  EXPECT_EQ(r.json()["choices"][0]["finish_reason"], "length");
+}
+
 TEST_F(VisionServingE2E, MmProcessorKwargsCannotMakeAnImageTooLarge) {
   auto request = [&](const RgbImage& image, const Json& kwargs) {
     Json body = Body({ImagePart("data:image/jpeg;base64," + EncodeBase64(test_images::EncodeJpeg(image, 80))),
