@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "model/load_options.h"
 #include "multimodal/image_source.h"
@@ -16,36 +19,44 @@
 namespace cpm {
 
 StatusOr<int64_t> ParseMaxModelLen(const std::string& text) {
+  // vLLM's human_readable_int_or_auto: surrounding whitespace dropped, "-1" or "auto" (any
+  // case), a number with a decimal (k m g t) or binary (K M G T) suffix, or a plain integer.
   const std::string bad = "--max-model-len: '" + text +
-                          "' is not a length (examples: 4096, 8k, 32K, -1, auto)";
-  if (text == "auto" || text == "-1") return int64_t{-1};
-  if (text.empty()) return InvalidArgument(bad);
-  std::string digits = text;
-  double scale = 1;
-  const char last = text.back();
-  switch (last) {
-    case 'k': scale = 1e3; break;
-    case 'm': scale = 1e6; break;
-    case 'g': scale = 1e9; break;
-    case 'K': scale = 1024.0; break;
-    case 'M': scale = 1024.0 * 1024; break;
-    case 'G': scale = 1024.0 * 1024 * 1024; break;
-    default: break;
-  }
-  if (scale != 1) digits.pop_back();
-  if (digits.empty()) return InvalidArgument(bad);
-  // vLLM accepts decimals with a suffix ("1.5k"); the result must be a whole number.
-  for (char c : digits) {
-    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.') return InvalidArgument(bad);
-  }
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(digits.c_str(), &end);
-  if (errno != 0 || end == digits.c_str() || *end != '\0') return InvalidArgument(bad);
-  const double len = v * scale;
-  if (len < 1 || len > 1e12 || len != static_cast<double>(static_cast<int64_t>(len))) {
+                          "' is not a length (examples: 4096, 8k, 32K, 25.6k, -1, auto)";
+  const size_t first = text.find_first_not_of(" \t\n\r\f\v");
+  const std::string v =
+      first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
+  std::string lower = v;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "-1" || lower == "auto") return int64_t{-1};
+  static const std::regex suffixed(R"((\d+(?:\.\d+)?)([kKmMgGtT]))");
+  static const std::regex plain(R"([+-]?\d+(?:_\d+)*)");
+  std::smatch m;
+  double len = 0;
+  if (std::regex_match(v, m, suffixed)) {
+    const std::string number = m[1].str();
+    const char suffix = m[2].str()[0];
+    const int power = std::string("kmgt").find(static_cast<char>(std::tolower(suffix))) + 1;
+    if (std::islower(static_cast<unsigned char>(suffix))) {
+      len = std::floor(std::stod(number) * std::pow(1e3, power));
+    } else if (number.find('.') != std::string::npos) {
+      return InvalidArgument(fmt::format(
+          "--max-model-len: Decimals are not allowed with binary suffixes like {}. Did you mean "
+          "to use {}{} instead?",
+          suffix, number, static_cast<char>(std::tolower(suffix))));
+    } else {
+      len = std::stod(number) * std::pow(1024.0, power);
+    }
+  } else if (std::regex_match(v, plain)) {
+    std::string digits;
+    for (char c : v) {
+      if (c != '_') digits += c;
+    }
+    len = std::stod(digits);
+  } else {
     return InvalidArgument(bad);
   }
+  if (len < 1 || len > 1e12) return InvalidArgument(bad);
   return static_cast<int64_t>(len);
 }
 

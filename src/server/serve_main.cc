@@ -50,6 +50,18 @@ Status FetchTimeoutFromEnv(const char* name, int64_t* seconds) {
   return OkStatus();
 }
 
+// A vLLM boolean environment flag: set when its value, stripped and lower-cased, is "1" or
+// "true" (vllm/envs.py).
+bool EnvFlagSet(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  std::string s(v);
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!s.empty() && space(s.back())) s.pop_back();
+  s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), space));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "1" || s == "true";
+}
 
 // Sequences the engine runs at once (each needs a token of the step budget).
 int64_t EngineSeqs(const ServeConfig& c) { return std::min(c.max_num_seqs, c.max_num_batched_tokens); }
@@ -179,17 +191,22 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
         std::max<int64_t>(c.max_model_len > 0 ? c.max_model_len : derived, 256);
   }
   if (c.max_model_len > derived) {
-    const char* allow = std::getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
-    if (!allow || std::string(allow) != "1") {
-      return InvalidArgument(fmt::format(
-          "User-specified max_model_len ({}) is greater than the derived max_model_len "
-          "(max_position_embeddings={} or model_max_length=None in model's config.json). To "
-          "allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-          c.max_model_len, derived));
+    const std::string msg = fmt::format(
+        "User-specified max_model_len ({}) is greater than the derived max_model_len "
+        "(max_position_embeddings={} or model_max_length=None in model's config.json).",
+        c.max_model_len, derived);
+    const std::string warning =
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
+        "relative position encoding (RoPE), positions exceeding derived_max_model_len lead to "
+        "nan. If the model uses absolute position encoding, positions exceeding "
+        "derived_max_model_len will cause a CUDA array out-of-bounds error.";
+    if (!EnvFlagSet("VLLM_ALLOW_LONG_MAX_MODEL_LEN")) {
+      return InvalidArgument(msg +
+                             " To allow overriding this maximum, set the env var "
+                             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. " +
+                             warning);
     }
-    CPM_LOG_WARN("User-specified max_model_len ({}) is greater than the derived max_model_len "
-                 "({}); positions beyond it may produce garbage",
-                 c.max_model_len, derived);
+    CPM_LOG_WARN("{} {}", msg, warning);
   }
 
   auto tokenizer = Tokenizer::Load(c.tokenizer.empty() ? c.model_dir : c.tokenizer);

@@ -37,7 +37,19 @@ TEST(ServeConfig, MaxModelLenForms) {
   EXPECT_FALSE(ParseMaxModelLen("abc").ok());
   EXPECT_FALSE(ParseMaxModelLen("").ok());
   EXPECT_FALSE(ParseMaxModelLen("0").ok());
-  EXPECT_FALSE(ParseMaxModelLen("1.0001k").ok());
+  // As vLLM's human_readable_int_or_auto: int(float(number) * 1000) for decimal suffixes, no
+  // decimals with binary ones, whitespace and case of "auto" ignored, T suffixes.
+  EXPECT_EQ(*ParseMaxModelLen("1.0005k"), 1000);
+  EXPECT_EQ(*ParseMaxModelLen("25.6k"), 25600);
+  EXPECT_EQ(*ParseMaxModelLen(" 200 "), 200);
+  EXPECT_EQ(*ParseMaxModelLen("AUTO"), -1);
+  EXPECT_EQ(*ParseMaxModelLen("1t"), 1000000000000);
+  EXPECT_EQ(*ParseMaxModelLen("1_024"), 1024);
+  EXPECT_EQ(ParseMaxModelLen("1.5K").status().message(),
+            "--max-model-len: Decimals are not allowed with binary suffixes like K. Did you mean "
+            "to use 1.5k instead?");
+  EXPECT_FALSE(ParseMaxModelLen("0.25K").ok());
+  EXPECT_FALSE(ParseMaxModelLen("1T").ok());  // 2^40: beyond any model
 }
 
 TEST(ServeConfigTest, LimitMmPerPromptTakesEachModalitysCount) {

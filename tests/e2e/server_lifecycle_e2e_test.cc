@@ -61,6 +61,9 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--gpu-memory-utilization", "2"}, "--gpu-memory-utilization"},
       {{"--port", "notaport"}, "--port"},
       {{"--max-model-len", "100000"}, "User-specified max_model_len (100000)"},
+      {{"--max-model-len", "100000"},
+       "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
+       "extreme caution."},
       {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
        "--speculative-config: method 'eagle' is not supported"},
       {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
@@ -496,6 +499,18 @@ TEST_F(ServerLifecycle, NgramSpeculationGivesTheSameOutput) {
   EXPECT_EQ(e2e::Metric(plain_metrics, "vllm:spec_decode_num_accepted_tokens_per_pos_total"), -1);
   EXPECT_EQ(spec.Stop(SIGTERM), 0);
   EXPECT_EQ(plain.Stop(SIGTERM), 0);
+}
+
+// vLLM's boolean environment flags take "1" or "true", any case, around whitespace.
+TEST_F(ServerLifecycle, AllowLongMaxModelLenTakesTrue) {
+  ASSERT_EQ(setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", " True ", 1), 0);
+  ServerProcess p;
+  const bool started = p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--max-model-len", "512"}));
+  unsetenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_NE(p.Log().find("must be used with extreme caution"), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Stop(SIGINT), 0) << p.Log();
 }
 
 TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
