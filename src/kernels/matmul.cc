@@ -388,13 +388,15 @@ void Pack(LinearWeight* w, Isa isa, WeightQuant quant) {
 }
 
 void DropSource(LinearWeight* w) {
-  if (w->owner.use_count() > 1) {
-    // Shared (a checkpoint's mapping): its whole pages inside the weight leave this process.
+  if (w->mapped) {
+    // A checkpoint's mapping: its whole pages inside the weight leave this process (a buffer of
+    // our own is freed with its owner instead; its pages must never be zeroed under a sharer).
     ReleaseWholePages(w->data, static_cast<size_t>(w->out_features * w->in_features) *
                                    DTypeSize(w->dtype));
   }
   w->owner.reset();
   w->data = nullptr;
+  w->mapped = false;
 }
 
 }  // namespace

@@ -15,14 +15,16 @@
 namespace cpm::kernels {
 
 // A weight matrix in PyTorch nn.Linear layout: row-major [out_features, in_features].
-// `data` points into an mmapped checkpoint or into `owner` (converted or dummy weights).
+// `data` points into an mmapped checkpoint (`mapped`; `owner` then holds the mapping) or into
+// `owner` (converted or dummy weights).
 // `packed` is an optional kernel-private re-layout made once at load by PrepareLinear().
 struct LinearWeight {
   DType dtype = DType::kF32;  // kF32 or kBF16
   int64_t out_features = 0;
   int64_t in_features = 0;
   const void* data = nullptr;       // [out_features, in_features]
-  std::shared_ptr<void> owner;      // keeps `data` alive when it is not mmapped
+  std::shared_ptr<void> owner;      // keeps `data` alive: its buffer, or the checkpoint's mapping
+  bool mapped = false;              // `data` is inside a mapped checkpoint file
   std::shared_ptr<const void> packed;  // kernel-private; null until PrepareLinear()
 };
 

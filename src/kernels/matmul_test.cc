@@ -492,6 +492,7 @@ TEST(MatMulTest, DroppedSourceFreesItAndKeepsTheProduct) {
       LinearWeight w = t.w;
       w.data = source->data();
       w.owner = source;
+      w.mapped = shared;  // as a checkpoint's mapping (smaller than a page: nothing released)
       const std::weak_ptr<std::vector<uint16_t>> alive = source;
       if (!shared) source.reset();
       PrepareLinear(&w, Source::kDrop);
@@ -502,6 +503,24 @@ TEST(MatMulTest, DroppedSourceFreesItAndKeepsTheProduct) {
       MatMul(x.data(), k, m, w, got.data(), n, pool);
       ExpectBitwiseEqual(want.data(), got.data(), m * n, what);
     }
+  }
+}
+
+// A heap buffer another holder still reads is only let go of, never handed back to the OS page
+// by page as a mapped checkpoint's pages are (which would zero it under its sharer).
+TEST(MatMulTest, DroppingASharedHeapSourceLeavesItIntact) {
+  IsaGuard guard;
+  const int64_t n = 64, k = 4096;  // 512 KiB: whole pages inside
+  const TestWeight t = MakeWeight(DType::kBF16, n, k, 5);
+  for (Isa isa : IsasToTest()) {
+    if (isa == Isa::kScalar) continue;
+    ASSERT_TRUE(SetActiveIsa(isa));
+    auto source = std::make_shared<std::vector<uint16_t>>(t.bf16);
+    LinearWeight w = t.w;
+    w.data = source->data();
+    w.owner = source;
+    PrepareLinear(&w, Source::kDrop);
+    EXPECT_TRUE(*source == t.bf16) << ToString(isa);
   }
 }
 

@@ -168,6 +168,7 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
   if (t->dtype == dtype_ && reinterpret_cast<uintptr_t>(t->data) % DTypeSize(dtype_) == 0) {
     w.data = t->data;  // zero-copy from the mmapped file
     w.owner = archive_;
+    w.mapped = true;
     TouchPages(t->data, t->nbytes);
     return w;
   }
@@ -181,7 +182,7 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
 StatusOr<kernels::LinearWeight> WeightLoader::EmbeddingTable(const std::string& name,
                                                              int64_t out, int64_t in) {
   CPM_ASSIGN_OR_RETURN(kernels::LinearWeight w, Linear(name, out, in));
-  if (w.owner != archive_) return w;  // already a buffer of its own (converted, or dummy)
+  if (!w.mapped) return w;  // already a buffer of its own (converted, or dummy)
   const size_t bytes = static_cast<size_t>(out * in) * DTypeSize(w.dtype);
   auto buf = NewBuffer(bytes);
   const auto* src = static_cast<const std::byte*>(w.data);
@@ -197,6 +198,7 @@ StatusOr<kernels::LinearWeight> WeightLoader::EmbeddingTable(const std::string& 
   ReleaseWholePages(src, bytes);
   w.data = buf->data();
   w.owner = buf;
+  w.mapped = false;
   return w;
 }
 
