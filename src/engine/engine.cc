@@ -50,6 +50,9 @@ class Engine::Impl {
   void Drain(std::vector<std::unique_ptr<RequestState>>* fresh, std::vector<std::string>* cancels);
   // Validates a request whose inputs are complete and hands it to the scheduler (or ends it).
   void Admit(std::unique_ptr<RequestState> r);
+  // Whether a live request (scheduled, or waiting for its encoder job) has this id.
+  bool IdInUse(const std::string& id) const;
+  static Status DuplicateId(const std::string& id);
   // Runs one piece of the oldest pending encoder job; admits its request when it is done.
   void EncodeStep();
   Status Validate(const RequestState& r) const;
@@ -313,7 +316,9 @@ Status Engine::Impl::Validate(const RequestState& r) const {
 void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
                          std::vector<std::string>* cancels) {
   for (std::unique_ptr<RequestState>& r : *fresh) {
-    if (r->req.encode) {
+    if (r->req.encode && IdInUse(r->req.request_id)) {
+      Reject(*r, DuplicateId(r->req.request_id));
+    } else if (r->req.encode) {
       encoding_.push_back(std::move(r));
     } else {
       Admit(std::move(r));
@@ -335,11 +340,19 @@ void Engine::Impl::Drain(std::vector<std::unique_ptr<RequestState>>* fresh,
   }
 }
 
+bool Engine::Impl::IdInUse(const std::string& id) const {
+  if (scheduler_->Find(id) != nullptr) return true;
+  return std::any_of(encoding_.begin(), encoding_.end(),
+                     [&](const auto& r) { return r->req.request_id == id; });
+}
+
+Status Engine::Impl::DuplicateId(const std::string& id) {
+  return InvalidArgument("request id '" + id + "' is already in use");
+}
+
 void Engine::Impl::Admit(std::unique_ptr<RequestState> r) {
   Status st = Validate(*r);
-  if (st.ok() && scheduler_->Find(r->req.request_id) != nullptr) {
-    st = InvalidArgument("request id '" + r->req.request_id + "' is already in use");
-  }
+  if (st.ok() && IdInUse(r->req.request_id)) st = DuplicateId(r->req.request_id);
   if (!st.ok()) {
     Reject(*r, st);
     return;

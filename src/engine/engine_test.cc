@@ -455,6 +455,25 @@ TEST(EngineTest, DuplicateLiveIdIsRejected) {
   Result a = Collect(streams[0]), b = Collect(streams[1]);
   EXPECT_TRUE(a.error.ok());
   EXPECT_EQ(b.error.code(), StatusCode::kInvalidArgument);
+  // An id is live while its request waits for its encoder job too.
+  std::atomic<bool> release{false};
+  auto encoded = [&](const std::string& id) {
+    EngineRequest r = Req(id, Range(1, 14), 2);
+    r.embed_rows = {2};
+    r.encode = [&](ThreadPool&, std::vector<float>* embeds) -> StatusOr<bool> {
+      if (!release) return false;
+      embeds->assign(4, 0.25f);
+      return true;
+    };
+    return r;
+  };
+  auto first = engine->Submit(encoded("img"));
+  auto second = engine->Submit(encoded("img"));
+  auto plain = engine->Submit(Req("img", {1, 2}, 3));
+  EXPECT_EQ(Collect(second).error.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Collect(plain).error.code(), StatusCode::kInvalidArgument);
+  release = true;
+  EXPECT_TRUE(Collect(first).error.ok());
 }
 
 TEST(EngineTest, LogprobsAreTheModelsDistributionBeforePenalties) {

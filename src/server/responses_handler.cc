@@ -438,7 +438,11 @@ HttpReply Complete(const ServerContext& ctx, ResponsesJob& job, const std::strin
                                          ChatApi::kResponses, &job.resolved);
   if (chat.status != 200) return chat;
   const Json j = protocol::ParseOrderedJson(chat.body);
-  if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) return chat;
+  if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) {
+    // The chat pipeline always answers 200 with a choice: anything else is our bug, never a
+    // chat completion passed off as a response.
+    return HttpReply::Error(Internal("the chat pipeline's reply has no choice"));
+  }
   const Json& choice = j["choices"][0];
   const Json& message = choice["message"];
   Outcome o;
