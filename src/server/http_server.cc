@@ -340,10 +340,16 @@ void HttpServer::InstallRoutes() {
     res.set_content(UnauthorizedBody(), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   });
-  // After every routed request: the CORS headers for its origin, and X-Request-Id if enabled.
+  // After every request: the CORS headers for its origin, unless the pre-routing handler's
+  // answer (a preflight, a 401) has them already (cpp-httplib runs this after it too, and
+  // set_header appends: a browser refuses an Access-Control-Allow-Origin sent twice), and
+  // X-Request-Id if enabled.
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    for (const auto& [name, value] : CorsResponseHeaders(cors_, req.get_header_value("Origin"))) {
-      res.set_header(name, value);
+    if (!res.has_header("Access-Control-Allow-Origin")) {
+      for (const auto& [name, value] :
+           CorsResponseHeaders(cors_, req.get_header_value("Origin"))) {
+        res.set_header(name, value);
+      }
     }
     if (!request_id_headers_) return;
     std::string id = req.get_header_value("X-Request-Id");

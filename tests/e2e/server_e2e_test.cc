@@ -1060,12 +1060,16 @@ TEST_F(ServerE2E, CrossOriginRequestsAsVllm) {
   ASSERT_TRUE(pre);
   EXPECT_EQ(pre->status, 200);
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+  // Once: a browser refuses an Access-Control-Allow-Origin with several values.
+  EXPECT_EQ(pre->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+  EXPECT_EQ(pre->get_header_value_count("Access-Control-Allow-Methods"), 1u);
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), "content-type,authorization");
   auto post = cli.Post("/v1/completions", {{"Origin", "http://ui.example"}},
                        R"({"prompt":"cors","max_tokens":1})", "application/json");
   ASSERT_TRUE(post);
   EXPECT_EQ(post->status, 200);
   EXPECT_EQ(post->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(post->get_header_value_count("Access-Control-Allow-Origin"), 1u);
   auto same_origin = cli.Get("/health");
   ASSERT_TRUE(same_origin);
   EXPECT_FALSE(same_origin->has_header("Access-Control-Allow-Origin"));

@@ -263,6 +263,12 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   ASSERT_TRUE(pre);
   EXPECT_EQ(pre->status, 200);
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(pre->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+  // A 401 to a cross-origin request carries the header once too.
+  auto denied = cli.Get("/v1/models", {{"Origin", "http://ui.example"}});
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(denied->get_header_value_count("Access-Control-Allow-Origin"), 1u);
   EXPECT_EQ(p.Stop(SIGTERM), 0);
   // uvicorn's access log, on by default as in vLLM.
   EXPECT_NE(p.Log().find(" - \"GET /v1/models HTTP/1.1\" 401 Unauthorized"), std::string::npos)
