@@ -256,7 +256,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
                 "out of the reply with --tool-call-parser");
   cmd->add_option("--tool-call-parser", c.tool_call_parser,
-                  "qwen3_coder (or qwen3_xml): MiniCPM-V-4.6's <tool_call><function=...> format");
+                  "qwen3_coder (or qwen3_xml, minicpmv): MiniCPM-V-4.6's <tool_call><function=...> format");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6), qwen3, "
                   "deepseek_r1 or none");
   cmd->add_option("--speculative-config", c.speculative_config_json,

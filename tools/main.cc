@@ -10,6 +10,17 @@
 #include "serve_argv.h"
 #include "serve_config_file.h"
 
+namespace {
+
+// CLI11's message for a usage error, and exit status 2 for every such error (argparse's, and
+// the one src/eval/README.md documents), where CLI11 numbers them 100-120; --help and
+// --version stay 0.
+int UsageError(CLI::App& app, const CLI::ParseError& e) {
+  return app.exit(e) == 0 ? 0 : 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   cpm::InitLogging();
   CLI::App app{"cpmserve: serve MiniCPM models on the CPU behind an OpenAI-compatible API"};
@@ -48,7 +59,7 @@ int main(int argc, char** argv) {
                    cpm::UnrecognizedArguments(app.remaining(true)).c_str());
       return 2;
     }
-    return app.exit(e);
+    return UsageError(app, e);
   } catch (const CLI::ParseError& e) {
     // A serve flag's bad value ("--swap-space abc"): argparse's form and status too.
     if (e.get_exit_code() != 0 && args.size() > 1 && args[1] == "serve") {
@@ -57,7 +68,7 @@ int main(int argc, char** argv) {
                    e.what());
       return 2;
     }
-    return app.exit(e);
+    return UsageError(app, e);
   }
   return exit_code;
 }
