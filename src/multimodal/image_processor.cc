@@ -181,7 +181,7 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
   }
   if (!takes_videos()) return InvalidArgument("video_url: this model takes no videos");
   if (IsJpegFramesDataUrl(ref.url)) {
-    // vLLM's frames-as-JPEGs form: every frame, decoded as an image.
+    // vLLM's frames-as-JPEGs form: its first num_frames frames, each decoded as an image.
     CPM_ASSIGN_OR_RETURN(std::vector<std::string> frames, JpegFramesOfDataUrl(ref.url, media_));
     if (frames.size() > static_cast<size_t>(kMaxVideoFrames)) {
       return InvalidArgument("video_url: " + std::to_string(frames.size()) +

@@ -171,6 +171,11 @@ StatusOr<std::vector<std::string>> JpegFramesOfDataUrl(std::string_view url,
       return frame.status().WithPrefix("video_url: JPEG frame " + std::to_string(frames.size() + 1));
     }
     frames.push_back(std::move(*frame));
+    // vLLM's load_base64 keeps the first num_frames (-1: all of them).
+    if (options.video_num_frames > 0 &&
+        static_cast<int64_t>(frames.size()) == options.video_num_frames) {
+      break;
+    }
     if (comma == std::string_view::npos) break;
     payload.remove_prefix(comma + 1);
   }

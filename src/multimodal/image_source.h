@@ -44,7 +44,8 @@ StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions
 // vLLM's video as JPEG frames, data:video/jpeg;base64,<frame>,<frame>,... (what its
 // encode_video_base64 writes): true for such a URL.
 bool IsJpegFramesDataUrl(std::string_view url);
-// Its frames' bytes, in order (every frame: vLLM samples none of them).
+// Its first options.video_num_frames frames' bytes (-1: all), in order, as vLLM's load_base64
+// keeps them (it samples none).
 StatusOr<std::vector<std::string>> JpegFramesOfDataUrl(std::string_view url,
                                                        const MediaOptions& options);
 

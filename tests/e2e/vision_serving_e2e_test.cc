@@ -281,8 +281,8 @@ TEST_F(VisionServingE2E, PartsWithoutATypeAreNamedByTheirUrlField) {
   EXPECT_NE(r.body.find("Missing 'type' field in multimodal part."), std::string::npos) << r.body;
 }
 
-// vLLM's other video data URLs: frames as JPEGs (data:video/jpeg;base64,<f1>,<f2>,...; every
-// frame kept, none sampled), and base64 wrapped in lines (Python's b64decode skips them).
+// vLLM's other video data URLs: frames as JPEGs (data:video/jpeg;base64,<f1>,<f2>,...; the first
+// num_frames kept, none sampled), and base64 wrapped in lines (Python's b64decode skips them).
 TEST_F(VisionServingE2E, JpegFramesAndWrappedBase64Videos) {
   const auto frames = [&](int n) {
     std::string url = "data:video/jpeg;base64,";
@@ -291,7 +291,8 @@ TEST_F(VisionServingE2E, JpegFramesAndWrappedBase64Videos) {
   };
   const int64_t one = frames(1), two = frames(2);
   EXPECT_GT(two, one);
-  EXPECT_EQ(frames(5) - frames(4), two - one);  // 5 frames over num_frames 4: all of them
+  EXPECT_EQ(frames(4) - frames(3), two - one);
+  EXPECT_EQ(frames(6), frames(4));  // over num_frames 4: the first 4, as vLLM's load_base64
   std::string wrapped = EncodeBase64(test_videos::EncodeTestVideo(2, 900, 600, "mpeg4", "mp4"));
   for (size_t at = 76; at < wrapped.size(); at += 77) wrapped.insert(at, "\n");
   EXPECT_EQ(TokenCount({VideoPart("data:video/mp4;base64," + wrapped), TextPart("x")}),
