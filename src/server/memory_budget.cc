@@ -55,7 +55,9 @@ StatusOr<KvBudget> PlanKvBudget(const KvBudgetInput& in) {
         return InvalidArgument(fmt::format(
             "Free memory on device cpu ({:.2f}/{:.2f} GiB) on startup is less than desired GPU "
             "memory utilization ({}, {:.2f} GiB). Decrease GPU memory utilization or reduce GPU "
-            "memory used by other processes.",
+            "memory used by other processes. (On a CPU, --gpu-memory-utilization is the share "
+            "of host RAM to take: a GPU's 0.9 rarely fits a host that runs anything else; try "
+            "0.5, or size the cache with --kv-cache-memory-bytes.)",
             ToGiB(in.memory.available_bytes), ToGiB(in.memory.total_bytes), in.utilization,
             ToGiB(b.requested_bytes)));
       }
@@ -97,6 +99,7 @@ StatusOr<KvBudget> PlanKvBudget(const KvBudgetInput& in) {
   // what max_num_seqs full-length requests (plus as much again for cached prefixes) can use,
   // blocks only cost memory.
   const int64_t useful = 2 * std::max<int64_t>(in.max_num_seqs, 1) * blocks_per_seq;
+  b.available_kv_bytes = b.kv_bytes;
   if (!in.kv_cache_memory_bytes && b.num_blocks > useful) {
     b.num_blocks = useful;
     b.num_tokens = b.num_blocks * block_tokens;

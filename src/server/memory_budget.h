@@ -39,11 +39,12 @@ struct KvBudgetInput {
 
 struct KvBudget {
   int64_t requested_bytes = 0;  // the memory this instance may use
-  int64_t kv_bytes = 0;         // available KV cache memory (state slots excluded)
+  int64_t kv_bytes = 0;         // the KV blocks' memory (state slots excluded)
   int64_t num_blocks = 0;
   int64_t num_tokens = 0;       // num_blocks * block_size
   int64_t max_model_len = 0;    // resolved (auto)
   bool capped = false;          // more blocks than max_num_seqs full-length requests can use
+  int64_t available_kv_bytes = 0;  // kv_bytes before that cap (vLLM's "available" figure)
   bool fell_back_to_available = false;  // default utilisation did not fit MemAvailable
 };
 

@@ -335,10 +335,12 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
                                    "speculative step", num_state_snapshots)
                      : "");
   }
-  CPM_LOG_INFO("Available KV cache memory: {:.2f} GiB", ToGiB(budget.kv_bytes));
+  // vLLM's line: what the memory share leaves for the cache, before the cap below.
+  CPM_LOG_INFO("Available KV cache memory: {:.2f} GiB", ToGiB(budget.available_kv_bytes));
   if (budget.capped) {
-    CPM_LOG_INFO("KV cache capped at {} blocks: more than {} sequences of max model len can use",
-                 budget.num_blocks, c.max_num_seqs);
+    CPM_LOG_INFO("KV cache capped at {} blocks ({:.2f} GiB): more than {} sequences of max model "
+                 "len can use",
+                 budget.num_blocks, ToGiB(budget.kv_bytes), c.max_num_seqs);
   }
   // vLLM's words, "GPU" included (its CPU backend prints them too): scripts grep them.
   CPM_LOG_INFO("GPU KV cache size: {} tokens", WithThousands(budget.num_tokens));

@@ -210,6 +210,20 @@ TEST(MemoryBudget, UtilisationMinusWeightsAndActivations) {
   EXPECT_EQ(b->max_model_len, 4096);
 }
 
+// Beyond what max_num_seqs full-length requests can use, blocks are cut; the memory the share
+// left (vLLM's "Available KV cache memory") is still reported as it was.
+TEST(MemoryBudget, CapKeepsTheAvailableFigure) {
+  KvBudgetInput in = Input();
+  in.max_num_seqs = 2;  // 2 × 2 × 256 blocks of 4096 tokens
+  auto b = PlanKvBudget(in);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->capped);
+  EXPECT_EQ(b->num_blocks, 1024);
+  EXPECT_EQ(b->kv_bytes, int64_t{1024} << 20);
+  const int64_t requested = static_cast<int64_t>((int64_t{16} << 30) * 0.9);
+  EXPECT_EQ(b->available_kv_bytes, requested - (int64_t{2} << 30));
+}
+
 TEST(MemoryBudget, ExplicitBytesWin) {
   KvBudgetInput in = Input();
   in.kv_cache_memory_bytes = int64_t{300} << 20;
@@ -243,6 +257,10 @@ TEST(MemoryBudget, VllmErrors) {
   in.utilization_explicit = true;
   EXPECT_EQ(PlanKvBudget(in).status().message().rfind("Free memory on device cpu (4.00/16.00 GiB)", 0),
             0u);
+  // What the flag means on a CPU, and what to use instead (a seed's 0.9 on a busy host).
+  EXPECT_NE(PlanKvBudget(in).status().message().find("try 0.5, or size the cache with "
+                                                     "--kv-cache-memory-bytes"),
+            std::string::npos);
   in.utilization_explicit = false;  // the default falls back to what is available
   auto b = PlanKvBudget(in);
   ASSERT_TRUE(b.ok());
