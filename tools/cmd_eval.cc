@@ -145,6 +145,7 @@ int RunGreedy(const EvalArgs& a) {
 // CLI11 fills std::optional<double> directly.
 void AddLogitsBounds(CLI::App* cmd, LogitsBounds* b) {
   cmd->add_option("--min-top1", b->min_top1, "fail below this top-1 agreement (fraction, e.g. 1.0)");
+  cmd->add_option("--min-top5-overlap", b->min_top5_overlap, "fail below this mean top-5 overlap");
   cmd->add_option("--min-top20-overlap", b->min_top20_overlap, "fail below this mean top-20 overlap");
   cmd->add_option("--max-rel-err", b->max_rel_err, "fail above this max relative error (0.01 = 1%)");
   cmd->add_option("--max-mean-rel-err", b->max_mean_rel_err, "fail above this mean relative error");

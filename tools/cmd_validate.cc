@@ -77,6 +77,7 @@ void RegisterValidateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--reference", o->reference, "reference dump: adds the accuracy tables");
   cmd->add_option("--greedy-tokens", o->greedy_tokens, "N for the greedy table (0: the reference's)");
   cmd->add_option("--min-top1", o->logits_bounds.min_top1, "accuracy gate: min top-1 agreement");
+  cmd->add_option("--min-top5-overlap", o->logits_bounds.min_top5_overlap, "accuracy gate: min top-5 overlap");
   cmd->add_option("--min-top20-overlap", o->logits_bounds.min_top20_overlap, "accuracy gate: min top-20 overlap");
   cmd->add_option("--max-rel-err", o->logits_bounds.max_rel_err, "accuracy gate: max relative error (0.01 = 1%)");
   cmd->add_option("--max-mean-rel-err", o->logits_bounds.max_mean_rel_err, "accuracy gate: max mean relative error");
@@ -94,6 +95,10 @@ void RegisterValidateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir, "where the server logs go (default: a temp dir)");
   cmd->add_flag("--skip-dummy", o->skip_dummy, "skip the dummy-weight gate");
+  cmd->add_flag("--dummy-only", o->dummy_only,
+                "run the dummy-weight gate alone (the seed's Stage A: a model directory "
+                "without weights)")
+      ->excludes("--skip-dummy");
   cmd->add_option("--out", *out, "also write the markdown report here");
   cmd->callback([o, out, cmd, exit_code] { *exit_code = RunValidate(*o, cmd->remaining(), *out); });
 }

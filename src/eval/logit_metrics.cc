@@ -143,6 +143,8 @@ std::vector<std::string> CheckLogitsBounds(const LogitsSummary& s, const LogitsB
   // `!(x >= bound)` so that a NaN metric fails rather than slipping through.
   if (b.min_top1 && !(s.top1 >= *b.min_top1))
     fails.push_back(fmt::format("top-1 agreement {:.4f} < {}", s.top1, *b.min_top1));
+  if (b.min_top5_overlap && !(s.top5_overlap >= *b.min_top5_overlap))
+    fails.push_back(fmt::format("top-5 overlap {:.4f} < {}", s.top5_overlap, *b.min_top5_overlap));
   if (b.min_top20_overlap && !(s.top20_overlap >= *b.min_top20_overlap))
     fails.push_back(fmt::format("top-20 overlap {:.4f} < {}", s.top20_overlap, *b.min_top20_overlap));
   if (b.max_rel_err && !(s.max_rel_err <= *b.max_rel_err))

@@ -54,12 +54,14 @@ LogitsSummary SummarizeRows(std::span<const RowMetrics> rows);
 // Optional bounds of `eval logits`; unset ones are not checked.
 struct LogitsBounds {
   std::optional<double> min_top1;           // fraction, e.g. 1.0
+  std::optional<double> min_top5_overlap;   // fraction (the seed's Top-5 一致性 row)
   std::optional<double> min_top20_overlap;  // fraction
   std::optional<double> max_rel_err;        // fraction, e.g. 0.01 for the seed's "< 1%"
   std::optional<double> max_mean_rel_err;
   std::optional<double> max_kl;             // checked against kl_max
   bool any() const {
-    return min_top1 || min_top20_overlap || max_rel_err || max_mean_rel_err || max_kl;
+    return min_top1 || min_top5_overlap || min_top20_overlap || max_rel_err || max_mean_rel_err ||
+           max_kl;
   }
 };
 

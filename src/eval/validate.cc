@@ -45,7 +45,7 @@ std::string CommandLine(const std::vector<std::string>& args) {
 // --port flags make serve refuse to start), and `--host 0.0.0.0` would only expose a throwaway
 // server. --load-format is dropped too: each gate sets its own (the dummy gate's `dummy`, the
 // real-weight gate none), and the seed's dummy command line forwarded would have run the
-// real-weight gate on dummy weights. The probes need the server's key: --api-key, else
+// real-weight gate on dummy weights (--dummy-only runs the seed's Stage A alone). The probes need the server's key: --api-key, else
 // $VLLM_API_KEY as serve reads it.
 struct ForwardedFlags {
   std::vector<std::string> forwarded;
@@ -361,6 +361,7 @@ std::vector<std::string> EvalArgs(const ValidateOptions& o, const char* sub) {
   };
   if (std::string(sub) == "logits") {
     bound("--min-top1", o.logits_bounds.min_top1);
+    bound("--min-top5-overlap", o.logits_bounds.min_top5_overlap);
     bound("--min-top20-overlap", o.logits_bounds.min_top20_overlap);
     bound("--max-rel-err", o.logits_bounds.max_rel_err);
     bound("--max-mean-rel-err", o.logits_bounds.max_mean_rel_err);
@@ -442,6 +443,14 @@ ValidationReport RunValidation(const ValidateOptions& o) {
     rep.notes.push_back("not forwarded to serve: " + dropped +
                         " (validate starts its servers on 127.0.0.1 and a free port of its own, "
                         "and picks each gate's --load-format)");
+  }
+  if (o.dummy_only) {
+    // The seed's Stage A on its own (a directory with the config and tokenizer, no weights).
+    rep.notes.push_back(
+        "--dummy-only: the dummy-weight gate alone; no real weights, smoke requests or accuracy "
+        "tables");
+    rep.gates.push_back(DummyGate(o, f));
+    return rep;
   }
   if (!o.skip_dummy) rep.gates.push_back(DummyGate(o, f));
   auto [real, smoke] = RealAndSmoke(o, f);

@@ -39,6 +39,7 @@ struct ValidateOptions {
   std::string smoke_image_prompt = "请观察图片，描述你看到的内容。";
   std::string work_dir;  // server logs go here
   bool skip_dummy = false;
+  bool dummy_only = false;  // Stage A alone: a directory without weights can be checked
   std::string version;   // "0.1.0"
 };
 

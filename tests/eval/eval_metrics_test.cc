@@ -156,6 +156,12 @@ TEST(LogitMetrics, SummaryAveragesAndBoundsFail) {
   LogitsBounds loose;
   loose.min_top1 = 0.5, loose.max_rel_err = 0.2;
   EXPECT_TRUE(CheckLogitsBounds(s, loose).empty());
+  LogitsBounds top5;  // the seed's Top-5 row: 0.8 here
+  top5.min_top5_overlap = 0.9;
+  ASSERT_EQ(CheckLogitsBounds(s, top5).size(), 1u);
+  EXPECT_EQ(CheckLogitsBounds(s, top5)[0], "top-5 overlap 0.8000 < 0.9");
+  top5.min_top5_overlap = 0.8;
+  EXPECT_TRUE(CheckLogitsBounds(s, top5).empty());
 }
 
 TEST(GreedyMetrics, SeedRowDivergingAtTwentyOfThirtyTwo) {

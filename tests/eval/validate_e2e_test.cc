@@ -82,6 +82,21 @@ TEST_F(ValidateE2e, SeedServeFlagsAndApiKeyAreHandled) {
   }
 }
 
+// --dummy-only: the seed's Stage A alone, for a directory with the config and tokenizer and no
+// weights yet.
+TEST_F(ValidateE2e, DummyOnlyNeedsNoWeights) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/model")) {
+    if (entry.path().extension() == ".safetensors") std::filesystem::remove(entry.path());
+  }
+  const auto full = RunCommand(Validate(""));
+  EXPECT_EQ(full.exit_code, 1) << full.out;
+  const auto r = RunCommand(Validate("--dummy-only"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Stage A — Dummy Fast Gate — ✅ pass"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Stage B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("✅ All gates passed."), std::string::npos) << r.out;
+}
+
 TEST_F(ValidateE2e, TruncatedWeightsFailTheRealWeightGate) {
   ASSERT_TRUE(testing::TruncateWeights(dir_ + "/model").ok());
   const auto r = RunCommand(Validate(""));
