@@ -95,10 +95,16 @@ class MiniCpmV46Vision final : public VisionEncoder {
 
   int64_t weight_bytes() const override { return weight_bytes_; }
   int64_t output_dim() const override { return text_hidden_; }
-  int64_t OutputRows(int64_t height, int64_t width) const override {
-    return (height / c_.patch_size) * (width / c_.patch_size) / (c_.vit_merger ? 16 : 4);
+  // 16x (the ViT merger, then the merger) needs the ViT merger's weights; 4x (the merger alone,
+  // every layer on the full grid) runs on any checkpoint.
+  bool Supports(int64_t patches_per_token) const override {
+    return patches_per_token == 4 || (patches_per_token == 16 && has_vit_merger_);
   }
-  StatusOr<bool> EncodeSlicePiece(const float* pixels, int64_t height, int64_t width, float* out,
+  int64_t OutputRows(int64_t height, int64_t width, int64_t patches_per_token) const override {
+    return (height / c_.patch_size) * (width / c_.patch_size) / patches_per_token;
+  }
+  StatusOr<bool> EncodeSlicePiece(const float* pixels, int64_t height, int64_t width,
+                                  int64_t patches_per_token, float* out,
                                   VisionProgress* progress, ThreadPool& pool) override;
 
  private:
@@ -135,6 +141,7 @@ class MiniCpmV46Vision final : public VisionEncoder {
   std::vector<float> patch_weight_;        // backing store of patch_embedding_ (f32, bf16)
   std::vector<uint16_t> patch_weight_bf16_;
   WindowMerger vit_merger_;
+  bool has_vit_merger_ = false;  // its weights are loaded (16x mode)
   Norm post_layernorm_;
   Merger merger_;
   // Per-slice scratch (the engine thread is the only caller).
@@ -204,13 +211,17 @@ Status MiniCpmV46Vision::Load(const LoadOptions& options, const MiniCpmV46Vision
     CPM_ASSIGN_OR_RETURN(L.fc2, LoadLinear(wl, p + "mlp.fc2", D, I));
     layers_.push_back(std::move(L));
   }
-  if (c.vit_merger) {
-    const std::string p = vt + "vit_merger.";
+  // The config's mode needs the ViT merger; a checkpoint that has it serves both modes (vLLM's
+  // downsample_mode per request).
+  const std::string merger_prefix = vt + "vit_merger.";
+  if (c.vit_merger || wl.Has(merger_prefix + "linear_1.weight")) {
+    const std::string& p = merger_prefix;
     CPM_ASSIGN_OR_RETURN(vit_merger_.layer_norm1, LoadNorm(wl, p + "layer_norm1", D));
     CPM_ASSIGN_OR_RETURN(vit_merger_.self_attn, LoadAttention(wl, p + "self_attn."));
     CPM_ASSIGN_OR_RETURN(vit_merger_.pre_norm, LoadNorm(wl, p + "pre_norm", 4 * D));
     CPM_ASSIGN_OR_RETURN(vit_merger_.linear_1, LoadLinear(wl, p + "linear_1", 4 * I, 4 * D));
     CPM_ASSIGN_OR_RETURN(vit_merger_.linear_2, LoadLinear(wl, p + "linear_2", D, 4 * I));
+    has_vit_merger_ = true;
   }
   CPM_ASSIGN_OR_RETURN(post_layernorm_, LoadNorm(wl, vt + "post_layernorm", D));
   const std::string mg = "model.merger.mlp.0.";
@@ -392,10 +403,15 @@ void MiniCpmV46Vision::MergeToText(const float* x, int64_t gh, int64_t gw, float
 // is 4× wider); post_layernorm and the merger. At real size on 2 cores (Zen 5, measured) a
 // full-resolution layer of a 448² slice is ~57 ms, the ViT merger ~91 ms, a later layer ~13 ms.
 StatusOr<bool> MiniCpmV46Vision::EncodeSlicePiece(const float* pixels, int64_t height, int64_t width,
-                                                 float* out, VisionProgress* p, ThreadPool& pool) {
+                                                 int64_t patches_per_token, float* out,
+                                                 VisionProgress* p, ThreadPool& pool) {
+  if (!Supports(patches_per_token))
+    return InvalidArgument("vision: " + std::to_string(patches_per_token) +
+                           " patches per token is not a mode of this checkpoint");
+  const bool window_merge = patches_per_token == 16;
   const int64_t P = c_.patch_size, unit = 4 * P, layers = static_cast<int64_t>(layers_.size());
-  const int64_t merge_stage = c_.vit_merger ? c_.insert_layer_id + 2 : -1;  // after that layer
-  const int64_t last_stage = layers + (c_.vit_merger ? 2 : 1);
+  const int64_t merge_stage = window_merge ? c_.insert_layer_id + 2 : -1;  // after that layer
+  const int64_t last_stage = layers + (window_merge ? 2 : 1);
   const int64_t s = p->stage++;
   if (s == 0) {
     if (height <= 0 || width <= 0 || height % unit != 0 || width % unit != 0)

@@ -55,8 +55,9 @@ struct MiniCpmV46VisionConfig {
   int64_t image_size = 0;       // position table: (image_size / patch_size)² rows
   int64_t insert_layer_id = 6;  // the ViT merger runs after this encoder layer
   double layer_norm_eps = 1e-6;
-  // "16x" (HF default): the ViT window merger runs inside the tower, a slice of h×w patches
-  // gives (h/4)(w/4) embeddings; "4x": no window merger, (h/2)(w/2).
+  // The default mode, "16x" (HF's): the ViT window merger runs inside the tower, a slice of h×w
+  // patches gives (h/4)(w/4) embeddings; "4x": no window merger, (h/2)(w/2). A request may ask
+  // for the other (VisionEncoder::Supports).
   bool vit_merger = true;
   bool drop_vision_last_layer = false;  // the last encoder layer is skipped when true
 

@@ -24,21 +24,28 @@ class VisionEncoder {
   virtual int64_t weight_bytes() const = 0;
   // Width of an output row: the language model's hidden size.
   virtual int64_t output_dim() const = 0;
+  // Whether it can give a token per `patches_per_token` patches (SliceConfig's downsample
+  // mode: MiniCPM-V-4.6's 16 with its ViT merger, or 4 without it).
+  virtual bool Supports(int64_t patches_per_token) const = 0;
   // Embedding rows of one `height`×`width` slice (both multiples of 4 patches).
-  virtual int64_t OutputRows(int64_t height, int64_t width) const = 0;
-  // pixels [height][width][channels] normalized → out [OutputRows(height, width), output_dim],
-  // in pieces of about one encoder layer, so that the engine can run forward steps between
-  // them: each call runs the next piece and returns true once `out` is complete. `progress`
-  // carries the slice's state from call to call (a fresh one starts a slice); `pixels` and
-  // `out` must stay the same and alive until then. Runs on `pool` (the engine thread's).
+  virtual int64_t OutputRows(int64_t height, int64_t width, int64_t patches_per_token) const = 0;
+  // pixels [height][width][channels] normalized → out [OutputRows(...), output_dim], in pieces
+  // of about one encoder layer, so that the engine can run forward steps between them: each
+  // call runs the next piece and returns true once `out` is complete. `progress` carries the
+  // slice's state from call to call (a fresh one starts a slice); `pixels`, `out` and
+  // `patches_per_token` (a supported one) must stay the same until then. Runs on `pool` (the
+  // engine thread's).
   virtual StatusOr<bool> EncodeSlicePiece(const float* pixels, int64_t height, int64_t width,
-                                          float* out, VisionProgress* progress, ThreadPool& pool) = 0;
+                                          int64_t patches_per_token, float* out,
+                                          VisionProgress* progress, ThreadPool& pool) = 0;
 
   // The whole slice in one call.
-  Status EncodeSlice(const float* pixels, int64_t height, int64_t width, float* out, ThreadPool& pool) {
+  Status EncodeSlice(const float* pixels, int64_t height, int64_t width, int64_t patches_per_token,
+                     float* out, ThreadPool& pool) {
     VisionProgress progress;
     for (;;) {
-      CPM_ASSIGN_OR_RETURN(bool done, EncodeSlicePiece(pixels, height, width, out, &progress, pool));
+      CPM_ASSIGN_OR_RETURN(bool done, EncodeSlicePiece(pixels, height, width, patches_per_token,
+                                                       out, &progress, pool));
       if (done) return OkStatus();
     }
   }

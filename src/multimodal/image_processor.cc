@@ -62,12 +62,14 @@ class SharedEncoding {
   // are appended to embeds_ when the slice is done.
   Status EncodeOneSlice(ThreadPool& pool) {
     const PixelSlice& s = images_[image_].slices[slice_];
+    const int64_t mode = images_[image_].patches_per_token;
     if (progress_.stage == 0) {
-      const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width);
+      const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width, mode);
       slice_out_.assign(static_cast<size_t>(rows * encoder_->output_dim()), 0.0f);
     }
-    CPM_ASSIGN_OR_RETURN(bool done, encoder_->EncodeSlicePiece(s.pixels.data(), s.size.height, s.size.width,
-                                                                slice_out_.data(), &progress_, pool));
+    CPM_ASSIGN_OR_RETURN(bool done,
+                         encoder_->EncodeSlicePiece(s.pixels.data(), s.size.height, s.size.width, mode,
+                                                    slice_out_.data(), &progress_, pool));
     if (!done) return OkStatus();
     embeds_.insert(embeds_.end(), slice_out_.begin(), slice_out_.end());
     progress_ = VisionProgress();
@@ -117,6 +119,20 @@ Status ReadModelConfig(const std::string& model_dir, int32_t* image_id, int32_t*
 
 const char* KindName(MediaKind k) { return k == MediaKind::kVideo ? "a video" : "an image"; }
 
+// The encoder gives one row per placeholder token in `c`'s downsample mode: it supports the
+// mode, and agrees with the slicing on a slice's token count. `where` names the setting.
+Status CheckEncoderMode(const VisionEncoder& encoder, const SliceConfig& c, const std::string& where) {
+  const std::string mode = c.patches_per_token == 16 ? "16x" : "4x";
+  if (!encoder.Supports(c.patches_per_token))
+    return InvalidArgument(where + ": downsample_mode " + mode +
+                           " needs the vision tower's ViT merger (vit_merger.*), which this "
+                           "checkpoint does not have");
+  const int64_t unit = 4 * c.patch_size;
+  if (encoder.OutputRows(unit, unit, c.patches_per_token) != SliceTokens({unit, unit}, c))
+    return InvalidArgument(where + ": patch_size / downsample_mode disagree with config.json's vision_config");
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::string& model_dir,
@@ -139,9 +155,7 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
   p->video_slices_ = p->slices_;
   p->video_slices_.use_image_id = false;
   // The placeholder count per slice must be what the encoder gives for it.
-  const int64_t unit = 4 * p->slices_.patch_size;
-  if (encoder->OutputRows(unit, unit) != SliceTokens({unit, unit}, p->slices_))
-    return InvalidArgument(pre.string() + ": patch_size / downsample_mode disagree with config.json's vision_config");
+  CPM_RETURN_IF_ERROR(CheckEncoderMode(*encoder, p->slices_, pre.string()));
   p->encoder_ = std::move(encoder);
   p->media_ = std::move(media);
   return p;
@@ -152,6 +166,9 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::WithKwargs(
   auto p = std::make_unique<ImageProcessor>(*this);
   CPM_RETURN_IF_ERROR(
       ApplySliceOverrides(mm_processor_kwargs, "mm_processor_kwargs", &p->slices_, max_scale_resolution_));
+  // vLLM: a flat downsample_mode is the videos' too.
+  p->video_slices_.patches_per_token = p->slices_.patches_per_token;
+  CPM_RETURN_IF_ERROR(CheckEncoderMode(*encoder_, p->slices_, "mm_processor_kwargs"));
   CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(media_io_kwargs, &p->media_, "media_io_kwargs"));
   return p;
 }
@@ -164,6 +181,7 @@ StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const Sli
   CPM_RETURN_IF_ERROR(CheckPlan(p.plan, {image.height, image.width}, c));
   if (budget) CPM_RETURN_IF_ERROR(budget->Take(ImageTokens(p.plan, c)));
   p.slices = MakeSlices(image, p.plan, c);
+  p.patches_per_token = c.patches_per_token;
   return p;
 }
 

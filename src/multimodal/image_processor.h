@@ -33,6 +33,7 @@ namespace cpm {
 struct PreparedImage {
   SlicePlan plan;
   std::vector<PixelSlice> slices;  // thumbnail, then the grid row-major
+  int64_t patches_per_token = 16;  // the downsample mode it is encoded in (SliceConfig's)
 };
 
 enum class MediaKind { kImage, kVideo };

@@ -24,14 +24,22 @@ class ScriptedEncoder : public VisionEncoder {
   explicit ScriptedEncoder(int pieces) : pieces_(pieces) {}
   int64_t weight_bytes() const override { return 0; }
   int64_t output_dim() const override { return 2; }
-  int64_t OutputRows(int64_t h, int64_t w) const override { return (h / 14) * (w / 14) / 16; }
-  StatusOr<bool> EncodeSlicePiece(const float*, int64_t h, int64_t w, float* out, VisionProgress* p,
-                                  ThreadPool&) override {
+  bool Supports(int64_t patches_per_token) const override {
+    return (patches_per_token == 16 && has_merger) || patches_per_token == 4;
+  }
+  bool has_merger = true;  // 16x possible
+  int64_t OutputRows(int64_t h, int64_t w, int64_t ppt) const override {
+    return (h / 14) * (w / 14) / ppt;
+  }
+  StatusOr<bool> EncodeSlicePiece(const float*, int64_t h, int64_t w, int64_t ppt, float* out,
+                                  VisionProgress* p, ThreadPool&) override {
     ++calls;
+    modes.push_back(ppt);
     if (++p->stage < pieces_) return false;
-    std::fill(out, out + OutputRows(h, w) * output_dim(), static_cast<float>(slices_done++));
+    std::fill(out, out + OutputRows(h, w, ppt) * output_dim(), static_cast<float>(slices_done++));
     return true;
   }
+  std::vector<int64_t> modes;  // each call's patches_per_token
   int calls = 0;
   int slices_done = 0;
 
@@ -105,6 +113,41 @@ TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
 
 // A video: its sampled frames, each sliced as an image of its size, behind one
 // <image_id>v</image_id> (vLLM's MiniCPM-V-4.6 layout), in prompt order among the images.
+// vLLM's per-request downsample_mode (mm_processor_kwargs): "4x" gives a slice four times the
+// tokens (448² → 256, 16x's 64), images and videos alike, and the encoder runs in that mode; a
+// mode the checkpoint cannot run (16x without the ViT merger) is the request's 400.
+TEST_F(ImageProcessorTest, DownsampleModePerRequest) {
+  auto encoder = std::make_shared<ScriptedEncoder>(1);
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  auto four = (*proc)->WithKwargs(R"({"downsample_mode": "4x"})", "");
+  ASSERT_TRUE(four.ok()) << four.status().ToString();
+  for (auto [p, want] : {std::pair{proc->get(), 64}, {four->get(), 256}}) {
+    auto image = p->Load({MediaKind::kImage, DataUrl(448, 448)});
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    EXPECT_EQ(ImageTokens(image->images[0].plan, p->slice_config()), want);
+    EXPECT_EQ(image->images[0].patches_per_token, want == 256 ? 4 : 16);
+    std::vector<PreparedMedia> media;
+    media.push_back(std::move(*image));
+    auto inputs = p->Bind(std::vector<int32_t>(want, 7), std::move(media));
+    ASSERT_TRUE(inputs.ok()) << inputs.status().ToString();
+    std::vector<float> embeds;
+    ThreadPool pool(1);
+    encoder->modes.clear();
+    ASSERT_TRUE(*inputs->encode(pool, &embeds));
+    EXPECT_EQ(static_cast<int64_t>(embeds.size()), want * 2);
+    EXPECT_EQ(encoder->modes, std::vector<int64_t>{want == 256 ? 4 : 16});
+  }
+  EXPECT_NE((*proc)->WithKwargs(R"({"downsample_mode": "2x"})", "").status().message().find(
+                "'downsample_mode' must be \"16x\" or \"4x\""),
+            std::string::npos);
+  encoder->has_merger = false;
+  EXPECT_NE((*proc)->WithKwargs(R"({"downsample_mode": "16x"})", "").status().message().find(
+                "downsample_mode 16x needs the vision tower's ViT merger"),
+            std::string::npos);
+  EXPECT_TRUE((*proc)->WithKwargs(R"({"downsample_mode": "4x"})", "").ok());
+}
+
 TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   auto encoder = std::make_shared<ScriptedEncoder>(1);
   MediaOptions media;

@@ -88,6 +88,18 @@ Status ReadFloat3(const JsonFields& f, const std::string& key, float out[3]) {
   return OkStatus();
 }
 
+// downsample_mode, when given: "16x" (ViT merger and merger, 16 patches a token) or "4x" (the
+// merger alone: 4 patches a token, four times the tokens of a slice).
+Status ReadDownsampleMode(const JsonFields& f, const std::string& where, SliceConfig* c) {
+  if (!f.Has("downsample_mode")) return OkStatus();
+  std::string mode;
+  CPM_RETURN_IF_ERROR(f.OptString("downsample_mode", &mode));
+  if (mode != "16x" && mode != "4x")
+    return InvalidArgument(where + ": field 'downsample_mode' must be \"16x\" or \"4x\", got \"" + mode + "\"");
+  c->patches_per_token = mode == "16x" ? 16 : 4;
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path) {
@@ -108,11 +120,7 @@ StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::strin
   for (float s : c.image_std) {
     if (s == 0.0f) return InvalidArgument(path + ": field 'image_std' must not hold 0");
   }
-  std::string mode = "16x";
-  CPM_RETURN_IF_ERROR(f.OptString("downsample_mode", &mode));
-  if (mode != "16x" && mode != "4x")
-    return InvalidArgument(path + ": field 'downsample_mode' must be \"16x\" or \"4x\", got \"" + mode + "\"");
-  c.patches_per_token = mode == "16x" ? 16 : 4;
+  CPM_RETURN_IF_ERROR(ReadDownsampleMode(f, path, &c));
   return c;
 }
 
@@ -121,18 +129,21 @@ Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& wh
   if (kwargs_json.empty()) return OkStatus();
   nlohmann::json j = nlohmann::json::parse(kwargs_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object: " + kwargs_json);
-  static const char* kKnown[] = {"max_slice_nums", "scale_resolution", "slice_mode", "use_image_id"};
+  static const char* kKnown[] = {"max_slice_nums", "scale_resolution", "slice_mode", "use_image_id",
+                                 "downsample_mode"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown))
       return InvalidArgument(where + ": unknown key '" + it.key() +
-                             "' (known: max_slice_nums, scale_resolution, slice_mode, use_image_id)");
+                             "' (known: max_slice_nums, scale_resolution, slice_mode, use_image_id, "
+                             "downsample_mode)");
   }
   JsonFields f(j, where);
   CPM_RETURN_IF_ERROR(f.OptInt("max_slice_nums", &c->max_slice_nums));
   CPM_RETURN_IF_ERROR(f.OptInt("scale_resolution", &c->scale_resolution));
   CPM_RETURN_IF_ERROR(f.OptBool("slice_mode", &c->slice_mode));
   CPM_RETURN_IF_ERROR(f.OptBool("use_image_id", &c->use_image_id));
+  CPM_RETURN_IF_ERROR(ReadDownsampleMode(f, where, c));
   if (c->max_slice_nums < 1 || c->scale_resolution < 4 * c->patch_size)
     return InvalidArgument(where + ": max_slice_nums must be >= 1 and scale_resolution >= " +
                            std::to_string(4 * c->patch_size));

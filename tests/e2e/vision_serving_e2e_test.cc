@@ -165,6 +165,15 @@ TEST_F(VisionServingE2E, MmProcessorKwargsCapTheSlices) {
   auto reply = e2e::Post(server_->port(), "/v1/chat/completions", chat.dump());
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.json()["usage"]["prompt_tokens"], count(1344, nine));
+  // vLLM's downsample_mode per request: 4x skips the ViT merger, four times the pads of a
+  // slice (a 448² image: 256 instead of 64), and the request is answered.
+  const Json four = {{"downsample_mode", "4x"}};
+  EXPECT_EQ(count(448, four) - count(448), 256 - 64);
+  Json chat4 = request(448, four);
+  chat4["max_tokens"] = 1;
+  auto reply4 = e2e::Post(server_->port(), "/v1/chat/completions", chat4.dump());
+  ASSERT_EQ(reply4.status, 200) << reply4.body;
+  EXPECT_EQ(reply4.json()["usage"]["prompt_tokens"], count(448, four));
   auto bad = e2e::Post(server_->port(), "/tokenize", request(100, {{"max_slices", 2}}).dump());
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("mm_processor_kwargs: unknown key 'max_slices'"), std::string::npos)

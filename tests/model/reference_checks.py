@@ -438,6 +438,43 @@ def scenario_vision_generate(s):
         sys.exit(f"[vision_generate] FAILED: bf16 features differ by {worst:.3e} > 3% of {scale:.3f}")
 
 
+def scenario_vision_4x(s):
+    # MiniCPM-V-4.6's 4x downsample mode (vLLM's downsample_mode, per request or from the
+    # preprocessor config): no ViT merger, every encoder layer on the full patch grid, four times
+    # the placeholder tokens; features and logits against the reference's 4x path.
+    d = os.path.join(s.tmp, "v46_4x")
+    run([s.binary, "make-tiny", "--arch", "minicpmv4_6", d])
+    pp_path = os.path.join(d, "preprocessor_config.json")
+    with open(pp_path) as f:
+        pp = json.load(f)
+    pp["downsample_mode"] = "4x"
+    with open(pp_path, "w") as f:
+        json.dump(pp, f)
+    image = write_test_image(os.path.join(s.tmp, "img4x.png"), 300, 180, seed=11)
+    prompt = "<|im_start|>user\n<|image_pad|>\nWhat is this?<|im_end|>\n<|im_start|>assistant\n"
+    out = os.path.join(s.tmp, "vis4x_eng.json")
+    feats_out = os.path.join(s.tmp, "vis4x_eng_features.json")
+    run([s.binary, "generate", "--model", d, "--dtype", "float32", "--max-tokens", "3",
+         "--dump-logprobs", out, "--all-positions", "--ignore-eos", "--threads", "2",
+         "--dump-image-features", feats_out, "--prompt", prompt, "--image", image])
+    with open(out) as f:
+        eng = json.load(f)
+    ref_out = os.path.join(s.tmp, "vis4x_ref.json")
+    ref_feats_out = os.path.join(s.tmp, "vis4x_ref_features.json")
+    run([sys.executable, os.path.join(REF_DIR, "minicpmv46_vision_ref.py"), "--model", d,
+         "--generate", "3", "--images-per-prompt", "1", "--out", ref_out,
+         "--features-out", ref_feats_out, "--image", image,
+         "--prompt-ids", ",".join(map(str, eng["sequences"][0]["prompt_ids"]))])
+    with open(ref_out) as f:
+        ref = json.load(f)
+    with open(os.path.join(d, "config.json")) as f:
+        pad_id = json.load(f)["image_token_id"]
+    pads = eng["sequences"][0]["prompt_ids"].count(pad_id)
+    print(f"[vision_4x] image placeholder tokens: {pads}")
+    check_features("vision_4x", feats_out, ref_feats_out)
+    check("vision_4x", eng, ref, F32_BOUNDS)
+
+
 def scenario_real_heads(s):
     # The released models' head shapes (`make-tiny --real-heads`): MiniCPM4 heads of 64 with 8
     # query heads per KV head, LongRoPE over 32 frequency pairs, short and long factors, f32

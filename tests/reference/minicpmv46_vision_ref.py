@@ -84,9 +84,14 @@ def preprocessor_config(model_dir):
     if path and os.path.exists(path):
         with open(path) as f:
             cfg.update(json.load(f))
-    if cfg.get("downsample_mode", "16x") != "16x":
-        raise NotImplementedError(f"downsample_mode {cfg['downsample_mode']!r}: only the default 16x is implemented")
+    if cfg.get("downsample_mode", "16x") not in ("16x", "4x"):
+        raise ValueError(f"downsample_mode {cfg['downsample_mode']!r}: 16x or 4x")
     return cfg
+
+
+def patches_per_token(pp):
+    """16x: the ViT merger and the merger (16 patches a token); 4x: the merger alone (HF-IP)."""
+    return 16 if pp.get("downsample_mode", "16x") == "16x" else 4
 
 
 def ensure_divide(length, divisor):
@@ -129,9 +134,9 @@ def refine_size(H0, W0, rows, cols, scale_resolution, patch_size):
     return sh * rows, sw * cols
 
 
-def tokens_per_slice(H, W, patch_size):
-    """(H/P)(W/P)/16 (16x mode)."""
-    return (H // patch_size) * (W // patch_size) // 16
+def tokens_per_slice(H, W, patch_size, per_token=16):
+    """(H/P)(W/P)/16 in 16x mode, /4 in 4x mode."""
+    return (H // patch_size) * (W // patch_size) // per_token
 
 
 def slice_plan(H0, W0, pp):
@@ -141,12 +146,12 @@ def slice_plan(H0, W0, pp):
     grid = slice_grid(H0, W0, S, M) if pp.get("slice_mode", True) else None
     thumb = best_resize(H0, W0, S, P, upscale=grid is None)
     plan = {"grid": grid, "thumb": thumb, "refine": None, "slice": None,
-            "thumb_tokens": tokens_per_slice(*thumb, P), "slice_tokens": 0}
+            "thumb_tokens": tokens_per_slice(*thumb, P, patches_per_token(pp)), "slice_tokens": 0}
     if grid is not None:
         rows, cols = grid
         RH, RW = refine_size(H0, W0, rows, cols, S, P)
         plan.update(refine=(RH, RW), slice=(RH // rows, RW // cols),
-                    slice_tokens=tokens_per_slice(RH // rows, RW // cols, P))
+                    slice_tokens=tokens_per_slice(RH // rows, RW // cols, P, patches_per_token(pp)))
     plan["tokens"] = plan["thumb_tokens"] + (plan["slice_tokens"] * grid[0] * grid[1] if grid else 0)
     return plan
 
@@ -261,8 +266,8 @@ def vision_dims(c):
                 "image_size"):
         if key not in vc:
             raise KeyError(f"config.json: missing vision_config field {key}")
-    if c.get("downsample_mode", "16x") != "16x":
-        raise NotImplementedError(f"downsample_mode {c['downsample_mode']!r}: only 16x is implemented")
+    if c.get("downsample_mode", "16x") not in ("16x", "4x"):
+        raise ValueError(f"downsample_mode {c['downsample_mode']!r}: 16x or 4x")
     if list(c.get("merge_kernel_size", [2, 2])) != [2, 2] or c.get("merger_times", 1) != 1:
         raise NotImplementedError("merge_kernel_size / merger_times: only the defaults (2, 2) / 1 are implemented")
     if list(vc.get("window_kernel_size", [2, 2])) != [2, 2]:
@@ -452,9 +457,10 @@ def merger(d, W, x, h, w):
     return linear(gelu_erf(linear(y, W, MERGER + "linear_1.")), W, MERGER + "linear_2.")
 
 
-def vision_forward(c, W, img):
+def vision_forward(c, W, img, per_token=16):
     """One slice, float64 [H, W, 3] normalized pixels (H, W multiples of 4*patch) ->
-    [(h/4)(w/4), text_hidden] LLM embeddings, block row-major."""
+    [(h/4)(w/4), text_hidden] LLM embeddings, block row-major; per_token 4 (4x mode): no ViT
+    merger, every layer on the full grid, [(h/2)(w/2), text_hidden] (§4.3)."""
     d = vision_dims(c)
     P = d["P"]
     H, Wd = img.shape[:2]
@@ -464,7 +470,7 @@ def vision_forward(c, W, img):
     x = patch_embed(img, W, P) + W[VISION + "embeddings.position_embedding.weight"][position_ids(h, w, d["side"])]
     for i in range(d["L"]):
         x = encoder_layer(d, W, i, x)
-        if i == d["insert"]:
+        if i == d["insert"] and per_token == 16:
             x = vit_merger(d, W, x, h, w)
             h, w = h // 2, w // 2
     x = layer_norm(x, W[VISION + "post_layernorm.weight"], W[VISION + "post_layernorm.bias"], d["eps"])
@@ -474,7 +480,7 @@ def vision_forward(c, W, img):
 def image_features_from(c, W, pp, image):
     """-> (plan, [N, text_hidden]) for one image: thumbnail rows, then each slice's rows, row-major."""
     plan, slices = preprocess(image, pp)
-    feats = np.concatenate([vision_forward(c, W, s) for s in slices], axis=0)
+    feats = np.concatenate([vision_forward(c, W, s, patches_per_token(pp)) for s in slices], axis=0)
     assert feats.shape[0] == plan["tokens"], (feats.shape, plan["tokens"])
     return plan, feats
 
