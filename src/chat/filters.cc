@@ -1,11 +1,16 @@
 // jinja2's builtin filters with its argument names and defaults, plus transformers' tojson
 // (json.dumps with ensure_ascii=False; positional order ensure_ascii, indent, separators,
-// sort_keys). Unknown filters are rejected when the template is parsed, as jinja2 does.
+// sort_keys). Unknown filters are rejected when the template is parsed, as jinja2 does, except
+// inside an if or a conditional expression (see CheckFilterAndTestNames).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "chat/builtins.h"
 #include "chat/interpreter.h"

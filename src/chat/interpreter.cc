@@ -41,6 +41,13 @@ class CycleFn : public Callable {
   int64_t index0_;
 };
 
+// The parser lets an unknown filter through only inside an if or a conditional expression;
+// jinja2 raises this TemplateRuntimeError when such a filter is reached.
+Status CheckFilterExists(const std::string& name) {
+  if (IsKnownFilter(name)) return OkStatus();
+  return InvalidArgument("No filter named '" + name + "' found.");
+}
+
 }  // namespace
 
 Status UndefinedError(const Value& undefined) {
@@ -431,6 +438,7 @@ StatusOr<Value> Interpreter::ApplyFilterChain(const Expr& f, Value input,
   if (f.operand) {
     CPM_ASSIGN_OR_RETURN(input, ApplyFilterChain(*f.operand, std::move(input), frame));
   }
+  CPM_RETURN_IF_ERROR(CheckFilterExists(f.name));
   CPM_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(f.args, frame));
   return ApplyFilter(*this, f.name, input, args);
 }
@@ -551,11 +559,13 @@ StatusOr<Value> Interpreter::Eval(const Expr& e, const std::shared_ptr<Frame>& f
     case Expr::Kind::kCall:
       return EvalCall(e, frame);
     case Expr::Kind::kFilter: {
+      CPM_RETURN_IF_ERROR(CheckFilterExists(e.name));
       CPM_ASSIGN_OR_RETURN(Value v, Eval(*e.operand, frame));
       CPM_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.args, frame));
       return ApplyFilter(*this, e.name, v, args);
     }
     case Expr::Kind::kTest: {
+      if (!IsKnownTest(e.name)) return InvalidArgument("No test named '" + e.name + "' found.");
       CPM_ASSIGN_OR_RETURN(Value v, Eval(*e.operand, frame));
       CPM_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.args, frame));
       CPM_ASSIGN_OR_RETURN(bool r, ApplyTest(*this, e.name, v, args));

@@ -193,6 +193,45 @@ bool MentionsName(const Expr* e, const std::string& name) {
   return false;
 }
 
+Status CheckFilterAndTestNames(const Expr* e, bool soft) {
+  if (!e) return OkStatus();
+  if (!soft && e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name)) {
+    return SyntaxError(e->line, e->column, "No filter named '" + e->name + "'.");
+  }
+  if (!soft && e->kind == Expr::Kind::kTest && !IsKnownTest(e->name)) {
+    return SyntaxError(e->line, e->column, "No test named '" + e->name + "'.");
+  }
+  soft = soft || e->kind == Expr::Kind::kCondition;
+  CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(e->operand.get(), soft));
+  for (const ExprPtr& i : e->items) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(i.get(), soft));
+  for (const ExprPtr& i : e->slice) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(i.get(), soft));
+  for (const ExprPtr& i : e->args.positional) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(i.get(), soft));
+  for (const auto& [k, v] : e->args.keyword) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(v.get(), soft));
+  return OkStatus();
+}
+
+Status CheckFilterAndTestNames(const Body& body, bool soft) {
+  for (const StmtPtr& s : body) {
+    // Only an if statement keeps (or makes) the frame soft; the for loop's iterable and a
+    // set's or output's expression are compiled in the enclosing frame.
+    bool inner_soft = s->kind == Stmt::Kind::kIf;
+    bool expr_soft = s->kind == Stmt::Kind::kFor || s->kind == Stmt::Kind::kSet ||
+                             s->kind == Stmt::Kind::kOutput
+                         ? soft
+                         : inner_soft;
+    CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(s->expr.get(), expr_soft));
+    CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(s->filter.get(), inner_soft));
+    for (const ExprPtr& c : s->conditions) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(c.get(), true));
+    for (const Body& b : s->bodies) CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(b, true));
+    for (const MacroParam& p : s->params) {
+      CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(p.default_value.get(), false));
+    }
+    CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(s->body, inner_soft));
+    CPM_RETURN_IF_ERROR(CheckFilterAndTestNames(s->else_body, inner_soft));
+  }
+  return OkStatus();
+}
+
 Status Parser::ParseFor(const Token& at, Body* body) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::kFor, at.line, at.column);
   CPM_RETURN_IF_ERROR(ParseTarget(&s->target, false));
@@ -286,7 +325,6 @@ Status Parser::ParseFilterBlock(const Token& at, Body* body) {
   // `{% filter upper | trim %}`: the first filter has no leading pipe.
   const Token name_at = Cur();
   CPM_ASSIGN_OR_RETURN(std::string name, ExpectName());
-  if (!IsKnownFilter(name)) return SyntaxError(name_at.line, name_at.column, "no filter named '" + name + "'");
   auto first = NewExpr(Expr::Kind::kFilter, name_at);
   first->name = std::move(name);
   if (IsOp("(")) CPM_RETURN_IF_ERROR(ParseArgs(&first->args));
@@ -303,7 +341,9 @@ Status Parser::ParseFilterBlock(const Token& at, Body* body) {
 StatusOr<Body> ParseTemplate(const std::string& source) {
   CPM_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(source));
   parser_internal::Parser parser(std::move(tokens));
-  return parser.ParseAll();
+  CPM_ASSIGN_OR_RETURN(Body body, parser.ParseAll());
+  CPM_RETURN_IF_ERROR(parser_internal::CheckFilterAndTestNames(body, false));
+  return body;
 }
 
 }  // namespace cpm::jinja

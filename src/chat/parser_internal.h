@@ -120,4 +120,9 @@ class DepthGuard {
 bool MentionsName(const Body& body, const std::string& name);
 bool MentionsName(const Expr* e, const std::string& name);
 
+// jinja2's compiler fails on an unknown filter or test, except inside an `if` statement or a
+// conditional expression (its "soft" frames), where it is reported only if reached at render
+// time. Loops, macros, call, set and filter blocks open a new frame, which is not soft.
+Status CheckFilterAndTestNames(const Body& body, bool soft);
+
 }  // namespace cpm::jinja::parser_internal
