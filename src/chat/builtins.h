@@ -36,6 +36,11 @@ StatusOr<Value> BinaryOp(const Interpreter& interp, const std::string& op, const
                          const Value& right);
 StatusOr<bool> Contains(const Value& container, const Value& item);
 
+// format.cc: printf-style `format % args` (a tuple is the argument list, anything else one
+// argument) and format(value, spec) with the str.format mini-language.
+StatusOr<std::string> PercentFormat(const std::string& format, const Value& args);
+StatusOr<std::string> FormatWithSpec(const Value& value, const std::string& spec);
+
 // json_dumps.cc: Python's json.dumps.
 struct JsonDumpOptions {
   bool ensure_ascii = false;

@@ -84,6 +84,56 @@ TEST(JinjaJinja2Parity, UnknownFilterOnlyFailsWhenReached) {
   ExpectRenderError(R"J({{ [1]|map('nosuch')|list }})J", R"J(No filter named 'nosuch'.)J");
 }
 
+TEST(JinjaJinja2Parity, PrintfStyleFormatting) {
+  // jinja2: render("{{ '%s|%r|%d|%5.2f|%-4s|%04d|%x|%#o|%e|%g|%c|%%|%+d|% d' % ('a', 'b', 3.9, 3.14159, 'x', -42, 255, 8, 12345.678, 0.00001234, 65, 5, 7) }}")
+  EXPECT_EQ(MustRender(R"J({{ '%s|%r|%d|%5.2f|%-4s|%04d|%x|%#o|%e|%g|%c|%%|%+d|% d' % ('a', 'b', 3.9, 3.14159, 'x', -42, 255, 8, 12345.678, 0.00001234, 65, 5, 7) }})J"), R"J(a|'b'|3| 3.14|x   |-042|ff|0o10|1.234568e+04|1.234e-05|A|%|+5| 7)J");
+  // jinja2: render("{{ '%5s|%-5d|%.3s|%05.1f|%+.2e|%X|%i|%#x|%*d|%G|%c' % ('ab', 42, 'abcdef', -2.345, 12345.6789, 255, 7.9, 255, 4, 7, 1e-10, 'z') }}")
+  EXPECT_EQ(MustRender(R"J({{ '%5s|%-5d|%.3s|%05.1f|%+.2e|%X|%i|%#x|%*d|%G|%c' % ('ab', 42, 'abcdef', -2.345, 12345.6789, 255, 7.9, 255, 4, 7, 1e-10, 'z') }})J"), R"J(   ab|42   |abc|-02.3|+1.23e+04|FF|7|0xff|   7|1E-10|z)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ '%(name)s is %(age)d' % {'name': 'Bob', 'age': 30} }}|{{ '%d items' % (3,) }}|{{ '%.2f' % 2.5 }}|{{ '%s' % [1, 2] }}|{{ 'x' % {} }}|{{ '%s' % none }}|{{ '%s/%s' % (true, 1.0) }}|[{{ '%s' % nope }}])J"), R"J(Bob is 30|3 items|2.50|[1, 2]|x|None|True/1.0|[])J");
+  // jinja2: render("{{ '%s %s' % (1,) }}")
+  ExpectRenderError(R"J({{ '%s %s' % (1,) }})J", R"J(not enough arguments for format string)J");
+  // jinja2: render("{{ '%s' % (1, 2) }}")
+  ExpectRenderError(R"J({{ '%s' % (1, 2) }})J", R"J(not all arguments converted during string formatting)J");
+  // jinja2: render("{{ '%d' % 'a' }}")
+  ExpectRenderError(R"J({{ '%d' % 'a' }})J", R"J(%d format: a real number is required, not str)J");
+  // jinja2: render("{{ '%x' % 1.5 }}")
+  ExpectRenderError(R"J({{ '%x' % 1.5 }})J", R"J(%x format: an integer is required, not float)J");
+  // jinja2: render("{{ '%f' % 'a' }}")
+  ExpectRenderError(R"J({{ '%f' % 'a' }})J", R"J(must be real number, not str)J");
+  // jinja2: render("{{ '%(a)s' % (1,) }}")
+  ExpectRenderError(R"J({{ '%(a)s' % (1,) }})J", R"J(format requires a mapping)J");
+  // jinja2: render("{{ '%(b)s' % {'a': 1} }}")
+  ExpectRenderError(R"J({{ '%(b)s' % {'a': 1} }})J", R"J('b')J");
+  // jinja2: render("{{ '%z' % 1 }}")
+  ExpectRenderError(R"J({{ '%z' % 1 }})J", R"J(unsupported format character 'z' (0x7a) at index 1)J");
+  // jinja2: render("{{ '50%' % () }}")
+  ExpectRenderError(R"J({{ '50%' % () }})J", R"J(incomplete format)J");
+}
+
+TEST(JinjaJinja2Parity, StrFormatSpecs) {
+  // jinja2: render("{{ '{:.2f}|{:>5}|{:<5}|{:^7}|{:*^7}|{:,}|{:08.3f}|{:+d}|{:x}|{:#x}|{:e}'.format(0.125, 'ab', 'ab', 'ab', 'ab', 1234567, 3.14159, 5, 255, 255, 12345.678) }}")
+  EXPECT_EQ(MustRender(R"J({{ '{:.2f}|{:>5}|{:<5}|{:^7}|{:*^7}|{:,}|{:08.3f}|{:+d}|{:x}|{:#x}|{:e}'.format(0.125, 'ab', 'ab', 'ab', 'ab', 1234567, 3.14159, 5, 255, 255, 12345.678) }})J"), R"J(0.12|   ab|ab   |  ab   |**ab***|1,234,567|0003.142|+5|ff|0xff|1.234568e+04)J");
+  // jinja2: render("{{ '{:.3}|{:10}|{:5}|{:%}|{:.1%}|{:.3}|{:.3}|{:g}|{}|{:.0f}|{:5.1f}'.format(1234.5, 3, true, 0.25, 0.125, 1.0, 123.0, 1e20, 1e20, 2.5, -0.05) }}")
+  EXPECT_EQ(MustRender(R"J({{ '{:.3}|{:10}|{:5}|{:%}|{:.1%}|{:.3}|{:.3}|{:g}|{}|{:.0f}|{:5.1f}'.format(1234.5, 3, true, 0.25, 0.125, 1.0, 123.0, 1e20, 1e20, 2.5, -0.05) }})J"), R"J(1.23e+03|         3|    1|25.000000%|12.5%|1.0|1.23e+02|1e+20|1e+20|2| -0.1)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ '{0} {name} {0}'.format('a', name='n') }}|{{ '{0[1]} {0[k]} {1.k} {1[k]}'.format([1, 2], {'k': 'v'}) }}|{{ '{!r} {!s:>4}'.format('a', 1) }}|{{ '{:{w}}|'.format('x', w=3) }}|{{ '{{}} {}'.format(1) }})J"), R"J(a n a|2  v v|'a'    1|x  ||{} 1)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ '{:=+8.2f}|{:0=8}|{:_}|{:_x}|{:b}|{:#b}|{:o}|{:c}|{:n}|{:G}|{:E}|{:F}|{:08.2f}|{:,.2f}'.format(3.14159, -42, 1234567, 1234567, 5, 5, 8, 65, 1234, 1e-10, 1.5, 1.5, -3.14159, 1234567.891) }})J"), R"J(+   3.14|-0000042|1_234_567|12_d687|101|0b101|10|A|1234|1E-10|1.500000E+00|1.500000|-0003.14|1,234,567.89)J");
+  // jinja2: render("{{ '{:d}'.format(1.5) }}")
+  ExpectRenderError(R"J({{ '{:d}'.format(1.5) }})J", R"J(Unknown format code 'd' for object of type 'float')J");
+  // jinja2: render("{{ '{:5}'.format(none) }}")
+  ExpectRenderError(R"J({{ '{:5}'.format(none) }})J", R"J(unsupported format string passed to NoneType.__format__)J");
+  // jinja2: render("{{ '{} {1}'.format(1, 2) }}")
+  ExpectRenderError(R"J({{ '{} {1}'.format(1, 2) }})J", R"J(cannot switch from manual field specification to automatic field numbering)J");
+  // jinja2: render("{{ '{2}'.format(1, 2) }}")
+  ExpectRenderError(R"J({{ '{2}'.format(1, 2) }})J", R"J(tuple index out of range)J");
+  // jinja2: render("{{ '{x}'.format(y=1) }}")
+  ExpectRenderError(R"J({{ '{x}'.format(y=1) }})J", R"J('x')J");
+  // jinja2: render("{{ '{:>5d}'.format('a') }}")
+  ExpectRenderError(R"J({{ '{:>5d}'.format('a') }})J", R"J(Unknown format code 'd' for object of type 'str')J");
+}
+
 // Parse errors carry the 1-based line and column of the offending token.
 void ExpectSyntaxError(const std::string& source, int line, int column, const std::string& fragment) {
   StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);

@@ -219,16 +219,58 @@ bool IsDigitCp(char32_t c) { return c >= '0' && c <= '9'; }
 bool IsAlphaCp(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && !IsPyWhitespace(c)); }
 bool IsAlnumCp(char32_t c) { return IsDigitCp(c) || IsAlphaCp(c); }
 
-StatusOr<Value> Format(Interpreter&, const Value& s, const CallArgs& a) {
-  // "{}", "{0}" and "{name}" fields without format specs; "{{" and "}}" are literal braces.
-  const std::string& f = s.AsString();
+// One replacement field's value: `arg_name` then any `.attr` / `[key]` (jinja2's
+// SandboxedFormatter looks both up through the sandbox, like `x.attr` in a template).
+StatusOr<Value> FormatField(Interpreter& in, const std::string& field, const CallArgs& a, size_t* auto_index,
+                            int* numbering) {
+  size_t end = field.find_first_of(".[");
+  std::string arg_name = field.substr(0, end);
+  Value v;
+  bool is_index = arg_name.empty() || arg_name.find_first_not_of("0123456789") == std::string::npos;
+  if (is_index) {
+    int mode = arg_name.empty() ? 1 : 2;  // 1: automatic numbering, 2: manual
+    if (*numbering && *numbering != mode) {
+      // string.Formatter (which jinja2's sandbox uses) words both directions this way.
+      return InvalidArgument("cannot switch from manual field specification to automatic field numbering");
+    }
+    *numbering = mode;
+    size_t idx = arg_name.empty() ? (*auto_index)++ : std::stoul(arg_name.substr(0, 9));
+    if (idx >= a.positional.size()) {
+      return InvalidArgument("tuple index out of range");  // jinja2's SandboxedFormatter indexes args
+    }
+    v = a.positional[idx];
+  } else {
+    const Value* kw = a.Get(static_cast<size_t>(-1), arg_name);
+    if (!kw) return InvalidArgument("'" + arg_name + "'");
+    v = *kw;
+  }
+  for (size_t i = end; i < field.size();) {
+    if (field[i] == '.') {
+      size_t next = field.find_first_of(".[", i + 1);
+      CPM_ASSIGN_OR_RETURN(v, in.GetAttr(v, field.substr(i + 1, next - i - 1)));
+      i = next;
+    } else {
+      size_t close = field.find(']', i);
+      if (close == std::string::npos) return InvalidArgument("Missing ']' in format string");
+      std::string key = field.substr(i + 1, close - i - 1);
+      bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+      CPM_ASSIGN_OR_RETURN(v, in.GetItem(v, digits ? Value::Int(std::stoll(key.substr(0, 18))) : Value::String(key)));
+      i = close + 1;
+    }
+  }
+  return v;
+}
+
+// str.format: `{field!conversion:spec}`, where the spec may itself hold `{field}`s.
+StatusOr<std::string> FormatString(Interpreter& in, const std::string& f, const CallArgs& a, size_t* auto_index,
+                                   int* numbering, int depth) {
   std::string out;
-  size_t auto_index = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     char c = f[i];
-    if (c == '}' ) {
-      if (i + 1 < f.size() && f[i + 1] == '}') ++i;
+    if (c == '}') {
+      if (i + 1 >= f.size() || f[i + 1] != '}') return InvalidArgument("Single '}' encountered in format string");
       out += '}';
+      ++i;
       continue;
     }
     if (c != '{') {
@@ -240,26 +282,44 @@ StatusOr<Value> Format(Interpreter&, const Value& s, const CallArgs& a) {
       ++i;
       continue;
     }
-    size_t close = f.find('}', i);
-    if (close == std::string::npos) return InvalidArgument("Single '{' encountered in format string");
+    // The field ends at the '}' that balances its '{' (specs may nest one level).
+    size_t close = i + 1;
+    for (int open = 1; close < f.size(); ++close) {
+      if (f[close] == '{') ++open;
+      if (f[close] == '}' && --open == 0) break;
+    }
+    if (close >= f.size()) return InvalidArgument("expected '}' before end of string");
     std::string field = f.substr(i + 1, close - i - 1);
-    if (field.find_first_of(":!.[") != std::string::npos) {
-      return InvalidArgument("str.format: format specs are not supported");
+    std::string spec, conversion;
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      spec = field.substr(colon + 1);
+      field.resize(colon);
     }
-    const Value* v = nullptr;
-    if (field.empty()) {
-      v = auto_index < a.positional.size() ? &a.positional[auto_index] : nullptr;
-      ++auto_index;
-    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
-      size_t idx = std::stoul(field);
-      v = idx < a.positional.size() ? &a.positional[idx] : nullptr;
-    } else {
-      v = a.Get(static_cast<size_t>(-1), field);
+    size_t bang = field.find('!');
+    if (bang != std::string::npos) {
+      conversion = field.substr(bang + 1);
+      field.resize(bang);
+      if (conversion != "r" && conversion != "s" && conversion != "a") {
+        return InvalidArgument("Unknown conversion specifier " + conversion);
+      }
     }
-    if (!v) return InvalidArgument("str.format: no value for field '{" + field + "}'");
-    out += v->ToStr();
+    if (depth > 0 && spec.find('{') != std::string::npos) return InvalidArgument("Max string recursion exceeded");
+    CPM_ASSIGN_OR_RETURN(spec, FormatString(in, spec, a, auto_index, numbering, depth + 1));
+    CPM_ASSIGN_OR_RETURN(Value v, FormatField(in, field, a, auto_index, numbering));
+    if (!conversion.empty()) v = Value::String(conversion == "s" ? v.ToStr() : v.Repr());
+    CPM_ASSIGN_OR_RETURN(std::string piece, FormatWithSpec(v, spec));
+    out += piece;
+    CPM_RETURN_IF_ERROR(in.CheckSize(out.size()));
     i = close;
   }
+  return out;
+}
+
+StatusOr<Value> Format(Interpreter& in, const Value& s, const CallArgs& a) {
+  size_t auto_index = 0;
+  int numbering = 0;
+  CPM_ASSIGN_OR_RETURN(std::string out, FormatString(in, s.AsString(), a, &auto_index, &numbering, 0));
   return Value::String(std::move(out));
 }
 

@@ -92,6 +92,12 @@ StatusOr<Value> BinaryOp(const Interpreter& interp, const std::string& op, const
     CPM_RETURN_IF_ERROR(interp.CheckSize(out.size()));
     return Value::String(std::move(out));
   }
+  if (op == "%" && l.IsString()) {
+    // str.__mod__ runs first and takes str() of an Undefined argument, so no error for it.
+    CPM_ASSIGN_OR_RETURN(std::string out, PercentFormat(l.AsString(), r));
+    CPM_RETURN_IF_ERROR(interp.CheckSize(out.size()));
+    return Value::String(std::move(out));
+  }
   if (l.IsUndefined()) return UndefinedError(l);
   if (r.IsUndefined()) return UndefinedError(r);
   if (l.IsNumber() && r.IsNumber()) return Arithmetic(op, l, r);
@@ -117,9 +123,6 @@ StatusOr<Value> BinaryOp(const Interpreter& interp, const std::string& op, const
   if (op == "*") {
     if ((l.IsString() || l.IsList()) && (r.IsInt() || r.IsBool())) return Repeat(interp, l, r.AsInt());
     if ((r.IsString() || r.IsList()) && (l.IsInt() || l.IsBool())) return Repeat(interp, r, l.AsInt());
-  }
-  if (op == "%" && l.IsString()) {
-    return InvalidArgument("printf-style string formatting is not supported");
   }
   return Unsupported(op, l, r);
 }
