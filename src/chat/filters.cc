@@ -258,6 +258,20 @@ StatusOr<Value> SortKey(Interpreter& in, const Value& item, const Value& attribu
   return k;
 }
 
+// Python's sorted(key=..., reverse=...): stable, and reverse keeps equal items in order.
+Status StableSortByKey(std::vector<std::pair<Value, Value>>* keyed, bool reverse) {
+  Status error;
+  std::stable_sort(keyed->begin(), keyed->end(), [&](const auto& x, const auto& y) {
+    StatusOr<bool> lt = reverse ? LessThan(y.first, x.first) : LessThan(x.first, y.first);
+    if (!lt.ok()) {
+      error = lt.status();
+      return false;
+    }
+    return *lt;
+  });
+  return error;
+}
+
 StatusOr<Value> Sort(Interpreter& in, const Value& v, const CallArgs& a) {
   bool reverse = Arg(a, 0, "reverse", Value::Bool(false)).Truthy();
   bool case_sensitive = Arg(a, 1, "case_sensitive", Value::Bool(false)).Truthy();
@@ -268,16 +282,7 @@ StatusOr<Value> Sort(Interpreter& in, const Value& v, const CallArgs& a) {
     CPM_ASSIGN_OR_RETURN(Value k, SortKey(in, item, attribute, case_sensitive));
     keyed.emplace_back(std::move(k), std::move(item));
   }
-  Status error;
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
-    StatusOr<bool> lt = reverse ? LessThan(y.first, x.first) : LessThan(x.first, y.first);
-    if (!lt.ok()) {
-      error = lt.status();
-      return false;
-    }
-    return *lt;
-  });
-  CPM_RETURN_IF_ERROR(error);
+  CPM_RETURN_IF_ERROR(StableSortByKey(&keyed, reverse));
   ValueList out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return Value::List(std::move(out));
@@ -454,17 +459,178 @@ StatusOr<Value> WordCount(Interpreter&, const Value& v, const CallArgs&) {
   return Value::Int(words);
 }
 
+
+StatusOr<Value> DictSort(Interpreter&, const Value& v, const CallArgs& a) {
+  bool case_sensitive = Arg(a, 0, "case_sensitive", Value::Bool(false)).Truthy();
+  std::string by = Arg(a, 1, "by", Value::String("key")).ToStr();
+  bool reverse = Arg(a, 2, "reverse", Value::Bool(false)).Truthy();
+  if (by != "key" && by != "value") return InvalidArgument("You can only sort by either \"key\" or \"value\"");
+  if (!v.IsDict()) return InvalidArgument("'" + v.TypeName() + "' object has no attribute 'items'");
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const auto& [k, val] : v.AsDict().items) {
+    Value key = by == "key" ? k : val;
+    if (!case_sensitive && key.IsString()) key = Value::String(PyLower(key.AsString()));
+    keyed.emplace_back(std::move(key), Value::List({k, val}, true));
+  }
+  CPM_RETURN_IF_ERROR(StableSortByKey(&keyed, reverse));
+  ValueList out;
+  for (auto& kv : keyed) out.push_back(std::move(kv.second));
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> GroupBy(Interpreter& in, const Value& v, const CallArgs& a) {
+  const Value* attribute = a.Get(0, "attribute");
+  if (!attribute) return InvalidArgument("groupby() missing 1 required positional argument: 'attribute'");
+  Value dflt = Arg(a, 1, "default", Value::None());
+  bool case_sensitive = Arg(a, 2, "case_sensitive", Value::Bool(false)).Truthy();
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  // Sorted by the (lower-cased) key, then runs of equal keys; the grouper is the first
+  // item's key in its own case, as jinja2 reports it.
+  std::vector<std::pair<Value, Value>> keyed;
+  for (Value& item : items) {
+    CPM_ASSIGN_OR_RETURN(Value k, Attr(in, item, *attribute));
+    if (k.IsUndefined() && !dflt.IsNone()) k = dflt;
+    keyed.emplace_back(std::move(k), std::move(item));
+  }
+  std::vector<std::pair<Value, Value>> sorted;
+  for (const auto& [k, item] : keyed) {
+    sorted.emplace_back(!case_sensitive && k.IsString() ? Value::String(PyLower(k.AsString())) : k,
+                        Value::List({k, item}));
+  }
+  CPM_RETURN_IF_ERROR(StableSortByKey(&sorted, false));
+  ValueList out;
+  for (size_t i = 0; i < sorted.size();) {
+    Value grouper = sorted[i].second.AsList()[0];
+    ValueList group;
+    size_t j = i;
+    for (; j < sorted.size() && Equals(sorted[j].first, sorted[i].first); ++j) {
+      group.push_back(sorted[j].second.AsList()[1]);
+    }
+    out.push_back(Value::GroupTuple(std::move(grouper), std::move(group)));
+    i = j;
+  }
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> Format(Interpreter&, const Value& v, const CallArgs& a) {
+  // jinja2's do_format: `value % (kwargs or args)`.
+  if (!a.positional.empty() && !a.keyword.empty()) {
+    return InvalidArgument("can't handle positional and keyword arguments at the same time");
+  }
+  Value args = Value::List(a.positional, true);
+  if (!a.keyword.empty()) {
+    ValueDict d;
+    for (const auto& [k, val] : a.keyword) d.Set(Value::String(k), val);
+    args = Value::Dict(std::move(d));
+  }
+  CPM_ASSIGN_OR_RETURN(std::string out, PercentFormat(v.ToStr(), args));
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> Escape(Interpreter&, const Value& v, const CallArgs&) {
+  // markupsafe.escape with autoescape off: the five HTML-special characters.
+  std::string out;
+  for (char c : v.ToStr()) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return Value::String(std::move(out));
+}
+
+StatusOr<Value> Center(Interpreter& in, const Value& v, const CallArgs& a) {
+  Value width = Arg(a, 0, "width", Value::Int(80));
+  if (!width.IsInt() && !width.IsBool()) {
+    return InvalidArgument("'" + width.TypeName() + "' object cannot be interpreted as an integer");
+  }
+  CPM_RETURN_IF_ERROR(in.CheckSize(static_cast<size_t>(std::max<int64_t>(0, width.AsInt()))));
+  return Value::String(PyJustify(v.ToStr(), width.AsInt(), " ", '^'));
+}
+
+StatusOr<Value> Truncate(Interpreter&, const Value& v, const CallArgs& a) {
+  int64_t length = Arg(a, 0, "length", Value::Int(255)).AsInt();
+  bool killwords = Arg(a, 1, "killwords", Value::Bool(false)).Truthy();
+  std::string end = Arg(a, 2, "end", Value::String("...")).ToStr();
+  Value leeway_v = Arg(a, 3, "leeway", Value::None());
+  int64_t leeway = leeway_v.IsNone() ? 5 : leeway_v.AsInt();  // jinja2's truncate.leeway policy
+  int64_t end_len = static_cast<int64_t>(CodePointCount(end));
+  if (length < end_len) return InvalidArgument("expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+  if (leeway < 0) return InvalidArgument("expected leeway >= 0, got " + std::to_string(leeway));
+  std::vector<std::string> cps = SplitCodePoints(v.ToStr());
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::String(v.ToStr());
+  std::string head;
+  for (int64_t i = 0; i < length - end_len; ++i) head += cps[static_cast<size_t>(i)];
+  if (!killwords) {
+    size_t space = head.rfind(' ');
+    if (space != std::string::npos) head.resize(space);
+  }
+  return Value::String(head + end);
+}
+
+StatusOr<Value> Batch(Interpreter& in, const Value& v, const CallArgs& a) {
+  const Value* linecount_v = a.Get(0, "linecount");
+  if (!linecount_v) return InvalidArgument("do_batch() missing 1 required positional argument: 'linecount'");
+  int64_t linecount = linecount_v->AsInt();
+  Value fill = Arg(a, 1, "fill_with", Value::None());
+  if (!fill.IsNone()) CPM_RETURN_IF_ERROR(in.CheckSize(static_cast<size_t>(std::max<int64_t>(0, linecount))));
+  CPM_ASSIGN_OR_RETURN(ValueList items, in.Iterate(v));
+  ValueList out, tmp;
+  for (Value& item : items) {
+    if (static_cast<int64_t>(tmp.size()) == linecount) out.push_back(Value::List(std::exchange(tmp, {})));
+    tmp.push_back(std::move(item));
+  }
+  if (!tmp.empty()) {
+    while (!fill.IsNone() && static_cast<int64_t>(tmp.size()) < linecount) tmp.push_back(fill);
+    out.push_back(Value::List(std::move(tmp)));
+  }
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> SliceFilter(Interpreter& in, const Value& v, const CallArgs& a) {
+  const Value* slices_v = a.Get(0, "slices");
+  if (!slices_v) return InvalidArgument("sync_do_slice() missing 1 required positional argument: 'slices'");
+  int64_t slices = slices_v->AsInt();
+  Value fill = Arg(a, 1, "fill_with", Value::None());
+  CPM_ASSIGN_OR_RETURN(ValueList seq, in.Iterate(v));
+  if (slices == 0) return InvalidArgument("integer division or modulo by zero");
+  CPM_RETURN_IF_ERROR(in.CheckSize(static_cast<size_t>(std::max<int64_t>(slices, 0))));
+  // jinja2's sync_do_slice: the first len % slices columns get one extra item.
+  int64_t length = static_cast<int64_t>(seq.size());
+  int64_t per = length / slices - ((length % slices != 0 && (length < 0) != (slices < 0)) ? 1 : 0);
+  int64_t extra = length - per * slices;
+  int64_t offset = 0;
+  ValueList out;
+  for (int64_t n = 0; n < slices; ++n) {
+    int64_t start = offset + n * per;
+    if (n < extra) ++offset;
+    int64_t end = offset + (n + 1) * per;
+    ValueList column;
+    for (size_t i : SliceIndices(length, start, end, 1)) column.push_back(seq[i]);
+    if (!fill.IsNone() && n >= extra) column.push_back(fill);
+    out.push_back(Value::List(std::move(column)));
+  }
+  return Value::List(std::move(out));
+}
+
 const std::vector<std::pair<std::string_view, FilterFn>>& FilterTable() {
   static const std::vector<std::pair<std::string_view, FilterFn>> kTable = {
-      {"abs", Abs},         {"attr", AttrFilter},   {"capitalize", Capitalize}, {"count", Length},
-      {"d", Default},       {"default", Default},   {"first", First},           {"float", ToFloat},
+      {"abs", Abs},         {"attr", AttrFilter},   {"batch", Batch},           {"capitalize", Capitalize},
+      {"center", Center},   {"count", Length},      {"d", Default},             {"default", Default},
+      {"dictsort", DictSort}, {"e", Escape},        {"escape", Escape},         {"first", First},
+      {"float", ToFloat},   {"forceescape", Escape}, {"format", Format},        {"groupby", GroupBy},
       {"indent", Indent},   {"int", ToInt},         {"items", Items},           {"join", Join},
       {"last", Last},       {"length", Length},     {"list", ToList},           {"lower", Lower},
       {"map", Map},         {"max", Max},           {"min", Min},               {"reject", Reject},
       {"rejectattr", RejectAttr}, {"replace", Replace}, {"reverse", Reverse},   {"round", Round},
-      {"safe", Safe},       {"select", Select},     {"selectattr", SelectAttr}, {"sort", Sort},
-      {"string", ToString}, {"sum", Sum},           {"title", Title},           {"tojson", ToJson},
-      {"trim", Trim},       {"unique", Unique},     {"upper", Upper},           {"wordcount", WordCount},
+      {"safe", Safe},       {"select", Select},     {"selectattr", SelectAttr}, {"slice", SliceFilter},
+      {"sort", Sort},       {"string", ToString},   {"sum", Sum},               {"title", Title},
+      {"tojson", ToJson},   {"trim", Trim},         {"truncate", Truncate},     {"unique", Unique},
+      {"upper", Upper},     {"wordcount", WordCount},
   };
   return kTable;
 }

@@ -370,6 +370,8 @@ StatusOr<Value> Interpreter::GetAttr(const Value& obj, const std::string& name) 
     if (const Value* v = obj.AsDict().Find(name)) return *v;
   } else if (obj.IsNamespace()) {
     if (const Value* v = obj.NamespaceAttrs().Find(name)) return *v;
+  } else if (obj.IsGroupTuple() && (name == "grouper" || name == "list")) {
+    return obj.AsList()[name == "grouper" ? 0 : 1];
   }
   return Value::Undefined("'" + obj.TypeName() + " object' has no attribute '" + name + "'");
 }

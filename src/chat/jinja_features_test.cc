@@ -84,6 +84,53 @@ TEST(JinjaJinja2Parity, UnknownFilterOnlyFailsWhenReached) {
   ExpectRenderError(R"J({{ [1]|map('nosuch')|list }})J", R"J(No filter named 'nosuch'.)J");
 }
 
+TEST(JinjaJinja2Parity, DictSort) {
+  // jinja2: render('{% for k, v in d|dictsort %}{{ k }}={{ v }};{% endfor %}', **{'d': {'b': 1, 'A': 2, 'a': 3, 'C': 0}})
+  EXPECT_EQ(MustRender(R"J({% for k, v in d|dictsort %}{{ k }}={{ v }};{% endfor %})J", Json::parse(R"J({"d": {"b": 1, "A": 2, "a": 3, "C": 0}})J")), R"J(A=2;a=3;b=1;C=0;)J");
+  // jinja2: render("{{ d|dictsort(true) }}|{{ d|dictsort(reverse=true) }}|{{ d|dictsort(false, 'value') }}|{{ d|dictsort(by='value', reverse=true) }}", **{'d': {'b': 1, 'A': 2, 'a': 3, 'C': 0}})
+  EXPECT_EQ(MustRender(R"J({{ d|dictsort(true) }}|{{ d|dictsort(reverse=true) }}|{{ d|dictsort(false, 'value') }}|{{ d|dictsort(by='value', reverse=true) }})J", Json::parse(R"J({"d": {"b": 1, "A": 2, "a": 3, "C": 0}})J")), R"J([('A', 2), ('C', 0), ('a', 3), ('b', 1)]|[('C', 0), ('b', 1), ('A', 2), ('a', 3)]|[('C', 0), ('b', 1), ('A', 2), ('a', 3)]|[('a', 3), ('A', 2), ('b', 1), ('C', 0)])J");
+  // jinja2: render("{{ {'x': 1}|dictsort(by='nope') }}")
+  ExpectRenderError(R"J({{ {'x': 1}|dictsort(by='nope') }})J", R"J(You can only sort by either "key" or "value")J");
+  // jinja2: render('{% macro f(p) %}{% for k, v in p|dictsort %}{{ k }}{% endfor %}{% endmacro %}hello')
+  EXPECT_EQ(MustRender(R"J({% macro f(p) %}{% for k, v in p|dictsort %}{{ k }}{% endfor %}{% endmacro %}hello)J"), R"J(hello)J");
+}
+
+TEST(JinjaJinja2Parity, FormatFilter) {
+  // jinja2: render("{{ '%s'|format(1) }}|{{ '%s-%s'|format('a', 'b') }}|{{ '%(a)s'|format(a=1) }}|{{ '%.2f'|format(3.14159) }}|{{ 'x'|format }}")
+  EXPECT_EQ(MustRender(R"J({{ '%s'|format(1) }}|{{ '%s-%s'|format('a', 'b') }}|{{ '%(a)s'|format(a=1) }}|{{ '%.2f'|format(3.14159) }}|{{ 'x'|format }})J"), R"J(1|a-b|1|3.14|x)J");
+  // jinja2: render("{% if false %}{{ '%s'|format(1) }}{% endif %}hello")
+  EXPECT_EQ(MustRender(R"J({% if false %}{{ '%s'|format(1) }}{% endif %}hello)J"), R"J(hello)J");
+  // jinja2: render("{{ '%s %(a)s'|format(1, a=2) }}")
+  ExpectRenderError(R"J({{ '%s %(a)s'|format(1, a=2) }})J", R"J(can't handle positional and keyword arguments at the same time)J");
+}
+
+TEST(JinjaJinja2Parity, GroupBy) {
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({% for g in xs|groupby('city') %}{{ g.grouper }}:{{ g.list|map(attribute='n')|join(',') }};{% endfor %})J", Json::parse(R"J({"xs": [{"city": "NY", "n": 1}, {"city": "ca", "n": 2}, {"city": "CA", "n": 3}, {"city": "NY", "n": 4}]})J")), R"J(ca:2,3;NY:1,4;)J");
+  // jinja2: render("{% for city, items in xs|groupby('city', default='??') %}{{ city }}={{ items|length }};{% endfor %}", **{'xs': [{'city': 'b'}, {'n': 2}, {'city': 'a'}]})
+  EXPECT_EQ(MustRender(R"J({% for city, items in xs|groupby('city', default='??') %}{{ city }}={{ items|length }};{% endfor %})J", Json::parse(R"J({"xs": [{"city": "b"}, {"n": 2}, {"city": "a"}]})J")), R"J(??=1;a=1;b=1;)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({% for city, items in xs|groupby('city', case_sensitive=true) %}{{ city }}={{ items|length }};{% endfor %}{{ (xs|groupby('city'))[0] }})J", Json::parse(R"J({"xs": [{"city": "a"}, {"city": "A"}, {"city": "a"}]})J")), R"J(A=1;a=2;('a', [{'city': 'a'}, {'city': 'A'}, {'city': 'a'}]))J");
+}
+
+TEST(JinjaJinja2Parity, EscapeCenterTruncate) {
+  // jinja2: render('{{ \'<a href="x">Tom & Jerry\\\'s</a>\'|e }}|{{ \'<b>\'|escape }}|{{ 5|e }}|{{ none|e }}')
+  EXPECT_EQ(MustRender(R"J({{ '<a href="x">Tom & Jerry\'s</a>'|e }}|{{ '<b>'|escape }}|{{ 5|e }}|{{ none|e }})J"), R"J(&lt;a href=&#34;x&#34;&gt;Tom &amp; Jerry&#39;s&lt;/a&gt;|&lt;b&gt;|5|None)J");
+  // jinja2: render("[{{ 'ab'|center(7) }}][{{ 'ab'|center(6) }}][{{ 'abc'|center(6) }}][{{ 'abc'|center(2) }}][{{ 'x'|center|length }}]")
+  EXPECT_EQ(MustRender(R"J([{{ 'ab'|center(7) }}][{{ 'ab'|center(6) }}][{{ 'abc'|center(6) }}][{{ 'abc'|center(2) }}][{{ 'x'|center|length }}])J"), R"J([   ab  ][  ab  ][ abc  ][abc][80])J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ 'foo bar baz qux'|truncate(9) }}|{{ 'foo bar baz qux'|truncate(9, true) }}|{{ 'foo bar baz qux'|truncate(11) }}|{{ 'foo bar baz qux'|truncate(11, false, '...', 0) }}|{{ 'héllo wörld'|truncate(7, end='…', leeway=0) }}|{{ ('x' * 300)|truncate|length }})J"), R"J(foo...|foo ba...|foo bar baz qux|foo bar...|héllo…|255)J");
+  // jinja2: render("{{ 'abc'|truncate(2) }}")
+  ExpectRenderError(R"J({{ 'abc'|truncate(2) }})J", R"J(expected length >= 3, got 2)J");
+}
+
+TEST(JinjaJinja2Parity, BatchSlice) {
+  // jinja2: render("{{ [1,2,3,4,5]|batch(2)|list }}|{{ [1,2,3,4,5]|batch(3, 'x')|list }}|{{ []|batch(2)|list }}")
+  EXPECT_EQ(MustRender(R"J({{ [1,2,3,4,5]|batch(2)|list }}|{{ [1,2,3,4,5]|batch(3, 'x')|list }}|{{ []|batch(2)|list }})J"), R"J([[1, 2], [3, 4], [5]]|[[1, 2, 3], [4, 5, 'x']]|[])J");
+  // jinja2: render('{{ [1,2,3,4,5]|slice(3)|list }}|{{ [1,2,3,4,5]|slice(3, 0)|list }}|{{ [1,2]|slice(4)|list }}|{{ range(7)|slice(2)|list }}')
+  EXPECT_EQ(MustRender(R"J({{ [1,2,3,4,5]|slice(3)|list }}|{{ [1,2,3,4,5]|slice(3, 0)|list }}|{{ [1,2]|slice(4)|list }}|{{ range(7)|slice(2)|list }})J"), R"J([[1, 2], [3, 4], [5]]|[[1, 2], [3, 4], [5, 0]]|[[1], [2], [], []]|[[0, 1, 2, 3], [4, 5, 6]])J");
+}
+
 TEST(JinjaJinja2Parity, PrintfStyleFormatting) {
   // jinja2: render("{{ '%s|%r|%d|%5.2f|%-4s|%04d|%x|%#o|%e|%g|%c|%%|%+d|% d' % ('a', 'b', 3.9, 3.14159, 'x', -42, 255, 8, 12345.678, 0.00001234, 65, 5, 7) }}")
   EXPECT_EQ(MustRender(R"J({{ '%s|%r|%d|%5.2f|%-4s|%04d|%x|%#o|%e|%g|%c|%%|%+d|% d' % ('a', 'b', 3.9, 3.14159, 'x', -42, 255, 8, 12345.678, 0.00001234, 65, 5, 7) }})J"), R"J(a|'b'|3| 3.14|x   |-042|ff|0o10|1.234568e+04|1.234e-05|A|%|+5| 7)J");

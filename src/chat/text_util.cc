@@ -2,6 +2,7 @@
 #include "chat/text_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <utf8proc.h>
 
@@ -128,6 +129,65 @@ std::string PyCapitalize(std::string_view s) {
     first = false;
     return out;
   });
+}
+
+std::string PySwapCase(std::string_view s) {
+  return MapCodePoints(s, [](char32_t cp) {
+    utf8proc_category_t cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+    if (cat == UTF8PROC_CATEGORY_LU) return Low(cp);
+    if (cat == UTF8PROC_CATEGORY_LL) return Up(cp);
+    return cp;
+  });
+}
+
+std::string PyCasefold(std::string_view s) {
+  utf8proc_uint8_t* folded = nullptr;
+  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                    static_cast<utf8proc_ssize_t>(s.size()), &folded, UTF8PROC_CASEFOLD);
+  if (n < 0) return PyLower(s);  // invalid UTF-8: fall back to the simple mapping
+  std::string out(reinterpret_cast<char*>(folded), static_cast<size_t>(n));
+  std::free(folded);
+  return out;
+}
+
+namespace {
+
+// Counts the cased code points of `s` by category: [0] lower, [1] upper, [2] title.
+void CountCases(std::string_view s, int counts[3]) {
+  for (size_t i = 0; i < s.size();) {
+    size_t len;
+    utf8proc_category_t cat = utf8proc_category(static_cast<utf8proc_int32_t>(DecodeAt(s, i, &len)));
+    if (cat == UTF8PROC_CATEGORY_LL) ++counts[0];
+    if (cat == UTF8PROC_CATEGORY_LU) ++counts[1];
+    if (cat == UTF8PROC_CATEGORY_LT) ++counts[2];
+    i += len;
+  }
+}
+
+}  // namespace
+
+bool PyIsLower(std::string_view s) {
+  int c[3] = {0, 0, 0};
+  CountCases(s, c);
+  return c[0] > 0 && c[1] == 0 && c[2] == 0;
+}
+
+bool PyIsUpper(std::string_view s) {
+  int c[3] = {0, 0, 0};
+  CountCases(s, c);
+  return c[1] > 0 && c[0] == 0 && c[2] == 0;
+}
+
+std::string PyJustify(std::string_view s, int64_t width, std::string_view fill, char align) {
+  int64_t len = static_cast<int64_t>(CodePointCount(s));
+  if (width <= len) return std::string(s);
+  int64_t pad = width - len;
+  int64_t left = align == '<' ? 0 : align == '>' ? pad : pad / 2 + (pad & width & 1);
+  std::string out;
+  for (int64_t i = 0; i < left; ++i) out += fill;
+  out += s;
+  for (int64_t i = left; i < pad; ++i) out += fill;
+  return out;
 }
 
 std::vector<size_t> SliceIndices(int64_t len, std::optional<int64_t> start,

@@ -29,6 +29,17 @@ std::string PyUpper(std::string_view s);
 std::string PyLower(std::string_view s);
 std::string PyTitle(std::string_view s);
 std::string PyCapitalize(std::string_view s);
+std::string PySwapCase(std::string_view s);
+// str.casefold(): full Unicode case folding ('ß' -> 'ss') through utf8proc.
+std::string PyCasefold(std::string_view s);
+// str.islower()/isupper(): at least one cased character, and none of the other case (a
+// titlecase letter counts against both).
+bool PyIsLower(std::string_view s);
+bool PyIsUpper(std::string_view s);
+
+// str.center/ljust/rjust(width, fillchar): `align` is '^', '<' or '>'. CPython puts the odd
+// pad character of center() on the left when `width` is odd.
+std::string PyJustify(std::string_view s, int64_t width, std::string_view fill, char align);
 
 // The indices a Python slice [start:stop:step] selects from a sequence of `len` items.
 std::vector<size_t> SliceIndices(int64_t len, std::optional<int64_t> start,

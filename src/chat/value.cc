@@ -86,6 +86,11 @@ Value Value::List(ValueList items, bool is_tuple) {
   v.data_ = std::shared_ptr<const ValueList>(std::make_shared<ValueList>(std::move(items)));
   return v;
 }
+Value Value::GroupTuple(Value grouper, ValueList list) {
+  Value v = List({std::move(grouper), List(std::move(list))}, true);
+  v.is_group_ = true;
+  return v;
+}
 Value Value::Dict(ValueDict dict) {
   Value v;
   v.kind_ = Kind::kDict;

@@ -61,6 +61,8 @@ class Value {
   static Value Float(double d);
   static Value String(std::string s);
   static Value List(ValueList items, bool is_tuple = false);
+  // groupby's result items: a (grouper, list) tuple whose fields are also attributes.
+  static Value GroupTuple(Value grouper, ValueList list);
   static Value Dict(ValueDict dict);
   static Value Namespace(ValueDict attrs);
   static Value Function(std::shared_ptr<const Callable> fn);
@@ -78,6 +80,7 @@ class Value {
   bool IsString() const { return kind_ == Kind::kString; }
   bool IsList() const { return kind_ == Kind::kList; }
   bool IsTuple() const { return kind_ == Kind::kList && is_tuple_; }
+  bool IsGroupTuple() const { return kind_ == Kind::kList && is_group_; }
   bool IsDict() const { return kind_ == Kind::kDict; }
   bool IsNamespace() const { return kind_ == Kind::kNamespace; }
   bool IsCallable() const { return kind_ == Kind::kCallable; }
@@ -111,6 +114,7 @@ class Value {
 
   Kind kind_ = Kind::kUndefined;
   bool is_tuple_ = false;
+  bool is_group_ = false;
   std::variant<std::monostate, Hint, bool, int64_t, double, std::string, std::shared_ptr<const ValueList>,
                std::shared_ptr<const ValueDict>, std::shared_ptr<ValueDict>,
                std::shared_ptr<const Callable>>
