@@ -181,6 +181,44 @@ TEST(JinjaJinja2Parity, StrFormatSpecs) {
   ExpectRenderError(R"J({{ '{:>5d}'.format('a') }})J", R"J(Unknown format code 'd' for object of type 'str')J");
 }
 
+TEST(JinjaJinja2Parity, FindCountAffixRanges) {
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ 'a.b.c'.find('.', 2) }} {{ 'a.b.c'.find('.', -2) }} {{ 'a.b.c'.find('.', 2, 3) }} {{ 'a.b.c'.find('.', none, 2) }} {{ 'a.b.c'.find('', 9) }} {{ 'a.b.c'.find('', 5) }} {{ 'ñ.ñ.ñ'.find('ñ', 1) }} {{ 'a.b.c'.find('.', -100, 100) }})J"), R"J(3 3 -1 1 -1 5 2 1)J");
+  // jinja2: render("{{ 'a.b.c'.rfind('.', 0, 3) }} {{ 'a.b.c'.rfind('.', -2) }} {{ 'a.b.c'.rfind('x') }} {{ 'abc'.rfind('', 1, 2) }}")
+  EXPECT_EQ(MustRender(R"J({{ 'a.b.c'.rfind('.', 0, 3) }} {{ 'a.b.c'.rfind('.', -2) }} {{ 'a.b.c'.rfind('x') }} {{ 'abc'.rfind('', 1, 2) }})J"), R"J(1 3 -1 2)J");
+  // jinja2: render("{{ 'aXaXa'.count('a', 1) }} {{ 'aXaXa'.count('a', 1, -1) }} {{ 'aaaa'.count('aa') }} {{ 'abc'.count('', 1) }} {{ 'abc'.count('', 4) }} {{ 'abc'.count('', 3) }}")
+  EXPECT_EQ(MustRender(R"J({{ 'aXaXa'.count('a', 1) }} {{ 'aXaXa'.count('a', 1, -1) }} {{ 'aaaa'.count('aa') }} {{ 'abc'.count('', 1) }} {{ 'abc'.count('', 4) }} {{ 'abc'.count('', 3) }})J"), R"J(2 1 2 3 0 1)J");
+  // jinja2: render("{{ 'a.b.c'.index('.', 2) }} {{ 'a.b.c'.rindex('.') }} {{ 'a.b.c'.rindex('.', 0, 3) }}")
+  EXPECT_EQ(MustRender(R"J({{ 'a.b.c'.index('.', 2) }} {{ 'a.b.c'.rindex('.') }} {{ 'a.b.c'.rindex('.', 0, 3) }})J"), R"J(3 3 1)J");
+  // jinja2: render("{{ 'a.b.c'.index('x') }}")
+  ExpectRenderError(R"J({{ 'a.b.c'.index('x') }})J", R"J(substring not found)J");
+  // jinja2: render("{{ 'a.b.c'.rindex('.', 4) }}")
+  ExpectRenderError(R"J({{ 'a.b.c'.rindex('.', 4) }})J", R"J(substring not found)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ 'xxabc'.startswith('abc', 2) }} {{ 'xxabc'.startswith('ab', 2, 3) }} {{ 'xxabc'.endswith('xx', 0, 2) }} {{ 'xxabc'.endswith('bc', -3) }} {{ 'xxabc'.startswith(('q', 'ab'), 2) }} {{ 'abc'.startswith('', 3) }} {{ 'abc'.startswith('', 4) }} {{ 'abc'.endswith(('x', 'c')) }} {{ 'abc'.startswith('a', none, none) }})J"), R"J(True False True True True True False True True)J");
+  // jinja2: render("{{ 'abc'.startswith(['a']) }}")
+  ExpectRenderError(R"J({{ 'abc'.startswith(['a']) }})J", R"J(startswith first arg must be str or a tuple of str, not list)J");
+}
+
+TEST(JinjaJinja2Parity, StrMethods) {
+  // jinja2: render("{{ 'a\\nb\\r\\nc\\n'.splitlines() }} {{ 'a\\nb\\r\\nc\\n'.splitlines(true) }} {{ ''.splitlines() }} {{ 'x\\x0by\\u2028z'.splitlines() }} {{ 'a\\n\\nb'.splitlines(keepends=true) }}")
+  EXPECT_EQ(MustRender(R"J({{ 'a\nb\r\nc\n'.splitlines() }} {{ 'a\nb\r\nc\n'.splitlines(true) }} {{ ''.splitlines() }} {{ 'x\x0by\u2028z'.splitlines() }} {{ 'a\n\nb'.splitlines(keepends=true) }})J"), R"J(['a', 'b', 'c'] ['a\n', 'b\r\n', 'c\n'] [] ['x', 'y', 'z'] ['a\n', '\n', 'b'])J");
+  // jinja2: render("{{ 'TestHook'.removeprefix('Test') }} {{ 'abc'.removeprefix('x') }} {{ 'file.py'.removesuffix('.py') }} {{ 'abc'.removesuffix('') }}")
+  EXPECT_EQ(MustRender(R"J({{ 'TestHook'.removeprefix('Test') }} {{ 'abc'.removeprefix('x') }} {{ 'file.py'.removesuffix('.py') }} {{ 'abc'.removesuffix('') }})J"), R"J(Hook abc file abc)J");
+  // jinja2: render("{{ 'a=b=c'.partition('=') }} {{ 'abc'.partition('=') }} {{ 'a=b=c'.rpartition('=') }} {{ 'abc'.rpartition('=') }}")
+  EXPECT_EQ(MustRender(R"J({{ 'a=b=c'.partition('=') }} {{ 'abc'.partition('=') }} {{ 'a=b=c'.rpartition('=') }} {{ 'abc'.rpartition('=') }})J"), R"J(('a', '=', 'b=c') ('abc', '', '') ('a=b', '=', 'c') ('', '', 'abc'))J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ 'abc'.islower() }} {{ 'aBc'.islower() }} {{ 'ABC1'.isupper() }} {{ '123'.islower() }} {{ '123'.isdigit() }} {{ '12a'.isdigit() }} {{ ''.isdigit() }} {{ 'abé'.isalpha() }} {{ 'ab1'.isalpha() }} {{ 'ab1'.isalnum() }} {{ 'a b'.isalnum() }} {{ ' \t\n'.isspace() }} {{ ''.isspace() }})J"), R"J(True False True False True False False True False True False True False)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ '42'.zfill(5) }} {{ '-42'.zfill(5) }} {{ '+7'.zfill(3) }} {{ 'abc'.zfill(2) }} [{{ 'ab'.ljust(5) }}] [{{ 'ab'.rjust(5, '*') }}] [{{ 'ab'.center(7, '-') }}] [{{ 'abc'.center(6) }}] {{ 'Hello World'.swapcase() }} {{ 'Straße'.casefold() }})J"), R"J(00042 -0042 +07 abc [ab   ] [***ab] [---ab--] [ abc  ] hELLO wORLD strasse)J");
+  // jinja2: render("{{ 'ab'.ljust(5, '**') }}")
+  ExpectRenderError(R"J({{ 'ab'.ljust(5, '**') }})J", R"J(The fill character must be exactly one character long)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ [1, 2, 3, 2].index(2) }} {{ [1, 2, 3, 2].index(2, 2) }} {{ [1, 2, 3, 2].count(2) }} {{ ['a', 1, 1.0, true].count(1) }} {{ (1, 2).index(2) }} {{ (1, 2, 2).count(2) }} {{ [1, 2, 3].index(3, -1) }})J"), R"J(1 3 2 3 1 2 2)J");
+  // jinja2: render('{{ [1, 2].index(5) }}')
+  ExpectRenderError(R"J({{ [1, 2].index(5) }})J", R"J(5 is not in list)J");
+}
+
 // Parse errors carry the 1-based line and column of the offending token.
 void ExpectSyntaxError(const std::string& source, int line, int column, const std::string& fragment) {
   StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);

@@ -1,4 +1,4 @@
-// Python str and dict methods that chat templates call (`content.split('</think>')`,
+// Python str, dict and list methods that chat templates call (`content.split('</think>')`,
 // `tool.items()`). jinja2's ImmutableSandboxedEnvironment forbids mutating methods
 // (list.append, dict.update, ...), so those resolve to Undefined and fail when called.
 #include <algorithm>
@@ -49,6 +49,46 @@ StatusOr<Value> Lower(Interpreter&, const Value& s, const CallArgs&) { return Va
 StatusOr<Value> Title(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyTitle(s.AsString())); }
 StatusOr<Value> Capitalize(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyCapitalize(s.AsString())); }
 
+// The byte range of the code point slice s[start:end] that find/count/startswith search,
+// with Python's clamping of negative, None and out-of-range bounds. `empty` is set when
+// start > end, where even an empty substring is not found.
+struct SearchRange {
+  size_t begin = 0, end = 0;
+  bool empty = false;
+};
+
+StatusOr<SearchRange> RangeArgs(const std::string& s, const CallArgs& a, size_t first_index) {
+  int64_t n = static_cast<int64_t>(CodePointCount(s));
+  int64_t bounds[2] = {0, n};
+  for (size_t k = 0; k < 2; ++k) {
+    const Value* v = a.Get(first_index + k, k == 0 ? "start" : "end");
+    if (!v || v->IsNone()) continue;
+    if (!v->IsInt() && !v->IsBool()) {
+      return InvalidArgument("slice indices must be integers or None or have an __index__ method");
+    }
+    int64_t i = v->AsInt();
+    if (i < 0) i = std::max<int64_t>(0, i + n);
+    bounds[k] = k == 0 ? i : std::min(i, n);
+  }
+  SearchRange r;
+  r.empty = bounds[0] > bounds[1];
+  // Byte offsets of the two code point indices.
+  int64_t cp = 0;
+  size_t byte = 0;
+  size_t offsets[2] = {s.size(), s.size()};
+  for (; byte <= s.size(); ++cp) {
+    if (cp == bounds[0]) offsets[0] = byte;
+    if (cp == bounds[1]) offsets[1] = byte;
+    if (byte == s.size()) break;
+    size_t len;
+    DecodeAt(s, byte, &len);
+    byte += len;
+  }
+  r.begin = std::min(offsets[0], s.size());
+  r.end = std::max(r.begin, offsets[1]);
+  return r;
+}
+
 StatusOr<Value> AffixTest(const Value& s, const CallArgs& a, bool prefix, const char* method) {
   const Value* arg = a.Get(0, prefix ? "prefix" : "suffix");
   if (!arg) return InvalidArgument(std::string(method) + "() takes at least 1 argument (0 given)");
@@ -63,10 +103,12 @@ StatusOr<Value> AffixTest(const Value& s, const CallArgs& a, bool prefix, const 
   } else {
     return InvalidArgument(std::string(method) + " first arg must be str or a tuple of str, not " + arg->TypeName());
   }
-  const std::string& str = s.AsString();
+  CPM_ASSIGN_OR_RETURN(SearchRange r, RangeArgs(s.AsString(), a, 1));
+  if (r.empty) return Value::Bool(false);
+  std::string_view str = std::string_view(s.AsString()).substr(r.begin, r.end - r.begin);
   for (const std::string& o : options) {
     if (o.size() > str.size()) continue;
-    if (prefix ? str.compare(0, o.size(), o) == 0 : str.compare(str.size() - o.size(), o.size(), o) == 0) {
+    if (prefix ? str.substr(0, o.size()) == o : str.substr(str.size() - o.size()) == o) {
       return Value::Bool(true);
     }
   }
@@ -168,19 +210,40 @@ int64_t CodePointIndex(const std::string& s, size_t byte) {
   return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte)));
 }
 
+// str.find/rfind/index/rindex(sub[, start[, end]]): the code point index of the first (last)
+// match inside s[start:end], or -1.
+StatusOr<int64_t> FindIn(const Value& s, const CallArgs& a, bool from_right, const char* method) {
+  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", method));
+  const std::string& str = s.AsString();
+  CPM_ASSIGN_OR_RETURN(SearchRange r, RangeArgs(str, a, 1));
+  if (r.empty || sub.size() > r.end - r.begin) return -1;
+  size_t hit = from_right ? str.rfind(sub, r.end - sub.size()) : str.find(sub, r.begin);
+  if (hit == std::string::npos || hit < r.begin || hit + sub.size() > r.end) return -1;
+  return CodePointIndex(str, hit);
+}
 StatusOr<Value> Find(Interpreter&, const Value& s, const CallArgs& a) {
-  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "find"));
-  size_t hit = s.AsString().find(sub);
-  return Value::Int(hit == std::string::npos ? -1 : CodePointIndex(s.AsString(), hit));
+  CPM_ASSIGN_OR_RETURN(int64_t i, FindIn(s, a, false, "find"));
+  return Value::Int(i);
 }
 StatusOr<Value> RFind(Interpreter&, const Value& s, const CallArgs& a) {
-  CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "rfind"));
-  size_t hit = s.AsString().rfind(sub);
-  return Value::Int(hit == std::string::npos ? -1 : CodePointIndex(s.AsString(), hit));
+  CPM_ASSIGN_OR_RETURN(int64_t i, FindIn(s, a, true, "rfind"));
+  return Value::Int(i);
+}
+StatusOr<Value> Index(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(int64_t i, FindIn(s, a, false, "index"));
+  if (i < 0) return InvalidArgument("substring not found");
+  return Value::Int(i);
+}
+StatusOr<Value> RIndex(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(int64_t i, FindIn(s, a, true, "rindex"));
+  if (i < 0) return InvalidArgument("substring not found");
+  return Value::Int(i);
 }
 StatusOr<Value> Count(Interpreter&, const Value& s, const CallArgs& a) {
   CPM_ASSIGN_OR_RETURN(std::string sub, StrArg(a, 0, "sub", "count"));
-  const std::string& str = s.AsString();
+  CPM_ASSIGN_OR_RETURN(SearchRange r, RangeArgs(s.AsString(), a, 1));
+  if (r.empty) return Value::Int(0);
+  std::string_view str = std::string_view(s.AsString()).substr(r.begin, r.end - r.begin);
   if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePointCount(str)) + 1);
   int64_t n = 0;
   for (size_t pos = str.find(sub); pos != std::string::npos; pos = str.find(sub, pos + sub.size())) ++n;
@@ -202,6 +265,97 @@ StatusOr<Value> Join(Interpreter& in, const Value& s, const CallArgs& a) {
     CPM_RETURN_IF_ERROR(in.CheckSize(out.size()));
   }
   return Value::String(std::move(out));
+}
+
+StatusOr<Value> SplitLines(Interpreter&, const Value& s, const CallArgs& a) {
+  // Python's line boundaries: \n \r \r\n \v \f \x1c \x1d \x1e \x85 \u2028 \u2029.
+  bool keepends = a.Get(0, "keepends") && a.Get(0, "keepends")->Truthy();
+  const std::string& str = s.AsString();
+  ValueList out;
+  size_t line_start = 0;
+  for (size_t i = 0; i < str.size();) {
+    size_t len;
+    char32_t cp = DecodeAt(str, i, &len);
+    bool boundary = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) ||
+                    cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    if (!boundary) {
+      i += len;
+      continue;
+    }
+    size_t end = i + len;
+    if (cp == '\r' && end < str.size() && str[end] == '\n') ++end;
+    out.push_back(Value::String(str.substr(line_start, (keepends ? end : i) - line_start)));
+    line_start = i = end;
+  }
+  if (line_start < str.size()) out.push_back(Value::String(str.substr(line_start)));
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> RemovePrefix(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(std::string p, StrArg(a, 0, "prefix", "removeprefix"));
+  const std::string& str = s.AsString();
+  return Value::String(str.compare(0, p.size(), p) == 0 ? str.substr(p.size()) : str);
+}
+StatusOr<Value> RemoveSuffix(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(std::string p, StrArg(a, 0, "suffix", "removesuffix"));
+  const std::string& str = s.AsString();
+  bool has = !p.empty() && p.size() <= str.size() && str.compare(str.size() - p.size(), p.size(), p) == 0;
+  return Value::String(has ? str.substr(0, str.size() - p.size()) : str);
+}
+
+StatusOr<Value> PartitionImpl(const Value& s, const CallArgs& a, bool from_right) {
+  CPM_ASSIGN_OR_RETURN(std::string sep, StrArg(a, 0, "sep", from_right ? "rpartition" : "partition"));
+  if (sep.empty()) return InvalidArgument("empty separator");
+  const std::string& str = s.AsString();
+  size_t hit = from_right ? str.rfind(sep) : str.find(sep);
+  if (hit == std::string::npos) {
+    Value none = Value::String("");
+    return from_right ? Value::List({none, none, s}, true) : Value::List({s, none, none}, true);
+  }
+  return Value::List({Value::String(str.substr(0, hit)), Value::String(sep), Value::String(str.substr(hit + sep.size()))}, true);
+}
+StatusOr<Value> Partition(Interpreter&, const Value& s, const CallArgs& a) { return PartitionImpl(s, a, false); }
+StatusOr<Value> RPartition(Interpreter&, const Value& s, const CallArgs& a) { return PartitionImpl(s, a, true); }
+
+StatusOr<Value> IsLower(Interpreter&, const Value& s, const CallArgs&) { return Value::Bool(PyIsLower(s.AsString())); }
+StatusOr<Value> IsUpper(Interpreter&, const Value& s, const CallArgs&) { return Value::Bool(PyIsUpper(s.AsString())); }
+StatusOr<Value> SwapCase(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PySwapCase(s.AsString())); }
+StatusOr<Value> Casefold(Interpreter&, const Value& s, const CallArgs&) { return Value::String(PyCasefold(s.AsString())); }
+
+StatusOr<int64_t> WidthArg(const CallArgs& a, const char* method) {
+  const Value* w = a.Get(0, "width");
+  if (!w) return InvalidArgument(std::string(method) + "() takes at least 1 argument (0 given)");
+  if (!w->IsInt() && !w->IsBool()) {
+    return InvalidArgument("'" + w->TypeName() + "' object cannot be interpreted as an integer");
+  }
+  if (w->AsInt() > (16 << 20)) return InvalidArgument(std::string(method) + "(): width too large");
+  return w->AsInt();
+}
+
+StatusOr<Value> Justify(const Value& s, const CallArgs& a, char align, const char* method) {
+  CPM_ASSIGN_OR_RETURN(int64_t width, WidthArg(a, method));
+  std::string fill = " ";
+  if (const Value* f = a.Get(1, "fillchar")) {
+    if (!f->IsString()) return InvalidArgument(std::string(method) + "() argument 2 must be str, not " + f->TypeName());
+    if (CodePointCount(f->AsString()) != 1) {
+      return InvalidArgument("The fill character must be exactly one character long");
+    }
+    fill = f->AsString();
+  }
+  return Value::String(PyJustify(s.AsString(), width, fill, align));
+}
+StatusOr<Value> LJust(Interpreter&, const Value& s, const CallArgs& a) { return Justify(s, a, '<', "ljust"); }
+StatusOr<Value> RJust(Interpreter&, const Value& s, const CallArgs& a) { return Justify(s, a, '>', "rjust"); }
+StatusOr<Value> CenterMethod(Interpreter&, const Value& s, const CallArgs& a) { return Justify(s, a, '^', "center"); }
+
+StatusOr<Value> ZFill(Interpreter&, const Value& s, const CallArgs& a) {
+  CPM_ASSIGN_OR_RETURN(int64_t width, WidthArg(a, "zfill"));
+  const std::string& str = s.AsString();
+  int64_t len = static_cast<int64_t>(CodePointCount(str));
+  if (width <= len) return s;
+  // The zeros go after a leading sign.
+  size_t sign = !str.empty() && (str[0] == '+' || str[0] == '-') ? 1 : 0;
+  return Value::String(str.substr(0, sign) + std::string(static_cast<size_t>(width - len), '0') + str.substr(sign));
 }
 
 template <bool (*Pred)(char32_t)>
@@ -344,15 +498,57 @@ StatusOr<Value> DictGet(Interpreter&, const Value& d, const CallArgs& a) {
   return dflt ? *dflt : Value::None();
 }
 
+// list.index(x[, start[, end]]) and list.count(x), the two list methods the immutable
+// sandbox allows.
+StatusOr<Value> ListIndex(Interpreter&, const Value& l, const CallArgs& a) {
+  const Value* x = a.Get(0, "value");
+  if (!x) return InvalidArgument("index expected at least 1 argument, got 0");
+  const ValueList& items = l.AsList();
+  int64_t n = static_cast<int64_t>(items.size());
+  int64_t bounds[2] = {0, n};
+  for (size_t k = 0; k < 2; ++k) {
+    const Value* v = a.Get(1 + k, k == 0 ? "start" : "stop");
+    if (!v) continue;
+    if (!v->IsInt() && !v->IsBool()) {
+      return InvalidArgument("slice indices must be integers or have an __index__ method");
+    }
+    int64_t i = v->AsInt();
+    bounds[k] = i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n);
+  }
+  for (int64_t i = bounds[0]; i < bounds[1]; ++i) {
+    if (Equals(items[static_cast<size_t>(i)], *x)) return Value::Int(i);
+  }
+  return InvalidArgument(x->Repr() + " is not in " + (l.IsTuple() ? "tuple" : "list"));
+}
+StatusOr<Value> ListCount(Interpreter&, const Value& l, const CallArgs& a) {
+  const Value* x = a.Get(0, "value");
+  if (!x) return InvalidArgument("count() takes exactly one argument (0 given)");
+  int64_t n = 0;
+  for (const Value& v : l.AsList()) n += Equals(v, *x) ? 1 : 0;
+  return Value::Int(n);
+}
+
+const std::vector<std::pair<std::string_view, MethodFn>>& ListMethods() {
+  static const std::vector<std::pair<std::string_view, MethodFn>> kTable = {
+      {"index", ListIndex}, {"count", ListCount},
+  };
+  return kTable;
+}
+
 const std::vector<std::pair<std::string_view, MethodFn>>& StrMethods() {
   static const std::vector<std::pair<std::string_view, MethodFn>> kTable = {
       {"strip", Strip},     {"lstrip", LStrip},       {"rstrip", RStrip},   {"upper", Upper},
       {"lower", Lower},     {"title", Title},         {"capitalize", Capitalize},
       {"startswith", StartsWith}, {"endswith", EndsWith}, {"split", Split}, {"rsplit", RSplit},
       {"replace", Replace}, {"find", Find},           {"rfind", RFind},     {"count", Count},
-      {"join", Join},       {"format", Format},       {"isdigit", AllChars<IsDigitCp>},
-      {"isalpha", AllChars<IsAlphaCp>}, {"isalnum", AllChars<IsAlnumCp>},
-      {"isspace", AllChars<IsPyWhitespace>},
+      {"index", Index},     {"rindex", RIndex},       {"join", Join},       {"format", Format},
+      {"isdigit", AllChars<IsDigitCp>}, {"isalpha", AllChars<IsAlphaCp>},
+      {"isalnum", AllChars<IsAlnumCp>}, {"isspace", AllChars<IsPyWhitespace>},
+      {"islower", IsLower}, {"isupper", IsUpper},     {"splitlines", SplitLines},
+      {"removeprefix", RemovePrefix}, {"removesuffix", RemoveSuffix},
+      {"partition", Partition}, {"rpartition", RPartition}, {"zfill", ZFill},
+      {"ljust", LJust},     {"rjust", RJust},         {"center", CenterMethod},
+      {"swapcase", SwapCase}, {"casefold", Casefold},
   };
   return kTable;
 }
@@ -370,6 +566,7 @@ Value GetMethod(const Value& obj, const std::string& name) {
   const std::vector<std::pair<std::string_view, MethodFn>>* table = nullptr;
   if (obj.IsString()) table = &StrMethods();
   if (obj.IsDict()) table = &DictMethods();
+  if (obj.IsList()) table = &ListMethods();
   if (!table) return Value::Undefined();
   for (const auto& [n, fn] : *table) {
     if (n == name) return Value::Function(std::make_shared<BoundMethod>(obj, name, fn));
