@@ -184,6 +184,52 @@ StatusOr<Value> ToList(Interpreter& in, const Value& v, const CallArgs&) {
 
 StatusOr<Value> ToString(Interpreter&, const Value& v, const CallArgs&) { return Value::String(v.ToStr()); }
 
+// Python's int(s, base) for a stripped string: sign, a 0x/0o/0b prefix when base is 0 or
+// matches it, single underscores between digits; base 0 rejects other leading zeros.
+std::optional<int64_t> PyIntFromString(const std::string& s, int64_t base) {
+  if (base != 0 && (base < 2 || base > 36)) return std::nullopt;
+  size_t i = 0;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  bool prefixed = false;
+  if (i + 1 < s.size() && s[i] == '0') {
+    char p = static_cast<char>(std::tolower(static_cast<unsigned char>(s[i + 1])));
+    int64_t prefix_base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefix_base && (base == 0 || base == prefix_base)) {
+      base = prefix_base;
+      i += 2;
+      prefixed = true;
+    }
+  }
+  bool decimal_base0 = base == 0;
+  if (base == 0) base = 10;
+  uint64_t value = 0;
+  bool any = false, leading_nonzero = false, last_underscore = prefixed;  // "0x_1" is allowed
+  if (prefixed && i < s.size() && s[i] == '_') ++i, last_underscore = true;
+  for (; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (!any || last_underscore) return std::nullopt;
+      last_underscore = true;
+      continue;
+    }
+    int d = std::isdigit(static_cast<unsigned char>(s[i])) ? s[i] - '0'
+            : std::isalpha(static_cast<unsigned char>(s[i])) ? std::tolower(static_cast<unsigned char>(s[i])) - 'a' + 10
+                                                             : 99;
+    if (d >= base) return std::nullopt;
+    if (__builtin_mul_overflow(value, static_cast<uint64_t>(base), &value) ||
+        __builtin_add_overflow(value, static_cast<uint64_t>(d), &value)) {
+      return std::nullopt;
+    }
+    leading_nonzero = leading_nonzero || (!any && d != 0);
+    any = true;
+    last_underscore = false;
+  }
+  if (!any || last_underscore) return std::nullopt;
+  if (decimal_base0 && !prefixed && !leading_nonzero && value != 0) return std::nullopt;  // "010"
+  if (value > static_cast<uint64_t>(INT64_MAX) + (negative ? 1 : 0)) return std::nullopt;
+  return negative ? static_cast<int64_t>(0 - value) : static_cast<int64_t>(value);
+}
+
 StatusOr<Value> ToInt(Interpreter&, const Value& v, const CallArgs& a) {
   Value dflt = Arg(a, 0, "default", Value::Int(0));
   if (v.IsInt() || v.IsBool()) return Value::Int(v.AsInt());
@@ -193,13 +239,17 @@ StatusOr<Value> ToInt(Interpreter&, const Value& v, const CallArgs& a) {
   }
   if (v.IsString()) {
     std::string s = PyStrip(v.AsString(), std::nullopt, true, true);
-    int base = static_cast<int>(Arg(a, 1, "base", Value::Int(10)).AsInt());
-    try {
-      size_t used = 0;
-      long long i = std::stoll(s, &used, base);
-      if (used == s.size()) return Value::Int(i);
-    } catch (...) {
+    int64_t base = Arg(a, 1, "base", Value::Int(10)).AsInt();
+    if (std::optional<int64_t> i = PyIntFromString(s, base)) return Value::Int(*i);
+    // float() accepts the same single underscores between digits.
+    std::string no_underscores;
+    for (size_t k = 0; k < s.size(); ++k) {
+      bool between_digits = k > 0 && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k - 1])) &&
+                            std::isdigit(static_cast<unsigned char>(s[k + 1]));
+      if (s[k] == '_' && !between_digits) return dflt;
+      if (s[k] != '_') no_underscores += s[k];
     }
+    s = no_underscores;
     try {
       size_t used = 0;
       double d = std::stod(s, &used);
@@ -231,6 +281,22 @@ StatusOr<Value> Abs(Interpreter&, const Value& v, const CallArgs&) {
   return InvalidArgument("bad operand type for abs(): '" + v.TypeName() + "'");
 }
 
+// Python's round(x, -digits): to a multiple of 10**digits, ties to even; an int stays an int.
+Value RoundToTens(const Value& v, int64_t digits) {
+  if (v.IsFloat()) {
+    double scale = std::pow(10.0, static_cast<double>(digits));
+    return Value::Float(std::nearbyint(v.AsDouble() / scale) * scale);
+  }
+  if (digits > 18) return Value::Int(0);
+  int64_t m = 1;
+  for (int64_t i = 0; i < digits; ++i) m *= 10;
+  int64_t a = v.AsInt();
+  int64_t r = ((a % m) + m) % m;  // floor modulo
+  int64_t down = a - r;
+  bool up = r > m - r || (r == m - r && ((down / m) % 2 != 0));
+  return Value::Int(up ? down + m : down);
+}
+
 StatusOr<Value> Round(Interpreter&, const Value& v, const CallArgs& a) {
   int64_t precision = Arg(a, 0, "precision", Value::Int(0)).AsInt();
   std::string method = Arg(a, 1, "method", Value::String("common")).ToStr();
@@ -238,6 +304,7 @@ StatusOr<Value> Round(Interpreter&, const Value& v, const CallArgs& a) {
   if (method != "common" && method != "ceil" && method != "floor") {
     return InvalidArgument("method must be common, ceil or floor");
   }
+  if (method == "common" && precision < 0) return RoundToTens(v, -precision);
   if (method == "common") {
     if (!v.IsFloat()) return Value::Int(v.AsInt());
     // Python rounds the exact binary value half-to-even, which is what printf does too.

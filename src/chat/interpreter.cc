@@ -270,13 +270,10 @@ StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, const std::share
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
-    auto scope = std::make_shared<Frame>();
-    scope->parent = frame;
-    CPM_ASSIGN_OR_RETURN(Flow flow, Exec(s.else_body, scope, out));
-    (void)flow;
-    return Flow::kNormal;
-  }
+  // jinja2 clears its "run the else" flag at the end of the loop body, so the else branch
+  // also runs when no iteration got there: a break in the first iteration, or a continue in
+  // every one.
+  bool body_completed = false;
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
     CPM_RETURN_IF_ERROR(Tick());
@@ -285,7 +282,14 @@ StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, const std::share
     if (s.uses_loop) scope->vars["loop"] = MakeLoop(items, i);
     CPM_RETURN_IF_ERROR(Assign(s.target, items[i], *scope, s));
     CPM_ASSIGN_OR_RETURN(Flow flow, Exec(s.body, scope, out));
+    if (flow == Flow::kNormal) body_completed = true;
     if (flow == Flow::kBreak) break;
+  }
+  if (!body_completed && !s.else_body.empty()) {
+    auto scope = std::make_shared<Frame>();
+    scope->parent = frame;
+    CPM_ASSIGN_OR_RETURN(Flow flow, Exec(s.else_body, scope, out));
+    (void)flow;
   }
   return Flow::kNormal;
 }

@@ -219,6 +219,23 @@ TEST(JinjaJinja2Parity, StrMethods) {
   ExpectRenderError(R"J({{ [1, 2].index(5) }})J", R"J(5 is not in list)J");
 }
 
+TEST(JinjaJinja2Parity, SmallerDifferences) {
+  // jinja2: render('{% raw %}r\n \t {% endraw %}x|{% raw %}r\n \t {%+ endraw %}x|{% raw %}  {% endraw %}x|{% raw %}r\n y {% endraw %}x|{% raw %}r  {%- endraw %}x')
+  EXPECT_EQ(MustRender(R"J({% raw %}r
+ 	 {% endraw %}x|{% raw %}r
+ 	 {%+ endraw %}x|{% raw %}  {% endraw %}x|{% raw %}r
+ y {% endraw %}x|{% raw %}r  {%- endraw %}x)J"), R"J(r
+x|r
+ 	 x|  x|r
+ y x|rx)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ 1234.5678|round(-2) }} {{ 1250|round(-2) }} {{ 1350|round(-2) }} {{ 1234.5678|round(-2, 'floor') }} {{ 1234.5678|round(-1, 'ceil') }} {{ 15|round(-1) }} {{ 25.0|round(-1) }} {{ -1234|round(-2) }} {{ 1234|round(2) }})J"), R"J(1200.0 1200 1400 1200.0 1240.0 20 20.0 -1200 1234)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({{ '1_000'|int }} {{ '0x1A'|int(base=16) }} {{ '0x1A'|int(base=0) }} {{ '0b101'|int(0) }} {{ '0o17'|int(0, 0) }} {{ ' 12 '|int }} {{ '1e3'|int }} {{ '3.9'|int }} {{ '_1'|int }} {{ '1__0'|int }} {{ 'ff'|int(0, 16) }} {{ '010'|int(0, 0) }} {{ '-0x_1f'|int(base=0) }} {{ '1_0.5'|int }} {{ 'z'|int(7, 36) }})J"), R"J(1000 26 26 0 15 12 1000 3 0 0 255 10 -31 10 35)J");
+  // jinja2: render(template above)
+  EXPECT_EQ(MustRender(R"J({% for x in [1] %}{% break %}{% else %}ELSE{% endfor %}|{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}ELSE{% endfor %}|{% for x in [1, 2] %}{% continue %}{% else %}ELSE{% endfor %}|{% for x in [] %}{% else %}EMPTY{% endfor %}|{% for x in [1] %}{{ x }}{% else %}ELSE{% endfor %})J"), R"J(ELSE|1|ELSE|EMPTY|1)J");
+}
+
 // Parse errors carry the 1-based line and column of the offending token.
 void ExpectSyntaxError(const std::string& source, int line, int column, const std::string& fragment) {
   StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);
@@ -275,6 +292,13 @@ TEST(JinjaLimits, RunawayTemplatesStop) {
   // String repetition is checked before allocating.
   r = Render("{{ 'x' * 100000000000 }}");
   ASSERT_FALSE(r.ok());
+  // Format widths and fill counts are checked before building the string or list.
+  for (const char* t : {"{{ '{:999999999}'.format(1) }}", "{{ '%*d' % (1000000000000, 1) }}",
+                        "{{ 'x'|center(10000000000) }}", "{{ [1]|batch(1000000000000, 0)|list }}",
+                        "{{ 'x'.ljust(10000000000) }}"}) {
+    r = Render(t);
+    ASSERT_FALSE(r.ok()) << t;
+  }
   // Many nested loops: the step budget ends it.
   r = Render("{% for a in range(3000) %}{% for b in range(3000) %}{% endfor %}{% endfor %}");
   ASSERT_FALSE(r.ok());

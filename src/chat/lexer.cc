@@ -201,7 +201,13 @@ StatusOr<bool> Lexer::TryRaw(size_t tag_start, std::string* pending_text) {
     EmitText(std::move(*pending_text));
     std::string raw = src_.substr(p, q - p);
     if (strip_after_open) raw.erase(0, SkipWhitespace(raw, 0));
-    if (strip_before_close) raw.resize(RStripEnd(raw));
+    if (strip_before_close) {
+      raw.resize(RStripEnd(raw));
+    } else if (src_[q + 2] != '+') {
+      // lstrip_blocks applies to {% endraw %} too: indentation on its own line goes.
+      size_t l_pos = raw.rfind('\n');
+      if (l_pos != std::string::npos && RStripEnd(raw) <= l_pos + 1) raw.resize(l_pos + 1);
+    }
     text_start_ = p;
     EmitText(std::move(raw));
     pos_ = r + 2;
