@@ -148,6 +148,21 @@ TEST_F(ImageProcessorTest, DownsampleModePerRequest) {
   EXPECT_TRUE((*proc)->WithKwargs(R"({"downsample_mode": "4x"})", "").ok());
 }
 
+// config.json's downsample_mode is the default where preprocessor_config.json names none; the
+// preprocessor's wins when it does.
+TEST_F(ImageProcessorTest, ModelConfigsDownsampleModeIsTheDefault) {
+  std::ofstream(dir_ / "config.json")
+      << R"({"image_token_id": 7, "video_token_id": 8, "downsample_mode": "4x"})";
+  auto encoder = std::make_shared<ScriptedEncoder>(1);
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  EXPECT_EQ((*proc)->slice_config().patches_per_token, 4);
+  std::ofstream(dir_ / "preprocessor_config.json") << R"({"downsample_mode": "16x"})";
+  proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  EXPECT_EQ((*proc)->slice_config().patches_per_token, 16);
+}
+
 TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   auto encoder = std::make_shared<ScriptedEncoder>(1);
   MediaOptions media;

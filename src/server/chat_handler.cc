@@ -322,8 +322,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
       }
       Json chunk = Chunk(job, u.index, std::move(delta), lp, std::move(finish),
                          std::move(stop_reason), u.finished);
-      // vLLM sets token_ids on every chunk after the first: the step's ids, or null.
-      chunk["choices"][0]["token_ids"] = with_ids ? Json(u.token_ids) : Json(nullptr);
+      // vLLM sets token_ids on every chunk after the first: the step's ids (maybe none), or null.
+      chunk["choices"][0]["token_ids"] =
+          job.return_token_ids && !hide_metadata ? Json(u.token_ids) : Json(nullptr);
       ok = emit(std::move(chunk), u.index);
     }
     if (!ok) {
@@ -551,20 +552,20 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     return HttpReply::Error(
         InvalidArgument("use_beam_search is not supported for prompts with images or videos"));
   }
+  // What vLLM truncates and checks the request against: a prompt with images or videos as its
+  // text tokens, each item the one placeholder the template wrote (ResolveMultimodalMaxTokens).
+  const int64_t text_tokens =
+      job->multimodal
+          ? static_cast<int64_t>(ctx.tokenizer->Encode(*text, req->add_special_tokens).size())
+          : static_cast<int64_t>(prompt->size());
   if (Status s = TruncatePrompt(req->sampling.truncate_prompt_tokens,
                                 req->sampling.truncation_side == "right", ctx.max_model_len,
-                                job->multimodal != nullptr, &*prompt);
+                                job->multimodal != nullptr, &*prompt, {}, text_tokens);
       !s.ok()) {
     return HttpReply::Error(s);
   }
   job->prompt = std::move(*prompt);
   const int64_t prompt_tokens = static_cast<int64_t>(job->prompt.size());
-  // What vLLM checks the request against: a prompt with images or videos as its text tokens,
-  // each item the one placeholder the template wrote (ResolveMultimodalMaxTokens).
-  const int64_t text_tokens =
-      job->multimodal
-          ? static_cast<int64_t>(ctx.tokenizer->Encode(*text, req->add_special_tokens).size())
-          : prompt_tokens;
   if (responses && sampling->max_tokens) {
     // vLLM's Responses: min(max_output_tokens, the room the prompt leaves), never its 400.
     const int64_t room = ctx.max_model_len - text_tokens;
@@ -582,7 +583,14 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
     const SamplingParams& p = sampling->params;
     resolved->temperature = ShortestDecimal(p.temperature);
     resolved->top_p = p.temperature < 1e-5f ? 1.0 : ShortestDecimal(p.top_p);
+    // The Responses object echoes the request's max_output_tokens as vLLM resolved it, against
+    // the text (before the expanded prompt's cap).
     resolved->max_tokens = *max_tokens;
+    if (job->multimodal) {
+      auto asked = ResolveMaxTokens(text_tokens, sampling->max_tokens, ctx.max_model_len,
+                                    sampling->max_tokens_cap);
+      if (asked.ok()) resolved->max_tokens = *asked;
+    }
   }
   job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.ReplyModel(req->sampling.model);

@@ -93,11 +93,18 @@ void HideEchoOnlyToken(const CompletionJob& job, ChoiceUpdate* u) {
   u->logprobs.clear();
 }
 
+// vLLM's completions endpoint logs each prompt as <id>-<index>, a lone one too.
+RequestLogOptions CompletionLog(const ServerContext& ctx) {
+  RequestLogOptions log = ctx.request_log;
+  log.indexed_prompt_ids = true;
+  return log;
+}
+
 void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone,
             const std::function<bool(const std::string&)>& write) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
   run.WatchClient(client_gone);
-  run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
+  run.Start(job.plans, job.sampling, ctx.eos_ids, CompletionLog(ctx));
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
   std::vector<bool> ids_sent(job.plans.size(), false);  // return_token_ids: prompt ids sent
@@ -163,7 +170,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
 
 HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const ClientGoneFn& client_gone) {
   GenerationRun run(*ctx.engine, *ctx.tokenizer, *ctx.metrics, job.id, job.arrival);
-  run.Start(job.plans, job.sampling, ctx.eos_ids, ctx.request_log);
+  run.Start(job.plans, job.sampling, ctx.eos_ids, CompletionLog(ctx));
   run.WatchClient(client_gone);
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<std::string> texts(job.plans.size());

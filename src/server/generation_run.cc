@@ -58,8 +58,8 @@ GenerationRun::~GenerationRun() { CancelAll(); }
 
 void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
                           const std::vector<int32_t>& eos_ids, const RequestLogOptions& log) {
+  log_ = log;
   if (log.enabled) LogPrompts(plans, sampling, log.max_len);
-  log_requests_ = log.enabled;
   sampling_ = sampling;
   choices_.reserve(plans.size());
   for (const ChoicePlan& plan : plans) {
@@ -110,16 +110,15 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
 
 void GenerationRun::LogPrompts(const std::vector<ChoicePlan>& plans,
                                const ResolvedSampling& sampling, int64_t max_len) const {
-  // A prompt's first choice (seed offset 0) stands for it; a batched completion's prompts are
-  // logged as <id>-<prompt index>, as vLLM does.
+  // A prompt's first choice (seed offset 0) stands for it.
   std::vector<const ChoicePlan*> prompts;
   for (const ChoicePlan& plan : plans) {
     if (plan.seed_offset == 0) prompts.push_back(&plan);
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ChoicePlan& p = *prompts[i];
-    const std::string id = prompts.size() == 1 ? request_id_ : request_id_ + "-" + std::to_string(i);
-    CPM_LOG_INFO("{}", RequestLogLine(id, tokenizer_.Decode(p.prompt, false), p.prompt, sampling,
+    CPM_LOG_INFO("{}", RequestLogLine(PromptLogId(i, prompts.size()),
+                                      tokenizer_.Decode(p.prompt, false), p.prompt, sampling,
                                       p.max_tokens, max_len));
   }
 }
@@ -137,20 +136,24 @@ int64_t GenerationRun::completion_tokens(int index) const {
   return 0;
 }
 
+std::string GenerationRun::PromptLogId(size_t prompt, size_t num_prompts) const {
+  if (num_prompts == 1 && !log_.indexed_prompt_ids) return request_id_;
+  return fmt::format("{}-{}", request_id_, prompt);
+}
+
 void GenerationRun::CancelAll() {
-  int prompt = -1;  // the prompt of choices_[i]: they are consecutive from seed offset 0
-  int logged = -1;
-  const bool batched = static_cast<int64_t>(choices_.size()) > sampling_.n;
+  size_t prompt = 0, num_prompts = 0, logged = SIZE_MAX;
+  for (const Choice& c : choices_) num_prompts += c.seed_offset == 0;
   for (Choice& c : choices_) {
-    if (c.seed_offset == 0) ++prompt;
+    // Choices are consecutive per prompt from seed offset 0: `prompt` counts the prompt starts.
+    if (c.seed_offset == 0 && &c != choices_.data()) ++prompt;
     if (c.finished || !c.stream) continue;
     engine_.Cancel(c.engine_id);
     Finish(c, "abort");
-    if (log_requests_ && logged != prompt) {
+    if (log_.enabled && logged != prompt) {
       // vLLM's AsyncLLM.generate, once per prompt, under the id its request log gave it.
       logged = prompt;
-      CPM_LOG_INFO("Request {} aborted.",
-                   batched ? fmt::format("{}-{}", request_id_, prompt) : request_id_);
+      CPM_LOG_INFO("Request {} aborted.", PromptLogId(prompt, num_prompts));
     }
   }
 }

@@ -88,6 +88,8 @@ class GenerationRun {
   int64_t cached_tokens() const { return cached_tokens_; }
 
  private:
+  // The id prompt `prompt` of `num_prompts` is logged under (RequestLogOptions).
+  std::string PromptLogId(size_t prompt, size_t num_prompts) const;
   void LogPrompts(const std::vector<ChoicePlan>& plans, const ResolvedSampling& sampling,
                   int64_t max_len) const;
 
@@ -138,7 +140,7 @@ class GenerationRun {
   std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   ClientGoneFn client_gone_;
   bool client_left_ = false;
-  bool log_requests_ = false;  // --enable-log-requests: cancellations are logged too
+  RequestLogOptions log_;  // --enable-log-requests: prompts and cancellations are logged
   int64_t cached_tokens_ = 0;
   // Beam search (sampling_.beam_search): the eos ids, whether the searches have run, and the
   // updates they left.

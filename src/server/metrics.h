@@ -32,8 +32,8 @@ class Histogram {
   double sum_ = 0;
 };
 
-// One finished engine request (one choice), as the handler saw it.
-// A finished request (vLLM's FinishedRequestStats). Requests its client abandoned are none, as
+// One finished engine request (one choice), as the handler saw it (vLLM's
+// FinishedRequestStats). Requests their clients abandoned are none, as
 // in vLLM, whose output processor drops an aborted request's state without them; their first
 // token and inter-token latencies were observed as they came.
 struct RequestObservation {

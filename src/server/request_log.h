@@ -15,6 +15,9 @@ namespace cpm {
 struct RequestLogOptions {
   bool enabled = false;
   int64_t max_len = -1;  // characters of the prompt and ids shown; -1: all
+  // Each prompt logged as <id>-<index>, even a lone one (vLLM's completions endpoint); else the
+  // bare id for a single prompt (its chat endpoint).
+  bool indexed_prompt_ids = false;
 };
 
 // "Received request <id>: prompt: '<text>', params: SamplingParams(...), prompt_token_ids:

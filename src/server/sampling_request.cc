@@ -257,7 +257,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
 }
 
 Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
-                      bool multimodal, std::vector<int32_t>* ids, SpecialTokenCounts specials) {
+                      bool multimodal, std::vector<int32_t>* ids, SpecialTokenCounts specials,
+                      int64_t text_tokens) {
   if (!k) return OkStatus();
   if (*k < -1) {
     return InvalidArgument(fmt::format(
@@ -273,7 +274,9 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
   }
   const int64_t keep = *k == -1 ? max_model_len : *k;
   const int64_t n = static_cast<int64_t>(ids->size());
-  if (keep == 0 || n <= keep) return OkStatus();
+  // vLLM truncates a prompt with images or videos as its text, each item one placeholder token.
+  const int64_t counted = multimodal && text_tokens >= 0 ? text_tokens : n;
+  if (keep == 0 || counted <= keep) return OkStatus();
   if (multimodal) {
     return InvalidArgument(
         "truncate_prompt_tokens cannot cut a prompt with images or videos (their placeholder "

@@ -96,9 +96,11 @@ inline constexpr double kMinTemperature = 0.01;
 struct SpecialTokenCounts {
   size_t leading = 0, trailing = 0;
 };
+// `text_tokens`: a multimodal prompt's length as vLLM truncates it (its text, each image or
+// video one placeholder token); only a cut into that is refused.
 Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_model_len,
                       bool multimodal, std::vector<int32_t>* ids,
-                      SpecialTokenCounts specials = {});
+                      SpecialTokenCounts specials = {}, int64_t text_tokens = -1);
 
 // Checks `num_prompt_tokens` and the requested max_tokens against the context length with
 // vLLM's texts, and returns the number of tokens to generate at most (then held to `cap`);

@@ -939,6 +939,11 @@ TEST(Sampling, TruncatePromptKeepsTheLastTokens) {
             "a smaller truncation size.");
   EXPECT_FALSE(TruncatePrompt(-2, false, 4, false, &ids).ok());
   EXPECT_TRUE(TruncatePrompt(3, false, 4, true, &ids).ok());  // nothing cut: fine with images
+  // A prompt with images is truncated as its text (vLLM): 92 expanded ids, 24 of text.
+  std::vector<int32_t> expanded(92, 5);
+  EXPECT_TRUE(TruncatePrompt(50, false, 200, true, &expanded, {}, 24).ok());
+  EXPECT_EQ(expanded.size(), 92u);
+  EXPECT_FALSE(TruncatePrompt(20, false, 200, true, &expanded, {}, 24).ok());
   EXPECT_EQ(protocol::ParseCompletionRequest(R"({"prompt":"a","truncation_side":"middle"})",
                                              nullptr)
                 .status()

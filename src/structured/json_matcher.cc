@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 #include <set>
+#include <unordered_set>
 #include <utility>
 
 #include "structured/utf8.h"
@@ -586,7 +587,6 @@ void Matcher::StepStack(Stack s, uint8_t c, std::vector<Stack>* out) const {
 
 namespace {
 
-// A grammar stack's frames as bytes, to tell readings apart.
 // Every field of every frame: stacks with equal keys take the same bytes from here on.
 std::string StackKey(const Stack& s) {
   std::string key;
@@ -602,6 +602,7 @@ std::string StackKey(const Stack& s) {
   return key;
 }
 
+// A grammar stack's frames as bytes, to tell readings apart.
 std::string RuleKey(const Stack& s) {
   std::string key;
   for (size_t i = 1; i < s.size(); ++i) {
@@ -672,7 +673,7 @@ bool Matcher::Step(uint8_t c) {
     // anyOf options that took the same bytes and were popped back to the same parent (each
     // array item would double them). Equal stacks read on alike: one each, before the bound,
     // which must only ever drop readings that differ.
-    std::set<std::string> seen;
+    std::unordered_set<std::string> seen;
     std::vector<Stack> unique;
     for (Stack& s : next) {
       if (seen.insert(StackKey(s)).second) unique.push_back(std::move(s));

@@ -315,6 +315,8 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
   const std::string log = p.Log();
   const size_t at = log.find("Received request cmpl-");
   ASSERT_NE(at, std::string::npos) << log;
+  // A lone completion prompt is logged as <id>-0, as vLLM's completions endpoint logs it.
+  EXPECT_EQ(log.substr(log.find(':', at) - 2, 2), "-0") << log.substr(at, 80);
   const size_t text = log.find("prompt: '", at) + 9, end = log.find("', params: SamplingParams(n=1", at);
   ASSERT_NE(end, std::string::npos) << log.substr(at);
   EXPECT_LE(end - text, 5u) << log.substr(at);
