@@ -278,7 +278,7 @@ TEST_F(SchedulerTest, CacheSaltSeparatesPrefixes) {
   const auto run = [&](const std::string& id, const std::string& salt) {
     auto r = std::make_unique<RequestState>();
     r->req.request_id = id;
-    r->req.max_tokens = 1;
+    r->req.max_tokens = 2;  // still running (not freed) after its first step
     r->req.cache_salt = salt;
     r->seq_no = next_seq_no_++;
     r->tokens.assign(10, 5);

@@ -653,7 +653,8 @@ TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
       Clock::now());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(engine_.submitted.back().prompt_logprobs, 3);
-  for (const Json& tops : Json::parse(r.body)["choices"][0]["logprobs"]["top_logprobs"]) {
+  const Json with_own = Json::parse(r.body);  // named: a range-for over a temporary's member
+  for (const Json& tops : with_own["choices"][0]["logprobs"]["top_logprobs"]) {
     EXPECT_LE(tops.size(), 2u) << tops.dump();  // logprobs 1, plus the token when not in it
   }
 
