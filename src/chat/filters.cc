@@ -284,6 +284,8 @@ StatusOr<Value> Abs(Interpreter&, const Value& v, const CallArgs&) {
 // Python's round(x, -digits): to a multiple of 10**digits, ties to even; an int stays an int.
 Value RoundToTens(const Value& v, int64_t digits) {
   if (v.IsFloat()) {
+    // Beyond a double's range every finite value rounds to a signed zero (Python's round).
+    if (digits > 308) return Value::Float(std::copysign(0.0, v.AsDouble()));
     double scale = std::pow(10.0, static_cast<double>(digits));
     return Value::Float(std::nearbyint(v.AsDouble() / scale) * scale);
   }
@@ -315,7 +317,12 @@ StatusOr<Value> Round(Interpreter&, const Value& v, const CallArgs& a) {
   double scale = std::pow(10.0, static_cast<double>(precision));
   double x = v.AsDouble() * scale;
   x = method == "ceil" ? std::ceil(x) : std::floor(x);
-  return Value::Float(x / scale);
+  const double r = x / scale;
+  // 10 ** precision beyond a double's range: Python's ZeroDivisionError or OverflowError.
+  if (!std::isfinite(r) && std::isfinite(v.AsDouble())) {
+    return InvalidArgument("round: precision " + std::to_string(precision) + " out of range");
+  }
+  return Value::Float(r);
 }
 
 // Sort/unique key: attribute first, then lower-cased strings unless case_sensitive.

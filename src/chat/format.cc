@@ -245,6 +245,9 @@ StatusOr<std::string> Convert(const Value& v, FormatSpec spec, char conv) {
       if (v.IsString() && CodePointCount(v.AsString()) == 1) {
         c = v.AsString();
       } else if (v.IsInt() || v.IsBool()) {
+        if (v.AsInt() < 0 || v.AsInt() > 0x10FFFF) {
+          return InvalidArgument("%c arg not in range(0x110000)");  // Python's OverflowError
+        }
         AppendUtf8(&c, static_cast<char32_t>(v.AsInt()));
       } else {
         return InvalidArgument("%c requires int or char");

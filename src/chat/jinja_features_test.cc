@@ -219,6 +219,21 @@ TEST(JinjaJinja2Parity, StrMethods) {
   ExpectRenderError(R"J({{ [1, 2].index(5) }})J", R"J(5 is not in list)J");
 }
 
+// Found by a probe of the new formatting code: nested automatic fields in a spec number after
+// their field; round past a double's range; %c past Unicode.
+TEST(JinjaJinja2Parity, FormattingEdges) {
+  // jinja2: render("{{ '{:{}{}}'.format(1, '>', 5) }}|{{ '{:{}}'.format('a', 5) }}|{{ '{0:{1}}'.format('b', 3) }}|")
+  EXPECT_EQ(MustRender(R"J({{ '{:{}{}}'.format(1, '>', 5) }}|{{ '{:{}}'.format('a', 5) }}|{{ '{0:{1}}'.format('b', 3) }}|)J"),
+            "    1|a    |b  |");
+  ExpectRenderError(R"J(A{{ '{:{}}'.format(1, 999999999) }}B)J", "format width or precision too large");
+  // jinja2: render("{{ 1234.5|round(-309) }}|{{ -1234.5|round(-400) }}")
+  EXPECT_EQ(MustRender(R"J({{ 1234.5|round(-309) }}|{{ -1234.5|round(-400) }})J"), "0.0|-0.0");
+  // jinja2: ZeroDivisionError for round(-400, 'floor'); OverflowError for '%c' % 1114112
+  ExpectRenderError(R"J({{ 1.5|round(-400, 'floor') }})J", "out of range");
+  ExpectRenderError(R"J({{ '%c' % 1114112 }})J", "%c arg not in range(0x110000)");
+  ExpectRenderError(R"J({{ '%c' % -1 }})J", "%c arg not in range(0x110000)");
+}
+
 TEST(JinjaJinja2Parity, SmallerDifferences) {
   // jinja2: render('{% raw %}r\n \t {% endraw %}x|{% raw %}r\n \t {%+ endraw %}x|{% raw %}  {% endraw %}x|{% raw %}r\n y {% endraw %}x|{% raw %}r  {%- endraw %}x')
   EXPECT_EQ(MustRender(R"J({% raw %}r

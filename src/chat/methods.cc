@@ -459,8 +459,9 @@ StatusOr<std::string> FormatString(Interpreter& in, const std::string& f, const 
       }
     }
     if (depth > 0 && spec.find('{') != std::string::npos) return InvalidArgument("Max string recursion exceeded");
-    CPM_ASSIGN_OR_RETURN(spec, FormatString(in, spec, a, auto_index, numbering, depth + 1));
+    // The field takes its automatic number before the fields nested in its spec (CPython).
     CPM_ASSIGN_OR_RETURN(Value v, FormatField(in, field, a, auto_index, numbering));
+    CPM_ASSIGN_OR_RETURN(spec, FormatString(in, spec, a, auto_index, numbering, depth + 1));
     if (!conversion.empty()) v = Value::String(conversion == "s" ? v.ToStr() : v.Repr());
     CPM_ASSIGN_OR_RETURN(std::string piece, FormatWithSpec(v, spec));
     out += piece;
