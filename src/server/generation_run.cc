@@ -221,7 +221,6 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
       c.itl_sum += gap;
       metrics_.ObserveInterTokenLatency(gap);
     } else {
-      c.first_token = now;
       metrics_.ObserveFirstToken(Seconds(now - arrival_));
     }
     c.last_token = now;
@@ -398,8 +397,7 @@ void GenerationRun::BeamUpdate(Choice& c, const Beam* beam) {
   if (beam != nullptr) {
     c.generated = static_cast<int64_t>(beam->tokens.size());
     c.has_token = !beam->tokens.empty();
-    c.first_token = c.last_token = Clock::now();
-    if (c.has_token) metrics_.ObserveFirstToken(Seconds(c.first_token - arrival_));
+    if (c.has_token) metrics_.ObserveFirstToken(Seconds(Clock::now() - arrival_));
     // The EOS that ended a beam stays out of its text, as a sampled one does (vLLM's rule),
     // and names it as the stop reason (as vLLM's beam search does).
     const bool hide_eos = beam->ended_by_eos && !sampling_.include_stop_str_in_output;

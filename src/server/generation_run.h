@@ -107,7 +107,6 @@ class GenerationRun {
     int64_t generated = 0;
     bool finished = false;
     bool aborted = false;  // finished as "abort" (cancelled, or the client left)
-    Clock::time_point first_token{};
     Clock::time_point last_token{};
     bool has_token = false;
     bool cache_counted = false;
