@@ -553,7 +553,7 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
         InvalidArgument("use_beam_search is not supported for prompts with images or videos"));
   }
   // What vLLM truncates and checks the request against: a prompt with images or videos as its
-  // text tokens, each item the one placeholder the template wrote (ResolveMultimodalMaxTokens).
+  // text tokens, each item the one placeholder the template wrote (LimitToExpandedPrompt).
   const int64_t text_tokens =
       job->multimodal
           ? static_cast<int64_t>(ctx.tokenizer->Encode(*text, req->add_special_tokens).size())
@@ -566,31 +566,26 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   }
   job->prompt = std::move(*prompt);
   const int64_t prompt_tokens = static_cast<int64_t>(job->prompt.size());
+  const int64_t checked_tokens = job->multimodal ? text_tokens : prompt_tokens;
   if (responses && sampling->max_tokens) {
     // vLLM's Responses: min(max_output_tokens, the room the prompt leaves), never its 400.
-    const int64_t room = ctx.max_model_len - text_tokens;
+    const int64_t room = ctx.max_model_len - checked_tokens;
     if (room >= 1) sampling->max_tokens = std::min(*sampling->max_tokens, room);
   }
-  auto max_tokens =
-      job->multimodal
-          ? ResolveMultimodalMaxTokens(text_tokens, prompt_tokens, sampling->max_tokens,
-                                       ctx.max_model_len, sampling->max_tokens_cap,
-                                       sampling->min_tokens)
-          : ResolveMaxTokens(prompt_tokens, sampling->max_tokens, ctx.max_model_len,
-                             sampling->max_tokens_cap, sampling->min_tokens);
+  auto asked = ResolveMaxTokens(checked_tokens, sampling->max_tokens, ctx.max_model_len,
+                                sampling->max_tokens_cap, sampling->min_tokens);
+  if (!asked.ok()) return HttpReply::Error(asked.status());
+  auto max_tokens = job->multimodal
+                        ? LimitToExpandedPrompt(*asked, prompt_tokens, ctx.max_model_len)
+                        : asked;
   if (!max_tokens.ok()) return HttpReply::Error(max_tokens.status());
   if (resolved) {
     const SamplingParams& p = sampling->params;
     resolved->temperature = ShortestDecimal(p.temperature);
     resolved->top_p = p.temperature < 1e-5f ? 1.0 : ShortestDecimal(p.top_p);
-    // The Responses object echoes the request's max_output_tokens as vLLM resolved it, against
-    // the text (before the expanded prompt's cap).
-    resolved->max_tokens = *max_tokens;
-    if (job->multimodal) {
-      auto asked = ResolveMaxTokens(text_tokens, sampling->max_tokens, ctx.max_model_len,
-                                    sampling->max_tokens_cap);
-      if (asked.ok()) resolved->max_tokens = *asked;
-    }
+    // The Responses object echoes max_output_tokens as vLLM resolved it: before an expanded
+    // prompt's limit.
+    resolved->max_tokens = *asked;
   }
   job->id = ctx.RequestId("chatcmpl", x_request_id, req->sampling.request_id);
   job->model = ctx.ReplyModel(req->sampling.model);

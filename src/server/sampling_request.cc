@@ -325,12 +325,8 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t n, std::optional<int64_t> requested, 
   return max_tokens;
 }
 
-StatusOr<int64_t> ResolveMultimodalMaxTokens(int64_t text_tokens, int64_t prompt_tokens,
-                                             std::optional<int64_t> requested,
-                                             int64_t max_model_len, std::optional<int64_t> cap,
-                                             int64_t min_tokens) {
-  CPM_ASSIGN_OR_RETURN(const int64_t max_tokens,
-                       ResolveMaxTokens(text_tokens, requested, max_model_len, cap, min_tokens));
+StatusOr<int64_t> LimitToExpandedPrompt(int64_t max_tokens, int64_t prompt_tokens,
+                                        int64_t max_model_len) {
   if (prompt_tokens >= max_model_len) {
     const char* suggestion =
         prompt_tokens > max_model_len

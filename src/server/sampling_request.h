@@ -111,14 +111,12 @@ StatusOr<int64_t> ResolveMaxTokens(int64_t num_prompt_tokens,
                                    std::optional<int64_t> cap = std::nullopt,
                                    int64_t min_tokens = 0);
 
-// ResolveMaxTokens for a prompt with images or videos, in vLLM's order: the request is checked
-// against the prompt's text tokens (`text_tokens`, each item one placeholder token, as its chat
-// template writes it) before the processor expands the placeholders; then the expanded prompt
-// (`prompt_tokens`) must leave room for a token (vLLM's engine-side "decoder prompt" 400), and
-// generation stops where the context ends (vLLM's length cap, finish_reason "length").
-StatusOr<int64_t> ResolveMultimodalMaxTokens(int64_t text_tokens, int64_t prompt_tokens,
-                                             std::optional<int64_t> requested,
-                                             int64_t max_model_len, std::optional<int64_t> cap,
-                                             int64_t min_tokens);
+// A prompt with images or videos, in vLLM's order: the request was checked (ResolveMaxTokens)
+// against the prompt's text tokens, each item one placeholder token as its chat template writes
+// it, before the processor expanded the placeholders; the expanded prompt (`prompt_tokens`)
+// must then leave room for a token (vLLM's engine-side "decoder prompt" 400), and generation
+// stops where the context ends (vLLM's length cap, finish_reason "length").
+StatusOr<int64_t> LimitToExpandedPrompt(int64_t max_tokens, int64_t prompt_tokens,
+                                        int64_t max_model_len);
 
 }  // namespace cpm

@@ -1011,6 +1011,15 @@ TEST(Sampling, ContextLengthTexts) {
 // placeholder), generation capped where the expanded prompt (180) leaves the context, and an
 // expanded prompt that fills it is vLLM's engine-side "decoder prompt" 400.
 TEST(Sampling, MultimodalPromptsAreCheckedAsTheirText) {
+  // As the chat handler resolves them: checked as the text, then limited by the expansion.
+  const auto ResolveMultimodalMaxTokens = [](int64_t text_tokens, int64_t prompt_tokens,
+                                             std::optional<int64_t> requested, int64_t l,
+                                             std::optional<int64_t> cap,
+                                             int64_t min_tokens) -> StatusOr<int64_t> {
+    CPM_ASSIGN_OR_RETURN(const int64_t asked,
+                         ResolveMaxTokens(text_tokens, requested, l, cap, min_tokens));
+    return LimitToExpandedPrompt(asked, prompt_tokens, l);
+  };
   EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, 200, 256, std::nullopt, 0), 76);
   EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, 50, 256, std::nullopt, 0), 50);
   EXPECT_EQ(*ResolveMultimodalMaxTokens(20, 180, std::nullopt, 256, std::nullopt, 0), 76);
