@@ -286,7 +286,7 @@ Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t 
                    ThreadPool& pool) {
   std::vector<float> pixels(side * side * v.num_channels);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 2654435761u) >> 24) / 127.5f - 1;
-  const int64_t patches_per_token = v.vit_merger ? 16 : 4;  // the config's mode
+  const int64_t patches_per_token = enc.default_patches_per_token();
   const int64_t rows = enc.OutputRows(side, side, patches_per_token);
   std::vector<float> out(rows * enc.output_dim());
   Result r;

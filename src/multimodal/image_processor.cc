@@ -88,10 +88,10 @@ class SharedEncoding {
   std::vector<float> embeds_;
 };
 
-// config.json's image_token_id (required), video_token_id (-1 when absent),
-// vision_config.image_size (0 when absent) and downsample_mode (patches per token; 0 when absent).
+// config.json's image_token_id (required), video_token_id (-1 when absent) and
+// vision_config.image_size (0 when absent).
 Status ReadModelConfig(const std::string& model_dir, int32_t* image_id, int32_t* video_id,
-                       int64_t* vision_image_size, int64_t* patches_per_token) {
+                       int64_t* vision_image_size) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -113,12 +113,6 @@ Status ReadModelConfig(const std::string& model_dir, int32_t* image_id, int32_t*
         return InvalidArgument(path + ": field 'vision_config.image_size' must be a positive integer");
       *vision_image_size = it->get<int64_t>();
     }
-  }
-  *patches_per_token = 0;
-  if (it = j.find("downsample_mode"); it != j.end()) {
-    if (*it != "16x" && *it != "4x")
-      return InvalidArgument(path + ": field 'downsample_mode' must be \"16x\" or \"4x\"");
-    *patches_per_token = *it == "16x" ? 16 : 4;
   }
   return OkStatus();
 }
@@ -146,20 +140,15 @@ StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::stri
                                                                  MediaOptions media,
                                                                  const std::string& mm_processor_kwargs) {
   auto p = std::make_unique<ImageProcessor>();
-  int64_t vision_image_size = 0, config_patches_per_token = 0;
-  CPM_RETURN_IF_ERROR(ReadModelConfig(model_dir, &p->image_token_id_, &p->video_token_id_,
-                                      &vision_image_size, &config_patches_per_token));
+  int64_t vision_image_size = 0;
+  CPM_RETURN_IF_ERROR(
+      ReadModelConfig(model_dir, &p->image_token_id_, &p->video_token_id_, &vision_image_size));
+  // The vision tower's own mode (its model config's) unless the preprocessor names one.
+  p->slices_.patches_per_token = encoder->default_patches_per_token();
   const std::filesystem::path pre = std::filesystem::path(model_dir) / "preprocessor_config.json";
-  bool pre_sets_mode = false;
   if (std::filesystem::exists(pre)) {
     CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(pre.string()));
-    CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string()));
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    pre_sets_mode = j.is_object() && j.contains("downsample_mode");
-  }
-  // The model config's mode (the vision tower's default) unless the preprocessor names one.
-  if (!pre_sets_mode && config_patches_per_token > 0) {
-    p->slices_.patches_per_token = config_patches_per_token;
+    CPM_ASSIGN_OR_RETURN(p->slices_, ParseSliceConfig(text, pre.string(), p->slices_));
   }
   CPM_RETURN_IF_ERROR(ApplySliceOverrides(mm_processor_kwargs, "--mm-processor-kwargs", &p->slices_));
   p->max_scale_resolution_ = std::max(vision_image_size, p->slices_.scale_resolution);

@@ -28,6 +28,8 @@ class ScriptedEncoder : public VisionEncoder {
     return (patches_per_token == 16 && has_merger) || patches_per_token == 4;
   }
   bool has_merger = true;  // 16x possible
+  int64_t default_patches_per_token() const override { return default_mode; }
+  int64_t default_mode = 16;  // its model config's
   int64_t OutputRows(int64_t h, int64_t w, int64_t ppt) const override {
     return (h / 14) * (w / 14) / ppt;
   }
@@ -148,12 +150,11 @@ TEST_F(ImageProcessorTest, DownsampleModePerRequest) {
   EXPECT_TRUE((*proc)->WithKwargs(R"({"downsample_mode": "4x"})", "").ok());
 }
 
-// config.json's downsample_mode is the default where preprocessor_config.json names none; the
-// preprocessor's wins when it does.
+// The vision tower's own mode (config.json's downsample_mode) is the default where
+// preprocessor_config.json names none; the preprocessor's wins when it does.
 TEST_F(ImageProcessorTest, ModelConfigsDownsampleModeIsTheDefault) {
-  std::ofstream(dir_ / "config.json")
-      << R"({"image_token_id": 7, "video_token_id": 8, "downsample_mode": "4x"})";
   auto encoder = std::make_shared<ScriptedEncoder>(1);
+  encoder->default_mode = 4;
   auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
   ASSERT_TRUE(proc.ok()) << proc.status().ToString();
   EXPECT_EQ((*proc)->slice_config().patches_per_token, 4);

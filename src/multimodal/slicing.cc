@@ -102,10 +102,10 @@ Status ReadDownsampleMode(const JsonFields& f, const std::string& where, SliceCo
 
 }  // namespace
 
-StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path) {
+StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path,
+                                       SliceConfig c) {
   CPM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonConfig(text, path));
   JsonFields f(j, path);
-  SliceConfig c;
   CPM_RETURN_IF_ERROR(f.OptInt("scale_resolution", &c.scale_resolution));
   CPM_RETURN_IF_ERROR(f.OptInt("max_slice_nums", &c.max_slice_nums));
   CPM_RETURN_IF_ERROR(f.OptInt("patch_size", &c.patch_size));

@@ -27,7 +27,9 @@ struct SliceConfig {
 };
 
 // Parses preprocessor_config.json's text; `path` names the file in errors.
-StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path);
+// Fields the file leaves out keep `defaults`' values.
+StatusOr<SliceConfig> ParseSliceConfig(const std::string& text, const std::string& path,
+                                       SliceConfig defaults = {});
 
 // vLLM's --mm-processor-kwargs (a JSON object's text) over `c`: max_slice_nums (the model card
 // suggests 36 for images), scale_resolution, slice_mode, use_image_id. Unknown keys and bad
