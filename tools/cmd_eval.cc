@@ -150,6 +150,8 @@ void AddLogitsBounds(CLI::App* cmd, LogitsBounds* b) {
   cmd->add_option("--max-rel-err", b->max_rel_err, "fail above this max relative error (0.01 = 1%)");
   cmd->add_option("--max-mean-rel-err", b->max_mean_rel_err, "fail above this mean relative error");
   cmd->add_option("--max-kl", b->max_kl, "fail above this KL divergence (the max over prompts)");
+  cmd->add_option("--max-logit-diff", b->max_logit_diff,
+                  "fail above this max |logit difference| (needs the reference's logsumexp)");
 }
 
 }  // namespace

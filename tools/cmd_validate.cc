@@ -82,6 +82,8 @@ void RegisterValidateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-rel-err", o->logits_bounds.max_rel_err, "accuracy gate: max relative error (0.01 = 1%)");
   cmd->add_option("--max-mean-rel-err", o->logits_bounds.max_mean_rel_err, "accuracy gate: max mean relative error");
   cmd->add_option("--max-kl", o->logits_bounds.max_kl, "accuracy gate: max KL divergence");
+  cmd->add_option("--max-logit-diff", o->logits_bounds.max_logit_diff,
+                  "accuracy gate: max |logit difference| (the reference needs logsumexp)");
   cmd->add_option("--min-exact", o->greedy_bounds.min_exact_rate, "accuracy gate: min greedy exact-match rate");
   cmd->add_option("--min-token-accuracy", o->greedy_bounds.min_token_accuracy, "accuracy gate: min mean token accuracy");
   cmd->add_option("--ready-timeout", o->ready_timeout_s, "seconds to wait for /health")->capture_default_str();

@@ -23,9 +23,11 @@ struct SeqState {
 };
 
 // Records the full row and/or the top log-probs for one logits row of `s`.
-void RecordRow(SeqState& s, const std::vector<float>& logprobs, int64_t prompt_pos) {
+void RecordRow(SeqState& s, const std::vector<float>& logprobs, float logsumexp,
+               int64_t prompt_pos) {
   if (s.req->record_logprob_rows) {
     s.result.logprob_rows.push_back(logprobs);
+    s.result.row_logsumexps.push_back(logsumexp);
     if (prompt_pos >= 0) s.result.row_positions.push_back(prompt_pos);
   }
 }
@@ -146,14 +148,14 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
     for (size_t r = 0; r < row_owner.size(); ++r) {
       SeqState& s = seqs[row_owner[r].first];
       float* row = logits.data() + r * vocab;
-      LogSoftmax(row, vocab, logprobs.data());
+      const float logsumexp = LogSoftmax(row, vocab, logprobs.data());
       const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
       if (row_owner[r].second >= 0) {  // an intermediate prompt position
-        RecordRow(s, logprobs, row_owner[r].second);
+        RecordRow(s, logprobs, logsumexp, row_owner[r].second);
         continue;
       }
       const bool is_prompt_end = static_cast<int64_t>(s.tokens.size()) == prompt_len;
-      RecordRow(s, logprobs, is_prompt_end ? prompt_len - 1 : -1);
+      RecordRow(s, logprobs, logsumexp, is_prompt_end ? prompt_len - 1 : -1);
       if (static_cast<int64_t>(s.result.output.size()) >= s.req->max_tokens) {
         s.done = true;  // max_tokens 0 with recorded rows
         s.result.finish_reason = "length";

@@ -40,6 +40,7 @@ struct GenerateResult {
   std::vector<TokenLogprobs> logprobs;         // per generated token (if top_logprobs > 0)
   std::vector<int64_t> row_positions;          // prompt positions of the first rows
   std::vector<std::vector<float>> logprob_rows;  // [rows, vocab] if record_logprob_rows
+  std::vector<float> row_logsumexps;           // [rows]: each row's raw logit = logprob + this
   std::string finish_reason;                   // "stop" or "length"
 };
 

@@ -19,6 +19,16 @@ std::string OverlapCell(double fraction, int k) {
 
 std::string Sci(double v) { return fmt::format("{:.3g}", v); }
 
+json OptionalJson(const std::optional<double>& v) { return v ? json(*v) : json(); }
+
+// The raw-logit cells need the reference's logsumexp; without it the row says so.
+constexpr const char* kNoLogsumexp = "— (the reference has no logsumexp)";
+
+std::string LogitDiffCell(const LogitsSummary& s) {
+  if (!s.max_abs_logit_diff) return kNoLogsumexp;
+  return fmt::format("{} / {}", Sci(*s.max_abs_logit_diff), Sci(*s.mean_abs_logit_diff));
+}
+
 json Bounds(const ReportContext& ctx) {
   return {{"checked", ctx.bounds_set}, {"failures", ctx.failures}, {"pass", ctx.failures.empty()}};
 }
@@ -87,7 +97,9 @@ json LogitsEvalToJson(const LogitsEval& e, const ReportContext& ctx) {
                        {"ref_top1", m.ref_top1}, {"engine_top1", m.eng_top1},
                        {"top5_overlap", m.top5_overlap}, {"top20_overlap", m.top20_overlap},
                        {"max_rel_err", max_rel}, {"mean_rel_err", mean_rel},
-                       {"max_abs_logprob", m.max_abs_logprob}, {"kl", m.kl}});
+                       {"max_abs_logprob", m.max_abs_logprob}, {"kl", m.kl},
+                       {"max_abs_logit_diff",
+                        m.logit_diff ? json(m.logit_diff->max_abs) : json()}});
   }
   return {{"kind", "logits"},
           {"reference_file", ctx.reference_path},
@@ -97,7 +109,10 @@ json LogitsEvalToJson(const LogitsEval& e, const ReportContext& ctx) {
            {{"prompts", s.rows}, {"top1", s.top1}, {"top5_overlap", s.top5_overlap},
             {"top20_overlap", s.top20_overlap}, {"max_rel_err", s.max_rel_err},
             {"mean_rel_err", s.mean_rel_err}, {"max_abs_logprob", s.max_abs_logprob},
-            {"kl_mean", s.kl_mean}, {"kl_max", s.kl_max}}},
+            {"kl_mean", s.kl_mean}, {"kl_max", s.kl_max},
+            {"max_abs_logit_diff", OptionalJson(s.max_abs_logit_diff)},
+            {"mean_abs_logit_diff", OptionalJson(s.mean_abs_logit_diff)},
+            {"logit_rel_err", OptionalJson(s.logit_rel_err)}}},
           {"prompts", prompts},
           {"bounds", Bounds(ctx)}};
 }
@@ -140,6 +155,9 @@ std::string RenderLogitsMarkdown(const LogitsEval& e, const ReportContext& ctx) 
   out += fmt::format("| 平均相对误差 (mean relative error) | {} |\n", Pct(s.mean_rel_err, 4));
   out += fmt::format("| KL 散度 (KL(ref‖target), mean / max) | {} / {} |\n", Sci(s.kl_mean), Sci(s.kl_max));
   out += fmt::format("| Max abs log-prob diff (top-20) | {} |\n", Sci(s.max_abs_logprob));
+  out += fmt::format("| Logit diff, max / mean (reference's top-K ids) | {} |\n", LogitDiffCell(s));
+  out += fmt::format("| Logit relative error (mean \\|Δ\\| / mean \\|ref logit\\|) | {} |\n",
+                     s.logit_rel_err ? Pct(*s.logit_rel_err, 4) : kNoLogsumexp);
   out += "\n| Prompt | Top-1 (ref → target) | Top-5 | Top-20 | Max rel err | KL |\n"
          "|---|---|---|---|---|---|\n";
   for (const LogitsPromptResult& p : e.prompts) {
@@ -203,6 +221,12 @@ std::string RenderLogits(const LogitsEval& e, const ReportContext& ctx, ReportFo
       "mean rel err {}  KL mean {} max {}  max |dlogprob| {}\n",
       s.rows, Pct(s.top1, 2), Pct(s.top5_overlap, 2), Pct(s.top20_overlap, 2), Pct(s.max_rel_err, 4),
       Pct(s.mean_rel_err, 4), Sci(s.kl_mean), Sci(s.kl_max), Sci(s.max_abs_logprob));
+  out += s.max_abs_logit_diff
+             ? fmt::format("logits (reference's top-K ids): max |dlogit| {}  mean |dlogit| {}  "
+                           "relative error {}\n",
+                           Sci(*s.max_abs_logit_diff), Sci(*s.mean_abs_logit_diff),
+                           Pct(*s.logit_rel_err, 4))
+             : std::string("logits: no figures, the reference has no logsumexp\n");
   return out + Verdict(ctx);
 }
 

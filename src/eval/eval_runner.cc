@@ -80,8 +80,9 @@ StatusOr<LogitsEval> RunLogitsEval(Model& model, ThreadPool& pool,
   for (size_t i = 0; i < refs.size(); ++i) {
     if (results[i].logprob_rows.empty()) return Internal("the engine returned no log-prob row");
     const std::vector<float>& row = results[i].logprob_rows.back();
+    const double eng_logsumexp = results[i].row_logsumexps.back();
     LogitsPromptResult p{refs[i].id, PromptLabel(refs[i], tokenizer),
-                         ComputeRowMetrics(refs[i].top_logprobs, row)};
+                         ComputeRowMetrics(refs[i].top_logprobs, row, refs[i].logsumexp, eng_logsumexp)};
     rows.push_back(p.metrics);
     eval.prompts.push_back(std::move(p));
   }

@@ -49,11 +49,32 @@ constexpr double kRestFloor = 1e-12;
 // 1 − exp(lse) for lse <= 0, without cancellation; 0 when rounding made lse positive.
 double RestMass(double lse) { return lse >= 0 ? 0.0 : -std::expm1(lse); }
 
+// The raw logits are the log-probs as each side wrote them (not renormalised) plus that side's
+// log-sum-exp, which was taken over the same raw row.
+LogitDiff ComputeLogitDiff(std::span<const std::pair<int32_t, double>> ref_top,
+                           std::span<const float> eng, double ref_lse, double eng_lse) {
+  LogitDiff d;
+  for (const auto& [id, lp_ref] : ref_top) {
+    if (id < 0 || id >= static_cast<int32_t>(eng.size())) continue;
+    const double ref = lp_ref + ref_lse;
+    const double diff = std::abs(static_cast<double>(eng[id]) + eng_lse - ref);
+    d.max_abs = std::max(d.max_abs, diff);
+    d.sum_abs += diff;
+    d.sum_abs_ref += std::abs(ref);
+    ++d.ids;
+  }
+  return d;
+}
+
 }  // namespace
 
 RowMetrics ComputeRowMetrics(std::span<const std::pair<int32_t, double>> ref_top,
-                             std::span<const float> eng) {
+                             std::span<const float> eng, std::optional<double> ref_logsumexp,
+                             std::optional<double> eng_logsumexp) {
   RowMetrics m;
+  if (ref_logsumexp && eng_logsumexp) {
+    m.logit_diff = ComputeLogitDiff(ref_top, eng, *ref_logsumexp, *eng_logsumexp);
+  }
   const size_t k_all = ref_top.size();
   const size_t k20 = std::min<size_t>({20, k_all, eng.size()});
   const size_t k5 = std::min<size_t>(5, k20);
@@ -112,7 +133,17 @@ LogitsSummary SummarizeRows(std::span<const RowMetrics> rows) {
   if (rows.empty()) return s;
   double rel_sum = 0;
   int64_t rel_n = 0;
+  LogitDiff all;
+  bool all_have_logits = true;
   for (const RowMetrics& r : rows) {
+    if (r.logit_diff) {
+      all.max_abs = std::max(all.max_abs, r.logit_diff->max_abs);
+      all.sum_abs += r.logit_diff->sum_abs;
+      all.sum_abs_ref += r.logit_diff->sum_abs_ref;
+      all.ids += r.logit_diff->ids;
+    } else {
+      all_have_logits = false;
+    }
     s.top1 += r.top1 ? 1 : 0;
     s.top5_overlap += r.top5_overlap;
     s.top20_overlap += r.top20_overlap;
@@ -131,6 +162,14 @@ LogitsSummary SummarizeRows(std::span<const RowMetrics> rows) {
   s.top20_overlap /= n;
   s.kl_mean /= n;
   s.mean_rel_err = rel_n ? rel_sum / static_cast<double>(rel_n) : 0;
+  if (all_have_logits && all.ids > 0) {
+    s.max_abs_logit_diff = all.max_abs;
+    s.mean_abs_logit_diff = all.sum_abs / static_cast<double>(all.ids);
+    // All-zero reference logits (a degenerate row) leave the ratio undefined unless Δ is 0 too.
+    s.logit_rel_err = all.sum_abs_ref > 0 ? all.sum_abs / all.sum_abs_ref
+                      : all.sum_abs > 0   ? std::numeric_limits<double>::infinity()
+                                          : 0.0;
+  }
   return s;
 }
 
@@ -154,6 +193,14 @@ std::vector<std::string> CheckLogitsBounds(const LogitsSummary& s, const LogitsB
         fmt::format("mean relative error {:.4g} > {}", s.mean_rel_err, *b.max_mean_rel_err));
   if (b.max_kl && !(s.kl_max <= *b.max_kl))
     fails.push_back(fmt::format("KL divergence (max) {:.4g} > {}", s.kl_max, *b.max_kl));
+  if (b.max_logit_diff && !s.max_abs_logit_diff) {
+    fails.push_back(
+        "max logit diff: not known, the reference has no logsumexp (dump it with `cpmserve eval "
+        "dump` or scripts/hf_reference_dump.py)");
+  } else if (b.max_logit_diff && !(*s.max_abs_logit_diff <= *b.max_logit_diff)) {
+    fails.push_back(
+        fmt::format("max logit diff {:.4g} > {}", *s.max_abs_logit_diff, *b.max_logit_diff));
+  }
   return fails;
 }
 

@@ -366,6 +366,7 @@ std::vector<std::string> EvalArgs(const ValidateOptions& o, const char* sub) {
     bound("--max-rel-err", o.logits_bounds.max_rel_err);
     bound("--max-mean-rel-err", o.logits_bounds.max_mean_rel_err);
     bound("--max-kl", o.logits_bounds.max_kl);
+    bound("--max-logit-diff", o.logits_bounds.max_logit_diff);
   } else {
     if (o.greedy_tokens > 0) a.insert(a.end(), {"--tokens", std::to_string(o.greedy_tokens)});
     bound("--min-exact", o.greedy_bounds.min_exact_rate);

@@ -243,8 +243,8 @@ int32_t SampleAll(const float* x, int64_t n, float t, Rng& rng) {
 
 }  // namespace
 
-void LogSoftmax(const float* logits, int64_t n, float* out) {
-  kernels::LogSoftmax(logits, n, out);
+float LogSoftmax(const float* logits, int64_t n, float* out) {
+  return kernels::LogSoftmax(logits, n, out);
 }
 
 int64_t CountAtLeast(const float* values, int64_t n, float threshold) {

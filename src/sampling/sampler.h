@@ -16,7 +16,8 @@ namespace cpm {
 using Rng = std::mt19937_64;
 
 // out[i] = logits[i] − logsumexp(logits), the sum accumulated in f64 (kernels::LogSoftmax).
-void LogSoftmax(const float* logits, int64_t n, float* out);
+// Returns logsumexp(logits), so that a raw logit is out[i] plus it.
+float LogSoftmax(const float* logits, int64_t n, float* out);
 
 // How many of values[0, n) are at or above `threshold` (NaNs never are): a token's rank as vLLM
 // reports it is the count at or above its own log-prob, itself included, so that tied tokens

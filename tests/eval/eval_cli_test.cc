@@ -41,7 +41,7 @@ class EvalCli : public ::testing::Test {
 std::string* EvalCli::dir_ = nullptr;
 
 TEST_F(EvalCli, SameConfigurationPassesStrictBounds) {
-  const auto r = RunCommand(Eval("logits", "healthy", "--dtype float32 --format markdown --min-top1 1 --max-rel-err 1e-5 --max-kl 1e-9"));
+  const auto r = RunCommand(Eval("logits", "healthy", "--dtype float32 --format markdown --min-top1 1 --max-rel-err 1e-5 --max-kl 1e-9 --max-logit-diff 1e-4"));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("| Top-1 token 一致性 (agreement) | 100.00% (3/3) |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS"), std::string::npos);
@@ -61,6 +61,13 @@ TEST_F(EvalCli, Bfloat16AgainstFloat32ReferenceIsCloseButNotExact) {
               s["kl_max"].get<double>());
   EXPECT_GT(s["max_rel_err"].get<double>(), 0.0);
   EXPECT_LT(s["max_rel_err"].get<double>(), 0.25);
+  // The dump carries each row's logsumexp, so the raw-logit figures are there, bf16-sized.
+  std::printf("bf16 vs f32 logits: max %.3g mean %.3g rel %.3g\n", s["max_abs_logit_diff"].get<double>(),
+              s["mean_abs_logit_diff"].get<double>(), s["logit_rel_err"].get<double>());
+  EXPECT_GT(s["max_abs_logit_diff"].get<double>(), 1e-4);
+  EXPECT_LT(s["max_abs_logit_diff"].get<double>(), 1.0);
+  EXPECT_LE(s["mean_abs_logit_diff"].get<double>(), s["max_abs_logit_diff"].get<double>());
+  EXPECT_GT(s["logit_rel_err"].get<double>(), 0.0);
   EXPECT_EQ(j["kind"], "logits");
   EXPECT_EQ(j["prompts"].size(), 3u);
 }
@@ -69,6 +76,9 @@ TEST_F(EvalCli, DamagedCheckpointFailsTheBounds) {
   const auto r = RunCommand(Eval("logits", "damaged", "--dtype float32 --max-rel-err 0.01 --max-kl 1e-4"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL max relative error"), std::string::npos) << r.out;
+  const auto logit = RunCommand(Eval("logits", "damaged", "--dtype float32 --max-logit-diff 1e-3"));
+  EXPECT_EQ(logit.exit_code, 1) << logit.out;
+  EXPECT_NE(logit.out.find("FAIL max logit diff"), std::string::npos) << logit.out;
   // Without bounds the same comparison only reports.
   EXPECT_EQ(RunCommand(Eval("logits", "damaged", "--dtype float32")).exit_code, 0);
 }

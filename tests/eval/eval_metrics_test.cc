@@ -164,6 +164,66 @@ TEST(LogitMetrics, SummaryAveragesAndBoundsFail) {
   EXPECT_TRUE(CheckLogitsBounds(s, top5).empty());
 }
 
+// Raw logits whose log-softmax and log-sum-exp each side reports; the figures must be those of
+// the porting guide's step 3 computed on the raw rows directly, over the reference's top-K ids.
+TEST(LogitMetrics, LogitDiffIsTheRawLogitsDifferenceOverTheReferenceTopK) {
+  std::vector<double> ref_logits, eng_logits;
+  for (int i = 0; i < 30; ++i) {
+    ref_logits.push_back(10.0 - 0.4 * i + 0.03 * (i % 4));
+    eng_logits.push_back(ref_logits.back() + 0.01 * ((i % 3) - 1) + 0.5);  // + a shift of 0.5
+  }
+  const auto split = [](const std::vector<double>& x, double* lse) {
+    const double mx = *std::max_element(x.begin(), x.end());
+    double sum = 0;
+    for (double v : x) sum += std::exp(v - mx);
+    *lse = mx + std::log(sum);
+    std::vector<float> lp;
+    for (double v : x) lp.push_back(static_cast<float>(v - *lse));
+    return lp;
+  };
+  double ref_lse = 0, eng_lse = 0;
+  const std::vector<float> ref_lp = split(ref_logits, &ref_lse), eng_lp = split(eng_logits, &eng_lse);
+  const auto ref_top = Top(ref_lp, 25);
+  const RowMetrics m = ComputeRowMetrics(ref_top, eng_lp, ref_lse, eng_lse);
+  ASSERT_TRUE(m.logit_diff.has_value());
+  double max_abs = 0, sum_abs = 0, sum_ref = 0;
+  for (const auto& [id, lp] : ref_top) {
+    const double d = std::abs(eng_logits[id] - ref_logits[id]);
+    max_abs = std::max(max_abs, d), sum_abs += d, sum_ref += std::abs(ref_logits[id]);
+  }
+  EXPECT_EQ(m.logit_diff->ids, 25);
+  EXPECT_NEAR(m.logit_diff->max_abs, 0.51, 1e-5);  // the shift is a logit difference too
+  EXPECT_NEAR(m.logit_diff->max_abs, max_abs, 1e-5);
+  EXPECT_NEAR(m.logit_diff->sum_abs, sum_abs, 1e-4);
+  EXPECT_NEAR(m.logit_diff->sum_abs_ref, sum_ref, 1e-4);
+  // ...which log-probs cannot see: their difference is only the ±0.01 wiggle (and rounding).
+  EXPECT_LT(m.max_abs_logprob, 0.03);
+
+  RowMetrics other = m;
+  other.logit_diff->max_abs = 0.2, other.logit_diff->sum_abs = 1.0, other.logit_diff->ids = 5;
+  other.logit_diff->sum_abs_ref = 10.0;
+  LogitsSummary s = SummarizeRows(std::vector<RowMetrics>{m, other});
+  ASSERT_TRUE(s.max_abs_logit_diff && s.mean_abs_logit_diff && s.logit_rel_err);
+  EXPECT_NEAR(*s.max_abs_logit_diff, max_abs, 1e-5);
+  EXPECT_NEAR(*s.mean_abs_logit_diff, (sum_abs + 1.0) / 30, 1e-5);  // over all (prompt, id) pairs
+  EXPECT_NEAR(*s.logit_rel_err, (sum_abs + 1.0) / (sum_ref + 10.0), 1e-6);
+  LogitsBounds b;
+  b.max_logit_diff = 0.6;
+  EXPECT_TRUE(CheckLogitsBounds(s, b).empty());
+  b.max_logit_diff = 0.5;
+  ASSERT_EQ(CheckLogitsBounds(s, b).size(), 1u);
+  EXPECT_EQ(CheckLogitsBounds(s, b)[0].rfind("max logit diff 0.51 > 0.5", 0), 0u) << CheckLogitsBounds(s, b)[0];
+
+  // One row without a log-sum-exp (a reference without `logsumexp`): no figures, and a bound on
+  // them fails rather than passing unchecked.
+  const RowMetrics bare = ComputeRowMetrics(ref_top, eng_lp, std::nullopt, eng_lse);
+  EXPECT_FALSE(bare.logit_diff.has_value());
+  s = SummarizeRows(std::vector<RowMetrics>{m, bare});
+  EXPECT_FALSE(s.max_abs_logit_diff || s.mean_abs_logit_diff || s.logit_rel_err);
+  ASSERT_EQ(CheckLogitsBounds(s, b).size(), 1u);
+  EXPECT_NE(CheckLogitsBounds(s, b)[0].find("the reference has no logsumexp"), std::string::npos);
+}
+
 TEST(GreedyMetrics, SeedRowDivergingAtTwentyOfThirtyTwo) {
   std::vector<int32_t> ref(32), eng(32);
   std::iota(ref.begin(), ref.end(), 100);
@@ -348,6 +408,9 @@ TEST(EvalReport, MarkdownHasTheSeedRowsAndEscapesCells) {
   const auto j = nlohmann::json::parse(RenderLogits(e, ctx, ReportFormat::kJson));
   EXPECT_EQ(j["summary"]["top1"], 1.0);
   EXPECT_EQ(j["bounds"]["pass"], true);
+  EXPECT_TRUE(j["summary"]["max_abs_logit_diff"].is_null());  // no log-sum-exps given
+  EXPECT_NE(md.find("| Logit diff, max / mean (reference's top-K ids) | — (the reference has no logsumexp) |"),
+            std::string::npos) << md;
   ctx.failures = {"max relative error 0.5 > 0.01"};
   EXPECT_NE(RenderLogits(e, ctx, ReportFormat::kText).find("FAIL max relative error"), std::string::npos);
 }
