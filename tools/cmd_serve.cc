@@ -255,6 +255,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--enable-auto-tool-choice,!--no-enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "serve tool_choice \"auto\" (and tools without a tool_choice): parse the calls "
                 "out of the reply with --tool-call-parser");
+  cmd->add_flag("--exclude-tools-when-tool-choice-none,!--no-exclude-tools-when-tool-choice-none",
+                c.exclude_tools_when_tool_choice_none,
+                "a request with tool_choice \"none\" gets no tools in its prompt");
   cmd->add_option("--tool-call-parser", c.tool_call_parser,
                   "qwen3_coder (or qwen3_xml, minicpmv): MiniCPM-V-4.6's <tool_call><function=...> format");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "split <think> text into `reasoning`: minicpmv (default for MiniCPM-V-4.6), qwen3, "

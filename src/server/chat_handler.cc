@@ -94,10 +94,12 @@ Json Chunk(const ChatJob& job, int index, Json delta, Json logprobs, Json finish
 std::vector<std::unique_ptr<ReasoningParser>> Parsers(const ChatJob& job) {
   std::vector<std::unique_ptr<ReasoningParser>> parsers(job.sampling.n);
   if (job.reasoning_parser.empty()) return parsers;
-  // A tool-call parser reads the content as generated (see ContentNewlinesAfterTools).
+  // A tool-call parser reads the content as generated (see ContentNewlinesAfterTools); a
+  // forced call's content is the call's JSON itself, whose "\n" escapes are the arguments'.
+  const bool recover = !job.parse_tools && !job.forced;
   for (auto& p : parsers) {
     p = MakeReasoningParser(job.reasoning_parser, job.opens_in_reasoning,
-                            /*recover_content_newlines=*/!job.parse_tools);
+                            /*recover_content_newlines=*/recover);
   }
   return parsers;
 }
@@ -538,6 +540,11 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
         static_cast<int32_t>(k < 0 ? ctx.tokenizer->vocab_size() : k);
   }
 
+  // tool_choice "none" (given, or tools: [] with "required") keeps the tools out of the prompt
+  // when the server says so (vLLM's exclude_tools_when_tool_choice_none).
+  if (ctx.exclude_tools_when_tool_choice_none && req->tool_choice == protocol::ToolChoice::kNone) {
+    req->chat.tools.reset();
+  }
   std::vector<MediaRef> media;
   auto text = RenderChatPrompt(ctx, req->chat, &media, responses);
   if (!text.ok()) return HttpReply::Error(text.status());

@@ -8,10 +8,13 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// A tool's parameters schema; a function without one takes an empty object (vLLM).
+// A tool's parameters schema; a function without one (or with {}) takes an empty object: vLLM's
+// _get_tool_schema for "required". For a named function vLLM leaves such a call unconstrained
+// (get_json_schema_from_tools returns None, its arguments are then free text, vllm#45290); here
+// it is the empty object too, so that the arguments are always JSON.
 Json Parameters(const Json& function) {
   const auto p = function.find("parameters");
-  if (p == function.end() || p->is_null()) {
+  if (p == function.end() || p->is_null() || (p->is_object() && p->empty())) {
     return {{"type", "object"}, {"properties", Json::object()}};
   }
   return *p;
@@ -45,7 +48,15 @@ StatusOr<ForcedToolChoice> ForcedToolChoice::Make(const Json& tools, std::string
       const Json& fn = *fn_ptr;
       Json params = Parameters(fn);
       if (auto d = params.find("$defs"); d != params.end() && d->is_object()) {
-        for (const auto& [k, v] : d->items()) defs[k] = v;
+        for (const auto& [k, v] : d->items()) {
+          // One root $defs serves all tools, so a name two tools define differently has no
+          // single meaning there (vLLM's _get_tool_schema_defs refuses it with this text).
+          if (auto it = defs.find(k); it != defs.end() && *it != v) {
+            return InvalidArgument("Tool definition '" + k +
+                                   "' has multiple schemas, which is not supported.");
+          }
+          defs[k] = v;
+        }
       }
       options.push_back({{"type", "object"},
                          {"properties",

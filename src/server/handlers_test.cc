@@ -1759,6 +1759,72 @@ TEST_F(ToolHandlersTest, WhatVllmServeRefuses) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
 }
 
+// A forced call's content is its JSON: MiniCPM-V's literal-"\n" recovery (the reasoning parser's,
+// on here) must leave the arguments' escapes alone, streamed or not, named or "required".
+TEST_F(ToolHandlersTest, ForcedCallsKeepTheirEscapes) {
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const std::string args = R"({"city": "Paris\nFrance", "days": 3})";
+  engine_.script = tok_->Encode(args, false);
+  int status = 0;
+  Json r = Chat(Body(false, named), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], args);
+  std::string streamed;
+  for (const Json& c : Stream(named).calls) streamed += c["function"]["arguments"].get<std::string>();
+  EXPECT_EQ(streamed, args);
+  engine_.script = tok_->Encode(R"([{"name": "get_weather", "parameters": )" + args + "}]", false);
+  r = Chat(Body(false, "required"), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], args);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// --exclude-tools-when-tool-choice-none: tool_choice "none" renders no tools (vLLM's flag);
+// without it the template gets them.
+TEST_F(ToolHandlersTest, ExcludeToolsWhenToolChoiceNone) {
+  const auto prompt = [&] {
+    int status = 0;
+    const Json r = Chat(Body(false, "none"), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return tok_->Decode(engine_.submitted.back().prompt, false);
+  };
+  EXPECT_NE(prompt().find("get_weather"), std::string::npos);
+  ctx_.exclude_tools_when_tool_choice_none = true;
+  EXPECT_EQ(prompt().find("get_weather"), std::string::npos);
+  // Only "none": "auto" still renders them.
+  int status = 0;
+  Chat(Body(false), &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(tok_->Decode(engine_.submitted.back().prompt, false).find("get_weather"),
+            std::string::npos);
+}
+
+// "required" gathers the tools' $defs at the schema's root: one name with two meanings is
+// vLLM's 400.
+TEST_F(ToolHandlersTest, ClashingDefsAreRefused) {
+  const auto tool = [](const char* name, const char* def_type) {
+    return Json{{"type", "function"},
+                {"function",
+                 {{"name", name},
+                  {"parameters",
+                   {{"type", "object"},
+                    {"properties", {{"x", {{"$ref", "#/$defs/X"}}}}},
+                    {"$defs", {{"X", {{"type", def_type}}}}}}}}}};
+  };
+  Json b = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+            {"tool_choice", "required"},
+            {"tools", {tool("a", "string"), tool("b", "integer")}}};
+  int status = 0;
+  Json r = Chat(b.dump(), &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"], "Tool definition 'X' has multiple schemas, which is not supported.");
+  b["tools"] = {tool("a", "string"), tool("b", "string")};  // the same schema twice is fine
+  engine_.script = tok_->Encode(R"([{"name": "a", "parameters": {"x": "s"}}])", false);
+  r = Chat(b.dump(), &status);
+  EXPECT_EQ(status, 200) << r.dump();
+}
+
 // A conversation's history as OpenAI clients send it, rendered as vLLM renders it: the tool
 // calls' arguments as JSON strings become the objects the template iterates, null content is
 // "", text-like part types are text, an assistant's `reasoning` reaches the template.

@@ -124,6 +124,13 @@ Status ValidateTools(const Json& tools) {
     if (auto n = fn->find("name"); n == fn->end() || !n->is_string()) {
       return TypeError(at + ".function.name", "a valid string");
     }
+    // FunctionDefinition: description str | None, parameters dict[str, Any] | None.
+    if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string()) {
+      return TypeError(at + ".function.description", "a valid string");
+    }
+    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object()) {
+      return TypeError(at + ".function.parameters", "a valid dictionary");
+    }
   }
   return OkStatus();
 }
@@ -218,6 +225,10 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   // check_tool_usage and its texts).
   const std::string usage =
       "! Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`";
+  // ChatCompletionNamedToolChoiceParam: type Literal["function"], "function" when left out.
+  if (auto type = choice.find("type"); type != choice.end() && *type != "function") {
+    return TypeError("tool_choice.type", "'function'");
+  }
   const auto fn = choice.find("function");
   if (fn == choice.end() || !fn->is_object()) {
     return value_error("Invalid value for `function`: `" +

@@ -107,7 +107,7 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (Status s = ValidateReasoningParserName(c.reasoning_parser); !s.ok()) {
     return s.WithPrefix("--reasoning-parser");
   }
-  if (!c.tool_call_parser.empty()) {
+  if (c.enable_auto_tool_choice && !c.tool_call_parser.empty()) {  // only then, as vLLM
     if (Status s = ValidateToolCallParserName(c.tool_call_parser); !s.ok()) {
       return s.WithPrefix("--tool-call-parser");
     }

@@ -56,6 +56,7 @@ struct ServeConfig {
   bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"
   bool enable_force_include_usage = false;  // streams end with usage whatever stream_options say
   bool enable_auto_tool_choice = false;  // with tool_call_parser: tool_choice "auto" served
+  bool exclude_tools_when_tool_choice_none = false;  // tool_choice "none": no tools in the prompt
   std::string tool_call_parser;          // "" or a ValidateToolCallParserName name
   std::string default_chat_template_kwargs_json;  // JSON object merged under the request's
   std::string allowed_local_media_path;  // file:// media URLs are read only below this folder

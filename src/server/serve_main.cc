@@ -431,6 +431,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     ctx.structured_compact_json = so->disable_any_whitespace;
   }
   ctx.return_tokens_as_token_ids = c.return_tokens_as_token_ids;
+  ctx.exclude_tools_when_tool_choice_none = c.exclude_tools_when_tool_choice_none;
   ctx.enable_force_include_usage = c.enable_force_include_usage;
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
   ctx.response_role = c.response_role;

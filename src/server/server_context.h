@@ -53,6 +53,7 @@ struct ServerContext {
   bool structured_compact_json = false;  // --enable-force-include-usage: usage in every stream
   bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids: the default
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
+  bool exclude_tools_when_tool_choice_none = false;  // tool_choice "none" renders no tools
   int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)
   std::string response_role = "assistant";  // --response-role
   RequestLogOptions request_log;            // --enable-log-requests, --max-log-len

@@ -171,6 +171,9 @@ TEST(ServeConfig, Validation) {
   EXPECT_NE(ValidateServeConfig(c).message().find("--tool-call-parser"), std::string::npos);
   c.tool_call_parser = "qwen3_coder";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c.enable_auto_tool_choice = false;  // unused without the flag, so unchecked (vLLM)
+  c.tool_call_parser = "hermes";
+  EXPECT_TRUE(ValidateServeConfig(c).ok());
   c = ServeConfig();  // the model's load choices, checked before any model is read
   c.quantization = "q8_0";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
@@ -464,6 +467,28 @@ TEST(Protocol, ToolChoiceValidatedAsVllm) {
     EXPECT_NE(message(bad_tools).find("field 'tools.0"), std::string::npos) << bad_tools;
   }
   EXPECT_TRUE(chat(R"(,"tools":[{"function":{"name":"f"}}],"tool_choice":"none")").ok());
+  // FunctionDefinition's types: description a string, parameters a dictionary (null for both
+  // is "not given"), whatever the tool_choice.
+  for (const auto& [fn, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"name":"f","parameters":"str"})", "tools.0.function.parameters"},
+           {R"({"name":"f","parameters":[1]})", "tools.0.function.parameters"},
+           {R"({"name":"f","parameters":true})", "tools.0.function.parameters"},
+           {R"({"name":"f","description":5})", "tools.0.function.description"}}) {
+    for (const char* choice : {"none", "auto"}) {
+      const std::string extra = std::string(R"(,"tools":[{"type":"function","function":)") + fn +
+                                R"(}],"tool_choice":")" + choice + "\"";
+      EXPECT_NE(message(extra).find(std::string("field '") + field + "'"), std::string::npos)
+          << extra << ": " << message(extra);
+    }
+  }
+  EXPECT_TRUE(chat(R"(,"tools":[{"type":"function","function":{"name":"f","description":null,)"
+                   R"("parameters":null}}])").ok());
+  // A named choice's type is "function" (or left out).
+  EXPECT_NE(message(tools + R"(,"tool_choice":{"type":"custom","function":{"name":"f"}})")
+                .find("field 'tool_choice.type'"),
+            std::string::npos);
+  EXPECT_EQ(chat(tools + R"(,"tool_choice":{"function":{"name":"f"}})")->tool_choice,
+            ToolChoice::kNamed);
   EXPECT_NE(message(tools + R"(,"tool_choice":"always")")
                 .find("Invalid value for `tool_choice`: always!"),
             std::string::npos);

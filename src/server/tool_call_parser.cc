@@ -150,7 +150,8 @@ Json ToolCallParser::ConvertValue(const std::string& function, const std::string
   Json properties = Json::object();
   if (tools_.is_array()) {
     for (const Json& tool : tools_) {
-      if (!tool.is_object() || tool.value("type", Json()) != "function") continue;
+      // A tool without "type" is a function: vLLM's ChatCompletionToolsParam defaults it.
+      if (!tool.is_object() || tool.value("type", Json("function")) != "function") continue;
       const Json f = tool.value("function", Json());
       if (!f.is_object() || f.value("name", Json()) != function) continue;
       const Json params = f.value("parameters", Json());

@@ -87,6 +87,17 @@ TEST(ToolCallParser, ValuesTakeTheirDeclaredTypes) {
             R"({"city": "B", "days": 1})");
 }
 
+// A tool without "type" is a function (vLLM's ChatCompletionToolsParam defaults it), so its
+// parameters keep their declared types.
+TEST(ToolCallParser, AToolWithoutTypeIsAFunction) {
+  const Json tools = Json::parse(R"([{"function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"n": {"type": "integer"}}}}}])");
+  ToolCallParser p(tools, 1);
+  auto e = p.Extract(Call("f", Param("n", "5")));
+  ASSERT_EQ(e.calls.size(), 1u);
+  EXPECT_EQ(e.calls[0].arguments, R"({"n": 5})");
+}
+
 TEST(ToolCallParser, LooseXmlAsVllmReadsIt) {
   ToolCallParser p(kTools, 1);
   // A parameter without its closing tag ends at the next one or at </function>.
