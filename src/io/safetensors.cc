@@ -2,9 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 namespace cpm {
 namespace fs = std::filesystem;
@@ -48,8 +50,12 @@ Status ParseEntry(const std::string& path, const std::string& name, const json& 
   const size_t elem = ElementSize(out->dtype_name);
   if (elem == 0) return fail("unknown dtype " + out->dtype_name);
   if (!e["shape"].is_array()) return fail("shape is not an array");
+  uint64_t elements = 1;  // checked: a shape whose count overflows is refused, not wrapped
   for (const json& d : e["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) return fail("bad shape entry");
+    const auto dim = static_cast<uint64_t>(d.get<int64_t>());
+    if (dim != 0 && elements > (uint64_t{1} << 62) / dim) return fail("shape's element count overflows");
+    elements *= dim;
     out->shape.push_back(d.get<int64_t>());
   }
   const json& off = e["data_offsets"];
@@ -62,13 +68,48 @@ Status ParseEntry(const std::string& path, const std::string& name, const json& 
                 ") outside the data section of " + std::to_string(data_size) +
                 " bytes (file truncated?)");
   }
-  const uint64_t expected = static_cast<uint64_t>(out->NumElements()) * elem;
+  const uint64_t expected = elements * elem;
   if (en - b != expected) {
     return fail("holds " + std::to_string(en - b) + " bytes but shape " + out->ShapeString() +
                 " of " + out->dtype_name + " needs " + std::to_string(expected));
   }
   out->data = data_begin + b;
   out->nbytes = static_cast<size_t>(en - b);
+  return OkStatus();
+}
+
+// `__metadata__` is a map of strings (the format's HashMap<String, String>).
+Status CheckMetadata(const std::string& path, const json& m) {
+  if (!m.is_object()) return DataLoss(path + ": __metadata__ is not an object");
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (!it.value().is_string())
+      return DataLoss(path + ": __metadata__['" + it.key() + "'] is not a string");
+  }
+  return OkStatus();
+}
+
+// The tensors tile the data section, as the format's reader (Metadata::validate) requires: in
+// offset order each starts where the previous ended, the first at 0, the last at the file's end.
+// Overlapping tensors would alias each other's weights; a gap or a tail is a damaged file.
+Status CheckLayout(const std::string& path, const uint8_t* data_begin, size_t data_size,
+                   std::vector<TensorInfo>* infos) {
+  std::sort(infos->begin(), infos->end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.data != b.data ? a.data < b.data : a.nbytes < b.nbytes;
+  });
+  size_t end = 0;
+  for (const TensorInfo& t : *infos) {
+    const size_t begin = static_cast<size_t>(t.data - data_begin);
+    if (begin != end) {
+      return DataLoss(path + ": tensor '" + t.name + "' starts at byte " + std::to_string(begin) +
+                      " of the data section, where the previous tensor ends at " +
+                      std::to_string(end) + (begin < end ? " (overlapping tensors)" : " (a gap)"));
+    }
+    end = begin + t.nbytes;
+  }
+  if (end != data_size) {
+    return DataLoss(path + ": the tensors end at byte " + std::to_string(end) +
+                    " of a data section of " + std::to_string(data_size) + " bytes");
+  }
   return OkStatus();
 }
 
@@ -91,14 +132,20 @@ Status SafetensorsArchive::AddFile(const std::string& path) {
     return DataLoss(path + ": header is not valid JSON");
   const uint8_t* data_begin = p + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
+  std::vector<TensorInfo> infos;
   for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    if (it.key() == "__metadata__") {
+      CPM_RETURN_IF_ERROR(CheckMetadata(path, it.value()));
+      continue;
+    }
     TensorInfo info;
     CPM_RETURN_IF_ERROR(ParseEntry(path, it.key(), it.value(), data_begin, data_size, &info));
     if (tensors_.count(it.key()))
       return DataLoss(path + ": tensor '" + it.key() + "' appears in more than one file");
-    tensors_.emplace(it.key(), std::move(info));
+    infos.push_back(std::move(info));
   }
+  CPM_RETURN_IF_ERROR(CheckLayout(path, data_begin, data_size, &infos));
+  for (TensorInfo& info : infos) tensors_.emplace(info.name, std::move(info));
   files_.push_back(std::move(file));
   file_names_.push_back(path);
   return OkStatus();

@@ -92,6 +92,45 @@ TEST_F(SafetensorsTest, IndexPointingAtWrongFileIsAnError) {
   EXPECT_NE(a.status().message().find("'a'"), std::string::npos) << a.status().message();
 }
 
+// A file written by hand: 8-byte header length, the header, then `data_bytes` bytes.
+void WriteRaw(const fs::path& path, const std::string& header, size_t data_bytes) {
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << std::string(data_bytes, '\0');
+}
+
+// What the format's own reader refuses (Metadata::validate): tensors that overlap or leave a
+// gap, bytes after the last tensor, a non-string metadata map, an element count that overflows.
+TEST_F(SafetensorsTest, LayoutMustTileTheDataSection) {
+  const fs::path path = dir_ / "model.safetensors";
+  const auto open_error = [&] {
+    auto a = SafetensorsArchive::OpenDir(dir_.string());
+    EXPECT_FALSE(a.ok());
+    return a.ok() ? std::string() : std::string(a.status().message());
+  };
+  WriteRaw(path, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12);
+  EXPECT_NE(open_error().find("'b' starts at byte 4 of the data section, where the previous "
+                              "tensor ends at 8 (overlapping tensors)"), std::string::npos);
+  WriteRaw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
+  EXPECT_NE(open_error().find("(a gap)"), std::string::npos);
+  WriteRaw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 9);
+  EXPECT_NE(open_error().find("the tensors end at byte 4 of a data section of 9 bytes"),
+            std::string::npos);
+  WriteRaw(path, R"({"__metadata__":{"format":1},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  EXPECT_NE(open_error().find("__metadata__['format'] is not a string"), std::string::npos);
+  WriteRaw(path, R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 0);
+  EXPECT_NE(open_error().find("shape's element count overflows"), std::string::npos);
+  // The same tensors in order, metadata of strings, and an empty tensor: fine.
+  WriteRaw(path, R"({"__metadata__":{"format":"pt"},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                 R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+                 R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8);
+  auto a = SafetensorsArchive::OpenDir(dir_.string());
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->Find("b")->nbytes, 4u);
+}
+
 TEST_F(SafetensorsTest, MissingDirectoryIsNotFound) {
   auto a = SafetensorsArchive::OpenDir((dir_ / "nope").string());
   ASSERT_FALSE(a.ok());

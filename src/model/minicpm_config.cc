@@ -26,6 +26,12 @@ Status ParseRopeScaling(const JsonFields& f, MiniCpmConfig* c) {
   c->original_max_position_embeddings = c->max_position_embeddings;
   CPM_RETURN_IF_ERROR(rs.OptInt("original_max_position_embeddings",
                                 &c->original_max_position_embeddings));
+  // LongRoPE's attention factor is sqrt(1 + ln(scale) / ln(original)): original 1 divides by 0
+  // (vLLM's start-up fails there), and below 1 the table is meaningless.
+  if (c->original_max_position_embeddings < 2) {
+    return InvalidArgument(rs.where() + ": field 'original_max_position_embeddings' must be >= 2, got " +
+                           std::to_string(c->original_max_position_embeddings));
+  }
   const size_t half = static_cast<size_t>(c->head_dim / 2);
   if (c->short_factor.size() != half || c->long_factor.size() != half) {
     return InvalidArgument(rs.where() + ": short_factor and long_factor need head_dim/2 = " +
@@ -86,6 +92,7 @@ StatusOr<MiniCpmConfig> ParseMiniCpmConfig(const std::string& config_text,
   c.head_dim = c.hidden_size / c.num_attention_heads;
   if (c.head_dim % 2 != 0) return InvalidArgument(path + ": head_dim must be even for RoPE");
   if (!(c.dim_model_base > 0)) return InvalidArgument(path + ": field 'dim_model_base' must be > 0");
+  if (!(c.rope_theta > 0)) return InvalidArgument(path + ": field 'rope_theta' must be > 0");
   CPM_RETURN_IF_ERROR(ParseRopeScaling(f, &c));
   return c;
 }

@@ -150,6 +150,11 @@ StatusOr<MiniCpmV46VisionConfig> ParseMiniCpmV46VisionConfig(const std::string& 
   std::string act = "gelu_pytorch_tanh", mode = "16x";
   CPM_RETURN_IF_ERROR(f.OptString("hidden_act", &act));
   CPM_RETURN_IF_ERROR(top.OptString("downsample_mode", &mode));
+  // The image processor makes RGB pixels; a patch embedding over other channels would read
+  // past them (transformers' would fail on its first image too).
+  if (v.num_channels != 3)
+    return InvalidArgument(f.where() + ": field 'num_channels' must be 3 (RGB), got " +
+                           std::to_string(v.num_channels));
   if (act != "gelu_pytorch_tanh")
     return InvalidArgument(f.where() + ": field 'hidden_act' must be \"gelu_pytorch_tanh\", got \"" + act + "\"");
   if (mode != "16x" && mode != "4x")

@@ -472,6 +472,13 @@ TEST(Qwen35ConfigTest, RealMiniCpmV46Config) {
   EXPECT_EQ(v->num_hidden_layers, 27);
   EXPECT_EQ(v->insert_layer_id, 6);
   EXPECT_EQ(v->image_size / v->patch_size, 70);
+  // The image processor's pixels are RGB: another channel count is refused (it read past them).
+  nlohmann::json j = nlohmann::json::parse(*text);
+  j["vision_config"]["num_channels"] = 4;
+  auto four = ParseMiniCpmV46VisionConfig(j.dump(), path);
+  ASSERT_FALSE(four.ok());
+  EXPECT_NE(four.status().message().find("field 'num_channels' must be 3 (RGB), got 4"),
+            std::string::npos) << four.status().message();
 }
 
 TEST(Qwen35ConfigTest, BadConfigsAreRejected) {

@@ -1,5 +1,8 @@
 #include "model/weight_loader.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 
@@ -139,6 +142,18 @@ StatusOr<const TensorInfo*> WeightLoader::Lookup(const std::string& name,
   return t;
 }
 
+Status WeightLoader::Hold(const std::string& name, int64_t bytes) {
+  bytes_held_ += bytes;
+  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (bytes_held_ <= memory) return OkStatus();
+  return ResourceExhausted(fmt::format(
+      "{}/config.json: the weights up to '{}' already take {:.1f} GiB, more than this machine's "
+      "{:.1f} GiB of memory; are the config's sizes (hidden_size, intermediate_size, vocab_size, "
+      "num_hidden_layers, ...) right?",
+      model_dir_, name, static_cast<double>(bytes_held_) / (1 << 30),
+      static_cast<double>(memory) / (1 << 30)));
+}
+
 StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, int64_t out,
                                                      int64_t in) {
   kernels::LinearWeight w;
@@ -147,7 +162,11 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
   w.in_features = in;
   const int64_t n = out * in;
   const size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype_);
-  bytes_held_ += static_cast<int64_t>(bytes);
+  const TensorInfo* t = nullptr;  // the checkpoint's shape checked before anything is held
+  if (archive_) {
+    CPM_ASSIGN_OR_RETURN(t, Lookup(name, {out, in}));
+  }
+  CPM_RETURN_IF_ERROR(Hold(name, static_cast<int64_t>(bytes)));
   if (!archive_) {
     auto buf = NewBuffer(bytes);
     FillDummy(buf->data(), dtype_, n, dummy_seed_, pool_);
@@ -164,7 +183,6 @@ StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, in
     w.owner = buf;
     return w;
   }
-  CPM_ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name, {out, in}));
   if (t->dtype == dtype_ && reinterpret_cast<uintptr_t>(t->data) % DTypeSize(dtype_) == 0) {
     w.data = t->data;  // zero-copy from the mmapped file
     w.owner = archive_;
@@ -205,8 +223,14 @@ StatusOr<kernels::LinearWeight> WeightLoader::EmbeddingTable(const std::string& 
 StatusOr<std::vector<float>> WeightLoader::F32(const std::string& name,
                                                const std::vector<int64_t>& shape) {
   const int64_t n = NumElements(shape);
+  // The checkpoint's shape first: a config size that disagrees with it is that error, not an
+  // allocation of the config's size.
+  const TensorInfo* t = nullptr;
+  if (archive_) {
+    CPM_ASSIGN_OR_RETURN(t, Lookup(name, shape));
+  }
+  CPM_RETURN_IF_ERROR(Hold(name, n * 4));
   std::vector<float> v(n);
-  bytes_held_ += n * 4;
   if (!archive_) {
     // Dummy values are drawn in the compute dtype, as vLLM fills every parameter.
     std::vector<uint16_t> tmp(dtype_ == DType::kF32 ? 0 : n);
@@ -218,7 +242,6 @@ StatusOr<std::vector<float>> WeightLoader::F32(const std::string& name,
     }
     return v;
   }
-  CPM_ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name, shape));
   ConvertToF32(t->dtype, t->data, v.data(), n);
   if (dtype_ == DType::kBF16) kernels::RoundBf16InPlace(v.data(), n);  // as the model would hold it
   return v;

@@ -50,6 +50,10 @@ class WeightLoader {
 
  private:
   StatusOr<const TensorInfo*> Lookup(const std::string& name, const std::vector<int64_t>& shape);
+  // Counts `bytes` more of weights for `name`; fails, before anything that size is allocated,
+  // once the weights would outgrow the machine's memory: config.json's sizes describe a model
+  // this machine cannot hold (and, with dummy weights, no file has checked them).
+  Status Hold(const std::string& name, int64_t bytes);
   std::string model_dir_;
   DType dtype_ = DType::kBF16;
   uint64_t dummy_seed_ = 1234;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "tokenizer/tokenizer_backend.h"
 #include "tokenizer/unicode_util.h"
 
 namespace cpm {
@@ -50,7 +51,15 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     const auto& vocab = model.at("vocab");
     m->vocab_.reserve(vocab.size());
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const auto id = it.value().get<int32_t>();
+      // Ids index a dense table: a negative one would write before it, a huge one (HF's are
+      // u32, and no vocabulary comes near 2^24) would allocate gigabytes for nothing.
+      const nlohmann::json& value = it.value();
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+          value.get<int64_t>() >= kMaxTokenId) {
+        return InvalidArgument("model.vocab['" + it.key() + "']: id " + value.dump() +
+                               " is not an integer in [0, " + std::to_string(kMaxTokenId) + ")");
+      }
+      const auto id = value.get<int32_t>();
       m->vocab_.emplace(it.key(), id);
       max_id = std::max(max_id, id);
     }

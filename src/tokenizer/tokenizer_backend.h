@@ -11,6 +11,10 @@
 
 namespace cpm {
 
+// Token ids index dense tables, so a tokenizer file's ids must lie in [0, kMaxTokenId): above
+// any real vocabulary (MiniCPM-V-4.6 has 248k ids; HF's are u32), below an allocation that hurts.
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 class AddedVocabulary;
 
 class TokenizerBackend {

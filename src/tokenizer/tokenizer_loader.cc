@@ -51,6 +51,10 @@ StatusOr<std::optional<std::string>> TokenString(const json& cfg, const char* ke
 }
 
 StatusOr<AddedToken> ParseAddedToken(const json& j, int32_t id) {
+  if (id < 0 || id >= kMaxTokenId) {
+    return InvalidArgument("id " + std::to_string(id) + " is not in [0, " +
+                           std::to_string(kMaxTokenId) + ")");
+  }
   AddedToken t;
   try {
     t.id = id;
@@ -118,9 +122,11 @@ Status TokenizerLoader::LoadModel(const fs::path& dir, const json& cfg, Tokenize
     if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
       for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
         const json& a = root["added_tokens"][i];
-        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer()) {
+        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+            a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= kMaxTokenId) {
           return InvalidArgument(json_path.string() + ": field 'added_tokens[" +
-                                 std::to_string(i) + "].id' missing or not an integer");
+                                 std::to_string(i) + "].id' missing or not an integer in [0, " +
+                                 std::to_string(kMaxTokenId) + ")");
         }
         auto token = ParseAddedToken(a, a["id"].get<int32_t>());
         if (!token.ok()) {

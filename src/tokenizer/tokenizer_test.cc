@@ -192,6 +192,21 @@ TEST(TokenizerTest, LoadErrorsNameFileAndField) {
   s = Tokenizer::Load(dir.string()).status();
   EXPECT_NE(s.message().find("merges[0]"), std::string::npos) << s.message();
 
+  // Ids index dense tables: negative or absurd ones are refused, naming the entry (a negative
+  // one wrote before the table, a huge one allocated gigabytes or wrapped to a real id).
+  for (const int64_t bad : {int64_t{-5}, int64_t{1} << 40, int64_t{100000000}}) {
+    dir = TinyDir("bad_vocab_id", TinyTokenizerFamily::kByteLevelBpe);
+    EditJson(dir / "tokenizer.json", [&](json& j) { j["model"]["vocab"]["zzqq"] = bad; });
+    s = Tokenizer::Load(dir.string()).status();
+    EXPECT_NE(s.message().find("tokenizer.json: model.vocab['zzqq']: id " + std::to_string(bad) +
+                               " is not an integer in [0, 16777216)"),
+              std::string::npos) << s.message();
+    dir = TinyDir("bad_added_id", TinyTokenizerFamily::kByteLevelBpe);
+    EditJson(dir / "tokenizer.json", [&](json& j) { j["added_tokens"][0]["id"] = bad; });
+    s = Tokenizer::Load(dir.string()).status();
+    EXPECT_NE(s.message().find("field 'added_tokens[0].id'"), std::string::npos) << s.message();
+  }
+
   dir = TinyDir("bad_type", TinyTokenizerFamily::kByteLevelBpe);
   EditJson(dir / "tokenizer.json", [](json& j) { j["decoder"]["type"] = "Frobnicate"; });
   s = Tokenizer::Load(dir.string()).status();

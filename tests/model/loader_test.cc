@@ -151,6 +151,34 @@ TEST_F(LoaderTest, BadLongRopeListNamesIt) {
   ExpectMentions(Load().status(), {"config.json", "rope_scaling", "short_factor"});
 }
 
+// LongRoPE's scale divides by ln(original_max_position_embeddings), and rope_theta is a base:
+// values that make the table meaningless are refused, not served as degenerate text.
+TEST_F(LoaderTest, DegenerateRopeFieldsNameThem) {
+  for (const int64_t original : {0, 1, -4}) {
+    EditConfig([&](nlohmann::json& j) { j["rope_scaling"]["original_max_position_embeddings"] = original; });
+    ExpectMentions(Load().status(), {"config.json", "'original_max_position_embeddings' must be >= 2"});
+  }
+  EditConfig([](nlohmann::json& j) {
+    j["rope_scaling"]["original_max_position_embeddings"] = 32;
+    j["rope_theta"] = 0;
+  });
+  ExpectMentions(Load().status(), {"config.json", "'rope_theta' must be > 0"});
+}
+
+// Sizes each within bounds whose product no machine holds: with dummy weights no file checks
+// them, so the loader does, before allocating (this was an uncaught bad_alloc).
+TEST_F(LoaderTest, DummyWeightsBeyondMemoryNameTheConfig) {
+  EditConfig([](nlohmann::json& j) {
+    const int64_t head_dim = j["hidden_size"].get<int64_t>() / j["num_attention_heads"].get<int64_t>();
+    j["num_attention_heads"] = j["num_key_value_heads"] = 1 << 12;  // head_dim kept for RoPE
+    j["hidden_size"] = (1 << 12) * head_dim;
+    j["vocab_size"] = 1 << 24;  // a 2+ TiB embedding
+  });
+  const Status s = Load(LoadFormat::kDummy).status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.message();
+  ExpectMentions(s, {"config.json", "more than this machine's", "are the config's sizes"});
+}
+
 // A context no machine can hold is an error naming where it came from, not a bad_alloc.
 TEST_F(LoaderTest, ContextBeyondMemoryNamesIt) {
   EditConfig([](nlohmann::json& j) { j["max_position_embeddings"] = int64_t{1} << 40; });
