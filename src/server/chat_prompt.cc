@@ -279,6 +279,10 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   }
   const ChatTemplate* chat_template =
       request_template ? &*request_template : ctx.chat_template ? &*ctx.chat_template : nullptr;
+  if (chat_template == nullptr && !ctx.chat_template_error.empty()) {
+    // vLLM renders the model's template per request and answers its Jinja error with a 400.
+    return InvalidArgument("the model's chat template: " + ctx.chat_template_error);
+  }
   if (chat_template == nullptr) {
     return InvalidArgument(
         "As of transformers v4.44, default chat template is no longer allowed, so you must "

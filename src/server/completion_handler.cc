@@ -257,9 +257,10 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
         "prompt list length " + std::to_string(num_prompts) +
         " exceeds the maximum allowed count of " + std::to_string(kMaxCompletionPrompts)));
   }
-  if (num_prompts * sampling->n > kMaxChoicesPerRequest) {
-    return HttpReply::Error(BadRequest("too many prompts x n for one request (at most " +
-                                       std::to_string(kMaxChoicesPerRequest) + ")"));
+  if (num_prompts * sampling->n > ctx.max_n_sequences) {
+    return HttpReply::Error(BadRequest(
+        "too many prompts x n for one request (" + std::to_string(num_prompts * sampling->n) +
+        "; at most " + std::to_string(ctx.max_n_sequences) + ", VLLM_MAX_N_SEQUENCES)"));
   }
   auto job = std::make_shared<CompletionJob>();
   const int32_t vocab = ctx.tokenizer->vocab_size();

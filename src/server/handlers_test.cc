@@ -558,6 +558,39 @@ TEST_F(HandlersTest, CompletionsPromptsAndEcho) {
   EXPECT_EQ(r.status, 400);
 }
 
+// n is bounded as vLLM bounds it (VLLM_MAX_N_SEQUENCES, 16384 by default, with its text), and
+// so is a completion's prompts × n.
+TEST_F(HandlersTest, NIsBoundedAsVllmBoundsIt) {
+  EXPECT_EQ(ctx_.max_n_sequences, 16384);
+  int status = 0;
+  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"n":16385})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"],
+            "n must be at most 16384, got 16385. To increase this limit, set the "
+            "VLLM_MAX_N_SEQUENCES environment variable.");
+  ctx_.max_n_sequences = 4;
+  HttpReply c = HandleCompletions(ctx_, R"({"prompt":"x","max_tokens":1,"n":5})", Clock::now());
+  EXPECT_EQ(c.status, 400);
+  EXPECT_NE(c.body.find("n must be at most 4, got 5."), std::string::npos) << c.body;
+  c = HandleCompletions(ctx_, R"({"prompt":["x","y","z"],"max_tokens":1,"n":2})", Clock::now());
+  EXPECT_EQ(c.status, 400);
+  EXPECT_NE(c.body.find("too many prompts x n for one request (6; at most 4"), std::string::npos)
+      << c.body;
+  c = HandleCompletions(ctx_, R"({"prompt":["x","y"],"max_tokens":1,"n":2})", Clock::now());
+  EXPECT_EQ(c.status, 200) << c.body;
+}
+
+// A model template that does not parse: each chat request's 400 says why (vLLM renders the
+// template per request and answers its Jinja error), not "no chat template".
+TEST_F(HandlersTest, UnparsableModelTemplateSaysWhy) {
+  ctx_.chat_template.reset();
+  ctx_.chat_template_error = "unexpected '}' at line 1";
+  int status = 0;
+  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}]})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["message"], "the model's chat template: unexpected '}' at line 1");
+}
+
 TEST_F(HandlersTest, CompletionsMaxTokensNullIsTheDefault) {
   // Absent or null: OpenAI's 16 (vLLM's normalize_null_max_tokens).
   HttpReply r = HandleCompletions(ctx_, R"({"prompt":[5,6,7,8]})", Clock::now());

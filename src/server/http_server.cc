@@ -26,8 +26,9 @@ namespace cpm {
 
 namespace {
 
-// The largest request body read (images and videos arrive base64-encoded in it).
-constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+// The largest request body read (images and videos arrive base64-encoded in it): room for the
+// base64 of the largest medium an http(s) URL may fetch (64 MiB, 85.4 MiB as base64).
+constexpr size_t kMaxBodyBytes = size_t{128} << 20;
 
 using Writer = std::function<void(const std::function<bool(const std::string&)>&)>;
 
@@ -242,6 +243,9 @@ namespace {
 // FastAPI's (vLLM's) answers for a request no route took: a path known with a trailing slash
 // too many or too few is a 307 to the route (Starlette's redirect_slashes; /metrics/ is
 // /metrics), a known path with another method a 405 naming its methods, else a 404.
+// Where vLLM's Prometheus app is mounted.
+constexpr const char* kMetricsPattern = "/metrics.*";
+
 void NotRouted(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   const std::string other =
@@ -275,6 +279,15 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
 }
 
 }  // namespace
+
+void HttpServer::ServeMetrics(const httplib::Request& req, httplib::Response& res) {
+  const ServerContext* ctx = ctx_.load();
+  if (!ctx) return Apply(Loading(), res);
+  // The process collector's series first, as a Prometheus Python client (vLLM's) has them.
+  res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()) +
+                      http_metrics_.Render(),
+                  "text/plain; version=0.0.4; charset=utf-8");
+}
 
 const std::vector<std::pair<std::string, std::string>>& HttpServer::Routes() {
   static const std::vector<std::pair<std::string, std::string>> routes = {
@@ -310,6 +323,12 @@ void HttpServer::InstallRoutes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
+      static const std::regex metrics_path(kMetricsPattern);
+      if (std::regex_match(req.path, metrics_path) &&
+          !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+        ServeMetrics(req, res);  // any method, HEAD too (its body dropped by cpp-httplib)
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (req.method == "HEAD") {  // FastAPI's routes take no HEAD (cpp-httplib adds it)
         NotRouted(req, res);
         return httplib::Server::HandlerResponse::Handled;
@@ -331,6 +350,14 @@ void HttpServer::InstallRoutes() {
           }
         }
         NotRouted(req, res);  // no POST route: 307, 405 or 404, without reading a body
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // cpp-httplib reads the other bodied methods' bodies "until close" when they declare no
+      // length, holding the client for its read timeout; no route takes them, so they get
+      // uvicorn's empty body and the router's 405 or 404 at once.
+      if ((req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE") &&
+          !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+        NotRouted(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -407,14 +434,16 @@ void HttpServer::InstallRoutes() {
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     Apply(HandleVersion(), res);
   });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const ServerContext* ctx = ctx_.load();
-    if (!ctx) return Apply(Loading(), res);
-    // The process collector's series first, as a Prometheus Python client (vLLM's) has them.
-    res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()) +
-                        http_metrics_.Render(),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
+  // vLLM mounts the Prometheus app at ^/metrics(.*)$, which answers any method on any path
+  // under it (/metrics/ included, without the redirect a route would give).
+  const auto metrics = [this](const httplib::Request& req, httplib::Response& res) {
+    ServeMetrics(req, res);
+  };
+  s.Get(kMetricsPattern, metrics);
+  Post(kMetricsPattern, metrics);
+  s.Put(kMetricsPattern, metrics);
+  s.Patch(kMetricsPattern, metrics);
+  s.Delete(kMetricsPattern, metrics);
   // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
   // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
   // sequences running and waiting, always.

@@ -63,6 +63,8 @@ class HttpServer {
   void InstallRoutes();
   // After each answered request: the access log line (if enabled) and the HTTP metrics.
   void Logged(const httplib::Request& req, const httplib::Response& res);
+  // The Prometheus text of /metrics (or the loading reply before the model is up).
+  void ServeMetrics(const httplib::Request& req, httplib::Response& res);
   // Registers a POST route with cpp-httplib and in post_routes_.
   using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
   void Post(const std::string& pattern, RouteHandler handler);

@@ -94,8 +94,15 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
     }
     f->cache_salt = salt->get<std::string>();
   }
-  // Accepted and without effect here: OpenAI bookkeeping fields.
-  r.Known("user");
+  // Accepted and without effect here, typed as vLLM's models type them: OpenAI's bookkeeping
+  // `user`, and vLLM's disaggregation and extension dictionaries.
+  std::optional<std::string> user;
+  CPM_TRY(r.OptString("user", &user));
+  for (const char* dict : {"kv_transfer_params", "vllm_xargs"}) {
+    std::optional<Json> value;
+    CPM_TRY(r.Any(dict, &value));
+    if (value && !value->is_null() && !value->is_object()) return TypeError(dict, "a valid dictionary");
+  }
   CPM_TRY(r.OptString("request_id", &f->request_id));
   return OkStatus();
 }
@@ -480,7 +487,14 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   CPM_TRY(r.OptInt("max_tokens", &req.sampling.max_tokens));
   if (!req.sampling.max_tokens) req.sampling.max_tokens = 16;
   r.Known("prompt");
-  // vLLM's validate_prompt_and_prompt_embeds (prompt_embeds are not taken here).
+  // prompt_embeds need vLLM's --enable-prompt-embeds, which this server does not take: its
+  // refusal, rather than a reply to the prompt alone.
+  r.Known("prompt_embeds");
+  if (r.Has("prompt_embeds") && !j["prompt_embeds"].is_null()) {
+    return InvalidArgument("You must set `--enable-prompt-embeds` to input `prompt_embeds`.")
+        .WithParam("prompt_embeds");
+  }
+  // vLLM's validate_prompt_and_prompt_embeds.
   if (!r.Has("prompt") || j["prompt"] == "") {
     return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
   }

@@ -123,7 +123,6 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
                                            int64_t max_logprobs) {
   ResolvedSampling r;
   if (f.n < 1) return InvalidArgument(fmt::format("n must be at least 1, got {}.", f.n));
-  if (f.n > kMaxN) return InvalidArgument(fmt::format("n must be at most {}, got {}.", kMaxN, f.n));
   r.n = f.n;
   double temperature = f.temperature.value_or(d.temperature.value_or(1.0));
   const double top_p = f.top_p.value_or(d.top_p.value_or(1.0));

@@ -21,11 +21,12 @@
 namespace cpm {
 
 inline constexpr int64_t kMaxLogprobs = 20;  // vLLM's --max-logprobs default
-inline constexpr int64_t kMaxN = 256;        // bound on n (choices of one prompt)
-// Bound on a completion request's prompts (vLLM's VLLM_MAX_COMPLETION_PROMPTS default), and on
-// the engine requests one HTTP request makes (prompts × n).
+// Bound on n (vLLM's VLLM_MAX_N_SEQUENCES default; that variable sets it here too, see
+// ServerContext::max_n_sequences), which also bounds the engine requests one completion request
+// makes (prompts × n), where vLLM has no bound.
+inline constexpr int64_t kDefaultMaxNSequences = 16384;
+// Bound on a completion request's prompts (vLLM's VLLM_MAX_COMPLETION_PROMPTS default).
 inline constexpr int64_t kMaxCompletionPrompts = 1024;
-inline constexpr int64_t kMaxChoicesPerRequest = 4096;
 
 struct ResolvedSampling {
   SamplingParams params;  // params.seed: the request's seed (choice i uses seed + i)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,16 +38,18 @@ namespace cpm {
 
 namespace {
 
-// vLLM's fetch timeouts for image and video URLs, in seconds, from the environment.
-Status FetchTimeoutFromEnv(const char* name, int64_t* seconds) {
+// A positive integer from vLLM's environment variable `name` (fetch timeouts in seconds,
+// VLLM_MAX_N_SEQUENCES); `*value` kept when it is unset or empty.
+Status PositiveIntFromEnv(const char* name, const char* what, int64_t* value) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return OkStatus();
   char* end = nullptr;
+  errno = 0;
   const long long parsed = std::strtoll(v, &end, 10);
-  if (*end != '\0' || parsed < 1) {
-    return InvalidArgument(std::string(name) + ": '" + v + "' is not a number of seconds");
+  if (*end != '\0' || parsed < 1 || errno == ERANGE) {
+    return InvalidArgument(std::string(name) + ": '" + v + "' is not " + what);
   }
-  *seconds = parsed;
+  *value = parsed;
   return OkStatus();
 }
 
@@ -227,6 +230,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
       if (!c.chat_template.empty()) return parsed.status().WithPrefix("--chat-template");
       CPM_LOG_WARN("The model's chat template does not parse ({}); chat requests will fail",
                    parsed.status().message());
+      ctx.chat_template_error = parsed.status().message();
     } else {
       ctx.chat_template = std::move(*parsed);
     }
@@ -272,9 +276,10 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
       media.allowed_media_domains.push_back(std::move(lower));
     }
     CPM_RETURN_IF_ERROR(ApplyMediaIoKwargs(c.media_io_kwargs_json, &media));
-    CPM_RETURN_IF_ERROR(FetchTimeoutFromEnv("VLLM_IMAGE_FETCH_TIMEOUT", &media.fetch_timeout_s));
-    CPM_RETURN_IF_ERROR(
-        FetchTimeoutFromEnv("VLLM_VIDEO_FETCH_TIMEOUT", &media.video_fetch_timeout_s));
+    CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_IMAGE_FETCH_TIMEOUT", "a number of seconds",
+                                           &media.fetch_timeout_s));
+    CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_VIDEO_FETCH_TIMEOUT", "a number of seconds",
+                                           &media.video_fetch_timeout_s));
     CPM_ASSIGN_OR_RETURN(out->images,
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     info.weight_bytes += vision->weight_bytes();
@@ -434,6 +439,8 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ctx.exclude_tools_when_tool_choice_none = c.exclude_tools_when_tool_choice_none;
   ctx.enable_force_include_usage = c.enable_force_include_usage;
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
+  CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_MAX_N_SEQUENCES", "a positive integer",
+                                         &ctx.max_n_sequences));
   ctx.response_role = c.response_role;
   ctx.request_log = {c.enable_log_requests, c.max_log_len};
   ctx.enable_prompt_tokens_details = c.enable_prompt_tokens_details;

@@ -65,6 +65,11 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
 
 Status ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields,
                                           ResolvedSampling* s) const {
+  if (s->n > max_n_sequences) {  // vLLM's _verify_num_sequences
+    return InvalidArgument(fmt::format(
+        "n must be at most {}, got {}. To increase this limit, set the VLLM_MAX_N_SEQUENCES "
+        "environment variable.", max_n_sequences, s->n));
+  }
   if (s->priority != 0 && !priority_scheduling) {  // vLLM's check under its default fcfs
     return InvalidArgument(
         fmt::format("Got priority {} but Priority scheduling is not enabled.", s->priority));

@@ -35,6 +35,7 @@ struct ServerContext {
   int64_t max_model_len = 0;
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;  // absent: chat requests get a 400
+  std::string chat_template_error;  // why the model's template did not parse (that 400's text)
   // --trust-request-chat-template: a request's own `chat_template` renders its prompt (parsed
   // per request, under the same step and output limits); without it, vLLM's 400.
   bool trust_request_chat_template = false;
@@ -54,6 +55,7 @@ struct ServerContext {
   bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids: the default
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
   bool exclude_tools_when_tool_choice_none = false;  // tool_choice "none" renders no tools
+  int64_t max_n_sequences = kDefaultMaxNSequences;  // $VLLM_MAX_N_SEQUENCES: bound on n
   int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)
   std::string response_role = "assistant";  // --response-role
   RequestLogOptions request_log;            // --enable-log-requests, --max-log-len

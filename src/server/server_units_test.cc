@@ -626,6 +626,18 @@ TEST(Protocol, CompletionPromptForms) {
   EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
   EXPECT_FALSE(one(R"({"prompt":[]})").ok());
   EXPECT_FALSE(one(R"({"prompt":5})").ok());
+  // prompt_embeds without vLLM's --enable-prompt-embeds: its 400, not a reply to `prompt` alone.
+  EXPECT_EQ(one(R"({"prompt":"a","prompt_embeds":"AAAA"})").status().message(),
+            "You must set `--enable-prompt-embeds` to input `prompt_embeds`.");
+  EXPECT_TRUE(one(R"({"prompt":"a","prompt_embeds":null})").ok());
+  // Typed as vLLM's models type them, though without effect here.
+  EXPECT_NE(one(R"({"prompt":"a","user":5})").status().message().find("'user'"), std::string::npos);
+  EXPECT_NE(one(R"({"prompt":"a","vllm_xargs":[1]})").status().message().find("'vllm_xargs'"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"prompt":"a","kv_transfer_params":"x"})").status().message().find(
+                "'kv_transfer_params': Input should be a valid dictionary"),
+            std::string::npos);
+  EXPECT_TRUE(one(R"({"prompt":"a","user":"u","vllm_xargs":{"k":1},"kv_transfer_params":null})").ok());
 }
 
 TEST(Protocol, StreamOptionsOnlyWhenStreaming) {

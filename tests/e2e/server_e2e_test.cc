@@ -178,6 +178,39 @@ TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
   // No POST route: FastAPI's 405 or 404, also at once.
   EXPECT_EQ(status_line("/health").substr(0, 12), "HTTP/1.1 405");
   EXPECT_EQ(status_line("/nope").substr(0, 12), "HTTP/1.1 404");
+  // PUT, PATCH and DELETE as plain `curl -X PUT URL` sends them: at once too (cpp-httplib read
+  // their bodies until its 5 s timeout, then answered 400).
+  const auto method_line = [&](const std::string& method, const std::string& path) {
+    const std::string reply = e2e::RawHttp(
+        port(), method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 3);
+    return reply.substr(0, 12);
+  };
+  for (const char* method : {"PUT", "PATCH", "DELETE"}) {
+    EXPECT_EQ(method_line(method, "/v1/models"), "HTTP/1.1 405") << method;
+    EXPECT_EQ(method_line(method, "/nope"), "HTTP/1.1 404") << method;
+  }
+}
+
+// vLLM mounts its Prometheus app at ^/metrics(.*)$: any method, any path under it.
+TEST_F(ServerE2E, MetricsAnswerAnyMethodUnderTheirPath) {
+  httplib::Client cli("127.0.0.1", port());
+  for (const char* path : {"/metrics", "/metrics/", "/metrics/x"}) {
+    auto get = cli.Get(path);
+    ASSERT_TRUE(get);
+    EXPECT_EQ(get->status, 200) << path;
+    EXPECT_NE(get->body.find("vllm:num_requests_running"), std::string::npos) << path;
+  }
+  auto head = cli.Head("/metrics");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  auto post = cli.Post("/metrics", "x", "text/plain");  // a body, read and ignored
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 200);
+  EXPECT_NE(post->body.find("vllm:num_requests_running"), std::string::npos);
+  const std::string put = e2e::RawHttp(
+      port(), "PUT /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 3);
+  EXPECT_EQ(put.substr(0, 12), "HTTP/1.1 200");
 }
 
 // OpenAI's models.retrieve (newer vLLM's GET /v1/models/{model}), and Starlette's redirect of
@@ -252,7 +285,7 @@ TEST_F(ServerE2E, HealthVersionModelsAndStartupLog) {
   EXPECT_EQ(del->status, 405);
   EXPECT_EQ(del->get_header_value("Allow"), "GET");
   // A body over the limit: httplib's 413, with the OpenAI error object.
-  auto big = cli.Post("/v1/completions", std::string((64u << 20) + 1, ' '), "application/json");
+  auto big = cli.Post("/v1/completions", std::string((128u << 20) + 1, ' '), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
   EXPECT_EQ(Json::parse(big->body)["error"]["code"], 413) << big->body;
