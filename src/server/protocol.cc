@@ -350,7 +350,9 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
   if (kinds[0] == "json") {
     if (v.is_string()) {
       const Json parsed = ParseOrderedJson(v.get<std::string>());
-      if (parsed.is_discarded()) return InvalidArgument("structured_outputs.json is not JSON");
+      if (parsed.is_discarded()) {
+        return InvalidArgument("Invalid JSON grammar specification. structured_outputs.json is not JSON");
+      }
       CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(parsed, ws));
     } else {
       CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(v, ws));

@@ -123,6 +123,9 @@ class GrammarParser {
       CPM_ASSIGN_OR_RETURN(item, Quantified(item));
       items.push_back(item);
     }
+    // xgrammar's sequences hold at least one element ("()" is the empty one): an empty rule or
+    // alternative is a typo, refused rather than matching the empty text.
+    if (items.empty()) return Error("expected an element (write () for the empty sequence)", i_);
     return ast_.Sequence(std::move(items));
   }
 
@@ -164,6 +167,11 @@ class GrammarParser {
     }
     if (c == '(') {
       ++i_;
+      Skip();
+      if (i_ < text_.size() && text_[i_] == ')') {  // "()": the empty sequence
+        ++i_;
+        return ast_.Sequence({});
+      }
       CPM_ASSIGN_OR_RETURN(int inner, Alternation(depth + 1));
       Skip();
       if (i_ >= text_.size() || text_[i_] != ')') return Error("missing ')'", at);

@@ -84,6 +84,12 @@ TEST(Grammar, ExplainsWhatItRefuses) {
   has(Error("root = \"a\""), "'::=' expected after 'root'");
   has(Error("root ::= [z-a]"), "bad character range");
   has(Error("root ::= \"a\"{3,1}"), "bad repetition '{3,1}'");
+  // An empty rule or alternative is a typo (xgrammar wants an element); "()" is the empty one.
+  has(Error("root ::= "), "expected an element");
+  has(Error("root ::= \"a\" |"), "expected an element");
+  has(Error("root ::= ( | \"a\")"), "expected an element");
+  EXPECT_TRUE(Grammar("root ::= \"a\" ( ) \"b\"")->Matches("ab"));
+  EXPECT_TRUE(Grammar("root ::= \"a\" | ()")->Matches(""));
 }
 
 // ---- Random grammars against the regexes they spell out ----

@@ -153,13 +153,13 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
   if (auto it = s.find("unevaluatedProperties"); it != s.end() && *it != false) {
     return Unsupported("'unevaluatedProperties' other than false", path);
   }
-  // Keywords that replace the schema: $ref, enum / const, anyOf / oneOf. Combined with other
-  // constraining keywords they would mean an intersection, which is not built.
-  // ("type" beside enum / const restates what the values are.)
+  // Keywords that replace the schema: $ref, enum / const, anyOf / oneOf, allOf. Combined with
+  // other constraining keywords they would mean an intersection, which is not built. "type"
+  // beside them is ignored, as xgrammar ignores it (it follows the replacing keyword): generated
+  // schemas write {"type": "object", "$ref": ...} or {"type": "object", "anyOf": [...]}.
   const auto alone = [&](const std::string& key) -> Status {
-    const bool literal = key == "enum" || key == "const";
     for (const auto& [k, v] : s.items()) {
-      if (k != key && kSupported.count(k) && !(literal && k == "type") &&
+      if (k != key && kSupported.count(k) && k != "type" &&
           k != "unevaluatedProperties") {  // a no-op under strict mode (checked above)
         return Unsupported("'" + key + "' together with '" + k + "'", path);
       }
@@ -384,7 +384,10 @@ Status SchemaCompiler::CompileObject(const Json& s, const std::string& path, Sch
                              " properties",
                          path);
     }
-    declared = !it->empty();
+    // Declared, even when empty: strict mode then allows no other members, so pydantic's schema
+    // of an empty model (a tool without parameters) is {} only, as xgrammar's. A bare
+    // {"type": "object"} is any object (xgrammar's built-in object rule).
+    declared = true;
     for (const auto& [name, sub] : it->items()) {
       auto value = Child(sub, path + "/properties/" + name);
       if (!value.ok()) return value.status();
@@ -477,7 +480,11 @@ StatusOr<std::shared_ptr<const Schema>> Schema::Choice(const std::vector<std::st
 
 StatusOr<std::shared_ptr<const Schema>> Schema::FromRegex(std::string_view pattern) {
   auto re = Regex::Compile(pattern);
-  if (!re.ok()) return InvalidArgument("structured_outputs." + re.status().message());
+  // vLLM's text first (validate_xgrammar_grammar), then where and why.
+  if (!re.ok()) {
+    return InvalidArgument("Failed to transform regex into a grammar: structured_outputs." +
+                           re.status().message());
+  }
   return RawText(*re);
 }
 
@@ -486,13 +493,17 @@ StatusOr<std::shared_ptr<const Schema>> Schema::FromGrammar(std::string_view gra
   if (GrammarIsLikelyLark(grammar)) {  // rewritten into EBNF first, as vLLM does
     auto converted = LarkToEbnf(grammar);
     if (!converted.ok()) {
-      return InvalidArgument("structured_outputs.grammar: " + converted.status().message());
+      return InvalidArgument("Invalid grammar specification. structured_outputs.grammar: " +
+                             converted.status().message());
     }
     ebnf = std::move(*converted);
     grammar = ebnf;
   }
   auto g = CompileGrammar(grammar);
-  if (!g.ok()) return InvalidArgument("structured_outputs." + g.status().message());
+  if (!g.ok()) {
+    return InvalidArgument("Invalid grammar specification. structured_outputs." +
+                           g.status().message());
+  }
   if (g->regex) return RawText(g->regex);
   auto schema = std::shared_ptr<Schema>(new Schema());
   SchemaNode* root = schema->NewNode(Kind::kGrammar);

@@ -234,7 +234,9 @@ TEST(RecursiveGrammar, RandomGrammarsHaveNoDeadEnds) {
       grammar += (r == 0 ? std::string("root") : "r" + std::to_string(r)) + " ::= ";
       for (int alt = 0, alts = 1 + pick(3); alt < alts; ++alt) {
         if (alt > 0) grammar += " | ";
-        for (int item = 0, items = pick(4); item < items; ++item) {
+        const int items = pick(4);
+        if (items == 0) grammar += "() ";  // the empty alternative, as xgrammar spells it
+        for (int item = 0; item < items; ++item) {
           static const char* const kItems[] = {"\"a\"", "\"(\"", "\")\"", "[xb]", "\",\"",
                                                "\"[\" ", "\"]\""};
           if (pick(3) == 0) {
@@ -246,7 +248,6 @@ TEST(RecursiveGrammar, RandomGrammarsHaveNoDeadEnds) {
           static const char* const kQuantifiers[] = {"", "", "", "*", "+", "?"};
           grammar.insert(grammar.size() - 1, kQuantifiers[pick(6)]);
         }
-        if (grammar.back() == ' ' && grammar[grammar.size() - 2] == '|') grammar += "\"\" ";
       }
       grammar += "\n";
     }

@@ -181,6 +181,35 @@ TEST(JsonMatcher, OptionalPropertiesAndAdditional) {
   }
 }
 
+// xgrammar's strict mode closes an object that declares properties, an empty "properties" too
+// (pydantic's schema of an empty model: a tool without parameters gets {} only); a bare
+// {"type": "object"} is any object (xgrammar's built-in object rule).
+TEST(JsonMatcher, EmptyPropertiesAllowOnlyTheEmptyObject) {
+  const auto empty = Compile(R"({"type": "object", "properties": {}, "title": "Empty"})");
+  EXPECT_TRUE(Matches(empty, "{}"));
+  EXPECT_TRUE(Matches(empty, "{ }"));
+  EXPECT_FALSE(Matches(empty, R"({"a": 1})"));
+  const auto open = Compile(R"({"type": "object", "properties": {}, "additionalProperties": true})");
+  EXPECT_TRUE(Matches(open, R"({"a": 1})"));
+  EXPECT_TRUE(Matches(Compile(R"({"type": "object"})"), R"({"a": [1, {"b": null}]})"));
+}
+
+// "type" beside a keyword that replaces the schema ($ref, anyOf, oneOf, allOf) is ignored, as
+// xgrammar ignores it: generated schemas restate the type there.
+TEST(JsonSchema, TypeBesideAReplacingKeywordIsIgnored) {
+  const auto ref = Compile(R"({"$defs": {"X": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                               "required": ["a"]}},
+                               "type": "object", "$ref": "#/$defs/X"})");
+  EXPECT_TRUE(Matches(ref, R"({"a": 1})"));
+  EXPECT_FALSE(Matches(ref, R"({"b": 1})"));
+  const auto any_of = Compile(R"({"type": "object", "anyOf": [{"type": "object", "properties":
+                                  {"a": {"type": "integer"}}, "required": ["a"]}, {"type": "null"}]})");
+  EXPECT_TRUE(Matches(any_of, R"({"a": 1})"));
+  EXPECT_TRUE(Matches(any_of, "null"));  // xgrammar follows anyOf and ignores the type
+  ASSERT_NE(Compile(R"({"type": "object", "allOf": [{"type": "object"}]})"), nullptr);
+  ASSERT_NE(Compile(R"({"type": "string", "oneOf": [{"const": "a"}, {"const": "b"}]})"), nullptr);
+}
+
 TEST(JsonMatcher, LiteralsAlternativesAndReferences) {
   const auto e = Compile(R"({"enum": ["red", "green", 1, 12, null, {"k": [true]}]})");
   for (const char* ok : {R"("red")", "1", "12", "null", R"({"k":[true]})"}) {
