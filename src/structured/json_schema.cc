@@ -1,9 +1,11 @@
 #include "structured/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "structured/grammar.h"
 #include "structured/lark.h"
@@ -445,6 +447,48 @@ SchemaNode* Schema::NewNode(Kind kind) {
   return nodes_.back().get();
 }
 
+namespace {
+
+// Whether some finite value matches `n`: the least fixpoint of "a value can be written" over the
+// nodes (an object needs its required properties' values, an array its first min_items items',
+// an anyOf one option's; a reference is an anyOf of its target).
+bool DescribesAValue(const std::vector<std::unique_ptr<SchemaNode>>& nodes, const SchemaNode* n) {
+  std::unordered_set<const SchemaNode*> done;
+  const auto ok = [&](const SchemaNode* v) { return v == nullptr || done.count(v) > 0; };
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& node : nodes) {
+      if (done.count(node.get())) continue;
+      bool can = true;
+      switch (node->kind) {
+        case Kind::kObject:
+          for (const Property& p : node->properties) can = can && (!p.required || ok(p.value));
+          break;
+        case Kind::kArray:
+          // The prefix's items, then (once: they are all alike) the rest's.
+          for (int64_t i = 0; i < node->min_items && can; ++i) {
+            const size_t at = static_cast<size_t>(i);
+            if (at >= node->prefix_items.size()) {
+              can = ok(node->items);
+              break;
+            }
+            can = ok(node->prefix_items[at]);
+          }
+          break;
+        case Kind::kAnyOf:
+          can = std::any_of(node->options.begin(), node->options.end(), ok);
+          break;
+        default:
+          break;  // scalars, literals, text: a value at once
+      }
+      if (can) grew = done.insert(node.get()).second || grew;
+    }
+  }
+  return done.count(n) > 0;
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const Schema>> Schema::FromJsonSchema(const Json& s,
                                                                int max_whitespace) {
   auto schema = std::shared_ptr<Schema>(new Schema());
@@ -453,6 +497,12 @@ StatusOr<std::shared_ptr<const Schema>> Schema::FromJsonSchema(const Json& s,
   SchemaNode* root = schema->NewNode(Kind::kAny);
   if (Status st = compiler.Compile(s, "#", root); !st.ok()) return st;
   schema->root_ = root;
+  if (!DescribesAValue(schema->nodes_, root)) {
+    // {"$ref": "#"}, or $defs that refer to each other in a ring: no text completes it, and the
+    // matcher would allow nothing but the end (an empty 200).
+    return Invalid("a schema whose references loop without reaching a value (it matches no "
+                   "finite JSON)", "#");
+  }
   return std::shared_ptr<const Schema>(std::move(schema));
 }
 
