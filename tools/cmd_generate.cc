@@ -92,6 +92,7 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
   MediaOptions media;
   media.allowed_local_media_path = "/";
   CPM_ASSIGN_OR_RETURN(std::unique_ptr<ImageProcessor> proc, ImageProcessor::Create(a.model, vision, media));
+  CPM_RETURN_IF_ERROR(proc->CheckTokenIds(a.model, model.info().vocab_size));
   size_t next = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::string& text = a.prompts[i];

@@ -101,6 +101,7 @@ class MiniCpmV46Vision final : public VisionEncoder {
     return patches_per_token == 4 || (patches_per_token == 16 && has_vit_merger_);
   }
   int64_t default_patches_per_token() const override { return c_.vit_merger ? 16 : 4; }
+  int64_t patch_size() const override { return c_.patch_size; }
   int64_t OutputRows(int64_t height, int64_t width, int64_t patches_per_token) const override {
     return (height / c_.patch_size) * (width / c_.patch_size) / patches_per_token;
   }

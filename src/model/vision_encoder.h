@@ -29,6 +29,8 @@ class VisionEncoder {
   virtual bool Supports(int64_t patches_per_token) const = 0;
   // The mode of its model config (a preprocessor config or a request may name another).
   virtual int64_t default_patches_per_token() const = 0;
+  // Side of a patch in pixels (vision_config.patch_size), which the slicing must share.
+  virtual int64_t patch_size() const = 0;
   // Embedding rows of one `height`×`width` slice (both multiples of 4 patches).
   virtual int64_t OutputRows(int64_t height, int64_t width, int64_t patches_per_token) const = 0;
   // pixels [height][width][channels] normalized → out [OutputRows(...), output_dim], in pieces

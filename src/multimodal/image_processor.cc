@@ -127,6 +127,10 @@ Status CheckEncoderMode(const VisionEncoder& encoder, const SliceConfig& c, cons
     return InvalidArgument(where + ": downsample_mode " + mode +
                            " needs the vision tower's ViT merger (vit_merger.*), which this "
                            "checkpoint does not have");
+  if (encoder.patch_size() != c.patch_size)
+    return InvalidArgument(where + ": patch_size " + std::to_string(c.patch_size) +
+                           " disagrees with config.json's vision_config.patch_size " +
+                           std::to_string(encoder.patch_size()));
   const int64_t unit = 4 * c.patch_size;
   if (encoder.OutputRows(unit, unit, c.patches_per_token) != SliceTokens({unit, unit}, c))
     return InvalidArgument(where + ": patch_size / downsample_mode disagree with config.json's vision_config");
@@ -134,6 +138,20 @@ Status CheckEncoderMode(const VisionEncoder& encoder, const SliceConfig& c, cons
 }
 
 }  // namespace
+
+Status ImageProcessor::CheckTokenIds(const std::string& model_dir, int64_t vocab_size) const {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  for (const auto& [field, id] : {std::pair{"image_token_id", image_token_id_},
+                                  std::pair{"video_token_id", video_token_id_}}) {
+    if (id == -1 && std::string(field) == "video_token_id") continue;  // no videos
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgument(path + ": field '" + field + "': " + std::to_string(id) +
+                             " is not a token of the vocabulary (" + std::to_string(vocab_size) +
+                             " ids)");
+    }
+  }
+  return OkStatus();
+}
 
 StatusOr<std::unique_ptr<ImageProcessor>> ImageProcessor::Create(const std::string& model_dir,
                                                                  std::shared_ptr<VisionEncoder> encoder,

@@ -116,6 +116,9 @@ class ImageProcessor {
   // released 448's, 10 000 times the attention). CheckPlan's pixel limit bounds the slice count.
   int64_t max_scale_resolution() const { return max_scale_resolution_; }
   bool takes_videos() const { return video_token_id_ >= 0; }
+  // config.json's image_token_id and video_token_id must be tokens of the model's vocabulary
+  // (else no prompt ever holds them, and every image request fails on its placeholders).
+  Status CheckTokenIds(const std::string& model_dir, int64_t vocab_size) const;
   static constexpr const char* kPadText = "<|image_pad|>";
   static constexpr const char* kVideoPadText = "<|video_pad|>";
 

@@ -30,6 +30,7 @@ class ScriptedEncoder : public VisionEncoder {
   bool has_merger = true;  // 16x possible
   int64_t default_patches_per_token() const override { return default_mode; }
   int64_t default_mode = 16;  // its model config's
+  int64_t patch_size() const override { return 14; }
   int64_t OutputRows(int64_t h, int64_t w, int64_t ppt) const override {
     return (h / 14) * (w / 14) / ppt;
   }
@@ -363,6 +364,28 @@ TEST_F(ImageProcessorTest, RequestScaleResolutionIsBoundedByThePositionGrid) {
   std::ofstream(dir_ / "config.json", std::ios::trunc)
       << R"({"image_token_id": 7, "vision_config": {"image_size": 0}})";
   EXPECT_FALSE(ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions()).ok());
+}
+
+// Settings that would fail every image request are refused at start-up, naming the file: a
+// preprocessor patch_size other than the vision tower's, placeholder ids outside the vocabulary.
+TEST_F(ImageProcessorTest, ConfigsThatFailEveryImageAreRefusedAtLoad) {
+  std::ofstream(dir_ / "preprocessor_config.json") << R"({"patch_size": 16})";
+  auto mismatch = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions());
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find(
+                "preprocessor_config.json: patch_size 16 disagrees with config.json's "
+                "vision_config.patch_size 14"),
+            std::string::npos) << mismatch.status().message();
+  fs::remove(dir_ / "preprocessor_config.json");
+  auto proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions());
+  ASSERT_TRUE(proc.ok());
+  EXPECT_TRUE((*proc)->CheckTokenIds(dir_.string(), 9).ok());  // image 7, video 8
+  const Status s = (*proc)->CheckTokenIds(dir_.string(), 8);
+  EXPECT_NE(s.message().find("config.json: field 'video_token_id': 8 is not a token of the "
+                             "vocabulary (8 ids)"),
+            std::string::npos) << s.message();
+  EXPECT_NE((*proc)->CheckTokenIds(dir_.string(), 5).message().find("'image_token_id': 7"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -282,6 +282,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
                                            &media.video_fetch_timeout_s));
     CPM_ASSIGN_OR_RETURN(out->images,
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
+    CPM_RETURN_IF_ERROR(out->images->CheckTokenIds(c.model_dir, info.vocab_size));
     info.weight_bytes += vision->weight_bytes();
     const SliceConfig& sc = out->images->slice_config();
     CPM_LOG_INFO("Vision encoder: {:.4f} GiB of weights; images as a thumbnail plus up to {} slices "

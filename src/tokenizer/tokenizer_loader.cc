@@ -145,6 +145,8 @@ Status TokenizerLoader::LoadModel(const fs::path& dir, const json& cfg, Tokenize
     return OkStatus();
   }
   if (!fs::exists(model_path)) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return NotFound(dir.string() + ": no such directory");
     return NotFound(dir.string() + ": neither tokenizer.json nor tokenizer.model exists");
   }
   CPM_ASSIGN_OR_RETURN(auto sp, SentencePieceBackend::Load(model_path.string()));
