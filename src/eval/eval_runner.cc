@@ -82,7 +82,8 @@ StatusOr<LogitsEval> RunLogitsEval(Model& model, ThreadPool& pool,
     const std::vector<float>& row = results[i].logprob_rows.back();
     const double eng_logsumexp = results[i].row_logsumexps.back();
     LogitsPromptResult p{refs[i].id, PromptLabel(refs[i], tokenizer),
-                         ComputeRowMetrics(refs[i].top_logprobs, row, refs[i].logsumexp, eng_logsumexp)};
+                         ComputeRowMetrics(refs[i].top_logprobs, row, refs[i].logsumexp,
+                                           eng_logsumexp)};
     rows.push_back(p.metrics);
     eval.prompts.push_back(std::move(p));
   }

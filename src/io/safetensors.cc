@@ -54,7 +54,9 @@ Status ParseEntry(const std::string& path, const std::string& name, const json& 
   for (const json& d : e["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) return fail("bad shape entry");
     const auto dim = static_cast<uint64_t>(d.get<int64_t>());
-    if (dim != 0 && elements > (uint64_t{1} << 62) / dim) return fail("shape's element count overflows");
+    if (dim != 0 && elements > (uint64_t{1} << 62) / dim) {
+      return fail("shape's element count overflows");
+    }
     elements *= dim;
     out->shape.push_back(d.get<int64_t>());
   }

@@ -29,7 +29,8 @@ Status ParseRopeScaling(const JsonFields& f, MiniCpmConfig* c) {
   // LongRoPE's attention factor is sqrt(1 + ln(scale) / ln(original)): original 1 divides by 0
   // (vLLM's start-up fails there), and below 1 the table is meaningless.
   if (c->original_max_position_embeddings < 2) {
-    return InvalidArgument(rs.where() + ": field 'original_max_position_embeddings' must be >= 2, got " +
+    return InvalidArgument(rs.where() +
+                           ": field 'original_max_position_embeddings' must be >= 2, got " +
                            std::to_string(c->original_max_position_embeddings));
   }
   const size_t half = static_cast<size_t>(c->head_dim / 2);

@@ -26,6 +26,9 @@ namespace cpm {
 
 namespace {
 
+// Where vLLM's Prometheus app is mounted (any method, any path under it).
+constexpr const char* kMetricsPattern = "/metrics.*";
+
 // The largest request body read (images and videos arrive base64-encoded in it): room for the
 // base64 of the largest medium an http(s) URL may fetch (64 MiB, 85.4 MiB as base64).
 constexpr size_t kMaxBodyBytes = size_t{128} << 20;
@@ -241,11 +244,8 @@ void HttpServer::Stop() {
 namespace {
 
 // FastAPI's (vLLM's) answers for a request no route took: a path known with a trailing slash
-// too many or too few is a 307 to the route (Starlette's redirect_slashes; /metrics/ is
-// /metrics), a known path with another method a 405 naming its methods, else a 404.
-// Where vLLM's Prometheus app is mounted.
-constexpr const char* kMetricsPattern = "/metrics.*";
-
+// too many or too few is a 307 to the route (Starlette's redirect_slashes), a known path with
+// another method a 405 naming its methods, else a 404. (/metrics is a mount: no redirect.)
 void NotRouted(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   const std::string other =

@@ -101,7 +101,9 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   for (const char* dict : {"kv_transfer_params", "vllm_xargs"}) {
     std::optional<Json> value;
     CPM_TRY(r.Any(dict, &value));
-    if (value && !value->is_null() && !value->is_object()) return TypeError(dict, "a valid dictionary");
+    if (value && !value->is_null() && !value->is_object()) {
+      return TypeError(dict, "a valid dictionary");
+    }
   }
   CPM_TRY(r.OptString("request_id", &f->request_id));
   return OkStatus();
@@ -351,7 +353,8 @@ Status ParseStructuredOutputs(JsonReader& r, const Json& j, bool compact_json,
     if (v.is_string()) {
       const Json parsed = ParseOrderedJson(v.get<std::string>());
       if (parsed.is_discarded()) {
-        return InvalidArgument("Invalid JSON grammar specification. structured_outputs.json is not JSON");
+        return InvalidArgument(
+            "Invalid JSON grammar specification. structured_outputs.json is not JSON");
       }
       CPM_ASSIGN_OR_RETURN(*out, structured::Schema::FromJsonSchema(parsed, ws));
     } else {
