@@ -366,8 +366,12 @@ TEST(EngineTest, StructuredOutputMasksEachDraw) {
           "required": ["a"]})"));
   ASSERT_TRUE(schema.ok());
   const std::vector<int32_t> prompt = {7, 3, 9};
-  // The oracle: FakeModel's logits, masked by trying every token on a matcher.
+  // The oracle: FakeModel's logits, masked by trying every token on a matcher; `lps` gets each
+  // drawn token's log-prob in the masked distribution (vLLM's: its grammar bitmask comes
+  // before its log-softmax).
+  std::vector<double> lps;
   const auto oracle = [&](int32_t starts_after, int64_t n) {
+    lps.clear();
     uint64_t h = 0;
     for (int32_t t : prompt) h = FoldToken(h, t);
     structured::Matcher m(*schema);
@@ -382,6 +386,12 @@ TEST(EngineTest, StructuredOutputMasksEachDraw) {
         const bool ok = !active || (t == eos ? m.Complete() : !excluded[t] && m.Accepts(bytes[t]));
         if (ok && (best < 0 || row[t] > row[best])) best = t;
       }
+      double z = 0;
+      for (int32_t t = 0; t < vocab; ++t) {
+        const bool ok = !active || (t == eos ? m.Complete() : !excluded[t] && m.Accepts(bytes[t]));
+        if (ok) z += std::exp(static_cast<double>(row[t]) - row[best]);
+      }
+      lps.push_back(-std::log(z));
       out.push_back(best);
       if (best == eos) break;
       if (active) {
@@ -397,9 +407,18 @@ TEST(EngineTest, StructuredOutputMasksEachDraw) {
   req.eos_token_ids = {eos};
   req.constraint = std::make_shared<structured::Constraint>(
       structured::Constraint{*schema, table, -1});
+  req.logprobs = 2;
   Result r = Collect(engine->Submit(req));
   ASSERT_TRUE(r.error.ok()) << r.error.ToString();
   EXPECT_EQ(r.tokens, oracle(-1, 40));
+  ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    EXPECT_NEAR(r.logprobs[i].logprob, lps[i], 1e-4) << i;
+    // The top entries are tokens the constraint allows: finite, the drawn one first.
+    ASSERT_FALSE(r.logprobs[i].top.empty());
+    EXPECT_EQ(r.logprobs[i].top[0].first, r.tokens[i]);
+  }
+  req.logprobs = -1;
   if (r.finish_reason == "stop") {
     std::string text;
     for (int32_t t : r.tokens) text += t == eos ? "" : bytes[t];

@@ -13,17 +13,23 @@ bool EndsGeneration(const EngineRequest& req, int32_t token) {
   return has(req.eos_token_ids) || has(req.stop_token_ids);
 }
 
-// Masks out of `row` the tokens the request's structured output does not take next. The
-// tokens that end generation (EOS, stop tokens) stay only once the text is complete. Should
-// nothing be left (a min_tokens mask on the end tokens of a complete text), they are allowed
-// after all: the output is done.
-void ApplyConstraint(RequestState& r, float* row, int64_t vocab) {
-  const structured::Constraint& c = *r.req.constraint;
+// Whether the request's structured output constrains this draw (its matcher made on the first).
+bool ConstraintActive(RequestState& r) {
+  if (!r.req.constraint) return false;
   if (!r.matcher) {
-    r.matcher.emplace(c.schema);
-    r.constraint_active = c.starts_after < 0;
+    r.matcher.emplace(r.req.constraint->schema);
+    r.constraint_active = r.req.constraint->starts_after < 0;
   }
-  if (!r.constraint_active) return;
+  return r.constraint_active;
+}
+
+// Masks out of `row` the tokens the constraint does not take next (`allowed`: its token
+// table's mask for the matcher's state). The tokens that end generation (EOS, stop tokens)
+// stay only once the text is complete. Should nothing be left (a min_tokens mask on the end
+// tokens of a complete text), they are allowed after all: the output is done.
+void ApplyConstraint(const RequestState& r, const std::vector<uint8_t>& allowed, float* row,
+                     int64_t vocab) {
+  const structured::Constraint& c = *r.req.constraint;
   constexpr float kOff = -std::numeric_limits<float>::infinity();
   std::vector<std::pair<int32_t, float>> ends;  // their logits before the mask
   for (const auto* ids : {&r.req.eos_token_ids, &r.req.stop_token_ids}) {
@@ -31,8 +37,6 @@ void ApplyConstraint(RequestState& r, float* row, int64_t vocab) {
       if (t >= 0 && t < vocab) ends.push_back({t, row[t]});
     }
   }
-  thread_local std::vector<uint8_t> allowed;
-  c.tokens->Allowed(*r.matcher, &allowed);
   const int64_t table = std::min<int64_t>(vocab, c.tokens->size());
   for (int64_t t = 0; t < table; ++t) {
     if (allowed[t] == 0) row[t] = kOff;
@@ -68,10 +72,16 @@ int32_t ForcedByThinkingBudget(RequestState& r) {
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch) {
   SampledToken out;
   const bool want_logprobs = r.req.logprobs >= 0;
+  const bool constrained = ConstraintActive(r);
+  thread_local std::vector<uint8_t> allowed;  // the constraint's mask, computed once a draw
+  if (constrained) r.req.constraint->tokens->Allowed(*r.matcher, &allowed);
   if (want_logprobs) {
-    // vLLM returns the model's distribution: before penalties and temperature.
-    scratch->resize(static_cast<size_t>(vocab));
-    LogSoftmax(row, vocab, scratch->data());
+    // vLLM returns the model's distribution, before penalties and temperature, but after its
+    // grammar bitmask (applied to the logits before its sampler): the tokens the structured
+    // output forbids are -inf there, and the others renormalised among themselves.
+    scratch->assign(row, row + vocab);
+    if (constrained) ApplyConstraint(r, allowed, scratch->data(), vocab);
+    LogSoftmax(scratch->data(), vocab, scratch->data());
   }
   // vLLM's order: the allowed-token mask, bad words and logit bias, then the penalties.
   if (r.req.logits_rules) ApplyLogitsRules(*r.req.logits_rules, r.output(), row, vocab);
@@ -84,7 +94,8 @@ SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::v
       }
     }
   }
-  if (r.req.constraint) ApplyConstraint(r, row, vocab);
+  // On the sampled row after the other rules, so that its fallback sees their masks.
+  if (constrained) ApplyConstraint(r, allowed, row, vocab);
   // A thinking section at its budget: the end marker's next token, whatever the logits say
   // (vLLM's processor sets its logit to 1e9 after every other rule but the penalties).
   const int32_t forced = ForcedByThinkingBudget(r);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <string_view>
+#include <unordered_map>
 
 #include "server/metrics.h"  // PythonFloat: floats in messages as Python writes them
 
@@ -55,6 +56,7 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
     const protocol::SamplingFields& f, int32_t vocab_size, const Tokenizer* tokenizer) {
   auto rules = std::make_shared<LogitsRules>();
   std::vector<int64_t> out_of_vocab;
+  std::unordered_map<int64_t, size_t> bias_index;  // id → its entry in rules->logit_bias
   for (const auto& [key, bias] : f.logit_bias) {
     const std::optional<int64_t> id = TokenIdKey(key);
     if (!id) {
@@ -66,9 +68,15 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
       out_of_vocab.push_back(*id);
       continue;
     }
-    // OpenAI's range; vLLM clamps rather than refuses.
-    rules->logit_bias.emplace_back(static_cast<int32_t>(*id),
-                                   static_cast<float>(std::clamp(bias, -100.0, 100.0)));
+    // OpenAI's range; vLLM clamps rather than refuses. Keys naming one id ("5", "05", " 5")
+    // are one entry, the last one's, as the dict vLLM builds from them.
+    const float value = static_cast<float>(std::clamp(bias, -100.0, 100.0));
+    const auto [at, added] = bias_index.emplace(*id, rules->logit_bias.size());
+    if (added) {
+      rules->logit_bias.emplace_back(static_cast<int32_t>(*id), value);
+    } else {
+      rules->logit_bias[at->second].second = value;
+    }
   }
   if (!out_of_vocab.empty()) {
     return InvalidArgument(fmt::format(

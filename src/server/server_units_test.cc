@@ -908,6 +908,10 @@ TEST(Sampling, LogitsRulesFromTheRequest) {
   EXPECT_EQ(r->logits_rules->logit_bias,
             (std::vector<std::pair<int32_t, float>>{{5, 2.5f}, {7, -100.0f}, {9, 100.0f}}));
   EXPECT_EQ(r->logits_rules->allowed_token_ids, (std::vector<int32_t>{5, 7, 99}));
+  // Keys naming one id are one entry, the last key's (vLLM's dict), not a sum.
+  auto dup = resolve(R"("logit_bias":{"5":-100,"05":100," 5 ":7})");
+  ASSERT_TRUE(dup.ok()) << dup.status().message();
+  EXPECT_EQ(dup->logits_rules->logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 7.0f}}));
 
   const auto message = [&](const std::string& extra) {
     return resolve(extra).status().message();
