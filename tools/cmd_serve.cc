@@ -177,8 +177,13 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (fit memory)");
   f->batched_tokens =
       cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
-                      "token budget per step: 256 (default: keeps decodes responsive on small "
-                      "CPUs; vLLM's CPU default is 2048), 2k (x1000), 2K (x1024)");
+                      "token budget per step: 256 (default, or --max-num-seqs where larger: keeps "
+                      "decodes responsive on small CPUs; vLLM's CPU default is 2048), 2k (x1000), "
+                      "2K (x1024)");
+  cmd->add_option("--long-prefill-token-threshold", c.long_prefill_token_threshold,
+                  "with chunked prefill, the most tokens one request takes a step (0: no cap)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", c.enable_chunked_prefill,
                 "split long prompts over steps (on by default); off, a prompt waits for a step "
                 "with room for all of it and the budget defaults to max(max-model-len, 256)");

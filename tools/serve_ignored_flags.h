@@ -57,7 +57,6 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--disable-mm-preprocessor-cache,!--no-disable-mm-preprocessor-cache", false,
        "no preprocessor cache"},
       {"--max-num-partial-prefills", true, "one prompt's chunk per step at most"},
-      {"--long-prefill-token-threshold", true, "one prompt's chunk per step at most"},
       {"--stream-interval", true, "each step's tokens stream as they come"},
       // FastAPI / uvicorn frontend.
       {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},

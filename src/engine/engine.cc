@@ -175,6 +175,7 @@ Status Engine::Impl::Init() {
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
   sc.max_model_len = config_.max_model_len;
   sc.enable_chunked_prefill = config_.enable_chunked_prefill;
+  sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.priority_policy = config_.priority_policy;
   // A step budget below the chunk could never take a long prompt to its first boundary: there
   // the chunks are not aligned, and a hybrid model's results may then depend on the batching.

@@ -33,6 +33,7 @@ namespace cpm {
 struct EngineConfig {
   int64_t max_num_seqs = 128;             // running sequences per step
   int64_t max_num_batched_tokens = 2048;  // token budget per step (chunked prefill)
+  int64_t long_prefill_token_threshold = 0;  // a request's most tokens a step (0: no cap)
   bool enable_chunked_prefill = true;     // off: prompts prefilled whole (SchedulerConfig)
   bool priority_policy = false;           // vLLM's --scheduling-policy priority (SchedulerConfig)
   int64_t max_model_len = 0;              // prompt + output limit

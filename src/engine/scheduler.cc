@@ -140,6 +140,13 @@ int64_t ChunkSize(const RequestState& r, int64_t from, int64_t budget, int64_t l
 
 }  // namespace
 
+int64_t Scheduler::RequestBudget(int64_t budget) const {
+  const int64_t threshold = config_.long_prefill_token_threshold;
+  if (threshold <= 0 || !config_.enable_chunked_prefill) return budget;
+  const int64_t chunk = std::max<int64_t>(1, config_.prompt_chunk_tokens);
+  return std::min(budget, (threshold + chunk - 1) / chunk * chunk);
+}
+
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
@@ -147,8 +154,8 @@ SchedulerOutput Scheduler::Schedule() {
   // Running requests first (mostly decodes: one token each), in admission order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     RequestState* r = running_[i];
-    const int64_t n =
-        ChunkSize(*r, r->num_computed, budget, logprob_rows, config_.prompt_chunk_tokens);
+    const int64_t n = ChunkSize(*r, r->num_computed, RequestBudget(budget), logprob_rows,
+                                config_.prompt_chunk_tokens);
     if (n == 0) {  // a prefill short of its next chunk boundary, or of log-prob rows: later
       ++i;
       continue;
@@ -208,8 +215,8 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
         r->req.prompt_logprobs < 0) {
       break;  // FCFS: waits for a step with room for its whole prompt
     }
-    const int64_t n =
-        ChunkSize(*r, hit.num_tokens, *budget, *logprob_rows, config_.prompt_chunk_tokens);
+    const int64_t n = ChunkSize(*r, hit.num_tokens, RequestBudget(*budget), *logprob_rows,
+                                config_.prompt_chunk_tokens);
     if (n == 0) {
       // Out of this step's prompt log-prob rows: the requests behind it, which need none, may
       // still go (it keeps its place). Short of a prompt-chunk boundary: FCFS, all wait.

@@ -41,6 +41,10 @@ struct SchedulerConfig {
   // ModelInfo::prompt_chunk_tokens: a prefill step that stops inside a prompt stops on a
   // multiple of it.
   int64_t prompt_chunk_tokens = 1;
+  // vLLM's --long-prefill-token-threshold: with chunked prefill, a request takes at most this
+  // many tokens a step (0: no cap), rounded up to prompt_chunk_tokens, so that long prompts
+  // leave room in the step for others.
+  int64_t long_prefill_token_threshold = 0;
 };
 
 struct ScheduledSeq {
@@ -94,6 +98,8 @@ class Scheduler {
   void ReleaseResources(RequestState& r);
   // Admits waiting requests into the remaining budget; stops at the first that does not fit.
   void ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, SchedulerOutput* out);
+  // What one request may take of the step's remaining `budget` (long_prefill_token_threshold).
+  int64_t RequestBudget(int64_t budget) const;
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

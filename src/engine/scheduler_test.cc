@@ -98,6 +98,26 @@ TEST_F(SchedulerTest, PromptChunksStopOnTheModelsChunkBoundaries) {
   EXPECT_TRUE(sched_->empty());
 }
 
+// vLLM's --long-prefill-token-threshold: a request takes at most that many tokens a step, so
+// long prompts leave the rest of the budget to others; rounded up to the prompt chunks.
+TEST_F(SchedulerTest, LongPrefillThresholdCapsEachRequestsShare) {
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 16, .long_prefill_token_threshold = 6});
+  Add("a", 20, 1);
+  Add("b", 5, 1, 50);
+  EXPECT_EQ(Step(), (Plan{{"a", 6}, {"b", 5}}));  // without the cap: a 16, b only 0
+  EXPECT_EQ(Step(), (Plan{{"a", 6}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 6}}));
+  EXPECT_EQ(Step(), (Plan{{"a", 2}}));
+  EXPECT_TRUE(sched_->empty());
+  // Hybrid chunks of 8: the cap 6 becomes 8, so prefills still stop on chunk boundaries.
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 32, .prompt_chunk_tokens = 8,
+                .long_prefill_token_threshold = 6});
+  Add("c", 20, 1);
+  EXPECT_EQ(Step(), (Plan{{"c", 8}}));
+  EXPECT_EQ(Step(), (Plan{{"c", 8}}));
+  EXPECT_EQ(Step(), (Plan{{"c", 4}}));
+}
+
 // Prompt log-prob rows (a vocab-wide logits row each) are bounded per step over all requests,
 // not per request: the logits buffer stays within kPromptLogprobsChunk rows.
 TEST_F(SchedulerTest, PromptLogprobRowsAreBoundedPerStep) {

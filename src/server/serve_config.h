@@ -28,6 +28,7 @@ struct ServeConfig {
   // at 128-512 tokens, and `bench serve` (16 streams, 256 in / 64 out) measured +19% total
   // throughput, median TTFT 8 s instead of 22 s and p99 ITL 2.3 s instead of 12 s.
   int64_t max_num_batched_tokens = 256;
+  int64_t long_prefill_token_threshold = 0;  // vLLM's: a request's most tokens a step (0: none)
   bool max_num_batched_tokens_set = false;  // given on the command line
   // --no-enable-chunked-prefill: a prompt is prefilled in one step or waits for a step with room
   // (vLLM V1's rule); the token budget then defaults to max(max_model_len, 256) and may not be

@@ -193,6 +193,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     c.max_num_batched_tokens =
         std::max<int64_t>(c.max_model_len > 0 ? c.max_model_len : derived, 256);
   }
+  if (!c.max_num_batched_tokens_set && c.max_num_batched_tokens < c.max_num_seqs) {
+    // A step must hold a token of every running sequence: the default budget (256, smaller
+    // than vLLM's CPU 2048, see the README) grows to --max-num-seqs rather than refuse it.
+    c.max_num_batched_tokens = c.max_num_seqs;
+  }
   if (c.max_model_len > derived) {
     const std::string msg = fmt::format(
         "User-specified max_model_len ({}) is greater than the derived max_model_len "
@@ -368,6 +373,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ec.max_num_seqs = EngineSeqs(c);
   ec.max_num_batched_tokens = c.max_num_batched_tokens;
   ec.enable_chunked_prefill = c.enable_chunked_prefill;
+  ec.long_prefill_token_threshold = c.long_prefill_token_threshold;
   ec.priority_policy = priority_scheduling;
   ec.max_model_len = budget.max_model_len;
   ec.block_size = c.block_size;

@@ -183,6 +183,20 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
 }
 
+// --max-num-seqs above the default step budget (256) starts, the budget growing to it (vLLM's
+// CPU default, 2048, holds it; refusing it was ours); --long-prefill-token-threshold is taken.
+TEST_F(ServerLifecycle, DefaultBudgetGrowsToMaxNumSeqs) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--max-num-seqs", "300", "--long-prefill-token-threshold", "8"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_NE(p.Log().find("max_num_batched_tokens=300"), std::string::npos) << p.Log();
+  const e2e::Reply r = e2e::Post(p.port(), "/v1/completions",
+                                 R"({"prompt":"a b c d e f g h i j k l","max_tokens":2})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+}
+
 // vLLM's --config FILE.yaml: each key a flag (lists spread, mappings as JSON, false as --no-),
 // the command line's own flags winning over the file's.
 TEST_F(ServerLifecycle, ConfigFileFlags) {
