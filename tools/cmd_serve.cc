@@ -180,6 +180,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                       "token budget per step: 256 (default, or --max-num-seqs where larger: keeps "
                       "decodes responsive on small CPUs; vLLM's CPU default is 2048), 2k (x1000), "
                       "2K (x1024)");
+  cmd->add_option("--logprobs-mode", c.logprobs_mode,
+                  "raw_logprobs (vLLM's default; its other modes are refused)")
+      ->capture_default_str();
   cmd->add_option("--long-prefill-token-threshold", c.long_prefill_token_threshold,
                   "with chunked prefill, the most tokens one request takes a step (0: no cap)")
       ->check(CLI::NonNegativeNumber)

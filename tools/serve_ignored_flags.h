@@ -51,9 +51,13 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       // Engine knobs with nothing to choose here.
       {"--disable-sliding-window,!--no-disable-sliding-window", false,
        "these models have no sliding window"},
-      {"--logprobs-mode", true, "log-probs are the processed distribution's, as vLLM's default"},
       {"--prefix-caching-hash-algo", true, "block hashes are cpmserve's own"},
       {"--mm-processor-cache-gb", true, "no preprocessor cache"},
+      {"--mm-processor-cache-type", true, "no preprocessor cache"},
+      {"--mm-encoder-tp-mode", true, "one process runs the vision tower"},
+      {"--mm-encoder-attn-backend", true, "one CPU attention kernel per ISA, chosen at start-up"},
+      {"--skip-mm-profiling,!--no-skip-mm-profiling", false, "no start-up profiling run"},
+
       {"--disable-mm-preprocessor-cache,!--no-disable-mm-preprocessor-cache", false,
        "no preprocessor cache"},
       {"--max-num-partial-prefills", true, "one prompt's chunk per step at most"},

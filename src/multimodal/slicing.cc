@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "model/json_fields.h"
 #include "multimodal/resize.h"
 
@@ -132,11 +133,14 @@ Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& wh
   static const char* kKnown[] = {"max_slice_nums", "scale_resolution", "slice_mode", "use_image_id",
                                  "downsample_mode"};
   for (auto it = j.begin(); it != j.end(); ++it) {
+    // Other processors' keys (Qwen-VL's max_pixels, fps, ...), which clients send to every
+    // model: ignored with a warning, as vLLM drops the kwargs its processor does not take.
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
-        std::end(kKnown))
-      return InvalidArgument(where + ": unknown key '" + it.key() +
-                             "' (known: max_slice_nums, scale_resolution, slice_mode, use_image_id, "
-                             "downsample_mode)");
+        std::end(kKnown)) {
+      CPM_LOG_WARN("{}: key '{}' ignored (MiniCPM-V-4.6's processor takes max_slice_nums, "
+                   "scale_resolution, slice_mode, use_image_id, downsample_mode)",
+                   where, it.key());
+    }
   }
   JsonFields f(j, where);
   CPM_RETURN_IF_ERROR(f.OptInt("max_slice_nums", &c->max_slice_nums));

@@ -176,7 +176,11 @@ TEST(SlicingTest, MmProcessorKwargsOverrideTheFile) {
   EXPECT_EQ(c.scale_resolution, 448);  // untouched
   ASSERT_TRUE(ApplySliceOverrides("", "--k", &c).ok());
   EXPECT_EQ(c.max_slice_nums, 36);
-  for (const char* bad : {R"({"max_slice_num": 4})", R"({"max_slice_nums": 0})", R"({"scale_resolution": 14})",
+  // Keys the processor does not take are ignored (with a warning), as vLLM drops them.
+  SliceConfig other;
+  ASSERT_TRUE(ApplySliceOverrides(R"({"max_pixels": 4, "max_slice_num": 4})", "--k", &other).ok());
+  EXPECT_EQ(other.max_slice_nums, SliceConfig().max_slice_nums);
+  for (const char* bad : {R"({"max_slice_nums": 0})", R"({"scale_resolution": 14})",
                           R"({"slice_mode": "yes"})", "[1]"}) {
     SliceConfig d;
     const Status st = ApplySliceOverrides(bad, "--mm-processor-kwargs", &d);

@@ -104,6 +104,18 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (c.generation_config.empty()) {
     return InvalidArgument("--generation-config: give auto, vllm or a folder");
   }
+  // vLLM's four modes; log-probs here are always the model's own (raw_logprobs, its default).
+  if (c.logprobs_mode != "raw_logprobs") {
+    const bool known = c.logprobs_mode == "raw_logits" || c.logprobs_mode == "processed_logprobs" ||
+                       c.logprobs_mode == "processed_logits";
+    return InvalidArgument(
+        known ? "--logprobs-mode " + c.logprobs_mode +
+                    " is not supported: log-probs are the model's distribution (raw_logprobs, "
+                    "vLLM's default)"
+              : "argument --logprobs-mode: invalid choice: '" + c.logprobs_mode +
+                    "' (choose from raw_logprobs, raw_logits, processed_logprobs, "
+                    "processed_logits)");
+  }
   if (Status s = ValidateReasoningParserName(c.reasoning_parser); !s.ok()) {
     return s.WithPrefix("--reasoning-parser");
   }

@@ -52,6 +52,7 @@ struct ServeConfig {
   int threads = 0;                    // compute threads; 0: one per physical core
   int64_t block_size = 16;
   std::string reasoning_parser;       // "": the model's default; "none": off
+  std::string logprobs_mode = "raw_logprobs";  // vLLM's --logprobs-mode: only its default here
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
   std::string speculative_config_json;  // vLLM's --speculative-config (JSON); empty: off
   bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"

@@ -171,6 +171,15 @@ TEST(ServeConfig, Validation) {
   EXPECT_NE(ValidateServeConfig(c).message().find("--tool-call-parser"), std::string::npos);
   c.tool_call_parser = "qwen3_coder";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c = ServeConfig();  // --logprobs-mode: vLLM's default only, its other modes said so
+  EXPECT_TRUE(ValidateServeConfig(c).ok());
+  c.logprobs_mode = "processed_logprobs";
+  EXPECT_NE(ValidateServeConfig(c).message().find("--logprobs-mode processed_logprobs is not supported"),
+            std::string::npos);
+  c.logprobs_mode = "bogus";
+  EXPECT_NE(ValidateServeConfig(c).message().find("invalid choice: 'bogus'"), std::string::npos);
+  c = ServeConfig();
+  c.tool_call_parser = "qwen3_coder";
   c.enable_auto_tool_choice = false;  // unused without the flag, so unchecked (vLLM)
   c.tool_call_parser = "hermes";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
