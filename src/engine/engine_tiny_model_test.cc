@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <condition_variable>
 #include <mutex>
 #include <unistd.h>
 
@@ -28,8 +29,13 @@ class RecordingModel : public Model {
   Status Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states, float* logits,
                  ThreadPool& pool) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       max_seqs_ = std::max<int64_t>(max_seqs_, static_cast<int64_t>(batch.seqs.size()));
+      std::vector<std::pair<int64_t, int64_t>> step;
+      for (const SeqStep& s : batch.seqs) step.emplace_back(s.num_computed, s.num_tokens);
+      steps_.push_back(std::move(step));
+      entered_.notify_all();
+      released_.wait(lock, [&] { return !held_; });
     }
     return inner_->Forward(batch, kv, states, logits, pool);
   }
@@ -37,11 +43,29 @@ class RecordingModel : public Model {
     std::lock_guard<std::mutex> lock(mu_);
     return max_seqs_;
   }
+  // Each forward's sequences as (num_computed, num_tokens).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> steps() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return steps_;
+  }
+  // Forwards wait at their start while held; WaitEntered returns once `n` have started.
+  void Hold(bool held) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = held;
+    released_.notify_all();
+  }
+  void WaitEntered(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_.wait(lock, [&] { return steps_.size() >= n; });
+  }
 
  private:
   std::unique_ptr<Model> inner_;
   mutable std::mutex mu_;
+  std::condition_variable entered_, released_;
+  bool held_ = false;
   int64_t max_seqs_ = 0;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> steps_;
 };
 
 class TinyModelEngineTest : public ::testing::Test {
@@ -164,6 +188,35 @@ TEST_F(TinyModelEngineTest, PrefixCacheHitsGiveIdenticalOutputsAndLogprobs) {
   EngineStats s = engine->Stats();
   EXPECT_EQ(s.prefix_cache_hits, 32);
   EXPECT_EQ(s.prefix_cache_queries, 80);
+}
+
+// Two requests with one prompt submitted together: the second, admitted in the same step, hits
+// the blocks the first is computing (their K/V written before any attention of the layer reads
+// them) and its outputs equal those of the prompt computed alone.
+TEST_F(TinyModelEngineTest, SameStepPrefixHitsReadTheBlocksBeingComputed) {
+  std::vector<int32_t> prompt;
+  for (int j = 0; j < 40; ++j) prompt.push_back((j * 31 + 7) % kVocab);
+  auto alone_engine = MakeEngine(Config());
+  const Result alone = Collect(alone_engine->Submit(Greedy("alone", prompt, 10)));
+  RecordingModel* rec = nullptr;
+  auto engine = MakeEngine(Config(), &rec);
+  // A first request's forward is held until both are queued, so they are planned together.
+  rec->Hold(true);
+  auto blocker = engine->Submit(Greedy("blocker", {5, 6, 7}, 1));
+  rec->WaitEntered(1);
+  auto a = engine->Submit(Greedy("a", prompt, 10));
+  auto b = engine->Submit(Greedy("b", prompt, 10));
+  rec->Hold(false);
+  const Result ra = Collect(a), rb = Collect(b);
+  ASSERT_TRUE(ra.error.ok() && rb.error.ok() && Collect(blocker).error.ok());
+  ASSERT_GE(rec->steps().size(), 2u);
+  // One step: a's whole prompt, b's last 8 tokens over 32 hit ones.
+  EXPECT_EQ(rec->steps()[1], (std::vector<std::pair<int64_t, int64_t>>{{0, 40}, {32, 8}}));
+  EXPECT_EQ(rb.last.num_cached_tokens, 32);  // 2 blocks of 16, hit while being computed
+  EXPECT_EQ(engine->Stats().prefix_cache_hits, 32);
+  EXPECT_EQ(ra.tokens, alone.tokens);
+  EXPECT_EQ(rb.tokens, alone.tokens);
+  EXPECT_LT(MaxLogprobDiff(rb, alone), 1e-5f);
 }
 
 TEST_F(TinyModelEngineTest, PreemptionKeepsGreedyOutputs) {

@@ -77,9 +77,9 @@ bool KvCacheManager::AllocateSlots(RequestState& r, int64_t num_new_tokens, cons
   return true;
 }
 
-void KvCacheManager::CacheFullBlocks(RequestState& r) {
+void KvCacheManager::CacheBlocksThrough(RequestState& r, int64_t num_tokens) {
   if (!enable_prefix_caching_) return;
-  const int64_t full = r.num_computed / block_size_;
+  const int64_t full = num_tokens / block_size_;
   if (full <= r.num_cached_blocks) return;
   EnsureHashes(r, full);
   for (int64_t i = r.num_cached_blocks; i < full; ++i) pool_.CacheBlock(r.blocks[i], r.block_hashes[i]);
@@ -87,6 +87,10 @@ void KvCacheManager::CacheFullBlocks(RequestState& r) {
 }
 
 void KvCacheManager::Free(RequestState& r) {
+  // Blocks from r.num_computed on are r's own fresh ones (a hit's shared blocks come before it).
+  for (int64_t i = r.num_computed / block_size_; i < r.num_cached_blocks; ++i) {
+    pool_.Forget(r.blocks[static_cast<size_t>(i)]);
+  }
   for (auto it = r.blocks.rbegin(); it != r.blocks.rend(); ++it) pool_.Release(*it);
   r.blocks.clear();
   r.num_computed = 0;

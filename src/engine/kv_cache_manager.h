@@ -44,10 +44,19 @@ class KvCacheManager {
   bool AllocateSlots(RequestState& r, int64_t num_new_tokens, const ComputedBlocks* hit);
 
   // Registers the full blocks of `r` that are computed but not yet cached (after a step).
-  void CacheFullBlocks(RequestState& r);
+  void CacheFullBlocks(RequestState& r) { CacheBlocksThrough(r, r.num_computed); }
+
+  // Registers `r`'s full blocks among its first `num_tokens` tokens: those the step being
+  // planned will compute too, as vLLM caches blocks when it allocates them, so that a request
+  // admitted later in the same step (another choice of an n > 1 request, a shared system
+  // prompt) finds them. The forward writes every sequence's K/V of a layer before any of that
+  // layer's attention reads it. Blocks past r.num_computed stay pending until the step runs:
+  // Free forgets them if the step never does (a preemption while planning, a failed forward).
+  void CacheBlocksThrough(RequestState& r, int64_t num_tokens);
 
   // Releases `r`'s blocks (last first, so its tail is evicted before its prefix) and resets
-  // its cache bookkeeping; its tokens stay, so it can be recomputed.
+  // its cache bookkeeping; its tokens stay, so it can be recomputed. Pending blocks (cached
+  // for a step that did not run) leave the prefix cache first: their K/V was never written.
   void Free(RequestState& r);
 
  private:

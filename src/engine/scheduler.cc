@@ -193,6 +193,7 @@ SchedulerOutput Scheduler::Schedule() {
       }
     }
     if (self_preempted) break;
+    kv_.CacheBlocksThrough(*r, r->num_computed + n);  // the step's own tokens, not its draft
     out.seqs.push_back({r, n, d});
     out.num_tokens += n + d;
     budget -= n + d;
@@ -247,6 +248,7 @@ void Scheduler::ScheduleWaiting(int64_t* budget, int64_t* logprob_rows, Schedule
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     r->status = RequestStatus::kRunning;
     running_.push_back(r);
+    kv_.CacheBlocksThrough(*r, r->num_computed + n);
     out->seqs.push_back({r, n});
     out->num_tokens += n;
     *budget -= n;

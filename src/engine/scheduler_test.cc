@@ -291,6 +291,31 @@ TEST_F(SchedulerTest, PrefixHitCountsAndSharedBlocks) {
   EXPECT_EQ(sched_->prefix_cache_hits(), 8);
 }
 
+// Blocks are cached when the step that computes them is planned, as vLLM caches them when it
+// allocates them: a request admitted later in the same step (an n > 1 request's other choice,
+// a shared system prompt) hits them and computes only the rest.
+TEST_F(SchedulerTest, SameStepRequestsShareTheBlocksBeingComputed) {
+  Init(20, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100});
+  RequestState* a = Add("a", 10, 2);
+  RequestState* b = Add("b", 10, 2);
+  EXPECT_EQ(Step(), (Plan{{"a", 10}, {"b", 2}}));
+  EXPECT_EQ(b->num_cached_tokens, 8);
+  EXPECT_EQ(a->blocks[1], b->blocks[1]);
+  EXPECT_EQ(sched_->prefix_cache_hits(), 8);
+  // A block cached for a step that never ran (its request preempted while planning, or the
+  // forward failed) leaves the cache with the request: its K/V was never written.
+  Init(20, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 100});
+  auto r = std::make_unique<RequestState>();
+  r->tokens.assign(10, 3);
+  r->num_prompt_tokens = 10;
+  ASSERT_TRUE(kv_->AllocateSlots(*r, 10, nullptr));
+  kv_->CacheBlocksThrough(*r, 10);
+  EXPECT_EQ(kv_->GetComputedBlocks(*r).num_tokens, 8);  // findable while planned
+  kv_->Free(*r);
+  EXPECT_EQ(kv_->GetComputedBlocks(*r).num_tokens, 0);
+  EXPECT_EQ(pool_->num_cached_free(), 0);
+}
+
 // vLLM's cache_salt: equal prompts share cached blocks only under equal salts (the salt is in
 // block 0's hash, and the chain carries it on).
 TEST_F(SchedulerTest, CacheSaltSeparatesPrefixes) {

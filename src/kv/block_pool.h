@@ -49,6 +49,9 @@ class BlockPool {
   // The block holding `hash`, if still cached (referenced or free).
   std::optional<int32_t> Lookup(const BlockHash& hash) const;
   bool IsCached(int32_t block) const { return cached_[block]; }
+  // Takes `block`'s hash out of the prefix cache (a block cached before its K/V was written,
+  // whose step did not run); nothing when it holds none.
+  void Forget(int32_t block) { Uncache(block); }
   // Forgets every cached hash of free blocks (tests; a weight reload would need it).
   void ResetPrefixCache();
 
