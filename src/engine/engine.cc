@@ -33,7 +33,7 @@ class Engine::Impl {
   ~Impl() { Shutdown(); }
 
   Status Init();
-  std::shared_ptr<RequestStream> Submit(EngineRequest request);
+  std::vector<std::shared_ptr<RequestStream>> SubmitAll(std::vector<EngineRequest> requests);
   void Cancel(const std::string& request_id);
   EngineStats Stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -194,35 +194,45 @@ Status Engine::Impl::Init() {
   return OkStatus();
 }
 
-std::shared_ptr<RequestStream> Engine::Impl::Submit(EngineRequest request) {
-  auto r = std::make_unique<RequestState>();
-  r->stream = std::make_shared<RequestStream>();
-  r->times.arrival = Clock::now();
-  // The prompt moves into the sequence's tokens (req.prompt is left empty: not a second copy).
-  r->tokens = std::move(request.prompt);
-  r->num_prompt_tokens = static_cast<int64_t>(r->tokens.size());
-  r->req = std::move(request);
-  std::shared_ptr<RequestStream> stream = r->stream;
+std::vector<std::shared_ptr<RequestStream>> Engine::Impl::SubmitAll(
+    std::vector<EngineRequest> requests) {
+  std::vector<std::unique_ptr<RequestState>> states;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const Clock::time_point arrival = Clock::now();
+  for (EngineRequest& request : requests) {
+    auto r = std::make_unique<RequestState>();
+    r->stream = std::make_shared<RequestStream>();
+    r->times.arrival = arrival;
+    // The prompt moves into the sequence's tokens (req.prompt is left empty: not a second copy).
+    r->tokens = std::move(request.prompt);
+    r->num_prompt_tokens = static_cast<int64_t>(r->tokens.size());
+    r->req = std::move(request);
+    streams.push_back(r->stream);
+    states.push_back(std::move(r));
+  }
   {
+    // One lock for all: the engine thread takes them into the same step's plan.
     std::lock_guard<std::mutex> lock(mu_);
-    r->seq_no = next_seq_no_++;
-    // A seeded request owns its generator; others derive one from the engine seed and the
-    // request counter, so a run is reproducible for the same arrival order.
-    r->rng.seed(r->req.sampling.seed.value_or(config_.seed + static_cast<uint64_t>(r->seq_no)));
-    if (stopped_) {
-      // The engine thread is gone or going; answer here without touching its state.
-      TokenEvent e = MakeEvent(*r);
-      e.finished = true;
-      e.finish_reason = "error";
-      e.error = Unavailable("the engine is shut down");
-      e.times.finished = Clock::now();
-      stream->Push(std::move(e));
-      return stream;
+    for (std::unique_ptr<RequestState>& r : states) {
+      r->seq_no = next_seq_no_++;
+      // A seeded request owns its generator; others derive one from the engine seed and the
+      // request counter, so a run is reproducible for the same arrival order.
+      r->rng.seed(r->req.sampling.seed.value_or(config_.seed + static_cast<uint64_t>(r->seq_no)));
+      if (stopped_) {
+        // The engine thread is gone or going; answer here without touching its state.
+        TokenEvent e = MakeEvent(*r);
+        e.finished = true;
+        e.finish_reason = "error";
+        e.error = Unavailable("the engine is shut down");
+        e.times.finished = Clock::now();
+        r->stream->Push(std::move(e));
+        continue;
+      }
+      inbox_.push_back(std::move(r));
     }
-    inbox_.push_back(std::move(r));
   }
   cv_.notify_one();
-  return stream;
+  return streams;
 }
 
 void Engine::Impl::Cancel(const std::string& request_id) {
@@ -648,7 +658,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model, c
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { Shutdown(); }
-std::shared_ptr<RequestStream> Engine::Submit(EngineRequest request) { return impl_->Submit(std::move(request)); }
+std::shared_ptr<RequestStream> Engine::Submit(EngineRequest request) {
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(request));
+  return impl_->SubmitAll(std::move(one)).front();
+}
+std::vector<std::shared_ptr<RequestStream>> Engine::SubmitAll(std::vector<EngineRequest> requests) {
+  return impl_->SubmitAll(std::move(requests));
+}
 void Engine::Cancel(const std::string& request_id) { impl_->Cancel(request_id); }
 void IterationTokens::Observe(int64_t tokens) {
   const auto bucket = std::lower_bound(kBounds.begin(), kBounds.end(), tokens) - kBounds.begin();

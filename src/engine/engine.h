@@ -215,6 +215,10 @@ class Engine {
   // max_tokens needs more KV blocks than the whole cache (kResourceExhausted); after Shutdown
   // (kUnavailable). max_tokens 0 finishes at once with "length" and no tokens.
   std::shared_ptr<RequestStream> Submit(EngineRequest request);
+  // Submits several requests at once (the choices of an n > 1 request): they reach the engine
+  // thread together, so one step plans them all (the later ones hit the prompt's blocks the
+  // first computes). Streams in the order given.
+  std::vector<std::shared_ptr<RequestStream>> SubmitAll(std::vector<EngineRequest> requests);
   // Ends a request (client gone or stop string matched): its blocks return to the pool at once
   // and its stream gets a finished "abort" event. Unknown ids are ignored. Asynchronous: the
   // engine thread acts on it before its next step; Stats() reflects the freed blocks by the

@@ -339,7 +339,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     c["choices"] = Json::array();
     c["usage"] = StreamUsageJson(UsageJson(static_cast<int64_t>(job.prompt.size()),
                                            run.completion_tokens(),
-                                           job.cached_tokens_details ? run.cached_tokens() : 0));
+                                           job.cached_tokens_details ? run.cached_tokens(true) : 0));
     AddReasoningTokens(job, generated, &c["usage"]);
     if (!write(SseEvent(c))) return;
   }
@@ -475,7 +475,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
                             std::move(choices), static_cast<int64_t>(job.prompt.size()),
                             run.completion_tokens(),
-                            job.cached_tokens_details ? run.cached_tokens() : 0);
+                            job.cached_tokens_details ? run.cached_tokens(false) : 0);
   std::vector<std::vector<int32_t>> generated;
   for (Out& o : outs) generated.push_back(std::move(o.token_ids));
   AddReasoningTokens(job, generated, &r["usage"]);

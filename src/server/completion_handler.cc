@@ -162,7 +162,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
     c["choices"] = Json::array();
     c["usage"] = StreamUsageJson(
-        UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run)));
+        UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run, true)));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());
@@ -216,7 +216,8 @@ HttpReply Complete(const ServerContext& ctx, const CompletionJob& job, const Cli
   }
   return HttpReply::Json(CompleteResponse(job.id, "text_completion", job.created, job.model,
                                           std::move(choices), job.prompt_tokens,
-                                          run.completion_tokens(), ReportedCachedTokens(ctx, run)));
+                                          run.completion_tokens(),
+                                          ReportedCachedTokens(ctx, run, false)));
 }
 
 }  // namespace

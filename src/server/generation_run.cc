@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 
 #include "base/log.h"
 
@@ -62,8 +63,12 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
   if (log.enabled) LogPrompts(plans, sampling, log.max_len);
   sampling_ = sampling;
   choices_.reserve(plans.size());
+  size_t prompt_index = 0;
   for (const ChoicePlan& plan : plans) {
     Choice c;
+    // Choices are consecutive per prompt from seed offset 0.
+    if (plan.seed_offset == 0 && !choices_.empty()) ++prompt_index;
+    c.prompt_index = prompt_index;
     c.index = plan.index;
     c.engine_id = engine_prefix_ + "-" + std::to_string(plan.index);
     c.prompt = plan.prompt;
@@ -76,12 +81,17 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     c.stop = std::make_unique<StopMatcher>(sampling.stop, sampling.include_stop_str_in_output);
     choices_.push_back(std::move(c));
   }
+  first_cached_.assign(prompt_index + 1, 0);
+  last_cached_.assign(prompt_index + 1, 0);
+  first_event_.assign(prompt_index + 1, {Clock::time_point::max(), INT_MAX});
+  last_finish_.assign(prompt_index + 1, {Clock::time_point::min(), -1});
   if (sampling.beam_search) {  // NextBeam runs the searches
     eos_ids_ = eos_ids;
     return;
   }
   // Submit after every choice exists, so that a failure to build one never leaves an
-  // orphaned engine request behind.
+  // orphaned engine request behind; all at once, so that one step plans them together.
+  std::vector<EngineRequest> requests;
   for (Choice& c : choices_) {
     EngineRequest r;
     r.request_id = c.engine_id;
@@ -103,8 +113,12 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
       r.embed_rows = c.multimodal->embed_rows;
       r.encode = c.multimodal->encode;
     }
-    c.stream = engine_.Submit(std::move(r));
-    if (plans.size() > 1) c.stream->Listen(signal_);
+    requests.push_back(std::move(r));
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams = engine_.SubmitAll(std::move(requests));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    choices_[i].stream = std::move(streams[i]);
+    if (plans.size() > 1) choices_[i].stream->Listen(signal_);
   }
 }
 
@@ -206,9 +220,10 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
     Finish(c, "error");
     return;
   }
-  if (!c.cache_counted && c.seed_offset == 0) {
-    cached_tokens_ += ev.num_cached_tokens;
-    c.cache_counted = true;
+  c.cached_tokens = ev.num_cached_tokens;
+  if (const std::pair key{ev.times.token_time, c.index}; key < first_event_[c.prompt_index]) {
+    first_event_[c.prompt_index] = key;
+    first_cached_[c.prompt_index] = ev.num_cached_tokens;
   }
   c.times = ev.times;
   out->prompt_logprobs = ev.prompt_logprobs;
@@ -259,8 +274,20 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
   }
 }
 
+int64_t GenerationRun::cached_tokens(bool streamed) const {
+  int64_t sum = 0;
+  for (size_t p = 0; p < first_cached_.size(); ++p) {
+    sum += streamed ? first_cached_[p] : last_cached_[p];
+  }
+  return sum;
+}
+
 void GenerationRun::Finish(Choice& c, const std::string& reason) {
   c.finished = true;
+  if (const std::pair key{c.times.token_time, c.index}; key >= last_finish_[c.prompt_index]) {
+    last_finish_[c.prompt_index] = key;
+    last_cached_[c.prompt_index] = c.cached_tokens;
+  }
   c.aborted = reason == "abort";
   if (c.aborted) return;  // no finished-request statistics (RequestObservation)
   RequestObservation o;

@@ -83,9 +83,12 @@ class GenerationRun {
   int64_t completion_tokens() const;
   // Generated tokens of the choice with this index so far.
   int64_t completion_tokens(int index) const;
-  // Prompt tokens found in the prefix cache, one count per prompt (its first choice's, as
-  // vLLM's num_cached_tokens), known once each has its first event.
-  int64_t cached_tokens() const { return cached_tokens_; }
+  // Prompt tokens found in the prefix cache, one count per prompt: vLLM's num_cached_tokens of
+  // the RequestOutput its reply reads, i.e. of the choice whose event came first for a stream
+  // (read on its first iteration) and of the choice that finished last otherwise (the parent's
+  // final output is made by its last child). The choices of an n > 1 prompt differ: the first
+  // computes the prompt, the others hit its blocks.
+  int64_t cached_tokens(bool streamed) const;
 
  private:
   // The id prompt `prompt` of `num_prompts` is logged under (RequestLogOptions).
@@ -109,7 +112,8 @@ class GenerationRun {
     bool aborted = false;  // finished as "abort" (cancelled, or the client left)
     Clock::time_point last_token{};
     bool has_token = false;
-    bool cache_counted = false;
+    size_t prompt_index = 0;         // which prompt of the request it continues
+    int64_t cached_tokens = 0;       // its engine request's, from its latest event
     double itl_sum = 0;  // seconds between its token events, summed
     RequestTimes times;  // the engine's, from the latest event
   };
@@ -140,7 +144,10 @@ class GenerationRun {
   ClientGoneFn client_gone_;
   bool client_left_ = false;
   RequestLogOptions log_;  // --enable-log-requests: prompts and cancellations are logged
-  int64_t cached_tokens_ = 0;
+  // Per prompt: the cached tokens of its first event and of its choice that finished last (see
+  // cached_tokens()), ordered as the engine emits them: by step, then by choice within a step.
+  std::vector<int64_t> first_cached_, last_cached_;
+  std::vector<std::pair<Clock::time_point, int>> first_event_, last_finish_;
   // Beam search (sampling_.beam_search): the eos ids, whether the searches have run, and the
   // updates they left.
   std::vector<int32_t> eos_ids_;

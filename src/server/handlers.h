@@ -57,7 +57,7 @@ nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_token
 nlohmann::ordered_json StreamUsageJson(nlohmann::ordered_json usage);
 // The prompt tokens a run found in the prefix cache, where --enable-prompt-tokens-details asks
 // for them in usage; else 0.
-int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run);
+int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run, bool streamed);
 // The head every response and chunk object starts with: {id, object, created, model}.
 nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, int64_t created,
                                     const std::string& model);

@@ -65,8 +65,8 @@ Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_
   return u;
 }
 
-int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run) {
-  return ctx.enable_prompt_tokens_details ? run.cached_tokens() : 0;
+int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run, bool streamed) {
+  return ctx.enable_prompt_tokens_details ? run.cached_tokens(streamed) : 0;
 }
 
 Json StopReasonJson(const ChoiceUpdate& u) {

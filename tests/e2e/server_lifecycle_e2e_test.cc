@@ -360,8 +360,28 @@ TEST_F(ServerLifecycle, VllmServeFlagsTakeEffect) {
                                R"({"prompt":")" + words + R"(","max_tokens":2})").json();
   ASSERT_TRUE(again.contains("usage")) << again.dump();
   const int64_t prompt_tokens = again["usage"]["prompt_tokens"];
-  const int64_t cached = again["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t{0});
+  ASSERT_TRUE(again["usage"]["prompt_tokens_details"].is_object()) << again.dump();
+  const int64_t cached = again["usage"]["prompt_tokens_details"]["cached_tokens"];
   EXPECT_EQ(cached, (prompt_tokens - 1) / 16 * 16) << again.dump();
+  // n = 2 on a fresh prompt: the second choice, planned in the first one's step, hits the blocks
+  // it computes. vLLM's reply reads the output its last-finishing choice made (the second
+  // here: its full blocks cached); its stream, the first output's (the first choice: none).
+  std::string unseen;
+  for (int i = 0; i < 12; ++i) unseen += "fresh ";
+  const std::string two = R"({"prompt":")" + unseen + R"(","max_tokens":2,"n":2,"seed":1})";
+  const Json both = e2e::Post(p.port(), "/v1/completions", two).json();
+  ASSERT_TRUE(both.contains("usage")) << both.dump();
+  ASSERT_TRUE(both["usage"]["prompt_tokens_details"].is_object()) << both.dump();
+  EXPECT_EQ(both["usage"]["prompt_tokens_details"]["cached_tokens"],
+            (both["usage"]["prompt_tokens"].get<int64_t>() - 1) / 16 * 16) << both.dump();
+  std::string fresher;
+  for (int i = 0; i < 12; ++i) fresher += "other ";
+  const e2e::Reply streamed = e2e::Post(
+      p.port(), "/v1/completions",
+      R"({"prompt":")" + fresher +
+          R"(","max_tokens":2,"n":2,"seed":1,"stream":true,"stream_options":{"include_usage":true}})");
+  EXPECT_NE(streamed.body.find(R"("usage":{"prompt_tokens")"), std::string::npos) << streamed.body;
+  EXPECT_EQ(streamed.body.find("cached_tokens"), std::string::npos) << streamed.body;
   const std::string input = R"({"input":")" + words.substr(0, 120) + R"(","max_output_tokens":2})";
   e2e::Post(p.port(), "/v1/responses", input);
   const Json resp = e2e::Post(p.port(), "/v1/responses", input).json();
