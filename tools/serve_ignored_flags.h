@@ -57,10 +57,10 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--mm-encoder-tp-mode", true, "one process runs the vision tower"},
       {"--mm-encoder-attn-backend", true, "one CPU attention kernel per ISA, chosen at start-up"},
       {"--skip-mm-profiling,!--no-skip-mm-profiling", false, "no start-up profiling run"},
-
       {"--disable-mm-preprocessor-cache,!--no-disable-mm-preprocessor-cache", false,
        "no preprocessor cache"},
-      {"--max-num-partial-prefills", true, "one prompt's chunk per step at most"},
+      {"--max-num-partial-prefills", true,
+       "prompts share a step as the budget allows (--long-prefill-token-threshold caps each)"},
       {"--stream-interval", true, "each step's tokens stream as they come"},
       // FastAPI / uvicorn frontend.
       {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},

@@ -216,8 +216,9 @@ class Engine {
   // (kUnavailable). max_tokens 0 finishes at once with "length" and no tokens.
   std::shared_ptr<RequestStream> Submit(EngineRequest request);
   // Submits several requests at once (the choices of an n > 1 request): they reach the engine
-  // thread together, so one step plans them all (the later ones hit the prompt's blocks the
-  // first computes). Streams in the order given.
+  // thread in one drain, so one step plans them together where it has room (budget, sequences,
+  // blocks), the later ones hitting the prompt blocks the first computes. Requests with images
+  // to encode are admitted one per step (EncodeStep). Streams in the order given.
   std::vector<std::shared_ptr<RequestStream>> SubmitAll(std::vector<EngineRequest> requests);
   // Ends a request (client gone or stop string matched): its blocks return to the pool at once
   // and its stream gets a finished "abort" event. Unknown ids are ignored. Asynchronous: the

@@ -163,7 +163,7 @@ SchedulerOutput Scheduler::Schedule() {
     // A decode's draft rides along where budget and blocks allow; it is dropped rather than
     // making room for it by preempting.
     int64_t d = r->num_computed + n == r->num_tokens()
-                    ? std::min(static_cast<int64_t>(r->draft.size()), budget - n)
+                    ? std::min(static_cast<int64_t>(r->draft.size()), RequestBudget(budget) - n)
                     : 0;
     if (d > 0 && !kv_.AllocateSlots(*r, n + d, nullptr)) d = 0;
     if (d == 0) r->draft.clear();

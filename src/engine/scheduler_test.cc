@@ -116,6 +116,15 @@ TEST_F(SchedulerTest, LongPrefillThresholdCapsEachRequestsShare) {
   EXPECT_EQ(Step(), (Plan{{"c", 8}}));
   EXPECT_EQ(Step(), (Plan{{"c", 8}}));
   EXPECT_EQ(Step(), (Plan{{"c", 4}}));
+  // A decode's draft counts against the cap too (vLLM's num_new_tokens holds it).
+  Init(100, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 32, .long_prefill_token_threshold = 6});
+  RequestState* d = Add("d", 3, 10);
+  Step();
+  d->draft.assign(16, 5);
+  SchedulerOutput plan;
+  Step(&plan);
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  EXPECT_EQ(plan.seqs[0].num_tokens + plan.seqs[0].num_draft, 6);
 }
 
 // Prompt log-prob rows (a vocab-wide logits row each) are bounded per step over all requests,

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/check.h"
 #include "kv/block_hash.h"
 
 namespace cpm {
@@ -50,8 +51,12 @@ class BlockPool {
   std::optional<int32_t> Lookup(const BlockHash& hash) const;
   bool IsCached(int32_t block) const { return cached_[block]; }
   // Takes `block`'s hash out of the prefix cache (a block cached before its K/V was written,
-  // whose step did not run); nothing when it holds none.
-  void Forget(int32_t block) { Uncache(block); }
+  // whose step did not run); nothing when it holds none. The block must be referenced: a free
+  // one is counted in num_cached_free(), which this does not update.
+  void Forget(int32_t block) {
+    CPM_CHECK(ref_counts_[block] > 0);
+    Uncache(block);
+  }
   // Forgets every cached hash of free blocks (tests; a weight reload would need it).
   void ResetPrefixCache();
 

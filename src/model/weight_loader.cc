@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -20,9 +21,13 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Elements of `shape`, or -1 when the count passes 2^62 (config sizes no machine holds, whose
+// product would wrap).
 int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 62)) return -1;
+  }
   return n;
 }
 
@@ -143,15 +148,22 @@ StatusOr<const TensorInfo*> WeightLoader::Lookup(const std::string& name,
 }
 
 Status WeightLoader::Hold(const std::string& name, int64_t bytes) {
-  bytes_held_ += bytes;
   const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-  if (bytes_held_ <= memory) return OkStatus();
+  if (bytes >= 0 && bytes <= memory - bytes_held_) {
+    bytes_held_ += bytes;
+    return OkStatus();
+  }
+  const double gib = bytes < 0 ? INFINITY : static_cast<double>(bytes_held_ + bytes) / (1 << 30);
+  if (archive_) {  // the files agreed with the config: the checkpoint is that large
+    return ResourceExhausted(fmt::format(
+        "{}: the weights up to '{}' take {:.1f} GiB, more than this machine's {:.1f} GiB of "
+        "memory", model_dir_, name, gib, static_cast<double>(memory) / (1 << 30)));
+  }
   return ResourceExhausted(fmt::format(
-      "{}/config.json: the weights up to '{}' already take {:.1f} GiB, more than this machine's "
+      "{}/config.json: the weights up to '{}' take {:.1f} GiB, more than this machine's "
       "{:.1f} GiB of memory; are the config's sizes (hidden_size, intermediate_size, vocab_size, "
       "num_hidden_layers, ...) right?",
-      model_dir_, name, static_cast<double>(bytes_held_) / (1 << 30),
-      static_cast<double>(memory) / (1 << 30)));
+      model_dir_, name, gib, static_cast<double>(memory) / (1 << 30)));
 }
 
 StatusOr<kernels::LinearWeight> WeightLoader::Linear(const std::string& name, int64_t out,
@@ -229,7 +241,7 @@ StatusOr<std::vector<float>> WeightLoader::F32(const std::string& name,
   if (archive_) {
     CPM_ASSIGN_OR_RETURN(t, Lookup(name, shape));
   }
-  CPM_RETURN_IF_ERROR(Hold(name, n * 4));
+  CPM_RETURN_IF_ERROR(Hold(name, n < 0 ? -1 : n * 4));  // -1: beyond any memory
   std::vector<float> v(n);
   if (!archive_) {
     // Dummy values are drawn in the compute dtype, as vLLM fills every parameter.

@@ -137,9 +137,10 @@ Status ApplySliceOverrides(const std::string& kwargs_json, const std::string& wh
     // model: ignored with a warning, as vLLM drops the kwargs its processor does not take.
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {
-      CPM_LOG_WARN("{}: key '{}' ignored (MiniCPM-V-4.6's processor takes max_slice_nums, "
+      // The key as JSON: a client's text, escaped so that it cannot forge log lines.
+      CPM_LOG_WARN("{}: key {} ignored (MiniCPM-V-4.6's processor takes max_slice_nums, "
                    "scale_resolution, slice_mode, use_image_id, downsample_mode)",
-                   where, it.key());
+                   where, nlohmann::json(it.key()).dump());
     }
   }
   JsonFields f(j, where);

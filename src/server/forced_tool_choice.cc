@@ -51,7 +51,9 @@ StatusOr<ForcedToolChoice> ForcedToolChoice::Make(const Json& tools, std::string
         for (const auto& [k, v] : d->items()) {
           // One root $defs serves all tools, so a name two tools define differently has no
           // single meaning there (vLLM's _get_tool_schema_defs refuses it with this text).
-          if (auto it = defs.find(k); it != defs.end() && *it != v) {
+          // Compared as unordered JSON: an ordered_json's equality depends on key order,
+          // where vLLM compares Python dicts.
+          if (auto it = defs.find(k); it != defs.end() && nlohmann::json(*it) != nlohmann::json(v)) {
             return InvalidArgument("Tool definition '" + k +
                                    "' has multiple schemas, which is not supported.");
           }

@@ -90,7 +90,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     return;
   }
   // Submit after every choice exists, so that a failure to build one never leaves an
-  // orphaned engine request behind; all at once, so that one step plans them together.
+  // orphaned engine request behind; all at once, so that a step can plan them together.
   std::vector<EngineRequest> requests;
   for (Choice& c : choices_) {
     EngineRequest r;

@@ -558,15 +558,15 @@ TEST_F(HandlersTest, CompletionsPromptsAndEcho) {
   EXPECT_EQ(r.status, 400);
 }
 
-// n is bounded as vLLM bounds it (VLLM_MAX_N_SEQUENCES, 16384 by default, with its text), and
-// so is a completion's prompts × n.
+// n is bounded as vLLM bounds it (VLLM_MAX_N_SEQUENCES, with its text; 1024 by default here),
+// and so is a completion's prompts × n.
 TEST_F(HandlersTest, NIsBoundedAsVllmBoundsIt) {
-  EXPECT_EQ(ctx_.max_n_sequences, 16384);
+  EXPECT_EQ(ctx_.max_n_sequences, 1024);
   int status = 0;
-  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"n":16385})", &status);
+  Json r = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"n":1025})", &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(r["error"]["message"],
-            "n must be at most 16384, got 16385. To increase this limit, set the "
+            "n must be at most 1024, got 1025. To increase this limit, set the "
             "VLLM_MAX_N_SEQUENCES environment variable.");
   ctx_.max_n_sequences = 4;
   HttpReply c = HandleCompletions(ctx_, R"({"prompt":"x","max_tokens":1,"n":5})", Clock::now());
@@ -1854,6 +1854,14 @@ TEST_F(ToolHandlersTest, ClashingDefsAreRefused) {
   EXPECT_EQ(r["error"]["message"], "Tool definition 'X' has multiple schemas, which is not supported.");
   b["tools"] = {tool("a", "string"), tool("b", "string")};  // the same schema twice is fine
   engine_.script = tok_->Encode(R"([{"name": "a", "parameters": {"x": "s"}}])", false);
+  r = Chat(b.dump(), &status);
+  EXPECT_EQ(status, 200) << r.dump();
+  // ...whatever the order of its keys (vLLM compares dicts).
+  Json reordered = tool("b", "string");
+  reordered["function"]["parameters"]["$defs"]["X"] = Json::parse(R"({"maxLength": 9, "type": "string"})");
+  Json first = tool("a", "string");
+  first["function"]["parameters"]["$defs"]["X"] = Json::parse(R"({"type": "string", "maxLength": 9})");
+  b["tools"] = {first, reordered};
   r = Chat(b.dump(), &status);
   EXPECT_EQ(status, 200) << r.dump();
 }

@@ -21,10 +21,12 @@
 namespace cpm {
 
 inline constexpr int64_t kMaxLogprobs = 20;  // vLLM's --max-logprobs default
-// Bound on n (vLLM's VLLM_MAX_N_SEQUENCES default; that variable sets it here too, see
-// ServerContext::max_n_sequences), which also bounds the engine requests one completion request
-// makes (prompts × n), where vLLM has no bound.
-inline constexpr int64_t kDefaultMaxNSequences = 16384;
+// Bound on n, and on the engine requests one completion request makes (prompts × n, where vLLM
+// has no bound): vLLM's VLLM_MAX_N_SEQUENCES sets it here too (ServerContext::max_n_sequences),
+// whose default is 16384. Ours is lower: each choice holds its own copy of an image request's
+// embeddings (~5 MB a sliced image) and of its sampling state, and its HTTP thread walks the
+// open choices on every event.
+inline constexpr int64_t kDefaultMaxNSequences = 1024;
 // Bound on a completion request's prompts (vLLM's VLLM_MAX_COMPLETION_PROMPTS default).
 inline constexpr int64_t kMaxCompletionPrompts = 1024;
 

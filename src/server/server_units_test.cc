@@ -179,7 +179,6 @@ TEST(ServeConfig, Validation) {
   c.logprobs_mode = "bogus";
   EXPECT_NE(ValidateServeConfig(c).message().find("invalid choice: 'bogus'"), std::string::npos);
   c = ServeConfig();
-  c.tool_call_parser = "qwen3_coder";
   c.enable_auto_tool_choice = false;  // unused without the flag, so unchecked (vLLM)
   c.tool_call_parser = "hermes";
   EXPECT_TRUE(ValidateServeConfig(c).ok());
