@@ -1233,6 +1233,24 @@ TEST_F(ReasoningHandlersTest, UsageCountsReasoningTokens) {
   }
   EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], 2 * thinking.size())
       << usage.dump();
+  // The Responses API's output_tokens_details.reasoning_tokens are the chat's (vLLM's
+  // count_reasoning_tokens), replied and streamed; reasoning.effort turns the thinking on.
+  const Json responses = {{"input", "2+2?"}, {"max_output_tokens", 100},
+                          {"reasoning", {{"effort", "high"}}}, {"request_id", "resp_mine"}};
+  HttpReply plain = HandleResponses(ctx_, responses.dump(), Clock::now());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const Json pr = Json::parse(plain.body);
+  EXPECT_EQ(pr["id"], "resp_mine");  // the client's request_id names the response (vLLM)
+  EXPECT_EQ(pr["usage"]["output_tokens_details"]["reasoning_tokens"], thinking.size()) << pr.dump();
+  EXPECT_EQ(pr["output"][0]["type"], "reasoning") << pr.dump();
+  Json streamed_responses = responses;
+  streamed_responses["stream"] = true;
+  Json completed;
+  for (const Json& e : ResponsesEvents(Drain(HandleResponses(ctx_, streamed_responses.dump(), Clock::now())))) {
+    if (e["type"] == "response.completed") completed = e["response"];
+  }
+  EXPECT_EQ(completed["usage"]["output_tokens_details"]["reasoning_tokens"], thinking.size())
+      << completed.dump();
   ctx_.reasoning_parser.clear();
   r = Chat(Body(true, false));
   EXPECT_FALSE(r["usage"].contains("completion_tokens_details")) << r.dump();

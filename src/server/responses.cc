@@ -43,9 +43,10 @@ StatusOr<Json> ChatPart(const Json& part) {
 
 // A message item ({role, content}) as a chat message.
 StatusOr<Json> ChatMessage(const Json& item) {
-  std::string role = StringField(item, "role");
-  if (role == "developer") role = "system";  // the chat templates know system messages only
-  if (role != "user" && role != "system" && role != "assistant")
+  // developer goes to the template as it is, as vLLM's chat messages keep any role (MiniCPM-V's
+  // template refuses it, MiniCPM4's renders it).
+  const std::string role = StringField(item, "role");
+  if (role != "user" && role != "system" && role != "assistant" && role != "developer")
     return InvalidArgument("input: message role '" + role + "' is not one of user, system, developer, assistant");
   auto content = item.find("content");
   if (content == item.end()) return InvalidArgument("input: a message needs 'content'");
@@ -245,7 +246,8 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
       "model", "temperature", "top_p", "parallel_tool_calls", "top_k", "min_p", "seed", "stop",
       "repetition_penalty", "presence_penalty", "frequency_penalty", "ignore_eos", "min_tokens",
       "logit_bias", "chat_template_kwargs", "structured_outputs", "priority",
-      "cache_salt"};
+      "cache_salt", "include_stop_str_in_output", "skip_special_tokens", "include_reasoning",
+      "mm_processor_kwargs", "media_io_kwargs", "vllm_xargs"};
   // Read below, echoed in the reply, or meaningless without storage.
   static const char* const kOthers[] = {"store", "metadata", "user", "truncation", "reasoning",
                                         "include", "service_tier", "input", "tools",
@@ -281,6 +283,30 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   chat["messages"] = std::move(messages);
   if (auto m = request.find("max_output_tokens"); m != request.end() && !m->is_null()) {
     chat["max_tokens"] = *m;
+  }
+  // reasoning.effort is the chat's reasoning_effort (vLLM's build_chat_params: enable_thinking
+  // unless the effort is "none", where the template kwargs do not say otherwise).
+  if (auto rs = request.find("reasoning"); rs != request.end() && rs->is_object()) {
+    if (auto effort = rs->find("effort"); effort != rs->end() && !effort->is_null()) {
+      chat["reasoning_effort"] = *effort;
+    }
+  }
+  // truncation "auto": the prompt is cut from the left to what max_output_tokens leaves room
+  // for (vLLM's truncate_prompt_tokens -1), where "disabled" refuses it.
+  if (auto t = request.find("truncation"); t != request.end() && *t == "auto") {
+    chat["truncate_prompt_tokens"] = -1;
+  }
+  // An assistant message (or reasoning) left in_progress or incomplete is continued, not closed
+  // (vLLM's should_continue_final_message).
+  if (input->is_array() && !input->empty()) {
+    const Json& last = input->back();
+    const std::string status = last.is_object() ? StringField(last, "status") : "";
+    const std::string type = last.is_object() ? StringField(last, "type", last.contains("role") ? "message" : "") : "";
+    const bool assistant = (type == "message" && StringField(last, "role") == "assistant") || type == "reasoning";
+    if (assistant && (status == "in_progress" || status == "incomplete")) {
+      chat["continue_final_message"] = true;
+      chat["add_generation_prompt"] = false;
+    }
   }
   // tool_choice "none": vLLM leaves the tools out of the prompt altogether (they are still
   // validated: the reply echoes them).

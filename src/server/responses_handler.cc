@@ -86,8 +86,15 @@ int64_t CachedTokensOf(const Json& usage) {
   return d->value("cached_tokens", int64_t{0});
 }
 
+// The chat usage's completion_tokens_details.reasoning_tokens (with a reasoning parser), else 0.
+int64_t ReasoningTokensOf(const Json& usage) {
+  auto d = usage.find("completion_tokens_details");
+  if (d == usage.end() || !d->is_object()) return 0;
+  return d->value("reasoning_tokens", int64_t{0});
+}
+
 // vLLM's ResponseUsage: OpenAI's fields and its per-turn lists (empty: one turn, no tools).
-Json UsageOf(int64_t input, int64_t output, int64_t cached) {
+Json UsageOf(int64_t input, int64_t output, int64_t cached, int64_t reasoning) {
   return {{"input_tokens", input},
           {"input_tokens_details",
            {{"cached_tokens", cached},
@@ -95,7 +102,7 @@ Json UsageOf(int64_t input, int64_t output, int64_t cached) {
             {"cached_tokens_per_turn", Json::array()}}},
           {"output_tokens", output},
           {"output_tokens_details",
-           {{"reasoning_tokens", 0},
+           {{"reasoning_tokens", reasoning},
             {"tool_output_tokens", 0},
             {"output_tokens_per_turn", Json::array()},
             {"tool_output_tokens_per_turn", Json::array()}}},
@@ -211,6 +218,7 @@ class StreamTranslator {
       input_tokens_ = u->value("prompt_tokens", int64_t{0});
       output_tokens_ = u->value("completion_tokens", int64_t{0});
       cached_tokens_ = CachedTokensOf(*u);
+      reasoning_tokens_ = ReasoningTokensOf(*u);
     }
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
@@ -256,7 +264,7 @@ class StreamTranslator {
   bool Fail(const Json& error) {
     const std::string message = error.value("message", "");
     const Json code = error.value("type", Json(nullptr));
-    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_, cached_tokens_), nullptr);
+    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_, cached_tokens_, reasoning_tokens_), nullptr);
     r["error"] = {{"code", code}, {"message", message}};
     return out_->Emit({{"type", "error"}, {"code", code}, {"message", message}, {"param", nullptr}}) &&
            out_->Emit({{"type", "response.failed"}, {"response", std::move(r)}});
@@ -269,7 +277,7 @@ class StreamTranslator {
     }
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
-                            UsageOf(input_tokens_, output_tokens_, cached_tokens_), Incomplete(outcome_.finish_reason));
+                            UsageOf(input_tokens_, output_tokens_, cached_tokens_, reasoning_tokens_), Incomplete(outcome_.finish_reason));
     // vLLM ends every stream with response.completed, an incomplete response's status inside
     // it (OpenAI's SDKs take their final response from that event only).
     return out_->Emit({{"type", "response.completed"}, {"response", std::move(r)}});
@@ -428,7 +436,7 @@ class StreamTranslator {
   std::string reasoning_id_, message_id_;
   std::string reasoning_text_, message_text_;  // the open (or last) item's text
   std::vector<Call> calls_;
-  int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
+  int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0, reasoning_tokens_ = 0;
   Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
 };
 
@@ -460,7 +468,7 @@ HttpReply Complete(const ServerContext& ctx, ResponsesJob& job, const std::strin
                           OutputItems(job, o),
                           UsageOf(usage.value("prompt_tokens", int64_t{0}),
                                   usage.value("completion_tokens", int64_t{0}),
-                                  CachedTokensOf(usage)),
+                                  CachedTokensOf(usage), ReasoningTokensOf(usage)),
                           Incomplete(o.finish_reason));
   return HttpReply::Json(r);
 }
@@ -476,7 +484,13 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   LogIgnoredFields(ignored);
   auto job = std::make_shared<ResponsesJob>();
   job->ctx = &ctx;
-  job->id = ctx.NewRequestId("resp", '_');
+  // The client's request_id names the response, as vLLM's ResponsesRequest.request_id does.
+  if (auto id = request.find("request_id"); id != request.end() && id->is_string() &&
+      !id->get_ref<const std::string&>().empty()) {
+    job->id = id->get<std::string>();
+  } else {
+    job->id = ctx.NewRequestId("resp", '_');
+  }
   job->created = UnixNow();
   std::optional<std::string> model;
   if (auto m = chat->find("model"); m != chat->end() && m->is_string()) model = m->get<std::string>();

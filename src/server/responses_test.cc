@@ -63,7 +63,7 @@ TEST(ResponsesRequest, InputItemsBecomeMessages) {
   // vLLM's construct_chat_messages_with_tool_call: an assistant turn's reasoning, text and
   // calls fold into one chat message (each joins the message before it while that has none).
   const Json expected = Json::parse(R"([
-      {"role": "system", "content": "Rules."},
+      {"role": "developer", "content": "Rules."},
       {"role": "user", "content": [{"type": "text", "text": "Look:"},
                                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
       {"role": "assistant", "reasoning": "Think.", "content": "Calling.", "tool_calls": [
@@ -121,6 +121,37 @@ TEST(ResponsesRequest, UnknownFieldsAreReportedAndExtrasPassed) {
   EXPECT_EQ(chat["top_k"], 5);
   EXPECT_EQ(chat["seed"], 3);
   EXPECT_EQ(ignored, std::vector<std::string>{"frobnicate"});
+  // vLLM's ResponsesRequest fields the chat request takes as they are.
+  ignored.clear();
+  const Json extras = Translate(R"({"input": "x", "include_stop_str_in_output": true,
+      "skip_special_tokens": false, "include_reasoning": false, "mm_processor_kwargs": {"a": 1},
+      "vllm_xargs": {"k": "v"}})", &ignored);
+  EXPECT_TRUE(ignored.empty()) << ignored.front();
+  EXPECT_EQ(extras["include_stop_str_in_output"], true);
+  EXPECT_EQ(extras["skip_special_tokens"], false);
+  EXPECT_EQ(extras["include_reasoning"], false);
+}
+
+// vLLM's build_chat_params: reasoning.effort drives the template's thinking, truncation "auto"
+// cuts the prompt to fit, and a last assistant item left in progress is continued.
+TEST(ResponsesRequest, ReasoningTruncationAndContinuation) {
+  Json chat = Translate(R"({"input": "x", "reasoning": {"effort": "high"}, "truncation": "auto"})");
+  EXPECT_EQ(chat["reasoning_effort"], "high");
+  EXPECT_EQ(chat["truncate_prompt_tokens"], -1);
+  chat = Translate(R"({"input": "x", "reasoning": null, "truncation": "disabled"})");
+  EXPECT_FALSE(chat.contains("reasoning_effort"));
+  EXPECT_FALSE(chat.contains("truncate_prompt_tokens"));
+  for (const char* status : {"in_progress", "incomplete"}) {
+    chat = Translate(std::string(R"({"input": [{"role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "status": ")") + status +
+                     R"(", "content": [{"type": "output_text", "text": "Sure, the"}]}]})");
+    EXPECT_EQ(chat["continue_final_message"], true) << status;
+    EXPECT_EQ(chat["add_generation_prompt"], false) << status;
+  }
+  chat = Translate(R"({"input": [{"role": "user", "content": "hi"},
+      {"type": "message", "role": "assistant", "status": "completed",
+       "content": [{"type": "output_text", "text": "Done."}]}]})");
+  EXPECT_FALSE(chat.contains("continue_final_message"));
 }
 
 TEST(ResponsesRequest, IncludeOutputLogprobs) {
