@@ -133,7 +133,7 @@ TEST_F(BenchE2E, CompletionsWithConcurrencyCap) {
       // A model name that is no local directory: the vocabulary comes from /detokenize.
       Cpmserve(ServeArgs({"--model", "tiny", "--num-prompts", "6", "--max-concurrency", "3", "--percentile-metrics",
                           "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--goodput",
-                          "ttft:600000", "--save-detailed", "--result-filename", result}),
+                          "ttft:600000", "--save-detailed", "--save-result", "--result-filename", result}),
                *tmp_);
   ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
   for (const char* line :
@@ -189,7 +189,7 @@ TEST_F(BenchE2E, SpeculativeDecodingBlockFromTheServersCounters) {
   const ProcessRun run = Cpmserve({"bench", "serve", "--port", std::to_string(spec.port()),
                                    "--num-prompts", "2", "--random-input-len", "12",
                                    "--random-output-len", "24", "--extra-body",
-                                   R"({"logit_bias": {"5": 100}})", "--result-filename", result},
+                                   R"({"logit_bias": {"5": 100}})", "--save-result", "--result-filename", result},
                                   *tmp_);
   ASSERT_EQ(run.rc, 0) << run.out << run.err << spec.Log();
   for (const char* line : {"---------------Speculative Decoding---------------",
@@ -250,7 +250,7 @@ TEST_F(BenchE2E, ChatWithPoissonArrivalsAndTheServersModelRoot) {
   const ProcessRun run = Cpmserve(
       ServeArgs({"--backend", "openai-chat", "--num-prompts", "4", "--request-rate", "20",
                  "--percentile-metrics", "ttft,tpot,itl,e2el",
-                 "--metric-percentiles", "50,99", "--save-detailed", "--result-filename", result}),
+                 "--metric-percentiles", "50,99", "--save-detailed", "--save-result", "--result-filename", result}),
       *tmp_);
   ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
   EXPECT_NE(run.out.find("Request rate configured (RPS):           20.00"), std::string::npos)
@@ -290,6 +290,25 @@ TEST_F(BenchE2E, VllmsOtherFlags) {
   EXPECT_EQ(r["total_output_tokens"], 3 * 3);
   EXPECT_EQ(r["run"], "nightly");
   EXPECT_NE(run.out.find("Warming up with 1 requests..."), std::string::npos) << run.out;
+}
+
+// Warmups send the first prompt, as vLLM's (its test request's): the timed prompts stay out of
+// the prefix cache. 3 prompts of 40 tokens (2 full blocks each): the test request computes
+// prompt 0, the 2 warmups and prompt 0's timed run hit its 32 tokens, prompts 1 and 2 hit
+// nothing (warming with every prompt made all timed requests hits). --append-result alone
+// writes the file, as vLLM's.
+TEST_F(BenchE2E, WarmupsLeaveTheTimedPromptsUncached) {
+  const double hits0 = e2e::Metric(e2e::Get(server_->port(), "/metrics").body, "vllm:prefix_cache_hits_total");
+  const std::string result = *tmp_ + "/appended.json";
+  const ProcessRun run = Cpmserve(
+      {"bench", "serve", "--port", std::to_string(server_->port()), "--api-key", "sekret",
+       "--num-prompts", "3", "--random-input-len", "40", "--random-output-len", "2",
+       "--num-warmups", "2", "--append-result", "--result-filename", result},
+      *tmp_);
+  ASSERT_EQ(run.rc, 0) << run.out << run.err << server_->Log();
+  const double hits = e2e::Metric(e2e::Get(server_->port(), "/metrics").body, "vllm:prefix_cache_hits_total");
+  EXPECT_EQ(hits - hits0, 3 * 32) << run.out;
+  EXPECT_TRUE(Json::parse(ReadFile(result), nullptr, false).is_object()) << ReadFile(result);
 }
 
 TEST_F(BenchE2E, ErrorsAreOneLineAndNonZero) {
