@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "eval/eval_runner.h"
 #include "eval/reference_dump.h"
 #include "eval/serve_process.h"
 #include "eval/validate.h"
+#include "model/registry.h"
 
 namespace cpm {
 namespace {
@@ -28,9 +30,18 @@ int RunValidate(ValidateOptions o, const std::vector<std::string>& extras, const
   o.exe = *exe;
   if (!o.reference.empty()) {
     // Read before the gates run their servers (minutes), as `eval` reads it: unusable, exit 2.
-    if (auto refs = ReadReferenceDump(o.reference); !refs.ok()) {
+    auto refs = ReadReferenceDump(o.reference);
+    if (!refs.ok()) {
       std::fprintf(stderr, "validate: %s\n", refs.status().message().c_str());
       return 2;
+    }
+    // ...and checked against the model's vocabulary from its config (a config that does not
+    // parse is the gates' to report).
+    if (auto vocab = ConfigVocabSize(o.model_dir); vocab.ok()) {
+      if (Status s = CheckReferenceForModel(*refs, *vocab); !s.ok()) {
+        std::fprintf(stderr, "validate: %s\n", s.message().c_str());
+        return 2;
+      }
     }
   }
   std::error_code ec;

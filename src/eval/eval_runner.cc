@@ -45,6 +45,15 @@ Status CheckTopLogprobs(const ReferenceRecord& r, int64_t vocab) {
 
 }  // namespace
 
+Status CheckReferenceForModel(const std::vector<ReferenceRecord>& refs, int64_t vocab) {
+  for (const ReferenceRecord& r : refs) {
+    CPM_RETURN_IF_ERROR(CheckRecordPromptIds(r, vocab));
+    CPM_RETURN_IF_ERROR(CheckTopLogprobs(r, vocab));
+    if (r.greedy_ids) CPM_RETURN_IF_ERROR(CheckFieldIds(r, "greedy_ids", *r.greedy_ids, vocab));
+  }
+  return OkStatus();
+}
+
 std::string PromptLabel(const ReferenceRecord& r, const Tokenizer* tokenizer) {
   if (r.prompt) return *r.prompt;
   if (tokenizer) return tokenizer->Decode(r.prompt_ids, /*skip_special_tokens=*/true);

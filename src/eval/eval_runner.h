@@ -52,6 +52,12 @@ struct EvalRunOptions {
 // Label of a record for tables: its prompt text, else the decoded ids, else the ids.
 std::string PromptLabel(const ReferenceRecord& r, const Tokenizer* tokenizer);
 
+// The checks the runs below make of a reference before computing anything, for a model of
+// `vocab` ids: every record's prompt_ids, top_logprobs (enough of them) and greedy_ids (when
+// present) usable. Errors name the file, line, record and field. `validate` calls it before
+// starting its servers.
+Status CheckReferenceForModel(const std::vector<ReferenceRecord>& refs, int64_t vocab);
+
 // All prompts in one OfflineGenerator run with max_tokens 0 and recorded log-prob rows.
 StatusOr<LogitsEval> RunLogitsEval(Model& model, ThreadPool& pool,
                                    const std::vector<ReferenceRecord>& refs,

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "io/mmap_file.h"
 #include "model/minicpm.h"
+#include "model/minicpm_config.h"
 #include "model/minicpmv46_vision.h"
 #include "model/qwen35.h"
 #include "model/qwen35_config.h"
@@ -35,6 +36,20 @@ std::vector<std::string> SupportedArchitectures() {
   std::vector<std::string> names;
   for (const auto& [name, loader] : Loaders()) names.push_back(name);
   return names;
+}
+
+StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  const bool minicpm = j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
+                       !j["architectures"].empty() && j["architectures"][0] == "MiniCPMForCausalLM";
+  if (minicpm) {
+    CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
+    return c.vocab_size;
+  }
+  CPM_ASSIGN_OR_RETURN(Qwen35Config c, ParseQwen35Config(text, path));
+  return c.vocab_size;
 }
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPool& pool) {

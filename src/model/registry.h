@@ -24,4 +24,8 @@ StatusOr<std::unique_ptr<VisionEncoder>> LoadVisionEncoder(const LoadOptions& op
 // The architectures LoadModel accepts.
 std::vector<std::string> SupportedArchitectures();
 
+// The language model's vocabulary size from `model_dir`/config.json alone (no weights read),
+// as the loader would take it; errors as LoadModel's.
+StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir);
+
 }  // namespace cpm

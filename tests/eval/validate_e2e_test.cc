@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "eval/run_command.h"
 #include "eval/tiny_model_fixture.h"
@@ -55,6 +56,22 @@ TEST_F(ValidateE2e, HealthyCheckpointPassesEveryGate) {
   const auto m = RunCommand(Validate("--reference " + dir_ + "/missing.jsonl"));
   EXPECT_EQ(m.exit_code, 2) << m.out;
   EXPECT_EQ(m.out.find("Stage A"), std::string::npos) << m.out;
+  // So is one that reads but does not fit the model (a top-1 list where the tables need 20),
+  // as `eval logits` finds it: exit 2 before the gates' servers run, not after them.
+  {
+    std::ifstream in(dir_ + "/ref.jsonl");
+    std::ofstream out(dir_ + "/short.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      j["top_logprobs"] = nlohmann::json::array({j["top_logprobs"][0]});
+      out << j.dump() << "\n";
+    }
+  }
+  const auto s = RunCommand(Cpmserve() + " validate " + dir_ + "/model --reference " + dir_ +
+                            "/short.jsonl --work-dir " + dir_ + "/logs 2>&1");
+  EXPECT_EQ(s.exit_code, 2) << s.out;
+  EXPECT_NE(s.out.find("top_logprobs: holds 1 entries"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("Stage A"), std::string::npos) << s.out;
 }
 
 TEST_F(ValidateE2e, SeedServeFlagsAndApiKeyAreHandled) {
