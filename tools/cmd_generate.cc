@@ -264,9 +264,15 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(NonNegative());
   cmd->add_option("--top-k", a->top_k, "0 = off")->check(NonNegative());
-  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", a->min_p, "min-p filter");
+  // vLLM's SamplingParams ranges: 0 < top_p <= 1, 0 <= min_p <= 1.
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass, in (0, 1]")
+      ->check(CLI::Validator(
+          [](const std::string& s) {
+            const double v = std::strtod(s.c_str(), nullptr);
+            return v > 0.0 && v <= 1.0 ? std::string() : "top_p must be in (0, 1], got " + s;
+          },
+          "(0, 1]"));
+  cmd->add_option("--min-p", a->min_p, "min-p filter, in [0, 1]")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", a->seed, "sampling seed");
   cmd->add_option("--logprobs", a->logprobs, "print the top-k log-probs of each step");
   cmd->add_option("--dump-logprobs", a->dump_logprobs, "write full log-prob rows as JSON to this file");

@@ -18,6 +18,7 @@ struct SeqState {
   std::vector<int32_t> blocks;
   int64_t computed = 0;  // tokens whose K/V are in the cache
   int32_t state_slot = -1;  // hybrid models: this sequence's recurrent state
+  int64_t max_tokens = 0;   // the request's, within what the context leaves
   bool done = false;
   Rng rng;
 };
@@ -52,8 +53,14 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
   const ModelInfo& info = model_.info();
   const int64_t bs = options_.block_size, vocab = info.vocab_size;
   int64_t total_blocks = 0;
-  for (const GenerateRequest& r : requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerateRequest& r = requests[i];
     if (r.prompt.empty()) return InvalidArgument("a prompt needs at least one token");
+    if (info.max_positions > 0 && static_cast<int64_t>(r.prompt.size()) > info.max_positions) {
+      return InvalidArgument("prompt " + std::to_string(i) + " has " + std::to_string(r.prompt.size()) +
+                             " tokens, beyond the model's " + std::to_string(info.max_positions) +
+                             " positions (--max-model-len)");
+    }
     if (r.embeds.size() != r.embed_rows.size() * static_cast<size_t>(info.hidden_size))
       return InvalidArgument("embeds must hold embed_rows.size() x hidden_size floats");
     total_blocks += BlocksForTokens(static_cast<int64_t>(r.prompt.size()) + r.max_tokens, bs);
@@ -70,6 +77,10 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
   for (size_t i = 0; i < requests.size(); ++i) {
     seqs[i].req = &requests[i];
     seqs[i].tokens = requests[i].prompt;
+    // Generation stops where the context ends ("length"), as the server's does.
+    const int64_t room = info.max_positions - static_cast<int64_t>(requests[i].prompt.size());
+    seqs[i].max_tokens = info.max_positions > 0 ? std::min(requests[i].max_tokens, room)
+                                                : requests[i].max_tokens;
     seqs[i].rng.seed(requests[i].sampling.seed.value_or(options_.seed + i));
     if (states) seqs[i].state_slot = *states->Allocate();
     if (requests[i].max_tokens == 0) {
@@ -156,7 +167,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       }
       const bool is_prompt_end = static_cast<int64_t>(s.tokens.size()) == prompt_len;
       RecordRow(s, logprobs, logsumexp, is_prompt_end ? prompt_len - 1 : -1);
-      if (static_cast<int64_t>(s.result.output.size()) >= s.req->max_tokens) {
+      if (static_cast<int64_t>(s.result.output.size()) >= s.max_tokens) {
         s.done = true;  // max_tokens 0 with recorded rows
         s.result.finish_reason = "length";
         continue;
@@ -171,7 +182,7 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
       s.tokens.push_back(tok);
       const bool stop = !s.req->ignore_eos && std::count(s.req->stop_token_ids.begin(),
                                                         s.req->stop_token_ids.end(), tok) > 0;
-      if (stop || static_cast<int64_t>(s.result.output.size()) >= s.req->max_tokens) {
+      if (stop || static_cast<int64_t>(s.result.output.size()) >= s.max_tokens) {
         s.done = true;
         s.result.finish_reason = stop ? "stop" : "length";
       }

@@ -190,6 +190,7 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   info_.vocab_size = c_.vocab_size;
   info_.hidden_size = hd;
   info_.max_position_embeddings = c_.max_position_embeddings;
+  info_.max_positions = max_len;
   info_.dtype = dtype;
   info_.kv = {c_.num_hidden_layers, c_.num_key_value_heads, c_.head_dim};
   info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());

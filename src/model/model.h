@@ -24,6 +24,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;          // rows of the logits
   int64_t hidden_size = 0;
   int64_t max_position_embeddings = 0;
+  int64_t max_positions = 0;       // positions this load computes (its RoPE table: max_model_len)
   DType dtype = DType::kBF16;      // compute dtype (weights and KV cache)
   KvCacheSpec kv;                  // paged KV cache shape
   int64_t state_slot_bytes = 0;    // per-sequence recurrent state; 0 for pure attention models

@@ -190,6 +190,7 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   info_.vocab_size = c_.vocab_size;
   info_.hidden_size = D;
   info_.max_position_embeddings = c_.max_position_embeddings;
+  info_.max_positions = max_len;
   info_.dtype = dtype;
   info_.kv = {full, c_.num_key_value_heads, c_.head_dim};
   info_.state_slot_bytes = linear * state_floats_ * static_cast<int64_t>(sizeof(float));

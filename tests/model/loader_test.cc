@@ -179,6 +179,32 @@ TEST_F(LoaderTest, DummyWeightsBeyondMemoryNameTheConfig) {
   ExpectMentions(s, {"config.json", "more than this machine's", "are the config's sizes"});
 }
 
+// Offline generation stops where the load's context ends ("length", as the server's), and a
+// prompt beyond it is an error naming it (this was "position 64 is beyond the model length").
+TEST_F(LoaderTest, OfflineGenerationStopsAtTheContext) {
+  LoadOptions lo;
+  lo.model_dir = dir_.string();
+  lo.max_model_len = 16;
+  auto m = LoadModel(lo, pool_);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->info().max_positions, 16);
+  OfflineGenerator gen(**m, pool_, {});
+  GenerateRequest r;
+  r.prompt = {1, 5, 6, 7, 8, 9};
+  r.max_tokens = 100;
+  r.ignore_eos = true;
+  auto out = gen.Run({r});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].output.size(), 10u);  // 6 prompt tokens + 10 = 16 positions
+  EXPECT_EQ((*out)[0].finish_reason, "length");
+  GenerateRequest longer = r;
+  longer.prompt.assign(17, 5);
+  auto too_long = gen.Run({r, longer});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("prompt 1 has 17 tokens, beyond the model's 16 positions"),
+            std::string::npos) << too_long.status().message();
+}
+
 // A context no machine can hold is an error naming where it came from, not a bad_alloc.
 TEST_F(LoaderTest, ContextBeyondMemoryNamesIt) {
   EditConfig([](nlohmann::json& j) { j["max_position_embeddings"] = int64_t{1} << 40; });

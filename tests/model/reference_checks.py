@@ -338,6 +338,9 @@ def scenario_cli_errors(s):
     m2 = s.make_tiny("m2", "--dtype", "float32")
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,x"], "prompt-ids")
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,99999"], "vocabulary")
+    # vLLM's sampling ranges: 0 < top_p <= 1, 0 <= min_p <= 1.
+    expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--top-p", "0"], "top_p must be in (0, 1]")
+    expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--min-p", "2"], "--min-p")
 
 
 def scenario_hybrid_generate(s):
