@@ -57,9 +57,9 @@ StatusOr<std::vector<GenerateResult>> OfflineGenerator::Run(
     const GenerateRequest& r = requests[i];
     if (r.prompt.empty()) return InvalidArgument("a prompt needs at least one token");
     if (info.max_positions > 0 && static_cast<int64_t>(r.prompt.size()) > info.max_positions) {
-      return InvalidArgument("prompt " + std::to_string(i) + " has " + std::to_string(r.prompt.size()) +
-                             " tokens, beyond the model's " + std::to_string(info.max_positions) +
-                             " positions (--max-model-len)");
+      return InvalidArgument("prompt " + std::to_string(i) + " has " +
+                             std::to_string(r.prompt.size()) + " tokens, beyond the model's " +
+                             std::to_string(info.max_positions) + " positions (--max-model-len)");
     }
     if (r.embeds.size() != r.embed_rows.size() * static_cast<size_t>(info.hidden_size))
       return InvalidArgument("embeds must hold embed_rows.size() x hidden_size floats");

@@ -42,8 +42,9 @@ StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  const bool minicpm = j.is_object() && j.contains("architectures") && j["architectures"].is_array() &&
-                       !j["architectures"].empty() && j["architectures"][0] == "MiniCPMForCausalLM";
+  const bool minicpm = j.is_object() && j.contains("architectures") &&
+                       j["architectures"].is_array() && !j["architectures"].empty() &&
+                       j["architectures"][0] == "MiniCPMForCausalLM";
   if (minicpm) {
     CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
     return c.vocab_size;

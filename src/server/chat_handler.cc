@@ -339,7 +339,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     c["choices"] = Json::array();
     c["usage"] = StreamUsageJson(UsageJson(static_cast<int64_t>(job.prompt.size()),
                                            run.completion_tokens(),
-                                           job.cached_tokens_details ? run.cached_tokens(true) : 0));
+                                           job.cached_tokens_details ? run.cached_tokens(true)
+                                                                     : 0));
     AddReasoningTokens(job, generated, &c["usage"]);
     if (!write(SseEvent(c))) return;
   }

@@ -162,7 +162,8 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     Json c = ResponseHead(job.id, "text_completion", job.created, job.model);
     c["choices"] = Json::array();
     c["usage"] = StreamUsageJson(
-        UsageJson(job.prompt_tokens, run.completion_tokens(), ReportedCachedTokens(ctx, run, true)));
+        UsageJson(job.prompt_tokens, run.completion_tokens(),
+                  ReportedCachedTokens(ctx, run, true)));
     if (!write(SseEvent(c))) return;
   }
   write(SseDone());

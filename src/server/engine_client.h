@@ -15,7 +15,8 @@ class EngineClient {
   virtual ~EngineClient() = default;
   virtual std::shared_ptr<RequestStream> Submit(EngineRequest request) = 0;
   // Several at once, planned in one step (Engine::SubmitAll); one by one unless overridden.
-  virtual std::vector<std::shared_ptr<RequestStream>> SubmitAll(std::vector<EngineRequest> requests) {
+  virtual std::vector<std::shared_ptr<RequestStream>> SubmitAll(
+      std::vector<EngineRequest> requests) {
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (EngineRequest& r : requests) streams.push_back(Submit(std::move(r)));
     return streams;
@@ -30,7 +31,8 @@ class EngineAdapter : public EngineClient {
   std::shared_ptr<RequestStream> Submit(EngineRequest request) override {
     return engine_->Submit(std::move(request));
   }
-  std::vector<std::shared_ptr<RequestStream>> SubmitAll(std::vector<EngineRequest> requests) override {
+  std::vector<std::shared_ptr<RequestStream>> SubmitAll(
+      std::vector<EngineRequest> requests) override {
     return engine_->SubmitAll(std::move(requests));
   }
   void Cancel(const std::string& request_id) override { engine_->Cancel(request_id); }

@@ -53,7 +53,8 @@ StatusOr<ForcedToolChoice> ForcedToolChoice::Make(const Json& tools, std::string
           // single meaning there (vLLM's _get_tool_schema_defs refuses it with this text).
           // Compared as unordered JSON: an ordered_json's equality depends on key order,
           // where vLLM compares Python dicts.
-          if (auto it = defs.find(k); it != defs.end() && nlohmann::json(*it) != nlohmann::json(v)) {
+          auto it = defs.find(k);
+          if (it != defs.end() && nlohmann::json(*it) != nlohmann::json(v)) {
             return InvalidArgument("Tool definition '" + k +
                                    "' has multiple schemas, which is not supported.");
           }

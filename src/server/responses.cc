@@ -300,9 +300,12 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
   // (vLLM's should_continue_final_message).
   if (input->is_array() && !input->empty()) {
     const Json& last = input->back();
-    const std::string status = last.is_object() ? StringField(last, "status") : "";
-    const std::string type = last.is_object() ? StringField(last, "type", last.contains("role") ? "message" : "") : "";
-    const bool assistant = (type == "message" && StringField(last, "role") == "assistant") || type == "reasoning";
+    const bool object = last.is_object();
+    const std::string status = object ? StringField(last, "status") : "";
+    const std::string type =
+        object ? StringField(last, "type", last.contains("role") ? "message" : "") : "";
+    const bool assistant =
+        (type == "message" && StringField(last, "role") == "assistant") || type == "reasoning";
     if (assistant && (status == "in_progress" || status == "incomplete")) {
       chat["continue_final_message"] = true;
       chat["add_generation_prompt"] = false;

@@ -264,7 +264,7 @@ class StreamTranslator {
   bool Fail(const Json& error) {
     const std::string message = error.value("message", "");
     const Json code = error.value("type", Json(nullptr));
-    Json r = ResponseObject(job_, "failed", items_, UsageOf(input_tokens_, output_tokens_, cached_tokens_, reasoning_tokens_), nullptr);
+    Json r = ResponseObject(job_, "failed", items_, Usage(), nullptr);
     r["error"] = {{"code", code}, {"message", message}};
     return out_->Emit({{"type", "error"}, {"code", code}, {"message", message}, {"param", nullptr}}) &&
            out_->Emit({{"type", "response.failed"}, {"response", std::move(r)}});
@@ -277,7 +277,7 @@ class StreamTranslator {
     }
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
-                            UsageOf(input_tokens_, output_tokens_, cached_tokens_, reasoning_tokens_), Incomplete(outcome_.finish_reason));
+                            Usage(), Incomplete(outcome_.finish_reason));
     // vLLM ends every stream with response.completed, an incomplete response's status inside
     // it (OpenAI's SDKs take their final response from that event only).
     return out_->Emit({{"type", "response.completed"}, {"response", std::move(r)}});
@@ -437,6 +437,9 @@ class StreamTranslator {
   std::string reasoning_text_, message_text_;  // the open (or last) item's text
   std::vector<Call> calls_;
   int64_t input_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0, reasoning_tokens_ = 0;
+  Json Usage() const {
+    return UsageOf(input_tokens_, output_tokens_, cached_tokens_, reasoning_tokens_);
+  }
   Json pending_logprobs_ = Json::array();  // of tokens whose text has not come yet
 };
 
