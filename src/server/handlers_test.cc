@@ -1080,6 +1080,15 @@ TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
   EXPECT_EQ(r["background"], false);
   EXPECT_EQ(r["service_tier"], "auto");
   EXPECT_FALSE(r.contains("store"));
+  // A previous_response_id names nothing stored: vLLM's 404 (store off), as GET's.
+  Json previous = body;
+  previous["previous_response_id"] = "resp_x";
+  HttpReply missing = HandleResponses(ctx_, previous.dump(), Clock::now());
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  const Json err = Json::parse(missing.body)["error"];
+  EXPECT_EQ(err["message"], "Response with id 'resp_x' not found.");
+  EXPECT_EQ(err["type"], "invalid_request_error");
+  EXPECT_EQ(err["param"], "response_id");
   EXPECT_EQ(r["usage"]["output_tokens_details"]["tool_output_tokens"], 0);
   EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens_per_turn"], Json::array());
   ASSERT_EQ(r["output"].size(), 2u) << r.dump();

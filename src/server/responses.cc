@@ -254,9 +254,13 @@ StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::st
                                         "tool_choice", "text", "max_output_tokens",
                                         "previous_response_id", "top_logprobs", "request_id",
                                         "prompt", "max_tool_calls"};
-  if (r.Has("previous_response_id"))
-    return InvalidArgument("previous_response_id: cpmserve stores no responses; send the "
-                           "conversation as input items");
+  // Nothing is stored (vLLM's default, its store off): an earlier response is one it does not
+  // hold, vLLM's 404 (the handler gives it vLLM's error type).
+  if (r.Has("previous_response_id")) {
+    std::optional<std::string> previous;
+    CPM_RETURN_IF_ERROR(r.OptString("previous_response_id", &previous));
+    return NotFound("Response with id '" + *previous + "' not found.").WithParam("response_id");
+  }
   if (r.Has("prompt")) return InvalidArgument("prompt template is not supported");
   bool background = false, stream = false;
   CPM_RETURN_IF_ERROR(r.Bool("background", &background));

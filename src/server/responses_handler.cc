@@ -483,6 +483,11 @@ HttpReply HandleResponses(const ServerContext& ctx, const std::string& body,
   const Json request = protocol::ParseOrderedJson(body);
   std::vector<std::string> ignored;
   auto chat = ChatRequestFromResponses(request, &ignored);
+  if (!chat.ok() && chat.status().code() == StatusCode::kNotFound) {
+    ApiError e = ApiErrorFromStatus(chat.status());
+    e.type = "invalid_request_error";  // vLLM's _make_not_found_error
+    return HttpReply::Error(e);
+  }
   if (!chat.ok()) return HttpReply::Error(chat.status());
   LogIgnoredFields(ignored);
   auto job = std::make_shared<ResponsesJob>();
