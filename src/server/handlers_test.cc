@@ -1370,6 +1370,30 @@ TEST_F(ReasoningHandlersTest, EmptyReplyHasNullContent) {
   EXPECT_TRUE(r["choices"][0]["message"]["reasoning"].is_null());
 }
 
+// An empty Responses answer as vLLM's: no message item where a reasoning parser reads the
+// reply, a message without content parts where none does; streamed, no item at all.
+TEST_F(ReasoningHandlersTest, EmptyResponsesAnswerAsVllm) {
+  engine_.script.clear();  // the first token is <|im_end|>
+  const Json body = {{"input", "hi"}, {"max_output_tokens", 8}};
+  Json r = Json::parse(HandleResponses(ctx_, body.dump(), Clock::now()).body);
+  EXPECT_EQ(r["output"], Json::array()) << r.dump();
+  Json streamed = body;
+  streamed["stream"] = true;
+  Json completed;
+  int added = 0;
+  for (const Json& e : ResponsesEvents(Drain(HandleResponses(ctx_, streamed.dump(), Clock::now())))) {
+    added += e["type"] == "response.output_item.added";
+    if (e["type"] == "response.completed") completed = e["response"];
+  }
+  EXPECT_EQ(added, 0);
+  EXPECT_EQ(completed["output"], Json::array()) << completed.dump();
+  ctx_.reasoning_parser.clear();
+  r = Json::parse(HandleResponses(ctx_, body.dump(), Clock::now()).body);
+  ASSERT_EQ(r["output"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["output"][0]["type"], "message");
+  EXPECT_EQ(r["output"][0]["content"], Json::array());
+}
+
 TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {
   ctx_.reasoning_parser.clear();
   Json r = Chat(Body(true, false));

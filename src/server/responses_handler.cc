@@ -117,16 +117,19 @@ struct Outcome {
   Json logprobs = Json::array();  // ResponsesLogprobs of the tokens, when include asked
 };
 
-// A finished choice's output items: its reasoning, its message (also when empty, unless calls
-// or reasoning stand for the answer), its function calls.
+// A finished choice's output items: its reasoning, its message, its function calls. An empty
+// answer is vLLM's: no message where a reasoning parser reads the reply (its parser adds one
+// only for content), a message without content parts otherwise.
 Json OutputItems(const ResponsesJob& job, const Outcome& o) {
   Json output = Json::array();
   if (!o.reasoning.empty()) output.push_back(ReasoningItem(job.NewItemId("rs"), o.reasoning));
   // A message cut by max_output_tokens is "completed" too: the response's status and
   // incomplete_details carry the cut (vLLM).
-  if (!o.content.empty() || (o.calls.empty() && o.reasoning.empty())) {
+  if (!o.content.empty()) {
     Json text = OutputText(o.content, job.logprobs ? o.logprobs : Json());
     output.push_back(MessageItem(job.NewItemId("msg"), "completed", Json::array({text})));
+  } else if (o.calls.empty() && o.reasoning.empty() && job.ctx->reasoning_parser.empty()) {
+    output.push_back(MessageItem(job.NewItemId("msg"), "completed", Json::array()));
   }
   for (const Json& c : o.calls) {
     output.push_back(FunctionCallItem(job.NewItemId("fc"), c.value("id", ""), c["function"].value("name", ""),
@@ -271,10 +274,8 @@ class StreamTranslator {
   }
 
   bool Finish() {
+    // An empty answer sends no item (vLLM's stream): the final output holds none either.
     if (!CloseReasoning() || !CloseMessage() || !CloseCall()) return false;
-    if (outcome_.reasoning.empty() && outcome_.content.empty() && calls_.empty()) {
-      if (!OpenMessage() || !CloseMessage()) return false;  // an empty answer is still a message
-    }
     const bool incomplete = outcome_.finish_reason == "length";
     Json r = ResponseObject(job_, incomplete ? "incomplete" : "completed", items_,
                             Usage(), Incomplete(outcome_.finish_reason));

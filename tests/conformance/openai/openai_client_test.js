@@ -331,13 +331,17 @@ const tests = {
       ], tool_choice: 'none',
     });
     assert.strictEqual(next.usage.output_tokens, 4);
-    for (const body of [{ tools: [{ type: 'web_search' }] }, { previous_response_id: 'resp_x' }]) {
+    // A built-in tool is a 400; a previous_response_id, with nothing stored, vLLM's 404 (the
+    // SDK's NotFoundError).
+    for (const [body, status] of [[{ tools: [{ type: 'web_search' }] }, 400],
+                                  [{ previous_response_id: 'resp_x' }, 404]]) {
       try {
         await client.responses.create({ model: MODEL, input: 'x', ...body });
-        assert.fail('expected a 400');
+        assert.fail(`expected a ${status}`);
       } catch (e) {
         assert.ok(e instanceof OpenAI.APIError, String(e));
-        assert.strictEqual(e.status, 400);
+        assert.strictEqual(e.status, status);
+        if (status === 404) assert.ok(e instanceof OpenAI.NotFoundError, String(e));
       }
     }
   },
