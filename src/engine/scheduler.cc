@@ -154,8 +154,9 @@ SchedulerOutput Scheduler::Schedule() {
   // Running requests first (mostly decodes: one token each), in admission order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     RequestState* r = running_[i];
-    const int64_t n = ChunkSize(*r, r->num_computed, RequestBudget(budget), logprob_rows,
-                                config_.prompt_chunk_tokens);
+    const int64_t room = RequestBudget(budget);  // this request's share of the step
+    const int64_t n =
+        ChunkSize(*r, r->num_computed, room, logprob_rows, config_.prompt_chunk_tokens);
     if (n == 0) {  // a prefill short of its next chunk boundary, or of log-prob rows: later
       ++i;
       continue;
@@ -163,7 +164,7 @@ SchedulerOutput Scheduler::Schedule() {
     // A decode's draft rides along where budget and blocks allow; it is dropped rather than
     // making room for it by preempting.
     int64_t d = r->num_computed + n == r->num_tokens()
-                    ? std::min(static_cast<int64_t>(r->draft.size()), RequestBudget(budget) - n)
+                    ? std::min(static_cast<int64_t>(r->draft.size()), room - n)
                     : 0;
     if (d > 0 && !kv_.AllocateSlots(*r, n + d, nullptr)) d = 0;
     if (d == 0) r->draft.clear();

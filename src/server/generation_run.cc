@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 
 #include "base/log.h"
 
@@ -81,10 +80,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     c.stop = std::make_unique<StopMatcher>(sampling.stop, sampling.include_stop_str_in_output);
     choices_.push_back(std::move(c));
   }
-  first_cached_.assign(prompt_index + 1, 0);
-  last_cached_.assign(prompt_index + 1, 0);
-  first_event_.assign(prompt_index + 1, {Clock::time_point::max(), INT_MAX});
-  last_finish_.assign(prompt_index + 1, {Clock::time_point::min(), -1});
+  prompts_.assign(prompt_index + 1, PromptCache());
   if (sampling.beam_search) {  // NextBeam runs the searches
     eos_ids_ = eos_ids;
     return;
@@ -156,18 +152,15 @@ std::string GenerationRun::PromptLogId(size_t prompt, size_t num_prompts) const 
 }
 
 void GenerationRun::CancelAll() {
-  size_t prompt = 0, num_prompts = 0, logged = SIZE_MAX;
-  for (const Choice& c : choices_) num_prompts += c.seed_offset == 0;
+  size_t logged = SIZE_MAX;
   for (Choice& c : choices_) {
-    // Choices are consecutive per prompt from seed offset 0: `prompt` counts the prompt starts.
-    if (c.seed_offset == 0 && &c != choices_.data()) ++prompt;
     if (c.finished || !c.stream) continue;
     engine_.Cancel(c.engine_id);
     Finish(c, "abort");
-    if (log_.enabled && logged != prompt) {
+    if (log_.enabled && logged != c.prompt_index) {
       // vLLM's AsyncLLM.generate, once per prompt, under the id its request log gave it.
-      logged = prompt;
-      CPM_LOG_INFO("Request {} aborted.", PromptLogId(prompt, num_prompts));
+      logged = c.prompt_index;
+      CPM_LOG_INFO("Request {} aborted.", PromptLogId(c.prompt_index, prompts_.size()));
     }
   }
 }
@@ -221,9 +214,10 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
     return;
   }
   c.cached_tokens = ev.num_cached_tokens;
-  if (const std::pair key{ev.times.token_time, c.index}; key < first_event_[c.prompt_index]) {
-    first_event_[c.prompt_index] = key;
-    first_cached_[c.prompt_index] = ev.num_cached_tokens;
+  PromptCache& p = prompts_[c.prompt_index];
+  if (const PromptCache::Key key{ev.times.token_time, c.index}; key < p.first_key) {
+    p.first_key = key;
+    p.first = ev.num_cached_tokens;
   }
   c.times = ev.times;
   out->prompt_logprobs = ev.prompt_logprobs;
@@ -276,17 +270,16 @@ void GenerationRun::Process(Choice& c, const TokenEvent& ev, ChoiceUpdate* out) 
 
 int64_t GenerationRun::cached_tokens(bool streamed) const {
   int64_t sum = 0;
-  for (size_t p = 0; p < first_cached_.size(); ++p) {
-    sum += streamed ? first_cached_[p] : last_cached_[p];
-  }
+  for (const PromptCache& p : prompts_) sum += streamed ? p.first : p.last;
   return sum;
 }
 
 void GenerationRun::Finish(Choice& c, const std::string& reason) {
   c.finished = true;
-  if (const std::pair key{c.times.token_time, c.index}; key >= last_finish_[c.prompt_index]) {
-    last_finish_[c.prompt_index] = key;
-    last_cached_[c.prompt_index] = c.cached_tokens;
+  PromptCache& p = prompts_[c.prompt_index];
+  if (const PromptCache::Key key{c.times.token_time, c.index}; key >= p.last_key) {
+    p.last_key = key;
+    p.last = c.cached_tokens;
   }
   c.aborted = reason == "abort";
   if (c.aborted) return;  // no finished-request statistics (RequestObservation)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <functional>
 #include <cstdint>
 #include <deque>
@@ -146,8 +147,12 @@ class GenerationRun {
   RequestLogOptions log_;  // --enable-log-requests: prompts and cancellations are logged
   // Per prompt: the cached tokens of its first event and of its choice that finished last (see
   // cached_tokens()), ordered as the engine emits them: by step, then by choice within a step.
-  std::vector<int64_t> first_cached_, last_cached_;
-  std::vector<std::pair<Clock::time_point, int>> first_event_, last_finish_;
+  struct PromptCache {
+    using Key = std::pair<Clock::time_point, int>;  // (step, choice index)
+    Key first_key{Clock::time_point::max(), INT_MAX}, last_key{Clock::time_point::min(), -1};
+    int64_t first = 0, last = 0;
+  };
+  std::vector<PromptCache> prompts_;  // indexed by Choice::prompt_index
   // Beam search (sampling_.beam_search): the eos ids, whether the searches have run, and the
   // updates they left.
   std::vector<int32_t> eos_ids_;
