@@ -27,6 +27,7 @@
 #include "base/steal_time.h"
 #include "base/thread_pool.h"
 #include "commands.h"
+#include "model_argument.h"
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 #include "kernels/matmul.h"
@@ -540,7 +541,8 @@ void PrintHostNotes(const std::vector<Result>& results, bool kernel_check_above_
 }
 
 int RunBench(const BenchArgs& a) {
-  const std::string dir = a.model.empty() ? DefaultModelDir() : a.model;
+  std::string dir = a.model.empty() ? DefaultModelDir() : a.model;
+  if (!ResolveModelArgument("bench", &dir, /*need_weights=*/false)) return 2;
   std::ifstream cf(dir + "/config.json");
   if (!cf) {
     std::fprintf(stderr, "bench: %s/config.json not found (use --model DIR)\n", dir.c_str());

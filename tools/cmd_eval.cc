@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "commands.h"
+#include "model_argument.h"
 #include "eval/dump_producer.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
@@ -59,6 +60,10 @@ Status WriteText(const std::string& path, const std::string& text) {
   if (!f) return InvalidArgument(path + ": cannot create");
   f << text;
   return f ? OkStatus() : DataLoss(path + ": write error");
+}
+
+bool ResolveModel(EvalArgs* a) {
+  return ResolveModelArgument("eval", &a->model.model_dir, a->model.load_format != "dummy");
 }
 
 int RunDump(const EvalArgs& a) {
@@ -169,7 +174,7 @@ void RegisterEvalCommand(CLI::App& app, int* exit_code) {
   dump->add_flag("--chat", a->chat, "render text prompts with the chat template");
   dump->add_option("--top-k", a->top_k, "log-probs kept per prompt (>= 20)")
       ->check(CLI::Range(20, 1 << 24))->capture_default_str();
-  dump->callback([a, exit_code] { *exit_code = RunDump(*a); });
+  dump->callback([a, exit_code] { *exit_code = ResolveModel(a.get()) ? RunDump(*a) : 2; });
 
   CLI::App* logits = eval->add_subcommand("logits", "compare last-position distributions with a reference");
   AddModelFlags(logits, a.get());
@@ -177,7 +182,7 @@ void RegisterEvalCommand(CLI::App& app, int* exit_code) {
   logits->add_option("--format", a->format, "text | markdown | json")->capture_default_str();
   logits->add_option("--out", a->out, "also write the report here");
   AddLogitsBounds(logits, &a->logits_bounds);
-  logits->callback([a, exit_code] { *exit_code = RunLogits(*a); });
+  logits->callback([a, exit_code] { *exit_code = ResolveModel(a.get()) ? RunLogits(*a) : 2; });
 
   CLI::App* greedy = eval->add_subcommand("greedy", "compare greedy continuations with a reference");
   AddModelFlags(greedy, a.get());
@@ -189,7 +194,7 @@ void RegisterEvalCommand(CLI::App& app, int* exit_code) {
   greedy->add_option("--min-exact", a->greedy_bounds.min_exact_rate, "fail below this exact-match rate");
   greedy->add_option("--min-token-accuracy", a->greedy_bounds.min_token_accuracy,
                      "fail below this mean token accuracy");
-  greedy->callback([a, exit_code] { *exit_code = RunGreedy(*a); });
+  greedy->callback([a, exit_code] { *exit_code = ResolveModel(a.get()) ? RunGreedy(*a) : 2; });
 }
 
 }  // namespace cpm

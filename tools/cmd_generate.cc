@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "commands.h"
+#include "model_argument.h"
 #include "engine/offline_generator.h"
 #include "model/registry.h"
 #include "multimodal/image_processor.h"
@@ -124,7 +125,8 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
   return OkStatus();
 }
 
-int RunGenerate(const GenerateArgs& a) {
+int RunGenerate(GenerateArgs a) {
+  if (!ResolveModelArgument("generate", &a.model, a.load_format != "dummy")) return 2;
   LoadOptions lo;
   lo.model_dir = a.model;
   lo.max_model_len = a.max_model_len;

@@ -163,8 +163,22 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   // user's flags after their defaults); the list-valued flags below keep every value of their
   // last occurrence (TranslateServeArgv drops the earlier ones).
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  cmd->add_option("model_dir", c.model_dir, "Hugging Face model directory (or --model)");
-  cmd->add_option("--model", f->model, "the model directory, as vLLM's --model (instead of MODEL_DIR)");
+  cmd->add_option("model_dir", c.model_dir,
+                  "a Hugging Face model folder, or a hub repository id (org/name) looked up in "
+                  "the hub cache and downloaded into it when missing (or --model)");
+  cmd->add_option("--model", f->model, "the model, as vLLM's --model (instead of MODEL_DIR)");
+  cmd->add_option("--revision", c.revision, "the hub revision (branch, tag or commit) of a repository id")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer-revision", c.tokenizer_revision,
+                  "the hub revision of --tokenizer when it is a repository id (default: "
+                  "--revision)");
+  cmd->add_option("--download-dir", c.download_dir,
+                  "the hub cache folder to look in and download into (default: $HF_HUB_CACHE, "
+                  "else $HF_HOME/hub, else ~/.cache/huggingface/hub)");
+  cmd->add_option("--hf-token", c.hf_token,
+                  "the hub token (default, or with no value: $HF_TOKEN, else the stored login "
+                  "token)")
+      ->expected(0, 1);
   cmd->add_option("--host", c.host, "bind address")->capture_default_str();
   cmd->add_option("--port", c.port, "HTTP port")->capture_default_str();
   cmd->add_option("--seed", c.seed, "sampling seed of requests without one")->capture_default_str();
@@ -284,8 +298,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "compatibility")
       ->capture_default_str();
   cmd->add_option("--tokenizer", c.tokenizer,
-                  "tokenizer folder (tokenizer.json or tokenizer.model, tokenizer_config.json; "
-                  "default: the model's)");
+                  "tokenizer folder or hub repository id (tokenizer.json or tokenizer.model, "
+                  "tokenizer_config.json; default: the model's)");
   cmd->add_option("--max-logprobs", c.max_logprobs,
                   "most log-probs (logprobs, top_logprobs, prompt_logprobs) a request may ask "
                   "for; -1: the vocabulary")

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "model_argument.h"
 #include "eval/eval_runner.h"
 #include "eval/reference_dump.h"
 #include "eval/serve_process.h"
@@ -19,6 +20,8 @@ namespace cpm {
 namespace {
 
 int RunValidate(ValidateOptions o, const std::vector<std::string>& extras, const std::string& out) {
+  // Both gates load the same folder; the real-weight gate needs the weights.
+  if (!ResolveModelArgument("validate", &o.model_dir, !o.dummy_only)) return 2;
   o.serve_args = extras;
   o.version = CPM_VERSION;
   o.eval_model.require_tokenizer = false;

@@ -1,6 +1,5 @@
 // `vllm serve` flags that change nothing cpmserve does: GPU, compilation and distributed tuning,
-// hub download options for a model that is a local folder, and frontend knobs of FastAPI and
-// uvicorn. vLLM's CPU platform accepts the GPU ones and drops them (platforms/cpu.py), and
+// and frontend knobs of FastAPI and uvicorn. vLLM's CPU platform accepts the GPU ones and drops them (platforms/cpu.py), and
 // deployment scripts pass them as a matter of course, so cpmserve accepts each one too and says
 // in one log line that it is ignored, rather than refusing to start.
 //
@@ -20,7 +19,7 @@ namespace cpm {
 
 struct IgnoredFlag {
   const char* names;  // CLI11 names, e.g. "--revision" or "--enable-sleep-mode,!--no-enable-sleep-mode"
-  bool takes_value;   // a value follows (for --hf-token, optionally: argparse's nargs="?")
+  bool takes_value;   // a value follows
   const char* why;    // why it changes nothing here
 };
 
@@ -38,12 +37,8 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--enable-sleep-mode,!--no-enable-sleep-mode", false, "no GPU memory to release"},
       {"--attention-backend", true, "one CPU attention kernel per ISA, chosen at start-up"},
       {"--enable-expert-parallel,!--no-enable-expert-parallel", false, "no experts in these models"},
-      // Hub downloads, for a model that is a local folder.
-      {"--revision", true, "the model is a local folder"},
-      {"--tokenizer-revision", true, "the tokenizer is a local folder"},
+      // Model loading.
       {"--code-revision", true, "no remote code runs"},
-      {"--download-dir", true, "nothing is downloaded"},
-      {"--hf-token", true, "nothing is downloaded"},
       {"--config-format", true, "config.json is read (Hugging Face format)"},
       {"--model-impl", true, "cpmserve's own implementation runs"},
       {"--max-parallel-loading-workers", true, "the weights load with the compute pool"},
@@ -89,7 +84,6 @@ class IgnoredFlags {
       const std::string help = std::string("ignored: ") + f.why;
       CLI::Option* o = f.takes_value ? cmd->add_option(f.names, value_, help)
                                      : cmd->add_flag(f.names, flag_, help);
-      if (std::string(f.names) == "--hf-token") o->expected(0, 1);  // vLLM: --hf-token [TOKEN]
       o->group("vLLM flags accepted and ignored (nothing to tune on a CPU)");
       given_.push_back({o, &f});
     }

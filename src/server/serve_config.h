@@ -15,7 +15,15 @@
 namespace cpm {
 
 struct ServeConfig {
-  std::string model_dir;
+  std::string model_dir;  // a folder, or a Hugging Face repository id (resolved by RunServe)
+  // The model as given, before RunServe resolves model_dir to a local folder: the default served
+  // name and /v1/models' root, as vLLM's args.model.
+  std::string model_name;
+  // Hub downloads (hub/model_source.h), as vLLM's flags of these names.
+  std::string revision = "main";
+  std::string tokenizer_revision;  // --tokenizer's revision ("": --revision, as vLLM)
+  std::string download_dir;        // "": the Hugging Face cache
+  std::string hf_token;            // "": $HF_TOKEN, else the stored login token
   std::string host = "0.0.0.0";
   int port = 8000;
   uint64_t seed = 0;
@@ -68,7 +76,7 @@ struct ServeConfig {
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   int http_threads = 0;               // 0: DefaultHttpThreads(max_num_seqs)
   std::string uvicorn_log_level = "info";
-  std::string tokenizer;              // --tokenizer: tokenizer folder; empty: model_dir
+  std::string tokenizer;              // --tokenizer: folder or repository id; empty: model_dir
   int64_t max_logprobs = 20;          // most log-probs a request may ask for; -1: the vocabulary
   std::string kv_cache_dtype = "auto";  // auto or the model's dtype (the cache holds it)
   std::string response_role = "assistant";  // chat replies' role with add_generation_prompt

@@ -23,6 +23,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "hub/model_source.h"
 #include "kernels/matmul.h"
 #include "model/registry.h"
 #include "server/engine_client.h"
@@ -401,9 +402,10 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   out->engine = std::move(*engine);
   out->client = std::make_unique<EngineAdapter>(out->engine.get());
 
-  ctx.model_names = c.served_model_names.empty() ? std::vector<std::string>{c.model_dir}
+  const std::string& name = c.model_name.empty() ? c.model_dir : c.model_name;
+  ctx.model_names = c.served_model_names.empty() ? std::vector<std::string>{name}
                                                  : c.served_model_names;
-  ctx.model_root = c.model_dir;
+  ctx.model_root = name;
   ctx.max_model_len = budget.max_model_len;
   ctx.tokenizer = out->tokenizer.get();
   ctx.images = out->images.get();
@@ -459,6 +461,23 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   return OkStatus();
 }
 
+// vLLM's model and tokenizer arguments: a folder, or a hub repository id downloaded into (or
+// found in) the Hugging Face cache. Dummy weights need no *.safetensors.
+Status ResolveModelFolders(ServeConfig* c) {
+  c->model_name = c->model_dir;
+  hub::HubOptions o;
+  o.revision = c->revision;
+  o.download_dir = c->download_dir;
+  o.token = c->hf_token;
+  o.need_weights = c->load_format != "dummy";
+  CPM_ASSIGN_OR_RETURN(c->model_dir, hub::ResolveModelFolder(c->model_dir, o));
+  if (c->tokenizer.empty()) return OkStatus();
+  if (!c->tokenizer_revision.empty()) o.revision = c->tokenizer_revision;  // else --revision
+  o.need_weights = false;
+  CPM_ASSIGN_OR_RETURN(c->tokenizer, hub::ResolveModelFolder(c->tokenizer, o));
+  return OkStatus();
+}
+
 }  // namespace
 
 int RunServe(const ServeConfig& config) {
@@ -476,10 +495,7 @@ int RunServe(const ServeConfig& config) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};
   }
   if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
-  std::error_code ec;
-  if (!std::filesystem::is_directory(c.model_dir, ec)) {
-    return Fail("model directory '" + c.model_dir + "' does not exist or is not a directory");
-  }
+  if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
   if (c.enforce_eager) CPM_LOG_INFO("--enforce-eager: the CPU backend always runs eagerly");
   if (c.trust_remote_code) CPM_LOG_INFO("--trust-remote-code: accepted (no remote code runs)");
   auto memory = ReadHostMemory();

@@ -140,6 +140,41 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
   }
 }
 
+// A Hugging Face repository id, as `vllm serve org/name` takes it: found in the hub cache
+// (HF_HUB_OFFLINE here: no network in tests; hub_test covers the download), served under the
+// id as given, and a revision the cache does not hold refused with where it looked.
+TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
+  namespace fs = std::filesystem;
+  const fs::path cache = dir_ + "_hub";
+  const std::string commit = "89abcdef0123456789abcdef0123456789abcdef";
+  const fs::path repo = cache / "models--org--tiny-model";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots");
+  fs::copy(dir_, repo / "snapshots" / commit, fs::copy_options::recursive);
+  std::ofstream(repo / "refs" / "main") << commit;
+  const std::vector<std::string> env = {"HF_HUB_CACHE=" + cache.string(), "HF_HUB_OFFLINE=1"};
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "org/tiny-model", Args({}), env));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const Json models = e2e::Get(p.port(), "/v1/models").json();
+  ASSERT_EQ(models["data"].size(), 1u) << models.dump();
+  EXPECT_EQ(models["data"][0]["id"], "org/tiny-model");
+  EXPECT_EQ(models["data"][0]["root"], "org/tiny-model");
+  EXPECT_NE(p.Log().find((repo / "snapshots" / commit).string()), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+
+  ServerProcess other_revision;
+  ASSERT_TRUE(other_revision.Start(CPM_CPMSERVE_BIN, "org/tiny-model",
+                                   Args({"--revision", "v2", "--download-dir", cache.string()}),
+                                   {"HF_HUB_OFFLINE=1"}));
+  EXPECT_EQ(other_revision.Wait(30), 1);
+  EXPECT_NE(other_revision.Log().find("(revision v2) is not in the Hugging Face cache " +
+                                      cache.string()),
+            std::string::npos)
+      << other_revision.Log();
+  fs::remove_all(cache);
+}
+
 // vLLM's spellings that mean what they mean there: -tp 1 / -pp 1, underscores, --model instead
 // of the positional, and the flags that are harmless to ignore on a CPU (a log line each).
 TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
@@ -152,7 +187,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              "--swap-space", "4", "--disable-frontend-multiprocessing", "--tokenizer-mode", "auto",
              "--chat-template-content-format", "auto", "--max_num_seqs=4",
              // GPU, hub and frontend flags vLLM's CPU platform takes and drops.
-             "--revision", "main", "-O3", "--enable-sleep-mode", "--distributed-executor-backend",
+             "--code-revision", "main", "-O3", "--enable-sleep-mode", "--distributed-executor-backend",
              "mp", "--root-path", "/api", "--enable-tokenizer-info-endpoint",
              "--show-hidden-metrics-for-version", "0.10", "--enable-offline-docs",
              // argparse's --no- forms, human-readable counts, and a repeated flag's last value.
@@ -169,7 +204,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   const std::string log = p.Log();
   EXPECT_NE(log.find("--swap-space: accepted, ignored"), std::string::npos) << log;
   EXPECT_NE(log.find("--disable-frontend-multiprocessing: accepted"), std::string::npos) << log;
-  for (const char* flag : {"--revision", "--compilation-config", "--enable-sleep-mode",
+  for (const char* flag : {"--code-revision", "--compilation-config", "--enable-sleep-mode",
                            "--distributed-executor-backend", "--root-path"}) {
     EXPECT_NE(log.find(std::string(flag) + ": accepted, ignored ("), std::string::npos) << flag;
   }

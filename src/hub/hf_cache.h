@@ -1,0 +1,49 @@
+// The Hugging Face hub cache on disk, laid out as huggingface_hub lays it out, so that a model
+// downloaded by either side is found by the other:
+//
+//   <cache>/models--<org>--<name>/refs/<revision>         the commit a branch or tag names
+//   <cache>/models--<org>--<name>/snapshots/<commit>/...  the repository's files at that commit
+//
+// huggingface_hub keeps the bytes in blobs/ and links them from the snapshot; cpmserve writes
+// plain files into the snapshot, which huggingface_hub, transformers and vLLM read the same way
+// (they only ever open snapshots/<commit>/<file>).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace cpm::hub {
+
+// huggingface_hub's home: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
+std::filesystem::path HfHome();
+
+// huggingface_hub's cache folder: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else
+// $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.
+std::filesystem::path DefaultCacheDir();
+
+// huggingface_hub's validate_repo_id: "name" or "org/name", each part of letters, digits, '_',
+// '-' and '.', starting and ending with a letter, digit or '_', the name at most 96 characters,
+// no "--" or "..".
+bool IsRepoId(std::string_view id);
+
+// A full commit id (40 hex digits), which names a snapshot without a ref.
+bool IsCommitHash(std::string_view revision);
+
+// <cache>/models--<org>--<name> ('/' becomes "--", as huggingface_hub's repo_folder_name).
+std::filesystem::path RepoFolder(const std::filesystem::path& cache, std::string_view repo_id);
+
+// The commit `revision` names in the cache: itself for a commit id, else refs/<revision>'s
+// contents; nullopt when the ref was never written.
+std::optional<std::string> CachedCommit(const std::filesystem::path& repo_folder,
+                                        const std::string& revision);
+
+// refs/<revision> = commit (written to a temporary file and renamed, so a reader never sees a
+// partial ref). Nothing to do for a revision that is the commit itself.
+Status WriteRef(const std::filesystem::path& repo_folder, const std::string& revision,
+                const std::string& commit);
+
+}  // namespace cpm::hub

@@ -1,0 +1,239 @@
+#include "hub/hf_client.h"
+
+#include <curl/curl.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "hub/hf_cache.h"
+
+namespace cpm::hub {
+namespace {
+
+void InitCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// urllib.parse.quote(s, safe=""): every byte but letters, digits and "_.-~" percent-encoded.
+std::string Quote(const std::string& s) {
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  char* q = curl_easy_escape(curl.get(), s.c_str(), static_cast<int>(s.size()));
+  std::string out(q == nullptr ? "" : q);
+  curl_free(q);
+  return out;
+}
+
+// The hub's error headers (huggingface_hub's hf_raise_for_status reads the same two).
+struct Response {
+  long status = 0;
+  std::string error_code, error_message;
+};
+
+size_t ReadHeader(char* data, size_t size, size_t n, void* user) {
+  auto* r = static_cast<Response*>(user);
+  const std::string line(data, size * n);
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return size * n;
+  std::string name = line.substr(0, colon);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "x-error-code") r->error_code = Trim(line.substr(colon + 1));
+  if (name == "x-error-message") r->error_message = Trim(line.substr(colon + 1));
+  return size * n;
+}
+
+size_t AppendBody(char* data, size_t size, size_t n, void* user) {
+  auto* body = static_cast<std::string*>(user);
+  if (body->size() + size * n > (64u << 20)) return 0;  // no listing is this large
+  body->append(data, size * n);
+  return size * n;
+}
+
+size_t WriteFile(char* data, size_t size, size_t n, void* user) {
+  return std::fwrite(data, size, n, static_cast<std::FILE*>(user)) * size;
+}
+
+// Logs a large download's progress every 10 s.
+struct Progress {
+  std::string file;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
+};
+
+int OnProgress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_off_t) {
+  auto* p = static_cast<Progress*>(user);
+  const auto t = std::chrono::steady_clock::now();
+  if (t - p->last < std::chrono::seconds(10) || total <= 0) return 0;
+  p->last = t;
+  const double s = std::chrono::duration<double>(t - p->start).count();
+  CPM_LOG_INFO("{}: {:.0f} / {:.0f} MB ({:.0f}%), {:.1f} MB/s", p->file, now / 1e6, total / 1e6,
+               100.0 * static_cast<double>(now) / static_cast<double>(total), now / 1e6 / s);
+  return 0;
+}
+
+// The options every hub request shares: redirects (to the CDN) over http(s) only, the token,
+// huggingface_hub's 10 s connect timeout, and a stall (under 1 kB/s for a minute) as an error
+// rather than a hang.
+std::unique_ptr<curl_slist, SlistDeleter> Configure(CURL* curl, const HubEndpoint& hub,
+                                                    const std::string& url, Response* r,
+                                                    char* error) {
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1000L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
+  curl_easy_setopt(curl, CURLOPT_USERAGENT, "cpmserve");
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, ReadHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, r);
+  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  if (!hub.token.empty()) {
+    const std::string auth = "Authorization: Bearer " + hub.token;
+    headers.reset(curl_slist_append(nullptr, auth.c_str()));
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
+  }
+  return headers;
+}
+
+// A finished request's outcome: Unavailable for a transport failure, huggingface_hub's
+// explanations for the hub's error codes, a plain message for any other non-2xx status.
+Status Outcome(CURLcode code, const char* error, const Response& r, const std::string& url,
+               const std::string& repo_id) {
+  if (code != CURLE_OK && code != CURLE_WRITE_ERROR) {
+    return Unavailable("request to " + url + " failed: " +
+                       (error[0] ? error : curl_easy_strerror(code)));
+  }
+  if (r.status >= 200 && r.status < 300 && code == CURLE_OK) return OkStatus();
+  const std::string detail = r.error_message.empty() ? "" : " (" + r.error_message + ")";
+  if (r.error_code == "RepoNotFound" || (r.status == 401 && r.error_code.empty())) {
+    return NotFound("Repository Not Found for url: " + url + detail + ". Please make sure '" +
+                    repo_id + "' is a model repository id, or a local folder that exists. If "
+                    "the repository is private or gated, pass a token (--hf-token, $HF_TOKEN).");
+  }
+  if (r.error_code == "RevisionNotFound") {
+    return NotFound("Revision Not Found for url: " + url + detail + ". Invalid rev id (--revision).");
+  }
+  if (r.error_code == "EntryNotFound") return NotFound("Entry Not Found for url: " + url + detail);
+  if (r.error_code == "GatedRepo") {
+    return Unauthenticated("Cannot access gated repo for url " + url + detail +
+                           ". Ask for access on the model's page and pass a token (--hf-token, "
+                           "$HF_TOKEN).");
+  }
+  if (code == CURLE_WRITE_ERROR) return Internal("writing the download of " + url + " failed");
+  return Unavailable(url + " answered HTTP " + std::to_string(r.status) + detail);
+}
+
+}  // namespace
+
+HubEndpoint EndpointFromEnvironment(const std::string& token_flag) {
+  HubEndpoint hub;
+  hub.base = Env("HF_ENDPOINT");
+  if (hub.base.empty()) hub.base = "https://huggingface.co";
+  while (!hub.base.empty() && hub.base.back() == '/') hub.base.pop_back();
+  hub.token = token_flag.empty() ? Env("HF_TOKEN") : token_flag;
+  if (hub.token.empty()) {
+    const std::string path = Env("HF_TOKEN_PATH");
+    std::ifstream in(path.empty() ? HfHome() / "token" : std::filesystem::path(path));
+    std::string line;
+    if (in && std::getline(in, line)) hub.token = Trim(line);
+  }
+  return hub;
+}
+
+StatusOr<RepoListing> ListRepo(const HubEndpoint& hub, const std::string& repo_id,
+                               const std::string& revision) {
+  InitCurlOnce();
+  const std::string url = hub.base + "/api/models/" + repo_id + "/revision/" + Quote(revision);
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) return Internal("cannot create a libcurl handle");
+  Response r;
+  char error[CURL_ERROR_SIZE] = "";
+  std::string body;
+  const auto headers = Configure(curl.get(), hub, url, &r, error);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
+  const CURLcode code = curl_easy_perform(curl.get());
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &r.status);
+  CPM_RETURN_IF_ERROR(Outcome(code, error, r, url, repo_id));
+  const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("sha") || !json["sha"].is_string() ||
+      !json.contains("siblings") || !json["siblings"].is_array()) {
+    return Unavailable(url + " did not answer with a model listing (no 'sha' and 'siblings')");
+  }
+  RepoListing listing;
+  listing.commit = json["sha"].get<std::string>();
+  if (!IsCommitHash(listing.commit)) {
+    return Unavailable(url + ": 'sha' is not a commit id: '" + listing.commit + "'");
+  }
+  for (const auto& s : json["siblings"]) {
+    if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
+      listing.files.push_back(s["rfilename"].get<std::string>());
+    }
+  }
+  return listing;
+}
+
+Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const std::string& commit,
+                    const std::string& file, const std::filesystem::path& dest) {
+  InitCurlOnce();
+  const std::string url = hub.base + "/" + repo_id + "/resolve/" + commit + "/" + Quote(file);
+  const std::filesystem::path part = dest.string() + ".incomplete";
+  std::error_code ec;
+  std::filesystem::create_directories(dest.parent_path(), ec);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), "wb"), std::fclose);
+  if (!out) return Internal("cannot write " + part.string());
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) return Internal("cannot create a libcurl handle");
+  Response r;
+  char error[CURL_ERROR_SIZE] = "";
+  Progress progress{.file = file};
+  const auto headers = Configure(curl.get(), hub, url, &r, error);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WriteFile);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, out.get());
+  curl_easy_setopt(curl.get(), CURLOPT_FAILONERROR, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &progress);
+  const CURLcode code = curl_easy_perform(curl.get());
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &r.status);
+  const bool flushed = std::fflush(out.get()) == 0;
+  out.reset();
+  Status s = Outcome(code, error, r, url, repo_id);
+  if (s.ok() && !flushed) s = Internal("writing " + part.string() + " failed");
+  if (s.ok()) std::filesystem::rename(part, dest, ec);
+  if (s.ok() && ec) s = Internal("cannot rename " + part.string() + ": " + ec.message());
+  if (!s.ok()) std::filesystem::remove(part, ec);
+  return s;
+}
+
+}  // namespace cpm::hub

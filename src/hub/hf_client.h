@@ -1,0 +1,41 @@
+// The two Hugging Face hub requests a model download needs, through libcurl:
+//   GET {endpoint}/api/models/{repo}/revision/{revision}   the commit and the file list
+//   GET {endpoint}/{repo}/resolve/{commit}/{file}          one file (large ones redirect to a CDN)
+// The token, when there is one, goes to the endpoint only (libcurl drops a custom Authorization
+// header on a redirect to another host).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cpm::hub {
+
+struct HubEndpoint {
+  std::string base;   // $HF_ENDPOINT or https://huggingface.co, no trailing '/'
+  std::string token;  // "" : anonymous
+};
+
+// $HF_ENDPOINT (else the public hub) and the token: `token_flag` when given, else $HF_TOKEN, else
+// the file huggingface-cli login writes ($HF_TOKEN_PATH, else $HF_HOME/token).
+HubEndpoint EndpointFromEnvironment(const std::string& token_flag);
+
+struct RepoListing {
+  std::string commit;               // the revision's full commit id
+  std::vector<std::string> files;   // every file of the repository at that commit
+};
+
+// Unavailable when the hub cannot be reached (the caller may fall back to the cache);
+// NotFound / Unauthenticated with huggingface_hub's explanations for a missing repository or
+// revision, or a gated one without access.
+StatusOr<RepoListing> ListRepo(const HubEndpoint& hub, const std::string& repo_id,
+                               const std::string& revision);
+
+// Downloads one file into `dest` (through dest + ".incomplete", renamed when complete, so a
+// cut download never looks whole), logging progress for large files.
+Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const std::string& commit,
+                    const std::string& file, const std::filesystem::path& dest);
+
+}  // namespace cpm::hub
