@@ -31,6 +31,7 @@ struct ServeFlags {
   std::string chat_template_content_format = "auto";
   CLI::Option* num_gpu_blocks_override = nullptr;
   CLI::Option* uds = nullptr;
+  CLI::Option* api_key = nullptr;
   std::string max_num_batched_tokens;
   IgnoredFlags ignored;
 };
@@ -63,6 +64,9 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
     return FlagError("the model directory is required: cpmserve serve MODEL_DIR [options] (or "
                      "--model MODEL_DIR)");
   }
+  // vLLM's optional_type: "" and "None" are no key; given so, $VLLM_API_KEY is not read either.
+  c.api_key_given = f.api_key->count() > 0;
+  std::erase_if(c.api_keys, [](const std::string& k) { return k.empty() || k == "None"; });
   if (f.uds->count() > 0) {
     return FlagError("--uds: Unix domain sockets are not supported; use --host/--port");
   }
@@ -217,8 +221,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                 "automatic prefix caching (on by default)");
   cmd->add_flag("--trust-remote-code,!--no-trust-remote-code", c.trust_remote_code, "accepted (no remote code runs)");
-  cmd->add_option("--api-key", c.api_keys, "one or more keys for /v1 (also $VLLM_API_KEY)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  f->api_key = cmd->add_option("--api-key", c.api_keys,
+                                "one or more keys for /v1 (else $VLLM_API_KEY; an empty key or "
+                                "None: no key)")
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--chat-template", c.chat_template, "chat template file or inline Jinja");
   cmd->add_flag("--trust-request-chat-template,!--no-trust-request-chat-template", c.trust_request_chat_template,
                 "render a request's own chat_template (refused with vLLM's 400 otherwise)");
@@ -294,8 +300,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");
   cmd->add_option("--uvicorn-log-level", c.uvicorn_log_level,
-                  "critical | error | warning | info | debug | trace: checked, then accepted for "
-                  "compatibility")
+                  "critical | error | warning | info | debug | trace: uvicorn's; above info, no "
+                  "access log")
       ->capture_default_str();
   cmd->add_option("--tokenizer", c.tokenizer,
                   "tokenizer folder or hub repository id (tokenizer.json or tokenizer.model, "
@@ -310,7 +316,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--response-role", c.response_role,
                   "role of chat replies when add_generation_prompt is true")
       ->capture_default_str();
-  cmd->add_flag("--enable-log-requests,!--disable-log-requests,!--no-enable-log-requests", c.enable_log_requests,
+  cmd->add_flag("--enable-log-requests,--no-disable-log-requests,!--disable-log-requests,!--no-enable-log-requests", c.enable_log_requests,
                 "log each received prompt and its sampling parameters (off by default)");
   cmd->add_option("--max-log-len", c.max_log_len,
                   "prompt characters and ids in those lines (-1: all)")

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
+
 namespace cpm {
 
 namespace {
@@ -84,8 +86,10 @@ StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::string& choice,
   const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
+    // vLLM's try_get_generation_config gives None for a folder without one: no defaults.
     if (choice != "auto") {
-      return InvalidArgument("--generation-config: " + path.string() + " does not exist");
+      CPM_LOG_WARN("--generation-config: {} does not exist; no sampling defaults from it",
+                   path.string());
     }
     return d;
   }

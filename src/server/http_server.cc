@@ -322,7 +322,9 @@ void HttpServer::InstallRoutes() {
       res.set_content(p.body, "text/plain; charset=utf-8");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
+    // vLLM's AuthenticationMiddleware lets every OPTIONS request through (to the router's 405).
+    if (req.method == "OPTIONS" ||
+        IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
       static const std::regex metrics_path(kMetricsPattern);
       if (std::regex_match(req.path, metrics_path) &&
           !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {

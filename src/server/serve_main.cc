@@ -491,7 +491,7 @@ int RunServe(const ServeConfig& config) {
   signal(SIGPIPE, SIG_IGN);
 
   ServeConfig c = config;
-  if (c.api_keys.empty()) {
+  if (!c.api_key_given) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};
   }
   if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
@@ -503,7 +503,10 @@ int RunServe(const ServeConfig& config) {
 
   const int http_threads = c.http_threads > 0 ? c.http_threads : DefaultHttpThreads(c.max_num_seqs);
   HttpServer server(c.api_keys, http_threads);
-  if (!c.disable_access_log) server.EnableAccessLog();
+  // uvicorn logs its access lines at INFO: a quieter --uvicorn-log-level drops them.
+  const bool access_level = c.uvicorn_log_level == "info" || c.uvicorn_log_level == "debug" ||
+                            c.uvicorn_log_level == "trace";
+  if (!c.disable_access_log && access_level) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
   server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());

@@ -242,6 +242,7 @@ TEST_F(ServerLifecycle, ConfigFileFlags) {
            "served-model-name:\n  - from-yaml\n  - alias\n"
            "enable-prefix-caching: false\n"
            "override-generation-config: {max_new_tokens: 3}\n"
+           "disable-log-requests: false\n"  // --no-disable-log-requests, as vLLM 0.10-0.11
            "port: 1\n";
   }
   ServerProcess p;
@@ -323,6 +324,28 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   EXPECT_NE(p.Log().find(" - \"GET /v1/models HTTP/1.1\" 401 Unauthorized"), std::string::npos)
       << p.Log();
   EXPECT_NE(p.Log().find(" - \"POST /tokenize HTTP/1.1\" 200 OK"), std::string::npos);
+
+  // vLLM's optional_type: --api-key "" (a deployment script's unset variable) or None is no
+  // key, and $VLLM_API_KEY is then not read either; any OPTIONS request passes to the router
+  // (its 405). uvicorn at warning logs no access lines.
+  for (const char* none : {"", "None"}) {
+    ServerProcess open;
+    ASSERT_TRUE(open.Start(CPM_CPMSERVE_BIN, dir_,
+                           Args({"--api-key", none, "--uvicorn-log-level", "warning"}),
+                           {"VLLM_API_KEY=sekret"}));
+    ASSERT_TRUE(open.WaitReady()) << open.Log();
+    EXPECT_EQ(e2e::Get(open.port(), "/v1/models").status, 200) << none;
+    EXPECT_EQ(open.Stop(SIGTERM), 0);
+    EXPECT_EQ(open.Log().find("GET /v1/models HTTP/1.1"), std::string::npos) << open.Log();
+  }
+  ServerProcess keyed;
+  ASSERT_TRUE(keyed.Start(CPM_CPMSERVE_BIN, dir_, Args({"--api-key", "k"})));
+  ASSERT_TRUE(keyed.WaitReady()) << keyed.Log();
+  httplib::Client keyed_cli("127.0.0.1", keyed.port());
+  auto options = keyed_cli.Options("/v1/models");
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->status, 405);
+  EXPECT_EQ(keyed.Stop(SIGTERM), 0);
 }
 
 // vLLM's serving flags beyond the seeds': a tokenizer folder of its own, --max-logprobs,
@@ -486,6 +509,14 @@ TEST_F(ServerLifecycle, GenerationConfigDefaults) {
             std::string::npos)
       << too_large.body;
   EXPECT_EQ(q.Stop(SIGTERM), 0);
+
+  // A folder without generation_config.json: no defaults (vLLM's try_get_generation_config
+  // gives None), a warning, and the server starts.
+  ServerProcess none;
+  ASSERT_TRUE(none.Start(CPM_CPMSERVE_BIN, dir_, Args({"--generation-config", dir_ + "/empty"})));
+  ASSERT_TRUE(none.WaitReady()) << none.Log();
+  EXPECT_NE(none.Log().find("generation_config.json does not exist"), std::string::npos);
+  EXPECT_EQ(none.Stop(SIGTERM), 0);
 }
 
 TEST_F(ServerLifecycle, PreemptionUnderTinyKvBudgetCompletesCorrectly) {
