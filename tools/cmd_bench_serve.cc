@@ -540,10 +540,11 @@ void ReportSpecDecode(const benchserve::SpecDecodeSummary& s, Json& result) {
   if (!s.per_position_rates.empty()) {
     std::printf("Per-position acceptance (%%):\n");
     for (size_t p = 0; p < s.per_position_rates.size(); ++p) {
-      Row("  Position " + std::to_string(p) + ":", s.per_position_rates[p]);
+      Row("  Position " + std::to_string(p) + ":", 100.0 * s.per_position_rates[p]);
     }
-    result["spec_decode_per_position_acceptance_rates"] = s.per_position_rates;
   }
+  // vLLM writes the fractions, and the key even when empty.
+  result["spec_decode_per_position_acceptance_rates"] = s.per_position_rates;
   result["spec_decode_acceptance_rate"] = s.acceptance_rate;
   result["spec_decode_acceptance_length"] = s.acceptance_length;
   result["spec_decode_num_drafts"] = s.drafts;

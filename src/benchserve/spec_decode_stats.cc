@@ -54,7 +54,7 @@ SpecDecodeSummary Summarize(const SpecDecodeCounters& before, const SpecDecodeCo
   if (s.drafts > 0) s.acceptance_length = 1.0 + static_cast<double>(s.accepted_tokens) / s.drafts;
   for (size_t p = 0; s.drafts > 0 && p < after.accepted_per_pos.size(); ++p) {
     const double before_p = p < before.accepted_per_pos.size() ? before.accepted_per_pos[p] : 0;
-    s.per_position_rates.push_back(100.0 * (after.accepted_per_pos[p] - before_p) / s.drafts);
+    s.per_position_rates.push_back((after.accepted_per_pos[p] - before_p) / s.drafts);
   }
   return s;
 }

@@ -28,7 +28,9 @@ struct SpecDecodeSummary {
   int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
   double acceptance_rate = 0;    // accepted / draft tokens, in percent
   double acceptance_length = 0;  // 1 + accepted / drafts: tokens a verification step yields
-  std::vector<double> per_position_rates;  // percent of drafts whose token there stood
+  // The fraction (not percent: vLLM's result file keeps fractions) of drafts whose token there
+  // stood.
+  std::vector<double> per_position_rates;
 };
 
 // after − before; drafts == 0 when the server drafted nothing (or has no such counters).

@@ -631,7 +631,13 @@ void Engine::Impl::PublishStats() {
   s.spec_num_drafts = spec_num_drafts_;
   s.spec_num_draft_tokens = spec_num_draft_tokens_;
   s.spec_num_accepted_tokens = spec_num_accepted_tokens_;
+  s.spec_decode_enabled = config_.speculative.enabled();
   s.spec_num_accepted_per_pos = spec_num_accepted_per_pos_;
+  if (s.spec_decode_enabled) {  // every position from the start, at 0 until a draft stands
+    s.spec_num_accepted_per_pos.resize(std::max<size_t>(
+        s.spec_num_accepted_per_pos.size(),
+        static_cast<size_t>(config_.speculative.num_speculative_tokens)));
+  }
   s.num_free_blocks = blocks_->num_free();
   s.num_total_blocks = blocks_->num_blocks();
   s.num_cached_free_blocks = blocks_->num_cached_free();

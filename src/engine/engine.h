@@ -187,6 +187,7 @@ struct EngineStats {
   bool prefix_caching_enabled = false; // false for hybrid models even if configured
   // Speculative decoding (vLLM's spec_decode counters): verification steps that had a draft,
   // draft tokens proposed, and of those accepted.
+  bool spec_decode_enabled = false;  // --speculative-config given (vLLM exports the series then)
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;

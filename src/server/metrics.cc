@@ -166,17 +166,20 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total);
   counter("vllm:generation_tokens", "Number of generation tokens processed.",
           s.generation_tokens_total);
-  counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_num_drafts);
-  counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
-          s.spec_num_draft_tokens);
-  counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
-          s.spec_num_accepted_tokens);
-  if (!s.spec_num_accepted_per_pos.empty()) {
+  // vLLM's SpecDecodingProm exports nothing without a speculative config, and every position's
+  // counter from the start; position is its last label (after model_name).
+  if (s.spec_decode_enabled) {
+    counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_num_drafts);
+    counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+            s.spec_num_draft_tokens);
+    counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+            s.spec_num_accepted_tokens);
     header("vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
            "Accepted tokens per draft position.");
     for (size_t p = 0; p < s.spec_num_accepted_per_pos.size(); ++p) {
-      out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{} {}\n",
-                         Labels("position=\"" + std::to_string(p) + "\""),
+      std::string labels = Labels();
+      labels.insert(labels.size() - 1, ",position=\"" + std::to_string(p) + "\"");
+      out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{} {}\n", labels,
                          PythonFloat(static_cast<double>(s.spec_num_accepted_per_pos[p])));
     }
   }

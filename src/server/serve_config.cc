@@ -210,6 +210,18 @@ StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::strin
   return options;
 }
 
+// vLLM's SpeculativeConfig fields that shape a draft model's run (its parallelism, graphs,
+// length, weights) or its logging: accepted, as vLLM accepts them with the n-gram method, and
+// without effect on prompt lookup.
+bool IgnoredSpeculativeField(const std::string& key) {
+  static const char* const kFields[] = {
+      "enforce_eager",    "draft_tensor_parallel_size", "quantization",
+      "max_model_len",    "revision",                   "code_revision",
+      "disable_logprobs", "disable_log_stats",          "disable_padded_drafter_batch",
+      "speculative_token_tree"};
+  return std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields);
+}
+
 StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
   SpeculativeConfig c;  // off
   if (json.empty()) return c;
@@ -218,6 +230,7 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
   std::optional<int64_t> k, min_n, max_n;
   std::string method;
+  bool model_ngram = false;
   for (const auto& [key, value] : j.items()) {
     if (key == "method") {
       if (!value.is_string()) return InvalidArgument(what + "method: a string");
@@ -235,11 +248,18 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
       }
       c.disable_by_batch_size = value.get<int64_t>();
     } else if (key == "model") {
-      return InvalidArgument(what + "a draft model is not supported; use \"method\": \"ngram\"");
+      // vLLM: a method-less config whose model is "ngram" or "[ngram]" is the n-gram method.
+      if (value != "ngram" && value != "[ngram]") {
+        return InvalidArgument(what + "a draft model is not supported; use \"method\": \"ngram\"");
+      }
+      model_ngram = true;
+    } else if (IgnoredSpeculativeField(key)) {
+      continue;
     } else {
       return InvalidArgument(what + "unknown field '" + key + "'");
     }
   }
+  if (method.empty() && model_ngram) method = "ngram";
   if (method != "ngram") {
     return InvalidArgument(what + "method " + (method.empty() ? "(none)" : "'" + method + "'") +
                            " is not supported: only \"ngram\" (prompt lookup) needs no draft model");

@@ -119,15 +119,24 @@ void LogRoutes() {
   }
 }
 
-// vLLM's LoggingStatLogger line every 10 s: at INFO unless this interval and the one before
-// had no throughput (an idle server's lines are debug output), so a burst ends with one
-// zero-throughput line; "Preemptions: N" when the interval had some.
+// vLLM's LoggingStatLogger line every VLLM_LOG_STATS_INTERVAL seconds (10 unless a positive
+// number): at INFO unless this interval and the one before had no throughput (an idle server's
+// lines are debug output), so a burst ends with one zero-throughput line; "Preemptions: N" when
+// the interval had some.
 class ThroughputLogger {
  public:
+  ThroughputLogger() {
+    if (const char* v = std::getenv("VLLM_LOG_STATS_INTERVAL"); v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const double seconds = std::strtod(v, &end);
+      if (*end == '\0' && seconds > 0) interval_s_ = seconds;
+    }
+  }
+
   void Maybe(const EngineStats& s) {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_).count();
-    if (dt < 10.0) return;
+    if (dt < interval_s_) return;
     const double prompt_tp = (s.prompt_tokens_total - prompt_) / dt;
     const double gen_tp = (s.generation_tokens_total - gen_) / dt;
     const int64_t preemptions = s.num_preemptions - preemptions_;
@@ -146,6 +155,7 @@ class ThroughputLogger {
     } else {
       CPM_LOG_INFO("{}", line);
     }
+    LogSpecDecoding(s, dt);
     last_ = now;
     prompt_ = s.prompt_tokens_total;
     gen_ = s.generation_tokens_total;
@@ -155,12 +165,40 @@ class ThroughputLogger {
   }
 
  private:
+  double interval_s_ = 10.0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   int64_t prompt_ = 0;
   int64_t gen_ = 0;
   int64_t preemptions_ = 0;
+  // vLLM's SpecDecodingLogging line after it, for an interval that verified drafts.
+  void LogSpecDecoding(const EngineStats& s, double dt) {
+    const int64_t drafts = s.spec_num_drafts - spec_drafts_;
+    const int64_t drafted = s.spec_num_draft_tokens - spec_draft_tokens_;
+    const int64_t accepted = s.spec_num_accepted_tokens - spec_accepted_;
+    if (drafts > 0) {
+      std::string rates;
+      for (size_t p = 0; p < s.spec_num_accepted_per_pos.size(); ++p) {
+        const int64_t before = p < spec_per_pos_.size() ? spec_per_pos_[p] : 0;
+        rates += fmt::format("{}{:.3f}", p ? ", " : "",
+                             static_cast<double>(s.spec_num_accepted_per_pos[p] - before) / drafts);
+      }
+      CPM_LOG_INFO(
+          "SpecDecoding metrics: Mean acceptance length: {:.2f}, Accepted throughput: {:.2f} "
+          "tokens/s, Drafted throughput: {:.2f} tokens/s, Accepted: {} tokens, Drafted: {} "
+          "tokens, Per-position acceptance rate: {}, Avg Draft acceptance rate: {:.1f}%",
+          1.0 + static_cast<double>(accepted) / drafts, accepted / dt, drafted / dt, accepted,
+          drafted, rates, drafted > 0 ? 100.0 * accepted / drafted : 0.0);
+    }
+    spec_drafts_ = s.spec_num_drafts;
+    spec_draft_tokens_ = s.spec_num_draft_tokens;
+    spec_accepted_ = s.spec_num_accepted_tokens;
+    spec_per_pos_ = s.spec_num_accepted_per_pos;
+  }
+
   double last_prompt_tp_ = 0;
   double last_gen_tp_ = 0;
+  int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;
+  std::vector<int64_t> spec_per_pos_;
 };
 
 struct Loaded {

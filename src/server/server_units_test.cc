@@ -130,6 +130,15 @@ TEST(ServeConfigTest, SpeculativeConfigAsVllm) {
   ASSERT_TRUE(limited.ok());
   EXPECT_EQ(limited->disable_by_batch_size, 4);
   EXPECT_EQ(k_only->disable_by_batch_size, 0);
+  // vLLM's older spelling (the method as the model) and its draft-model fields, which change
+  // nothing for prompt lookup.
+  for (const char* json : {R"({"model":"[ngram]","num_speculative_tokens":3})",
+                           R"({"model":"ngram","num_speculative_tokens":3,"enforce_eager":true,)"
+                           R"("draft_tensor_parallel_size":1})"}) {
+    auto legacy = ParseSpeculativeConfig(json);
+    ASSERT_TRUE(legacy.ok()) << json << ": " << legacy.status().message();
+    EXPECT_EQ(legacy->num_speculative_tokens, 3);
+  }
   const auto error = [](const char* json) { return ParseSpeculativeConfig(json).status().message(); };
   EXPECT_NE(error(R"({"method":"eagle","num_speculative_tokens":2})").find("'eagle' is not supported"),
             std::string::npos);

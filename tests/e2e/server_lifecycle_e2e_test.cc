@@ -568,11 +568,21 @@ TEST_F(ServerLifecycle, NgramSpeculationGivesTheSameOutput) {
   ASSERT_TRUE(spec.Start(
       CPM_CPMSERVE_BIN, dir_,
       Args({"--speculative-config",
-            R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":1,"prompt_lookup_max":3})"})));
+            R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":1,"prompt_lookup_max":3})"}),
+      {"VLLM_LOG_STATS_INTERVAL=0.2"}));
   ASSERT_TRUE(plain.WaitReady()) << plain.Log();
   ASSERT_TRUE(spec.WaitReady()) << spec.Log();
   EXPECT_NE(spec.Log().find("Speculative decoding: ngram, num_speculative_tokens=4"),
             std::string::npos) << spec.Log();
+  // Every position's counter from the start (vLLM creates them at 0), model_name before it.
+  const std::string fresh = e2e::Get(spec.port(), "/metrics").body;
+  EXPECT_NE(fresh.find("vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\","
+                       "model_name=\""),
+            std::string::npos)
+      << fresh;
+  EXPECT_EQ(e2e::Metric(fresh, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                        "position=\"3\""),
+            0);
   const Json tokens = e2e::Post(plain.port(), "/tokenize", R"({"prompt":"Hello"})").json()["tokens"];
   const std::string hello = std::to_string(tokens.back().get<int>());
   const std::vector<Json> bodies = {
@@ -603,10 +613,17 @@ TEST_F(ServerLifecycle, NgramSpeculationGivesTheSameOutput) {
   EXPECT_LE(e2e::Metric(m, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
                         "position=\"3\""), pos0);
   const std::string plain_metrics = e2e::Get(plain.port(), "/metrics").body;
-  EXPECT_EQ(e2e::Metric(plain_metrics, "vllm:spec_decode_num_drafts_total"), 0);
+  // No speculative config: no spec_decode series at all, as vLLM's SpecDecodingProm.
+  EXPECT_EQ(e2e::Metric(plain_metrics, "vllm:spec_decode_num_drafts_total"), -1);
   EXPECT_EQ(e2e::Metric(plain_metrics, "vllm:spec_decode_num_accepted_tokens_per_pos_total"), -1);
+  // vLLM's SpecDecodingLogging line after an interval's Engine line.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   EXPECT_EQ(spec.Stop(SIGTERM), 0);
+  EXPECT_NE(spec.Log().find("SpecDecoding metrics: Mean acceptance length: "), std::string::npos)
+      << spec.Log();
+  EXPECT_NE(spec.Log().find("Per-position acceptance rate: "), std::string::npos);
   EXPECT_EQ(plain.Stop(SIGTERM), 0);
+  EXPECT_EQ(plain.Log().find("SpecDecoding metrics"), std::string::npos);
 }
 
 // vLLM's boolean environment flags take "1" or "true", any case, around whitespace.
