@@ -133,6 +133,10 @@ struct Cost {
   int64_t head_params = 0;   // vocab × hidden
   int64_t body_params = 0;   // linear weights of all layers
   int64_t weight_bytes_per_step = 0;  // body + head as stored (what one decode step streams)
+  // Ternary layers on 2-bit codes: calls of more than codes_max_rows rows stream the bf16
+  // panels instead (tall_weight_bytes_per_step); codes_max_rows 0: no codes.
+  int64_t codes_max_rows = 0;
+  int64_t tall_weight_bytes_per_step = 0;
   int64_t attn_flops_per_pair = 0;    // q·k and p·v over all attention layers, per (q, k) pair
   // Qwen3.5 hybrid only (zero for MiniCPM).
   int64_t full_layers = 0, linear_layers = 0;
@@ -145,10 +149,17 @@ struct Cost {
 // Bytes of an [n, k] linear weight as a decode step streams it: bf16, or Q8_0 (q8.h).
 int64_t LinearBytes(int64_t n, int64_t k, bool q8) { return q8 ? kernels::Q8Bytes(n, k) : 2 * n * k; }
 
-// `ternary`: the layers' weights as BitCPM4's 2-bit codes plus a bf16 scale per output row
-// (what the kernels stream for them), the head bf16 (Q8_0 with `q8`). `q8` without `ternary`:
-// every linear weight and the head as Q8_0.
-Cost CostOf(const MiniCpmConfig& c, bool ternary, bool q8) {
+// The weight bytes a decode step of `batch` rows streams.
+int64_t StepWeightBytes(const Cost& k, int64_t batch) {
+  return k.codes_max_rows > 0 && batch > k.codes_max_rows ? k.tall_weight_bytes_per_step
+                                                           : k.weight_bytes_per_step;
+}
+
+// `codes.max_rows` > 0: the layers' weights as BitCPM4's 2-bit codes plus a scale per output row
+// (the dummy ternary weights' granularity), as the active kernels stream them up to that many
+// rows, and as bf16 panels above; the head bf16 (Q8_0 with `q8`). Otherwise `q8`: every linear
+// weight and the head as Q8_0.
+Cost CostOf(const MiniCpmConfig& c, kernels::TernaryStreaming codes, bool q8) {
   Cost k;
   const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
                 kvd = c.num_key_value_heads * c.head_dim, ffn = c.intermediate_size;
@@ -159,9 +170,15 @@ Cost CostOf(const MiniCpmConfig& c, bool ternary, bool q8) {
   const int64_t layer_bytes = LinearBytes(qd, hd, q8) + 2 * LinearBytes(kvd, hd, q8) +
                               LinearBytes(hd, qd, q8) + 2 * LinearBytes(ffn, hd, q8) +
                               LinearBytes(hd, ffn, q8);
-  const int64_t body_bytes = ternary ? k.body_params / 4 + c.num_hidden_layers * layer_rows * 2
-                                     : c.num_hidden_layers * layer_bytes;
-  k.weight_bytes_per_step = body_bytes + LinearBytes(c.vocab_size, hd, q8);
+  const int64_t head_bytes = LinearBytes(c.vocab_size, hd, q8);
+  if (codes.max_rows > 0) {
+    k.codes_max_rows = codes.max_rows;
+    k.weight_bytes_per_step =
+        k.body_params / 4 + c.num_hidden_layers * layer_rows * codes.scale_bytes + head_bytes;
+    k.tall_weight_bytes_per_step = 2 * k.body_params + head_bytes;
+  } else {
+    k.weight_bytes_per_step = c.num_hidden_layers * layer_bytes + head_bytes;
+  }
   k.attn_flops_per_pair = 4 * c.head_dim * c.num_attention_heads * c.num_hidden_layers;
   return k;
 }
@@ -211,7 +228,7 @@ struct BenchModel {
   std::string architecture;
   bool hybrid = false;
   bool ternary = false;  // BitCPM4-style dummy weights (--ternary)
-  bool codes = false;    // ... run as 2-bit codes (kernels::TernaryPackingEnabled)
+  bool codes = false;    // ... run as 2-bit codes (kernels::ActiveTernaryStreaming)
   bool q8 = false;       // --quantization q8_0
   int64_t vocab_size = 0;
   int64_t num_hidden_layers = 0;
@@ -240,7 +257,7 @@ StatusOr<BenchModel> ReadBenchModel(const std::string& text, const std::string& 
   CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
   m.vocab_size = c.vocab_size;
   m.num_hidden_layers = c.num_hidden_layers;
-  m.cost = CostOf(c, codes, q8);
+  m.cost = CostOf(c, codes ? kernels::ActiveTernaryStreaming() : kernels::TernaryStreaming{}, q8);
   m.q8 = q8;
   m.ternary = ternary;
   m.codes = codes;
@@ -372,7 +389,7 @@ class Bencher {
     const double pairs = double(batch) * (steps * depth_ + steps * (steps + 1) / 2);
     r.state_bytes = 2.0 * cost_.state_bytes_per_seq * batch * steps;
     r.kv_bytes = double(kv_bytes_per_token_) * pairs;
-    r.bytes = double(cost_.weight_bytes_per_step) * steps + r.state_bytes + r.kv_bytes;
+    r.bytes = double(StepWeightBytes(cost_, batch)) * steps + r.state_bytes + r.kv_bytes;
     r.flops = 2.0 * (cost_.body_params + cost_.head_params) * batch * steps +
               double(cost_.attn_flops_per_pair) * pairs +
               double(cost_.state_flops_per_token) * batch * steps;
@@ -465,8 +482,8 @@ const char* WeightsDescription(const BenchModel& m) {
     return m.ternary ? "of Q8_0 weights (layers ternary, quantized as any weight)"
                      : "of Q8_0 weights (int8 in blocks of 32 + fp16 scales)";
   }
-  return m.ternary ? "bf16 weights (layers ternary, run as bf16: the AVX-512 BF16 matmul beats "
-                     "the 2-bit kernels; CPM_TERNARY=1 forces them)"
+  return m.ternary ? "bf16 weights (layers ternary, run as bf16: the 2-bit codes are off here, "
+                     "by CPM_TERNARY=0 or for want of a kernel at this ISA)"
                    : "bf16 weights";
 }
 
@@ -474,9 +491,15 @@ void PrintModelLine(const std::string& dir, const BenchModel& m) {
   const Cost& cost = m.cost;
   if (!m.hybrid) {
     std::printf("model: %s dims, %.1f M params/layer × %lld + head %.1f M, %.0f MB %s per "
-                "decode step\n\n",
+                "decode step",
                 dir.c_str(), cost.layer_params / 1e6, static_cast<long long>(m.num_hidden_layers),
                 cost.head_params / 1e6, cost.weight_bytes_per_step / 1e6, WeightsDescription(m));
+    if (cost.codes_max_rows > 0) {
+      std::printf(" (%.0f MB at batches above %lld, whose calls stream the bf16 panels)",
+                  cost.tall_weight_bytes_per_step / 1e6,
+                  static_cast<long long>(cost.codes_max_rows));
+    }
+    std::printf("\n\n");
     return;
   }
   std::printf("model: %s dims (%s, Qwen3.5 hybrid), %.1f M params/Gated DeltaNet layer × %lld + "
@@ -498,6 +521,10 @@ nlohmann::json ModelJson(const std::string& dir, const BenchModel& m) {
   if (m.ternary) {
     j["ternary"] = true;
     j["ternary_codes"] = m.codes;
+    if (m.codes) {
+      j["ternary_codes_max_rows"] = cost.codes_max_rows;  // taller calls stream bf16 panels
+      j["weight_bytes_per_decode_step_above_max_rows"] = cost.tall_weight_bytes_per_step;
+    }
   }
   if (m.hybrid) {
     j["architecture"] = m.architecture;

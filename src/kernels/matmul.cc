@@ -424,9 +424,34 @@ PackedLayout TernaryCodesLayout(Isa isa) {
 
 bool TernaryPackingEnabled() {
   const Isa isa = ActiveIsa();
+  // Never at the scalar level, whatever CPM_TERNARY says: it has no kernel for the codes (and
+  // under Q8_0 the bf16 source they replace is dropped).
+  if (isa == Isa::kScalar) return false;
   return TernaryPackingOverride().value_or(
-      isa != Isa::kScalar && (LayoutIsa(WantedLayout(isa, DType::kBF16)) == Isa::kAvx2 ||
-                              TernaryCodesLayout(isa) == PackedLayout::kPanel32Ternary));
+      LayoutIsa(WantedLayout(isa, DType::kBF16)) == Isa::kAvx2 ||
+      TernaryCodesLayout(isa) == PackedLayout::kPanel32Ternary);
+}
+
+int64_t PackedHeldBytesDelta(const std::vector<const LinearWeight*>& ws) {
+  int64_t delta = 0;
+  for (const LinearWeight* w : ws) {
+    const PackedWeight* pw = Packed(*w);
+    if (pw == nullptr || !(IsQ8Layout(pw->layout) || IsTernaryLayout(pw->layout))) continue;
+    delta += static_cast<int64_t>(pw->data.size() + pw->scales.size());
+    if (pw->panels) delta += static_cast<int64_t>(pw->panels->data.size());
+    if (w->data == nullptr) {
+      delta -= w->out_features * w->in_features * static_cast<int64_t>(DTypeSize(w->dtype));
+    }
+  }
+  return delta;
+}
+
+TernaryStreaming ActiveTernaryStreaming() {
+  if (!TernaryPackingEnabled()) return {};
+  if (TernaryCodesLayout(ActiveIsa()) == PackedLayout::kPanel32Ternary) {
+    return {kAvx512TernaryMaxRows, 4};  // an AND mask per pair lane
+  }
+  return {kAvx2MaxTileRows, 2};
 }
 
 bool MatMulUsesBf16Dot() {

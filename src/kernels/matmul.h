@@ -48,6 +48,22 @@ enum class WeightQuant { kNone, kQ8_0 };
 void PrepareLinear(LinearWeight* w, Source source = Source::kKeep,
                    WeightQuant quant = WeightQuant::kNone);
 
+// What PrepareLinear changed in the bytes a load holds: each Q8_0 or ternary weight's packed
+// bytes (codes and scales, and a ternary weight's bf16 panels for the larger calls), less its
+// source's where PrepareLinear dropped that (Source::kDrop). A re-laid-out f32 or bf16 weight
+// holds what its dropped source did.
+int64_t PackedHeldBytesDelta(const std::vector<const LinearWeight*>& ws);
+
+// What a call streams of a ternary weight packed at the active ISA (`cpmserve bench`'s byte
+// counts): calls of at most `max_rows` rows read the 2-bit codes (n·k/4 bytes) and
+// `scale_bytes` per output column and scale group; taller calls read the bf16 panels (n·k·2).
+// max_rows 0: ternary weights are not packed as codes here.
+struct TernaryStreaming {
+  int64_t max_rows = 0;
+  int64_t scale_bytes = 0;
+};
+TernaryStreaming ActiveTernaryStreaming();
+
 // y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
 // With Round::kBf16 every y element is rounded to bf16 once its sum is complete (by the task
 // that computed it, while its columns are still in cache, rather than in a pass of its own).

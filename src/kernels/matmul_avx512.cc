@@ -351,14 +351,6 @@ void Panels(const void* x, int64_t xs, int64_t m, const PackedWeight& pw, int64_
 
 // ---- Ternary weights (kPanel32Ternary): the bf16 pair lanes rebuilt from 2-bit codes ----
 
-// Rows per call that run on the codes, in tiles of ≤ 8 rows that each decode them; taller calls
-// read the bf16 pairs copy (`pw.panels`), where the decoding repeated by every row tile costs
-// more than the bytes it saves. BitCPM4-0.5B dims, Zen 5, 2 threads: codes vs pairs 2.2x at
-// batch 1, 1.25x at 8 (1.4x with the mask decode below), 1.05-1.2x at 12-16; with the mask
-// decode a limit of 32 beat 16 at 24 and 32 rows (+2-13%, 3 of 3 interleaved rounds). Before
-// it, 64 rows and 512-row prefill ran 1.1-1.3x faster on the pairs; with it, 64 was level in
-// two rounds, so longer runs stay on the pairs.
-constexpr int64_t kTernaryMaxRows = 32;
 
 // A word of 32 codes → the 32 bf16 weights of one zmm of pair lanes, exactly: vpmultishiftqb
 // copies the byte window at code j (bits 2j...) into both bytes of word j, vpternlogd keeps its
@@ -578,7 +570,7 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
     int64_t i1 = i0 + 1;
     while (i1 < m && dot(i1) == dot(i0)) ++i1;
     float* yi = y + i0 * y_stride;
-    if (dot(i0) && codes && i1 - i0 <= kTernaryMaxRows) {
+    if (dot(i0) && codes && i1 - i0 <= kAvx512TernaryMaxRows) {
       const int64_t rows = i1 - i0;
       const int64_t chunks = (rows + kAvx512MaxTileRows - 1) / kAvx512MaxTileRows;
       for (int64_t c = 0, r = 0; c < chunks; ++c) {

@@ -169,6 +169,16 @@ const KernelChoice& AmxChoice();
 // kPanel16Ternary.
 PackedLayout TernaryCodesLayout(Isa isa);
 
+// Rows per call that run on the codes: kPanel16Ternary one row tile (kAvx2MaxTileRows);
+// kPanel32Ternary up to this many, in tiles of ≤ 8 rows that each decode them. Taller calls read
+// the bf16 copy (`pw.panels`), where the decoding repeated by every row tile costs more than the
+// bytes it saves. BitCPM4-0.5B dims, Zen 5, 2 threads: AVX-512 codes vs pairs 2.2x at batch 1,
+// 1.25x at 8 (1.4x with the mask decode), 1.05-1.2x at 12-16; with the mask decode a limit of
+// 32 beat 16 at 24 and 32 rows (+2-13%, 3 of 3 interleaved rounds). Before it, 64 rows and
+// 512-row prefill ran 1.1-1.3x faster on the pairs; with it, 64 was level in two rounds, so
+// longer runs stay on the pairs.
+constexpr int64_t kAvx512TernaryMaxRows = 32;
+
 // y[m, n] = x[m, k] · Wᵀ for the self-check's fixed weight (packed when the kernel was made).
 using CheckKernel = std::function<void(const float* x, int64_t m, float* y)>;
 struct MatmulCheck {

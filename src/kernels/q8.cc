@@ -212,17 +212,4 @@ std::string SummarizeQ8(const std::vector<const LinearWeight*>& ws) {
   return out;
 }
 
-int64_t Q8HeldBytesDelta(const std::vector<const LinearWeight*>& ws) {
-  int64_t delta = 0;
-  for (const LinearWeight* w : ws) {
-    const PackedWeight* pw = Packed(*w);
-    if (pw == nullptr || pw->layout != PackedLayout::kPanel16Q8) continue;
-    delta += static_cast<int64_t>(pw->data.size() + pw->scales.size());
-    if (w->data == nullptr) {
-      delta -= w->out_features * w->in_features * static_cast<int64_t>(DTypeSize(w->dtype));
-    }
-  }
-  return delta;
-}
-
 }  // namespace cpm::kernels

@@ -75,9 +75,6 @@ std::string Q8KernelDescription();
 
 // For the load log: "169 linear weights as Q8_0: 452.1 MB instead of 851.3 MB of bf16".
 std::string SummarizeQ8(const std::vector<const LinearWeight*>& ws);
-// What quantizing `ws` changed in the bytes a load holds: each Q8_0 weight's packed bytes, less
-// its source's where PrepareLinear dropped that (Source::kDrop).
-int64_t Q8HeldBytesDelta(const std::vector<const LinearWeight*>& ws);
 
 // ---- per-ISA kernels (q8.cc's dispatch picks one) ----
 void QuantizeRowsQ8Scalar(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,

@@ -3,11 +3,13 @@
 #include "kernels/ternary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "base/check.h"
 #include "kernels/matmul_impl.h"
@@ -242,7 +244,9 @@ std::optional<bool> TernaryPackingOverride() {
   static const std::optional<bool> on = []() -> std::optional<bool> {
     const char* v = std::getenv("CPM_TERNARY");
     if (v == nullptr || *v == '\0') return std::nullopt;
-    return std::strcmp(v, "0") != 0;
+    std::string s(v);
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return !(s == "0" || s == "false" || s == "off" || s == "no");
   }();
   return on;
 }

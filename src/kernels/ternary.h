@@ -57,8 +57,9 @@ std::shared_ptr<const void> PackTernary(const LinearWeight& w, const TernaryForm
 // checkpoint's, which tests compare).
 std::vector<uint16_t> ExpandTernary(const LinearWeight& w);
 
-// CPM_TERNARY=1 / =0 when set: PrepareLinear() then packs ternary bf16 weights as 2-bit codes, or
-// never does (A/B runs against the bf16 kernels).
+// CPM_TERNARY=1 / =0 when set (0, false, off or no, any case, is off): PrepareLinear() then
+// packs ternary bf16 weights as 2-bit codes, or never does (A/B runs against the bf16 kernels).
+// Never at the scalar level.
 std::optional<bool> TernaryPackingOverride();
 // Whether PrepareLinear() packs ternary bf16 weights as 2-bit codes at the active ISA: the
 // override when set, else where the AVX2 kernels are the matmul (matmul.cc says why).

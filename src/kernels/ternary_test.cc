@@ -126,6 +126,28 @@ TEST(TernaryTest, PrepareLinearPacksOnlyTernaryWeights) {
             ternary.data());  // the checkpoint's bytes stay for the scalar path
 }
 
+// The bytes a load reports (and the KV cache budget subtracts) count the codes, the scales and
+// the bf16 panels a ternary weight keeps for larger calls, less the source when it is dropped.
+TEST(TernaryTest, HeldBytesCountTheCodesBesideThePanels) {
+  if (BestIsa() == Isa::kScalar) GTEST_SKIP() << "packing needs AVX2";
+  IsaGuard guard;
+  ASSERT_TRUE(SetActiveIsa(Isa::kAvx2));
+  const int64_t n = 40, k = 64;
+  const std::vector<uint16_t> ternary = TernaryWeight(n, k, {32, false}, 4);
+  LinearWeight kept = Bf16Linear(ternary, n, k), dropped = Bf16Linear(ternary, n, k);
+  PrepareLinear(&kept);
+  ASSERT_TRUE(PackedTernaryFormat(kept).ternary());
+  const PackedWeight& pw = *Packed(kept);
+  ASSERT_NE(pw.panels, nullptr);
+  const int64_t packed = static_cast<int64_t>(pw.data.size() + pw.scales.size() +
+                                              pw.panels->data.size());
+  EXPECT_EQ(PackedHeldBytesDelta({&kept}), packed);
+  PrepareLinear(&dropped, Source::kDrop);
+  EXPECT_EQ(dropped.data, nullptr);
+  EXPECT_EQ(PackedHeldBytesDelta({&dropped}), packed - n * k * 2);
+  EXPECT_GT(packed - n * k * 2, 0);  // the codes and scales beside the bf16 panels
+}
+
 // The policy: the AVX2 codes where the AVX2 kernels are the matmul, the AVX-512 codes where the
 // AVX-512 matmul runs vdpbf16ps and the CPU has VBMI and BMI2, the bf16 pairs where it runs
 // without them, never at the scalar level.

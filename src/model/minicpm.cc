@@ -193,7 +193,7 @@ Status MiniCpmModel::Load(const LoadOptions& options, const MiniCpmConfig& confi
   info_.max_positions = max_len;
   info_.dtype = dtype;
   info_.kv = {c_.num_hidden_layers, c_.num_key_value_heads, c_.head_dim};
-  info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());
+  info_.weight_bytes = wl.bytes_held() + kernels::PackedHeldBytesDelta(AllLinearWeights());
   info_.eos_token_ids = c_.eos_token_id;
   return OkStatus();
 }

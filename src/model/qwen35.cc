@@ -195,7 +195,7 @@ Status Qwen35Model::Load(const LoadOptions& options, const std::string& architec
   info_.kv = {full, c_.num_key_value_heads, c_.head_dim};
   info_.state_slot_bytes = linear * state_floats_ * static_cast<int64_t>(sizeof(float));
   if (linear > 0) info_.prompt_chunk_tokens = GatedDeltaNet::kChunk;
-  info_.weight_bytes = wl.bytes_held() + kernels::Q8HeldBytesDelta(AllLinearWeights());
+  info_.weight_bytes = wl.bytes_held() + kernels::PackedHeldBytesDelta(AllLinearWeights());
   info_.eos_token_ids = c_.eos_token_id;
   return OkStatus();
 }

@@ -612,14 +612,15 @@ TEST_F(OfflineBenchE2E, Q8CountsTheBytesItStreams) {
 }
 
 // --ternary: BitCPM4-style dummy layers, packed as 2-bit codes (the load log says so), and the
-// decode bytes are the codes, a bf16 scale per output row and the bf16 head.
-// With the 2-bit kernels forced (CPM_TERNARY=1) the bench counts the codes' bytes, with them
-// off (=0) the bf16 panels'; unset, whichever this CPU's policy picks.
+// decode bytes are the codes, each output row's scale (2 bytes in the AVX2 layout, one mask per
+// pair lane, 4, in the AVX-512 one) and the bf16 head, up to the codes' row limit (AVX2 6,
+// AVX-512 32), and the bf16 panels above it. With the 2-bit kernels forced (CPM_TERNARY=1) the
+// bench counts the codes' bytes, with them off (=0) the bf16 panels'.
 TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
   for (const char* forced : {"1", "0"}) {
     setenv("CPM_TERNARY", forced, 1);
     const ProcessRun run =
-        Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1",
+        Bench({"--model", Tiny("minicpm4"), "--pp", "8", "--tg", "3", "--batch", "1", "40",
                "--repeats", "1", "--skip-limits", "--ternary", "--json", tmp + "/b.json"});
     unsetenv("CPM_TERNARY");
     ASSERT_EQ(run.rc, 0) << run.out << run.err;
@@ -634,10 +635,30 @@ TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
     const int64_t body = b["model"]["body_params"], head = b["model"]["head_params"];
     const int64_t rows_per_layer = 64 + 2 * 32 + 64 + 2 * 128 + 64;  // q, k, v, o, gate, up, down
     EXPECT_EQ(body, 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128));
-    EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(),
-              (codes ? body / 4 + 2 * rows_per_layer * 2 : body * 2) + head * 2);
     EXPECT_EQ(b["model"]["ternary"], true);
     EXPECT_EQ(b["model"]["ternary_codes"], codes);
+    const int64_t bf16_bytes = body * 2 + head * 2;
+    if (!codes) {
+      EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(), bf16_bytes);
+      continue;
+    }
+    const int64_t max_rows = b["model"]["ternary_codes_max_rows"];
+    ASSERT_TRUE(max_rows == 6 || max_rows == 32) << max_rows;
+    const int64_t scale_bytes = max_rows == 32 ? 4 : 2;
+    const int64_t codes_bytes = body / 4 + 2 * rows_per_layer * scale_bytes + head * 2;
+    EXPECT_EQ(b["model"]["weight_bytes_per_decode_step"].get<int64_t>(), codes_bytes);
+    EXPECT_EQ(b["model"]["weight_bytes_per_decode_step_above_max_rows"].get<int64_t>(),
+              bf16_bytes);
+    // Each decode test's weight bytes: 3 steps of its batch's (40 rows: above either limit).
+    int decode_tests = 0;
+    for (const Json& r : b["results"]) {
+      if (r["test"] != "tg3") continue;
+      ++decode_tests;
+      const double weights = 3.0 * (r["batch"] == 1 ? codes_bytes : bf16_bytes);
+      const double counted = r["weight_gb_per_s"].get<double>() * r["seconds"].get<double>() * 1e9;
+      EXPECT_NEAR(counted, weights, weights * 1e-9) << r.dump();
+    }
+    EXPECT_EQ(decode_tests, 2);
   }
   // The hybrid model has no ternary release.
   const ProcessRun hybrid =

@@ -206,10 +206,18 @@ def scenario_ternary_bitcpm(s):
             check(f"ternary_{tag}_vs_bf16_reference", eng,
                   s.reference(m, prompts, 6, "--dtype", "bfloat16", tag="ref_" + tag),
                   {"kl_max": 1e-3, "mean_rel_top20": 1e-3}, need_same_tokens=False)
-            # The 2-bit kernels reproduce the f32-FMA chains of the AVX2 bf16 kernels; an
-            # AVX-512 BF16 CPU's vdpbf16ps rounds pairs of products differently (it would run
-            # the head, the one weight left bf16, and every weight of the bf16 run), so the
-            # exactness is checked with the AVX2 kernels on both sides.
+            # The 2-bit kernels rebuild the very bf16 values, so each ISA's codes give its own
+            # bf16 kernels' bits: the default ISA's (the AVX-512 codes on vdpbf16ps pairs where
+            # the CPU has them, else the AVX2 ones) against CPM_TERNARY=0 there, then the AVX2
+            # codes against the AVX2 bf16 kernels (the AVX-512 matmul off on both sides, as
+            # vdpbf16ps rounds pairs of products differently from the AVX2 f32 FMA chains).
+            os.environ["CPM_TERNARY"] = "0"
+            try:
+                default_bf16 = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="dbf16_" + tag)
+            finally:
+                os.environ.pop("CPM_TERNARY", None)
+            if eng != default_bf16:
+                sys.exit(f"[ternary {tag}] the default ISA's 2-bit kernels differ from its bf16 kernels")
             os.environ["CPM_AVX512_MATMUL"] = "0"
             try:
                 two_bit = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="avx2_" + tag)
