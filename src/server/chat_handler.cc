@@ -303,9 +303,15 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     const bool with_logprobs = job.want_logprobs && !u.logprobs.empty() && !hide_metadata;
     // With return_token_ids vLLM sends every step's ids, even when the parsers hold its text.
     const bool with_ids = job.return_token_ids && !u.token_ids.empty() && !hide_metadata;
+    // Without parsers vLLM sends a chunk for every step that produced tokens, its content ""
+    // while the text is held back (a partial UTF-8 byte, a possible stop string); a parser
+    // holding text sends none.
+    const bool plain = parsers[u.index] == nullptr && tools == nullptr && !job.forced &&
+                       !recover_newlines;
+    const bool held_step = plain && !u.token_ids.empty();
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it (its
     // delta's content "" when it brings no text).
-    if (!delta.empty() || with_logprobs || u.finished || with_ids) {
+    if (!delta.empty() || with_logprobs || u.finished || with_ids || held_step) {
       Json lp = nullptr;
       if (with_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,

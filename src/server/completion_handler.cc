@@ -69,7 +69,10 @@ std::vector<CompletionLogprobs> MakeLogprobs(const ServerContext& ctx, const Com
 void AppendLogprobs(const CompletionJob& job, const ChoiceUpdate& u, CompletionLogprobs* lps) {
   if (job.echo_logprobs && lps->empty()) {  // the choice's first update
     lps->AppendUnscored(job.plans[u.index].prompt.front());
-    lps->Append(u.prompt_logprobs);
+    // vLLM keeps the first logprobs + 1 entries of each prompt position's dict (the token,
+    // then the top prompt_logprobs), which differs from the generated tokens' when the request
+    // asks for more prompt_logprobs than logprobs.
+    lps->Append(u.prompt_logprobs, job.sampling.prompt_logprobs, job.top_logprobs + 1);
   }
   lps->Append(u.logprobs);
 }
@@ -108,6 +111,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
   std::vector<bool> ids_sent(job.plans.size(), false);  // return_token_ids: prompt ids sent
+  std::vector<int64_t> sent_len(job.plans.size(), 0);   // characters of text sent, echo included
   // Prompt p's choices share its token count; plans are in choice order.
   auto emit = [&](Json chunk, int index) {
     if (job.continuous_usage) {
@@ -133,14 +137,17 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     Json lp = nullptr;
     bool new_logprobs = false;
     if (job.top_logprobs >= 0) {
+      lps[u.index].StartChunkAt(sent_len[u.index]);
       AppendLogprobs(job, u, &lps[u.index]);
       new_logprobs = lps[u.index].has_delta();
       lp = lps[u.index].TakeDelta();
     }
     bool ok = true;
-    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it.
-    const bool new_ids = job.return_token_ids && !u.token_ids.empty();
-    if (!text.empty() || new_logprobs || u.finished || new_ids) {
+    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it; a
+    // step whose token adds no text yet (a byte held back) still sends one, with text "" (vLLM
+    // skips only updates without tokens).
+    sent_len[u.index] += PythonLen(text);
+    if (!text.empty() || new_logprobs || u.finished || !u.token_ids.empty()) {
       Json chunk = Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
                          u.finished ? Json(u.finish_reason) : Json(nullptr),
                          u.finished ? StopReasonJson(u) : Json(nullptr));
@@ -234,6 +241,14 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
   if (req->suffix) {  // vLLM refuses any suffix, "" included
     return HttpReply::Error(BadRequest("suffix is not currently supported"));
   }
+  if (req->sampling.stream && req->sampling.use_beam_search) {  // vLLM's, before anything runs
+    return HttpReply::Error(BadRequest("Streaming is not currently supported with beam search"));
+  }
+  if (req->sampling.use_beam_search && req->echo && req->logprobs) {
+    // Beam search scores no prompt (vLLM fails its assertion there): a 400, not misaligned data.
+    return HttpReply::Error(
+        BadRequest("echo with logprobs is not supported with beam search", "echo"));
+  }
   // vLLM's echo without generation: echo with max_tokens 0 returns the prompt (and, with
   // logprobs, its log-probs); the one token vLLM still generates counts in the usage and
   // decides finish_reason, but is not shown.
@@ -254,10 +269,14 @@ HttpReply HandleCompletions(const ServerContext& ctx, const std::string& body,
     sampling->prompt_logprobs = static_cast<int32_t>(logprobs);
   }
   const auto num_prompts = static_cast<int64_t>(req->prompts.size());
-  if (num_prompts > kMaxCompletionPrompts) {
-    return HttpReply::Error(BadRequest(
-        "prompt list length " + std::to_string(num_prompts) +
-        " exceeds the maximum allowed count of " + std::to_string(kMaxCompletionPrompts)));
+  if (num_prompts > ctx.max_completion_prompts) {
+    return HttpReply::Error(
+        BadRequest("prompt list length " + std::to_string(num_prompts) +
+                   " exceeds the maximum allowed count of " +
+                   std::to_string(ctx.max_completion_prompts) +
+                   ". To increase this limit, set the VLLM_MAX_COMPLETION_PROMPTS environment "
+                   "variable.",
+                   "prompt"));
   }
   if (num_prompts * sampling->n > ctx.max_n_sequences) {
     return HttpReply::Error(BadRequest(

@@ -844,7 +844,101 @@ TEST_F(HandlersTest, CompletionsTakeLargePromptBatches) {
   r = HandleCompletions(ctx_, body.dump(), Clock::now());
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(Json::parse(r.body)["error"]["message"],
-            "prompt list length 1025 exceeds the maximum allowed count of 1024");
+            "prompt list length 1025 exceeds the maximum allowed count of 1024. To increase this "
+            "limit, set the VLLM_MAX_COMPLETION_PROMPTS environment variable.");
+  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "prompt");
+}
+
+// Byte-fallback pieces as vLLM shows them: each token decoded alone, so a piece that is not
+// whole UTF-8 is U+FFFD in tokens, in the top_logprobs keys (one key, where the raw bytes made
+// several that the JSON dump then repeated) and in text_offset (one character). Streams send a
+// chunk for every token, its text "" while bytes are held back, as vLLM's.
+TEST_F(HandlersTest, BytePiecesAsVllmShowsThem) {
+  // 你好 as its six byte pieces.
+  engine_.script.clear();
+  for (unsigned char b : std::string("\xE4\xBD\xA0\xE5\xA5\xBD")) {
+    for (int32_t id = 0; id < tok_->vocab_size(); ++id) {
+      if (tok_->TokenBytes(id) == std::string(1, static_cast<char>(b))) {
+        engine_.script.push_back(id);
+        break;
+      }
+    }
+  }
+  const int n = static_cast<int>(engine_.script.size());
+  ASSERT_EQ(n, 6) << "the tiny tokenizer has byte pieces";
+  const std::string replacement = "\xEF\xBF\xBD";
+  Json body = {{"prompt", "x"}, {"max_tokens", n}, {"logprobs", 3}};
+  HttpReply r = HandleCompletions(ctx_, body.dump(), Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json lp = Json::parse(r.body)["choices"][0]["logprobs"];
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(lp["tokens"][i], replacement) << i;
+    EXPECT_EQ(lp["text_offset"][i], i);
+  }
+  size_t keys = 0;
+  for (size_t at = 0; (at = r.body.find("\"" + replacement + "\":", at)) != std::string::npos; ++at) {
+    ++keys;
+  }
+  EXPECT_EQ(keys, static_cast<size_t>(n)) << r.body;  // one per position
+
+  for (const bool chat : {false, true}) {
+    body = {{"max_tokens", n}, {"stream", true}};
+    if (chat) body["messages"] = Json::array({{{"role", "user"}, {"content", "x"}}});
+    else body["prompt"] = "x";
+    bool done = false;
+    const std::vector<Json> ev =
+        Events(Drain(chat ? HandleChatCompletions(ctx_, body.dump(), Clock::now())
+                          : HandleCompletions(ctx_, body.dump(), Clock::now())),
+               &done);
+    std::string text;
+    int token_chunks = 0;
+    for (const Json& e : ev) {
+      const Json& c = e["choices"][0];
+      if (chat && c["delta"].contains("role")) continue;  // the role chunk (content "")
+      text += chat ? c["delta"]["content"].get<std::string>() : c["text"].get<std::string>();
+      ++token_chunks;
+    }
+    EXPECT_EQ(text, "\xE4\xBD\xA0\xE5\xA5\xBD") << chat;
+    EXPECT_EQ(token_chunks, n) << chat;  // the held bytes' chunks carry ""
+  }
+}
+
+// A stream's text_offset starts each chunk at the length of the text sent before it (vLLM).
+TEST_F(HandlersTest, StreamedTextOffsetsFollowTheTextSent) {
+  const Json body = {{"prompt", "Hello"}, {"max_tokens", 4}, {"stream", true}, {"logprobs", 0},
+                     {"echo", true}};
+  bool done = false;
+  const std::vector<Json> ev =
+      Events(Drain(HandleCompletions(ctx_, body.dump(), Clock::now())), &done);
+  int64_t sent = 0;
+  for (const Json& e : ev) {
+    if (e["choices"].empty()) continue;
+    const Json& c = e["choices"][0];
+    if (c["logprobs"].is_null()) continue;
+    EXPECT_EQ(c["logprobs"]["text_offset"][0], sent) << e.dump();
+    for (unsigned char ch : c["text"].get<std::string>()) sent += (ch & 0xC0) != 0x80;
+  }
+  EXPECT_GT(sent, 5);
+}
+
+TEST_F(HandlersTest, BeamSearchRefusesWhatItCannotServe) {
+  HttpReply r = HandleCompletions(
+      ctx_, R"({"prompt":"a","use_beam_search":true,"n":2,"stream":true})", Clock::now());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["error"]["message"],
+            "Streaming is not currently supported with beam search");
+  r = HandleCompletions(
+      ctx_, R"({"prompt":"a","use_beam_search":true,"n":2,"echo":true,"logprobs":1})",
+      Clock::now());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "echo");
+  // vLLM's null fields of a whole response.
+  r = HandleCompletions(ctx_, R"({"prompt":"a","max_tokens":1})", Clock::now());
+  const Json j = Json::parse(r.body);
+  for (const char* field : {"service_tier", "system_fingerprint", "kv_transfer_params"}) {
+    ASSERT_TRUE(j.contains(field)) << field;
+    EXPECT_TRUE(j[field].is_null()) << field;
+  }
 }
 
 // continuous_usage_stats: every chunk carries its choice's running usage.

@@ -43,8 +43,10 @@ Json CompleteResponse(const std::string& id, const char* object, int64_t created
                       int64_t completion_tokens, int64_t cached_tokens) {
   Json r = ResponseHead(id, object, created, model);
   r["choices"] = std::move(choices);
-  r["usage"] = UsageJson(prompt_tokens, completion_tokens, cached_tokens);
+  r["service_tier"] = nullptr;  // vLLM's chat and completion responses carry both as null
   r["system_fingerprint"] = nullptr;
+  r["usage"] = UsageJson(prompt_tokens, completion_tokens, cached_tokens);
+  r["kv_transfer_params"] = nullptr;
   return r;
 }
 

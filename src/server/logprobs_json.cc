@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "tokenizer/unicode_util.h"
+
 namespace cpm {
 
 using Json = nlohmann::ordered_json;
@@ -14,13 +16,6 @@ Json Bytes(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
   return b;
-}
-
-// Code points in `s` (Python's len), counting each invalid byte as one.
-int64_t CodePoints(const std::string& s) {
-  int64_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 // A position's alternatives as vLLM lists them: its logprobs dict holds the sampled token first,
@@ -39,6 +34,16 @@ std::vector<std::pair<int32_t, float>> SampledThenTop(const TokenLogprobs& lp, i
 }
 
 }  // namespace
+
+int64_t PythonLen(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string CompletionTokenText(const Tokenizer& tok, int32_t id, bool as_token_ids) {
+  return Utf8Lossy(LogprobToken(tok, id, as_token_ids));
+}
 
 double ClampLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
 
@@ -92,25 +97,25 @@ Json PromptLogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
 }
 
 void CompletionLogprobs::AppendUnscored(int32_t token) {
-  const std::string text = LogprobToken(tok_, token, as_token_ids_);
+  const std::string text = CompletionTokenText(tok_, token, as_token_ids_);
   tokens_.push_back(text);
   token_logprobs_.push_back(nullptr);
   top_logprobs_.push_back(nullptr);
   text_offset_.push_back(offset_);
-  offset_ += CodePoints(text);
+  offset_ += PythonLen(text);
 }
 
-void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps) {
+void CompletionLogprobs::Append(const std::vector<TokenLogprobs>& lps, int top, int limit) {
   for (const TokenLogprobs& lp : lps) {
-    const std::string text = LogprobToken(tok_, lp.token, as_token_ids_);
+    const std::string text = CompletionTokenText(tok_, lp.token, as_token_ids_);
     tokens_.push_back(text);
     token_logprobs_.push_back(ClampLogprob(lp.logprob));
     text_offset_.push_back(offset_);
-    offset_ += CodePoints(text);
-    // vLLM's top_logprobs dict: the sampled token, then the top k.
+    offset_ += PythonLen(text);
+    // vLLM's top_logprobs dict: the sampled token, then the top k, the first `limit` entries.
     Json tops = Json::object();
-    for (const auto& [id, logprob] : SampledThenTop(lp, top_, -1)) {
-      const std::string t = LogprobToken(tok_, id, as_token_ids_);
+    for (const auto& [id, logprob] : SampledThenTop(lp, top < 0 ? top_ : top, limit)) {
+      const std::string t = CompletionTokenText(tok_, id, as_token_ids_);
       tops[t] = ClampLogprob(logprob);  // a text seen before keeps its place, as in a dict
     }
     top_logprobs_.push_back(std::move(tops));

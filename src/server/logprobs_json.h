@@ -33,12 +33,24 @@ nlohmann::ordered_json PromptLogprobsJson(const Tokenizer& tok,
                                           const std::vector<TokenLogprobs>& lps, int top);
 
 // Completions' logprobs object, built up step by step.
+// Python's len() of a UTF-8 string: its code points, each invalid byte counted as one.
+int64_t PythonLen(const std::string& s);
+
+// A token's text as a completion's log-probs show it: vLLM decodes each token alone, so bytes
+// that are not whole UTF-8 (a byte-fallback piece) become U+FFFD, one per maximal invalid
+// subsequence; the tokens, the top_logprobs keys and text_offset all see that text.
+std::string CompletionTokenText(const Tokenizer& tok, int32_t id, bool as_token_ids);
+
 class CompletionLogprobs {
  public:
   CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset,
                      bool as_token_ids = false)
       : tok_(tok), top_(top), offset_(initial_offset), as_token_ids_(as_token_ids) {}
-  void Append(const std::vector<TokenLogprobs>& lps);
+  // Each token's top_logprobs: itself, then the top `top` (-1: the constructor's), at most
+  // `limit` entries (-1: no limit).
+  void Append(const std::vector<TokenLogprobs>& lps, int top = -1, int limit = -1);
+  // Streams: vLLM starts each chunk's text_offset at the length of the text sent before it.
+  void StartChunkAt(int64_t offset) { offset_ = offset; }
   // A token without a score (an echoed first prompt token): null logprob and top_logprobs.
   void AppendUnscored(int32_t token);
   nlohmann::ordered_json ToJson() const;

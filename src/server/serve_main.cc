@@ -488,6 +488,8 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ctx.max_logprobs = c.max_logprobs < 0 ? info.vocab_size : c.max_logprobs;
   CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_MAX_N_SEQUENCES", "a positive integer",
                                          &ctx.max_n_sequences));
+  CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_MAX_COMPLETION_PROMPTS", "a positive integer",
+                                         &ctx.max_completion_prompts));
   ctx.response_role = c.response_role;
   ctx.request_log = {c.enable_log_requests, c.max_log_len};
   ctx.enable_prompt_tokens_details = c.enable_prompt_tokens_details;

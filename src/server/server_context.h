@@ -56,6 +56,7 @@ struct ServerContext {
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
   bool exclude_tools_when_tool_choice_none = false;  // tool_choice "none" renders no tools
   int64_t max_n_sequences = kDefaultMaxNSequences;  // $VLLM_MAX_N_SEQUENCES: bound on n
+  int64_t max_completion_prompts = kMaxCompletionPrompts;  // $VLLM_MAX_COMPLETION_PROMPTS
   int64_t max_logprobs = kMaxLogprobs;  // --max-logprobs (-1 resolved to the vocabulary)
   std::string response_role = "assistant";  // --response-role
   RequestLogOptions request_log;            // --enable-log-requests, --max-log-len
