@@ -690,6 +690,13 @@ TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
   for (const Json& tops : with_own["choices"][0]["logprobs"]["top_logprobs"]) {
     EXPECT_LE(tops.size(), 2u) << tops.dump();  // logprobs 1, plus the token when not in it
   }
+  // A prompt token that is its position's top 1 (the fake's tops are 7, 8, 9): vLLM keeps the
+  // first logprobs + 1 entries of {token, top 3}, so the next one shows too.
+  r = HandleCompletions(
+      ctx_, R"({"prompt":[1,7,6],"max_tokens":1,"logprobs":1,"echo":true,"prompt_logprobs":3})",
+      Clock::now());
+  const Json top1 = Json::parse(r.body)["choices"][0]["logprobs"]["top_logprobs"][1];
+  EXPECT_EQ(top1.size(), 2u) << top1.dump();
 
   // Echo without generation: max_tokens 0 returns the prompt and its log-probs only; the one
   // token vLLM generates anyway counts in the usage.
