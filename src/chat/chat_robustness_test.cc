@@ -129,5 +129,53 @@ TEST(ChatRobustness, RandomMessagesNeverCrash) {
   EXPECT_GT(errors, 0);
 }
 
+// A request's own chat template (--trust-request-chat-template) is hostile input: the int64
+// edges (INT64_MIN // -1 traps on x86), chains whose trees are as deep as they are long, and
+// sizes a filter's argument multiplies must each end in a value or a Status.
+TEST(ChatRobustness, HostileTemplatesEndInAStatus) {
+  const auto render = [](const std::string& src) -> StatusOr<std::string> {
+    CPM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::Parse(src));
+    return t.Render(Json{{"messages", Json::array({{{"role", "user"}, {"content", "hi"}}})},
+                         {"text", "a\nb"}});
+  };
+  const auto value = [&](const std::string& src) {
+    auto r = render(src);
+    return r.ok() ? *r : "error: " + r.status().message();
+  };
+  // Python's ints: the quotient overflows int64 (an error here), the remainder is 0.
+  EXPECT_NE(value("{{ (-9223372036854775807 - 1) // -1 }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_EQ(value("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+  EXPECT_EQ(value("{{ 7 // -1 }}"), "-7");
+  // range() counted without overflow: capped, or Python's three items.
+  EXPECT_NE(value("{{ range(-9223372036854775807, 9223372036854775807)|length }}").find("Range too big"),
+            std::string::npos);
+  EXPECT_EQ(value("{{ range(-5, 9223372036854775807, 4611686018427387904)|list }}"),
+            "[-5, 4611686018427387899, 9223372036854775803]");
+  // Chains: a long one still renders, a very long one is refused before it is evaluated.
+  std::string sum = "{{ 1", filters = "{{ text", attrs = "{{ messages", calls = "{{ range";
+  for (int i = 0; i < 1000; ++i) sum += " + 1";
+  EXPECT_EQ(value(sum + " }}"), "1001");
+  for (int i = 0; i < 20000; ++i) {
+    sum += " + 1";
+    filters += "|default(1)";
+    attrs += ".a";
+    calls += "()";
+  }
+  for (const std::string& deep : {sum, filters, attrs, calls}) {
+    EXPECT_NE(value(deep + " }}").find("expression nested too deeply"), std::string::npos)
+        << deep.substr(0, 40);
+  }
+  EXPECT_NE(value("{% filter upper" + std::string(30000, '|') + " %}x{% endfilter %}").find("error"),
+            std::string::npos);
+  // Sizes a filter's width multiplies, refused by the render's size limit before they exist.
+  EXPECT_NE(value("{{ messages|tojson(indent=1000000000) }}").find("error"), std::string::npos);
+  EXPECT_NE(value("{{ text|indent(1000000000) }}").find("error"), std::string::npos);
+  EXPECT_EQ(value("{{ text|indent(2) }}"), "a\n  b");
+  EXPECT_EQ(value("{{ messages|tojson(indent=2) }}"),
+            "[\n  {\n    \"role\": \"user\",\n    \"content\": \"hi\"\n  }\n]");
+  EXPECT_NE(value("{{ messages.99999999999999999999 }}").find("error"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cpm

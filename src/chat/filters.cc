@@ -43,16 +43,46 @@ StatusOr<Value> Length(Interpreter&, const Value& v, const CallArgs&) {
   }
 }
 
-StatusOr<Value> ToJson(Interpreter&, const Value& v, const CallArgs& a) {
+// Bytes the indentation adds to `compact` (a one-line dump with ", " and ": " separators) at
+// `width` bytes per level: a line break and depth × width bytes after each opening bracket of a
+// non-empty container, each item separator, and before each closing one (json.dumps' layout).
+size_t IndentationBytes(const std::string& compact, size_t width) {
+  size_t bytes = 0, depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < compact.size(); ++i) {
+    const char c = compact[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    const bool empty = i + 1 < compact.size() && (compact[i + 1] == ']' || compact[i + 1] == '}');
+    if (c == '"') in_string = true;
+    else if ((c == '[' || c == '{') && !empty) bytes += 1 + ++depth * width;
+    else if (c == '[' || c == '{') ++i;  // an empty container: no break
+    else if (c == ']' || c == '}') bytes += 1 + --depth * width;
+    else if (c == ',') bytes += 1 + depth * width;
+  }
+  return bytes;
+}
+
+StatusOr<Value> ToJson(Interpreter& in, const Value& v, const CallArgs& a) {
   JsonDumpOptions o;
   o.ensure_ascii = Arg(a, 0, "ensure_ascii", Value::Bool(false)).Truthy();
   Value indent = Arg(a, 1, "indent", Value::None());
   if (indent.IsString()) {
     o.indent = indent.AsString();
   } else if (indent.IsInt() || indent.IsBool()) {
-    o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.AsInt())), ' ');
+    const size_t width = static_cast<size_t>(std::max<int64_t>(0, indent.AsInt()));
+    CPM_RETURN_IF_ERROR(in.CheckSize(width));
+    o.indent = std::string(width, ' ');
   } else if (!indent.IsNone()) {
     return InvalidArgument("tojson: indent must be an int or a string");
+  }
+  if (o.indent && !o.indent->empty()) {
+    // The render's size limit before the indented text exists (a wide indent multiplies it).
+    CPM_ASSIGN_OR_RETURN(const std::string compact, JsonDumps(v, JsonDumpOptions()));
+    CPM_RETURN_IF_ERROR(in.CheckSize(compact.size() + IndentationBytes(compact, o.indent->size())));
   }
   if (o.indent) o.item_separator = ",";
   Value seps = Arg(a, 2, "separators", Value::None());
@@ -426,13 +456,17 @@ StatusOr<Value> Safe(Interpreter&, const Value& v, const CallArgs&) {
   return Value::String(v.ToStr());
 }
 
-StatusOr<Value> Indent(Interpreter&, const Value& v, const CallArgs& a) {
+StatusOr<Value> Indent(Interpreter& in, const Value& v, const CallArgs& a) {
   Value width = Arg(a, 0, "width", Value::Int(4));
   bool first = Arg(a, 1, "first", Value::Bool(false)).Truthy();
   bool blank = Arg(a, 2, "blank", Value::Bool(false)).Truthy();
-  std::string indention = width.IsString() ? width.AsString()
-                                           : std::string(static_cast<size_t>(std::max<int64_t>(0, width.AsInt())), ' ');
+  const size_t spaces = width.IsString() ? 0 : static_cast<size_t>(std::max<int64_t>(0, width.AsInt()));
+  CPM_RETURN_IF_ERROR(in.CheckSize(spaces));
+  std::string indention = width.IsString() ? width.AsString() : std::string(spaces, ' ');
   std::string s = v.ToStr() + "\n";
+  // Every line may take the indentation: the render's size limit before the text exists.
+  CPM_RETURN_IF_ERROR(in.CheckSize(
+      s.size() + indention.size() * static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; }) + 1)));
   std::vector<std::string> lines;
   for (size_t pos = 0; pos < s.size();) {
     size_t nl = s.find_first_of("\r\n", pos);

@@ -36,14 +36,18 @@ StatusOr<Value> Range(Interpreter& interp, const CallArgs& a) {
   int64_t stop = n.size() == 1 ? n[0] : n[1];
   int64_t step = n.size() == 3 ? n[2] : 1;
   if (step == 0) return InvalidArgument("range() arg 3 must not be zero");
-  // jinja2's sandbox caps range() at MAX_RANGE = 100000 items.
-  int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                           : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // jinja2's sandbox caps range() at MAX_RANGE = 100000 items. Counted in 128 bits: the span
+  // of two int64 values (and a step of INT64_MIN) does not fit in 64.
+  const __int128 span = static_cast<__int128>(stop) - start, st = step;
+  const __int128 count = st > 0 ? (span > 0 ? (span + st - 1) / st : 0)
+                                : (span < 0 ? (-span - st - 1) / -st : 0);
   if (count > 100000) {
     return InvalidArgument("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }
   ValueList out;
-  for (int64_t i = 0; i < count; ++i) out.push_back(Value::Int(start + i * step));
+  for (int64_t i = 0; i < count; ++i) {
+    out.push_back(Value::Int(static_cast<int64_t>(start + static_cast<__int128>(i) * step)));
+  }
   (void)interp;
   return Value::List(std::move(out));
 }

@@ -76,7 +76,11 @@ StatusOr<Value> Arithmetic(const std::string& op, const Value& l, const Value& r
   else if (op == "-") overflow = __builtin_sub_overflow(a, b, &out);
   else if (op == "*") overflow = __builtin_mul_overflow(a, b, &out);
   else if (b == 0) return InvalidArgument(op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
-  else if (op == "//") out = FloorDiv(a, b);
+  else if (b == -1) {
+    // a / -1 traps (SIGFPE) for the one quotient int64 cannot hold: -a, checked; a % -1 is 0.
+    if (op == "//") overflow = __builtin_sub_overflow(int64_t{0}, a, &out);
+    else out = 0;
+  } else if (op == "//") out = FloorDiv(a, b);
   else out = FloorMod(a, b);
   if (overflow) return InvalidArgument("integer overflow");
   return Value::Int(out);

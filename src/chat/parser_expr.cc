@@ -46,9 +46,12 @@ StatusOr<ExprPtr> Parser::ParseTuple(bool with_condexpr, bool explicit_parens) {
 StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
   DepthGuard guard(&depth_);
   if (guard.TooDeep()) return Error("expression nested too deeply");
+  if (open_expressions_ == 0) links_ = 0;  // a statement's expression: its own budget
+  DepthGuard open(&open_expressions_);
   CPM_ASSIGN_OR_RETURN(ExprPtr expr, ParseOr());
   if (!with_condexpr) return expr;
   while (IsName("if")) {
+    CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     Advance();
     auto cond = NewExpr(Expr::Kind::kCondition, at);
@@ -71,6 +74,7 @@ StatusOr<ExprPtr> Parser::ParseLeftAssoc(const char* word, Expr::Kind kind,
                                          StatusOr<ExprPtr> (Parser::*operand)()) {
   CPM_ASSIGN_OR_RETURN(ExprPtr left, (this->*operand)());
   while (IsName(word)) {
+    CPM_RETURN_IF_ERROR(Link());
     auto node = NewExpr(kind, Cur());
     Advance();
     CPM_ASSIGN_OR_RETURN(ExprPtr right, (this->*operand)());
@@ -145,6 +149,7 @@ ExprPtr MakeBinary(const Token& at, std::string op, ExprPtr l, ExprPtr r) {
 StatusOr<ExprPtr> Parser::ParseMath1() {
   CPM_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
   while (IsOp("+") || IsOp("-")) {
+    CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     Advance();
     CPM_ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
@@ -156,6 +161,7 @@ StatusOr<ExprPtr> Parser::ParseMath1() {
 StatusOr<ExprPtr> Parser::ParseConcat() {
   CPM_ASSIGN_OR_RETURN(ExprPtr left, ParseMath2());
   while (IsOp("~")) {
+    CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     Advance();
     CPM_ASSIGN_OR_RETURN(ExprPtr right, ParseMath2());
@@ -167,6 +173,7 @@ StatusOr<ExprPtr> Parser::ParseConcat() {
 StatusOr<ExprPtr> Parser::ParseMath2() {
   CPM_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
   while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+    CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     Advance();
     CPM_ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
@@ -178,6 +185,7 @@ StatusOr<ExprPtr> Parser::ParseMath2() {
 StatusOr<ExprPtr> Parser::ParsePow() {
   CPM_ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
   while (IsOp("**")) {
+    CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     Advance();
     CPM_ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
@@ -324,6 +332,7 @@ StatusOr<ExprPtr> Parser::ParseSubscript(ExprPtr node) {
 
 StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
   while (true) {
+    if (IsOp(".") || IsOp("[") || IsOp("(")) CPM_RETURN_IF_ERROR(Link());
     const Token at = Cur();
     if (IsOp(".")) {
       Advance();
@@ -404,7 +413,9 @@ StatusOr<ExprPtr> Parser::ParseOneFilter(ExprPtr node) {
 
 StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr node) {
   // One or more `| name(args)`; `node` may be null for filter blocks.
+  if (open_expressions_ == 0) links_ = 0;  // a filter block's own chain
   while (IsOp("|")) {
+    CPM_RETURN_IF_ERROR(Link());
     CPM_ASSIGN_OR_RETURN(node, ParseOneFilter(std::move(node)));
   }
   return node;
@@ -442,6 +453,7 @@ StatusOr<ExprPtr> Parser::ParseTest(ExprPtr node) {
 
 StatusOr<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
   while (true) {
+    if (IsOp("|") || IsName("is") || IsOp("(")) CPM_RETURN_IF_ERROR(Link());
     if (IsOp("|")) {
       CPM_ASSIGN_OR_RETURN(node, ParseOneFilter(std::move(node)));
     } else if (IsName("is")) {

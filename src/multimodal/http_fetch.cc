@@ -2,7 +2,9 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -45,14 +47,15 @@ size_t Append(char* ptr, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-void Configure(CURL* curl, const std::string& url, const HttpFetchLimits& limits, Body* body,
-               char* error) {
+void Configure(CURL* curl, const std::string& url, const HttpFetchLimits& limits,
+               int64_t timeout_ms, Body* body, char* error) {
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: other threads run
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(limits.timeout_s));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, timeout_ms)));
   // With allowed domains each redirect is followed by hand (HttpGet), its host checked first.
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, limits.allowed_domains.empty() ? 1L : 0L);
+  const bool curl_follows = limits.follow_redirects && limits.allowed_domains.empty();
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, curl_follows ? 1L : 0L);
   curl_easy_setopt(curl, CURLOPT_MAXREDIRS, kMaxRedirects);
   // A redirect must not reach file:// or other schemes the client could not name directly.
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -98,12 +101,12 @@ std::string TooBig(const std::string& url, int64_t max_bytes) {
 // One GET of `url` (redirects followed by libcurl unless domains are checked; then a redirect
 // leaves its target in `redirect` and an empty body).
 StatusOr<std::string> GetOnce(const std::string& url, const HttpFetchLimits& limits,
-                              std::string* redirect) {
+                              int64_t timeout_ms, std::string* redirect) {
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (curl == nullptr) return Internal("fetching " + url + ": cannot create a libcurl handle");
   Body body{.data = {}, .max_bytes = limits.max_bytes};
   char error[CURL_ERROR_SIZE] = "";
-  Configure(curl.get(), url, limits, &body, error);
+  Configure(curl.get(), url, limits, timeout_ms, &body, error);
   const CURLcode code = curl_easy_perform(curl.get());
   if (body.too_big || code == CURLE_FILESIZE_EXCEEDED) {
     return InvalidArgument(TooBig(url, limits.max_bytes));
@@ -119,7 +122,7 @@ StatusOr<std::string> GetOnce(const std::string& url, const HttpFetchLimits& lim
   long status = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
   char* location = nullptr;
-  if (!limits.allowed_domains.empty() && status >= 300 && status < 400 &&
+  if (limits.follow_redirects && !limits.allowed_domains.empty() && status >= 300 && status < 400 &&
       curl_easy_getinfo(curl.get(), CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location) {
     *redirect = location;  // followed by HttpGet once its host is checked
     return std::string();
@@ -135,10 +138,19 @@ StatusOr<std::string> GetOnce(const std::string& url, const HttpFetchLimits& lim
 StatusOr<std::string> HttpGet(const std::string& first_url, const HttpFetchLimits& limits) {
   InitCurlOnce();
   std::string url = first_url;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(limits.timeout_s);
   for (long redirects = 0;; ++redirects) {
     CPM_RETURN_IF_ERROR(CheckAllowedDomain(url, limits.allowed_domains));
+    const int64_t left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                deadline - std::chrono::steady_clock::now())
+                                .count();
+    if (left_ms <= 0) {
+      return InvalidArgument("fetching " + first_url + " timed out after " +
+                             std::to_string(limits.timeout_s) + " s");
+    }
     std::string next;
-    CPM_ASSIGN_OR_RETURN(std::string body, GetOnce(url, limits, &next));
+    CPM_ASSIGN_OR_RETURN(std::string body, GetOnce(url, limits, left_ms, &next));
     if (next.empty()) return body;
     if (redirects == kMaxRedirects) {
       return InvalidArgument("fetching " + first_url + " failed: more than " +

@@ -90,6 +90,12 @@ std::string RealPath(const std::string& path) {
 
 StatusOr<std::string> ReadFileLimited(const std::string& path, int64_t max_bytes,
                                       std::string_view part) {
+  // Only a regular file: a FIFO would block the request (and shutdown) in open(), a device or
+  // a directory has no size to check.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return InvalidArgument(std::string(part) + ": local file " + path + " is not a regular file");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
   const std::streamoff size = in.tellg();
@@ -109,11 +115,16 @@ StatusOr<std::string> FromFileUrl(std::string_view url, const MediaOptions& opti
     return InvalidArgument("Cannot load local files without `--allowed-local-media-path`.");
   }
   std::string_view rest = url.substr(7);  // after "file://"
+  // vLLM reads only the URL's path: no query or fragment.
+  rest = rest.substr(0, rest.find_first_of("?#"));
   if (HasPrefixNoCase(rest, "localhost/")) rest.remove_prefix(9);
   if (rest.empty() || rest[0] != '/') {
     return InvalidArgument(std::string(part) + ": file URLs must name an absolute local path, got " + Quote(url));
   }
   const std::string path = PercentDecode(rest);
+  if (path.find('\0') != std::string::npos) {  // Python: "embedded null byte"
+    return InvalidArgument(std::string(part) + ": file URL path has an embedded null byte");
+  }
   const std::string allowed = RealPath(options.allowed_local_media_path);
   if (allowed.empty()) {
     return InvalidArgument(std::string(part) + ": --allowed-local-media-path " +
@@ -193,7 +204,8 @@ StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions
     const int64_t timeout_s =
         part == "video_url" ? options.video_fetch_timeout_s : options.fetch_timeout_s;
     StatusOr<std::string> body =
-        HttpGet(url, {timeout_s, options.max_bytes, options.allowed_media_domains});
+        HttpGet(url, {timeout_s, options.max_bytes, options.allowed_media_domains,
+                      options.follow_redirects});
     if (!body.ok()) return body.status().WithPrefix(std::string(part));
     return body;
   }

@@ -22,6 +22,7 @@ struct MediaOptions {
   int64_t fetch_timeout_s = 5;          // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default
   int64_t video_fetch_timeout_s = 30;   // vLLM's VLLM_VIDEO_FETCH_TIMEOUT default
   int64_t max_bytes = 64 << 20;
+  bool follow_redirects = true;  // vLLM's VLLM_MEDIA_URL_ALLOW_REDIRECTS
   // vLLM's --media-io-kwargs '{"video": {"num_frames": N}}': frames sampled from each video
   // (-1: every frame).
   int64_t video_num_frames = 32;

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -135,6 +136,19 @@ TEST_F(FileUrlTest, RefusesEverythingOutside) {
   ExpectError(FetchImageBytes("file://otherhost/etc/passwd", options_), "absolute local path");
 }
 
+// vLLM reads the URL's path only; a path with a NUL is refused (Python's "embedded null byte");
+// anything but a regular file (a FIFO would block the request in open()) is refused.
+TEST_F(FileUrlTest, OnlyThePathAndOnlyRegularFiles) {
+  StatusOr<std::string> got = FetchImageBytes(Url("allowed/sub%20dir/a.png") + "?x=1#frag", options_);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "inside");
+  ExpectError(FetchImageBytes(Url("allowed/sub%20dir/a.png%00.jpg"), options_), "null byte");
+  ASSERT_EQ(::mkfifo((root_ / "allowed" / "fifo.png").c_str(), 0600), 0);
+  ExpectError(FetchImageBytes(Url("allowed/fifo.png"), options_), "is not a regular file");
+  fs::create_directories(root_ / "allowed" / "dir.png");
+  ExpectError(FetchImageBytes(Url("allowed/dir.png"), options_), "is not a regular file");
+}
+
 TEST_F(FileUrlTest, SizeCapApplies) {
   options_.max_bytes = 3;
   ExpectError(FetchImageBytes(Url("allowed/sub%20dir/a.png"), options_), "larger than 3 bytes");
@@ -159,6 +173,12 @@ class HttpFetchTest : public ::testing::Test {
     svr_.Get("/big", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(10000, 'x'), "image/png");
     });
+    for (const char* hop : {"/hop1", "/hop2"}) {  // 700 ms each, then on
+      svr_.Get(hop, [hop](const httplib::Request&, httplib::Response& res) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        res.set_redirect(std::string(hop) == "/hop1" ? "/hop2" : "/img");
+      });
+    }
     svr_.Get("/slow", [](const httplib::Request&, httplib::Response& res) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
       res.set_content("late", "image/png");
@@ -217,6 +237,20 @@ TEST_F(HttpFetchTest, ErrorsNameUrlAndCause) {
   MediaOptions quick;
   quick.fetch_timeout_s = 1;
   ExpectError(FetchImageBytes(Url("/slow"), quick), "timed out after 1 s");
+  // The timeout covers every redirect together (each hop followed by hand under
+  // --allowed-media-domains, by libcurl without).
+  for (bool domains : {true, false}) {
+    MediaOptions hops = quick;
+    if (domains) hops.allowed_media_domains = {"127.0.0.1"};
+    ExpectError(FetchImageBytes(Url("/hop1"), hops), "timed out");
+  }
+  // VLLM_MEDIA_URL_ALLOW_REDIRECTS=0: a redirect is a failed fetch.
+  for (bool domains : {true, false}) {
+    MediaOptions no_redirects;
+    no_redirects.follow_redirects = false;
+    if (domains) no_redirects.allowed_media_domains = {"127.0.0.1"};
+    ExpectError(FetchImageBytes(Url("/moved"), no_redirects), "failed with HTTP status 302");
+  }
 }
 
 // A port with a bound socket that never listens refuses connections, and nobody else can take it.

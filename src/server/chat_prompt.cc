@@ -260,6 +260,10 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   // the kwargs' one wins, as vLLM lays the kwargs over its own arguments).
   std::optional<std::string> template_source = in.chat_template;
   if (const Json& kwargs = in.chat_template_kwargs; kwargs.is_object()) {
+    // vLLM's resolve_chat_template_kwargs: tokenize is apply_chat_template's own argument.
+    if (kwargs.contains("tokenize")) {
+      return InvalidArgument("Found unexpected chat template kwargs from request: {'tokenize'}");
+    }
     if (auto kw = kwargs.find("chat_template"); kw != kwargs.end() && !kw->is_null()) {
       if (!kw->is_string()) {
         return InvalidArgument("chat_template_kwargs.chat_template must be a string");

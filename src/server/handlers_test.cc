@@ -497,6 +497,10 @@ TEST_F(HandlersTest, ChatErrors) {
   EXPECT_EQ(e["error"]["param"], "model");  // vLLM names the parameter where it can
   Chat(R"({"messages":[]})", &status);
   EXPECT_EQ(status, 400);
+  e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"tokenize":true}})",
+           &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["message"], "Found unexpected chat template kwargs from request: {'tokenize'}");
   e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"temperature":-1})", &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(e["error"]["message"], "temperature must be non-negative, got -1.0.");

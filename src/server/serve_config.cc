@@ -276,18 +276,18 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
 }
 
 StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality) {
-  if (json.empty()) return int64_t{-1};
+  if (json.empty()) return kDefaultMediaLimit;
   const auto j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return InvalidArgument("--limit-mm-per-prompt: not a JSON object: " + json);
   auto it = j.find(modality);
-  if (it == j.end()) return int64_t{-1};
+  if (it == j.end()) return kDefaultMediaLimit;
   // vLLM's per-modality options: {"count": N, "width": ..., "height": ...}; the sizes only
   // shape vLLM's memory-profiling dummy inputs, which cpmserve does not run.
   const nlohmann::json* count = &*it;
   if (it->is_object()) {
     auto c = it->find("count");
-    if (c == it->end()) return int64_t{-1};
+    if (c == it->end()) return kDefaultMediaLimit;
     count = &*c;
   }
   if (!count->is_number_integer() || count->get<int64_t>() < 0) {

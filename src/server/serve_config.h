@@ -117,8 +117,9 @@ StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::strin
 StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);
 
 // vLLM's --limit-mm-per-prompt: a JSON object of per-modality counts; the count of `modality`
-// ("image", "video"), or -1 when `json` is empty or names no limit for it. Other modalities
-// (audio) are accepted and ignored.
+// ("image", "video"), or vLLM's default, 999, when `json` is empty or names no limit for it.
+// Other modalities (audio) are accepted and ignored.
+inline constexpr int64_t kDefaultMediaLimit = 999;
 StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality);
 
 // vLLM's --max-model-len syntax: an integer, with an optional k/m/g (powers of 1000) or K/M/G

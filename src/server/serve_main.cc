@@ -324,6 +324,9 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
                                            &media.fetch_timeout_s));
     CPM_RETURN_IF_ERROR(PositiveIntFromEnv("VLLM_VIDEO_FETCH_TIMEOUT", "a number of seconds",
                                            &media.video_fetch_timeout_s));
+    if (const char* v = std::getenv("VLLM_MEDIA_URL_ALLOW_REDIRECTS"); v != nullptr) {
+      media.follow_redirects = EnvFlagSet("VLLM_MEDIA_URL_ALLOW_REDIRECTS");  // vLLM: "1"/"true"
+    }
     CPM_ASSIGN_OR_RETURN(out->images,
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     CPM_RETURN_IF_ERROR(out->images->CheckTokenIds(c.model_dir, info.vocab_size));

@@ -44,7 +44,7 @@ struct ServerContext {
   std::vector<int32_t> eos_ids;
   EngineClient* engine = nullptr;
   const ImageProcessor* images = nullptr;  // null: the model takes no images
-  int64_t image_limit = -1;                // --limit-mm-per-prompt's image count; -1: none
+  int64_t image_limit = -1;                // --limit-mm-per-prompt's image count (999 unless given)
   int64_t video_limit = -1;                // ... and its video count
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content

@@ -53,17 +53,17 @@ TEST(ServeConfig, MaxModelLenForms) {
 }
 
 TEST(ServeConfigTest, LimitMmPerPromptTakesEachModalitysCount) {
-  EXPECT_EQ(*ParseMediaLimit("", "image"), -1);
+  EXPECT_EQ(*ParseMediaLimit("", "image"), 999);  // vLLM's default
   EXPECT_EQ(*ParseMediaLimit(R"({"image": 2})", "image"), 2);
-  EXPECT_EQ(*ParseMediaLimit(R"({"image": 2})", "video"), -1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"image": 2})", "video"), 999);
   // vLLM's per-modality options form.
   EXPECT_EQ(*ParseMediaLimit(R"({"image": {"count": 3, "width": 512, "height": 512}})", "image"),
             3);
-  EXPECT_EQ(*ParseMediaLimit(R"({"video": {"num_frames": 8}})", "video"), -1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"video": {"num_frames": 8}})", "video"), 999);
   EXPECT_FALSE(ParseMediaLimit(R"({"image": {"count": -1}})", "image").ok());
   EXPECT_EQ(*ParseMediaLimit(R"({"image": 0, "video": 1})", "image"), 0);
   EXPECT_EQ(*ParseMediaLimit(R"({"image": 0, "video": 1})", "video"), 1);
-  EXPECT_EQ(*ParseMediaLimit(R"({"video": 1, "audio": 3})", "image"), -1);
+  EXPECT_EQ(*ParseMediaLimit(R"({"video": 1, "audio": 3})", "image"), 999);
   for (const char* bad : {"2", "{\"image\": -1}", "{\"image\": \"2\"}", "{"}) {
     auto r = ParseMediaLimit(bad, "image");
     ASSERT_FALSE(r.ok()) << bad;
