@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "benchserve/random_requests.h"
+#include "hub/model_source.h"
 #include "benchserve/report.h"
 #include "benchserve/serve_metrics.h"
 #include "benchserve/spec_decode_stats.h"
@@ -193,9 +194,29 @@ std::optional<Vocabulary> FindVocabulary(const Server& s, const ServeBenchArgs& 
   Vocabulary v;
   namespace fs = std::filesystem;
   std::string dir = a.tokenizer;
-  const bool local_model = fs::exists(fs::path(model) / "tokenizer.json") ||
-                           fs::exists(fs::path(model) / "tokenizer.model");
-  if (dir.empty() && local_model) dir = model;
+  // vLLM's bench loads the tokenizer from --tokenizer, else the model: a folder, or a hub
+  // repository id (its cached or downloaded snapshot); failing that, the server's /detokenize.
+  if (!dir.empty()) {
+    hub::HubOptions o;
+    o.need_weights = false;
+    o.need_config = false;
+    auto resolved = hub::ResolveModelFolder(dir, o);
+    if (!resolved.ok()) {
+      *f = {2, "--tokenizer: " + resolved.status().message()};
+      return std::nullopt;
+    }
+    dir = *resolved;
+  }
+  std::string model_dir = model;
+  if (dir.empty() && !fs::is_directory(model)) {
+    hub::HubOptions o;
+    o.need_weights = false;
+    o.need_config = false;
+    if (auto resolved = hub::ResolveModelFolder(model, o); resolved.ok()) model_dir = *resolved;
+  }
+  const bool local_model = fs::exists(fs::path(model_dir) / "tokenizer.json") ||
+                           fs::exists(fs::path(model_dir) / "tokenizer.model");
+  if (dir.empty() && local_model) dir = model_dir;
   if (!dir.empty()) {
     auto t = Tokenizer::Load(dir);
     if (!t.ok()) {

@@ -1,8 +1,14 @@
 #include "hub/hf_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+
+#include "base/log.h"
 
 namespace cpm::hub {
 namespace {
@@ -12,11 +18,32 @@ std::string Env(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
-// os.path.expanduser for a leading "~" (the environment variables may hold one).
-std::filesystem::path ExpandUser(const std::string& path) {
-  if (path == "~" || path.rfind("~/", 0) == 0) return Env("HOME") + path.substr(1);
-  return path;
+}  // namespace
+
+std::filesystem::path ExpandPath(const std::string& path) {
+  // os.path.expandvars: $NAME and ${NAME} of set variables (unset ones stay as written).
+  std::string out;
+  for (size_t i = 0; i < path.size();) {
+    if (path[i] == '$' && i + 1 < path.size()) {
+      const bool braced = path[i + 1] == '{';
+      size_t j = i + 1 + braced;
+      while (j < path.size() && (std::isalnum(static_cast<unsigned char>(path[j])) || path[j] == '_')) ++j;
+      const std::string name = path.substr(i + 1 + braced, j - i - 1 - braced);
+      const bool closed = !braced || (j < path.size() && path[j] == '}');
+      if (!name.empty() && closed && std::getenv(name.c_str()) != nullptr) {
+        out += Env(name.c_str());
+        i = j + braced;
+        continue;
+      }
+    }
+    out += path[i++];
+  }
+  // os.path.expanduser for a leading "~".
+  if (out == "~" || out.rfind("~/", 0) == 0) return Env("HOME") + out.substr(1);
+  return out;
 }
+
+namespace {
 
 bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -33,14 +60,14 @@ bool IsRepoIdPart(std::string_view part, size_t max_len) {
 }  // namespace
 
 std::filesystem::path HfHome() {
-  if (std::string home = Env("HF_HOME"); !home.empty()) return ExpandUser(home);
+  if (std::string home = Env("HF_HOME"); !home.empty()) return ExpandPath(home);
   const std::string xdg = Env("XDG_CACHE_HOME");
-  return (xdg.empty() ? ExpandUser("~/.cache") : ExpandUser(xdg)) / "huggingface";
+  return (xdg.empty() ? ExpandPath("~/.cache") : ExpandPath(xdg)) / "huggingface";
 }
 
 std::filesystem::path DefaultCacheDir() {
   for (const char* name : {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"}) {
-    if (std::string v = Env(name); !v.empty()) return ExpandUser(v);
+    if (std::string v = Env(name); !v.empty()) return ExpandPath(v);
   }
   return HfHome() / "hub";
 }
@@ -84,7 +111,7 @@ Status WriteRef(const std::filesystem::path& repo_folder, const std::string& rev
   const std::filesystem::path ref = repo_folder / "refs" / revision;
   std::error_code ec;
   std::filesystem::create_directories(ref.parent_path(), ec);
-  const std::filesystem::path tmp = ref.string() + ".tmp";
+  const std::filesystem::path tmp = ref.string() + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << commit;
@@ -93,6 +120,29 @@ Status WriteRef(const std::filesystem::path& repo_folder, const std::string& rev
   std::filesystem::rename(tmp, ref, ec);
   if (ec) return Internal("cannot write " + ref.string() + ": " + ec.message());
   return OkStatus();
+}
+
+StatusOr<CacheLock> CacheLock::Acquire(const std::filesystem::path& cache,
+                                       std::string_view repo_id) {
+  const std::filesystem::path dir = cache / ".locks" / RepoFolder("", repo_id);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path path = dir / "cpmserve.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot open the lock file " + path.string());
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    CPM_LOG_INFO("{}: waiting for another process's download into {}", std::string(repo_id),
+                 cache.string());
+    if (::flock(fd, LOCK_EX) != 0) {
+      ::close(fd);
+      return Internal("cannot lock " + path.string());
+    }
+  }
+  return CacheLock(fd);
+}
+
+CacheLock::~CacheLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 }  // namespace cpm::hub

@@ -13,10 +13,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/status.h"
 
 namespace cpm::hub {
+
+// os.path.expandvars then expanduser, as huggingface_hub reads its path variables: $NAME and
+// ${NAME} of set variables, then a leading "~".
+std::filesystem::path ExpandPath(const std::string& path);
 
 // huggingface_hub's home: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
 std::filesystem::path HfHome();
@@ -41,9 +46,25 @@ std::filesystem::path RepoFolder(const std::filesystem::path& cache, std::string
 std::optional<std::string> CachedCommit(const std::filesystem::path& repo_folder,
                                         const std::string& revision);
 
-// refs/<revision> = commit (written to a temporary file and renamed, so a reader never sees a
-// partial ref). Nothing to do for a revision that is the commit itself.
+// refs/<revision> = commit (written to a temporary file of this process and renamed, so a
+// reader never sees a partial ref). Nothing to do for a revision that is the commit itself.
 Status WriteRef(const std::filesystem::path& repo_folder, const std::string& revision,
                 const std::string& commit);
+
+// An exclusive lock on one repository's downloads into one cache (flock on
+// <cache>/.locks/models--<org>--<name>/cpmserve.lock, where huggingface_hub keeps its own
+// locks): processes starting together download each file once, never into the same partial
+// file. Released when destroyed (or when the process dies).
+class CacheLock {
+ public:
+  static StatusOr<CacheLock> Acquire(const std::filesystem::path& cache, std::string_view repo_id);
+  CacheLock(CacheLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  CacheLock& operator=(CacheLock&&) = delete;
+  ~CacheLock();
+
+ private:
+  explicit CacheLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 }  // namespace cpm::hub

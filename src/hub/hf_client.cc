@@ -1,6 +1,7 @@
 #include "hub/hf_client.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <chrono>
@@ -60,6 +61,11 @@ struct Response {
 size_t ReadHeader(char* data, size_t size, size_t n, void* user) {
   auto* r = static_cast<Response*>(user);
   const std::string line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {  // a response's status line (each redirect's too)
+    const size_t sp = line.find(' ');
+    if (sp != std::string::npos) r->status = std::strtol(line.c_str() + sp + 1, nullptr, 10);
+    return size * n;
+  }
   const size_t colon = line.find(':');
   if (colon == std::string::npos) return size * n;
   std::string name = line.substr(0, colon);
@@ -76,8 +82,28 @@ size_t AppendBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// The partial file a download appends to. A resumed request the server answers with the whole
+// body (200, not 206) starts the file over before its first byte is written.
+struct Sink {
+  std::FILE* file = nullptr;
+  const Response* response = nullptr;
+  bool resumed = false;
+  bool started = false;
+};
+
 size_t WriteFile(char* data, size_t size, size_t n, void* user) {
-  return std::fwrite(data, size, n, static_cast<std::FILE*>(user)) * size;
+  auto* sink = static_cast<Sink*>(user);
+  const long status = sink->response->status;
+  if (status < 200 || status >= 300) return size * n;  // an error page is not the file
+  if (!sink->started) {
+    sink->started = true;
+    if (sink->resumed && sink->response->status != 206) {
+      if (::ftruncate(::fileno(sink->file), 0) != 0 || std::fseek(sink->file, 0, SEEK_SET) != 0) {
+        return 0;
+      }
+    }
+  }
+  return std::fwrite(data, size, n, sink->file) * size;
 }
 
 // Logs a large download's progress every 10 s.
@@ -135,6 +161,10 @@ Status Outcome(CURLcode code, const char* error, const Response& r, const std::s
   }
   if (r.status >= 200 && r.status < 300 && code == CURLE_OK) return OkStatus();
   const std::string detail = r.error_message.empty() ? "" : " (" + r.error_message + ")";
+  if (r.status == 401 && r.error_message.find("Invalid credentials") != std::string::npos) {
+    return Unauthenticated("Invalid credentials in Authorization header for url: " + url +
+                           ". The token (--hf-token, $HF_TOKEN or the stored login) is not valid.");
+  }
   if (r.error_code == "RepoNotFound" || (r.status == 401 && r.error_code.empty())) {
     return NotFound("Repository Not Found for url: " + url + detail + ". Please make sure '" +
                     repo_id + "' is a model repository id, or a local folder that exists. If "
@@ -161,9 +191,10 @@ HubEndpoint EndpointFromEnvironment(const std::string& token_flag) {
   if (hub.base.empty()) hub.base = "https://huggingface.co";
   while (!hub.base.empty() && hub.base.back() == '/') hub.base.pop_back();
   hub.token = token_flag.empty() ? Env("HF_TOKEN") : token_flag;
+  if (hub.token.empty()) hub.token = Env("HUGGING_FACE_HUB_TOKEN");  // huggingface_hub's older name
   if (hub.token.empty()) {
     const std::string path = Env("HF_TOKEN_PATH");
-    std::ifstream in(path.empty() ? HfHome() / "token" : std::filesystem::path(path));
+    std::ifstream in(path.empty() ? HfHome() / "token" : ExpandPath(path));
     std::string line;
     if (in && std::getline(in, line)) hub.token = Trim(line);
   }
@@ -173,7 +204,9 @@ HubEndpoint EndpointFromEnvironment(const std::string& token_flag) {
 StatusOr<RepoListing> ListRepo(const HubEndpoint& hub, const std::string& repo_id,
                                const std::string& revision) {
   InitCurlOnce();
-  const std::string url = hub.base + "/api/models/" + repo_id + "/revision/" + Quote(revision);
+  // blobs=true: each file's size, which a download is checked against.
+  const std::string url =
+      hub.base + "/api/models/" + repo_id + "/revision/" + Quote(revision) + "?blobs=true";
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) return Internal("cannot create a libcurl handle");
   Response r;
@@ -197,43 +230,78 @@ StatusOr<RepoListing> ListRepo(const HubEndpoint& hub, const std::string& repo_i
   }
   for (const auto& s : json["siblings"]) {
     if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
-      listing.files.push_back(s["rfilename"].get<std::string>());
+      RepoFile f{s["rfilename"].get<std::string>(), -1};
+      if (s.contains("size") && s["size"].is_number_integer()) f.size = s["size"].get<int64_t>();
+      listing.files.push_back(std::move(f));
     }
   }
   return listing;
 }
 
-Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const std::string& commit,
-                    const std::string& file, const std::filesystem::path& dest) {
-  InitCurlOnce();
-  const std::string url = hub.base + "/" + repo_id + "/resolve/" + commit + "/" + Quote(file);
-  const std::filesystem::path part = dest.string() + ".incomplete";
-  std::error_code ec;
-  std::filesystem::create_directories(dest.parent_path(), ec);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), "wb"), std::fclose);
+namespace {
+
+// One request for the rest of `part` (from its current size).
+Status DownloadOnce(const HubEndpoint& hub, const std::string& url, const std::string& repo_id,
+                    const std::string& name, const std::filesystem::path& part) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), "ab"), std::fclose);
   if (!out) return Internal("cannot write " + part.string());
+  std::fseek(out.get(), 0, SEEK_END);
+  const long have = std::ftell(out.get());
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) return Internal("cannot create a libcurl handle");
   Response r;
   char error[CURL_ERROR_SIZE] = "";
-  Progress progress{.file = file};
+  Progress progress{.file = name};
+  Sink sink{.file = out.get(), .response = &r, .resumed = have > 0};
   const auto headers = Configure(curl.get(), hub, url, &r, error);
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WriteFile);
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, out.get());
-  curl_easy_setopt(curl.get(), CURLOPT_FAILONERROR, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &sink);
+  if (have > 0) curl_easy_setopt(curl.get(), CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(have));
   curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, OnProgress);
   curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &progress);
   const CURLcode code = curl_easy_perform(curl.get());
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &r.status);
-  const bool flushed = std::fflush(out.get()) == 0;
-  out.reset();
-  Status s = Outcome(code, error, r, url, repo_id);
-  if (s.ok() && !flushed) s = Internal("writing " + part.string() + " failed");
-  if (s.ok()) std::filesystem::rename(part, dest, ec);
-  if (s.ok() && ec) s = Internal("cannot rename " + part.string() + ": " + ec.message());
-  if (!s.ok()) std::filesystem::remove(part, ec);
-  return s;
+  if (std::fflush(out.get()) != 0) return Internal("writing " + part.string() + " failed");
+  // 416: the range starts at the end, so the partial file is the whole file.
+  if (have > 0 && r.status == 416) return OkStatus();
+  return Outcome(code, error, r, url, repo_id);
+}
+
+}  // namespace
+
+Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const std::string& commit,
+                    const RepoFile& file, const std::filesystem::path& dest) {
+  InitCurlOnce();
+  const std::string url = hub.base + "/" + repo_id + "/resolve/" + commit + "/" + Quote(file.name);
+  const std::filesystem::path part = dest.string() + ".incomplete";
+  std::error_code ec;
+  std::filesystem::create_directories(dest.parent_path(), ec);
+  constexpr int kTries = 5;
+  Status s;
+  for (int attempt = 1; attempt <= kTries; ++attempt) {
+    s = DownloadOnce(hub, url, repo_id, file.name, part);
+    const auto got = static_cast<int64_t>(std::filesystem::file_size(part, ec));
+    if (s.ok() && file.size >= 0 && got != file.size) {
+      // A body cut short without a Content-Length (or one that ran over): never whole.
+      s = Unavailable("the download of " + url + " ended after " + std::to_string(got) + " of " +
+                      std::to_string(file.size) + " bytes");
+      if (got > file.size) std::filesystem::remove(part, ec);
+    }
+    if (s.ok() || s.code() != StatusCode::kUnavailable) break;
+    if (attempt < kTries) CPM_LOG_WARN("{}; resuming ({} of {} tries)", s.message(), attempt + 1, kTries);
+  }
+  if (!s.ok()) {
+    // A transport failure keeps the partial file for the next start to resume; an answer that
+    // was an error page is dropped.
+    if (s.code() != StatusCode::kUnavailable || std::filesystem::file_size(part, ec) == 0) {
+      std::filesystem::remove(part, ec);
+    }
+    return s;
+  }
+  std::filesystem::rename(part, dest, ec);
+  if (ec) return Internal("cannot rename " + part.string() + ": " + ec.message());
+  return OkStatus();
 }
 
 }  // namespace cpm::hub

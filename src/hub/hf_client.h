@@ -18,13 +18,19 @@ struct HubEndpoint {
   std::string token;  // "" : anonymous
 };
 
-// $HF_ENDPOINT (else the public hub) and the token: `token_flag` when given, else $HF_TOKEN, else
-// the file huggingface-cli login writes ($HF_TOKEN_PATH, else $HF_HOME/token).
+// $HF_ENDPOINT (else the public hub) and the token: `token_flag` when given, else $HF_TOKEN
+// (or the older $HUGGING_FACE_HUB_TOKEN), else the file huggingface-cli login writes
+// ($HF_TOKEN_PATH, else $HF_HOME/token).
 HubEndpoint EndpointFromEnvironment(const std::string& token_flag);
 
+struct RepoFile {
+  std::string name;   // its path in the repository
+  int64_t size = -1;  // bytes, -1 when the listing does not say
+};
+
 struct RepoListing {
-  std::string commit;               // the revision's full commit id
-  std::vector<std::string> files;   // every file of the repository at that commit
+  std::string commit;           // the revision's full commit id
+  std::vector<RepoFile> files;  // every file of the repository at that commit
 };
 
 // Unavailable when the hub cannot be reached (the caller may fall back to the cache);
@@ -33,9 +39,12 @@ struct RepoListing {
 StatusOr<RepoListing> ListRepo(const HubEndpoint& hub, const std::string& repo_id,
                                const std::string& revision);
 
-// Downloads one file into `dest` (through dest + ".incomplete", renamed when complete, so a
-// cut download never looks whole), logging progress for large files.
+// Downloads one file into `dest` through dest + ".incomplete", renamed once whole (and, when
+// `size` >= 0, that many bytes), so a cut download never looks complete. A cut transfer is
+// resumed from where it stopped (an HTTP range; a partial file left by an earlier run too), up
+// to 5 tries as huggingface_hub's. Logs progress for large files. The caller holds the
+// repository's CacheLock.
 Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const std::string& commit,
-                    const std::string& file, const std::filesystem::path& dest);
+                    const RepoFile& file, const std::filesystem::path& dest);
 
 }  // namespace cpm::hub

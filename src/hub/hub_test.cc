@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -72,23 +73,45 @@ class FakeHub {
        R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})"},
   };
   std::vector<std::string> requested;
+  std::vector<std::string> ranged;  // Range headers the CDN saw
   bool token_reached_cdn = false;
   std::string failing_file;  // answers 500 for this one
+  std::string cut_file;      // its first answer stops halfway, without a Content-Length
+  int delay_ms = 0;          // before each file's answer
+  std::mutex mu;             // the server answers on several threads
 
   FakeHub() {
     server_.Get(R"(/api/models/org/(\w+)/revision/(.+))", [this](const auto& req, auto& res) {
+      if (req.get_header_value("Authorization") == "Bearer revoked") {
+        res.status = 401;
+        res.set_header("X-Error-Message", "Invalid credentials in Authorization header");
+        return;
+      }
       if (req.matches[1] == "gated") return Error(res, 403, "GatedRepo");
+      if (req.matches[1] == "tok") {  // a tokenizer-only repository
+        nlohmann::json j = {{"sha", kCommit}, {"siblings", {{{"rfilename", "tokenizer_config.json"}}}}};
+        return res.set_content(j.dump(), "application/json");
+      }
       if (req.matches[1] != "tiny") return Error(res, 401, "RepoNotFound");
       if (req.matches[2] != "main" && req.matches[2] != kCommit) {
         return Error(res, 404, "RevisionNotFound");
       }
       nlohmann::json j = {{"id", "org/tiny"}, {"sha", kCommit}, {"siblings", nlohmann::json::array()}};
-      for (const auto& [name, body] : files) j["siblings"].push_back({{"rfilename", name}});
+      for (const auto& [name, body] : files) {
+        j["siblings"].push_back({{"rfilename", name}, {"size", body.size()}});
+      }
       res.set_content(j.dump(), "application/json");
+    });
+    server_.Get(R"(/org/tok/resolve/(\w+)/(.+))", [](const auto&, auto& res) {
+      res.set_content("{}", "application/json");
     });
     server_.Get(R"(/org/tiny/resolve/(\w+)/(.+))", [this](const auto& req, auto& res) {
       const std::string file = req.matches[2];
-      requested.push_back(file);
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        requested.push_back(file);
+      }
       if (req.get_header_value("Authorization") != "Bearer secret") return Error(res, 401, "");
       if (file == failing_file) return Error(res, 500, "");
       if (req.matches[1] != kCommit || !files.count(file)) return Error(res, 404, "EntryNotFound");
@@ -100,7 +123,20 @@ class FakeHub {
     });
     server_.Get(R"(/cdn/(.+))", [this](const auto& req, auto& res) {
       if (req.has_header("Authorization")) token_reached_cdn = true;
-      res.set_content(files[req.matches[1]], "application/octet-stream");
+      const std::string file = req.matches[1];
+      const std::string body = files[file];
+      if (file == cut_file && !req.has_header("Range")) {
+        // Half of it, chunked (no Content-Length), then the connection drops.
+        res.set_chunked_content_provider("application/octet-stream",
+                                         [body](size_t offset, httplib::DataSink& sink) {
+                                           if (offset > 0) return false;
+                                           sink.write(body.data(), body.size() / 2);
+                                           return true;
+                                         });
+        return;
+      }
+      if (req.has_header("Range")) ranged.push_back(req.get_header_value("Range"));
+      res.set_content(body, "application/octet-stream");  // httplib answers a Range with 206
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -288,6 +324,88 @@ TEST(ModelSource, AFailedDownloadLeavesNoFileThatLooksWhole) {
   r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(hub.requested, std::vector<std::string>{"model-00002-of-00002.safetensors"});
+}
+
+// A transfer cut short (no Content-Length: only the listing's size shows it) is resumed with a
+// range request, as huggingface_hub's, and the file is whole.
+TEST(ModelSource, ACutDownloadIsResumed) {
+  FakeHub hub;
+  hub.files["model-00001-of-00002.safetensors"] = std::string(1000, 'w');
+  hub.cut_file = "model-00001-of-00002.safetensors";
+  ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
+  const fs::path cache = FreshDir("cut");
+  auto r = ResolveModelFolder("org/tiny", Options(cache));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(ReadAll(fs::path(*r) / hub.cut_file), std::string(1000, 'w'));
+  ASSERT_EQ(hub.ranged.size(), 1u);
+  EXPECT_EQ(hub.ranged[0], "bytes=500-");
+}
+
+// Processes starting together on one cache: one downloads, the other waits for its lock and
+// finds the files there (each fetched once, none read half-written).
+TEST(ModelSource, ConcurrentStartsDownloadOnce) {
+  FakeHub hub;
+  hub.delay_ms = 50;
+  ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
+  const fs::path cache = FreshDir("concurrent");
+  StatusOr<std::string> a = Status(), b = Status();
+  std::thread first([&] { a = ResolveModelFolder("org/tiny", Options(cache)); });
+  std::thread second([&] { b = ResolveModelFolder("org/tiny", Options(cache)); });
+  first.join();
+  second.join();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(ReadAll(fs::path(*b) / "model-00002-of-00002.safetensors"), "shard two");
+  std::map<std::string, int> times;
+  for (const std::string& f : hub.requested) ++times[f];
+  for (const auto& [f, n] : times) EXPECT_EQ(n, 1) << f;
+}
+
+// A listing the hub refuses (an expired token) still serves a cached revision, with a warning;
+// without one, huggingface_hub's explanation.
+TEST(ModelSource, ARefusedListingFallsBackToTheCache) {
+  FakeHub hub;
+  ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
+  const fs::path cache = FreshDir("refused");
+  HubOptions o = Options(cache);
+  o.token = "revoked";
+  auto r = ResolveModelFolder("org/tiny", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("Invalid credentials in Authorization header"),
+            std::string::npos)
+      << r.status().message();
+  ASSERT_TRUE(ResolveModelFolder("org/tiny", Options(cache)).ok());
+  r = ResolveModelFolder("org/tiny", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+}
+
+// huggingface_hub's older token variable, and a tokenizer repository without config.json.
+TEST(ModelSource, TokenVariablesAndTokenizerRepositories) {
+  FakeHub hub;
+  ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr),
+      hf_token("HF_TOKEN", nullptr), old_token("HUGGING_FACE_HUB_TOKEN", "secret"),
+      token_path("HF_TOKEN_PATH", "/nonexistent/token");
+  const fs::path cache = FreshDir("tokens");
+  HubOptions o = Options(cache);
+  o.token.clear();
+  auto r = ResolveModelFolder("org/tiny", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();  // /resolve/ needs the token
+  o.need_weights = false;
+  r = ResolveModelFolder("org/tok", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no config.json"), std::string::npos) << r.status().message();
+  o.need_config = false;
+  r = ResolveModelFolder("org/tok", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(fs::exists(fs::path(*r) / "tokenizer_config.json"));
+}
+
+TEST(HubCache, PathsExpandAsOsPath) {
+  ScopedEnv home("HOME", "/home/u"), var("CPM_HUB_TEST_DIR", "/data");
+  EXPECT_EQ(ExpandPath("$CPM_HUB_TEST_DIR/hf"), fs::path("/data/hf"));
+  EXPECT_EQ(ExpandPath("${CPM_HUB_TEST_DIR}/hf"), fs::path("/data/hf"));
+  EXPECT_EQ(ExpandPath("~/hf"), fs::path("/home/u/hf"));
+  EXPECT_EQ(ExpandPath("$CPM_HUB_UNSET_VAR/x"), fs::path("$CPM_HUB_UNSET_VAR/x"));
 }
 
 TEST(ModelSource, OfflineWithoutTheModelSaysWhereItLooked) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
@@ -74,7 +75,7 @@ StatusOr<std::string> FromCache(const std::string& model, const HubOptions& o, c
                     (repo / "refs" / o.revision).string() + "), and " + why);
   }
   const fs::path snapshot = repo / "snapshots" / *commit;
-  if (!fs::exists(snapshot / "config.json")) {
+  if (o.need_config ? !fs::exists(snapshot / "config.json") : !fs::is_directory(snapshot)) {
     return NotFound(where + "is not complete in the Hugging Face cache: " +
                     (snapshot / "config.json").string() + " is missing, and " + why);
   }
@@ -86,12 +87,17 @@ StatusOr<std::string> FromCache(const std::string& model, const HubOptions& o, c
   return snapshot.string();
 }
 
-Status FetchMissing(const HubEndpoint& hub, const std::string& model, const std::string& commit,
+Status FetchMissing(const HubEndpoint& hub, const std::string& model, const RepoListing& listing,
                     const std::vector<std::string>& files, const fs::path& snapshot) {
   for (const std::string& f : files) {
     if (fs::exists(snapshot / f)) continue;
-    CPM_LOG_INFO("{}: downloading {}", model, f);
-    CPM_RETURN_IF_ERROR(DownloadFile(hub, model, commit, f, snapshot / f));
+    RepoFile file{f, -1};
+    for (const RepoFile& r : listing.files) {
+      if (r.name == f) file = r;
+    }
+    CPM_LOG_INFO("{}: downloading {}{}", model, f,
+                 file.size >= 0 ? fmt::format(" ({:.1f} MB)", file.size / 1e6) : "");
+    CPM_RETURN_IF_ERROR(DownloadFile(hub, model, listing.commit, file, snapshot / f));
   }
   return OkStatus();
 }
@@ -100,27 +106,31 @@ Status FetchMissing(const HubEndpoint& hub, const std::string& model, const std:
 // files first, then the weights (only the index's shards when there is an index).
 StatusOr<std::string> Download(const std::string& model, const HubOptions& o, const fs::path& cache,
                                const HubEndpoint& hub, const RepoListing& listing) {
-  const std::vector<std::string> files = FilesToDownload(listing.files, o.need_weights);
+  std::vector<std::string> names;
+  for (const RepoFile& f : listing.files) names.push_back(f.name);
+  const std::vector<std::string> files = FilesToDownload(names, o.need_weights);
   const auto first_weight = std::find_if(files.begin(), files.end(), IsWeightFile);
   if (o.need_weights && first_weight == files.end()) {
     return InvalidArgument("'" + model + "' (revision " + o.revision + ") has no *.safetensors "
                            "weights: cpmserve reads safetensors only (--load-format dummy needs "
                            "no weights)");
   }
-  if (std::find(listing.files.begin(), listing.files.end(), "config.json") == listing.files.end()) {
+  if (o.need_config && std::find(names.begin(), names.end(), "config.json") == names.end()) {
     return InvalidArgument("Invalid repository ID or local directory specified: '" + model +
                            "': the repository has no config.json");
   }
   const fs::path repo = RepoFolder(cache, model);
   const fs::path snapshot = repo / "snapshots" / listing.commit;
-  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing.commit,
-                                   {files.begin(), first_weight}, snapshot));
+  // One process at a time downloads into this repository's folders; the others wait, then find
+  // the files there.
+  CPM_ASSIGN_OR_RETURN(const CacheLock lock, CacheLock::Acquire(cache, model));
+  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, {files.begin(), first_weight}, snapshot));
   std::vector<std::string> weights(first_weight, files.end());
   CPM_ASSIGN_OR_RETURN(const std::set<std::string> shards, IndexedShards(snapshot));
   if (!shards.empty()) {
     std::erase_if(weights, [&](const std::string& f) { return shards.count(f) == 0; });
   }
-  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing.commit, weights, snapshot));
+  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, weights, snapshot));
   CPM_RETURN_IF_ERROR(WriteRef(repo, o.revision, listing.commit));
   CPM_LOG_INFO("{} (revision {} = {}): {}", model, o.revision, listing.commit, snapshot.string());
   return snapshot.string();
@@ -152,15 +162,26 @@ StatusOr<std::string> ResolveModelFolder(const std::string& model, const HubOpti
   std::error_code ec;
   // A path that is no repository id is the loader's to report (it names the file it lacks).
   if (fs::is_directory(model, ec) || !IsRepoId(model)) return model;
-  const fs::path cache = o.download_dir.empty() ? DefaultCacheDir() : fs::path(o.download_dir);
+  const fs::path cache = o.download_dir.empty() ? DefaultCacheDir() : ExpandPath(o.download_dir);
+  if (const char* ms = std::getenv("VLLM_USE_MODELSCOPE"); ms != nullptr && *ms != '\0' &&
+                                                            std::string(ms) != "0" &&
+                                                            std::string(ms) != "false") {
+    CPM_LOG_WARN("VLLM_USE_MODELSCOPE is set: cpmserve reads the Hugging Face hub (or its "
+                 "cache) only, not ModelScope");
+  }
   if (Offline()) return FromCache(model, o, cache, "HF_HUB_OFFLINE is set");
   const HubEndpoint hub = EndpointFromEnvironment(o.token);
   auto listing = ListRepo(hub, model, o.revision);
   if (listing.ok()) return Download(model, o, cache, hub, *listing);
+  // As huggingface_hub's snapshot_download: a cached revision serves when the listing fails.
+  auto cached = FromCache(model, o, cache, "");
+  if (cached.ok()) {
+    CPM_LOG_WARN("{}; using the cached snapshot", listing.status().message());
+    return cached;
+  }
   if (listing.status().code() != StatusCode::kUnavailable) {
     return listing.status().WithPrefix("model '" + model + "'");
   }
-  CPM_LOG_WARN("{}; looking for '{}' in the Hugging Face cache", listing.status().message(), model);
   return FromCache(model, o, cache, "the hub could not be reached (" + listing.status().message() + ")");
 }
 

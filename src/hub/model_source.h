@@ -16,14 +16,16 @@ struct HubOptions {
   std::string download_dir;       // --download-dir: the cache folder ("": DefaultCacheDir())
   std::string token;              // --hf-token ("": $HF_TOKEN, else the stored login token)
   bool need_weights = true;       // false with --load-format dummy: no *.safetensors fetched
+  bool need_config = true;        // false for a tokenizer: its repository needs no config.json
 };
 
 // The local folder `model` names. A folder, or a path that cannot be a repository id ("./x",
 // "/a/b", "a/b/c"), is returned as it is, for the loader to say what it lacks. A repository id
 // is listed on the hub at `revision`, and the files cpmserve reads that the snapshot lacks are
-// downloaded into it; with HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set, or the hub
-// unreachable, the cached snapshot is used as it is. Errors name the model, the cache folder and
-// what is missing.
+// downloaded into it (under the repository's CacheLock); with HF_HUB_OFFLINE (or
+// TRANSFORMERS_OFFLINE) set the cached snapshot is used as it is, and so it is, with a warning,
+// when the listing fails (no network, a 5xx, a token the hub refuses) and the cache holds the
+// revision. Errors name the model, the cache folder and what is missing.
 StatusOr<std::string> ResolveModelFolder(const std::string& model, const HubOptions& options);
 
 // Of a repository's files, the ones cpmserve reads, in download order: the top-level configs,

@@ -514,18 +514,28 @@ Status ResolveModelFolders(ServeConfig* c) {
   o.token = c->hf_token;
   o.need_weights = c->load_format != "dummy";
   CPM_ASSIGN_OR_RETURN(c->model_dir, hub::ResolveModelFolder(c->model_dir, o));
-  if (c->tokenizer.empty()) return OkStatus();
-  if (!c->tokenizer_revision.empty()) o.revision = c->tokenizer_revision;  // else --revision
+  // vLLM's tokenizer is the model unless given, at --tokenizer-revision else --revision.
+  const bool own_revision = !c->tokenizer_revision.empty() && c->tokenizer_revision != c->revision;
+  if (c->tokenizer.empty() && !own_revision) return OkStatus();
+  const std::string tokenizer = c->tokenizer.empty() ? c->model_name : c->tokenizer;
+  if (!c->tokenizer_revision.empty()) o.revision = c->tokenizer_revision;
   o.need_weights = false;
-  CPM_ASSIGN_OR_RETURN(c->tokenizer, hub::ResolveModelFolder(c->tokenizer, o));
+  o.need_config = false;  // a tokenizer repository may hold tokenizer files only
+  CPM_ASSIGN_OR_RETURN(c->tokenizer, hub::ResolveModelFolder(tokenizer, o));
   return OkStatus();
 }
 
 }  // namespace
 
 int RunServe(const ServeConfig& config) {
-  // Before any thread exists: every later thread inherits this mask, so only SignalLoop's
-  // sigtimedwait ever sees the signals. A vanished SSE client must not kill the process.
+  ServeConfig c = config;
+  if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
+  // A hub download (minutes) runs before the signals are blocked: Ctrl-C or SIGTERM ends it at
+  // once (its partial file is resumed by the next start).
+  if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
+  // Before any other thread exists: every later thread inherits this mask, so only
+  // SignalLoop's sigtimedwait ever sees the signals. A vanished SSE client must not kill the
+  // process.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -533,12 +543,9 @@ int RunServe(const ServeConfig& config) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  ServeConfig c = config;
   if (!c.api_key_given) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};
   }
-  if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
-  if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
   if (c.enforce_eager) CPM_LOG_INFO("--enforce-eager: the CPU backend always runs eagerly");
   if (c.trust_remote_code) CPM_LOG_INFO("--trust-remote-code: accepted (no remote code runs)");
   auto memory = ReadHostMemory();
