@@ -179,6 +179,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--download-dir", c.download_dir,
                   "the hub cache folder to look in and download into (default: $HF_HUB_CACHE, "
                   "else $HF_HOME/hub, else ~/.cache/huggingface/hub)");
+  cmd->add_option("--hf-overrides", c.hf_overrides_json,
+                  "JSON object merged over the model's config.json (nested objects into the "
+                  "config's), e.g. '{\"max_position_embeddings\": 65536}'; dotted keys as "
+                  "vLLM's (--hf-overrides.max_position_embeddings 65536)");
   cmd->add_option("--hf-token", c.hf_token,
                   "the hub token (default, or with no value: $HF_TOKEN, else the stored login "
                   "token)")

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "io/mmap_file.h"
+#include "model/config_file.h"
 #include "model/minicpm.h"
 #include "model/minicpm_config.h"
 #include "model/minicpmv46_vision.h"
@@ -40,7 +41,7 @@ std::vector<std::string> SupportedArchitectures() {
 
 StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(model_dir));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   const bool minicpm = j.is_object() && j.contains("architectures") &&
                        j["architectures"].is_array() && !j["architectures"].empty() &&
@@ -59,7 +60,7 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPoo
                  "running as bfloat16 (16-bit weights as asked, with float32's exponent range)");
   }
   const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
-  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(options.model_dir));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON");
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
@@ -82,7 +83,7 @@ StatusOr<std::unique_ptr<VisionEncoder>> LoadVisionEncoder(const LoadOptions& op
                                                            const ModelInfo& info, ThreadPool& pool) {
   if (info.architecture != "MiniCPMV4_6ForConditionalGeneration") return std::unique_ptr<VisionEncoder>();
   const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
-  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(options.model_dir));
   CPM_ASSIGN_OR_RETURN(MiniCpmV46VisionConfig vision, ParseMiniCpmV46VisionConfig(text, path));
   return LoadMiniCpmV46Vision(options, vision, info.hidden_size, info.dtype, pool);
 }

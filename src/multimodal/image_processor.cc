@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/mmap_file.h"
+#include "model/config_file.h"
 #include "multimodal/image.h"
 #include "multimodal/video.h"
 
@@ -93,7 +94,7 @@ class SharedEncoding {
 Status ReadModelConfig(const std::string& model_dir, int32_t* image_id, int32_t* video_id,
                        int64_t* vision_image_size) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(model_dir));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   auto it = j.find("image_token_id");

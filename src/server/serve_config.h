@@ -24,6 +24,7 @@ struct ServeConfig {
   std::string tokenizer_revision;  // --tokenizer's revision ("": --revision, as vLLM)
   std::string download_dir;        // "": the Hugging Face cache
   std::string hf_token;            // "": $HF_TOKEN, else the stored login token
+  std::string hf_overrides_json;   // vLLM's --hf-overrides: merged over config.json
   std::string host = "0.0.0.0";
   int port = 8000;
   uint64_t seed = 0;

@@ -25,6 +25,7 @@
 #include "engine/scheduler.h"
 #include "hub/model_source.h"
 #include "kernels/matmul.h"
+#include "model/config_file.h"
 #include "model/registry.h"
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
@@ -80,11 +81,9 @@ int Fail(const std::string& message) {
 // max_position_embeddings of config.json, read before loading (vLLM's derived length).
 StatusOr<int64_t> DerivedMaxModelLen(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) return NotFound("model directory '" + model_dir + "': cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  auto text = ReadModelConfigText(model_dir);
+  if (!text.ok()) return NotFound("model directory '" + model_dir + "': cannot read " + path);
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not valid JSON");
   for (const char* key : {"max_position_embeddings", "max_sequence_length", "seq_length"}) {
     auto it = j.find(key);
@@ -530,6 +529,10 @@ Status ResolveModelFolders(ServeConfig* c) {
 int RunServe(const ServeConfig& config) {
   ServeConfig c = config;
   if (Status s = ValidateServeConfig(c); !s.ok()) return Fail(s.message());
+  if (Status s = SetHfOverrides(c.hf_overrides_json); !s.ok()) return Fail(s.message());
+  if (!c.hf_overrides_json.empty()) {
+    CPM_LOG_INFO("Overriding HF config with {}", c.hf_overrides_json);
+  }
   // A hub download (minutes) runs before the signals are blocked: Ctrl-C or SIGTERM ends it at
   // once (its partial file is resumed by the next start).
   if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());

@@ -175,6 +175,27 @@ TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
   fs::remove_all(cache);
 }
 
+// vLLM's --hf-overrides, as JSON and dotted: merged over config.json for every reader (here the
+// derived max_model_len); a value that is no JSON object is a start-up error.
+TEST_F(ServerLifecycle, HfOverridesReachTheConfig) {
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--hf-overrides", R"({"max_position_embeddings": 100})"},
+        std::vector<std::string>{"--hf-overrides.max_position_embeddings", "90"}}) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(flags)));
+    ASSERT_TRUE(p.WaitReady()) << p.Log();
+    const Json models = e2e::Get(p.port(), "/v1/models").json();
+    EXPECT_EQ(models["data"][0]["max_model_len"], flags.size() == 2 && flags[1][0] == '{' ? 100 : 90)
+        << models.dump();
+    EXPECT_NE(p.Log().find("Overriding HF config with"), std::string::npos);
+    EXPECT_EQ(p.Stop(SIGTERM), 0);
+  }
+  ServerProcess bad;
+  ASSERT_TRUE(bad.Start(CPM_CPMSERVE_BIN, dir_, Args({"--hf-overrides", "[1]"})));
+  EXPECT_EQ(bad.Wait(30), 1);
+  EXPECT_NE(bad.Log().find("--hf-overrides: not a JSON object"), std::string::npos) << bad.Log();
+}
+
 // vLLM's spellings that mean what they mean there: -tp 1 / -pp 1, underscores, --model instead
 // of the positional, and the flags that are harmless to ignore on a CPU (a log line each).
 TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
