@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <semaphore>
 
 #include <nlohmann/json.hpp>
@@ -207,11 +209,13 @@ StatusOr<PreparedImage> ImageProcessor::Prepare(const RgbImage& image, const Sli
   return p;
 }
 
-StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBudget* budget) const {
+StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBudget* budget,
+                                             StatusOr<std::string>* fetched) const {
   PreparedMedia out;
   out.kind = ref.kind;
   if (ref.kind == MediaKind::kImage) {
-    CPM_ASSIGN_OR_RETURN(std::string bytes, FetchImageBytes(ref.url, media_));
+    CPM_ASSIGN_OR_RETURN(std::string bytes,
+                         fetched ? std::move(*fetched) : FetchImageBytes(ref.url, media_));
     const DecodeSlot slot;
     // As vLLM loads request images: an RGBA image is pasted over white, other modes drop alpha.
     CPM_ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, AlphaPolicy::kVllmWhiteBackground));
@@ -235,7 +239,8 @@ StatusOr<PreparedMedia> ImageProcessor::Load(const MediaRef& ref, PlaceholderBud
     }
     return out;
   }
-  CPM_ASSIGN_OR_RETURN(std::string bytes, FetchMediaBytes(ref.url, media_, "video_url"));
+  CPM_ASSIGN_OR_RETURN(std::string bytes, fetched ? std::move(*fetched)
+                                                  : FetchMediaBytes(ref.url, media_, "video_url"));
   const DecodeSlot slot;
   // Each frame is planned and sliced as it is decoded; the decoded frame is not kept.
   const auto prepare = [&](const RgbImage& frame) -> Status {
@@ -313,13 +318,46 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
   return in;
 }
 
+namespace {
+
+bool IsHttpUrl(const std::string& url) {
+  const auto starts = [&](std::string_view scheme) {
+    return url.size() >= scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  return starts("http://") || starts("https://");
+}
+
+}  // namespace
+
 StatusOr<MultimodalPrompt> ImageProcessor::Tokenize(const Tokenizer& tokenizer, const std::string& text,
                                                     const std::vector<MediaRef>& refs, bool add_special_tokens,
                                                     int64_t max_model_len) const {
   std::vector<PreparedMedia> media;
   PlaceholderBudget budget(max_model_len);
-  for (const MediaRef& ref : refs) {
-    CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(ref, &budget));
+  // vLLM fetches a request's media together (asyncio.gather): up to kParallelFetches http(s)
+  // downloads run ahead of the item being decoded, which are decoded in order as before.
+  constexpr size_t kParallelFetches = 8;
+  std::vector<std::future<StatusOr<std::string>>> fetches(refs.size());
+  size_t next_fetch = 0;
+  const auto start_fetches = [&](size_t upto) {
+    for (; next_fetch < refs.size() && next_fetch < upto; ++next_fetch) {
+      const MediaRef& r = refs[next_fetch];
+      if (!IsHttpUrl(r.url)) continue;
+      const char* part = r.kind == MediaKind::kImage ? "image_url" : "video_url";
+      fetches[next_fetch] = std::async(std::launch::async, [this, url = r.url, part] {
+        return FetchMediaBytes(url, media_, part);
+      });
+    }
+  };
+  for (size_t i = 0; i < refs.size(); ++i) {
+    start_fetches(i + kParallelFetches);
+    std::optional<StatusOr<std::string>> bytes;
+    if (fetches[i].valid()) bytes.emplace(fetches[i].get());
+    // On an error the fetches still running are waited for by their futures' destructors.
+    CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(refs[i], &budget, bytes ? &*bytes : nullptr));
     media.push_back(std::move(m));
   }
   CPM_ASSIGN_OR_RETURN(std::string expanded, Expand(text, media));

@@ -79,9 +79,11 @@ class ImageProcessor {
                                                           MediaOptions media,
                                                           const std::string& mm_processor_kwargs = "");
 
-  // Fetches, decodes, plans and slices one item. With a `budget`, each image's (or frame's)
-  // placeholder tokens are taken from it after planning, before any pixel is resized.
-  StatusOr<PreparedMedia> Load(const MediaRef& ref, PlaceholderBudget* budget = nullptr) const;
+  // Fetches, decodes, plans and slices one item (`fetched`: its URL's bytes, already fetched).
+  // With a `budget`, each image's (or frame's) placeholder tokens are taken from it after
+  // planning, before any pixel is resized.
+  StatusOr<PreparedMedia> Load(const MediaRef& ref, PlaceholderBudget* budget = nullptr,
+                               StatusOr<std::string>* fetched = nullptr) const;
   // Replaces the pads of `prompt`, one per item, in order (an image's kPadText, a video's
   // kVideoPadText); their count and kinds must match.
   StatusOr<std::string> Expand(const std::string& prompt, const std::vector<PreparedMedia>& media) const;

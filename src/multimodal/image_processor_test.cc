@@ -11,6 +11,11 @@
 
 #include "multimodal/base64.h"
 #include "multimodal/test_images.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tiny_tokenizer.h"
+#include <thread>
+#include <condition_variable>
+#include <httplib.h>
 #include "multimodal/test_videos.h"
 
 namespace cpm {
@@ -112,6 +117,47 @@ TEST_F(ImageProcessorTest, EncoderJobRunsOnePiecePerCallInPromptOrder) {
   ASSERT_TRUE(*in->encode(pool, &again));
   EXPECT_EQ(again, embeds);
   EXPECT_EQ(encoder->calls, 12);
+}
+
+// A request's http(s) images are fetched together, as vLLM gathers them: the server's handler
+// holds each answer until a second request is in flight (or 3 s pass), and records the most it
+// saw at once.
+TEST_F(ImageProcessorTest, UrlImagesAreFetchedTogether) {
+  ASSERT_TRUE(WriteTinyTokenizer(dir_.string(), TinyTokenizerFamily::kByteLevelBpe, nullptr).ok());
+  auto tok = Tokenizer::Load(dir_.string());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::optional<int32_t> pad = (*tok)->TokenToId("<|image_pad|>");
+  ASSERT_TRUE(pad.has_value());
+  std::ofstream(dir_ / "config.json") << R"({"image_token_id": )" << *pad << "}";
+  auto proc = ImageProcessor::Create(dir_.string(), std::make_shared<ScriptedEncoder>(1), MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+
+  const std::string jpeg = test_images::EncodeJpeg(test_images::NoiseImage(64, 64, 1), 80);
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0;
+  httplib::Server svr;
+  svr.Get("/img", [&](const httplib::Request&, httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(mu);
+    most = std::max(most, ++in_flight);
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(3), [&] { return most >= 2; });
+    --in_flight;
+    res.set_content(jpeg, "image/jpeg");
+  });
+  const int port = svr.bind_to_any_port("127.0.0.1");
+  std::thread server([&] { svr.listen_after_bind(); });
+  while (!svr.is_running()) std::this_thread::yield();
+  ::setenv("no_proxy", "*", 1);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/img";
+  auto prompt = (*proc)->Tokenize(**tok, "<|image_pad|><|image_pad|><|image_pad|>",
+                                  {{MediaKind::kImage, url}, {MediaKind::kImage, url},
+                                   {MediaKind::kImage, url}},
+                                  false, 100000);
+  svr.stop();
+  server.join();
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  EXPECT_GE(most, 2);
 }
 
 // A video: its sampled frames, each sliced as an image of its size, behind one
