@@ -1,6 +1,7 @@
 // cpp-httplib wiring: routes, auth, loading state, SSE via chunked content providers.
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <httplib.h>
 
 #include <cerrno>
@@ -310,6 +311,19 @@ void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    // uvicorn's h11 refuses a header value with control characters (an escape sequence meant
+    // for a log, a bare CR) before any route sees it.
+    for (const auto& [name, value] : req.headers) {
+      const bool control = std::any_of(value.begin(), value.end(), [](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        return (c < 0x20 && c != '\t') || c == 0x7f;
+      });
+      if (control) {
+        res.status = 400;
+        res.set_content("Invalid HTTP request received.", "text/plain; charset=utf-8");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const std::string origin = req.get_header_value("Origin");
     if (req.method == "OPTIONS" && !origin.empty() &&
         req.has_header("Access-Control-Request-Method")) {

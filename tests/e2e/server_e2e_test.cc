@@ -191,6 +191,25 @@ TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
   }
 }
 
+// uvicorn's h11 refuses header values with control characters (an ANSI escape in a request id
+// meant for the logs, a bare CR) with its 400; a tab is fine.
+TEST_F(ServerE2E, HeaderValuesWithControlCharactersAreRefused) {
+  const auto reply = [&](const std::string& header) {
+    return e2e::RawHttp(port(),
+                        "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header +
+                            "\r\nConnection: close\r\n\r\n",
+                        3);
+  };
+  for (const std::string& bad : {std::string("X-Request-Id: a\x1b[31mRED\x07"),
+                                 std::string("X-Request-Id: a\rb")}) {
+    const std::string r = reply(bad);
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 400") << r;
+    // uvicorn's body, "Invalid HTTP request received." (RawHttp returns the head only).
+    EXPECT_NE(r.find("Content-Length: 30\r\n"), std::string::npos) << r;
+  }
+  EXPECT_EQ(reply("X-Request-Id: a\tb").substr(0, 12), "HTTP/1.1 200");
+}
+
 // vLLM mounts its Prometheus app at ^/metrics(.*)$: any method, any path under it.
 TEST_F(ServerE2E, MetricsAnswerAnyMethodUnderTheirPath) {
   httplib::Client cli("127.0.0.1", port());
