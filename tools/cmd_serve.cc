@@ -1,8 +1,11 @@
 // `cpmserve serve MODEL_DIR [flags]`: the OpenAI-compatible server with `vllm serve`'s flag
 // names. Only flag declarations live here; the process itself is server/serve_main.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/log.h"
 #include "commands.h"
@@ -82,6 +85,22 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
   if (!IsUvicornLogLevel(c.uvicorn_log_level)) {
     return FlagError("argument --uvicorn-log-level: invalid choice: '" + c.uvicorn_log_level +
                      "' (choose from 'critical', 'error', 'warning', 'info', 'debug', 'trace')");
+  }
+  // argparse's choices of vLLM's Literal-typed flags (a value vLLM accepts but cpmserve cannot
+  // run, fp8 say, gets cpmserve's own explanation later).
+  const std::pair<const char*, std::pair<const std::string*, std::vector<std::string>>> choices[] = {
+      {"--dtype", {&c.dtype, {"auto", "half", "float16", "bfloat16", "float", "float32"}}},
+      {"--kv-cache-dtype",
+       {&c.kv_cache_dtype,
+        {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}}},
+      {"--scheduling-policy", {&c.scheduling_policy, {"fcfs", "priority"}}}};
+  for (const auto& [flag, value_and_choices] : choices) {
+    const auto& [value, allowed] = value_and_choices;
+    if (std::find(allowed.begin(), allowed.end(), *value) != allowed.end()) continue;
+    std::string list;
+    for (const std::string& a : allowed) list += (list.empty() ? "'" : ", '") + a + "'";
+    return FlagError(std::string("argument ") + flag + ": invalid choice: '" + *value +
+                     "' (choose from " + list + ")");
   }
   if (f.num_gpu_blocks_override->count() > 0) {
     return FlagError("--num-gpu-blocks-override is not supported: size the KV cache with "

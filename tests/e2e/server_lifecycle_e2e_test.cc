@@ -67,7 +67,11 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
       {{"--speculative-config", R"({"method":"eagle","num_speculative_tokens":2})"},
        "--speculative-config: method 'eagle' is not supported"},
       {{"--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: 'fp8' is not supported"},
-      {{"--scheduling-policy", "lifo"}, "--scheduling-policy: 'lifo' is not supported"},
+      // argparse's choices, as vLLM's Literal flags (exit 2).
+      {{"--scheduling-policy", "lifo"},
+       "argument --scheduling-policy: invalid choice: 'lifo' (choose from 'fcfs', 'priority')"},
+      {{"--dtype", "int8"}, "argument --dtype: invalid choice: 'int8' (choose from 'auto'"},
+      {{"--kv-cache-dtype", "int4"}, "argument --kv-cache-dtype: invalid choice: 'int4'"},
       {{"--override-generation-config", R"({"top_k": 0.5})"},
        "--override-generation-config: 'top_k' is not an integer"},
       {{"--max-logprobs", "-2"}, "--max-logprobs"},
@@ -87,7 +91,7 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
   // The model's load choices are refused before the port opens, as vLLM's argument parser does.
   const std::vector<std::pair<std::vector<std::string>, std::string>> load_choices = {
       {{"--load-format", "gguf"}, "--load-format: 'gguf' is not supported"},
-      {{"--dtype", "float8"}, "--dtype: 'float8' is not supported (auto, bfloat16, float32"},
+      {{"--dtype", "float8"}, "argument --dtype: invalid choice: 'float8'"},
       {{"--quantization", "int4"}, "--quantization: 'int4' is not supported (none, q8_0)"}};
   for (const auto& [bad, needle] : load_choices) {
     ServerProcess p;
