@@ -326,6 +326,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "critical | error | warning | info | debug | trace: uvicorn's; above info, no "
                   "access log")
       ->capture_default_str();
+  cmd->add_flag("--enable-tokenizer-info-endpoint,!--no-enable-tokenizer-info-endpoint",
+                c.enable_tokenizer_info_endpoint,
+                "serve GET /tokenizer_info: the tokenizer's configuration, as vLLM's");
   cmd->add_option("--tokenizer", c.tokenizer,
                   "tokenizer folder or hub repository id (tokenizer.json or tokenizer.model, "
                   "tokenizer_config.json; default: the model's)");

@@ -64,8 +64,6 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
        "/load always counts the requests in flight"},
       {"--enable-log-outputs,!--no-enable-log-outputs", false, "outputs are not logged"},
       {"--enable-offline-docs,!--no-enable-offline-docs", false, "no /docs pages are served"},
-      {"--enable-tokenizer-info-endpoint,!--no-enable-tokenizer-info-endpoint", false,
-       "no /tokenizer_info route; /tokenize serves the tokenizer"},
       {"--show-hidden-metrics-for-version", true, "/metrics has no hidden (deprecated) series"},
       {"--log-config-file", true, "logging is cpmserve's own (spdlog)"},
       {"--tool-parser-plugin", true, "no Python plugins"},

@@ -48,6 +48,14 @@ HttpReply HandleModels(const ServerContext& ctx);
 // or vLLM's 404 naming it.
 HttpReply HandleModel(const ServerContext& ctx, const std::string& name);
 HttpReply HandleVersion();
+// GET /tokenizer_info (--enable-tokenizer-info-endpoint), else FastAPI's 404.
+HttpReply HandleTokenizerInfo(const ServerContext& ctx);
+
+// vLLM's TokenizerInfo: the tokenizer's init kwargs (its folder's tokenizer_config.json) without
+// the vocab_file and merges_file paths, each added token object as its content, the fast
+// tokenizer's class name, and `chat_template` when --chat-template gave one. Errors name the file.
+StatusOr<nlohmann::ordered_json> TokenizerInfo(const std::string& tokenizer_dir,
+                                               const std::string& served_chat_template);
 
 // Shared by chat and completions. prompt_tokens_details is {"cached_tokens": n} when n > 0,
 // else null (vLLM's rule under --enable-prompt-tokens-details).

@@ -294,7 +294,7 @@ const std::vector<std::pair<std::string, std::string>>& HttpServer::Routes() {
   static const std::vector<std::pair<std::string, std::string>> routes = {
       {"/health", "GET"},          {"/ping", "GET, POST"},
       {"/version", "GET"},         {"/metrics", "GET"},
-      {"/load", "GET"},
+      {"/load", "GET"},            {"/tokenizer_info", "GET"},
       {"/tokenize", "POST"},       {"/detokenize", "POST"},
       {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
       {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
@@ -463,6 +463,11 @@ void HttpServer::InstallRoutes() {
   // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
   // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
   // sequences running and waiting, always.
+  s.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerContext* ctx = ctx_.load();
+    if (!ctx) return Apply(Loading(), res);
+    Apply(HandleTokenizerInfo(*ctx), res);
+  });
   s.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);

@@ -1,8 +1,10 @@
 // The small endpoints: /tokenize, /detokenize, /v1/models, /version; and helpers shared by
 // the generation endpoints (usage, stop_reason, ignored-field log).
 #include <chrono>
+#include <filesystem>
 
 #include "base/log.h"
+#include "io/mmap_file.h"
 #include "server/chat_prompt.h"
 #include "server/handlers.h"
 #include "server/protocol.h"
@@ -188,5 +190,53 @@ HttpReply ClientGoneReply() {
 }
 
 HttpReply HandleVersion() { return HttpReply::Json(Json{{"version", CPM_VERSION}}); }
+
+namespace {
+
+// vLLM's _make_json_serializable over transformers' init kwargs: an AddedToken (in the JSON
+// file, an object with its "content") becomes that content.
+Json Serializable(const Json& v) {
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"];
+  if (v.is_object()) {
+    Json out = Json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = Serializable(*it);
+    return out;
+  }
+  if (v.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : v) out.push_back(Serializable(e));
+    return out;
+  }
+  return v;
+}
+
+}  // namespace
+
+StatusOr<Json> TokenizerInfo(const std::string& tokenizer_dir,
+                             const std::string& served_chat_template) {
+  const std::string path =
+      (std::filesystem::path(tokenizer_dir) / "tokenizer_config.json").string();
+  CPM_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  const Json config = Json::parse(text, nullptr, false);
+  if (!config.is_object()) return InvalidArgument(path + ": not a JSON object");
+  Json info = Serializable(config);
+  info.erase("vocab_file");
+  info.erase("merges_file");
+  // transformers' AutoTokenizer loads the fast class (converting a SentencePiece model).
+  std::string cls = config.value("tokenizer_class", std::string("PreTrainedTokenizer"));
+  if (cls.size() < 4 || cls.compare(cls.size() - 4, 4, "Fast") != 0) cls += "Fast";
+  info["tokenizer_class"] = cls;
+  if (!served_chat_template.empty()) info["chat_template"] = served_chat_template;
+  return info;
+}
+
+HttpReply HandleTokenizerInfo(const ServerContext& ctx) {
+  if (ctx.tokenizer_info.is_null()) {
+    HttpReply r = HttpReply::Json(Json{{"detail", "Not Found"}});
+    r.status = 404;
+    return r;
+  }
+  return HttpReply::Json(ctx.tokenizer_info);
+}
 
 }  // namespace cpm

@@ -88,6 +88,7 @@ struct ServeConfig {
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
   bool disable_access_log = false;
   bool enable_request_id_headers = false;  // responses carry X-Request-Id
+  bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info
   std::string scheduling_policy = "fcfs";
   // vLLM's CORS flags: JSON lists of strings ("" = ["*"]), and credentials.
   std::string allowed_origins_json, allowed_methods_json, allowed_headers_json;

@@ -29,6 +29,7 @@
 #include "model/registry.h"
 #include "server/engine_client.h"
 #include "server/generation_defaults.h"
+#include "server/handlers.h"
 #include "server/http_server.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -279,6 +280,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     }
   }
   ctx.trust_request_chat_template = c.trust_request_chat_template;
+  if (c.enable_tokenizer_info_endpoint) {
+    CPM_ASSIGN_OR_RETURN(ctx.tokenizer_info,
+                         TokenizerInfo(c.tokenizer.empty() ? c.model_dir : c.tokenizer,
+                                       c.chat_template.empty() ? std::string() : template_source));
+  }
   if (!c.default_chat_template_kwargs_json.empty()) {
     ctx.default_chat_template_kwargs =
         nlohmann::ordered_json::parse(c.default_chat_template_kwargs_json, nullptr, false);

@@ -39,6 +39,8 @@ struct ServerContext {
   // --trust-request-chat-template: a request's own `chat_template` renders its prompt (parsed
   // per request, under the same step and output limits); without it, vLLM's 400.
   bool trust_request_chat_template = false;
+  // --enable-tokenizer-info-endpoint: GET /tokenizer_info's body (null: the route answers 404).
+  nlohmann::ordered_json tokenizer_info;
   nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
   GenerationDefaults generation_defaults;
   std::vector<int32_t> eos_ids;

@@ -240,7 +240,20 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   EXPECT_NE(log.find("Maximum concurrency"), std::string::npos) << log;
   const e2e::Reply r = e2e::Post(p.port(), "/v1/completions", R"({"prompt":"a","max_tokens":1})");
   EXPECT_EQ(r.status, 200) << r.body;
+  // --enable-tokenizer-info-endpoint: vLLM's TokenizerInfo (tokenizer_config.json's kwargs,
+  // added tokens as their content, the fast class); off by default (404).
+  const Json info = e2e::Get(p.port(), "/tokenizer_info").json();
+  EXPECT_EQ(info["tokenizer_class"].get<std::string>().substr(info["tokenizer_class"].get<std::string>().size() - 4), "Fast")
+      << info.dump();
+  ASSERT_TRUE(info.contains("added_tokens_decoder")) << info.dump();
+  for (const auto& [id, token] : info["added_tokens_decoder"].items()) EXPECT_TRUE(token.is_string()) << id;
+  EXPECT_FALSE(info.contains("vocab_file"));
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+  ServerProcess plain;
+  ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(plain.WaitReady()) << plain.Log();
+  EXPECT_EQ(e2e::Get(plain.port(), "/tokenizer_info").status, 404);
+  EXPECT_EQ(plain.Stop(SIGTERM), 0);
 }
 
 // --max-num-seqs above the default step budget (256) starts, the budget growing to it (vLLM's
