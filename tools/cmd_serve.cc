@@ -326,6 +326,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "critical | error | warning | info | debug | trace: uvicorn's; above info, no "
                   "access log")
       ->capture_default_str();
+  cmd->add_flag("--disable-fastapi-docs,!--no-disable-fastapi-docs", c.disable_fastapi_docs,
+                "no /openapi.json, /docs or /redoc (FastAPI's documentation routes)");
   cmd->add_flag("--enable-tokenizer-info-endpoint,!--no-enable-tokenizer-info-endpoint",
                 c.enable_tokenizer_info_endpoint,
                 "serve GET /tokenizer_info: the tokenizer's configuration, as vLLM's");

@@ -59,11 +59,11 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--stream-interval", true, "each step's tokens stream as they come"},
       // FastAPI / uvicorn frontend.
       {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},
-      {"--disable-fastapi-docs,!--no-disable-fastapi-docs", false, "no /docs pages are served"},
       {"--enable-server-load-tracking,!--no-enable-server-load-tracking", false,
        "/load always counts the requests in flight"},
       {"--enable-log-outputs,!--no-enable-log-outputs", false, "outputs are not logged"},
-      {"--enable-offline-docs,!--no-enable-offline-docs", false, "no /docs pages are served"},
+      {"--enable-offline-docs,!--no-enable-offline-docs", false,
+       "/docs and /redoc load their scripts from the jsDelivr CDN, as FastAPI's default"},
       {"--show-hidden-metrics-for-version", true, "/metrics has no hidden (deprecated) series"},
       {"--log-config-file", true, "logging is cpmserve's own (spdlog)"},
       {"--tool-parser-plugin", true, "no Python plugins"},

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "server/api_docs.h"
 #include "server/auth.h"
 #include "server/client_probe.h"
 #include "server/socket_scan.h"
@@ -279,6 +280,12 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
   res.set_content(R"({"detail":"Not Found"})", "application/json");
 }
 
+// A route vLLM registers only when a flag asks for it, asked for while off: FastAPI's 404.
+void RouteOff(httplib::Response& res) {
+  res.status = 404;
+  res.set_content(R"({"detail":"Not Found"})", "application/json");
+}
+
 }  // namespace
 
 void HttpServer::ServeMetrics(const httplib::Request& req, httplib::Response& res) {
@@ -295,6 +302,8 @@ const std::vector<std::pair<std::string, std::string>>& HttpServer::Routes() {
       {"/health", "GET"},          {"/ping", "GET, POST"},
       {"/version", "GET"},         {"/metrics", "GET"},
       {"/load", "GET"},            {"/tokenizer_info", "GET"},
+      {"/openapi.json", "GET"},    {"/docs", "GET"},
+      {"/redoc", "GET"},
       {"/tokenize", "POST"},       {"/detokenize", "POST"},
       {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
       {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
@@ -463,6 +472,26 @@ void HttpServer::InstallRoutes() {
   // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
   // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
   // sequences running and waiting, always.
+  // FastAPI's documentation, unless --disable-fastapi-docs (then its 404).
+  s.Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
+    if (!docs_) return RouteOff(res);
+    std::vector<std::pair<std::string, std::string>> routes;
+    for (const auto& route : Routes()) {
+      if (route.first != "/openapi.json" && route.first != "/docs" && route.first != "/redoc") {
+        routes.push_back(route);
+      }
+    }
+    for (const TemplatedRoute& route : TemplatedRoutes()) routes.emplace_back(route.path, route.methods);
+    res.set_content(OpenApiJson(routes), "application/json");
+  });
+  s.Get("/docs", [this](const httplib::Request&, httplib::Response& res) {
+    if (!docs_) return RouteOff(res);
+    res.set_content(SwaggerUiHtml(), "text/html; charset=utf-8");
+  });
+  s.Get("/redoc", [this](const httplib::Request&, httplib::Response& res) {
+    if (!docs_) return RouteOff(res);
+    res.set_content(RedocHtml(), "text/html; charset=utf-8");
+  });
   s.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);

@@ -50,6 +50,7 @@ class HttpServer {
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id, the request's own
   // or 32 random hex digits. Call before Run().
   void EnableRequestIdHeaders() { request_id_headers_ = true; }
+  void DisableDocs() { docs_ = false; }  // --disable-fastapi-docs
   // Cross-origin requests answered as vLLM's CORS middleware does (cors.h; its defaults allow
   // every origin). Call before Run().
   void SetCors(CorsOptions cors) { cors_ = std::move(cors); }
@@ -83,6 +84,7 @@ class HttpServer {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};
   bool request_id_headers_ = false;
+  bool docs_ = true;  // /openapi.json, /docs, /redoc
   bool access_log_ = false;
   HttpMetrics http_metrics_;  // the instrumentator's series, on /metrics after vLLM's
   CorsOptions cors_;

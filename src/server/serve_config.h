@@ -89,6 +89,7 @@ struct ServeConfig {
   bool disable_access_log = false;
   bool enable_request_id_headers = false;  // responses carry X-Request-Id
   bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info
+  bool disable_fastapi_docs = false;  // no /openapi.json, /docs, /redoc
   std::string scheduling_policy = "fcfs";
   // vLLM's CORS flags: JSON lists of strings ("" = ["*"]), and credentials.
   std::string allowed_origins_json, allowed_methods_json, allowed_headers_json;

@@ -567,6 +567,7 @@ int RunServe(const ServeConfig& config) {
                             c.uvicorn_log_level == "trace";
   if (!c.disable_access_log && access_level) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
+  if (c.disable_fastapi_docs) server.DisableDocs();
   server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
   std::thread http([&server] { server.Run(); });

@@ -248,11 +248,24 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   ASSERT_TRUE(info.contains("added_tokens_decoder")) << info.dump();
   for (const auto& [id, token] : info["added_tokens_decoder"].items()) EXPECT_TRUE(token.is_string()) << id;
   EXPECT_FALSE(info.contains("vocab_file"));
+  // FastAPI's documentation routes: the OpenAPI document lists the routes, the two pages read it.
+  const Json openapi = e2e::Get(p.port(), "/openapi.json").json();
+  EXPECT_EQ(openapi["info"]["title"], "FastAPI");
+  EXPECT_TRUE(openapi["paths"]["/v1/chat/completions"].contains("post")) << openapi.dump();
+  EXPECT_TRUE(openapi["paths"]["/v1/models/{model_id:path}"].contains("get")) << openapi.dump();
+  for (const char* page : {"/docs", "/redoc"}) {
+    const e2e::Reply html = e2e::Get(p.port(), page);
+    EXPECT_EQ(html.status, 200) << page;
+    EXPECT_NE(html.body.find("/openapi.json"), std::string::npos) << page;
+  }
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
   ServerProcess plain;
-  ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_, Args({"--disable-fastapi-docs"})));
   ASSERT_TRUE(plain.WaitReady()) << plain.Log();
   EXPECT_EQ(e2e::Get(plain.port(), "/tokenizer_info").status, 404);
+  for (const char* path : {"/openapi.json", "/docs", "/redoc"}) {
+    EXPECT_EQ(e2e::Get(plain.port(), path).status, 404) << path;
+  }
   EXPECT_EQ(plain.Stop(SIGTERM), 0);
 }
 
