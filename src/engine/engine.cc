@@ -594,6 +594,7 @@ void Engine::Impl::ProposeDrafts() {
     const int64_t room = std::min(r->req.max_tokens - r->num_output_tokens(),
                                   config_.max_model_len - r->num_tokens()) - 1;
     r->draft = ProposeNgramDraft(r->tokens, config_.speculative, room);
+    TrimDraftToConstraint(*r, &r->draft);
     left -= !r->draft.empty();
   }
 }

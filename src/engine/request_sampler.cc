@@ -69,6 +69,22 @@ int32_t ForcedByThinkingBudget(RequestState& r) {
 
 }  // namespace
 
+void TrimDraftToConstraint(RequestState& r, std::vector<int32_t>* draft) {
+  if (draft->empty() || !ConstraintActive(r)) return;
+  const structured::Constraint& c = *r.req.constraint;
+  structured::Matcher m = *r.matcher;  // a copy: the draws advance the real one
+  size_t keep = 0;
+  for (; keep < draft->size(); ++keep) {
+    const int32_t t = (*draft)[keep];
+    if (EndsGeneration(r.req, t)) {
+      keep += m.Complete() ? 1 : 0;
+      break;
+    }
+    if (t < 0 || t >= c.tokens->size() || !m.Advance(c.tokens->bytes(t))) break;
+  }
+  draft->resize(keep);
+}
+
 SampledToken SampleForRequest(RequestState& r, float* row, int64_t vocab, std::vector<float>* scratch) {
   SampledToken out;
   const bool want_logprobs = r.req.logprobs >= 0;

@@ -35,6 +35,12 @@ std::vector<SampledToken> SampleWithDraft(RequestState& r, float* rows, int64_t 
                                           int64_t vocab, int64_t max_model_len,
                                           std::vector<float>* scratch);
 
+// vLLM's scheduler keeps a structured-output request's draft only up to the first token its
+// grammar would not take next (grammar.validate_tokens), so no verification row goes to a
+// token that cannot stand and the acceptance counters see only drafts that could. An end token
+// stands only on a complete text, and nothing after it. Outputs are the same either way.
+void TrimDraftToConstraint(RequestState& r, std::vector<int32_t>* draft);
+
 // A prompt_logprobs entry: `token`'s log-prob under the raw logits `row`, its 1-based rank as
 // vLLM's (the number of tokens at least as likely, itself included: tied tokens share the worse
 // rank) and the top `k`.

@@ -4,7 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "structured/constraint.h"
+#include "structured/json_matcher.h"
+#include "structured/token_table.h"
 
 namespace cpm {
 namespace {
@@ -34,6 +42,34 @@ TEST(RequestSamplerTest, ScoreTokenRanksAsVllm) {
   ASSERT_EQ(best.top.size(), 2u);
   EXPECT_EQ(best.top[0].first, 7);
   EXPECT_EQ(best.top[1].first, 3);  // the lowest index of the tie
+}
+
+// A structured-output request's draft stops at the first token its grammar would not take (an
+// end token only on a complete text), as vLLM's validate_tokens; the matcher is not advanced.
+TEST(RequestSamplerTest, DraftsStopWhereTheGrammarDoes) {
+  const char* pieces[] = {"{", "}", "\"a\"", ":", "1", "b", "x"};
+  std::vector<std::string> bytes(std::begin(pieces), std::end(pieces));
+  bytes.push_back("");  // 7: EOS
+  std::vector<bool> excluded(bytes.size(), false);
+  excluded[7] = true;
+  auto schema = structured::Schema::FromJsonSchema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})"));
+  ASSERT_TRUE(schema.ok());
+  RequestState r;
+  r.req.eos_token_ids = {7};
+  r.req.constraint = std::make_shared<structured::Constraint>(structured::Constraint{
+      *schema, std::make_shared<const structured::TokenTable>(bytes, excluded), -1});
+  const auto trimmed = [&](std::vector<int32_t> draft) {
+    TrimDraftToConstraint(r, &draft);
+    return draft;
+  };
+  EXPECT_EQ(trimmed({0, 2, 3, 4, 1, 7, 6}), (std::vector<int32_t>{0, 2, 3, 4, 1, 7}));
+  EXPECT_EQ(trimmed({0, 2, 3, 5, 1}), (std::vector<int32_t>{0, 2, 3}));  // b is no integer
+  EXPECT_EQ(trimmed({0, 7}), (std::vector<int32_t>{0}));  // EOS before the text is complete
+  EXPECT_EQ(trimmed({6}), std::vector<int32_t>{});
+  EXPECT_TRUE(r.matcher->Accepts("{"));  // still at the start
+  r.req.constraint.reset();
+  EXPECT_EQ(trimmed({6, 6}), (std::vector<int32_t>{6, 6}));  // no constraint: as proposed
 }
 
 }  // namespace
