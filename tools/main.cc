@@ -47,6 +47,18 @@ int main(int argc, char** argv) {
   for (std::string& a : *expanded) expanded_c.push_back(a.data());
   std::vector<std::string> args =
       cpm::TranslateServeArgv(static_cast<int>(expanded_c.size()), expanded_c.data());
+  if (args.size() > 1 && args[1] == "serve") {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : app.get_subcommand("serve")->get_options()) {
+      for (const std::string& n : o->get_lnames()) names.push_back(n);
+    }
+    if (const std::string error = cpm::ExpandAbbreviations(&args, 2, names); !error.empty()) {
+      std::fprintf(stderr, "usage: cpmserve serve MODEL_DIR [options] (--help lists them)\n"
+                           "cpmserve serve: error: %s\n",
+                   error.c_str());
+      return 2;
+    }
+  }
   std::vector<char*> args_c;
   for (std::string& a : args) args_c.push_back(a.data());
   try {

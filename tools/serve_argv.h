@@ -170,6 +170,34 @@ inline std::vector<std::string> TranslateServeArgv(int argc, char** argv) {
   return out;
 }
 
+// argparse's abbreviations (vLLM's parser keeps them on): a long option written as a prefix of
+// exactly one option's name (`--max-model 128`, `--gpu-memory=0.5`) is that option; a prefix of
+// several is argparse's "ambiguous option" error, returned (else ""). `names`: the command's long
+// option names, without their dashes. Arguments from `first` on, up to a bare "--".
+inline std::string ExpandAbbreviations(std::vector<std::string>* args, size_t first,
+                                       const std::vector<std::string>& names) {
+  for (size_t i = first; i < args->size(); ++i) {
+    std::string& a = (*args)[i];
+    if (a == "--") break;
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    std::vector<std::string> matches;
+    for (const std::string& n : names) {
+      if (n.compare(0, name.size(), name) == 0) matches.push_back(n);
+    }
+    if (matches.size() == 1) {
+      a = "--" + matches[0] + (eq == std::string::npos ? std::string() : a.substr(eq));
+    } else if (matches.size() > 1) {
+      std::string list;
+      for (const std::string& m : matches) list += (list.empty() ? "--" : ", --") + m;
+      return "ambiguous option: --" + name + " could match " + list;
+    }
+  }
+  return "";
+}
+
 // argparse's form of a stray argument: "unrecognized arguments: --x 1".
 inline std::string UnrecognizedArguments(const std::vector<std::string>& extras) {
   std::string joined;

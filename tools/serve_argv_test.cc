@@ -34,5 +34,23 @@ TEST(ServeArgv, AliasesUnderscoresAndDottedKeys) {
                                       "--limit-mm-per-prompt", R"({"image":2})"}));
 }
 
+// argparse's abbreviations: a unique prefix is its option, an ambiguous one argparse's error.
+TEST(ServeArgv, AbbreviationsAsArgparse) {
+  const std::vector<std::string> names = {"max-model-len", "max-num-seqs", "max-num-batched-tokens",
+                                          "gpu-memory-utilization", "port"};
+  std::vector<std::string> args = {"m", "--max-model", "128", "--gpu-memory=0.5", "--port", "1",
+                                   "--", "--max-model"};
+  EXPECT_EQ(ExpandAbbreviations(&args, 0, names), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"m", "--max-model-len", "128",
+                                            "--gpu-memory-utilization=0.5", "--port", "1", "--",
+                                            "--max-model"}));
+  args = {"--max-num", "4"};
+  EXPECT_EQ(ExpandAbbreviations(&args, 0, names),
+            "ambiguous option: --max-num could match --max-num-seqs, --max-num-batched-tokens");
+  args = {"--nope", "1"};
+  EXPECT_EQ(ExpandAbbreviations(&args, 0, names), "");  // unrecognized: CLI11 says so
+  EXPECT_EQ(args[0], "--nope");
+}
+
 }  // namespace
 }  // namespace cpm

@@ -297,8 +297,8 @@ TEST_F(ServerLifecycle, ConfigFileFlags) {
            "port: 1\n";
   }
   ServerProcess p;
-  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
-                      Args({"--config", yaml, "--max-model-len", "90"})));  // Args' port wins
+  // Args' port wins; --max-model is argparse's abbreviation of --max-model-len.
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--config", yaml, "--max-model", "90"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   const Json models = e2e::Get(p.port(), "/v1/models").json();
   ASSERT_EQ(models["data"].size(), 2u) << models.dump();
