@@ -18,7 +18,7 @@
 namespace cpm {
 
 struct IgnoredFlag {
-  const char* names;  // CLI11 names, e.g. "--revision" or "--enable-sleep-mode,!--no-enable-sleep-mode"
+  const char* names;  // CLI11 names, e.g. "--code-revision" or "--enable-sleep-mode,!--no-enable-sleep-mode"
   bool takes_value;   // a value follows
   const char* why;    // why it changes nothing here
 };

@@ -46,6 +46,7 @@ Status Parser::ParseBody(const std::set<std::string>& end_names, Body* body, std
         break;
       }
       case TokenKind::kVarBegin: {
+        links_ = 0;  // each tag's expressions share one budget of links
         auto s = std::make_unique<Stmt>(Stmt::Kind::kOutput, t.line, t.column);
         Advance();
         CPM_ASSIGN_OR_RETURN(s->expr, ParseTuple(true, false));
@@ -55,6 +56,7 @@ Status Parser::ParseBody(const std::set<std::string>& end_names, Body* body, std
         break;
       }
       case TokenKind::kBlockBegin: {
+        links_ = 0;  // an end tag's too: elif's condition is parsed by the caller
         const Token& name = Peek();
         if (name.kind == TokenKind::kName && end_names.count(name.value)) {
           Advance();

@@ -46,8 +46,6 @@ StatusOr<ExprPtr> Parser::ParseTuple(bool with_condexpr, bool explicit_parens) {
 StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
   DepthGuard guard(&depth_);
   if (guard.TooDeep()) return Error("expression nested too deeply");
-  if (open_expressions_ == 0) links_ = 0;  // a statement's expression: its own budget
-  DepthGuard open(&open_expressions_);
   CPM_ASSIGN_OR_RETURN(ExprPtr expr, ParseOr());
   if (!with_condexpr) return expr;
   while (IsName("if")) {
@@ -413,7 +411,6 @@ StatusOr<ExprPtr> Parser::ParseOneFilter(ExprPtr node) {
 
 StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr node) {
   // One or more `| name(args)`; `node` may be null for filter blocks.
-  if (open_expressions_ == 0) links_ = 0;  // a filter block's own chain
   while (IsOp("|")) {
     CPM_RETURN_IF_ERROR(Link());
     CPM_ASSIGN_OR_RETURN(node, ParseOneFilter(std::move(node)));

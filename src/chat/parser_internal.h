@@ -15,7 +15,7 @@ namespace cpm::jinja::parser_internal {
 
 // Deeply nested input must fail cleanly instead of overflowing the stack.
 constexpr int kMaxNesting = 200;
-// Operators, filters, tests, attributes, subscripts and calls of one expression: each folds the
+// Operators, filters, tests, attributes, subscripts and calls of one tag: each folds the
 // tree built so far under a new node, so a chain of them (`1 + 1 + ...`, `x|f|f...`) is as
 // deep as it is long, and evaluating or freeing it recurses that deep. jinja2 fails such a
 // template with a RecursionError.
@@ -42,7 +42,7 @@ class Parser {
   }
   bool IsOp(const char* op) const { return Cur().kind == TokenKind::kOp && Cur().value == op; }
   bool IsName(const char* name) const { return Cur().kind == TokenKind::kName && Cur().value == name; }
-  // One more link of the current top-level expression (kMaxExpressionLinks).
+  // One more link of the current tag's expressions (kMaxExpressionLinks).
   Status Link() {
     if (++links_ > kMaxExpressionLinks) return Error("expression nested too deeply");
     return OkStatus();
@@ -112,8 +112,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int depth_ = 0;
-  int links_ = 0;  // of the expression being parsed; reset by each top-level one
-  int open_expressions_ = 0;  // ParseExpression calls in progress
+  int links_ = 0;  // of the tag being parsed (ParseBody resets it at each tag)
 };
 
 // RAII nesting counter for recursive productions.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -106,9 +107,10 @@ size_t WriteFile(char* data, size_t size, size_t n, void* user) {
   return std::fwrite(data, size, n, sink->file) * size;
 }
 
-// Logs a large download's progress every 10 s.
+// Logs a large download's progress every 10 s (`have`: bytes a resumed download started from).
 struct Progress {
   std::string file;
+  int64_t have = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
 };
 
@@ -118,8 +120,9 @@ int OnProgress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_of
   if (t - p->last < std::chrono::seconds(10) || total <= 0) return 0;
   p->last = t;
   const double s = std::chrono::duration<double>(t - p->start).count();
-  CPM_LOG_INFO("{}: {:.0f} / {:.0f} MB ({:.0f}%), {:.1f} MB/s", p->file, now / 1e6, total / 1e6,
-               100.0 * static_cast<double>(now) / static_cast<double>(total), now / 1e6 / s);
+  const double done = static_cast<double>(p->have + now), all = static_cast<double>(p->have + total);
+  CPM_LOG_INFO("{}: {:.0f} / {:.0f} MB ({:.0f}%), {:.1f} MB/s", p->file, done / 1e6, all / 1e6,
+               100.0 * done / all, now / 1e6 / s);
   return 0;
 }
 
@@ -180,7 +183,10 @@ Status Outcome(CURLcode code, const char* error, const Response& r, const std::s
                            "$HF_TOKEN).");
   }
   if (code == CURLE_WRITE_ERROR) return Internal("writing the download of " + url + " failed");
-  return Unavailable(url + " answered HTTP " + std::to_string(r.status) + detail);
+  // huggingface_hub retries a server's trouble (5xx, 429); any other answer is final.
+  const std::string answered = url + " answered HTTP " + std::to_string(r.status) + detail;
+  if (r.status >= 500 || r.status == 429) return Unavailable(answered);
+  return r.status == 404 ? NotFound(answered) : InvalidArgument(answered);
 }
 
 }  // namespace
@@ -251,7 +257,7 @@ Status DownloadOnce(const HubEndpoint& hub, const std::string& url, const std::s
   if (!curl) return Internal("cannot create a libcurl handle");
   Response r;
   char error[CURL_ERROR_SIZE] = "";
-  Progress progress{.file = name};
+  Progress progress{.file = name, .have = have};
   Sink sink{.file = out.get(), .response = &r, .resumed = have > 0};
   const auto headers = Configure(curl.get(), hub, url, &r, error);
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WriteFile);
@@ -289,7 +295,12 @@ Status DownloadFile(const HubEndpoint& hub, const std::string& repo_id, const st
       if (got > file.size) std::filesystem::remove(part, ec);
     }
     if (s.ok() || s.code() != StatusCode::kUnavailable) break;
-    if (attempt < kTries) CPM_LOG_WARN("{}; resuming ({} of {} tries)", s.message(), attempt + 1, kTries);
+    if (attempt < kTries) {
+      // huggingface_hub's backoff: 1, 2, 4, 8 s.
+      const int64_t wait_ms = hub.retry_wait_ms << (attempt - 1);
+      CPM_LOG_WARN("{}; resuming in {} ms ({} of {} tries)", s.message(), wait_ms, attempt + 1, kTries);
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    }
   }
   if (!s.ok()) {
     // A transport failure keeps the partial file for the next start to resume; an answer that

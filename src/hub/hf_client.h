@@ -16,6 +16,7 @@ namespace cpm::hub {
 struct HubEndpoint {
   std::string base;   // $HF_ENDPOINT or https://huggingface.co, no trailing '/'
   std::string token;  // "" : anonymous
+  int64_t retry_wait_ms = 1000;  // the first retry's wait, doubled at each (tests: 0)
 };
 
 // $HF_ENDPOINT (else the public hub) and the token: `token_flag` when given, else $HF_TOKEN

@@ -122,6 +122,7 @@ class FakeHub {
       res.set_content(files[file], "application/octet-stream");
     });
     server_.Get(R"(/cdn/(.+))", [this](const auto& req, auto& res) {
+      std::lock_guard<std::mutex> lock(mu);
       if (req.has_header("Authorization")) token_reached_cdn = true;
       const std::string file = req.matches[1];
       const std::string body = files[file];
@@ -163,6 +164,7 @@ HubOptions Options(const fs::path& cache) {
   HubOptions o;
   o.download_dir = cache.string();
   o.token = "secret";
+  o.retry_wait_ms = 0;
   return o;
 }
 
@@ -243,12 +245,17 @@ TEST(ModelSource, DownloadsTheSnapshotThenServesItFromTheCache) {
   EXPECT_EQ(ReadAll(cache / "models--org--tiny" / "refs" / "main"), kCommit);
   EXPECT_FALSE(hub.token_reached_cdn);
 
-  // Everything is cached now: a second resolution downloads nothing, and with the hub gone
-  // (or HF_HUB_OFFLINE) the cache alone serves the same folder.
+  // Everything is cached now: a second resolution downloads nothing and writes nothing (no
+  // lock, the ref as it is: a read-only cache serves), and with the hub gone (or
+  // HF_HUB_OFFLINE) the cache alone serves the same folder.
   hub.requested.clear();
+  fs::remove_all(cache / ".locks");
+  const auto ref_time = fs::last_write_time(cache / "models--org--tiny" / "refs" / "main");
   r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(hub.requested.empty());
+  EXPECT_FALSE(fs::exists(cache / ".locks"));
+  EXPECT_EQ(fs::last_write_time(cache / "models--org--tiny" / "refs" / "main"), ref_time);
   {
     ScopedEnv gone("HF_ENDPOINT", "http://127.0.0.1:1");
     r = ResolveModelFolder("org/tiny", Options(cache));

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -87,10 +88,20 @@ StatusOr<std::string> FromCache(const std::string& model, const HubOptions& o, c
   return snapshot.string();
 }
 
+// Downloads what of `files` the snapshot lacks, taking the repository's lock (once) only then:
+// a complete cache, read-only perhaps, is used without writing anything.
 Status FetchMissing(const HubEndpoint& hub, const std::string& model, const RepoListing& listing,
-                    const std::vector<std::string>& files, const fs::path& snapshot) {
+                    const std::vector<std::string>& files, const fs::path& cache,
+                    const fs::path& snapshot, std::optional<CacheLock>* lock) {
   for (const std::string& f : files) {
     if (fs::exists(snapshot / f)) continue;
+    if (!lock->has_value()) {
+      // One process at a time downloads into this repository's folders; the others wait, then
+      // find the files there.
+      CPM_ASSIGN_OR_RETURN(CacheLock acquired, CacheLock::Acquire(cache, model));
+      lock->emplace(std::move(acquired));
+      if (fs::exists(snapshot / f)) continue;
+    }
     RepoFile file{f, -1};
     for (const RepoFile& r : listing.files) {
       if (r.name == f) file = r;
@@ -121,17 +132,21 @@ StatusOr<std::string> Download(const std::string& model, const HubOptions& o, co
   }
   const fs::path repo = RepoFolder(cache, model);
   const fs::path snapshot = repo / "snapshots" / listing.commit;
-  // One process at a time downloads into this repository's folders; the others wait, then find
-  // the files there.
-  CPM_ASSIGN_OR_RETURN(const CacheLock lock, CacheLock::Acquire(cache, model));
-  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, {files.begin(), first_weight}, snapshot));
+  std::optional<CacheLock> lock;
+  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, {files.begin(), first_weight}, cache,
+                                   snapshot, &lock));
   std::vector<std::string> weights(first_weight, files.end());
   CPM_ASSIGN_OR_RETURN(const std::set<std::string> shards, IndexedShards(snapshot));
   if (!shards.empty()) {
     std::erase_if(weights, [&](const std::string& f) { return shards.count(f) == 0; });
   }
-  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, weights, snapshot));
-  CPM_RETURN_IF_ERROR(WriteRef(repo, o.revision, listing.commit));
+  CPM_RETURN_IF_ERROR(FetchMissing(hub, model, listing, weights, cache, snapshot, &lock));
+  if (CachedCommit(repo, o.revision) != listing.commit) {
+    if (Status s = WriteRef(repo, o.revision, listing.commit); !s.ok()) {
+      if (lock) return s;  // downloaded just now: the cache must be writable
+      CPM_LOG_WARN("{} (the snapshot is whole; a later offline start may not find it)", s.message());
+    }
+  }
   CPM_LOG_INFO("{} (revision {} = {}): {}", model, o.revision, listing.commit, snapshot.string());
   return snapshot.string();
 }
@@ -170,11 +185,16 @@ StatusOr<std::string> ResolveModelFolder(const std::string& model, const HubOpti
                  "cache) only, not ModelScope");
   }
   if (Offline()) return FromCache(model, o, cache, "HF_HUB_OFFLINE is set");
-  const HubEndpoint hub = EndpointFromEnvironment(o.token);
+  HubEndpoint hub = EndpointFromEnvironment(o.token);
+  hub.retry_wait_ms = o.retry_wait_ms;
   auto listing = ListRepo(hub, model, o.revision);
   if (listing.ok()) return Download(model, o, cache, hub, *listing);
-  // As huggingface_hub's snapshot_download: a cached revision serves when the listing fails.
-  auto cached = FromCache(model, o, cache, "");
+  // As huggingface_hub's snapshot_download: a cached revision serves when the listing fails,
+  // unless the hub says the revision does not exist.
+  const bool no_such_revision =
+      listing.status().message().rfind("Revision Not Found", 0) == 0;
+  StatusOr<std::string> cached =
+      no_such_revision ? StatusOr<std::string>(listing.status()) : FromCache(model, o, cache, "");
   if (cached.ok()) {
     CPM_LOG_WARN("{}; using the cached snapshot", listing.status().message());
     return cached;

@@ -17,6 +17,7 @@ struct HubOptions {
   std::string token;              // --hf-token ("": $HF_TOKEN, else the stored login token)
   bool need_weights = true;       // false with --load-format dummy: no *.safetensors fetched
   bool need_config = true;        // false for a tokenizer: its repository needs no config.json
+  int64_t retry_wait_ms = 1000;   // a cut download's first retry waits this long, doubled after
 };
 
 // The local folder `model` names. A folder, or a path that cannot be a repository id ("./x",

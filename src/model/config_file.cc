@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "io/mmap_file.h"
 
 namespace cpm {
@@ -16,11 +17,16 @@ Json& Overrides() {
   return overrides;
 }
 
-// `over`'s keys into `base`: objects merged key by key, anything else replaced.
+// The keys of these models' configs that hold a sub-config (a PretrainedConfig in
+// transformers), into which vLLM's _apply_dict_overrides recurses; any other value, a dict such
+// as rope_scaling included, it replaces whole.
+bool IsSubConfig(const std::string& key) { return key == "text_config" || key == "vision_config"; }
+
+// `over`'s keys into `base`, as vLLM applies --hf-overrides.
 void MergeInto(Json& base, const Json& over) {
   for (auto it = over.begin(); it != over.end(); ++it) {
     Json& slot = base[it.key()];
-    if (it->is_object() && slot.is_object()) {
+    if (IsSubConfig(it.key()) && it->is_object() && slot.is_object()) {
       MergeInto(slot, *it);
     } else {
       slot = *it;
@@ -48,7 +54,10 @@ StatusOr<std::string> ReadModelConfigText(const std::string& model_dir) {
   CPM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   if (Overrides().is_null()) return text;
   Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return text;  // its readers say what is wrong
+  if (j.is_discarded() || !j.is_object()) {
+    CPM_LOG_WARN("{}: not a JSON object, so --hf-overrides cannot apply", path);
+    return text;  // its readers say what is wrong
+  }
   MergeInto(j, Overrides());
   return j.dump(2);
 }

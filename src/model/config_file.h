@@ -10,10 +10,10 @@
 
 namespace cpm {
 
-// vLLM's --hf-overrides: a JSON object merged over every config.json read from now on, its
-// nested objects into the config's (vLLM applies a nested dict to the sub-config it names:
-// {"text_config": {"max_position_embeddings": N}}). "" clears it. Set once at start-up, before
-// any thread reads a config.
+// vLLM's --hf-overrides: a JSON object merged over every config.json read from now on: a
+// sub-config's object (text_config, vision_config) key by key, as vLLM applies a nested dict to
+// the sub-config it names; any other value, a dict such as rope_scaling included, replaced
+// whole. "" clears it. Set once at start-up, before any thread reads a config.
 Status SetHfOverrides(const std::string& json);
 
 // <model_dir>/config.json's text with the overrides merged in (the file as it is without any).

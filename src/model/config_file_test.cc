@@ -17,8 +17,10 @@ TEST(ConfigFile, OverridesMergeOverTheFile) {
                    ("cpm_config_file_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json")
-      << R"({"max_position_embeddings": 32768, "text_config": {"a": 1, "b": 2}, "l": [1]})";
-  ASSERT_TRUE(SetHfOverrides(R"({"max_position_embeddings": 65536, "text_config": {"b": 3}, "l": [2]})").ok());
+      << R"({"max_position_embeddings": 32768, "text_config": {"a": 1, "b": 2}, "l": [1],)"
+      << R"("rope_scaling": {"rope_type": "longrope", "long_factor": [1]}})";
+  ASSERT_TRUE(SetHfOverrides(R"({"max_position_embeddings": 65536, "text_config": {"b": 3}, "l": [2],)"
+                             R"("rope_scaling": {"rope_type": "dynamic", "factor": 2}})").ok());
   auto text = ReadModelConfigText(dir.string());
   ASSERT_TRUE(text.ok()) << text.status().message();
   const auto j = nlohmann::json::parse(*text);
@@ -26,6 +28,8 @@ TEST(ConfigFile, OverridesMergeOverTheFile) {
   EXPECT_EQ(j["text_config"]["a"], 1);  // kept
   EXPECT_EQ(j["text_config"]["b"], 3);
   EXPECT_EQ(j["l"], nlohmann::json::array({2}));  // a list is replaced whole
+  // A dict that is no sub-config is replaced whole, as vLLM's setattr: no LongRoPE factors left.
+  EXPECT_EQ(j["rope_scaling"], nlohmann::json::parse(R"({"rope_type": "dynamic", "factor": 2})"));
   EXPECT_FALSE(SetHfOverrides("[1]").ok());
   ASSERT_TRUE(SetHfOverrides("").ok());
   text = ReadModelConfigText(dir.string());

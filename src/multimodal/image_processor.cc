@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <semaphore>
 
@@ -318,45 +319,34 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
   return in;
 }
 
-namespace {
-
-bool IsHttpUrl(const std::string& url) {
-  const auto starts = [&](std::string_view scheme) {
-    return url.size() >= scheme.size() &&
-           std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
-             return a == std::tolower(static_cast<unsigned char>(b));
-           });
-  };
-  return starts("http://") || starts("https://");
-}
-
-}  // namespace
-
 StatusOr<MultimodalPrompt> ImageProcessor::Tokenize(const Tokenizer& tokenizer, const std::string& text,
                                                     const std::vector<MediaRef>& refs, bool add_special_tokens,
                                                     int64_t max_model_len) const {
   std::vector<PreparedMedia> media;
   PlaceholderBudget budget(max_model_len);
   // vLLM fetches a request's media together (asyncio.gather): up to kParallelFetches http(s)
-  // downloads run ahead of the item being decoded, which are decoded in order as before.
+  // downloads run ahead of the item being decoded, which are decoded in order as before. Each
+  // runs on a detached thread with its own copy of the options, so an error answers at once
+  // (a download still running ends by itself, within its timeout).
   constexpr size_t kParallelFetches = 8;
   std::vector<std::future<StatusOr<std::string>>> fetches(refs.size());
   size_t next_fetch = 0;
   const auto start_fetches = [&](size_t upto) {
     for (; next_fetch < refs.size() && next_fetch < upto; ++next_fetch) {
       const MediaRef& r = refs[next_fetch];
-      if (!IsHttpUrl(r.url)) continue;
-      const char* part = r.kind == MediaKind::kImage ? "image_url" : "video_url";
-      fetches[next_fetch] = std::async(std::launch::async, [this, url = r.url, part] {
-        return FetchMediaBytes(url, media_, part);
-      });
+      const bool video = r.kind != MediaKind::kImage;
+      if (!IsHttpUrl(r.url) || (video && !takes_videos())) continue;  // refused unfetched
+      auto done = std::make_shared<std::promise<StatusOr<std::string>>>();
+      fetches[next_fetch] = done->get_future();
+      std::thread([done, url = r.url, media = media_, part = video ? "video_url" : "image_url"] {
+        done->set_value(FetchMediaBytes(url, media, part));
+      }).detach();
     }
   };
   for (size_t i = 0; i < refs.size(); ++i) {
     start_fetches(i + kParallelFetches);
     std::optional<StatusOr<std::string>> bytes;
     if (fetches[i].valid()) bytes.emplace(fetches[i].get());
-    // On an error the fetches still running are waited for by their futures' destructors.
     CPM_ASSIGN_OR_RETURN(PreparedMedia m, Load(refs[i], &budget, bytes ? &*bytes : nullptr));
     media.push_back(std::move(m));
   }

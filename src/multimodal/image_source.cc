@@ -1,10 +1,13 @@
 #include "multimodal/image_source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -90,20 +93,30 @@ std::string RealPath(const std::string& path) {
 
 StatusOr<std::string> ReadFileLimited(const std::string& path, int64_t max_bytes,
                                       std::string_view part) {
-  // Only a regular file: a FIFO would block the request (and shutdown) in open(), a device or
-  // a directory has no size to check.
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  const std::string cannot = std::string(part) + ": cannot read local file " + path;
+  // Opened without blocking and checked on the open descriptor: a FIFO (or one swapped in after
+  // any check by name) would hold the request, and shutdown, in open(); a device or a
+  // directory has no size to check.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return InvalidArgument(cannot);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
     return InvalidArgument(std::string(part) + ": local file " + path + " is not a regular file");
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
-  const std::streamoff size = in.tellg();
-  if (size < 0) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
-  if (size > max_bytes) return InvalidArgument(TooBig(part, max_bytes));
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), size)) return InvalidArgument(std::string(part) + ": cannot read local file " + path);
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return InvalidArgument(TooBig(part, max_bytes));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got != bytes.size()) return InvalidArgument(cannot);
   return bytes;
 }
 
@@ -168,6 +181,10 @@ Status ApplyMediaIoKwargs(const std::string& kwargs_json, MediaOptions* options,
 
 bool IsJpegFramesDataUrl(std::string_view url) { return HasPrefixNoCase(url, kJpegFramesPrefix); }
 
+bool IsHttpUrl(std::string_view url) {
+  return HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://");
+}
+
 StatusOr<std::vector<std::string>> JpegFramesOfDataUrl(std::string_view url,
                                                        const MediaOptions& options) {
   std::string_view payload = url.substr(kJpegFramesPrefix.size());
@@ -200,7 +217,7 @@ StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions
 StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions& options,
                                       std::string_view part) {
   if (HasPrefixNoCase(url, "data:")) return FromDataUrl(url, options, part);
-  if (HasPrefixNoCase(url, "http://") || HasPrefixNoCase(url, "https://")) {
+  if (IsHttpUrl(url)) {
     const int64_t timeout_s =
         part == "video_url" ? options.video_fetch_timeout_s : options.fetch_timeout_s;
     StatusOr<std::string> body =

@@ -42,6 +42,9 @@ StatusOr<std::string> FetchImageBytes(const std::string& url, const MediaOptions
 StatusOr<std::string> FetchMediaBytes(const std::string& url, const MediaOptions& options,
                                       std::string_view part);
 
+// An http:// or https:// URL (any case), which FetchMediaBytes downloads.
+bool IsHttpUrl(std::string_view url);
+
 // vLLM's video as JPEG frames, data:video/jpeg;base64,<frame>,<frame>,... (what its
 // encode_video_base64 writes): true for such a URL.
 bool IsJpegFramesDataUrl(std::string_view url);

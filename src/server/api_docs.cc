@@ -32,7 +32,21 @@ std::string OperationId(const std::string& path, const std::string& method) {
   for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::string m = method;
   for (char& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return id.substr(id.find_first_not_of('_')) + "_" + m;
+  const size_t start = id.find_first_not_of('_');
+  return (start == std::string::npos ? std::string("root") : id.substr(start)) + "_" + m;
+}
+
+// FastAPI's OpenAPI path: a path parameter without its converter ({model_id:path} → {model_id}).
+std::string OpenApiPath(const std::string& path) {
+  std::string out;
+  bool in_param = false, in_converter = false;
+  for (char c : path) {
+    if (c == '{') in_param = true;
+    if (c == '}') in_param = in_converter = false;
+    if (in_param && c == ':') in_converter = true;
+    if (!in_converter) out += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -41,7 +55,7 @@ std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& 
   using Json = nlohmann::ordered_json;
   Json paths = Json::object();
   for (const auto& [path, methods] : routes) {
-    Json& ops = paths[path];
+    Json& ops = paths[OpenApiPath(path)];
     size_t start = 0;
     while (start < methods.size()) {
       size_t end = methods.find(',', start);

@@ -111,7 +111,8 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
   std::vector<bool> ids_sent(job.plans.size(), false);  // return_token_ids: prompt ids sent
-  std::vector<int64_t> sent_len(job.plans.size(), 0);   // characters of text sent, echo included
+  // vLLM's previous_text_lens: characters of generated text sent (the echoed prompt not counted).
+  std::vector<int64_t> sent_len(job.plans.size(), 0);
   // Prompt p's choices share its token count; plans are in choice order.
   auto emit = [&](Json chunk, int index) {
     if (job.continuous_usage) {
@@ -146,7 +147,7 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it; a
     // step whose token adds no text yet (a byte held back) still sends one, with text "" (vLLM
     // skips only updates without tokens).
-    sent_len[u.index] += PythonLen(text);
+    sent_len[u.index] += PythonLen(u.text);
     if (!text.empty() || new_logprobs || u.finished || !u.token_ids.empty()) {
       Json chunk = Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
                          u.finished ? Json(u.finish_reason) : Json(nullptr),

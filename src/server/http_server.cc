@@ -320,15 +320,18 @@ void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
-    // uvicorn's h11 refuses a header value with control characters (an escape sequence meant
-    // for a log, a bare CR) before any route sees it.
-    for (const auto& [name, value] : req.headers) {
-      const bool control = std::any_of(value.begin(), value.end(), [](char ch) {
+    // uvicorn's HTTP parser (httptools) refuses a header with control characters (an escape
+    // sequence meant for a log, a bare CR) before any route sees it, and closes the connection.
+    const auto has_control = [](const std::string& s) {
+      return std::any_of(s.begin(), s.end(), [](char ch) {
         const auto c = static_cast<unsigned char>(ch);
         return (c < 0x20 && c != '\t') || c == 0x7f;
       });
-      if (control) {
+    };
+    for (const auto& [name, value] : req.headers) {
+      if (has_control(name) || has_control(value)) {
         res.status = 400;
+        res.set_header("Connection", "close");
         res.set_content("Invalid HTTP request received.", "text/plain; charset=utf-8");
         return httplib::Server::HandlerResponse::Handled;
       }

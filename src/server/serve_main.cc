@@ -113,6 +113,37 @@ void SignalLoop(std::atomic<bool>* stop, std::atomic<bool>* done) {
   }
 }
 
+// While the model is resolved (a hub download can take minutes, before anything is served): a
+// SIGINT or SIGTERM ends the process at once, the partial file left for the next start to
+// resume. The signals are blocked in every thread; this one takes them.
+class DownloadSignalWatcher {
+ public:
+  DownloadSignalWatcher()
+      : thread_([this] {
+          sigset_t set;
+          sigemptyset(&set);
+          sigaddset(&set, SIGINT);
+          sigaddset(&set, SIGTERM);
+          const timespec tick{0, 100 * 1000 * 1000};
+          while (!done_.load()) {
+            const int sig = sigtimedwait(&set, nullptr, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+              std::fprintf(stderr, "error: received %s while resolving the model; exiting\n",
+                           sig == SIGINT ? "SIGINT" : "SIGTERM");
+              std::_Exit(1);
+            }
+          }
+        }) {}
+  ~DownloadSignalWatcher() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 void LogRoutes() {
   for (const auto& [path, methods] : HttpServer::Routes()) {
     CPM_LOG_INFO("Route: {}, Methods: {}", path, methods);
@@ -539,18 +570,28 @@ int RunServe(const ServeConfig& config) {
   if (!c.hf_overrides_json.empty()) {
     CPM_LOG_INFO("Overriding HF config with {}", c.hf_overrides_json);
   }
-  // A hub download (minutes) runs before the signals are blocked: Ctrl-C or SIGTERM ends it at
-  // once (its partial file is resumed by the next start).
-  if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
-  // Before any other thread exists: every later thread inherits this mask, so only
-  // SignalLoop's sigtimedwait ever sees the signals. A vanished SSE client must not kill the
-  // process.
+  // Before any other thread exists: every later thread inherits this mask, so only a
+  // sigtimedwait (DownloadSignalWatcher's, then SignalLoop's) ever sees the signals. A vanished
+  // SSE client must not kill the process.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  {
+    const DownloadSignalWatcher watcher;  // a hub download takes minutes: a signal ends it
+    if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
+  }
+  // Checked before the port opens, as vLLM's start-up reads the config first.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(c.model_dir, ec)) {
+    return Fail("model directory '" + c.model_dir + "' does not exist or is not a directory");
+  }
+  if (!std::filesystem::exists(std::filesystem::path(c.model_dir) / "config.json", ec)) {
+    return Fail("model directory '" + c.model_dir + "': cannot read " +
+                (std::filesystem::path(c.model_dir) / "config.json").string());
+  }
 
   if (!c.api_key_given) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};

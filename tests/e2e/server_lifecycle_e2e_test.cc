@@ -2,13 +2,17 @@
 // --api-key, generation-config defaults, preemption under a tiny KV budget, and graceful
 // SIGTERM with a request in flight.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <mutex>
 #include <thread>
 
 #include "e2e/e2e_util.h"
@@ -167,6 +171,42 @@ TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
   EXPECT_NE(p.Log().find((repo / "snapshots" / commit).string()), std::string::npos) << p.Log();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
 
+  // A missing folder fails before the port opens (no "listening on" line).
+  ServerProcess missing;
+  ASSERT_TRUE(missing.Start(CPM_CPMSERVE_BIN, dir_ + "/nope", Args({})));
+  EXPECT_EQ(missing.Wait(30), 1);
+  EXPECT_EQ(missing.Log().find("listening on"), std::string::npos) << missing.Log();
+
+  // SIGTERM while the hub is slow to answer (a download in progress) ends the process at once.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  httplib::Server slow_hub;
+  slow_hub.Get(R"(/api/.*)", [&](const httplib::Request&, httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return release; });
+    res.status = 503;
+  });
+  const int hub_port = slow_hub.bind_to_any_port("127.0.0.1");
+  std::thread hub_thread([&] { slow_hub.listen_after_bind(); });
+  ServerProcess downloading;
+  ASSERT_TRUE(downloading.Start(CPM_CPMSERVE_BIN, "org/slow-model", Args({}),
+                                {"HF_ENDPOINT=http://127.0.0.1:" + std::to_string(hub_port),
+                                 "HF_HUB_CACHE=" + cache.string(), "no_proxy=*"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_EQ(downloading.Stop(SIGTERM, 10), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5));
+  EXPECT_NE(downloading.Log().find("received SIGTERM while resolving the model"), std::string::npos)
+      << downloading.Log();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  slow_hub.stop();
+  hub_thread.join();
+
   ServerProcess other_revision;
   ASSERT_TRUE(other_revision.Start(CPM_CPMSERVE_BIN, "org/tiny-model",
                                    Args({"--revision", "v2", "--download-dir", cache.string()}),
@@ -252,7 +292,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   const Json openapi = e2e::Get(p.port(), "/openapi.json").json();
   EXPECT_EQ(openapi["info"]["title"], "FastAPI");
   EXPECT_TRUE(openapi["paths"]["/v1/chat/completions"].contains("post")) << openapi.dump();
-  EXPECT_TRUE(openapi["paths"]["/v1/models/{model_id:path}"].contains("get")) << openapi.dump();
+  EXPECT_TRUE(openapi["paths"]["/v1/models/{model_id}"].contains("get")) << openapi.dump();
   for (const char* page : {"/docs", "/redoc"}) {
     const e2e::Reply html = e2e::Get(p.port(), page);
     EXPECT_EQ(html.status, 200) << page;
