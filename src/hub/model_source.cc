@@ -40,6 +40,15 @@ bool Offline() {
   return false;
 }
 
+// vLLM's VLLM_USE_MODELSCOPE sends repository ids to ModelScope, which cpmserve cannot reach.
+void WarnIfModelScope() {
+  const char* v = std::getenv("VLLM_USE_MODELSCOPE");
+  const std::string s = v == nullptr ? "" : v;
+  if (s.empty() || s == "0" || s == "false" || s == "False") return;
+  CPM_LOG_WARN("VLLM_USE_MODELSCOPE is set: cpmserve reads the Hugging Face hub (or its cache) "
+               "only, not ModelScope");
+}
+
 bool HasWeights(const fs::path& folder) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(folder, ec)) {
@@ -178,12 +187,7 @@ StatusOr<std::string> ResolveModelFolder(const std::string& model, const HubOpti
   // A path that is no repository id is the loader's to report (it names the file it lacks).
   if (fs::is_directory(model, ec) || !IsRepoId(model)) return model;
   const fs::path cache = o.download_dir.empty() ? DefaultCacheDir() : ExpandPath(o.download_dir);
-  if (const char* ms = std::getenv("VLLM_USE_MODELSCOPE"); ms != nullptr && *ms != '\0' &&
-                                                            std::string(ms) != "0" &&
-                                                            std::string(ms) != "false") {
-    CPM_LOG_WARN("VLLM_USE_MODELSCOPE is set: cpmserve reads the Hugging Face hub (or its "
-                 "cache) only, not ModelScope");
-  }
+  WarnIfModelScope();
   if (Offline()) return FromCache(model, o, cache, "HF_HUB_OFFLINE is set");
   HubEndpoint hub = EndpointFromEnvironment(o.token);
   hub.retry_wait_ms = o.retry_wait_ms;
