@@ -11,14 +11,11 @@
 #include "base/log.h"
 
 namespace cpm::hub {
-namespace {
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
 }
-
-}  // namespace
 
 std::filesystem::path ExpandPath(const std::string& path) {
   // os.path.expandvars: $NAME and ${NAME} of set variables (unset ones stay as written).

@@ -19,6 +19,9 @@
 
 namespace cpm::hub {
 
+// The environment variable's value ("" when unset).
+std::string Env(const char* name);
+
 // os.path.expandvars then expanduser, as huggingface_hub reads its path variables: $NAME and
 // ${NAME} of set variables, then a leading "~".
 std::filesystem::path ExpandPath(const std::string& path);

@@ -198,15 +198,17 @@ StatusOr<std::string> ResolveModelFolder(const std::string& model, const HubOpti
   const bool no_such_revision =
       listing.status().message().rfind("Revision Not Found", 0) == 0;
   StatusOr<std::string> cached =
-      no_such_revision ? StatusOr<std::string>(listing.status()) : FromCache(model, o, cache, "");
+      no_such_revision ? StatusOr<std::string>(listing.status())
+                       : FromCache(model, o, cache,
+                                   "the hub could not be reached (" + listing.status().message() + ")");
   if (cached.ok()) {
     CPM_LOG_WARN("{}; using the cached snapshot", listing.status().message());
     return cached;
   }
-  if (listing.status().code() != StatusCode::kUnavailable) {
-    return listing.status().WithPrefix("model '" + model + "'");
-  }
-  return FromCache(model, o, cache, "the hub could not be reached (" + listing.status().message() + ")");
+  // Unreachable: the cache's error says what it lacks and why the hub was not used; else the
+  // hub's own answer.
+  if (listing.status().code() == StatusCode::kUnavailable) return cached;
+  return listing.status().WithPrefix("model '" + model + "'");
 }
 
 }  // namespace cpm::hub

@@ -6,23 +6,14 @@
 #include <cctype>
 #include <chrono>
 #include <memory>
-#include <mutex>
+
+#include "io/curl_easy.h"
 
 namespace cpm {
 namespace {
 
-// curl_global_init is not thread-safe and must run once before any handle exists.
-void InitCurlOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // aiohttp's default redirect limit, which vLLM uses.
 constexpr long kMaxRedirects = 10;
-
-struct CurlDeleter {
-  void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
-};
 
 struct Body {
   std::string data;
