@@ -97,19 +97,31 @@ StatusOr<int64_t> DerivedMaxModelLen(const std::string& model_dir) {
   return int64_t{2048};  // vLLM's fallback when the config names no length
 }
 
-// Waits for SIGINT/SIGTERM (blocked everywhere, taken here synchronously) or `done`.
-void SignalLoop(std::atomic<bool>* stop, std::atomic<bool>* done) {
+// SIGINT and SIGTERM: blocked in every thread of the server and taken synchronously.
+sigset_t StopSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// The next of StopSignals(), or 0 once `done` is set (checked every 100 ms).
+int WaitForStopSignal(const std::atomic<bool>& done) {
+  const sigset_t set = StopSignals();
   const timespec tick{0, 100 * 1000 * 1000};
-  while (!done->load()) {
+  while (!done.load()) {
     const int sig = sigtimedwait(&set, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      CPM_LOG_INFO("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      stop->store(true);
-    }
+    if (sig == SIGINT || sig == SIGTERM) return sig;
+  }
+  return 0;
+}
+
+// Asks the server to stop at each SIGINT/SIGTERM until `done`.
+void SignalLoop(std::atomic<bool>* stop, std::atomic<bool>* done) {
+  while (const int sig = WaitForStopSignal(*done)) {
+    CPM_LOG_INFO("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    stop->store(true);
   }
 }
 
@@ -120,18 +132,10 @@ class DownloadSignalWatcher {
  public:
   DownloadSignalWatcher()
       : thread_([this] {
-          sigset_t set;
-          sigemptyset(&set);
-          sigaddset(&set, SIGINT);
-          sigaddset(&set, SIGTERM);
-          const timespec tick{0, 100 * 1000 * 1000};
-          while (!done_.load()) {
-            const int sig = sigtimedwait(&set, nullptr, &tick);
-            if (sig == SIGINT || sig == SIGTERM) {
-              std::fprintf(stderr, "error: received %s while resolving the model; exiting\n",
-                           sig == SIGINT ? "SIGINT" : "SIGTERM");
-              std::_Exit(1);
-            }
+          if (const int sig = WaitForStopSignal(done_)) {
+            std::fprintf(stderr, "error: received %s while resolving the model; exiting\n",
+                         sig == SIGINT ? "SIGINT" : "SIGTERM");
+            std::_Exit(1);
           }
         }) {}
   ~DownloadSignalWatcher() {
@@ -573,11 +577,8 @@ int RunServe(const ServeConfig& config) {
   // Before any other thread exists: every later thread inherits this mask, so only a
   // sigtimedwait (DownloadSignalWatcher's, then SignalLoop's) ever sees the signals. A vanished
   // SSE client must not kill the process.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const sigset_t stop_signals = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   {
     const DownloadSignalWatcher watcher;  // a hub download takes minutes: a signal ends it
