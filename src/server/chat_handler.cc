@@ -309,15 +309,17 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     const bool plain = parsers[u.index] == nullptr && tools == nullptr && !job.forced &&
                        !recover_newlines;
     const bool held_step = plain && !u.token_ids.empty();
-    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it (its
-    // delta's content "" when it brings no text).
+    // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it: its
+    // delta's content "" when it brings no text, or an empty delta where a parser held the
+    // step's text (vLLM's DeltaMessage() for a parser's None).
     if (!delta.empty() || with_logprobs || u.finished || with_ids || held_step) {
       Json lp = nullptr;
       if (with_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
                                              job.sampling.logprob_token_ids)}};
       }
-      if (delta.empty()) delta["content"] = "";  // text held back: the logprobs still go out
+      // Text held back: the logprobs (or ids) still go out.
+      if (delta.empty() && plain) delta["content"] = "";
       Json finish = nullptr, stop_reason = nullptr;
       if (u.finished) {
         // vLLM's stream: "tool_calls" once calls were parsed out (or tool_choice "required"

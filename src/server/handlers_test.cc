@@ -1482,6 +1482,27 @@ TEST_F(ReasoningHandlersTest, EmptyReplyHasNullContent) {
   EXPECT_TRUE(r["choices"][0]["message"]["reasoning"].is_null());
 }
 
+// Streamed, the finish chunk of a reply whose text a parser holds (here none at all) has an
+// empty delta, as vLLM sends DeltaMessage() for a parser's None; without a parser it is
+// DeltaMessage(content=""), {"content": ""}.
+TEST_F(ReasoningHandlersTest, StreamedFinishWithHeldTextHasAnEmptyDelta) {
+  engine_.script.clear();
+  const auto finish_delta = [&] {
+    bool done = false;
+    const auto events =
+        Events(Drain(HandleChatCompletions(ctx_, Body(false, true), Clock::now())), &done);
+    EXPECT_TRUE(done);
+    EXPECT_EQ(events.size(), 2u);
+    if (events.size() < 2) return Json();
+    EXPECT_EQ(events[0]["choices"][0]["delta"], Json({{"role", "assistant"}, {"content", ""}}));
+    EXPECT_EQ(events[1]["choices"][0]["finish_reason"], "stop") << events[1].dump();
+    return events[1]["choices"][0]["delta"];
+  };
+  EXPECT_EQ(finish_delta(), Json::object());
+  ctx_.reasoning_parser.clear();
+  EXPECT_EQ(finish_delta(), Json({{"content", ""}}));
+}
+
 // An empty Responses answer as vLLM's: no message item where a reasoning parser reads the
 // reply, a message without content parts where none does; streamed, no item at all.
 TEST_F(ReasoningHandlersTest, EmptyResponsesAnswerAsVllm) {
