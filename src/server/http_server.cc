@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <charconv>
@@ -138,6 +139,13 @@ namespace {
 // each request on one thread from routing to its logger).
 thread_local Clock::time_point request_start;
 
+// A connection's address pair (unique among open connections), as a request and its socket
+// both spell it.
+std::string ConnectionKey(const std::string& remote_addr, int remote_port,
+                          const std::string& local_addr, int local_port) {
+  return fmt::format("{} {} {} {}", remote_addr, remote_port, local_addr, local_port);
+}
+
 // The routes with a path parameter: how FastAPI matches them, their template (vLLM's route
 // path) and their methods.
 struct TemplatedRoute {
@@ -155,8 +163,8 @@ const std::vector<TemplatedRoute>& TemplatedRoutes() {
 }
 
 // The route template a path matched, as the instrumentator labels it ("none": no route).
-std::string HandlerLabel(const std::string& path) {
-  for (const auto& [route, methods] : HttpServer::Routes()) {
+std::string HandlerLabel(const HttpServer::RouteList& routes, const std::string& path) {
+  for (const auto& [route, methods] : routes) {
     if (route == path) return route;
   }
   for (const TemplatedRoute& route : TemplatedRoutes()) {
@@ -168,6 +176,10 @@ std::string HandlerLabel(const std::string& path) {
 }  // namespace
 
 void HttpServer::Logged(const httplib::Request& req, const httplib::Response& res) {
+  {
+    std::lock_guard<std::mutex> lock(busy_mu_);
+    busy_.erase(ConnectionKey(req.remote_addr, req.remote_port, req.local_addr, req.local_port));
+  }
   if (access_log_) {
     CPM_LOG_INFO("{}", AccessLogLine(req.remote_addr, req.remote_port, req.method, req.target,
                                      req.version, res.status));
@@ -179,7 +191,7 @@ void HttpServer::Logged(const httplib::Request& req, const httplib::Response& re
   uint64_t request_bytes = 0;
   const std::string length = req.get_header_value("Content-Length");
   std::from_chars(length.data(), length.data() + length.size(), request_bytes);
-  http_metrics_.Observe(HandlerLabel(req.path), req.method, res.status, seconds, request_bytes,
+  http_metrics_.Observe(HandlerLabel(routes_, req.path), req.method, res.status, seconds, request_bytes,
                         res.body.size());
   request_start = {};
 }
@@ -204,6 +216,7 @@ HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
   svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     Logged(req, res);
   });
+  UpdateRoutes();
   InstallRoutes();
 }
 
@@ -241,6 +254,26 @@ void HttpServer::Stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   svr_->stop();
+  CloseIdleConnections();
+}
+
+void HttpServer::CloseIdleConnections() {
+  if (port_ <= 0) return;
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  // Every accepted connection of this server: a connected socket whose local port is ours (a
+  // client socket of this process never has it: the port is taken by the listener).
+  FindOwnSocket([this](int fd) {
+    std::string remote_addr, local_addr;
+    int remote_port = 0, local_port = 0;
+    if (SocketEnd(fd, /*peer=*/false, &local_addr, &local_port) && local_port == port_ &&
+        SocketEnd(fd, /*peer=*/true, &remote_addr, &remote_port) &&
+        !busy_.contains(ConnectionKey(remote_addr, remote_port, local_addr, local_port))) {
+      // Its worker waits for the next request in poll(): a read shutdown wakes it with an end
+      // of stream, and it closes the connection (after stop() it takes no further request).
+      shutdown(fd, SHUT_RD);
+    }
+    return false;  // look at every descriptor
+  });
 }
 
 namespace {
@@ -248,12 +281,13 @@ namespace {
 // FastAPI's (vLLM's) answers for a request no route took: a path known with a trailing slash
 // too many or too few is a 307 to the route (Starlette's redirect_slashes), a known path with
 // another method a 405 naming its methods, else a 404. (/metrics is a mount: no redirect.)
-void NotRouted(const httplib::Request& req, httplib::Response& res) {
+void NotRouted(const HttpServer::RouteList& routes, const httplib::Request& req,
+               httplib::Response& res) {
   const std::string& path = req.path;
   const std::string other =
       !path.empty() && path.back() == '/' ? path.substr(0, path.size() - 1) : path + "/";
   const char* allowed = nullptr;
-  for (const auto& [route, methods] : HttpServer::Routes()) {
+  for (const auto& [route, methods] : routes) {
     if (route == path) allowed = methods.c_str();
   }
   for (const TemplatedRoute& route : TemplatedRoutes()) {
@@ -265,7 +299,7 @@ void NotRouted(const httplib::Request& req, httplib::Response& res) {
     res.set_content(R"({"detail":"Method Not Allowed"})", "application/json");
     return;
   }
-  for (const auto& [route, methods] : HttpServer::Routes()) {
+  for (const auto& [route, methods] : routes) {
     if (route != other) continue;
     std::string location = route;
     if (const size_t q = req.target.find('?'); q != std::string::npos) {
@@ -297,18 +331,39 @@ void HttpServer::ServeMetrics(const httplib::Request& req, httplib::Response& re
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
-const std::vector<std::pair<std::string, std::string>>& HttpServer::Routes() {
-  static const std::vector<std::pair<std::string, std::string>> routes = {
-      {"/health", "GET"},          {"/ping", "GET, POST"},
-      {"/version", "GET"},         {"/metrics", "GET"},
-      {"/load", "GET"},            {"/tokenizer_info", "GET"},
-      {"/openapi.json", "GET"},    {"/docs", "GET"},
-      {"/redoc", "GET"},
-      {"/tokenize", "POST"},       {"/detokenize", "POST"},
-      {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
-      {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
-      {"/invocations", "POST"}};
-  return routes;
+// Every route vLLM registers, those behind a flag included (UpdateRoutes leaves out those off).
+HttpServer::RouteList AllRoutes() {
+  return {{"/health", "GET"},          {"/ping", "GET, POST"},
+          {"/version", "GET"},         {"/metrics", "GET"},
+          {"/load", "GET"},            {"/tokenizer_info", "GET"},
+          {"/openapi.json", "GET"},    {"/docs", "GET"},
+          {"/redoc", "GET"},
+          {"/tokenize", "POST"},       {"/detokenize", "POST"},
+          {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
+          {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
+          {"/invocations", "POST"}};
+}
+
+void HttpServer::DisableDocs() {
+  docs_ = false;
+  UpdateRoutes();
+}
+
+void HttpServer::EnableTokenizerInfo() {
+  tokenizer_info_ = true;
+  UpdateRoutes();
+}
+
+// A route vLLM does not register is unknown to its router (404 for any method, not a 405; left
+// out of the OpenAPI document and the start-up log), so the list holds only the routes served.
+void HttpServer::UpdateRoutes() {
+  routes_.clear();
+  for (auto& route : AllRoutes()) {
+    const bool docs = route.first == "/openapi.json" || route.first == "/docs" ||
+                      route.first == "/redoc";
+    if ((docs && !docs_) || (route.first == "/tokenizer_info" && !tokenizer_info_)) continue;
+    routes_.push_back(std::move(route));
+  }
 }
 
 void HttpServer::Post(const std::string& pattern, RouteHandler handler) {
@@ -320,6 +375,10 @@ void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(busy_mu_);
+      busy_.insert(ConnectionKey(req.remote_addr, req.remote_port, req.local_addr, req.local_port));
+    }
     // uvicorn's HTTP parser (httptools) refuses a header with control characters (an escape
     // sequence meant for a log, a bare CR) before any route sees it, and closes the connection.
     const auto has_control = [](const std::string& s) {
@@ -358,7 +417,7 @@ void HttpServer::InstallRoutes() {
         return httplib::Server::HandlerResponse::Handled;
       }
       if (req.method == "HEAD") {  // FastAPI's routes take no HEAD (cpp-httplib adds it)
-        NotRouted(req, res);
+        NotRouted(routes_, req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
       if (req.has_header("Content-Encoding")) {
@@ -377,7 +436,7 @@ void HttpServer::InstallRoutes() {
             return httplib::Server::HandlerResponse::Handled;
           }
         }
-        NotRouted(req, res);  // no POST route: 307, 405 or 404, without reading a body
+        NotRouted(routes_, req, res);  // no POST route: 307, 405 or 404, without reading a body
         return httplib::Server::HandlerResponse::Handled;
       }
       // cpp-httplib reads the other bodied methods' bodies "until close" when they declare no
@@ -385,7 +444,7 @@ void HttpServer::InstallRoutes() {
       // uvicorn's empty body and the router's 405 or 404 at once.
       if ((req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE") &&
           !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-        NotRouted(req, res);
+        NotRouted(routes_, req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -431,7 +490,7 @@ void HttpServer::InstallRoutes() {
   });
   // FastAPI's (vLLM's) bodies: an unknown path is a 404, a known one with another method a 405
   // that names the methods it takes.
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status != 404) {
       // httplib's own refusals (a body over the 64 MiB limit: 413; one it could not read: 400)
@@ -446,7 +505,7 @@ void HttpServer::InstallRoutes() {
       Apply(HttpReply::Error(e), res);
       return;
     }
-    NotRouted(req, res);
+    NotRouted(routes_, req, res);
   });
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     // 200 with an empty body when ready (vLLM); 503 while the model loads (llama.cpp).
@@ -496,6 +555,7 @@ void HttpServer::InstallRoutes() {
     res.set_content(RedocHtml(), "text/html; charset=utf-8");
   });
   s.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+    if (!tokenizer_info_) return RouteOff(res);
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);
     Apply(HandleTokenizerInfo(*ctx), res);

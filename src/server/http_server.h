@@ -7,7 +7,9 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,8 +42,8 @@ class HttpServer {
   int port() const { return port_; }
   // Serves until Stop(); call on its own thread after Bind.
   void Run();
-  // Stops accepting (without waiting for in-flight handlers); Run() returns once they are
-  // done. Safe before, during or after Run() starts (httplib's own stop() is a no-op until
+  // Stops accepting and closes the idle keep-alive connections (without waiting for in-flight
+  // handlers; their connections close after their reply); Run() returns once they are done. Safe before, during or after Run() starts (httplib's own stop() is a no-op until
   // listening has begun).
   void Stop();
   // One line per answered request, as uvicorn's access log (vLLM's default; off with
@@ -50,18 +52,25 @@ class HttpServer {
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id, the request's own
   // or 32 random hex digits. Call before Run().
   void EnableRequestIdHeaders() { request_id_headers_ = true; }
-  void DisableDocs() { docs_ = false; }  // --disable-fastapi-docs
+  void DisableDocs();          // --disable-fastapi-docs: /openapi.json, /docs, /redoc 404
+  void EnableTokenizerInfo();  // --enable-tokenizer-info-endpoint: GET /tokenizer_info
   // Cross-origin requests answered as vLLM's CORS middleware does (cors.h; its defaults allow
   // every origin). Call before Run().
   void SetCors(CorsOptions cors) { cors_ = std::move(cors); }
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 
-  // (path, methods) of every route, for the start-up log.
-  static const std::vector<std::pair<std::string, std::string>>& Routes();
+  // (path, methods) of every route served (those off by a flag left out), for the start-up log.
+  using RouteList = std::vector<std::pair<std::string, std::string>>;
+  const RouteList& Routes() const { return routes_; }
 
  private:
   void InstallRoutes();
+  void UpdateRoutes();  // routes_ from the flags
+  // Ends the keep-alive wait of every connection with no request in flight, as uvicorn does
+  // when it stops: otherwise an idle client (an OpenAI client's connection pool) holds the
+  // shutdown for cpp-httplib's keep-alive timeout (5 s).
+  void CloseIdleConnections();
   // After each answered request: the access log line (if enabled) and the HTTP metrics.
   void Logged(const httplib::Request& req, const httplib::Response& res);
   // The Prometheus text of /metrics (or the loading reply before the model is up).
@@ -77,6 +86,11 @@ class HttpServer {
     RouteHandler handler;
   };
   std::vector<PostRoute> post_routes_;
+  // The connections with a request in flight (from pre-routing to the access log, which
+  // cpp-httplib calls once the reply is written), by their address pair: CloseIdleConnections
+  // leaves these alone.
+  std::mutex busy_mu_;
+  std::set<std::string> busy_;
 
   std::unique_ptr<httplib::Server> svr_;
   std::vector<std::string> api_keys_;
@@ -85,6 +99,8 @@ class HttpServer {
   std::atomic<bool> running_{false};
   bool request_id_headers_ = false;
   bool docs_ = true;  // /openapi.json, /docs, /redoc
+  bool tokenizer_info_ = false;
+  RouteList routes_;
   bool access_log_ = false;
   HttpMetrics http_metrics_;  // the instrumentator's series, on /metrics after vLLM's
   CorsOptions cors_;

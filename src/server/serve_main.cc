@@ -148,8 +148,8 @@ class DownloadSignalWatcher {
   std::thread thread_;
 };
 
-void LogRoutes() {
-  for (const auto& [path, methods] : HttpServer::Routes()) {
+void LogRoutes(const HttpServer& server) {
+  for (const auto& [path, methods] : server.Routes()) {
     CPM_LOG_INFO("Route: {}, Methods: {}", path, methods);
   }
 }
@@ -610,6 +610,7 @@ int RunServe(const ServeConfig& config) {
   if (!c.disable_access_log && access_level) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
   if (c.disable_fastapi_docs) server.DisableDocs();
+  if (c.enable_tokenizer_info_endpoint) server.EnableTokenizerInfo();
   server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
   std::thread http([&server] { server.Run(); });
@@ -638,7 +639,7 @@ int RunServe(const ServeConfig& config) {
   }
   server.SetReady(&loaded.ctx);
   CPM_LOG_INFO("Starting cpmserve API server on http://{}:{}", c.host, server.port());
-  LogRoutes();
+  LogRoutes(server);
   CPM_LOG_INFO("Application startup complete.");
 
   ThroughputLogger throughput;

@@ -293,6 +293,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   EXPECT_EQ(openapi["info"]["title"], "FastAPI");
   EXPECT_TRUE(openapi["paths"]["/v1/chat/completions"].contains("post")) << openapi.dump();
   EXPECT_TRUE(openapi["paths"]["/v1/models/{model_id}"].contains("get")) << openapi.dump();
+  EXPECT_TRUE(openapi["paths"].contains("/tokenizer_info")) << openapi.dump();
+  EXPECT_EQ(e2e::Post(p.port(), "/tokenizer_info", "{}").status, 405);
   for (const char* page : {"/docs", "/redoc"}) {
     const e2e::Reply html = e2e::Get(p.port(), page);
     EXPECT_EQ(html.status, 200) << page;
@@ -302,11 +304,15 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   ServerProcess plain;
   ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_, Args({"--disable-fastapi-docs"})));
   ASSERT_TRUE(plain.WaitReady()) << plain.Log();
-  EXPECT_EQ(e2e::Get(plain.port(), "/tokenizer_info").status, 404);
-  for (const char* path : {"/openapi.json", "/docs", "/redoc"}) {
+  // A route vLLM did not register is a 404 for every method (not a 405), and is not logged.
+  for (const char* path : {"/tokenizer_info", "/openapi.json", "/docs", "/redoc"}) {
     EXPECT_EQ(e2e::Get(plain.port(), path).status, 404) << path;
+    EXPECT_EQ(e2e::Post(plain.port(), path, "{}").status, 404) << path;
   }
   EXPECT_EQ(plain.Stop(SIGTERM), 0);
+  EXPECT_NE(plain.Log().find("Route: /v1/completions, Methods: POST"), std::string::npos);
+  EXPECT_EQ(plain.Log().find("Route: /tokenizer_info"), std::string::npos) << plain.Log();
+  EXPECT_EQ(plain.Log().find("Route: /docs"), std::string::npos) << plain.Log();
 }
 
 // --max-num-seqs above the default step budget (256) starts, the budget growing to it (vLLM's
@@ -727,6 +733,25 @@ TEST_F(ServerLifecycle, AllowLongMaxModelLenTakesTrue) {
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("must be used with extreme caution"), std::string::npos) << p.Log();
   EXPECT_EQ(p.Stop(SIGINT), 0) << p.Log();
+}
+
+// A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)
+// does not hold the shutdown for the keep-alive timeout (5 s): uvicorn closes idle
+// connections at once when it stops, and so does cpmserve.
+TEST_F(ServerLifecycle, IdleKeepAliveConnectionsDoNotDelayShutdown) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  httplib::Client idle("127.0.0.1", p.port());
+  idle.set_keep_alive(true);
+  auto r = idle.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 3.0) << "the shutdown waited for the idle connection's keep-alive timeout";
 }
 
 TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
