@@ -215,7 +215,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-num-seqs", c.max_num_seqs, "running sequences per step")
       ->capture_default_str();
   cmd->add_option("--max-model-len", f->max_model_len,
-                  "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (fit memory)");
+                  "context length: 4096, 8k (x1000), 8K (x1024), -1 or auto (the config's, or what the KV cache holds if less)");
   f->batched_tokens =
       cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
                       "token budget per step: 256 (default, or --max-num-seqs where larger: keeps "

@@ -60,7 +60,7 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       // FastAPI / uvicorn frontend.
       {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},
       {"--enable-server-load-tracking,!--no-enable-server-load-tracking", false,
-       "/load always counts the requests in flight"},
+       "/load always counts the engine's running and waiting sequences"},
       {"--enable-log-outputs,!--no-enable-log-outputs", false, "outputs are not logged"},
       {"--enable-offline-docs,!--no-enable-offline-docs", false,
        "/docs and /redoc load their scripts from the jsDelivr CDN, as FastAPI's default"},
@@ -74,7 +74,7 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
   return flags;
 }
 
-// Declares every ignored flag on `cmd`; LogIgnoredFlags later names the ones given.
+// Declares every ignored flag on `cmd`; Log() later names the ones given.
 class IgnoredFlags {
  public:
   void Register(CLI::App* cmd) {

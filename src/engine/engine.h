@@ -111,7 +111,9 @@ struct RequestTimes {
 
 // One step's output for one request, in order.
 struct TokenEvent {
-  std::vector<int32_t> tokens;          // new tokens (one per step today)
+  // The step's new tokens: one, or with speculative decoding the accepted drafts and the token
+  // drawn after them.
+  std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;  // one per token when requested
   // On a request's first event (prompt_logprobs >= 0): prompt tokens 1..n-1, in order.
   std::vector<TokenLogprobs> prompt_logprobs;
@@ -206,8 +208,8 @@ class Engine {
                                                   const EngineConfig& config, ThreadPool* pool);
   ~Engine();  // Shutdown()
 
-  // Queues a request; its events arrive on the returned stream: one event per sampled token,
-  // the last one with finished = true. Validation of lengths against max_model_len is the
+  // Queues a request; its events arrive on the returned stream: one event per step that
+  // drew tokens for it (TokenEvent::tokens), the last one with finished = true. Validation of lengths against max_model_len is the
   // caller's job (it owns the error texts); the engine still guards itself and ends a bad
   // request with a single finished event whose `error` is set and finish_reason "error":
   // empty prompt, token ids outside the vocabulary, negative max_tokens/min_tokens, embeds

@@ -1,8 +1,9 @@
-// Per-request sampling and stop rules for one logits row: log-probs of the raw logits (what
-// vLLM reports), then the request's logits rules (allowed tokens, bad words, logit bias),
-// penalties over prompt and output, the structured output's mask (if the request has one),
-// then a draw from the request's own generator; and the finish checks (stop
-// tokens, EOS unless ignore_eos, min_tokens, max_tokens, max_model_len). Engine thread only.
+// Per-request sampling and stop rules for one logits row: log-probs of the model's logits
+// under the structured output's mask (what vLLM reports), then the request's logits rules
+// (allowed tokens, bad words, logit bias), penalties over prompt and output, min_tokens' mask
+// of stop tokens and EOS, the structured output's mask, a thinking budget's forced end marker,
+// then a draw from the request's own generator; and the finish checks (stop tokens, EOS unless
+// ignore_eos, min_tokens, max_tokens, max_model_len). Engine thread only.
 #pragma once
 
 #include <cstdint>

@@ -67,7 +67,8 @@ class Scheduler {
 
   // OK if the request can ever run: it must fit in the whole KV cache alone.
   Status CheckFits(const RequestState& r) const;
-  // Queues a request at the back of the waiting queue.
+  // Queues a request: at the back of the waiting queue (fcfs), or after those that come before
+  // it by (priority, arrival) under the priority policy.
   void Add(std::unique_ptr<RequestState> r);
   RequestState* Find(const std::string& request_id);
 

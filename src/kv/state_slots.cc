@@ -10,7 +10,7 @@ StateSlots::StateSlots(int64_t num_slots, int64_t slot_bytes)
     : num_slots_(num_slots),
       slot_bytes_(slot_bytes),
       stride_((slot_bytes + 63) / 64 * 64),
-      // Huge pages: a decode step streams every running sequence's state (V-4.6: 18 MiB).
+      // Huge pages: a decode step streams every running sequence's state (V-4.6: ~19 MiB).
       buffer_(static_cast<size_t>(num_slots * stride_), Pages::kHuge),
       in_use_(num_slots, false) {
   CPM_CHECK(num_slots >= 0 && slot_bytes >= 0);

@@ -47,7 +47,8 @@ class Qwen35Model : public Model {
   const ModelInfo& info() const override { return info_; }
   Status Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* states, float* logits,
                  ThreadPool& pool) override;
-  // `vision` is set for MiniCPM-V-4.6 (its tensors are validated, not yet used).
+  // `vision` is set for MiniCPM-V-4.6: its tensors are validated here; the tower itself is
+  // loaded by LoadVisionEncoder (minicpmv46_vision.cc).
   Status Load(const LoadOptions& options, const std::string& architecture, const Qwen35Config& c,
               const MiniCpmV46VisionConfig* vision, ThreadPool& pool);
 

@@ -119,13 +119,6 @@ bool WeightLoader::Has(const std::string& name) const {
   return archive_ && archive_->Find(name) != nullptr;
 }
 
-std::optional<DType> WeightLoader::StoredDType(const std::string& name) const {
-  if (!archive_) return std::nullopt;
-  const TensorInfo* t = archive_->Find(name);
-  if (!t || !t->dtype_supported) return std::nullopt;
-  return t->dtype;
-}
-
 StatusOr<const TensorInfo*> WeightLoader::Lookup(const std::string& name,
                                                  const std::vector<int64_t>& shape) {
   const TensorInfo* t = archive_->Find(name);

@@ -27,8 +27,6 @@ class WeightLoader {
 
   bool dummy() const { return archive_ == nullptr; }
   bool Has(const std::string& name) const;
-  // The stored dtype of a tensor in the checkpoint, if present.
-  std::optional<DType> StoredDType(const std::string& name) const;
 
   // A [out, in] matrix as a linear weight in the compute dtype.
   StatusOr<kernels::LinearWeight> Linear(const std::string& name, int64_t out, int64_t in);

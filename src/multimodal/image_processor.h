@@ -109,7 +109,6 @@ class ImageProcessor {
 
   const SliceConfig& slice_config() const { return slices_; }
   const SliceConfig& video_slice_config() const { return video_slices_; }
-  const MediaOptions& media_options() const { return media_; }
   // The largest scale_resolution a request may ask for: the vision tower's position grid
   // (vision_config.image_size, 980 pixels = 70×70 patches), or the server's own value where
   // that is larger. A slice is about scale_resolution² pixels; beyond the grid neighbouring

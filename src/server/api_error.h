@@ -19,7 +19,8 @@ struct ApiError {
 };
 
 // kInvalidArgument -> 400 BadRequestError, kNotFound -> 404 NotFoundError, kUnauthenticated ->
-// 401, kUnavailable / kResourceExhausted -> 503, everything else -> 500 InternalServerError.
+// 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501 NotImplementedError,
+// everything else -> 500 InternalServerError.
 ApiError ApiErrorFromStatus(const Status& status);
 ApiError BadRequest(std::string message, std::optional<std::string> param = std::nullopt);
 

@@ -331,8 +331,11 @@ void HttpServer::ServeMetrics(const httplib::Request& req, httplib::Response& re
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
-// Every route vLLM registers, those behind a flag included (UpdateRoutes leaves out those off).
-HttpServer::RouteList AllRoutes() {
+namespace {
+
+// Every fixed-path route vLLM registers, those behind a flag included (UpdateRoutes leaves out
+// those off); the routes with a path parameter are TemplatedRoutes().
+HttpServer::RouteList FixedRoutes() {
   return {{"/health", "GET"},          {"/ping", "GET, POST"},
           {"/version", "GET"},         {"/metrics", "GET"},
           {"/load", "GET"},            {"/tokenizer_info", "GET"},
@@ -342,6 +345,14 @@ HttpServer::RouteList AllRoutes() {
           {"/v1/models", "GET"},       {"/v1/chat/completions", "POST"},
           {"/v1/completions", "POST"}, {"/v1/responses", "POST"},
           {"/invocations", "POST"}};
+}
+
+}  // namespace
+
+HttpServer::RouteList HttpServer::ServedRoutes() const {
+  RouteList routes = routes_;
+  for (const TemplatedRoute& route : TemplatedRoutes()) routes.emplace_back(route.path, route.methods);
+  return routes;
 }
 
 void HttpServer::DisableDocs() {
@@ -358,7 +369,7 @@ void HttpServer::EnableTokenizerInfo() {
 // out of the OpenAPI document and the start-up log), so the list holds only the routes served.
 void HttpServer::UpdateRoutes() {
   routes_.clear();
-  for (auto& route : AllRoutes()) {
+  for (auto& route : FixedRoutes()) {
     const bool docs = route.first == "/openapi.json" || route.first == "/docs" ||
                       route.first == "/redoc";
     if ((docs && !docs_) || (route.first == "/tokenizer_info" && !tokenizer_info_)) continue;
@@ -531,19 +542,16 @@ void HttpServer::InstallRoutes() {
   s.Put(kMetricsPattern, metrics);
   s.Patch(kMetricsPattern, metrics);
   s.Delete(kMetricsPattern, metrics);
-  // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
-  // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
-  // sequences running and waiting, always.
-  // FastAPI's documentation, unless --disable-fastapi-docs (then its 404).
+  // FastAPI's documentation, unless --disable-fastapi-docs (then its 404). Its own routes are
+  // not in the document.
   s.Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
     if (!docs_) return RouteOff(res);
-    std::vector<std::pair<std::string, std::string>> routes;
-    for (const auto& route : Routes()) {
+    RouteList routes;
+    for (const auto& route : ServedRoutes()) {
       if (route.first != "/openapi.json" && route.first != "/docs" && route.first != "/redoc") {
         routes.push_back(route);
       }
     }
-    for (const TemplatedRoute& route : TemplatedRoutes()) routes.emplace_back(route.path, route.methods);
     res.set_content(OpenApiJson(routes), "application/json");
   });
   s.Get("/docs", [this](const httplib::Request&, httplib::Response& res) {
@@ -560,6 +568,9 @@ void HttpServer::InstallRoutes() {
     if (!ctx) return Apply(Loading(), res);
     Apply(HandleTokenizerInfo(*ctx), res);
   });
+  // vLLM's /load, which load balancers poll: {"server_load": N}. vLLM counts its generation
+  // routes' requests in flight (0 unless --enable-server-load-tracking); here the engine's
+  // sequences running and waiting, always.
   s.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = ctx_.load();
     if (!ctx) return Apply(Loading(), res);

@@ -60,9 +60,12 @@ class HttpServer {
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 
-  // (path, methods) of every route served (those off by a flag left out), for the start-up log.
+  // (path, methods) of every route served, those off by a flag left out: the fixed paths (what
+  // a request's path is matched against), and with them the templated ones (path parameters
+  // in braces, as FastAPI writes them), for the start-up log and the OpenAPI document.
   using RouteList = std::vector<std::pair<std::string, std::string>>;
   const RouteList& Routes() const { return routes_; }
+  RouteList ServedRoutes() const;
 
  private:
   void InstallRoutes();

@@ -120,7 +120,7 @@ struct CompletionPrompt {
 struct CompletionRequest {
   SamplingFields sampling;
   std::vector<CompletionPrompt> prompts;
-  std::optional<int64_t> logprobs;  // top-k per token (0..20)
+  std::optional<int64_t> logprobs;  // top-k per token (0..--max-logprobs)
   bool echo = false;
   bool add_special_tokens = true;
   std::optional<std::string> suffix;  // rejected: vLLM does not support it

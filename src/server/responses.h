@@ -32,8 +32,9 @@ namespace cpm {
 //                                 → logprobs, top_logprobs (top_logprobs alone asks nothing)
 //   temperature, top_p, parallel_tool_calls, and vLLM's sampling extras (top_k, min_p,
 //   repetition_penalty, seed, stop, ...) as they are.
-// Built-in tools (web_search, file_search, ...), file inputs, item references, background runs
-// and previous_response_id (nothing is stored) are 400s. Fields only echoed (store, metadata,
+// Built-in tools (web_search, file_search, ...), file inputs, item references and background
+// runs are 400s; previous_response_id is vLLM's 404 for a response it does not hold (nothing is
+// stored). Fields only echoed (store, metadata,
 // user, truncation, reasoning, service_tier; include's other values) go nowhere; unknown ones
 // are appended to `ignored` (logged, as vLLM does).
 StatusOr<nlohmann::ordered_json> ChatRequestFromResponses(const nlohmann::ordered_json& request,

@@ -30,7 +30,8 @@ struct ServeConfig {
   uint64_t seed = 0;
   std::vector<std::string> served_model_names;  // empty: the model dir as given
   int64_t max_num_seqs = 128;                   // vLLM's CPU default (128 x TP x PP)
-  // 0: from config.json; -1: the largest length the KV cache can hold ("auto" / -1 in vLLM).
+  // 0: from config.json; -1: the config's length, or less if the KV cache holds fewer tokens
+  // ("auto" / -1 in vLLM).
   int64_t max_model_len = 0;
   // vLLM's CPU default is 2048 (x TP x PP); on a small CPU a 2048-token step takes seconds and
   // stalls every running decode, so the default here is 256: prefill is as efficient per token
@@ -86,14 +87,14 @@ struct ServeConfig {
   int64_t max_log_len = -1;           // prompt characters / ids in that line; -1: all
   bool disable_log_stats = false;     // no periodic throughput line
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
-  bool disable_access_log = false;
+  bool disable_access_log = false;  // --disable-uvicorn-access-log: no line per HTTP request
   bool enable_request_id_headers = false;  // responses carry X-Request-Id
   bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info
   bool disable_fastapi_docs = false;  // no /openapi.json, /docs, /redoc
-  std::string scheduling_policy = "fcfs";
+  std::string scheduling_policy = "fcfs";  // fcfs | priority (a request's priority, lower first)
   // vLLM's CORS flags: JSON lists of strings ("" = ["*"]), and credentials.
   std::string allowed_origins_json, allowed_methods_json, allowed_headers_json;
-  bool allow_credentials = false;  // fcfs | priority (a request's priority, lower first)    // --disable-uvicorn-access-log: no line per HTTP request
+  bool allow_credentials = false;
 };
 
 // vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or
@@ -125,8 +126,9 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);
 inline constexpr int64_t kDefaultMediaLimit = 999;
 StatusOr<int64_t> ParseMediaLimit(const std::string& json, const std::string& modality);
 
-// vLLM's --max-model-len syntax: an integer, with an optional k/m/g (powers of 1000) or K/M/G
-// (powers of 1024) suffix, or -1 / "auto" for the largest length that fits. Returns 0 never;
+// vLLM's --max-model-len syntax: an integer (`_` separators allowed), a number with a k/m/g/t
+// suffix (powers of 1000, decimals allowed: "25.6k") or an integer with K/M/G/T (powers of
+// 1024), or -1 / "auto" for the largest length that fits. Returns 0 never;
 // -1 means auto.
 StatusOr<int64_t> ParseMaxModelLen(const std::string& text);
 

@@ -149,7 +149,7 @@ class DownloadSignalWatcher {
 };
 
 void LogRoutes(const HttpServer& server) {
-  for (const auto& [path, methods] : server.Routes()) {
+  for (const auto& [path, methods] : server.ServedRoutes()) {
     CPM_LOG_INFO("Route: {}, Methods: {}", path, methods);
   }
 }

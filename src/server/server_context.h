@@ -51,9 +51,9 @@ struct ServerContext {
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
-  bool enable_force_include_usage = false;
+  bool enable_force_include_usage = false;  // --enable-force-include-usage: usage in every stream
   // --structured-outputs-config's disable_any_whitespace: every JSON constraint compact.
-  bool structured_compact_json = false;  // --enable-force-include-usage: usage in every stream
+  bool structured_compact_json = false;
   bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids: the default
   std::string tool_call_parser;  // "" unless --enable-auto-tool-choice: tool_choice "auto" served
   bool exclude_tools_when_tool_choice_none = false;  // tool_choice "none" renders no tools
@@ -83,8 +83,7 @@ struct ServerContext {
   // field is logged as ignored).
   // A priority other than 0 without --scheduling-policy priority is vLLM's 400.
   Status ApplyServerSampling(const protocol::SamplingFields& fields, ResolvedSampling* s) const;
-  // A fresh id with `prefix` ("chatcmpl", "cmpl"): prefix-<32 hex digits>.
-  // "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
+  // A fresh id: "<prefix><separator>" and 32 hex digits: "chatcmpl-…" (vLLM), "resp_…" (OpenAI).
   std::string NewRequestId(const char* prefix, char separator = '-') const;
   // A reply's id as vLLM names it: "<prefix>-" and the X-Request-Id header, else the body's
   // request_id, else a fresh NewRequestId. Client-chosen ids may repeat: engine requests get

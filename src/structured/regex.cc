@@ -255,7 +255,7 @@ class DfaBuilder {
   void ByteClasses() {
     std::array<bool, 257> starts{};
     // Continuation bytes (80-BF) never share a class with others: a class either starts a
-    // character or goes on with one (CountChars).
+    // character or goes on with one (CountFewestChars, CountMostChars).
     starts[0] = starts[0x80] = starts[0xC0] = true;
     for (const auto& state : edges_) {
       for (const Edge& e : state) {

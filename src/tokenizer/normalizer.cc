@@ -190,8 +190,6 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizerOrThrow(const nlohmann::jso
 
 }  // namespace
 
-void NfcInPlace(std::string* text) { UnicodeMap(text, UTF8PROC_COMPOSE); }
-
 StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j) {
   try {
     return ParseNormalizerOrThrow(j);

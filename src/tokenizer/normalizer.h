@@ -21,7 +21,4 @@ class Normalizer {
 // gives nullptr (no normalization).
 StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j);
 
-// Unicode NFC of `text` (utf8proc); ASCII text is returned unchanged without a copy.
-void NfcInPlace(std::string* text);
-
 }  // namespace cpm

@@ -111,21 +111,6 @@ std::string Utf8Lossy(std::string_view bytes) {
   return out;
 }
 
-size_t CompleteUtf8Prefix(std::string_view s) {
-  // Walk back over at most 3 continuation bytes to the last lead byte.
-  size_t n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto b = static_cast<uint8_t>(s[n - back]);
-    if ((b & 0xC0) == 0x80) continue;
-    int valid = 0, need = 0;
-    ScanSequence(s, n - back, &valid, &need);
-    // Truncated but well-formed so far: cut it off. Anything else is complete or invalid.
-    if (valid < need && n - back + valid == n) return n - back;
-    return n;
-  }
-  return n;
-}
-
 bool IsUnicodeWhitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||

@@ -24,10 +24,6 @@ bool IsValidUtf8(std::string_view s);
 // `String::from_utf8_lossy` (the WHATWG "maximal subpart" practice).
 std::string Utf8Lossy(std::string_view bytes);
 
-// Length of the longest prefix of `s` that ends on a complete code point when `s` may be cut in
-// the middle of a sequence (a truncated but otherwise valid tail is excluded).
-size_t CompleteUtf8Prefix(std::string_view s);
-
 // Rust's `char::is_whitespace` (Unicode White_Space), used by added-token lstrip/rstrip.
 bool IsUnicodeWhitespace(char32_t cp);
 

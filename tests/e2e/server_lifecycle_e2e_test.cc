@@ -311,6 +311,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   }
   EXPECT_EQ(plain.Stop(SIGTERM), 0);
   EXPECT_NE(plain.Log().find("Route: /v1/completions, Methods: POST"), std::string::npos);
+  EXPECT_NE(plain.Log().find("Route: /v1/responses/{response_id}/cancel, Methods: POST"),
+            std::string::npos);
   EXPECT_EQ(plain.Log().find("Route: /tokenizer_info"), std::string::npos) << plain.Log();
   EXPECT_EQ(plain.Log().find("Route: /docs"), std::string::npos) << plain.Log();
 }
