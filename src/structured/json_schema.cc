@@ -64,6 +64,21 @@ const std::set<std::string> kUnenforced = {
     "patternProperties", "propertyNames",   "minProperties",    "maxProperties",
     "unevaluatedItems", "additionalItems",  "$dynamicRef",      "$recursiveRef"};
 
+// An unenforced keyword whose value no JSON value can fail, as schema generators write them
+// (zod 4 gives every record `propertyNames: {"type": "string"}`; object keys are always
+// strings): nothing to enforce, so no reason to refuse the schema.
+bool ConstrainsNothing(const std::string& key, const Json& value, const Json& schema) {
+  if (key == "propertyNames") {
+    return value == true || value == Json::object() || value == Json({{"type", "string"}});
+  }
+  if (key == "uniqueItems") return value == false;
+  if (key == "minProperties") return value == 0;
+  if (key == "multipleOf") {
+    return value == 1 && schema.contains("type") && schema["type"] == "integer";
+  }
+  return false;
+}
+
 Status Unsupported(const std::string& what, const std::string& path) {
   return InvalidArgument("json_schema: " + what + " at '" + path +
                          "' is not supported by cpmserve's structured outputs");
@@ -147,7 +162,9 @@ Status SchemaCompiler::CompileNode(const Json& s, const std::string& path, Schem
   }
   if (!s.is_object()) return Invalid("a schema must be an object or a boolean", path);
   for (const auto& [key, value] : s.items()) {
-    if (kUnenforced.count(key)) return Unsupported("keyword '" + key + "'", path);
+    if (kUnenforced.count(key) && !ConstrainsNothing(key, value, s)) {
+      return Unsupported("keyword '" + key + "'", path);
+    }
   }
   // unevaluatedProperties false says what strict mode already does (no properties beyond the
   // declared ones unless additionalProperties allows them, and then it evaluates them all, so

@@ -82,6 +82,18 @@ TEST(JsonSchema, RejectsWhatItCannotEnforce) {
                   .ok());
   EXPECT_NE(error(R"({"type": "array", "uniqueItems": true})").find("'uniqueItems' at '#'"),
             std::string::npos);
+  // Unenforced keywords that no value can fail are taken: zod 4's records, and the like.
+  for (const char* trivial :
+       {R"({"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": {"type": "number"}})",
+        R"({"type": "object", "propertyNames": {}})", R"({"type": "array", "uniqueItems": false})",
+        R"({"type": "object", "minProperties": 0})", R"({"type": "integer", "multipleOf": 1})"}) {
+    EXPECT_TRUE(Schema::FromJsonSchema(Json::parse(trivial)).ok()) << trivial;
+  }
+  for (const char* real : {R"({"type": "object", "propertyNames": {"pattern": "^a"}})",
+                           R"({"type": "number", "multipleOf": 1})",
+                           R"({"type": "object", "minProperties": 1})"}) {
+    EXPECT_FALSE(Schema::FromJsonSchema(Json::parse(real)).ok()) << real;
+  }
   EXPECT_NE(error(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})")
                 .find("'allOf' of other than one schema"),
             std::string::npos);
