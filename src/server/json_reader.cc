@@ -115,6 +115,11 @@ std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char
 
 }  // namespace
 
+std::optional<int64_t> LaxInt(const Json& v) {
+  const char* why = nullptr;
+  return ToInt(v, JsonReader::IntForm::kLax, &why);
+}
+
 Status JsonReader::OptBool(const char* name, std::optional<bool>* out) {
   const Json* v = Find(name);
   if (!v) return OkStatus();

@@ -55,6 +55,9 @@ class JsonReader {
   std::set<std::string> seen_;
 };
 
+// An integer as pydantic's lax mode reads one (3, 3.0, true, "3"); empty for anything else.
+std::optional<int64_t> LaxInt(const nlohmann::ordered_json& v);
+
 // Parses a request body into an object; malformed JSON or a non-object is a 400.
 StatusOr<nlohmann::ordered_json> ParseJsonObject(std::string_view body);
 

@@ -456,10 +456,12 @@ Status ParsePrompts(const Json& p, std::vector<CompletionPrompt>* out) {
     }
     return OkStatus();
   }
+  // pydantic's lax list[int]: 300.0 is token 300 too (a numpy or JavaScript client's ids).
   auto parse_ids = [&](const Json& list, std::vector<int64_t>* ids) -> Status {
     for (const Json& e : list) {
-      if (!e.is_number_integer()) return TypeError("prompt", expected);
-      ids->push_back(e.get<int64_t>());
+      const std::optional<int64_t> id = e.is_number() ? LaxInt(e) : std::nullopt;
+      if (!id) return TypeError("prompt", expected);
+      ids->push_back(*id);
     }
     return OkStatus();
   };

@@ -631,6 +631,12 @@ TEST(Protocol, CompletionPromptForms) {
   EXPECT_FALSE(ids->prompts[0].is_text);
   EXPECT_EQ(ids->prompts[0].ids, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(one(R"({"prompt":[[1],[2,3]]})")->prompts.size(), 2u);
+  // pydantic's lax list[int]: integral floats are token ids (a numpy or JavaScript client's).
+  auto floats = one(R"({"prompt":[1.0,300.0]})");
+  ASSERT_TRUE(floats.ok()) << floats.status().message();
+  EXPECT_EQ(floats->prompts[0].ids, (std::vector<int64_t>{1, 300}));
+  EXPECT_EQ(one(R"({"prompt":[[1.0],[2]]})")->prompts[0].ids, std::vector<int64_t>{1});
+  EXPECT_FALSE(one(R"({"prompt":[1.5]})").ok());
   EXPECT_EQ(*one(R"({"prompt":"a"})")->sampling.max_tokens, 16);
   // An explicit null is the default too (vLLM's normalize_null_max_tokens).
   EXPECT_EQ(*one(R"({"prompt":"a","max_tokens":null})")->sampling.max_tokens, 16);
