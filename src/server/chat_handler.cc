@@ -415,10 +415,14 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   uint64_t id_state = std::hash<std::string>{}(job.id);
   Json choices = Json::array();
   for (int i = 0; i < job.sampling.n; ++i) {
-    Json message;
-    message["role"] = job.role;
+    // vLLM's ChatMessage.model_dump(): every field, those it never fills null; the reasoning in
+    // both of vLLM's spellings, as clients read either (null without a parser).
+    Json message = {{"role", job.role},        {"content", nullptr},
+                    {"refusal", nullptr},      {"annotations", nullptr},
+                    {"audio", nullptr},        {"function_call", nullptr},
+                    {"tool_calls", Json::array()}, {"reasoning", nullptr},
+                    {"reasoning_content", nullptr}};
     if (ReasoningParser* parser = parsers[i].get()) {
-      // Both of vLLM's spellings, as clients read either; null when there is none.
       ReasoningDelta d = parser->Feed(outs[i].text, true);
       Json reasoning =
           d.reasoning.empty() || !job.include_reasoning ? Json(nullptr) : Json(d.reasoning);
@@ -431,7 +435,6 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     } else {
       message["content"] = job.echo_prefix + outs[i].text;
     }
-    message["tool_calls"] = Json::array();
     if (ToolCallParser* tools = tool_parsers[i].get()) {
       // The generated content (after any reasoning) is what the calls are parsed out of;
       // content before the first call stays, null when there is none (vLLM).
@@ -476,9 +479,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
                              : Json(nullptr);
     choice["finish_reason"] = outs[i].finish_reason;
     choice["stop_reason"] = outs[i].stop_reason;
-    if (job.return_token_ids) {
-      choice["token_ids"] = hide_metadata ? Json(nullptr) : Json(outs[i].token_ids);
-    }
+    choice["token_ids"] =
+        job.return_token_ids && !hide_metadata ? Json(outs[i].token_ids) : Json(nullptr);
     choices.push_back(std::move(choice));
   }
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,

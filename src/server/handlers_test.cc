@@ -168,6 +168,20 @@ TEST_F(HandlersTest, ChatCompletionShapeAndUsage) {
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello world, this is fine.");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(r["choices"][0]["stop_reason"].is_null());
+  // vLLM's model_dump(): every field of the choice and its message, in its order, the unused
+  // ones null (clients read message.reasoning_content or .refusal without checking for it).
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : r["choices"][0].items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"index", "message", "logprobs", "finish_reason",
+                                            "stop_reason", "token_ids"}));
+  keys.clear();
+  for (const auto& [key, value] : r["choices"][0]["message"].items()) {
+    keys.push_back(key);
+    if (key != "role" && key != "content" && key != "tool_calls") EXPECT_TRUE(value.is_null()) << key;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"role", "content", "refusal", "annotations", "audio",
+                                            "function_call", "tool_calls", "reasoning",
+                                            "reasoning_content"}));
   ASSERT_EQ(engine_.submitted.size(), 1u);
   const int64_t prompt = static_cast<int64_t>(engine_.submitted[0].prompt.size());
   EXPECT_EQ(r["usage"]["prompt_tokens"], prompt);
@@ -1531,7 +1545,8 @@ TEST_F(ReasoningHandlersTest, WithoutAParserTheTextIsUntouched) {
   ctx_.reasoning_parser.clear();
   Json r = Chat(Body(true, false));
   const Json& m = r["choices"][0]["message"];
-  EXPECT_FALSE(m.contains("reasoning"));
+  EXPECT_TRUE(m["reasoning"].is_null()) << m.dump();
+  EXPECT_TRUE(m["reasoning_content"].is_null());
   EXPECT_EQ(m["content"], "Two plus two.\\nSo 4.\n</think>\n\nIt is 4.");
 }
 
