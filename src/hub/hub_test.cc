@@ -78,10 +78,19 @@ class FakeHub {
   std::string failing_file;  // answers 500 for this one
   std::string cut_file;      // its first answer stops halfway, without a Content-Length
   int delay_ms = 0;          // before each file's answer
-  std::mutex mu;             // the server answers on several threads
+  // The server answers on its own threads: every field above is read and written under `mu`,
+  // the test's side through Locked (ThreadSanitizer cannot see the order the sockets give).
+  std::mutex mu;
+
+  template <typename F>
+  auto Locked(F&& f) {
+    std::lock_guard<std::mutex> lock(mu);
+    return f();
+  }
 
   FakeHub() {
     server_.Get(R"(/api/models/org/(\w+)/revision/(.+))", [this](const auto& req, auto& res) {
+      std::lock_guard<std::mutex> lock(mu);
       if (req.get_header_value("Authorization") == "Bearer revoked") {
         res.status = 401;
         res.set_header("X-Error-Message", "Invalid credentials in Authorization header");
@@ -107,11 +116,9 @@ class FakeHub {
     });
     server_.Get(R"(/org/tiny/resolve/(\w+)/(.+))", [this](const auto& req, auto& res) {
       const std::string file = req.matches[2];
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        requested.push_back(file);
-      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(Locked([&] { return delay_ms; })));
+      std::lock_guard<std::mutex> lock(mu);
+      requested.push_back(file);
       if (req.get_header_value("Authorization") != "Bearer secret") return Error(res, 401, "");
       if (file == failing_file) return Error(res, 500, "");
       if (req.matches[1] != kCommit || !files.count(file)) return Error(res, 404, "EntryNotFound");
@@ -237,23 +244,23 @@ TEST(ModelSource, DownloadsTheSnapshotThenServesItFromTheCache) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   const fs::path snapshot = cache / "models--org--tiny" / "snapshots" / kCommit;
   EXPECT_EQ(*r, snapshot.string());
-  EXPECT_EQ(ReadAll(snapshot / "config.json"), hub.files["config.json"]);
+  EXPECT_EQ(ReadAll(snapshot / "config.json"), hub.Locked([&] { return hub.files["config.json"]; }));
   EXPECT_EQ(ReadAll(snapshot / "model-00002-of-00002.safetensors"), "shard two");
   EXPECT_FALSE(fs::exists(snapshot / "model.safetensors"));  // not in the index: a duplicate
   EXPECT_FALSE(fs::exists(snapshot / "README.md"));
   EXPECT_FALSE(fs::exists(snapshot / "original"));
   EXPECT_EQ(ReadAll(cache / "models--org--tiny" / "refs" / "main"), kCommit);
-  EXPECT_FALSE(hub.token_reached_cdn);
+  EXPECT_FALSE(hub.Locked([&] { return hub.token_reached_cdn; }));
 
   // Everything is cached now: a second resolution downloads nothing and writes nothing (no
   // lock, the ref as it is: a read-only cache serves), and with the hub gone (or
   // HF_HUB_OFFLINE) the cache alone serves the same folder.
-  hub.requested.clear();
+  hub.Locked([&] { hub.requested.clear(); });
   fs::remove_all(cache / ".locks");
   const auto ref_time = fs::last_write_time(cache / "models--org--tiny" / "refs" / "main");
   r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(hub.requested.empty());
+  EXPECT_TRUE(hub.Locked([&] { return hub.requested.empty(); }));
   EXPECT_FALSE(fs::exists(cache / ".locks"));
   EXPECT_EQ(fs::last_write_time(cache / "models--org--tiny" / "refs" / "main"), ref_time);
   {
@@ -277,7 +284,7 @@ TEST(ModelSource, DummyWeightsFetchNoWeights) {
   auto r = ResolveModelFolder("org/tiny", o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(fs::exists(fs::path(*r) / "config.json"));
-  for (const std::string& f : hub.requested) {
+  for (const std::string& f : hub.Locked([&] { return hub.requested; })) {
     EXPECT_FALSE(f.size() > 12 && f.substr(f.size() - 12) == ".safetensors") << f;
   }
   EXPECT_FALSE(fs::exists(fs::path(*r) / "model-00001-of-00002.safetensors"));
@@ -315,44 +322,50 @@ TEST(ModelSource, HubErrorsAsHuggingfaceHubExplainsThem) {
 
 TEST(ModelSource, AFailedDownloadLeavesNoFileThatLooksWhole) {
   FakeHub hub;
-  hub.failing_file = "model-00002-of-00002.safetensors";
+  const std::string failing = "model-00002-of-00002.safetensors";
+  hub.Locked([&] { hub.failing_file = failing; });
   ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
   const fs::path cache = FreshDir("failed");
   auto r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("HTTP 500"), std::string::npos) << r.status().message();
   const fs::path snapshot = cache / "models--org--tiny" / "snapshots" / kCommit;
-  EXPECT_FALSE(fs::exists(snapshot / hub.failing_file));
-  EXPECT_FALSE(fs::exists(snapshot / (hub.failing_file + ".incomplete")));
+  EXPECT_FALSE(fs::exists(snapshot / failing));
+  EXPECT_FALSE(fs::exists(snapshot / (failing + ".incomplete")));
   EXPECT_FALSE(fs::exists(cache / "models--org--tiny" / "refs" / "main"));  // not complete
   // The next try fetches only what is missing.
-  hub.failing_file.clear();
-  hub.requested.clear();
+  hub.Locked([&] {
+    hub.failing_file.clear();
+    hub.requested.clear();
+  });
   r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(hub.requested, std::vector<std::string>{"model-00002-of-00002.safetensors"});
+  EXPECT_EQ(hub.Locked([&] { return hub.requested; }),
+            std::vector<std::string>{"model-00002-of-00002.safetensors"});
 }
 
 // A transfer cut short (no Content-Length: only the listing's size shows it) is resumed with a
 // range request, as huggingface_hub's, and the file is whole.
 TEST(ModelSource, ACutDownloadIsResumed) {
   FakeHub hub;
-  hub.files["model-00001-of-00002.safetensors"] = std::string(1000, 'w');
-  hub.cut_file = "model-00001-of-00002.safetensors";
+  const std::string cut = "model-00001-of-00002.safetensors";
+  hub.Locked([&] {
+    hub.files[cut] = std::string(1000, 'w');
+    hub.cut_file = cut;
+  });
   ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
   const fs::path cache = FreshDir("cut");
   auto r = ResolveModelFolder("org/tiny", Options(cache));
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(ReadAll(fs::path(*r) / hub.cut_file), std::string(1000, 'w'));
-  ASSERT_EQ(hub.ranged.size(), 1u);
-  EXPECT_EQ(hub.ranged[0], "bytes=500-");
+  EXPECT_EQ(ReadAll(fs::path(*r) / cut), std::string(1000, 'w'));
+  EXPECT_EQ(hub.Locked([&] { return hub.ranged; }), std::vector<std::string>{"bytes=500-"});
 }
 
 // Processes starting together on one cache: one downloads, the other waits for its lock and
 // finds the files there (each fetched once, none read half-written).
 TEST(ModelSource, ConcurrentStartsDownloadOnce) {
   FakeHub hub;
-  hub.delay_ms = 50;
+  hub.Locked([&] { hub.delay_ms = 50; });
   ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
   const fs::path cache = FreshDir("concurrent");
   StatusOr<std::string> a = Status(), b = Status();
@@ -364,7 +377,7 @@ TEST(ModelSource, ConcurrentStartsDownloadOnce) {
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_EQ(ReadAll(fs::path(*b) / "model-00002-of-00002.safetensors"), "shard two");
   std::map<std::string, int> times;
-  for (const std::string& f : hub.requested) ++times[f];
+  for (const std::string& f : hub.Locked([&] { return hub.requested; })) ++times[f];
   for (const auto& [f, n] : times) EXPECT_EQ(n, 1) << f;
 }
 
