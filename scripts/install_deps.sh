@@ -13,7 +13,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config git
       nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
       libsentencepiece-dev sentencepiece libjpeg62-turbo-dev libpng-dev libwebp-dev
-      libcurl4-openssl-dev zlib1g-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+      libcurl4-openssl-dev libssl-dev zlib1g-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
       libsimde-dev python3 python3-numpy python3-pil python3-jinja2
       python3-jsonschema
       curl nodejs npm)

@@ -369,6 +369,20 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--allow-credentials,!--no-allow-credentials", c.allow_credentials, "CORS: allow credentials");
   cmd->add_flag("--enable-request-id-headers,!--no-enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
+  cmd->add_option("--ssl-certfile", c.tls.certfile,
+                  "HTTPS: the server's PEM certificate chain (its key too unless --ssl-keyfile)");
+  cmd->add_option("--ssl-keyfile", c.tls.keyfile, "HTTPS: the PEM private key");
+  cmd->add_option("--ssl-ca-certs", c.tls.ca_certs,
+                  "HTTPS: PEM CA certificates that client certificates are checked against");
+  cmd->add_option("--ssl-cert-reqs", c.tls.cert_reqs,
+                  "HTTPS client certificates: 0 not asked, 1 checked when sent, 2 required "
+                  "(Python's ssl.CERT_NONE, CERT_OPTIONAL, CERT_REQUIRED)")
+      ->capture_default_str();
+  cmd->add_option("--ssl-ciphers", c.tls.ciphers,
+                  "HTTPS: OpenSSL cipher list for TLS 1.2 (TLS 1.3 keeps its own suites)");
+  cmd->add_flag("--enable-ssl-refresh,!--no-enable-ssl-refresh", c.tls.refresh,
+                "HTTPS: serve a renewed certificate and key (their files rewritten) from the next "
+                "connection on, without a restart");
   f->ignored.Register(cmd);
   cmd->callback([f, exit_code] { *exit_code = RunServeCommand(*f); });
 }

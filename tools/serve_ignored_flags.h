@@ -3,7 +3,7 @@
 // deployment scripts pass them as a matter of course, so cpmserve accepts each one too and says
 // in one log line that it is ignored, rather than refusing to start.
 //
-// Flags that would change what a request gets (--ssl-*, --enable-lora, ...) are not here: they
+// Flags that would change what a request gets (--enable-lora, --middleware, ...) are not here: they
 // stay unrecognized, a start-up error.
 #pragma once
 

@@ -196,8 +196,10 @@ void HttpServer::Logged(const httplib::Request& req, const httplib::Response& re
   request_start = {};
 }
 
-HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads)
-    : svr_(std::make_unique<httplib::Server>()), api_keys_(std::move(api_keys)) {
+HttpServer::HttpServer(std::vector<std::string> api_keys, int num_threads,
+                       std::unique_ptr<httplib::Server> server)
+    : svr_(server ? std::move(server) : std::make_unique<httplib::Server>()),
+      api_keys_(std::move(api_keys)) {
   const int n = num_threads > 0 ? num_threads : 8;
   svr_->new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   svr_->set_payload_max_length(kMaxBodyBytes);

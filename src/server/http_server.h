@@ -34,7 +34,10 @@ std::string AccessLogLine(const std::string& remote_addr, int remote_port,
 
 class HttpServer {
  public:
-  HttpServer(std::vector<std::string> api_keys, int num_threads);
+  // `server`: cpp-httplib's server to serve with (an HTTPS one from MakeTlsServer); null for
+  // plain HTTP.
+  HttpServer(std::vector<std::string> api_keys, int num_threads,
+             std::unique_ptr<httplib::Server> server = nullptr);
   ~HttpServer();
 
   // Binds the socket; "address already in use" and friends come back as errors naming it.

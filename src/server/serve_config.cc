@@ -93,6 +93,7 @@ Status ValidateServeConfig(const ServeConfig& c) {
   }
   if (c.max_log_len < -1) return InvalidArgument("--max-log-len must be -1 (all) or at least 0");
   if (auto cors = CorsFromConfig(c); !cors.ok()) return cors.status();
+  CPM_RETURN_IF_ERROR(ValidateTlsOptions(c.tls));
   {
     GenerationDefaults scratch;
     CPM_RETURN_IF_ERROR(ApplyGenerationOverrides(c.override_generation_config_json, &scratch));

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "engine/ngram_proposer.h"
 #include "server/cors.h"
+#include "server/tls.h"
 
 namespace cpm {
 
@@ -95,6 +96,7 @@ struct ServeConfig {
   // vLLM's CORS flags: JSON lists of strings ("" = ["*"]), and credentials.
   std::string allowed_origins_json, allowed_methods_json, allowed_headers_json;
   bool allow_credentials = false;
+  TlsOptions tls;  // --ssl-certfile, --ssl-keyfile, ...: HTTPS when a certificate is given
 };
 
 // vLLM's --kv-cache-dtype against the dtype the model runs in ("bfloat16", "float32"): auto or

@@ -2,6 +2,7 @@
 #include "server/serve_main.h"
 
 #include <fmt/format.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -603,7 +604,14 @@ int RunServe(const ServeConfig& config) {
   if (!memory.ok()) return Fail(memory.status().message());
 
   const int http_threads = c.http_threads > 0 ? c.http_threads : DefaultHttpThreads(c.max_num_seqs);
-  HttpServer server(c.api_keys, http_threads);
+  std::unique_ptr<httplib::Server> https;
+  if (c.tls.enabled()) {
+    auto made = MakeTlsServer(c.tls);
+    if (!made.ok()) return Fail(made.status().message());
+    https = std::move(*made);
+  }
+  const char* scheme = https ? "https" : "http";
+  HttpServer server(c.api_keys, http_threads, std::move(https));
   // uvicorn logs its access lines at INFO: a quieter --uvicorn-log-level drops them.
   const bool access_level = c.uvicorn_log_level == "info" || c.uvicorn_log_level == "debug" ||
                             c.uvicorn_log_level == "trace";
@@ -623,7 +631,7 @@ int RunServe(const ServeConfig& config) {
     signals.join();
     return code;
   };
-  CPM_LOG_INFO("cpmserve {} listening on http://{}:{} (loading {})", CPM_SERVER_VERSION, c.host,
+  CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme, c.host,
                server.port(), c.model_dir);
 
   ThreadPool pool(c.threads);
@@ -638,7 +646,7 @@ int RunServe(const ServeConfig& config) {
     return finish(0);
   }
   server.SetReady(&loaded.ctx);
-  CPM_LOG_INFO("Starting cpmserve API server on http://{}:{}", c.host, server.port());
+  CPM_LOG_INFO("Starting cpmserve API server on {}://{}:{}", scheme, c.host, server.port());
   LogRoutes(server);
   CPM_LOG_INFO("Application startup complete.");
 

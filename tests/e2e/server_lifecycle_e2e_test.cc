@@ -13,10 +13,12 @@
 #include <fstream>
 #include <latch>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
+#include "e2e/test_certificates.h"
 #include "e2e/tiny_serving_model.h"
 #include "tokenizer/tiny_tokenizer.h"
 
@@ -735,6 +737,139 @@ TEST_F(ServerLifecycle, AllowLongMaxModelLenTakesTrue) {
   ASSERT_TRUE(p.WaitReady()) << p.Log();
   EXPECT_NE(p.Log().find("must be used with extreme caution"), std::string::npos) << p.Log();
   EXPECT_EQ(p.Stop(SIGINT), 0) << p.Log();
+}
+
+// vLLM's HTTPS flags (uvicorn's): the server's certificate and key, the API over TLS only.
+TEST_F(ServerLifecycle, HttpsWithTheGivenCertificate) {
+  const e2e::CertFiles server_cert = e2e::WriteSelfSignedCert(dir_, "server", "cpmserve-test");
+  ASSERT_FALSE(server_cert.cert.empty());
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--ssl-certfile", server_cert.cert, "--ssl-keyfile", server_cert.key})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_NE(p.Log().find("Starting cpmserve API server on https://"), std::string::npos);
+  // A client that trusts the certificate (checked against the address too) gets the API.
+  httplib::Client tls("https://127.0.0.1:" + std::to_string(p.port()));
+  tls.set_ca_cert_path(server_cert.cert);
+  tls.enable_server_certificate_verification(true);
+  auto models = tls.Get("/v1/models");
+  ASSERT_TRUE(models) << httplib::to_string(models.error());
+  EXPECT_EQ(models->status, 200);
+  auto completion = tls.Post("/v1/completions", R"({"prompt":"a","max_tokens":3,"stream":true})",
+                             "application/json");
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(completion->status, 200);
+  EXPECT_NE(completion->body.find("data: [DONE]"), std::string::npos) << completion->body;
+  // One that does not trust it is refused at the handshake; plain HTTP gets no reply.
+  httplib::Client untrusting("https://127.0.0.1:" + std::to_string(p.port()));
+  untrusting.enable_server_certificate_verification(true);
+  EXPECT_FALSE(untrusting.Get("/health"));
+  httplib::Client plain("127.0.0.1", p.port());
+  plain.set_read_timeout(5);
+  EXPECT_FALSE(plain.Get("/health"));
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+}
+
+// --ssl-cert-reqs 2 with --ssl-ca-certs: only clients with a certificate the CAs vouch for.
+TEST_F(ServerLifecycle, HttpsClientCertificatesWhenRequired) {
+  // A refused client learns it only when its request is written (TLS 1.3 checks the client's
+  // certificate after the client's handshake ends), and OpenSSL's writes to the closed socket
+  // raise SIGPIPE, which would end this test process.
+  signal(SIGPIPE, SIG_IGN);
+  const e2e::CertFiles server_cert = e2e::WriteSelfSignedCert(dir_, "server", "cpmserve-test");
+  const e2e::CertFiles client_cert = e2e::WriteSelfSignedCert(dir_, "client", "a client");
+  const e2e::CertFiles stranger = e2e::WriteSelfSignedCert(dir_, "stranger", "a stranger");
+  ASSERT_FALSE(client_cert.cert.empty() || stranger.cert.empty());
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--ssl-certfile", server_cert.cert, "--ssl-keyfile", server_cert.key,
+                            "--ssl-ca-certs", client_cert.cert, "--ssl-cert-reqs", "2"})));
+  // WaitReady's client sends no certificate: the log says when it listens.
+  for (int i = 0; i < 600 && p.Log().find("Application startup complete") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(p.Log().find("Application startup complete"), std::string::npos) << p.Log();
+  static const std::regex port_re(R"(listening on https://[^ ]*:(\d+))");
+  std::smatch m;
+  const std::string log = p.Log();
+  ASSERT_TRUE(std::regex_search(log, m, port_re));
+  const int port = std::stoi(m[1]);
+  const auto health = [&](const e2e::CertFiles* as) {
+    std::unique_ptr<httplib::SSLClient> cli =
+        as ? std::make_unique<httplib::SSLClient>("127.0.0.1", port, as->cert, as->key)
+           : std::make_unique<httplib::SSLClient>("127.0.0.1", port);
+    cli->enable_server_certificate_verification(false);
+    auto r = cli->Get("/health");
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(health(&client_cert), 200);
+  EXPECT_EQ(health(nullptr), -1);
+  EXPECT_EQ(health(&stranger), -1);
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+}
+
+// --enable-ssl-refresh: a renewed certificate (its files rewritten) is served from the next
+// connection on, without a restart.
+TEST_F(ServerLifecycle, HttpsCertificateRefresh) {
+  const std::string old_dir = dir_ + "/old", new_dir = dir_ + "/new";
+  std::filesystem::create_directories(old_dir);
+  std::filesystem::create_directories(new_dir);
+  const e2e::CertFiles served = e2e::WriteSelfSignedCert(old_dir, "server", "first");
+  const e2e::CertFiles renewed = e2e::WriteSelfSignedCert(new_dir, "server", "second");
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      Args({"--ssl-certfile", served.cert, "--ssl-keyfile", served.key,
+                            "--enable-ssl-refresh"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const auto trusted_by = [&](const std::string& ca) {
+    httplib::Client cli("https://127.0.0.1:" + std::to_string(p.port()));
+    cli.set_ca_cert_path(ca);
+    cli.enable_server_certificate_verification(true);
+    auto r = cli.Get("/health");
+    return r && r->status == 200;
+  };
+  // Copies, so that the test's own trust anchors stay what they were.
+  const std::string first_ca = dir_ + "/first.pem", second_ca = dir_ + "/second.pem";
+  std::filesystem::copy_file(served.cert, first_ca);
+  std::filesystem::copy_file(renewed.cert, second_ca);
+  EXPECT_TRUE(trusted_by(first_ca));
+  EXPECT_FALSE(trusted_by(second_ca));
+  std::filesystem::copy_file(renewed.key, served.key, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(renewed.cert, served.cert, std::filesystem::copy_options::overwrite_existing);
+  bool renewed_served = false;
+  for (int i = 0; i < 100 && !renewed_served; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    renewed_served = trusted_by(second_ca);
+  }
+  EXPECT_TRUE(renewed_served) << p.Log();
+  EXPECT_FALSE(trusted_by(first_ca));
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+}
+
+// Broken HTTPS set-ups stop the start with the flag and the file named.
+TEST_F(ServerLifecycle, HttpsSetUpErrorsNameTheFile) {
+  const e2e::CertFiles a = e2e::WriteSelfSignedCert(dir_, "a", "a");
+  const e2e::CertFiles b = e2e::WriteSelfSignedCert(dir_, "b", "b");
+  const std::string missing = dir_ + "/missing.pem";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ssl-keyfile", a.key}, "--ssl-keyfile needs --ssl-certfile"},
+      {{"--ssl-certfile", missing, "--ssl-keyfile", a.key}, "--ssl-certfile: " + missing},
+      {{"--ssl-certfile", a.cert, "--ssl-keyfile", b.key},
+       "the private key does not match the certificate"},
+      {{"--ssl-certfile", a.cert}, "--ssl-certfile: " + a.cert + ": no PEM private key"},
+      {{"--ssl-certfile", a.cert, "--ssl-keyfile", a.key, "--ssl-cert-reqs", "3"},
+       "--ssl-cert-reqs: 3 is not"},
+      {{"--ssl-certfile", a.cert, "--ssl-keyfile", a.key, "--ssl-ciphers", "NO-SUCH-CIPHER"},
+       "--ssl-ciphers: 'NO-SUCH-CIPHER' names no cipher"},
+      {{"--ssl-certfile", a.cert, "--ssl-keyfile", a.key, "--ssl-ca-certs", missing},
+       "--ssl-ca-certs: " + missing},
+      {{"--ssl-cert-reqs", "2"}, "need HTTPS"}};
+  for (const auto& [flags, message] : cases) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(flags)));
+    EXPECT_NE(p.Wait(30), 0) << message;
+    EXPECT_NE(p.Log().find(message), std::string::npos) << message << "\n" << p.Log();
+  }
 }
 
 // A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)

@@ -62,7 +62,7 @@ std::string ServerProcess::Log() const {
 }
 
 int ServerProcess::ParsePort() const {
-  static const std::regex re(R"(listening on http://[^ ]*:(\d+))");
+  static const std::regex re(R"(listening on https?://[^ ]*:(\d+))");
   std::smatch m;
   const std::string log = Log();
   if (std::regex_search(log, m, re)) return std::stoi(m[1]);
@@ -90,7 +90,11 @@ bool ServerProcess::WaitReady(double timeout_s) {
     if (Wait(0) >= 0) return false;
     if (port_ == 0) port_ = ParsePort();
     if (port_ != 0) {
-      httplib::Client cli("127.0.0.1", port_);
+      // An HTTPS server (its log says so) is asked over TLS, its certificate not checked.
+      const bool https = Log().find("listening on https://") != std::string::npos;
+      httplib::Client cli((https ? "https://127.0.0.1:" : "http://127.0.0.1:") +
+                          std::to_string(port_));
+      cli.enable_server_certificate_verification(false);
       cli.set_connection_timeout(1);
       auto res = cli.Get("/health");
       if (res && res->status == 200) return true;
