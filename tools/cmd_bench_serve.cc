@@ -57,6 +57,7 @@ std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 struct ServeBenchArgs {
   std::string base_url;
+  bool insecure = false;  // an https:// server's certificate is not checked
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string endpoint = "/v1/completions";
@@ -135,7 +136,7 @@ std::optional<Server> MakeServer(const ServeBenchArgs& a, Failure* f) {
     }
     headers.emplace(h.substr(0, eq), h.substr(eq + 1));
   }
-  return Server(origin, prefix, key, std::move(headers));
+  return Server(origin, prefix, key, std::move(headers), !a.insecure);
 }
 
 // The model as requests name it, and as the results and the tokenizer know it: vLLM's
@@ -173,7 +174,10 @@ std::optional<ServedModel> ResolveModel(const Server& s, const ServeBenchArgs& a
       std::this_thread::sleep_for(std::chrono::seconds(1));
       continue;
     }
-    *f = {1, status == 0 ? "cannot reach the server at " + s.Url("") + " (" + body + ")"
+    const std::string hint = body == "SSLServerVerification"
+                                 ? ": its certificate is not trusted; --insecure skips the check"
+                                 : "";
+    *f = {1, status == 0 ? "cannot reach the server at " + s.Url("") + " (" + body + ")" + hint
                          : "GET " + s.Url("/v1/models") + " failed: " + ErrorText(status, body)};
     return std::nullopt;
   }
@@ -773,9 +777,10 @@ void RegisterBenchServeCommand(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--metadata", a->metadata, "KEY=VALUE pairs written into the result JSON");
   cmd->add_flag("--append-result", a->append_result, "append to the result file");
-  // vLLM flags that change nothing here: a progress bar, Python tokenizer loading, TLS checks.
-  for (const char* flag : {"--disable-tqdm", "--trust-remote-code", "--skip-tokenizer-init",
-                           "--insecure"}) {
+  cmd->add_flag("--insecure", a->insecure,
+                "an https:// server's certificate is not checked (a self-signed one)");
+  // vLLM flags that change nothing here: a progress bar, Python tokenizer loading.
+  for (const char* flag : {"--disable-tqdm", "--trust-remote-code", "--skip-tokenizer-init"}) {
     cmd->add_flag(flag)->description("accepted for vllm bench serve's command lines; no effect");
   }
   cmd->add_option("--tokenizer-mode", "accepted for vllm bench serve's command lines; no effect");

@@ -16,6 +16,7 @@ std::unique_ptr<httplib::Client> Server::Client(double read_timeout_s) const {
   // A request's body, written after its headers, goes out at once rather than after the
   // server's delayed ACK (Nagle's algorithm: ~40 ms on a connection past its first exchange).
   c->set_tcp_nodelay(true);
+  c->enable_server_certificate_verification(verify_tls_);
   c->set_connection_timeout(std::chrono::seconds(10));
   c->set_read_timeout(std::chrono::milliseconds(static_cast<int64_t>(read_timeout_s * 1000)));
   c->set_write_timeout(std::chrono::seconds(60));

@@ -25,12 +25,15 @@ double Now();
 // The server: scheme://host:port plus an optional path prefix, and its auth header.
 class Server {
  public:
-  // `headers`: sent with every request (--header), after the auth header.
-  Server(std::string origin, std::string prefix, std::string api_key, httplib::Headers headers = {})
+  // `headers`: sent with every request (--header), after the auth header. `verify_tls`: an
+  // https:// server's certificate is checked against the system's CAs (off: --insecure).
+  Server(std::string origin, std::string prefix, std::string api_key, httplib::Headers headers = {},
+         bool verify_tls = true)
       : origin_(std::move(origin)),
         prefix_(std::move(prefix)),
         api_key_(std::move(api_key)),
-        headers_(std::move(headers)) {}
+        headers_(std::move(headers)),
+        verify_tls_(verify_tls) {}
 
   std::string Url(const std::string& path) const { return origin_ + prefix_ + path; }
   std::unique_ptr<httplib::Client> Client(double read_timeout_s) const;
@@ -44,6 +47,7 @@ class Server {
  private:
   std::string origin_, prefix_, api_key_;
   httplib::Headers headers_;
+  bool verify_tls_;
 };
 
 // j[key] when it is a string, else "".

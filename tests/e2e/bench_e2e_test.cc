@@ -17,6 +17,7 @@
 
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
+#include "e2e/test_certificates.h"
 #include "e2e/tiny_serving_model.h"
 
 namespace cpm {
@@ -290,6 +291,33 @@ TEST_F(BenchE2E, VllmsOtherFlags) {
   EXPECT_EQ(r["total_output_tokens"], 3 * 3);
   EXPECT_EQ(r["run"], "nightly");
   EXPECT_NE(run.out.find("Warming up with 1 requests..."), std::string::npos) << run.out;
+}
+
+// An HTTPS server (`serve --ssl-certfile`): its self-signed certificate is refused unless
+// --insecure, as vLLM's bench client refuses it.
+TEST_F(BenchE2E, HttpsServerWithInsecure) {
+  const e2e::CertFiles cert = e2e::WriteSelfSignedCert(*tmp_, "https", "bench-test");
+  ASSERT_FALSE(cert.cert.empty());
+  ServerProcess https;
+  ASSERT_TRUE(https.Start(CPM_CPMSERVE_BIN, *model_,
+                          {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "tiny",
+                           "--kv-cache-memory-bytes", "4M", "--threads", "2", "--ssl-certfile",
+                           cert.cert, "--ssl-keyfile", cert.key}));
+  ASSERT_TRUE(https.WaitReady()) << https.Log();
+  const std::vector<std::string> args = {
+      "bench", "serve", "--base-url", "https://127.0.0.1:" + std::to_string(https.port()),
+      "--random-input-len", "8", "--random-output-len", "3", "--num-prompts", "2"};
+  std::vector<std::string> insecure = args;
+  insecure.push_back("--insecure");
+  const ProcessRun run = Cpmserve(insecure, *tmp_);
+  EXPECT_EQ(run.rc, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Successful requests:"), std::string::npos) << run.out;
+  const ProcessRun checked = Cpmserve(args, *tmp_);
+  EXPECT_NE(checked.rc, 0) << checked.out;
+  EXPECT_NE(checked.err.find("its certificate is not trusted; --insecure skips the check"),
+            std::string::npos)
+      << checked.err;
+  EXPECT_EQ(https.Stop(SIGTERM), 0) << https.Log();
 }
 
 // Warmups send the first prompt, as vLLM's (its test request's): the timed prompts stay out of
