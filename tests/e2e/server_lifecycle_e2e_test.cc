@@ -752,6 +752,7 @@ TEST_F(ServerLifecycle, HttpsWithTheGivenCertificate) {
   httplib::Client tls("https://127.0.0.1:" + std::to_string(p.port()));
   tls.set_ca_cert_path(server_cert.cert);
   tls.enable_server_certificate_verification(true);
+  tls.set_keep_alive(true);  // left idle at the end: the shutdown closes it at once
   auto models = tls.Get("/v1/models");
   ASSERT_TRUE(models) << httplib::to_string(models.error());
   EXPECT_EQ(models->status, 200);
@@ -767,7 +768,10 @@ TEST_F(ServerLifecycle, HttpsWithTheGivenCertificate) {
   httplib::Client plain("127.0.0.1", p.port());
   plain.set_read_timeout(5);
   EXPECT_FALSE(plain.Get("/health"));
+  ASSERT_TRUE(tls.Get("/health"));
+  const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 3.0);
 }
 
 // --ssl-cert-reqs 2 with --ssl-ca-certs: only clients with a certificate the CAs vouch for.
