@@ -4,6 +4,8 @@
 // Poisson / gamma arrivals or all at once, an optional concurrency cap, and vLLM's metrics
 // (TTFT, TPOT, ITL, E2EL, throughputs, goodput; src/benchserve/serve_metrics.h), result table
 // and result JSON. One thread per in-flight request.
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -605,6 +607,9 @@ bool SaveResult(const ServeBenchArgs& a, const Plan& plan, const std::string& mo
 }
 
 int RunServeBench(const ServeBenchArgs& a) {
+  // A server that closes a connection mid-write (an https:// one refusing the handshake, a
+  // shutdown) fails that request; OpenSSL writes with write(), whose SIGPIPE would end the run.
+  signal(SIGPIPE, SIG_IGN);
   Failure f{0, ""};
   const std::optional<Plan> plan = CheckFlags(a, &f);
   if (!plan) return Fail(f);

@@ -311,7 +311,8 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     const bool held_step = plain && !u.token_ids.empty();
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it: its
     // delta's content "" when it brings no text, or an empty delta where a parser held the
-    // step's text (vLLM's DeltaMessage() for a parser's None).
+    // step's text (vLLM main's DeltaMessage() for a parser's None; 0.11's, whose validator sets
+    // reasoning_content, serialises it as {"reasoning_content": null}).
     if (!delta.empty() || with_logprobs || u.finished || with_ids || held_step) {
       Json lp = nullptr;
       if (with_logprobs) {

@@ -2,6 +2,7 @@
 #include "server/serve_main.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <httplib.h>
 #include <signal.h>
 
@@ -604,6 +605,10 @@ int RunServe(const ServeConfig& config) {
   if (!memory.ok()) return Fail(memory.status().message());
 
   const int http_threads = c.http_threads > 0 ? c.http_threads : DefaultHttpThreads(c.max_num_seqs);
+  if (const auto unused = TlsFlagsWithoutHttps(c.tls); !unused.empty()) {
+    CPM_LOG_WARN("{}: ignored without --ssl-certfile (plain HTTP), as vLLM ignores them",
+                 fmt::join(unused, ", "));
+  }
   std::unique_ptr<httplib::Server> https;
   if (c.tls.enabled()) {
     auto made = MakeTlsServer(c.tls);

@@ -117,11 +117,21 @@ class CertStore {
   CertPair pair_;
 };
 
+// CPython's default TLS 1.2 cipher list (PY_SSL_DEFAULT_CIPHER_STRING): forward secrecy, AEAD
+// or AES, no SHA-1 MACs. uvicorn serves vLLM with it unless --ssl-ciphers says otherwise.
+constexpr const char* kPythonDefaultCiphers =
+    "@SECLEVEL=2:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:DHE+AES:!aNULL:!eNULL:!aDSS:!SHA1:!AESCCM";
+
 // The context's settings beside the certificate: TLS 1.2 at least (Python's server default),
 // client certificates as --ssl-cert-reqs asks, the cipher list.
 Status SetUpContext(SSL_CTX& ctx, const TlsOptions& tls, CertStore* store) {
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  // Sessions are cached and resumed (a proxy's, a browser's next connection); with client
+  // certificates checked OpenSSL refuses to resume a session without an id context (an
+  // "internal error" alert to every resuming client). CPython sets one always, and so does this.
+  static const unsigned char kSessionContext[] = "cpmserve";
+  SSL_CTX_set_session_id_context(&ctx, kSessionContext, sizeof(kSessionContext) - 1);
   SSL_CTX_set_cert_cb(&ctx, &CertStore::Select, store);
   if (!tls.ca_certs.empty() &&
       SSL_CTX_load_verify_locations(&ctx, tls.ca_certs.c_str(), nullptr) != 1) {
@@ -132,19 +142,23 @@ Status SetUpContext(SSL_CTX& ctx, const TlsOptions& tls, CertStore* store) {
                    : tls.cert_reqs == 1 ? SSL_VERIFY_PEER
                                         : SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
   SSL_CTX_set_verify(&ctx, mode, nullptr);
-  if (!tls.ciphers.empty() && SSL_CTX_set_cipher_list(&ctx, tls.ciphers.c_str()) != 1) {
+  const std::string ciphers = tls.ciphers.empty() ? kPythonDefaultCiphers : tls.ciphers;
+  if (SSL_CTX_set_cipher_list(&ctx, ciphers.c_str()) != 1) {
     return InvalidArgument("--ssl-ciphers: '" + tls.ciphers + "' names no cipher OpenSSL has (" +
                            OpenSslReason() + ")");
   }
   return OkStatus();
 }
 
-// A file's modification time and size: what a rewrite changes.
-std::pair<int64_t, int64_t> FileStamp(const std::string& path) {
+// What a rewrite of a file changes: its modification and status-change times, its size, its
+// inode (a replacement renamed into place). `cp -p` keeps the first; the change time moves.
+using FileStamp = std::array<int64_t, 4>;
+FileStamp StampOf(const std::string& path) {
   struct stat st {};
-  if (path.empty() || stat(path.c_str(), &st) != 0) return {-1, -1};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return {-1, -1, -1, -1};
   return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-          static_cast<int64_t>(st.st_size)};
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec,
+          static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_ino)};
 }
 
 // SSLServer that owns its certificate store and, with --enable-ssl-refresh, the thread that
@@ -170,29 +184,35 @@ class TlsServer : public httplib::SSLServer {
 
  private:
   void Refresh(TlsOptions tls, int poll_ms) {
-    const auto stamps = [&] {
-      return std::array<std::pair<int64_t, int64_t>, 3>{
-          FileStamp(tls.certfile), FileStamp(tls.keyfile), FileStamp(tls.ca_certs)};
+    const auto pair_stamps = [&] {
+      return std::array<FileStamp, 2>{StampOf(tls.certfile), StampOf(tls.keyfile)};
     };
-    auto seen = stamps();
+    auto pair_seen = pair_stamps();
+    FileStamp ca_seen = StampOf(tls.ca_certs);
+    std::string last_warning;  // a pair that keeps failing is named once, not every poll
     std::unique_lock<std::mutex> lock(mu_);
     while (!wake_.wait_for(lock, std::chrono::milliseconds(poll_ms), [&] { return stopping_; })) {
-      const auto now = stamps();
-      if (now == seen) continue;
-      StatusOr<CertPair> pair = ReadCertPair(tls);
-      if (!pair.ok()) {
-        CPM_LOG_WARN("--enable-ssl-refresh: keeping the current certificate: {}",
-                     pair.status().message());
-        continue;
+      if (const auto now = pair_stamps(); now != pair_seen) {
+        StatusOr<CertPair> pair = ReadCertPair(tls);
+        if (pair.ok()) {
+          store_->Replace(std::move(*pair));
+          pair_seen = now;
+          last_warning.clear();
+          CPM_LOG_INFO("--enable-ssl-refresh: certificate reloaded from {}", tls.certfile);
+        } else if (pair.status().message() != last_warning) {
+          last_warning = pair.status().message();
+          CPM_LOG_WARN("--enable-ssl-refresh: keeping the current certificate: {}", last_warning);
+        }
       }
-      store_->Replace(std::move(*pair));
       // Python's load_verify_locations adds to the trusted set, as this does.
-      if (now[2] != seen[2] && !tls.ca_certs.empty() &&
-          SSL_CTX_load_verify_locations(ssl_context(), tls.ca_certs.c_str(), nullptr) != 1) {
-        CPM_LOG_WARN("--enable-ssl-refresh: {} not reloaded ({})", tls.ca_certs, OpenSslReason());
+      if (const FileStamp now = StampOf(tls.ca_certs); !tls.ca_certs.empty() && now != ca_seen) {
+        ca_seen = now;
+        if (SSL_CTX_load_verify_locations(ssl_context(), tls.ca_certs.c_str(), nullptr) == 1) {
+          CPM_LOG_INFO("--enable-ssl-refresh: CA certificates reloaded from {}", tls.ca_certs);
+        } else {
+          CPM_LOG_WARN("--enable-ssl-refresh: {} not reloaded ({})", tls.ca_certs, OpenSslReason());
+        }
       }
-      seen = now;
-      CPM_LOG_INFO("--enable-ssl-refresh: certificate reloaded from {}", tls.certfile);
     }
   }
 
@@ -206,21 +226,24 @@ class TlsServer : public httplib::SSLServer {
 }  // namespace
 
 Status ValidateTlsOptions(const TlsOptions& tls) {
-  if (tls.cert_reqs < 0 || tls.cert_reqs > 2) {
-    return InvalidArgument("--ssl-cert-reqs: " + std::to_string(tls.cert_reqs) +
-                           " is not a certificate requirement (0 none, 1 optional, 2 required)");
-  }
   if (!tls.keyfile.empty() && tls.certfile.empty()) {
     return InvalidArgument("--ssl-keyfile needs --ssl-certfile (the certificate it belongs to)");
   }
-  if (!tls.enabled()) {
-    if (!tls.ca_certs.empty() || tls.cert_reqs != 0 || !tls.ciphers.empty() || tls.refresh) {
-      return InvalidArgument(
-          "--ssl-ca-certs, --ssl-cert-reqs, --ssl-ciphers and --enable-ssl-refresh need HTTPS: "
-          "give --ssl-certfile (and --ssl-keyfile)");
-    }
+  if (tls.enabled() && (tls.cert_reqs < 0 || tls.cert_reqs > 2)) {
+    return InvalidArgument("--ssl-cert-reqs: " + std::to_string(tls.cert_reqs) +
+                           " is not a certificate requirement (0 none, 1 optional, 2 required)");
   }
   return OkStatus();
+}
+
+std::vector<std::string> TlsFlagsWithoutHttps(const TlsOptions& tls) {
+  std::vector<std::string> flags;
+  if (tls.enabled()) return flags;
+  if (!tls.ca_certs.empty()) flags.push_back("--ssl-ca-certs");
+  if (tls.cert_reqs != 0) flags.push_back("--ssl-cert-reqs");
+  if (!tls.ciphers.empty()) flags.push_back("--ssl-ciphers");
+  if (tls.refresh) flags.push_back("--enable-ssl-refresh");
+  return flags;
 }
 
 StatusOr<std::unique_ptr<httplib::Server>> MakeTlsServer(const TlsOptions& tls,

@@ -17,7 +17,7 @@
 
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
-#include "e2e/test_certificates.h"
+#include "e2e/tls_test_util.h"
 #include "e2e/tiny_serving_model.h"
 
 namespace cpm {

@@ -18,7 +18,7 @@
 
 #include "e2e/e2e_util.h"
 #include "e2e/server_process.h"
-#include "e2e/test_certificates.h"
+#include "e2e/tls_test_util.h"
 #include "e2e/tiny_serving_model.h"
 #include "tokenizer/tiny_tokenizer.h"
 
@@ -761,6 +761,13 @@ TEST_F(ServerLifecycle, HttpsWithTheGivenCertificate) {
   ASSERT_TRUE(completion);
   EXPECT_EQ(completion->status, 200);
   EXPECT_NE(completion->body.find("data: [DONE]"), std::string::npos) << completion->body;
+  // TLS 1.2 with Python's default ciphers (uvicorn's, so vLLM's): forward-secret AEAD suites,
+  // not SHA-1 ones or RSA key exchange.
+  void* fresh = nullptr;
+  EXPECT_EQ(e2e::TlsConnect(p.port(), nullptr, "ECDHE-ECDSA-AES128-GCM-SHA256", &fresh).status, 200);
+  e2e::FreeSession(fresh);
+  fresh = nullptr;
+  EXPECT_FALSE(e2e::TlsConnect(p.port(), nullptr, "ECDHE-ECDSA-AES128-SHA", &fresh).connected);
   // One that does not trust it is refused at the handshake; plain HTTP gets no reply.
   httplib::Client untrusting("https://127.0.0.1:" + std::to_string(p.port()));
   untrusting.enable_server_certificate_verification(true);
@@ -809,6 +816,17 @@ TEST_F(ServerLifecycle, HttpsClientCertificatesWhenRequired) {
   EXPECT_EQ(health(&client_cert), 200);
   EXPECT_EQ(health(nullptr), -1);
   EXPECT_EQ(health(&stranger), -1);
+  // A client's next connection resumes its session (a proxy's, a browser's): with client
+  // certificates checked, OpenSSL refuses that unless the server has a session id context.
+  void* session = nullptr;
+  const e2e::Handshake first = e2e::TlsConnect(port, &client_cert, "", &session);
+  EXPECT_TRUE(first.connected);
+  EXPECT_EQ(first.status, 200);
+  const e2e::Handshake again = e2e::TlsConnect(port, &client_cert, "", &session);
+  EXPECT_TRUE(again.connected);
+  EXPECT_TRUE(again.resumed);
+  EXPECT_EQ(again.status, 200);
+  e2e::FreeSession(session);
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
 }
 
@@ -866,14 +884,22 @@ TEST_F(ServerLifecycle, HttpsSetUpErrorsNameTheFile) {
       {{"--ssl-certfile", a.cert, "--ssl-keyfile", a.key, "--ssl-ciphers", "NO-SUCH-CIPHER"},
        "--ssl-ciphers: 'NO-SUCH-CIPHER' names no cipher"},
       {{"--ssl-certfile", a.cert, "--ssl-keyfile", a.key, "--ssl-ca-certs", missing},
-       "--ssl-ca-certs: " + missing},
-      {{"--ssl-cert-reqs", "2"}, "need HTTPS"}};
+       "--ssl-ca-certs: " + missing}};
   for (const auto& [flags, message] : cases) {
     ServerProcess p;
     ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(flags)));
     EXPECT_NE(p.Wait(30), 0) << message;
     EXPECT_NE(p.Log().find(message), std::string::npos) << message << "\n" << p.Log();
   }
+  // The other TLS flags without a certificate: plain HTTP, as vLLM serves, with a warning.
+  ServerProcess plain;
+  ASSERT_TRUE(plain.Start(CPM_CPMSERVE_BIN, dir_,
+                          Args({"--ssl-cert-reqs", "2", "--enable-ssl-refresh"})));
+  ASSERT_TRUE(plain.WaitReady()) << plain.Log();
+  EXPECT_EQ(plain.Stop(SIGTERM), 0);
+  EXPECT_NE(plain.Log().find("--ssl-cert-reqs, --enable-ssl-refresh: ignored without --ssl-certfile"),
+            std::string::npos)
+      << plain.Log();
 }
 
 // A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)

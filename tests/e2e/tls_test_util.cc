@@ -1,12 +1,20 @@
-#include "e2e/test_certificates.h"
+#include "e2e/tls_test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 namespace cpm::e2e {
 namespace {
@@ -61,6 +69,52 @@ CertFiles WriteSelfSignedCert(const std::string& dir, const std::string& name,
         return PEM_write_PrivateKey(f, k, nullptr, nullptr, 0, nullptr, nullptr);
       });
   return ok ? files : CertFiles{};
+}
+
+Handshake TlsConnect(int port, const CertFiles* client, const std::string& ciphers,
+                     void** session) {
+  Handshake out;
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        SSL_CTX_free);
+  if (!ctx) return out;
+  SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION);
+  if (!ciphers.empty() && SSL_CTX_set_cipher_list(ctx.get(), ciphers.c_str()) != 1) return out;
+  if (client && (SSL_CTX_use_certificate_file(ctx.get(), client->cert.c_str(), SSL_FILETYPE_PEM) != 1 ||
+                 SSL_CTX_use_PrivateKey_file(ctx.get(), client->key.c_str(), SSL_FILETYPE_PEM) != 1)) {
+    return out;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd >= 0) close(fd);
+    return out;
+  }
+  SSL* ssl = SSL_new(ctx.get());
+  SSL_set_fd(ssl, fd);
+  if (*session) SSL_set_session(ssl, static_cast<SSL_SESSION*>(*session));
+  if (SSL_connect(ssl) == 1) {
+    out.connected = true;
+    out.resumed = SSL_session_reused(ssl) == 1;
+    const std::string request = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    if (SSL_write(ssl, request.data(), static_cast<int>(request.size())) > 0) {
+      char reply[256] = {};
+      const int n = SSL_read(ssl, reply, sizeof(reply) - 1);
+      if (n > 12 && std::string(reply, 9) == "HTTP/1.1 ") out.status = std::atoi(reply + 9);
+    }
+    FreeSession(*session);
+    *session = SSL_get1_session(ssl);
+    SSL_shutdown(ssl);
+  }
+  SSL_free(ssl);
+  close(fd);
+  return out;
+}
+
+void FreeSession(void* session) {
+  if (session) SSL_SESSION_free(static_cast<SSL_SESSION*>(session));
 }
 
 }  // namespace cpm::e2e
