@@ -209,9 +209,10 @@ class Engine {
   ~Engine();  // Shutdown()
 
   // Queues a request; its events arrive on the returned stream: one event per step that
-  // drew tokens for it (TokenEvent::tokens), the last one with finished = true. Validation of lengths against max_model_len is the
-  // caller's job (it owns the error texts); the engine still guards itself and ends a bad
-  // request with a single finished event whose `error` is set and finish_reason "error":
+  // drew tokens for it (TokenEvent::tokens), the last one with finished = true. Validation
+  // of lengths against max_model_len is the caller's job (it owns the error texts); the
+  // engine still guards itself and ends a bad request with a single finished event whose
+  // `error` is set and finish_reason "error":
   // empty prompt, token ids outside the vocabulary, negative max_tokens/min_tokens, embeds
   // that do not match embed_rows x hidden_size (kInvalidArgument); a request id already live
   // (kInvalidArgument; ids must be unique among live requests); a request whose prompt +

@@ -244,7 +244,8 @@ TEST(ModelSource, DownloadsTheSnapshotThenServesItFromTheCache) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   const fs::path snapshot = cache / "models--org--tiny" / "snapshots" / kCommit;
   EXPECT_EQ(*r, snapshot.string());
-  EXPECT_EQ(ReadAll(snapshot / "config.json"), hub.Locked([&] { return hub.files["config.json"]; }));
+  EXPECT_EQ(ReadAll(snapshot / "config.json"),
+            hub.Locked([&] { return hub.files["config.json"]; }));
   EXPECT_EQ(ReadAll(snapshot / "model-00002-of-00002.safetensors"), "shard two");
   EXPECT_FALSE(fs::exists(snapshot / "model.safetensors"));  // not in the index: a duplicate
   EXPECT_FALSE(fs::exists(snapshot / "README.md"));

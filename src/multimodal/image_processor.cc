@@ -22,7 +22,8 @@ namespace {
 
 // Media decoded (and sliced) at once, over all requests: vLLM decodes in a pool of
 // VLLM_MEDIA_LOADING_THREAD_COUNT threads (8 unless set). Each decode may hold an image of up to
-// kMaxImagePixels (0.5 GB of RGB) a few times over, and requests run on up to 128-512 HTTP threads (--http-threads).
+// kMaxImagePixels (0.5 GB of RGB) a few times over, and requests run on up to 128-512 HTTP
+// threads (--http-threads).
 class DecodeSlot {
  public:
   DecodeSlot() { Slots().acquire(); }

@@ -177,7 +177,9 @@ TEST_F(HandlersTest, ChatCompletionShapeAndUsage) {
   keys.clear();
   for (const auto& [key, value] : r["choices"][0]["message"].items()) {
     keys.push_back(key);
-    if (key != "role" && key != "content" && key != "tool_calls") EXPECT_TRUE(value.is_null()) << key;
+    if (key != "role" && key != "content" && key != "tool_calls") {
+      EXPECT_TRUE(value.is_null()) << key;
+    }
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"role", "content", "refusal", "annotations", "audio",
                                             "function_call", "tool_calls", "reasoning",

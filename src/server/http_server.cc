@@ -191,8 +191,8 @@ void HttpServer::Logged(const httplib::Request& req, const httplib::Response& re
   uint64_t request_bytes = 0;
   const std::string length = req.get_header_value("Content-Length");
   std::from_chars(length.data(), length.data() + length.size(), request_bytes);
-  http_metrics_.Observe(HandlerLabel(routes_, req.path), req.method, res.status, seconds, request_bytes,
-                        res.body.size());
+  http_metrics_.Observe(HandlerLabel(routes_, req.path), req.method, res.status, seconds,
+                        request_bytes, res.body.size());
   request_start = {};
 }
 
@@ -353,7 +353,9 @@ HttpServer::RouteList FixedRoutes() {
 
 HttpServer::RouteList HttpServer::ServedRoutes() const {
   RouteList routes = routes_;
-  for (const TemplatedRoute& route : TemplatedRoutes()) routes.emplace_back(route.path, route.methods);
+  for (const TemplatedRoute& route : TemplatedRoutes()) {
+    routes.emplace_back(route.path, route.methods);
+  }
   return routes;
 }
 

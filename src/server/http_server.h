@@ -46,7 +46,8 @@ class HttpServer {
   // Serves until Stop(); call on its own thread after Bind.
   void Run();
   // Stops accepting and closes the idle keep-alive connections (without waiting for in-flight
-  // handlers; their connections close after their reply); Run() returns once they are done. Safe before, during or after Run() starts (httplib's own stop() is a no-op until
+  // handlers; their connections close after their reply); Run() returns once they are done.
+  // Safe before, during or after Run() starts (httplib's own stop() is a no-op until
   // listening has begun).
   void Stop();
   // One line per answered request, as uvicorn's access log (vLLM's default; off with

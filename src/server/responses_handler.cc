@@ -4,7 +4,8 @@
 // max_output_tokens → max_tokens); its reply becomes a `response` object whose output items are
 // the reasoning (when the reasoning parser split one off), the message, and the function calls;
 // a stream's chat chunks become the Responses events (response.created, output_item.added,
-// output_text.delta, ..., response.completed). Nothing is stored: a previous_response_id is vLLM's 404.
+// output_text.delta, ..., response.completed). Nothing is stored: a previous_response_id is
+// vLLM's 404.
 #include "server/responses.h"
 
 #include <utility>

@@ -636,8 +636,8 @@ int RunServe(const ServeConfig& config) {
     signals.join();
     return code;
   };
-  CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme, c.host,
-               server.port(), c.model_dir);
+  CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme,
+               c.host, server.port(), c.model_dir);
 
   ThreadPool pool(c.threads);
   Loaded loaded;

@@ -67,7 +67,8 @@ StatusOr<CertPair> ReadCertPair(const TlsOptions& tls) {
   if (!certs) return FileError("--ssl-certfile", tls.certfile, std::strerror(errno));
   pair.leaf.reset(PEM_read_X509(certs.get(), nullptr, nullptr, nullptr));
   if (!pair.leaf) {
-    return FileError("--ssl-certfile", tls.certfile, "no PEM certificate (" + OpenSslReason() + ")");
+    return FileError("--ssl-certfile", tls.certfile,
+                     "no PEM certificate (" + OpenSslReason() + ")");
   }
   pair.chain.reset(sk_X509_new_null());
   while (X509* next = PEM_read_X509(certs.get(), nullptr, nullptr, nullptr)) {
@@ -162,9 +163,10 @@ FileStamp StampOf(const std::string& path) {
 }
 
 // SSLServer that owns its certificate store and, with --enable-ssl-refresh, the thread that
-// reloads it (vLLM's SSLCertRefresher): when the certificate, key or CA file changes, the pair is
-// read again and served from the next handshake on; a pair that does not load (a file still
-// being written) leaves the old one in place and is tried again at the next poll.
+// reloads it (vLLM's SSLCertRefresher): when the certificate or key file changes, the pair is
+// read again and served from the next handshake on (a pair that does not load, a file still
+// being written, leaves the old one in place and is tried again at the next poll); when the CA
+// file changes, its certificates are added to the trusted ones.
 class TlsServer : public httplib::SSLServer {
  public:
   TlsServer(const std::function<bool(SSL_CTX&)>& setup, std::shared_ptr<CertStore> store)
@@ -260,7 +262,9 @@ StatusOr<std::unique_ptr<httplib::Server>> MakeTlsServer(const TlsOptions& tls,
       },
       store);
   if (!setup.ok()) return setup;
-  if (!server->is_valid()) return Internal("TLS: OpenSSL could not make a context (" + OpenSslReason() + ")");
+  if (!server->is_valid()) {
+    return Internal("TLS: OpenSSL could not make a context (" + OpenSslReason() + ")");
+  }
   if (tls.refresh) server->StartRefresh(tls, refresh_poll_ms);
   return std::unique_ptr<httplib::Server>(std::move(server));
 }

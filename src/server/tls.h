@@ -41,7 +41,7 @@ std::vector<std::string> TlsFlagsWithoutHttps(const TlsOptions& tls);
 
 // An HTTPS server with the certificate, key, CA certificates and ciphers loaded; an unreadable
 // or mismatched file is an error naming its flag and path, with OpenSSL's reason. With
-// `refresh`, a thread polls the files' modification times every `refresh_poll_ms` and swaps
+// `refresh`, a thread looks at the files (times, size, inode) every `refresh_poll_ms` and swaps
 // in the new pair once it loads (a half-written pair is kept out until it does); the thread
 // ends with the server.
 StatusOr<std::unique_ptr<httplib::Server>> MakeTlsServer(const TlsOptions& tls,
