@@ -326,14 +326,16 @@ bool GenerationRun::NextBeam(ChoiceUpdate* out) {
       const Status s = SearchBeams(first, n);
       if (client_left_) return false;
       if (!s.ok()) {
+        // Aborted (a shutdown): every choice left ends with "abort", as a sampled one does.
+        const bool aborted = s.code() == StatusCode::kCancelled;
         for (Choice& c : choices_) {
           if (c.finished) continue;
           ChoiceUpdate u;
           u.index = c.index;
           u.finished = true;
-          u.finish_reason = "error";
-          u.error = s;
-          Finish(c, "error");
+          u.finish_reason = aborted ? "abort" : "error";
+          if (!aborted) u.error = s;
+          Finish(c, u.finish_reason);
           beam_updates_.push_back(std::move(u));
         }
         break;
@@ -399,6 +401,12 @@ StatusOr<std::vector<TokenLogprobs>> GenerationRun::ExpandBeams(
       if (!ev.error.ok()) {
         cancel_all();
         return ev.error;
+      }
+      // The engine shutting down: the search ends there (not as a step with no candidates,
+      // which reads as beams that ran out of room).
+      if (ev.finished && ev.finish_reason == "abort") {
+        cancel_all();
+        return Cancelled("the beam search was aborted");
       }
       if (!ev.logprobs.empty()) out[i] = ev.logprobs.back();
       if (ev.finished) break;

@@ -26,10 +26,18 @@ class FakeEngine : public EngineClient {
   std::vector<EngineRequest> submitted;
   std::vector<std::string> cancelled;
 
-  Status fail;  // non-OK: every request ends with this error before any token
+  Status fail;         // non-OK: every request ends with this error before any token
+  bool abort = false;  // every request ends with "abort" before any token (a shutdown)
 
   std::shared_ptr<RequestStream> Submit(EngineRequest r) override {
     auto s = std::make_shared<RequestStream>();
+    if (abort) {
+      TokenEvent ev;
+      ev.finished = true;
+      ev.finish_reason = "abort";
+      s->Push(ev);
+      return s;
+    }
     if (!fail.ok()) {
       TokenEvent ev;
       ev.finished = true;
@@ -973,6 +981,18 @@ TEST_F(HandlersTest, BeamSearchRefusesWhatItCannotServe) {
     ASSERT_TRUE(j.contains(field)) << field;
     EXPECT_TRUE(j[field].is_null()) << field;
   }
+}
+
+// A beam search the engine aborts (a shutdown) ends its choices with "abort", as sampled ones
+// end; it read as a search that ran out of candidates: empty beams finished by "length".
+TEST_F(HandlersTest, AbortedBeamSearchFinishesWithAbort) {
+  engine_.abort = true;
+  const HttpReply r = HandleCompletions(
+      ctx_, R"({"prompt":"a","use_beam_search":true,"n":2,"max_tokens":5})", Clock::now());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u) << r.body;
+  for (const Json& c : j["choices"]) EXPECT_EQ(c["finish_reason"], "abort") << r.body;
 }
 
 // continuous_usage_stats: every chunk carries its choice's running usage.
