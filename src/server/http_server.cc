@@ -50,13 +50,18 @@ void Apply(HttpReply reply, httplib::Response& res) {
       reply.content_type.c_str(), [producer](size_t, httplib::DataSink& sink) {
         // The stream runs after its handler returned, past httplib's exception handler: a bug
         // that throws here ends this stream, not the process.
+        bool written = true;
         try {
-          (*producer)([&sink](const std::string& chunk) {
-            return sink.is_writable() && sink.write(chunk.data(), chunk.size());
+          (*producer)([&sink, &written](const std::string& chunk) {
+            written = written && sink.is_writable() && sink.write(chunk.data(), chunk.size());
+            return written;
           });
         } catch (const std::exception& ex) {
           CPM_LOG_ERROR("stream: internal error: {}", ex.what());
         }
+        // A write that failed (the client gone, or not reading for the write timeout) leaves the
+        // body without its last chunk, so the client sees a cut stream, not a complete one.
+        if (!written) return false;
         sink.done();
         return true;
       });

@@ -1,9 +1,12 @@
 // `cpmserve serve` as a process: start-up errors (port in use, bad model dir, bad flags),
 // --api-key, generation-config defaults, preemption under a tiny KV budget, and graceful
 // SIGTERM with a request in flight.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -900,6 +903,48 @@ TEST_F(ServerLifecycle, HttpsSetUpErrorsNameTheFile) {
   EXPECT_NE(plain.Log().find("--ssl-cert-reqs, --enable-ssl-refresh: ignored without --ssl-certfile"),
             std::string::npos)
       << plain.Log();
+}
+
+// A client that stops reading its stream for longer than the write timeout (5 s) loses the
+// stream, and sees it cut: no [DONE] and no last chunk, so an SDK raises instead of handing
+// back a reply that looks whole.
+TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
+  const std::string config_path = dir_ + "/config.json";
+  Json config = Json::parse(std::ifstream(config_path));
+  config["max_position_embeddings"] = 8192;
+  std::ofstream(config_path) << config.dump(2);
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--max-model-len", "8192"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  // A small receive window, so that the server's writes block soon after the client stops.
+  const int window = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof window);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(p.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body =
+      R"({"prompt":"a","max_tokens":6000,"ignore_eos":true,"logprobs":5,"stream":true})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  char buf[4096];
+  std::string got;
+  while (got.find("data: ") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0);
+    got.append(buf, static_cast<size_t>(n));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(7));  // past the server's write timeout
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(got.find("data: [DONE]"), std::string::npos) << got.size() << " bytes";
+  EXPECT_NE(got.substr(got.size() - 5), "0\r\n\r\n");
+  EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
 }
 
 // A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)
