@@ -369,6 +369,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--allow-credentials,!--no-allow-credentials", c.allow_credentials, "CORS: allow credentials");
   cmd->add_flag("--enable-request-id-headers,!--no-enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
+  cmd->add_option("--shutdown-timeout", c.shutdown_timeout,
+                  "seconds a SIGTERM/SIGINT leaves the requests in flight to finish (new "
+                  "connections refused) before the rest are aborted; 0 aborts at once")
+      ->capture_default_str();
   cmd->add_option("--ssl-certfile", c.tls.certfile,
                   "HTTPS: the server's PEM certificate chain (its key too unless --ssl-keyfile)");
   cmd->add_option("--ssl-keyfile", c.tls.keyfile, "HTTPS: the PEM private key");

@@ -264,6 +264,11 @@ void HttpServer::Stop() {
   CloseIdleConnections();
 }
 
+size_t HttpServer::RequestsInFlight() {
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  return busy_.size();
+}
+
 void HttpServer::CloseIdleConnections() {
   if (port_ <= 0) return;
   std::lock_guard<std::mutex> lock(busy_mu_);

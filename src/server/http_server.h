@@ -64,6 +64,9 @@ class HttpServer {
   // From now on requests are served with `ctx` (which must outlive the server).
   void SetReady(const ServerContext* ctx) { ctx_.store(ctx); }
 
+  // Requests being answered now (read, and their reply not yet written).
+  size_t RequestsInFlight();
+
   // (path, methods) of every route served, those off by a flag left out: the fixed paths (what
   // a request's path is matched against), and with them the templated ones (path parameters
   // in braces, as FastAPI writes them), for the start-up log and the OpenAPI document.

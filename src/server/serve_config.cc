@@ -87,6 +87,9 @@ Status ValidateServeConfig(const ServeConfig& c) {
     return InvalidArgument("--block-size must be in [1, 1024]");
   }
   if (c.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (c.shutdown_timeout < 0) {
+    return InvalidArgument("--shutdown-timeout must be 0 (abort at once) or a number of seconds");
+  }
   if (c.max_logprobs < -1) {
     return InvalidArgument("--max-logprobs must be -1 (the vocabulary) or at least 0, got " +
                            std::to_string(c.max_logprobs));

@@ -79,6 +79,7 @@ struct ServeConfig {
   std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   int http_threads = 0;               // 0: DefaultHttpThreads(max_num_seqs)
+  int64_t shutdown_timeout = 0;       // seconds a SIGTERM leaves requests in flight to finish
   std::string uvicorn_log_level = "info";
   std::string tokenizer;              // --tokenizer: folder or repository id; empty: model_dir
   int64_t max_logprobs = 20;          // most log-probs a request may ask for; -1: the vocabulary

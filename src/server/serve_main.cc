@@ -119,11 +119,45 @@ int WaitForStopSignal(const std::atomic<bool>& done) {
   return 0;
 }
 
-// Asks the server to stop at each SIGINT/SIGTERM until `done`.
-void SignalLoop(std::atomic<bool>* stop, std::atomic<bool>* done) {
-  while (const int sig = WaitForStopSignal(*done)) {
-    CPM_LOG_INFO("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    stop->store(true);
+// The stop signals as the server's main thread sees them (SignalLoop counts them).
+struct StopRequests {
+  std::atomic<int> received{0};
+  std::atomic<bool> loading{true};  // the model is loading: a signal ends the process at once
+  std::atomic<bool> done{false};    // the server is down: SignalLoop returns
+};
+
+// Takes SIGINT/SIGTERM until `done`. While the model loads, the first ends the process at once
+// (vLLM's SIGTERM handler raises out of its engine's start-up; a load can take minutes); after,
+// each is counted: the first starts the shutdown, a later one cuts its waits short.
+void SignalLoop(StopRequests* stop) {
+  while (const int sig = WaitForStopSignal(stop->done)) {
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (stop->loading.load()) {
+      CPM_LOG_INFO("Received {} while loading the model, exiting", name);
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    const int n = ++stop->received;
+    CPM_LOG_INFO("Received {}{}", name, n == 1 ? ", shutting down" : " again");
+  }
+}
+
+// vLLM's --shutdown-timeout N: at the first signal the listener closes (new connections are
+// refused, idle ones closed) and the requests in flight get up to N seconds to finish; the
+// rest are then aborted, as they are at once with 0. A second signal ends the wait.
+void Drain(HttpServer& server, const std::atomic<bool>& http_done, int64_t timeout_s,
+           const StopRequests& stop) {
+  if (timeout_s <= 0) return;
+  server.Stop();
+  CPM_LOG_INFO("Waiting up to {} s for {} request(s) in flight to finish (--shutdown-timeout)",
+               timeout_s, server.RequestsInFlight());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (!http_done.load() && stop.received.load() == 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!http_done.load()) {
+    CPM_LOG_INFO("Aborting the {} request(s) still in flight", server.RequestsInFlight());
   }
 }
 
@@ -626,13 +660,17 @@ int RunServe(const ServeConfig& config) {
   if (c.enable_tokenizer_info_endpoint) server.EnableTokenizerInfo();
   server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config
   if (Status s = server.Bind(c.host, c.port); !s.ok()) return Fail(s.message());
-  std::thread http([&server] { server.Run(); });
-  std::atomic<bool> stop{false}, done{false};
-  std::thread signals(SignalLoop, &stop, &done);
+  std::atomic<bool> http_done{false};
+  std::thread http([&server, &http_done] {
+    server.Run();
+    http_done.store(true);
+  });
+  StopRequests stop;
+  std::thread signals(SignalLoop, &stop);
   auto finish = [&](int code) {
     server.Stop();
     http.join();
-    done.store(true);
+    stop.done.store(true);
     signals.join();
     return code;
   };
@@ -646,7 +684,8 @@ int RunServe(const ServeConfig& config) {
     finish(1);
     return Fail(msg);
   }
-  if (stop.load()) {
+  stop.loading.store(false);
+  if (stop.received.load() > 0) {
     loaded.engine->Shutdown();
     return finish(0);
   }
@@ -656,16 +695,27 @@ int RunServe(const ServeConfig& config) {
   CPM_LOG_INFO("Application startup complete.");
 
   ThroughputLogger throughput;
-  while (!stop.load()) {
+  while (stop.received.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!c.disable_log_stats) throughput.Maybe(loaded.engine->Stats());
   }
+  Drain(server, http_done, c.shutdown_timeout, stop);
   // Stop accepting first, then end what is in flight ("abort"); Run() returns when every
-  // handler has written its last chunk.
+  // handler has written its last chunk. A client that holds its handler (a body uploaded a
+  // byte at a time) would hold the exit: a further signal ends the process then, as a second
+  // Ctrl-C makes uvicorn quit.
   server.Stop();
   loaded.engine->Shutdown();
+  for (const int seen = stop.received.load(); !http_done.load();) {
+    if (stop.received.load() > seen) {
+      CPM_LOG_INFO("Exiting with {} request(s) still in flight", server.RequestsInFlight());
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   http.join();
-  done.store(true);
+  stop.done.store(true);
   signals.join();
   CPM_LOG_INFO("Shutdown complete");
   return 0;

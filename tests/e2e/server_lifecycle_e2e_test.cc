@@ -7,9 +7,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -964,6 +966,120 @@ TEST_F(ServerLifecycle, IdleKeepAliveConnectionsDoNotDelayShutdown) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 3.0) << "the shutdown waited for the idle connection's keep-alive timeout";
+}
+
+namespace {
+
+// The finish_reason of an SSE body's last choice chunk ("" if none), and whether it ended
+// with [DONE].
+std::string StreamFinish(const std::string& body, bool* done) {
+  bool ok = false;
+  const auto data = e2e::SseData(body, &ok);
+  *done = ok && !data.empty() && data.back() == "[DONE]";
+  std::string finish;
+  for (const std::string& d : data) {
+    if (d == "[DONE]") continue;
+    const Json c = Json::parse(d, nullptr, false);
+    if (c.is_object() && !c["choices"].empty() && !c["choices"][0]["finish_reason"].is_null()) {
+      finish = c["choices"][0]["finish_reason"];
+    }
+  }
+  return finish;
+}
+
+}  // namespace
+
+// A signal while the model loads ends the process at once (vLLM's handler raises out of the
+// engine's start-up) rather than after the load: here one that never ends, its weights a FIFO
+// no one writes.
+TEST_F(ServerLifecycle, ASignalWhileLoadingExitsAtOnce) {
+  std::filesystem::remove(dir_ + "/model.safetensors");
+  ASSERT_EQ(mkfifo((dir_ + "/model.safetensors").c_str(), 0600), 0);
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  for (int i = 0; i < 600 && p.Log().find("listening on") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(p.Log().find("listening on"), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Stop(SIGTERM, 10), 0) << p.Log();
+  EXPECT_NE(p.Log().find("Received SIGTERM while loading the model, exiting"), std::string::npos)
+      << p.Log();
+}
+
+// vLLM's --shutdown-timeout: the requests in flight at SIGTERM finish (here within the window)
+// while new connections are refused; a second signal aborts what is left at once.
+TEST_F(ServerLifecycle, ShutdownTimeoutLetsRequestsInFlightFinish) {
+  const std::string config_path = dir_ + "/config.json";
+  Json config = Json::parse(std::ifstream(config_path));
+  config["max_position_embeddings"] = 8192;
+  std::ofstream(config_path) << config.dump(2);
+  for (const bool second_signal : {false, true}) {
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                        Args({"--max-model-len", "8192", "--shutdown-timeout", "120"})));
+    ASSERT_TRUE(p.WaitReady()) << p.Log();
+    bool signalled = false, probed = false, refused = false;
+    auto r = e2e::PostStream(
+        p.port(), "/v1/completions",
+        Json{{"prompt", "a"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}}.dump(),
+        [&](const std::string& all) {
+          if (signalled || all.find("\"text\"") == std::string::npos) return true;
+          kill(p.pid(), SIGTERM);
+          signalled = true;
+          // Not reading meanwhile holds the stream in flight (its writes wait for the client).
+          for (int i = 0; i < 500 && !probed; ++i) {
+            probed = p.Log().find("Waiting up to 120 s") != std::string::npos;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+          refused = e2e::Get(p.port(), "/health").status == 0;  // no connection: status 0
+          if (second_signal) kill(p.pid(), SIGTERM);
+          return true;
+        });
+    ASSERT_TRUE(signalled);
+    ASSERT_TRUE(probed) << p.Log();
+    EXPECT_TRUE(refused) << p.Log();
+    bool done = false;
+    EXPECT_EQ(StreamFinish(r.body, &done), second_signal ? "abort" : "length") << second_signal;
+    EXPECT_TRUE(done);
+    EXPECT_EQ(p.Wait(30), 0) << p.Log();
+    EXPECT_NE(p.Log().find("Shutdown complete"), std::string::npos) << p.Log();
+  }
+}
+
+// A client that holds its request open (a body sent a byte a second) holds the shutdown, as it
+// holds uvicorn's; a further signal ends the process then, as a second Ctrl-C ends uvicorn.
+TEST_F(ServerLifecycle, AFurtherSignalEndsAShutdownHeldByAClient) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(p.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 1000\r\n\r\n{";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::atomic<bool> stop_sending{false};
+  std::thread trickle([&] {
+    for (int i = 0; i < 60 && !stop_sending.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      ::send(fd, " ", 1, MSG_NOSIGNAL);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(p.pid(), SIGTERM);
+  EXPECT_EQ(p.Wait(2), -1) << "the shutdown should wait for the request being read";
+  kill(p.pid(), SIGTERM);
+  EXPECT_EQ(p.Wait(10), 0) << p.Log();
+  stop_sending.store(true);
+  trickle.join();
+  ::close(fd);
+  EXPECT_NE(p.Log().find("Exiting with 1 request(s) still in flight"), std::string::npos)
+      << p.Log();
 }
 
 TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
