@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,25 @@ namespace {
 // --version stay 0.
 int UsageError(CLI::App& app, const CLI::ParseError& e) {
   return app.exit(e) == 0 ? 0 : 2;
+}
+
+// A serve flag's value that is not of its type, in argparse's words ("argument --port: invalid
+// int value: 'abc'") rather than CLI11's ("Could not convert: --port = abc"); other errors as
+// CLI11 words them.
+std::string ServeParseError(const CLI::App& serve, const CLI::ParseError& e) {
+  static const std::regex conversion(R"(Could not convert: (\S+) = (.*))");
+  const std::string what = e.what();
+  std::smatch m;
+  if (!std::regex_match(what, m, conversion)) return what;
+  std::string type = "int";
+  try {
+    const CLI::Option* option = serve.get_option(m[1].str());
+    std::string name = option->get_type_name();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name == "float" || name == "double" || name == "number") type = "float";
+  } catch (const CLI::OptionNotFound&) {
+  }
+  return "argument " + m[1].str() + ": invalid " + type + " value: '" + m[2].str() + "'";
 }
 
 }  // namespace
@@ -77,7 +97,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() != 0 && args.size() > 1 && args[1] == "serve") {
       std::fprintf(stderr, "usage: cpmserve serve MODEL_DIR [options] (--help lists them)\n"
                            "cpmserve serve: error: %s\n",
-                   e.what());
+                   ServeParseError(*app.get_subcommand("serve"), e).c_str());
       return 2;
     }
     return UsageError(app, e);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -241,10 +242,19 @@ Status HttpServer::Bind(const std::string& host, int port) {
     return OkStatus();
   }
   const int err = errno;
+  // A host name that does not resolve leaves errno as it was: say so, as uvicorn does
+  // ("Name or service not known").
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const int resolved = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
   return Unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " +
-                     (err == EADDRINUSE ? std::string("address already in use")
-                      : err != 0        ? std::string(std::strerror(err))
-                                        : std::string("bind failed")));
+                     (resolved != 0       ? std::string(gai_strerror(resolved))
+                      : err == EADDRINUSE ? std::string("address already in use")
+                      : err != 0          ? std::string(std::strerror(err))
+                                          : std::string("bind failed")));
 }
 
 void HttpServer::Run() {

@@ -650,6 +650,8 @@ int RunServe(const ServeConfig& config) {
     https = std::move(*made);
   }
   const char* scheme = https ? "https" : "http";
+  // An IPv6 address in brackets, as vLLM writes its listen address (http://[::]:8000).
+  const std::string url_host = c.host.find(':') != std::string::npos ? "[" + c.host + "]" : c.host;
   HttpServer server(c.api_keys, http_threads, std::move(https));
   // uvicorn logs its access lines at INFO: a quieter --uvicorn-log-level drops them.
   const bool access_level = c.uvicorn_log_level == "info" || c.uvicorn_log_level == "debug" ||
@@ -675,7 +677,7 @@ int RunServe(const ServeConfig& config) {
     return code;
   };
   CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme,
-               c.host, server.port(), c.model_dir);
+               url_host, server.port(), c.model_dir);
 
   ThreadPool pool(c.threads);
   Loaded loaded;
@@ -690,7 +692,7 @@ int RunServe(const ServeConfig& config) {
     return finish(0);
   }
   server.SetReady(&loaded.ctx);
-  CPM_LOG_INFO("Starting cpmserve API server on {}://{}:{}", scheme, c.host, server.port());
+  CPM_LOG_INFO("Starting cpmserve API server on {}://{}:{}", scheme, url_host, server.port());
   LogRoutes(server);
   CPM_LOG_INFO("Application startup complete.");
 

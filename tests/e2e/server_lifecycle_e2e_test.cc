@@ -61,6 +61,17 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
     EXPECT_NE(second.Log().find("address already in use"), std::string::npos) << second.Log();
   }
   {
+    // A host name that does not resolve is named as such (getaddrinfo's words), not "bind
+    // failed".
+    ServerProcess unresolved;
+    ASSERT_TRUE(unresolved.Start(CPM_CPMSERVE_BIN, dir_,
+                                 {"--host", "no-such-host.invalid", "--port", "0"}));
+    EXPECT_EQ(unresolved.Wait(30), 1);
+    EXPECT_NE(unresolved.Log().find("cannot listen on no-such-host.invalid:0: "), std::string::npos)
+        << unresolved.Log();
+    EXPECT_EQ(unresolved.Log().find("bind failed"), std::string::npos) << unresolved.Log();
+  }
+  {
     ServerProcess bad_dir;
     ASSERT_TRUE(bad_dir.Start(CPM_CPMSERVE_BIN, dir_ + "/missing", Args({})));
     EXPECT_NE(bad_dir.Wait(30), 0);
@@ -136,7 +147,10 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
       {{"--uvicorn-log-level", "loud"},
        "argument --uvicorn-log-level: invalid choice: 'loud' (choose from 'critical',"},
       // A value of the wrong type: argparse's status, the flag named.
-      {{"--swap-space", "abc"}, "cpmserve serve: error: Could not convert: --swap-space = abc"},
+      {{"--swap-space", "abc"},
+       "cpmserve serve: error: argument --swap-space: invalid float value: 'abc'"},
+      {{"--max-num-seqs", "1.5"},
+       "cpmserve serve: error: argument --max-num-seqs: invalid int value: '1.5'"},
       // argparse's message and status for a flag nobody defines.
       {{"--no-such-flag", "1"}, "cpmserve serve: error: unrecognized arguments: --no-such-flag 1"},
       {{"-xy"}, "unrecognized arguments: -xy"}};
@@ -952,6 +966,17 @@ TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
 // A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)
 // does not hold the shutdown for the keep-alive timeout (5 s): uvicorn closes idle
 // connections at once when it stops, and so does cpmserve.
+// An IPv6 listen address is written in brackets, as vLLM writes it (http://[::]:8000).
+TEST_F(ServerLifecycle, Ipv6HostInBracketsInTheLog) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
+                      {"--host", "::", "--port", "0", "--kv-cache-memory-bytes", "4M"}));
+  if (!p.WaitReady(30)) GTEST_SKIP() << "no dual-stack IPv6 here: " << p.Log();
+  EXPECT_NE(p.Log().find("Starting cpmserve API server on http://[::]:"), std::string::npos)
+      << p.Log();
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+}
+
 TEST_F(ServerLifecycle, IdleKeepAliveConnectionsDoNotDelayShutdown) {
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
