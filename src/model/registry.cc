@@ -31,6 +31,25 @@ const std::map<std::string, Loader>& Loaders() {
   return loaders;
 }
 
+// config.json's architectures[0], one LoadModel knows; errors name the file and the field.
+StatusOr<std::string> Architecture(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  if (!j.contains("architectures") || !j["architectures"].is_array() ||
+      j["architectures"].empty() || !j["architectures"][0].is_string()) {
+    return InvalidArgument(path + ": field 'architectures' must be a non-empty list of names");
+  }
+  const std::string arch = j["architectures"][0].get<std::string>();
+  if (Loaders().count(arch) == 0) {
+    std::string known;
+    for (const auto& [name, loader] : Loaders()) known += (known.empty() ? "" : ", ") + name;
+    return InvalidArgument(path + ": field 'architectures': '" + arch +
+                           "' is not supported (supported: " + known + ")");
+  }
+  return arch;
+}
+
 }  // namespace
 
 std::vector<std::string> SupportedArchitectures() {
@@ -42,16 +61,25 @@ std::vector<std::string> SupportedArchitectures() {
 StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(model_dir));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  const bool minicpm = j.is_object() && j.contains("architectures") &&
-                       j["architectures"].is_array() && !j["architectures"].empty() &&
-                       j["architectures"][0] == "MiniCPMForCausalLM";
-  if (minicpm) {
+  CPM_ASSIGN_OR_RETURN(const std::string arch, Architecture(text, path));
+  if (arch == "MiniCPMForCausalLM") {
     CPM_ASSIGN_OR_RETURN(MiniCpmConfig c, ParseMiniCpmConfig(text, path));
     return c.vocab_size;
   }
   CPM_ASSIGN_OR_RETURN(Qwen35Config c, ParseQwen35Config(text, path));
   return c.vocab_size;
+}
+
+Status CheckModelConfig(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(model_dir));
+  CPM_ASSIGN_OR_RETURN(const std::string arch, Architecture(text, path));
+  if (arch == "MiniCPMForCausalLM") return ParseMiniCpmConfig(text, path).status();
+  CPM_RETURN_IF_ERROR(ParseQwen35Config(text, path).status());
+  if (arch == "MiniCPMV4_6ForConditionalGeneration") {
+    return ParseMiniCpmV46VisionConfig(text, path).status();
+  }
+  return OkStatus();
 }
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPool& pool) {
@@ -61,22 +89,8 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const LoadOptions& options, ThreadPoo
   }
   const std::string path = (std::filesystem::path(options.model_dir) / "config.json").string();
   CPM_ASSIGN_OR_RETURN(std::string text, ReadModelConfigText(options.model_dir));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON");
-  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
-  if (!j.contains("architectures") || !j["architectures"].is_array() ||
-      j["architectures"].empty() || !j["architectures"][0].is_string()) {
-    return InvalidArgument(path + ": field 'architectures' must be a non-empty list of names");
-  }
-  const std::string arch = j["architectures"][0].get<std::string>();
-  auto it = Loaders().find(arch);
-  if (it == Loaders().end()) {
-    std::string known;
-    for (const std::string& n : SupportedArchitectures()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument(path + ": field 'architectures': '" + arch +
-                           "' is not supported (supported: " + known + ")");
-  }
-  return it->second(options, text, path, pool);
+  CPM_ASSIGN_OR_RETURN(const std::string arch, Architecture(text, path));
+  return Loaders().at(arch)(options, text, path, pool);
 }
 
 StatusOr<std::unique_ptr<VisionEncoder>> LoadVisionEncoder(const LoadOptions& options,

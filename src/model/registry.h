@@ -28,4 +28,9 @@ std::vector<std::string> SupportedArchitectures();
 // as the loader would take it; errors as LoadModel's.
 StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir);
 
+// `model_dir`/config.json read as LoadModel reads it (architecture, fields, the vision tower's),
+// no weights opened: a broken config is refused before the server listens, as vLLM's start-up
+// reads the config first.
+Status CheckModelConfig(const std::string& model_dir);
+
 }  // namespace cpm

@@ -629,6 +629,7 @@ int RunServe(const ServeConfig& config) {
     return Fail("model directory '" + c.model_dir + "': cannot read " +
                 (std::filesystem::path(c.model_dir) / "config.json").string());
   }
+  if (Status s = CheckModelConfig(c.model_dir); !s.ok()) return Fail(s.message());
 
   if (!c.api_key_given) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) c.api_keys = {env};

@@ -72,6 +72,22 @@ TEST_F(ServerLifecycle, StartupErrorsExitNonZeroWithOneLine) {
     EXPECT_EQ(unresolved.Log().find("bind failed"), std::string::npos) << unresolved.Log();
   }
   {
+    // A broken config.json is refused before the port opens, as vLLM reads the config first.
+    const std::string broken = dir_ + "/broken";
+    std::filesystem::create_directories(broken);
+    for (const auto& f : std::filesystem::directory_iterator(dir_)) {
+      if (f.is_regular_file()) std::filesystem::copy_file(f.path(), broken / f.path().filename());
+    }
+    Json config = Json::parse(std::ifstream(broken + "/config.json"));
+    config["num_hidden_layers"] = "many";
+    std::ofstream(broken + "/config.json") << config.dump(2);
+    ServerProcess p;
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, broken, Args({})));
+    EXPECT_EQ(p.Wait(30), 1);
+    EXPECT_NE(p.Log().find("config.json: field 'num_hidden_layers'"), std::string::npos) << p.Log();
+    EXPECT_EQ(p.Log().find("listening on"), std::string::npos) << p.Log();
+  }
+  {
     ServerProcess bad_dir;
     ASSERT_TRUE(bad_dir.Start(CPM_CPMSERVE_BIN, dir_ + "/missing", Args({})));
     EXPECT_NE(bad_dir.Wait(30), 0);
