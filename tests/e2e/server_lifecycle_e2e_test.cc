@@ -958,8 +958,10 @@ TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
   addr.sin_port = htons(static_cast<uint16_t>(p.port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // ~7 MB of events: more than the socket buffers between the two ends hold (Linux grows a
+  // loopback sender's to 4 MiB), so the server's writes block for good once the client stops.
   const std::string body =
-      R"({"prompt":"a","max_tokens":6000,"ignore_eos":true,"logprobs":5,"stream":true})";
+      R"({"prompt":"a","max_tokens":6000,"n":2,"ignore_eos":true,"logprobs":5,"stream":true})";
   const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                               "application/json\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -971,7 +973,8 @@ TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
     ASSERT_GT(n, 0);
     got.append(buf, static_cast<size_t>(n));
   }
-  std::this_thread::sleep_for(std::chrono::seconds(7));  // past the server's write timeout
+  // Past the server's write timeout (5 s) after its buffers fill, with room for a slow machine.
+  std::this_thread::sleep_for(std::chrono::seconds(10));
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
   ::close(fd);
   EXPECT_EQ(got.find("data: [DONE]"), std::string::npos) << got.size() << " bytes";
