@@ -1,6 +1,7 @@
-// `cpmserve serve` as a process: start-up errors (port in use, bad model dir, bad flags),
-// --api-key, generation-config defaults, preemption under a tiny KV budget, and graceful
-// SIGTERM with a request in flight.
+// `cpmserve serve` as a process: start-up errors (port in use, bad model dir or config, bad
+// flags), --api-key, generation-config defaults, preemption under a tiny KV budget, HTTPS, and
+// the shutdown (SIGTERM with requests in flight, --shutdown-timeout, idle and stalled clients,
+// a signal while loading).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
