@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <vector>
@@ -25,8 +26,24 @@ int UsageError(CLI::App& app, const CLI::ParseError& e) {
 // CLI11 words them.
 std::string ServeParseError(const CLI::App& serve, const CLI::ParseError& e) {
   static const std::regex conversion(R"(Could not convert: (\S+) = (.*))");
+  static const std::regex out_of_range(R"((--\S+): Value (.*) not in range (\S+) to .*)");
+  static const std::regex missing(R"((--\S+): 1 required \S+ missing)");
   const std::string what = e.what();
   std::smatch m;
+  if (std::regex_match(what, m, missing)) {
+    return "argument " + m[1].str() + ": expected one argument";
+  }
+  if (std::regex_match(what, m, out_of_range)) {
+    // A range validator runs before the conversion: a value that is no number is a type error.
+    const std::string value = m[2].str();
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') {
+      return "argument " + m[1].str() + ": invalid int value: '" + value + "'";
+    }
+    return "argument " + m[1].str() + ": " + value + " is below its least value, " +
+           std::to_string(static_cast<long long>(std::strtod(m[3].str().c_str(), nullptr)));
+  }
   if (!std::regex_match(what, m, conversion)) return what;
   std::string type = "int";
   try {

@@ -29,8 +29,7 @@ std::vector<std::string> SupportedArchitectures();
 StatusOr<int64_t> ConfigVocabSize(const std::string& model_dir);
 
 // `model_dir`/config.json read as LoadModel reads it (architecture, fields, the vision tower's),
-// no weights opened: a broken config is refused before the server listens, as vLLM's start-up
-// reads the config first.
+// no weights opened: serve refuses a broken config before it listens.
 Status CheckModelConfig(const std::string& model_dir);
 
 }  // namespace cpm

@@ -59,9 +59,11 @@ void Apply(HttpReply reply, httplib::Response& res) {
           });
         } catch (const std::exception& ex) {
           CPM_LOG_ERROR("stream: internal error: {}", ex.what());
+          written = false;  // cut short: the client must not see a complete stream
         }
-        // A write that failed (the client gone, or not reading for the write timeout) leaves the
-        // body without its last chunk, so the client sees a cut stream, not a complete one.
+        // A write that failed (the client gone, or not reading for the write timeout) or a
+        // producer that threw leaves the body without its last chunk, so the client sees a cut
+        // stream, not a complete one.
         if (!written) return false;
         sink.done();
         return true;
@@ -263,6 +265,11 @@ void HttpServer::Run() {
   running_.store(false);
 }
 
+void HttpServer::BeginShutdown() {
+  shutting_down_.store(true);
+  CloseIdleConnections();
+}
+
 void HttpServer::Stop() {
   stop_requested_.store(true);
   // Wait for listening to have begun (or Run() to have seen the flag), then close the socket.
@@ -422,6 +429,15 @@ void HttpServer::InstallRoutes() {
         return (c < 0x20 && c != '\t') || c == 0x7f;
       });
     };
+    if (shutting_down_.load()) {
+      ApiError e;
+      e.status = 503;
+      e.type = "ServiceUnavailableError";
+      e.message = "The server is shutting down";
+      Apply(HttpReply::Error(e), res);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     for (const auto& [name, value] : req.headers) {
       if (has_control(name) || has_control(value)) {
         res.status = 400;

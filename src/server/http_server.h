@@ -45,6 +45,11 @@ class HttpServer {
   int port() const { return port_; }
   // Serves until Stop(); call on its own thread after Bind.
   void Run();
+  // The shutdown's first step: from now on every new request is answered 503 ("the server is
+  // shutting down", Connection: close) and the idle keep-alive connections are closed, while
+  // the requests in flight go on to their end (streams included: cpp-httplib would not start
+  // a stream whose handler returns after Stop()). Stop() once they are done.
+  void BeginShutdown();
   // Stops accepting and closes the idle keep-alive connections (without waiting for in-flight
   // handlers; their connections close after their reply); Run() returns once they are done.
   // Safe before, during or after Run() starts (httplib's own stop() is a no-op until
@@ -107,6 +112,7 @@ class HttpServer {
   std::atomic<const ServerContext*> ctx_{nullptr};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};
+  std::atomic<bool> shutting_down_{false};
   bool request_id_headers_ = false;
   bool docs_ = true;  // /openapi.json, /docs, /redoc
   bool tokenizer_info_ = false;

@@ -142,22 +142,35 @@ void SignalLoop(StopRequests* stop) {
   }
 }
 
-// vLLM's --shutdown-timeout N: at the first signal the listener closes (new connections are
-// refused, idle ones closed) and the requests in flight get up to N seconds to finish; the
-// rest are then aborted, as they are at once with 0. A second signal ends the wait.
-void Drain(HttpServer& server, const std::atomic<bool>& http_done, int64_t timeout_s,
-           const StopRequests& stop) {
+// vLLM's --shutdown-timeout N: after the first signal (new requests answered 503) the
+// requests in flight get up to N seconds to finish; the rest are then aborted, as they are at
+// once with 0. A second signal ends the wait (vLLM ignores it; here it is the way out of a
+// long one).
+void Drain(HttpServer& server, int64_t timeout_s, const StopRequests& stop) {
   if (timeout_s <= 0) return;
-  server.Stop();
   CPM_LOG_INFO("Waiting up to {} s for {} request(s) in flight to finish (--shutdown-timeout)",
                timeout_s, server.RequestsInFlight());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (!http_done.load() && stop.received.load() == 1 &&
+  while (server.RequestsInFlight() > 0 && stop.received.load() == 1 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!http_done.load()) {
-    CPM_LOG_INFO("Aborting the {} request(s) still in flight", server.RequestsInFlight());
+  if (const size_t left = server.RequestsInFlight(); left > 0) {
+    CPM_LOG_INFO("Aborting the {} request(s) still in flight", left);
+  }
+}
+
+// Waits until `done()`; a signal after the `seen`-th ends the process instead (a client can
+// hold a request open: a body sent a byte at a time), as a second Ctrl-C makes uvicorn quit.
+void WaitOrForcedExit(const std::function<bool()>& done, const StopRequests& stop, int seen,
+                      HttpServer& server) {
+  while (!done()) {
+    if (stop.received.load() > seen) {
+      CPM_LOG_INFO("Exiting with {} request(s) still in flight", server.RequestsInFlight());
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
@@ -620,7 +633,8 @@ int RunServe(const ServeConfig& config) {
     const DownloadSignalWatcher watcher;  // a hub download takes minutes: a signal ends it
     if (Status s = ResolveModelFolders(&c); !s.ok()) return Fail(s.message());
   }
-  // Checked before the port opens, as vLLM's start-up reads the config first.
+  // Checked before the port opens, so that a missing or broken model fails at once (vLLM reads
+  // the config before its engine starts, its port already bound).
   std::error_code ec;
   if (!std::filesystem::is_directory(c.model_dir, ec)) {
     return Fail("model directory '" + c.model_dir + "' does not exist or is not a directory");
@@ -684,6 +698,7 @@ int RunServe(const ServeConfig& config) {
   Loaded loaded;
   if (Status s = LoadAll(c, pool, *memory, &loaded); !s.ok()) {
     const std::string msg = s.message();
+    stop.loading.store(false);  // a signal now must not turn the failure into a status 0
     finish(1);
     return Fail(msg);
   }
@@ -702,21 +717,16 @@ int RunServe(const ServeConfig& config) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!c.disable_log_stats) throughput.Maybe(loaded.engine->Stats());
   }
-  Drain(server, http_done, c.shutdown_timeout, stop);
-  // Stop accepting first, then end what is in flight ("abort"); Run() returns when every
-  // handler has written its last chunk. A client that holds its handler (a body uploaded a
-  // byte at a time) would hold the exit: a further signal ends the process then, as a second
-  // Ctrl-C makes uvicorn quit.
-  server.Stop();
+  // New requests get 503 from here; those in flight run on (for --shutdown-timeout), then
+  // end with "abort" and write their last chunk; only then does the listener close (a stream
+  // whose handler returns after that would not be sent).
+  server.BeginShutdown();
+  Drain(server, c.shutdown_timeout, stop);
+  const int seen = stop.received.load();
   loaded.engine->Shutdown();
-  for (const int seen = stop.received.load(); !http_done.load();) {
-    if (stop.received.load() > seen) {
-      CPM_LOG_INFO("Exiting with {} request(s) still in flight", server.RequestsInFlight());
-      spdlog::default_logger()->flush();
-      std::_Exit(0);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitOrForcedExit([&] { return server.RequestsInFlight() == 0; }, stop, seen, server);
+  server.Stop();
+  WaitOrForcedExit([&] { return http_done.load(); }, stop, seen, server);
   http.join();
   stop.done.store(true);
   signals.join();

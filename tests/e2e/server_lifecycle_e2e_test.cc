@@ -168,6 +168,9 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
        "cpmserve serve: error: argument --swap-space: invalid float value: 'abc'"},
       {{"--max-num-seqs", "1.5"},
        "cpmserve serve: error: argument --max-num-seqs: invalid int value: '1.5'"},
+      {{"--long-prefill-token-threshold", "x"},
+       "argument --long-prefill-token-threshold: invalid int value: 'x'"},
+      {{"--max-num-seqs="}, "cpmserve serve: error: argument --max-num-seqs: expected one argument"},
       // argparse's message and status for a flag nobody defines.
       {{"--no-such-flag", "1"}, "cpmserve serve: error: unrecognized arguments: --no-such-flag 1"},
       {{"-xy"}, "unrecognized arguments: -xy"}};
@@ -983,20 +986,29 @@ TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
   EXPECT_EQ(p.Stop(SIGTERM), 0) << p.Log();
 }
 
-// A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)
-// does not hold the shutdown for the keep-alive timeout (5 s): uvicorn closes idle
-// connections at once when it stops, and so does cpmserve.
 // An IPv6 listen address is written in brackets, as vLLM writes it (http://[::]:8000).
 TEST_F(ServerLifecycle, Ipv6HostInBracketsInTheLog) {
+  {  // Skipped only where this machine has no dual-stack IPv6 socket at all.
+    const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    const bool ipv6 =
+        probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0;
+    if (probe >= 0) ::close(probe);
+    if (!ipv6) GTEST_SKIP() << "no IPv6 sockets here";
+  }
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
                       {"--host", "::", "--port", "0", "--kv-cache-memory-bytes", "4M"}));
-  if (!p.WaitReady(30)) GTEST_SKIP() << "no dual-stack IPv6 here: " << p.Log();
+  ASSERT_TRUE(p.WaitReady(30)) << p.Log();
   EXPECT_NE(p.Log().find("Starting cpmserve API server on http://[::]:"), std::string::npos)
       << p.Log();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
 }
 
+// A client's idle keep-alive connection (an OpenAI client's pool holds one between requests)
+// does not hold the shutdown for the keep-alive timeout (5 s): uvicorn closes idle
+// connections at once when it stops, and so does cpmserve.
 TEST_F(ServerLifecycle, IdleKeepAliveConnectionsDoNotDelayShutdown) {
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
@@ -1051,41 +1063,98 @@ TEST_F(ServerLifecycle, ASignalWhileLoadingExitsAtOnce) {
       << p.Log();
 }
 
-// vLLM's --shutdown-timeout: the requests in flight at SIGTERM finish (here within the window)
-// while new connections are refused; a second signal aborts what is left at once.
+namespace {
+
+// A completion request whose body arrives in two parts: the server holds it in flight (read,
+// not yet answered) from Open() until Finish() sends the rest and reads the reply.
+class SlowUpload {
+ public:
+  SlowUpload(int port, std::string body)
+      : body_(std::move(body)), fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~SlowUpload() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool Open() {
+    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             "application/json\r\nContent-Length: " +
+                             std::to_string(body_.size()) + "\r\n\r\n" + body_.substr(0, 5);
+    return connected_ && Send(head);
+  }
+  // The rest of the body; the reply (status line to the end of the body) or "".
+  std::string Finish() {
+    if (!Send(body_.substr(5))) return "";
+    timeval tv{30, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd_, buf, sizeof buf, 0)) > 0;) reply.append(buf, n);
+    return reply;
+  }
+
+ private:
+  bool Send(const std::string& data) {
+    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  const std::string body_;
+  int fd_;
+  bool connected_ = false;
+};
+
+// Waits until the server's log holds `text` (true), or ~10 s pass.
+bool WaitForLog(const ServerProcess& p, const std::string& text) {
+  for (int i = 0; i < 500; ++i) {
+    if (p.Log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace
+
+// vLLM's --shutdown-timeout: after SIGTERM new requests get a 503 while those in flight may
+// finish; past the timeout, or at a second signal, what is left is aborted. A request held in
+// flight by its body (sent in two parts) makes each case deterministic.
 TEST_F(ServerLifecycle, ShutdownTimeoutLetsRequestsInFlightFinish) {
-  const std::string config_path = dir_ + "/config.json";
-  Json config = Json::parse(std::ifstream(config_path));
-  config["max_position_embeddings"] = 8192;
-  std::ofstream(config_path) << config.dump(2);
-  for (const bool second_signal : {false, true}) {
+  enum class Case { kFinishes, kTimesOut, kSecondSignal };
+  for (const Case c : {Case::kFinishes, Case::kTimesOut, Case::kSecondSignal}) {
+    const std::string timeout = c == Case::kTimesOut ? "1" : "120";
     ServerProcess p;
-    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_,
-                        Args({"--max-model-len", "8192", "--shutdown-timeout", "120"})));
+    ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--shutdown-timeout", timeout})));
     ASSERT_TRUE(p.WaitReady()) << p.Log();
-    bool signalled = false, probed = false, refused = false;
-    auto r = e2e::PostStream(
-        p.port(), "/v1/completions",
-        Json{{"prompt", "a"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}}.dump(),
-        [&](const std::string& all) {
-          if (signalled || all.find("\"text\"") == std::string::npos) return true;
-          kill(p.pid(), SIGTERM);
-          signalled = true;
-          // Not reading meanwhile holds the stream in flight (its writes wait for the client).
-          for (int i = 0; i < 500 && !probed; ++i) {
-            probed = p.Log().find("Waiting up to 120 s") != std::string::npos;
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          }
-          refused = e2e::Get(p.port(), "/health").status == 0;  // no connection: status 0
-          if (second_signal) kill(p.pid(), SIGTERM);
-          return true;
-        });
-    ASSERT_TRUE(signalled);
-    ASSERT_TRUE(probed) << p.Log();
-    EXPECT_TRUE(refused) << p.Log();
-    bool done = false;
-    EXPECT_EQ(StreamFinish(r.body, &done), second_signal ? "abort" : "length") << second_signal;
-    EXPECT_TRUE(done);
+    // The second-signal case streams: its reply, begun after the shutdown, is a whole stream.
+    const bool stream = c == Case::kSecondSignal;
+    SlowUpload held(p.port(), Json{{"prompt", "a"}, {"max_tokens", 5}, {"ignore_eos", true},
+                                   {"stream", stream}}
+                                  .dump());
+    ASSERT_TRUE(held.Open());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its headers read
+    kill(p.pid(), SIGTERM);
+    ASSERT_TRUE(WaitForLog(p, "Waiting up to " + timeout + " s for 1 request(s)")) << p.Log();
+    const e2e::Reply late = e2e::Get(p.port(), "/health");
+    EXPECT_EQ(late.status, 503) << late.body;
+    EXPECT_NE(late.body.find("The server is shutting down"), std::string::npos) << late.body;
+    if (c == Case::kSecondSignal) kill(p.pid(), SIGTERM);
+    if (c != Case::kFinishes) {
+      EXPECT_TRUE(WaitForLog(p, "Aborting the 1 request(s) still in flight")) << p.Log();
+    }
+    const std::string reply = held.Finish();
+    if (c == Case::kFinishes) {
+      EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+      EXPECT_NE(reply.find("\"finish_reason\":\"length\""), std::string::npos) << reply;
+    } else if (!stream) {
+      // Its engine gone by the time its body came: the engine's refusal, not a reply.
+      EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply;
+    } else {
+      EXPECT_NE(reply.find("the engine is shut down"), std::string::npos) << reply;
+      EXPECT_NE(reply.find("data: [DONE]"), std::string::npos) << reply;
+      EXPECT_EQ(reply.substr(reply.size() - 5), "0\r\n\r\n") << reply;
+    }
     EXPECT_EQ(p.Wait(30), 0) << p.Log();
     EXPECT_NE(p.Log().find("Shutdown complete"), std::string::npos) << p.Log();
   }
