@@ -33,6 +33,23 @@ namespace {
 
 using e2e::Json;
 
+// A TCP connection to 127.0.0.1:`port` (-1 on failure), its receive buffer `rcvbuf` bytes if
+// given (set before connecting, so that the window it advertises stays small).
+int ConnectLoopback(int port, int rcvbuf = 0) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 class ServerLifecycle : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -41,6 +58,14 @@ class ServerLifecycle : public ::testing::Test {
     ASSERT_TRUE(WriteTinyServingModel(dir_).ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // The tiny checkpoint's context (256) widened to 8192, for requests longer than a shutdown
+  // takes to reach them (serve them with --max-model-len 8192).
+  void WidenContext() {
+    const std::string config_path = dir_ + "/config.json";
+    Json config = Json::parse(std::ifstream(config_path));
+    config["max_position_embeddings"] = 8192;
+    std::ofstream(config_path) << config.dump(2);
+  }
   std::vector<std::string> Args(std::vector<std::string> extra) {
     std::vector<std::string> a = {"--host", "127.0.0.1", "--port", "0", "--threads", "2",
                                   "--kv-cache-memory-bytes", "4M"};
@@ -945,23 +970,13 @@ TEST_F(ServerLifecycle, HttpsSetUpErrorsNameTheFile) {
 // stream, and sees it cut: no [DONE] and no last chunk, so an SDK raises instead of handing
 // back a reply that looks whole.
 TEST_F(ServerLifecycle, AStalledReadersStreamEndsCutNotComplete) {
-  const std::string config_path = dir_ + "/config.json";
-  Json config = Json::parse(std::ifstream(config_path));
-  config["max_position_embeddings"] = 8192;
-  std::ofstream(config_path) << config.dump(2);
+  WidenContext();
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--max-model-len", "8192"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
   // A small receive window, so that the server's writes block soon after the client stops.
-  const int window = 4096;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof window);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(p.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = ConnectLoopback(p.port(), 4096);
+  ASSERT_GE(fd, 0);
   // ~7 MB of events: more than the socket buffers between the two ends hold (Linux grows a
   // loopback sender's to 4 MiB), so the server's writes block for good once the client stops.
   const std::string body =
@@ -1069,14 +1084,7 @@ namespace {
 // not yet answered) from Open() until Finish() sends the rest and reads the reply.
 class SlowUpload {
  public:
-  SlowUpload(int port, std::string body)
-      : body_(std::move(body)), fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
+  SlowUpload(int port, std::string body) : body_(std::move(body)), fd_(ConnectLoopback(port)) {}
   ~SlowUpload() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -1084,7 +1092,7 @@ class SlowUpload {
     const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                              "application/json\r\nContent-Length: " +
                              std::to_string(body_.size()) + "\r\n\r\n" + body_.substr(0, 5);
-    return connected_ && Send(head);
+    return fd_ >= 0 && Send(head);
   }
   // The rest of the body; the reply (status line to the end of the body) or "".
   std::string Finish() {
@@ -1103,7 +1111,6 @@ class SlowUpload {
   }
   const std::string body_;
   int fd_;
-  bool connected_ = false;
 };
 
 // Waits until the server's log holds `text` (true), or ~10 s pass.
@@ -1166,13 +1173,8 @@ TEST_F(ServerLifecycle, AFurtherSignalEndsAShutdownHeldByAClient) {
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(p.port());
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(p.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const std::string head =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: 1000\r\n\r\n{";
@@ -1200,10 +1202,7 @@ TEST_F(ServerLifecycle, SigtermEndsInFlightRequestsAndExitsZero) {
   // A request far longer than the shutdown takes (the server notices the signal within 50 ms):
   // 8000 tokens, so the model's context is widened from the tiny checkpoint's 256 (240 tokens
   // once finished before the abort on a fast run).
-  const std::string config_path = dir_ + "/config.json";
-  Json config = Json::parse(std::ifstream(config_path));
-  config["max_position_embeddings"] = 8192;
-  std::ofstream(config_path) << config.dump(2);
+  WidenContext();
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--max-model-len", "8192"})));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
