@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "hub/hf_cache.h"
 #include "hub/model_source.h"
 
@@ -365,6 +366,9 @@ TEST(ModelSource, ACutDownloadIsResumed) {
 // Processes starting together on one cache: one downloads, the other waits for its lock and
 // finds the files there (each fetched once, none read half-written).
 TEST(ModelSource, ConcurrentStartsDownloadOnce) {
+  // The logger made before the two threads log, as serve makes it first thing (the first log
+  // call creates spdlog's registry, a static ThreadSanitizer cannot see guarded in libspdlog).
+  InitLogging();
   FakeHub hub;
   hub.Locked([&] { hub.delay_ms = 50; });
   ScopedEnv endpoint("HF_ENDPOINT", hub.endpoint().c_str()), offline("HF_HUB_OFFLINE", nullptr);
