@@ -164,6 +164,20 @@ class HandlersTest : public ::testing::Test {
   ServerContext ctx_;
 };
 
+// /tokenizer_info writes an integer past 64 bits as Python writes it, all its digits
+// (transformers' default model_max_length, int(1e30)), not as nlohmann's double (1e+30).
+TEST_F(HandlersTest, TokenizerInfoKeepsBigIntegers) {
+  EXPECT_EQ(HandleTokenizerInfo(ctx_).status, 404);  // off unless asked for
+  ctx_.tokenizer_info = Json::parse(
+      R"({"model_max_length": 1000000000000000019884624838656, "small": 4096, "ratio": 0.5,)"
+      R"( "nested": [{"n": -1000000000000000019884624838656}], "name": "x"})");
+  const HttpReply r = HandleTokenizerInfo(ctx_);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body,
+            R"({"model_max_length":1000000000000000019884624838656,"small":4096,"ratio":0.5,)"
+            R"("nested":[{"n":-1000000000000000019884624838656}],"name":"x"})");
+}
+
 TEST_F(HandlersTest, ChatCompletionShapeAndUsage) {
   int status = 0;
   Json r = Chat(R"({"model":"alias","messages":[{"role":"user","content":"Hi"}],"max_tokens":40})",

@@ -1,7 +1,11 @@
 // The small endpoints: /tokenize, /detokenize, /v1/models, /version; and helpers shared by
 // the generation endpoints (usage, stop_reason, ignored-field log).
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "io/mmap_file.h"
@@ -210,6 +214,41 @@ Json Serializable(const Json& v) {
   return v;
 }
 
+// Python writes an integer past 64 bits with all its digits (transformers' default
+// model_max_length is int(1e30)); nlohmann holds it as the nearest double, which dump() writes
+// as 1e+30. An integral double below 2^127 is written back as its exact digits: those of the
+// file's integer whenever that integer is a double (int(1e30) is, being made from one).
+std::string DumpKeepingBigIntegers(Json j) {
+  std::vector<std::string> digits;
+  const std::function<void(Json&)> mark = [&](Json& v) {
+    if (v.is_structured()) {
+      for (Json& e : v) mark(e);
+      return;
+    }
+    if (!v.is_number_float()) return;
+    const double d = v.get<double>();
+    if (d != std::floor(d) || std::fabs(d) < 0x1p63 || std::fabs(d) >= 0x1p127) return;
+    auto n = static_cast<unsigned __int128>(std::fabs(d));
+    std::string s;
+    do {
+      s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(n % 10)));
+      n /= 10;
+    } while (n != 0);
+    if (d < 0) s.insert(s.begin(), '-');
+    v = "\x01" + std::to_string(digits.size()) + "\x01";  // a placeholder, replaced below
+    digits.push_back(std::move(s));
+  };
+  mark(j);
+  std::string out = DumpJson(j);
+  for (size_t i = 0; i < digits.size(); ++i) {
+    const std::string placeholder = "\"\\u0001" + std::to_string(i) + "\\u0001\"";
+    if (const size_t at = out.find(placeholder); at != std::string::npos) {
+      out.replace(at, placeholder.size(), digits[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<Json> TokenizerInfo(const std::string& tokenizer_dir,
@@ -236,7 +275,9 @@ HttpReply HandleTokenizerInfo(const ServerContext& ctx) {
     r.status = 404;
     return r;
   }
-  return HttpReply::Json(ctx.tokenizer_info);
+  HttpReply r = HttpReply::Json(Json::object());
+  r.body = DumpKeepingBigIntegers(ctx.tokenizer_info);
+  return r;
 }
 
 }  // namespace cpm
