@@ -106,13 +106,12 @@ void RaiseListenBacklog(int port) {
   }
 }
 
-HttpReply Loading() {
-  ApiError e;
-  e.status = 503;
-  e.type = "ServiceUnavailableError";
-  e.message = "Loading model";
-  return HttpReply::Error(e);
+// A 503 ServiceUnavailableError with `message` (the model loading, the server shutting down).
+HttpReply Unavailable503(const std::string& message) {
+  return HttpReply::Error(ApiErrorFromStatus(Unavailable(message)));
 }
+
+HttpReply Loading() { return Unavailable503("Loading model"); }
 
 // The reason phrase uvicorn's access log prints after a status code.
 const char* ReasonPhrase(int status) {
@@ -307,6 +306,12 @@ void HttpServer::CloseIdleConnections() {
 
 namespace {
 
+// FastAPI's 404 (a route vLLM registers only when a flag asks for it, asked for while off, too).
+void RouteOff(httplib::Response& res) {
+  res.status = 404;
+  res.set_content(R"({"detail":"Not Found"})", "application/json");
+}
+
 // FastAPI's (vLLM's) answers for a request no route took: a path known with a trailing slash
 // too many or too few is a 307 to the route (Starlette's redirect_slashes), a known path with
 // another method a 405 naming its methods, else a 404. (/metrics is a mount: no redirect.)
@@ -339,14 +344,7 @@ void NotRouted(const HttpServer::RouteList& routes, const httplib::Request& req,
     res.body.clear();
     return;
   }
-  res.status = 404;
-  res.set_content(R"({"detail":"Not Found"})", "application/json");
-}
-
-// A route vLLM registers only when a flag asks for it, asked for while off: FastAPI's 404.
-void RouteOff(httplib::Response& res) {
-  res.status = 404;
-  res.set_content(R"({"detail":"Not Found"})", "application/json");
+  RouteOff(res);
 }
 
 }  // namespace
@@ -364,6 +362,11 @@ namespace {
 
 // Every fixed-path route vLLM registers, those behind a flag included (UpdateRoutes leaves out
 // those off); the routes with a path parameter are TemplatedRoutes().
+// FastAPI's documentation routes (off with --disable-fastapi-docs; not in their own document).
+bool IsDocsRoute(const std::string& path) {
+  return path == "/openapi.json" || path == "/docs" || path == "/redoc";
+}
+
 HttpServer::RouteList FixedRoutes() {
   return {{"/health", "GET"},          {"/ping", "GET, POST"},
           {"/version", "GET"},         {"/metrics", "GET"},
@@ -401,9 +404,10 @@ void HttpServer::EnableTokenizerInfo() {
 void HttpServer::UpdateRoutes() {
   routes_.clear();
   for (auto& route : FixedRoutes()) {
-    const bool docs = route.first == "/openapi.json" || route.first == "/docs" ||
-                      route.first == "/redoc";
-    if ((docs && !docs_) || (route.first == "/tokenizer_info" && !tokenizer_info_)) continue;
+    if ((IsDocsRoute(route.first) && !docs_) ||
+        (route.first == "/tokenizer_info" && !tokenizer_info_)) {
+      continue;
+    }
     routes_.push_back(std::move(route));
   }
 }
@@ -430,11 +434,7 @@ void HttpServer::InstallRoutes() {
       });
     };
     if (shutting_down_.load()) {
-      ApiError e;
-      e.status = 503;
-      e.type = "ServiceUnavailableError";
-      e.message = "The server is shutting down";
-      Apply(HttpReply::Error(e), res);
+      Apply(Unavailable503("The server is shutting down"), res);
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -588,9 +588,7 @@ void HttpServer::InstallRoutes() {
     if (!docs_) return RouteOff(res);
     RouteList routes;
     for (const auto& route : ServedRoutes()) {
-      if (route.first != "/openapi.json" && route.first != "/docs" && route.first != "/redoc") {
-        routes.push_back(route);
-      }
+      if (!IsDocsRoute(route.first)) routes.push_back(route);
     }
     res.set_content(OpenApiJson(routes), "application/json");
   });

@@ -696,13 +696,12 @@ int RunServe(const ServeConfig& config) {
 
   ThreadPool pool(c.threads);
   Loaded loaded;
-  if (Status s = LoadAll(c, pool, *memory, &loaded); !s.ok()) {
-    const std::string msg = s.message();
-    stop.loading.store(false);  // a signal now must not turn the failure into a status 0
+  const Status load = LoadAll(c, pool, *memory, &loaded);
+  stop.loading.store(false);  // from here a signal is counted (a failed load keeps status 1)
+  if (!load.ok()) {
     finish(1);
-    return Fail(msg);
+    return Fail(load.message());
   }
-  stop.loading.store(false);
   if (stop.received.load() > 0) {
     loaded.engine->Shutdown();
     return finish(0);
