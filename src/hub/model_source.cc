@@ -41,10 +41,12 @@ bool Offline() {
 }
 
 // vLLM's VLLM_USE_MODELSCOPE sends repository ids to ModelScope, which cpmserve cannot reach.
+// vLLM reads it as on only when it is "true" in any case (envs.py); "1" leaves it off there.
 void WarnIfModelScope() {
   const char* v = std::getenv("VLLM_USE_MODELSCOPE");
-  const std::string s = v == nullptr ? "" : v;
-  if (s.empty() || s == "0" || s == "false" || s == "False") return;
+  std::string s = v == nullptr ? "" : v;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s != "true") return;
   CPM_LOG_WARN("VLLM_USE_MODELSCOPE is set: cpmserve reads the Hugging Face hub (or its cache) "
                "only, not ModelScope");
 }

@@ -226,7 +226,9 @@ TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
   fs::create_directories(repo / "snapshots");
   fs::copy(dir_, repo / "snapshots" / commit, fs::copy_options::recursive);
   std::ofstream(repo / "refs" / "main") << commit;
-  const std::vector<std::string> env = {"HF_HUB_CACHE=" + cache.string(), "HF_HUB_OFFLINE=1"};
+  // VLLM_USE_MODELSCOPE=1 is off in vLLM (only "true" turns it on): no ModelScope warning.
+  const std::vector<std::string> env = {"HF_HUB_CACHE=" + cache.string(), "HF_HUB_OFFLINE=1",
+                                        "VLLM_USE_MODELSCOPE=1"};
   ServerProcess p;
   ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, "org/tiny-model", Args({}), env));
   ASSERT_TRUE(p.WaitReady()) << p.Log();
@@ -235,6 +237,7 @@ TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
   EXPECT_EQ(models["data"][0]["id"], "org/tiny-model");
   EXPECT_EQ(models["data"][0]["root"], "org/tiny-model");
   EXPECT_NE(p.Log().find((repo / "snapshots" / commit).string()), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Log().find("VLLM_USE_MODELSCOPE"), std::string::npos) << p.Log();
   EXPECT_EQ(p.Stop(SIGTERM), 0);
 
   // A missing folder fails before the port opens (no "listening on" line).
@@ -276,8 +279,10 @@ TEST_F(ServerLifecycle, AHubRepositoryIdServesFromTheHubCache) {
   ServerProcess other_revision;
   ASSERT_TRUE(other_revision.Start(CPM_CPMSERVE_BIN, "org/tiny-model",
                                    Args({"--revision", "v2", "--download-dir", cache.string()}),
-                                   {"HF_HUB_OFFLINE=1"}));
+                                   {"HF_HUB_OFFLINE=1", "VLLM_USE_MODELSCOPE=True"}));
   EXPECT_EQ(other_revision.Wait(30), 1);
+  EXPECT_NE(other_revision.Log().find("VLLM_USE_MODELSCOPE is set"), std::string::npos)
+      << other_revision.Log();
   EXPECT_NE(other_revision.Log().find("(revision v2) is not in the Hugging Face cache " +
                                       cache.string()),
             std::string::npos)
