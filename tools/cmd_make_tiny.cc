@@ -24,6 +24,7 @@ struct MakeTinyArgs {
   bool untied = false;
   bool real_heads = false;
   std::string ternary;  // "", "tensor", "row" or inputs per scale
+  std::string dims_of;  // a published model folder whose config gives the shapes
 };
 
 // --ternary SCALE: tensor | row | 32 | 64 | 128 | 256.
@@ -82,7 +83,20 @@ int RunMakeTiny(const MakeTinyArgs& a) {
     return 2;
   }
   Status s;
-  if (a.arch == "minicpm4") {
+  if (!a.dims_of.empty()) {
+    if (a.arch != "minicpm4") {
+      std::fprintf(stderr, "make-tiny: --dims-of writes MiniCPM4 / BitCPM4 checkpoints, not "
+                           "--arch %s\n",
+                   a.arch.c_str());
+      return 2;
+    }
+    if (a.real_heads || a.untied) {
+      std::fprintf(stderr, "make-tiny: --dims-of takes every shape and the head's tying from "
+                           "the folder's config: not with --real-heads or --untied\n");
+      return 2;
+    }
+    s = WriteMiniCpmWithDimsOf(a.dims_of, o);
+  } else if (a.arch == "minicpm4") {
     s = WriteTokenizer(a.out_dir, TinyTokenizerFamily::kSentencePieceBpe, "<|im_end|>", &o);
     if (s.ok()) s = WriteTinyMiniCpm(o);
   } else if (a.arch == "minicpmv4_6") {
@@ -97,7 +111,12 @@ int RunMakeTiny(const MakeTinyArgs& a) {
     std::fprintf(stderr, "make-tiny: %s\n", s.ToString().c_str());
     return 1;
   }
-  CPM_LOG_INFO("wrote a tiny {} checkpoint to {}", a.arch, a.out_dir);
+  if (a.dims_of.empty()) {
+    CPM_LOG_INFO("wrote a tiny {} checkpoint to {}", a.arch, a.out_dir);
+  } else {
+    CPM_LOG_INFO("wrote a random checkpoint with the dimensions of {} to {}", a.dims_of,
+                 a.out_dir);
+  }
   return 0;
 }
 
@@ -118,6 +137,10 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ternary", args->ternary,
                   "BitCPM4-style ternary layer weights with a scale per: tensor, row, 32, 64, "
                   "128 or 256 inputs");
+  cmd->add_option("--dims-of", args->dims_of,
+                  "MODEL_DIR: random weights at the dimensions of this MiniCPM4 / BitCPM4 "
+                  "folder's config.json (its weights are not read), with its config, tokenizer "
+                  "and template files copied: the released sizes without a download");
   cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
 }
 

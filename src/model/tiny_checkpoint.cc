@@ -10,9 +10,12 @@
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
 #include "kernels/ternary.h"
+#include "model/minicpm_config.h"
 
 namespace cpm {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Draws a tensor from N(mean, std) and encodes it in `dtype`.
 std::string RandomTensor(std::mt19937_64& rng, int64_t n, double mean, double std, DType dtype) {
@@ -30,10 +33,58 @@ std::string RandomTensor(std::mt19937_64& rng, int64_t n, double mean, double st
   return bytes;
 }
 
+// The tensor shapes of a MiniCPMForCausalLM checkpoint.
+struct MiniCpmShape {
+  int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+  bool tied;
+};
+
+// Random weights of `s`'s shapes into o.out_dir, each tensor drawn in name order from one
+// generator seeded with o.seed.
+Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o) {
+  if (o.ternary_group > 0 && o.storage != DType::kBF16) {
+    return InvalidArgument("make-tiny: ternary weights are stored as bf16 (BitCPM4's format)");
+  }
+  const int64_t hidden = s.hidden, heads = s.heads, kv_heads = s.kv_heads, head_dim = s.head_dim,
+                ffn = s.ffn;
+  std::mt19937_64 rng(o.seed);
+  SafetensorsWriter w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::string bytes = RandomTensor(rng, n, mean, std, o.storage);
+    if (o.ternary_group > 0 && shape.size() == 2 && name.find(".layers.") != std::string::npos) {
+      kernels::FakeQuantizeTernary(reinterpret_cast<uint16_t*>(bytes.data()), shape[0], shape[1],
+                                   o.ternary_group, o.ternary_per_tensor);
+    }
+    w.Add(name, o.storage, shape, std::move(bytes));
+  };
+  // Embedding spread: wide enough for peaked logits through the tied head, small enough that
+  // the layers (not the input token alone) decide the next token.
+  add("model.embed_tokens.weight", {s.vocab, hidden}, 0.0, 0.3);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const double in_std = 1.0 / std::sqrt(static_cast<double>(hidden));
+    add(p + "input_layernorm.weight", {hidden}, 1.0, 0.1);
+    add(p + "self_attn.q_proj.weight", {heads * head_dim, hidden}, 0.0, 2.0 * in_std);
+    add(p + "self_attn.k_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 2.0 * in_std);
+    // Branch outputs comparable to the scaled embedding (|h| ~ 12), so every layer matters.
+    add(p + "self_attn.v_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 3.0 * in_std);
+    add(p + "self_attn.o_proj.weight", {hidden, heads * head_dim}, 0.0, 3.0 * in_std);
+    add(p + "post_attention_layernorm.weight", {hidden}, 1.0, 0.1);
+    add(p + "mlp.gate_proj.weight", {ffn, hidden}, 0.0, 2.0 * in_std);
+    add(p + "mlp.up_proj.weight", {ffn, hidden}, 0.0, 3.0 * in_std);
+    add(p + "mlp.down_proj.weight", {hidden, ffn}, 0.0, 3.0 / std::sqrt(static_cast<double>(ffn)));
+  }
+  add("model.norm.weight", {hidden}, 1.0, 0.1);
+  if (!s.tied) add("lm_head.weight", {s.vocab, hidden}, 0.0, 1.0);
+  if (o.num_shards > 1) return w.WriteSharded(o.out_dir, o.num_shards);
+  return w.Write((fs::path(o.out_dir) / "model.safetensors").string());
+}
+
 }  // namespace
 
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
-  namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
@@ -76,42 +127,45 @@ Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
   if (!o.tie_word_embeddings) config["tie_word_embeddings"] = false;
   CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "config.json").string(), config.dump(2)));
 
-  if (o.ternary_group > 0 && o.storage != DType::kBF16) {
-    return InvalidArgument("make-tiny: ternary weights are stored as bf16 (BitCPM4's format)");
+  return WriteMiniCpmWeights({hidden, layers, heads, kv_heads, head_dim, ffn, o.vocab_size,
+                              o.tie_word_embeddings},
+                             o);
+}
+
+Status WriteMiniCpmWithDimsOf(const std::string& model_dir, const TinyCheckpointOptions& o) {
+  const fs::path src(model_dir), config_path = src / "config.json";
+  CPM_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(config_path.string()));
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  const auto arch = json.is_object() ? json.find("architectures") : json.end();
+  if (!json.is_object() || arch == json.end() || !arch->is_array() || arch->empty() ||
+      (*arch)[0] != "MiniCPMForCausalLM") {
+    return InvalidArgument(config_path.string() +
+                           ": architectures must be [\"MiniCPMForCausalLM\"] (make-tiny "
+                           "--dims-of writes MiniCPM4 / BitCPM4 checkpoints)");
   }
-  std::mt19937_64 rng(o.seed);
-  SafetensorsWriter w;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::string bytes = RandomTensor(rng, n, mean, std, o.storage);
-    if (o.ternary_group > 0 && shape.size() == 2 && name.find(".layers.") != std::string::npos) {
-      kernels::FakeQuantizeTernary(reinterpret_cast<uint16_t*>(bytes.data()), shape[0], shape[1],
-                                   o.ternary_group, o.ternary_per_tensor);
+  CPM_ASSIGN_OR_RETURN(const MiniCpmConfig c, ParseMiniCpmConfig(text, config_path.string()));
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
+  // Everything but weights: the config, tokenizer files, chat template, generation config.
+  for (const auto& e : fs::directory_iterator(src, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.find(".safetensors") != std::string::npos ||
+        name.ends_with(".bin") || name.ends_with(".pt") || name.ends_with(".pth") ||
+        name.ends_with(".gguf")) {
+      continue;
     }
-    w.Add(name, o.storage, shape, std::move(bytes));
-  };
-  // Embedding spread: wide enough for peaked logits through the tied head, small enough that
-  // the layers (not the input token alone) decide the next token.
-  add("model.embed_tokens.weight", {o.vocab_size, hidden}, 0.0, 0.3);
-  for (int64_t l = 0; l < layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    const double in_std = 1.0 / std::sqrt(static_cast<double>(hidden));
-    add(p + "input_layernorm.weight", {hidden}, 1.0, 0.1);
-    add(p + "self_attn.q_proj.weight", {heads * head_dim, hidden}, 0.0, 2.0 * in_std);
-    add(p + "self_attn.k_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 2.0 * in_std);
-    // Branch outputs comparable to the scaled embedding (|h| ~ 12), so every layer matters.
-    add(p + "self_attn.v_proj.weight", {kv_heads * head_dim, hidden}, 0.0, 3.0 * in_std);
-    add(p + "self_attn.o_proj.weight", {hidden, heads * head_dim}, 0.0, 3.0 * in_std);
-    add(p + "post_attention_layernorm.weight", {hidden}, 1.0, 0.1);
-    add(p + "mlp.gate_proj.weight", {ffn, hidden}, 0.0, 2.0 * in_std);
-    add(p + "mlp.up_proj.weight", {ffn, hidden}, 0.0, 3.0 * in_std);
-    add(p + "mlp.down_proj.weight", {hidden, ffn}, 0.0, 3.0 / std::sqrt(static_cast<double>(ffn)));
+    const fs::path to = fs::path(o.out_dir) / name;
+    fs::copy_file(e.path(), to, fs::copy_options::overwrite_existing, ec);
+    // A read-only source (a shared or cached folder) must not make the copy unwritable.
+    if (!ec) fs::permissions(to, fs::perms::owner_write, fs::perm_options::add, ec);
+    if (ec) return InvalidArgument(e.path().string() + ": cannot copy: " + ec.message());
   }
-  add("model.norm.weight", {hidden}, 1.0, 0.1);
-  if (!o.tie_word_embeddings) add("lm_head.weight", {o.vocab_size, hidden}, 0.0, 1.0);
-  if (o.num_shards > 1) return w.WriteSharded(o.out_dir, o.num_shards);
-  return w.Write((fs::path(o.out_dir) / "model.safetensors").string());
+  if (ec) return InvalidArgument(model_dir + ": cannot list: " + ec.message());
+  return WriteMiniCpmWeights({c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                              c.num_key_value_heads, c.head_dim, c.intermediate_size, c.vocab_size,
+                              c.tie_word_embeddings},
+                             o);
 }
 
 }  // namespace cpm

@@ -1,5 +1,6 @@
-// Writes small random checkpoints with the real tensor names, layouts and config keys of an
-// architecture, for tests and demos (`cpmserve make-tiny`). Deterministic for a seed.
+// Writes random checkpoints with the real tensor names, layouts and config keys of an
+// architecture, for tests and demos (`cpmserve make-tiny`): small ones, or MiniCPM4 at a
+// published config's full dimensions. Deterministic for a seed.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +37,13 @@ struct TinyCheckpointOptions {
 // real_heads: hidden 512, 8 heads / 1 KV head of 64, FFN 512), LongRoPE with short != long and
 // original_max (64) < max_position_embeddings (256).
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
+
+// MiniCPMForCausalLM at the dimensions of `model_dir`'s config.json (a published model folder;
+// weights there are not read): its config, tokenizer files, chat template and generation
+// config copied into options.out_dir beside random weights drawn as WriteTinyMiniCpm draws
+// them, at the config's shapes. For checks at the released sizes (numerics against the numpy
+// reference, memory, speed from a file) where the weights cannot be downloaded. The options'
+// vocab_size, token ids, tie and real_heads are not used: the config's hold.
+Status WriteMiniCpmWithDimsOf(const std::string& model_dir, const TinyCheckpointOptions& options);
 
 }  // namespace cpm

@@ -349,6 +349,13 @@ def scenario_cli_errors(s):
     # vLLM's sampling ranges: 0 < top_p <= 1, 0 <= min_p <= 1.
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--top-p", "0"], "top_p must be in (0, 1]")
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--min-p", "2"], "--min-p")
+    # make-tiny --dims-of: MiniCPM4 / BitCPM4 configs only, every shape from the config.
+    tiny = [s.binary, "make-tiny", os.path.join(s.tmp, "dims")]
+    expect_failure(tiny + ["--dims-of", os.path.join(SHARED_MODELS, "MiniCPM-V-4.6")],
+                   os.path.join("MiniCPM-V-4.6", "config.json"), "MiniCPMForCausalLM")
+    expect_failure(tiny + ["--dims-of", os.path.join(s.tmp, "missing")],
+                   os.path.join("missing", "config.json"))
+    expect_failure(tiny + ["--dims-of", m2, "--real-heads"], "--dims-of")
 
 
 def scenario_hybrid_generate(s):
@@ -535,6 +542,56 @@ def scenario_real_heads_vision(s):
         ref = json.load(f)
     check_features("real_heads_vision", feats, ref_feats)
     check("real_heads_vision", eng, ref, F32_BOUNDS)
+
+
+SHARED_MODELS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "models"))
+
+
+def folded(dump):
+    """The dump with each sequence's generated tokens folded into its prompt (teacher forcing):
+    one reference forward then scores every row, where rerunning it for each generated token
+    would take minutes at the released sizes; top-1 agreement on every row is greedy agreement."""
+    return {"sequences": [{"prompt_ids": q["prompt_ids"] + q["generated_ids"][:-1],
+                           "generated_ids": [], "logprobs": q["logprobs"]}
+                          for q in dump["sequences"]]}
+
+
+def scenario_released_dims(s):
+    # MiniCPM4-0.5B's released dimensions with random weights (`make-tiny --dims-of` on the
+    # published config and tokenizer files): 24 layers, hidden 1024, FFN 4096, 16 query heads
+    # of 64 over 2 KV heads, LongRoPE's 32 factor pairs, a 73448-token tied head (its last
+    # panel partial), muP scalings. The prompt is prefilled in chunks of 13 (paged attention
+    # across blocks) and 6 tokens are decoded (the decode kernels).
+    m = os.path.join(s.tmp, "released")
+    run([s.binary, "make-tiny", "--dims-of", os.path.join(SHARED_MODELS, "MiniCPM4-0.5B"), m,
+         "--seed", "67"])
+    prompts = prompts_of([40], vocab=73448, seed=61)
+    refs = {}
+
+    def reference(dump, dtype):
+        ids = dump["sequences"][0]["prompt_ids"]
+        if (tuple(ids), dtype) not in refs:
+            refs[(tuple(ids), dtype)] = s.reference(m, [ids], 0, "--dtype", dtype,
+                                                    tag=f"ref_{dtype}_{len(refs)}")
+        return refs[(tuple(ids), dtype)]
+
+    f32 = folded(s.engine(m, prompts, 6, "--dtype", "float32", "--prefill-chunk", "13", tag="f32"))
+    check("released_dims_f32", f32, reference(f32, "float64"), F32_BOUNDS)
+    # bf16: random weights at this depth amplify rounding (the bf16-emulating reference itself
+    # lands ~1e-2 nats of KL from float64, top-20 log-probs up to ~1 apart), so the bf16 engine
+    # is held to that reference's own distance from float64: a bf16 engine as faithful as a
+    # bf16 PyTorch model.
+    bf16 = folded(s.engine(m, prompts, 6, "--dtype", "bfloat16", "--prefill-chunk", "13", tag="bf16"))
+    ref64 = reference(bf16, "float64")
+    engine = compare_logprobs.compare(bf16, ref64, tie_tol=TIE_TOL)["overall"]
+    emulated = compare_logprobs.compare(reference(bf16, "bfloat16"), ref64, tie_tol=TIE_TOL)["overall"]
+    print(f"[released_dims_bf16] against float64: engine kl_mean={engine['kl_mean']:.3e} "
+          f"top1={engine['top1']:.4f} top5={engine['top5_overlap']:.4f}; bf16 reference "
+          f"kl_mean={emulated['kl_mean']:.3e} top1={emulated['top1']:.4f} "
+          f"top5={emulated['top5_overlap']:.4f}")
+    if engine["kl_mean"] > 2 * emulated["kl_mean"] or engine["top1"] < emulated["top1"] - 0.05:
+        sys.exit("[released_dims_bf16] FAILED: the bf16 engine is further from float64 than "
+                 "twice the bf16 reference's distance")
 
 
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
