@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "commands.h"
+#include "model/dims_of_checkpoint.h"
 #include "model/tiny_checkpoint.h"
 #include "model/tiny_minicpmv46.h"
 #include "tokenizer/tiny_tokenizer.h"
@@ -25,6 +26,7 @@ struct MakeTinyArgs {
   bool real_heads = false;
   std::string ternary;  // "", "tensor", "row" or inputs per scale
   std::string dims_of;  // a published model folder whose config gives the shapes
+  bool arch_given = false;
 };
 
 // --ternary SCALE: tensor | row | 32 | 64 | 128 | 256.
@@ -84,18 +86,13 @@ int RunMakeTiny(const MakeTinyArgs& a) {
   }
   Status s;
   if (!a.dims_of.empty()) {
-    if (a.arch != "minicpm4") {
-      std::fprintf(stderr, "make-tiny: --dims-of writes MiniCPM4 / BitCPM4 checkpoints, not "
-                           "--arch %s\n",
-                   a.arch.c_str());
+    if (a.arch_given || a.real_heads || a.untied) {
+      std::fprintf(stderr, "make-tiny: --dims-of takes the architecture, every shape and the "
+                           "head's tying from the folder's config: not with --arch, "
+                           "--real-heads or --untied\n");
       return 2;
     }
-    if (a.real_heads || a.untied) {
-      std::fprintf(stderr, "make-tiny: --dims-of takes every shape and the head's tying from "
-                           "the folder's config: not with --real-heads or --untied\n");
-      return 2;
-    }
-    s = WriteMiniCpmWithDimsOf(a.dims_of, o);
+    s = WriteCheckpointWithDimsOf(a.dims_of, o);
   } else if (a.arch == "minicpm4") {
     s = WriteTokenizer(a.out_dir, TinyTokenizerFamily::kSentencePieceBpe, "<|im_end|>", &o);
     if (s.ok()) s = WriteTinyMiniCpm(o);
@@ -125,7 +122,9 @@ int RunMakeTiny(const MakeTinyArgs& a) {
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
   CLI::App* cmd = app.add_subcommand("make-tiny", "write a tiny random checkpoint for tests");
-  cmd->add_option("--arch", args->arch, "architecture: minicpm4 | minicpmv4_6")->capture_default_str();
+  CLI::Option* arch =
+      cmd->add_option("--arch", args->arch, "architecture: minicpm4 | minicpmv4_6")
+          ->capture_default_str();
   cmd->add_option("out_dir", args->out_dir, "output directory")->required();
   cmd->add_option("--seed", args->seed, "random seed")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "storage dtype: bfloat16, float32, float16")
@@ -138,10 +137,14 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
                   "BitCPM4-style ternary layer weights with a scale per: tensor, row, 32, 64, "
                   "128 or 256 inputs");
   cmd->add_option("--dims-of", args->dims_of,
-                  "MODEL_DIR: random weights at the dimensions of this MiniCPM4 / BitCPM4 "
-                  "folder's config.json (its weights are not read), with its config, tokenizer "
-                  "and template files copied: the released sizes without a download");
-  cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
+                  "MODEL_DIR: random weights at the dimensions of this MiniCPM4 / BitCPM4 / "
+                  "MiniCPM-V-4.6 folder's config.json (its weights are not read), with its "
+                  "config, tokenizer and template files copied: the released sizes without a "
+                  "download");
+  cmd->callback([args, arch, exit_code] {
+    args->arch_given = arch->count() > 0;
+    *exit_code = RunMakeTiny(*args);
+  });
 }
 
 }  // namespace cpm

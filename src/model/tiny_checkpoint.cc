@@ -10,7 +10,6 @@
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
 #include "kernels/ternary.h"
-#include "model/minicpm_config.h"
 
 namespace cpm {
 namespace {
@@ -43,7 +42,7 @@ struct MiniCpmShape {
 // generator seeded with o.seed.
 Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o) {
   if (o.ternary_group > 0 && o.storage != DType::kBF16) {
-    return InvalidArgument("make-tiny: ternary weights are stored as bf16 (BitCPM4's format)");
+    return InvalidArgument("ternary weights are stored as bf16 (BitCPM4's format)");
   }
   const int64_t hidden = s.hidden, heads = s.heads, kv_heads = s.kv_heads, head_dim = s.head_dim,
                 ffn = s.ffn;
@@ -132,36 +131,7 @@ Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
                              o);
 }
 
-Status WriteMiniCpmWithDimsOf(const std::string& model_dir, const TinyCheckpointOptions& o) {
-  const fs::path src(model_dir), config_path = src / "config.json";
-  CPM_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(config_path.string()));
-  const auto json = nlohmann::json::parse(text, nullptr, false);
-  const auto arch = json.is_object() ? json.find("architectures") : json.end();
-  if (!json.is_object() || arch == json.end() || !arch->is_array() || arch->empty() ||
-      (*arch)[0] != "MiniCPMForCausalLM") {
-    return InvalidArgument(config_path.string() +
-                           ": architectures must be [\"MiniCPMForCausalLM\"] (make-tiny "
-                           "--dims-of writes MiniCPM4 / BitCPM4 checkpoints)");
-  }
-  CPM_ASSIGN_OR_RETURN(const MiniCpmConfig c, ParseMiniCpmConfig(text, config_path.string()));
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec) return InvalidArgument(o.out_dir + ": cannot create: " + ec.message());
-  // Everything but weights: the config, tokenizer files, chat template, generation config.
-  for (const auto& e : fs::directory_iterator(src, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.find(".safetensors") != std::string::npos ||
-        name.ends_with(".bin") || name.ends_with(".pt") || name.ends_with(".pth") ||
-        name.ends_with(".gguf")) {
-      continue;
-    }
-    const fs::path to = fs::path(o.out_dir) / name;
-    fs::copy_file(e.path(), to, fs::copy_options::overwrite_existing, ec);
-    // A read-only source (a shared or cached folder) must not make the copy unwritable.
-    if (!ec) fs::permissions(to, fs::perms::owner_write, fs::perm_options::add, ec);
-    if (ec) return InvalidArgument(e.path().string() + ": cannot copy: " + ec.message());
-  }
-  if (ec) return InvalidArgument(model_dir + ": cannot list: " + ec.message());
+Status WriteMiniCpmWeightsOf(const MiniCpmConfig& c, const TinyCheckpointOptions& o) {
   return WriteMiniCpmWeights({c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
                               c.num_key_value_heads, c.head_dim, c.intermediate_size, c.vocab_size,
                               c.tie_word_embeddings},

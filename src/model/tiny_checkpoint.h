@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/minicpm_config.h"
 #include "tensor/dtype.h"
 
 namespace cpm {
@@ -38,12 +39,8 @@ struct TinyCheckpointOptions {
 // original_max (64) < max_position_embeddings (256).
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
 
-// MiniCPMForCausalLM at the dimensions of `model_dir`'s config.json (a published model folder;
-// weights there are not read): its config, tokenizer files, chat template and generation
-// config copied into options.out_dir beside random weights drawn as WriteTinyMiniCpm draws
-// them, at the config's shapes. For checks at the released sizes (numerics against the numpy
-// reference, memory, speed from a file) where the weights cannot be downloaded. The options'
-// vocab_size, token ids, tie and real_heads are not used: the config's hold.
-Status WriteMiniCpmWithDimsOf(const std::string& model_dir, const TinyCheckpointOptions& options);
+// Random weights of `config`'s shapes into options.out_dir, drawn as WriteTinyMiniCpm draws
+// them (the config file itself is the caller's: see dims_of_checkpoint.h).
+Status WriteMiniCpmWeightsOf(const MiniCpmConfig& config, const TinyCheckpointOptions& options);
 
 }  // namespace cpm

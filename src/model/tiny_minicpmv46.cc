@@ -157,6 +157,40 @@ void AddDecoderLayer(TensorSink& s, const std::string& p, bool full, const TinyQ
   s.Normal(p + "mlp.down_proj.weight", {D, F}, 0.0, 2.0 / std::sqrt(static_cast<double>(F)));
 }
 
+// The weights of a checkpoint of `d`'s text dimensions (layer l full attention iff full[l]),
+// with `vision`'s tower, the merger and the MTP head when given (MiniCPM-V-4.6's names), else a
+// plain Qwen3.5 LM's; each tensor drawn in name order from one generator seeded with o.seed.
+Status WriteQwen35Weights(const TinyCheckpointOptions& o, const TinyQwen35Dims& d,
+                          const std::vector<bool>& full, const MiniCpmV46VisionConfig* vision) {
+  namespace fs = std::filesystem;
+  const std::string prefix = vision != nullptr ? "model.language_model." : "model.";
+  TensorSink s(o.seed, o.storage);
+  const int64_t D = d.hidden_size;
+  // Embedding spread wide enough for peaked logits through the tied head.
+  s.Normal(prefix + "embed_tokens.weight", {o.vocab_size, D}, 0.0, 0.5);
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
+    AddDecoderLayer(s, prefix + "layers." + std::to_string(l) + ".", full[l], d);
+  }
+  s.Normal(prefix + "norm.weight", {D}, 0.0, 0.1);
+  if (!o.tie_word_embeddings) s.Normal("lm_head.weight", {o.vocab_size, D}, 0.0, 0.5);
+  if (vision != nullptr) {
+    for (const NamedShape& t : MiniCpmV46VisionTensors(*vision, D)) {
+      const bool is_norm_weight = t.shape.size() == 1 && t.name.find("norm") != std::string::npos &&
+                                  t.name.ends_with(".weight");
+      if (is_norm_weight) s.Normal(t.name, t.shape, 1.0, 0.05);
+      else s.Normal(t.name, t.shape, 0.0, t.shape.size() == 1 ? 0.02 : 0.5 / std::sqrt(double(t.shape.back())));
+    }
+    // MTP head (Qwen3.5 multi-token prediction): fc over [embedding | hidden], one full layer.
+    s.Normal("mtp.fc.weight", {D, 2 * D}, 0.0, 0.1);
+    s.Normal("mtp.pre_fc_norm_embedding.weight", {D}, 0.0, 0.1);
+    s.Normal("mtp.pre_fc_norm_hidden.weight", {D}, 0.0, 0.1);
+    AddDecoderLayer(s, "mtp.layers.0.", true, d);
+    s.Normal("mtp.norm.weight", {D}, 0.0, 0.1);
+  }
+  if (o.num_shards > 1) return s.writer().WriteSharded(o.out_dir, o.num_shards);
+  return s.writer().Write((fs::path(o.out_dir) / "model.safetensors").string());
+}
+
 }  // namespace
 
 Status WriteTinyQwen35(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) {
@@ -222,31 +256,9 @@ Status WriteTinyQwen35(const TinyCheckpointOptions& o, const TinyQwen35Dims& d) 
     CPM_RETURN_IF_ERROR(WriteTextFile((fs::path(o.out_dir) / "preprocessor_config.json").string(), pre.dump(2)));
   }
 
-  TensorSink s(o.seed, o.storage);
-  const int64_t D = d.hidden_size;
-  // Embedding spread wide enough for peaked logits through the tied head.
-  s.Normal(prefix + "embed_tokens.weight", {o.vocab_size, D}, 0.0, 0.5);
-  for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
-    AddDecoderLayer(s, prefix + "layers." + std::to_string(l) + ".", (l + 1) % 4 == 0, d);
-  }
-  s.Normal(prefix + "norm.weight", {D}, 0.0, 0.1);
-  if (!o.tie_word_embeddings) s.Normal("lm_head.weight", {o.vocab_size, D}, 0.0, 0.5);
-  if (d.minicpmv) {
-    for (const NamedShape& t : MiniCpmV46VisionTensors(vision, D)) {
-      const bool is_norm_weight = t.shape.size() == 1 && t.name.find("norm") != std::string::npos &&
-                                  t.name.ends_with(".weight");
-      if (is_norm_weight) s.Normal(t.name, t.shape, 1.0, 0.05);
-      else s.Normal(t.name, t.shape, 0.0, t.shape.size() == 1 ? 0.02 : 0.5 / std::sqrt(double(t.shape.back())));
-    }
-    // MTP head (Qwen3.5 multi-token prediction): fc over [embedding | hidden], one full layer.
-    s.Normal("mtp.fc.weight", {D, 2 * D}, 0.0, 0.1);
-    s.Normal("mtp.pre_fc_norm_embedding.weight", {D}, 0.0, 0.1);
-    s.Normal("mtp.pre_fc_norm_hidden.weight", {D}, 0.0, 0.1);
-    AddDecoderLayer(s, "mtp.layers.0.", true, d);
-    s.Normal("mtp.norm.weight", {D}, 0.0, 0.1);
-  }
-  if (o.num_shards > 1) return s.writer().WriteSharded(o.out_dir, o.num_shards);
-  return s.writer().Write((fs::path(o.out_dir) / "model.safetensors").string());
+  std::vector<bool> full(d.num_hidden_layers);
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l) full[l] = (l + 1) % 4 == 0;
+  return WriteQwen35Weights(o, d, full, d.minicpmv ? &vision : nullptr);
 }
 
 Status WriteTinyMiniCpmV46(const TinyCheckpointOptions& options) {
@@ -263,6 +275,27 @@ Status WriteTinyMiniCpmV46(const TinyCheckpointOptions& options) {
     d.linear_value_head_dim = 128;
   }
   return WriteTinyQwen35(options, d);
+}
+
+Status WriteMiniCpmV46WeightsOf(const Qwen35Config& text, const MiniCpmV46VisionConfig& vision,
+                                const TinyCheckpointOptions& options) {
+  TinyQwen35Dims d;
+  d.hidden_size = text.hidden_size;
+  d.num_hidden_layers = text.num_hidden_layers;
+  d.num_attention_heads = text.num_attention_heads;
+  d.num_key_value_heads = text.num_key_value_heads;
+  d.head_dim = text.head_dim;
+  d.intermediate_size = text.intermediate_size;
+  d.linear_num_key_heads = text.linear_num_key_heads;
+  d.linear_num_value_heads = text.linear_num_value_heads;
+  d.linear_key_head_dim = text.linear_key_head_dim;
+  d.linear_value_head_dim = text.linear_value_head_dim;
+  d.linear_conv_kernel_dim = text.linear_conv_kernel_dim;
+  d.max_position_embeddings = text.max_position_embeddings;
+  TinyCheckpointOptions o = options;
+  o.vocab_size = text.vocab_size;
+  o.tie_word_embeddings = text.tie_word_embeddings;
+  return WriteQwen35Weights(o, d, text.full_attention, &vision);
 }
 
 }  // namespace cpm

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "model/qwen35_config.h"
 #include "model/tiny_checkpoint.h"
 
 namespace cpm {
@@ -38,5 +39,11 @@ Status WriteTinyMiniCpmV46(const TinyCheckpointOptions& options);
 
 // The same with explicit text dimensions (tests use other head ratios and the flat layout).
 Status WriteTinyQwen35(const TinyCheckpointOptions& options, const TinyQwen35Dims& dims);
+
+// Random weights of `text`'s and `vision`'s shapes (MiniCPM-V-4.6's names, the MTP head
+// included) into options.out_dir, drawn as WriteTinyMiniCpmV46 draws them; vocab_size and the
+// head's tying from `text` (the config file itself is the caller's: see dims_of_checkpoint.h).
+Status WriteMiniCpmV46WeightsOf(const Qwen35Config& text, const MiniCpmV46VisionConfig& vision,
+                                const TinyCheckpointOptions& options);
 
 }  // namespace cpm

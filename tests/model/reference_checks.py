@@ -349,13 +349,18 @@ def scenario_cli_errors(s):
     # vLLM's sampling ranges: 0 < top_p <= 1, 0 <= min_p <= 1.
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--top-p", "0"], "top_p must be in (0, 1]")
     expect_failure([s.binary, "generate", "--model", m2, "--prompt-ids", "1,2", "--min-p", "2"], "--min-p")
-    # make-tiny --dims-of: MiniCPM4 / BitCPM4 configs only, every shape from the config.
+    # make-tiny --dims-of: MiniCPM4 / BitCPM4 / MiniCPM-V-4.6 configs, every shape from there.
     tiny = [s.binary, "make-tiny", os.path.join(s.tmp, "dims")]
-    expect_failure(tiny + ["--dims-of", os.path.join(SHARED_MODELS, "MiniCPM-V-4.6")],
-                   os.path.join("MiniCPM-V-4.6", "config.json"), "MiniCPMForCausalLM")
+    cfg["architectures"] = ["Qwen3_5ForCausalLM"]
+    with open(os.path.join(m, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    expect_failure(tiny + ["--dims-of", m], os.path.join(m, "config.json"), "'architectures'")
     expect_failure(tiny + ["--dims-of", os.path.join(s.tmp, "missing")],
                    os.path.join("missing", "config.json"))
     expect_failure(tiny + ["--dims-of", m2, "--real-heads"], "--dims-of")
+    expect_failure(tiny + ["--dims-of", m2, "--arch", "minicpm4"], "--dims-of")
+    expect_failure(tiny + ["--dims-of", os.path.join(SHARED_MODELS, "MiniCPM-V-4.6"), "--ternary", "row"],
+                   "ternary")
 
 
 def scenario_hybrid_generate(s):
@@ -556,42 +561,56 @@ def folded(dump):
                           for q in dump["sequences"]]}
 
 
-def scenario_released_dims(s):
-    # MiniCPM4-0.5B's released dimensions with random weights (`make-tiny --dims-of` on the
-    # published config and tokenizer files): 24 layers, hidden 1024, FFN 4096, 16 query heads
-    # of 64 over 2 KV heads, LongRoPE's 32 factor pairs, a 73448-token tied head (its last
-    # panel partial), muP scalings. The prompt is prefilled in chunks of 13 (paged attention
-    # across blocks) and 6 tokens are decoded (the decode kernels).
-    m = os.path.join(s.tmp, "released")
-    run([s.binary, "make-tiny", "--dims-of", os.path.join(SHARED_MODELS, "MiniCPM4-0.5B"), m,
-         "--seed", "67"])
-    prompts = prompts_of([40], vocab=73448, seed=61)
-    refs = {}
+def common_prefix(a, b):
+    """Both folded single-sequence dumps cut to their common token prefix: row t depends on
+    tokens 0..t only, so the rows there compare whatever each run generated later."""
+    ia, ib = a["sequences"][0]["prompt_ids"], b["sequences"][0]["prompt_ids"]
+    n = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
+    return tuple({"sequences": [{"prompt_ids": d["sequences"][0]["prompt_ids"][:n], "generated_ids": [],
+                                 "logprobs": d["sequences"][0]["logprobs"][:n]}]} for d in (a, b))
 
-    def reference(dump, dtype):
-        ids = dump["sequences"][0]["prompt_ids"]
-        if (tuple(ids), dtype) not in refs:
-            refs[(tuple(ids), dtype)] = s.reference(m, [ids], 0, "--dtype", dtype,
-                                                    tag=f"ref_{dtype}_{len(refs)}")
-        return refs[(tuple(ids), dtype)]
 
-    f32 = folded(s.engine(m, prompts, 6, "--dtype", "float32", "--prefill-chunk", "13", tag="f32"))
-    check("released_dims_f32", f32, reference(f32, "float64"), F32_BOUNDS)
+def released_dims_check(s, name, release, vocab, script):
+    """The engine on random weights at `release`'s dimensions (`make-tiny --dims-of` on the
+    published config and tokenizer files) against the numpy reference `script`: a 40-token
+    prompt prefilled in chunks of 13 (paged attention across blocks, recurrent state carried
+    between chunks) and 6 decoded tokens (the decode kernels), in float32 and bfloat16."""
+    m = os.path.join(s.tmp, name)
+    run([s.binary, "make-tiny", "--dims-of", os.path.join(SHARED_MODELS, release), m, "--seed", "67"])
+    prompts = prompts_of([40], vocab=vocab, seed=61)
+    f32 = folded(s.engine(m, prompts, 6, "--dtype", "float32", "--prefill-chunk", "13", tag=f"{name}_f32"))
+    ids = f32["sequences"][0]["prompt_ids"]
+    ref64 = s.reference(m, [ids], 0, script=script, tag=f"{name}_ref64")
+    check(f"{name}_f32", f32, ref64, F32_BOUNDS)
     # bf16: random weights at this depth amplify rounding (the bf16-emulating reference itself
-    # lands ~1e-2 nats of KL from float64, top-20 log-probs up to ~1 apart), so the bf16 engine
-    # is held to that reference's own distance from float64: a bf16 engine as faithful as a
-    # bf16 PyTorch model.
-    bf16 = folded(s.engine(m, prompts, 6, "--dtype", "bfloat16", "--prefill-chunk", "13", tag="bf16"))
-    ref64 = reference(bf16, "float64")
-    engine = compare_logprobs.compare(bf16, ref64, tie_tol=TIE_TOL)["overall"]
-    emulated = compare_logprobs.compare(reference(bf16, "bfloat16"), ref64, tie_tol=TIE_TOL)["overall"]
-    print(f"[released_dims_bf16] against float64: engine kl_mean={engine['kl_mean']:.3e} "
+    # lands 1e-2 to 1e-1 nats of KL from float64), so the bf16 engine is held to that reference's
+    # own distance from float64: a bf16 engine as faithful as a bf16 PyTorch model. Its rows are
+    # compared up to the first token it generated differently from the float32 run.
+    bf16 = folded(s.engine(m, prompts, 6, "--dtype", "bfloat16", "--prefill-chunk", "13", tag=f"{name}_bf16"))
+    ref16 = s.reference(m, [ids], 0, "--dtype", "bfloat16", script=script, tag=f"{name}_ref16")
+    engine = compare_logprobs.compare(*common_prefix(bf16, ref64), tie_tol=TIE_TOL)["overall"]
+    emulated = compare_logprobs.compare(ref16, ref64, tie_tol=TIE_TOL)["overall"]
+    print(f"[{name}_bf16] against float64 ({engine['rows']} rows): engine kl_mean={engine['kl_mean']:.3e} "
           f"top1={engine['top1']:.4f} top5={engine['top5_overlap']:.4f}; bf16 reference "
           f"kl_mean={emulated['kl_mean']:.3e} top1={emulated['top1']:.4f} "
           f"top5={emulated['top5_overlap']:.4f}")
     if engine["kl_mean"] > 2 * emulated["kl_mean"] or engine["top1"] < emulated["top1"] - 0.05:
-        sys.exit("[released_dims_bf16] FAILED: the bf16 engine is further from float64 than "
-                 "twice the bf16 reference's distance")
+        sys.exit(f"[{name}_bf16] FAILED: the bf16 engine is further from float64 than twice the "
+                 "bf16 reference's distance")
+
+
+def scenario_released_dims(s):
+    # MiniCPM4-0.5B: 24 layers, hidden 1024, FFN 4096, 16 query heads of 64 over 2 KV heads,
+    # LongRoPE's 32 factor pairs, muP scalings, a 73448-token tied head (its last panel partial).
+    released_dims_check(s, "minicpm4", "MiniCPM4-0.5B", 73448, "minicpm_ref.py")
+
+
+def scenario_released_dims_hybrid(s):
+    # MiniCPM-V-4.6's language model: 18 Gated DeltaNet layers (16 + 16 heads of 128, a 4-tap
+    # convolution) and 6 gated full-attention layers (8 query heads of 256 over 2 KV heads, 64
+    # rotary dims), FFN 3584, a 248094-token tied head; the vision tower is written and loaded
+    # at its size too (27 layers of 1152), though this text-only prompt does not run it.
+    released_dims_check(s, "minicpmv46", "MiniCPM-V-4.6", 248094, "qwen35_ref.py")
 
 
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}

@@ -329,7 +329,7 @@ def check_vision_weights(c, W):
 
 def load_model(model_dir):
     """-> (config, all weights as float64, preprocessor config); vision and text weights checked."""
-    c, W = Q.load_model(model_dir)
+    c, W = Q.load_model(model_dir, text_only=False)
     check_vision_weights(c, W)
     return c, W, preprocessor_config(model_dir)
 

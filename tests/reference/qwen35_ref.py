@@ -143,9 +143,10 @@ def lm_head(c, W):
     return W[prefix_of(W) + "embed_tokens.weight"]
 
 
-def load_model(model_dir):
+def load_model(model_dir, text_only=True):
+    """-> (config, weights as float64); text_only: the IGNORED_PREFIXES tensors left unread."""
     c = safetensors_np.load_config(model_dir)
-    W = safetensors_np.load_weights(model_dir)
+    W = safetensors_np.load_weights(model_dir, skip_prefixes=IGNORED_PREFIXES if text_only else ())
     check_weights(c, W)
     return c, W
 

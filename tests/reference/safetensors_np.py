@@ -77,8 +77,10 @@ def read_safetensors(path, names=None):
     return out
 
 
-def load_weights(model_dir):
-    """Model directory -> {name: float64 ndarray}, single-file or sharded."""
+def load_weights(model_dir, skip_prefixes=()):
+    """Model directory -> {name: float64 ndarray}, single-file or sharded; tensors whose names
+    start with one of `skip_prefixes` are not read (a text model's reference skips a vision
+    tower: gigabytes as float64 at the released sizes)."""
     index_path = os.path.join(model_dir, "model.safetensors.index.json")
     single_path = os.path.join(model_dir, "model.safetensors")
     if os.path.exists(index_path):
@@ -86,7 +88,8 @@ def load_weights(model_dir):
             weight_map = json.load(f)["weight_map"]
         by_file = {}
         for name, fname in weight_map.items():
-            by_file.setdefault(fname, set()).add(name)
+            if not name.startswith(tuple(skip_prefixes)):
+                by_file.setdefault(fname, set()).add(name)
         weights = {}
         for fname in sorted(by_file):
             shard = read_safetensors(os.path.join(model_dir, fname), names=by_file[fname])
@@ -96,7 +99,11 @@ def load_weights(model_dir):
             weights.update(shard)
         return weights
     if os.path.exists(single_path):
-        return read_safetensors(single_path)
+        if not skip_prefixes:
+            return read_safetensors(single_path)
+        header = read_safetensors_header(single_path)[0]
+        return read_safetensors(single_path, names={n for n in header
+                                                    if not n.startswith(tuple(skip_prefixes))})
     raise FileNotFoundError(f"{model_dir}: neither model.safetensors nor model.safetensors.index.json")
 
 

@@ -364,6 +364,9 @@ def test_safetensors_and_cli(tmp):
         ok = set(back) == set(T) and all(back[n].dtype == np.float64 and close(back[n], stored[n], 0) for n in T)
         check(ok and close(back["c"], T["c"], 1e-2 * np.abs(T["c"]).max()),
               f"safetensors: F32/F16/BF16 round trip, {'single file' if shards == 1 else 'sharded index'}")
+        some = safetensors_np.load_weights(d, skip_prefixes=("a", "c"))
+        check(set(some) == {"b"} and close(some["b"], stored["b"], 0),
+              f"safetensors: skip_prefixes leaves those tensors unread, {'single file' if shards == 1 else 'sharded index'}")
     with open(os.path.join(tmp, "st1", "model.safetensors"), "r+b") as f:
         f.truncate(os.path.getsize(f.name) - 4)
     try:
