@@ -44,33 +44,37 @@ Isa LayoutIsa(PackedLayout l) {
              : Isa::kAvx512;
 }
 
-// Weight element (row r, column c of W, i.e. output feature r, input c) as stored.
-template <typename T>
-T At(const LinearWeight& w, int64_t r, int64_t c) {
-  return static_cast<const T*>(w.data)[r * w.in_features + c];
-}
-
-// Scalar packing (once per weight at load; ~1 ns per element).
+// Scalar packing (once per weight at load), written in the packed order: the stores stream and
+// the reads stay within `width` rows of W, in L1. (In W's order every store touched another
+// cache line: ~8 ns per element, 3.5 s of MiniCPM4-0.5B's 5.4 s load.)
 template <typename T>
 void PackPanels(const LinearWeight& w, PackedWeight* pw) {
-  T* dst = pw->data.as<T>();
-  const int64_t width = pw->width, half = width / 2, k = w.in_features;
+  const T* src = static_cast<const T*>(w.data);
+  const int64_t width = pw->width, half = width / 2, n = w.out_features, k = w.in_features;
+  const int64_t k_rows = pw->panel_elems / width;  // k, or k rounded up to even for pairs
   const bool pairs = pw->layout == PackedLayout::kPanel32Bf16Pairs;
-  for (int64_t p = 0; p < pw->num_panels; ++p) {
-    T* panel = dst + p * pw->panel_elems;
-    for (int64_t j = 0; j < width; ++j) {
-      const int64_t r = p * width + j;
-      for (int64_t c = 0; c < (pairs ? pw->panel_elems / width : k); ++c) {
-        const T v = (r < w.out_features && c < k) ? At<T>(w, r, c) : T{0};
-        int64_t idx;
-        if (pairs) {
-          idx = (c / 2) * width * 2 + j * 2 + (c & 1);  // [k/2][width][2]
-        } else if constexpr (sizeof(T) == 2) {
-          idx = c * width + (j < half ? 2 * j : 2 * (j - half) + 1);  // lanes (j, j + half)
-        } else {
-          idx = c * width + j;
+  T* out = pw->data.as<T>();
+  for (int64_t r0 = 0; r0 < pw->num_panels * width; r0 += width) {
+    // W's element (row r0 + j, column c), zero past its edges (a partial last panel, odd k).
+    const auto at = [&](int64_t j, int64_t c) {
+      return r0 + j < n && c < k ? src[(r0 + j) * k + c] : T{0};
+    };
+    if (pairs) {  // [k/2][width][2]
+      for (int64_t c = 0; c < k_rows; c += 2) {
+        for (int64_t j = 0; j < width; ++j) {
+          *out++ = at(j, c);
+          *out++ = at(j, c + 1);
         }
-        panel[idx] = v;
+      }
+      continue;
+    }
+    // [k][width]: 16-bit lanes hold columns (j, j + half) side by side for the widening loads.
+    for (int64_t c = 0; c < k_rows; ++c) {
+      for (int64_t lane = 0; lane < width; ++lane) {
+        const int64_t j = sizeof(T) == 2 && lane % 2 == 1 ? half + lane / 2
+                          : sizeof(T) == 2                ? lane / 2
+                                                          : lane;
+        *out++ = at(j, c);
       }
     }
   }
