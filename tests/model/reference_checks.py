@@ -603,6 +603,25 @@ def scenario_released_dims(s):
     # MiniCPM4-0.5B: 24 layers, hidden 1024, FFN 4096, 16 query heads of 64 over 2 KV heads,
     # LongRoPE's 32 factor pairs, muP scalings, a 73448-token tied head (its last panel partial).
     released_dims_check(s, "minicpm4", "MiniCPM4-0.5B", 73448, "minicpm_ref.py")
+    # BitCPM4-0.5B (the same dimensions, ternary layers with a scale per row): the 2-bit kernels
+    # rebuild the very bf16 values, so the run equals the bf16 kernels' (CPM_TERNARY=0) bit for bit.
+    m = os.path.join(s.tmp, "bitcpm4")
+    run([s.binary, "make-tiny", "--dims-of", os.path.join(SHARED_MODELS, "MiniCPM4-0.5B"), m,
+         "--ternary", "row", "--seed", "71"])
+    p = subprocess.run([s.binary, "generate", "--model", m, "--prompt-ids", "5,6", "--max-tokens", "1"],
+                       capture_output=True, text=True)
+    if "Ternary weights (BitCPM4): 168 of 169" not in p.stderr:
+        sys.exit(f"[released_dims] BitCPM4: the layers were not packed as ternary:\n{p.stderr}")
+    prompts = prompts_of([40], vocab=73448, seed=73)
+    two_bit = s.engine(m, prompts, 6, "--prefill-chunk", "13", tag="bitcpm4_2bit")
+    os.environ["CPM_TERNARY"] = "0"
+    try:
+        bf16 = s.engine(m, prompts, 6, "--prefill-chunk", "13", tag="bitcpm4_bf16")
+    finally:
+        os.environ.pop("CPM_TERNARY", None)
+    if two_bit != bf16:
+        sys.exit("[released_dims] BitCPM4: the 2-bit kernels differ from the bf16 kernels")
+    print("[released_dims] BitCPM4: the 2-bit kernels' run is the bf16 kernels' bit for bit")
 
 
 def scenario_released_dims_hybrid(s):
