@@ -1,5 +1,6 @@
 // `cpmserve make-tiny --arch minicpm4 OUT_DIR`: a small random checkpoint with the real tensor
-// names, layout and config keys, plus tokenizer files, for tests and demos.
+// names, layout and config keys, plus tokenizer files, for tests and demos; `--dims-of
+// MODEL_DIR`: one at a published folder's full dimensions, beside a copy of its files.
 #include <cstdio>
 #include <string>
 
@@ -27,6 +28,7 @@ struct MakeTinyArgs {
   std::string ternary;  // "", "tensor", "row" or inputs per scale
   std::string dims_of;  // a published model folder whose config gives the shapes
   bool arch_given = false;
+  bool dims_of_given = false;
 };
 
 // --ternary SCALE: tensor | row | 32 | 64 | 128 | 256.
@@ -85,7 +87,11 @@ int RunMakeTiny(const MakeTinyArgs& a) {
     return 2;
   }
   Status s;
-  if (!a.dims_of.empty()) {
+  if (a.dims_of_given) {
+    if (a.dims_of.empty()) {
+      std::fprintf(stderr, "make-tiny: --dims-of needs a model folder\n");
+      return 2;
+    }
     if (a.arch_given || a.real_heads || a.untied) {
       std::fprintf(stderr, "make-tiny: --dims-of takes the architecture, every shape and the "
                            "head's tying from the folder's config: not with --arch, "
@@ -108,7 +114,7 @@ int RunMakeTiny(const MakeTinyArgs& a) {
     std::fprintf(stderr, "make-tiny: %s\n", s.ToString().c_str());
     return 1;
   }
-  if (a.dims_of.empty()) {
+  if (!a.dims_of_given) {
     CPM_LOG_INFO("wrote a tiny {} checkpoint to {}", a.arch, a.out_dir);
   } else {
     CPM_LOG_INFO("wrote a random checkpoint with the dimensions of {} to {}", a.dims_of,
@@ -121,7 +127,8 @@ int RunMakeTiny(const MakeTinyArgs& a) {
 
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
-  CLI::App* cmd = app.add_subcommand("make-tiny", "write a tiny random checkpoint for tests");
+  CLI::App* cmd = app.add_subcommand(
+      "make-tiny", "write a random checkpoint for tests: tiny, or at a released model's size");
   CLI::Option* arch =
       cmd->add_option("--arch", args->arch, "architecture: minicpm4 | minicpmv4_6")
           ->capture_default_str();
@@ -136,13 +143,14 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ternary", args->ternary,
                   "BitCPM4-style ternary layer weights with a scale per: tensor, row, 32, 64, "
                   "128 or 256 inputs");
-  cmd->add_option("--dims-of", args->dims_of,
-                  "MODEL_DIR: random weights at the dimensions of this MiniCPM4 / BitCPM4 / "
-                  "MiniCPM-V-4.6 folder's config.json (its weights are not read), with its "
-                  "config, tokenizer and template files copied: the released sizes without a "
-                  "download");
-  cmd->callback([args, arch, exit_code] {
+  CLI::Option* dims_of = cmd->add_option(
+      "--dims-of", args->dims_of,
+      "MODEL_DIR: random weights at the dimensions of this MiniCPM4 / BitCPM4 / MiniCPM-V-4.6 "
+      "folder's config.json (its weights are not read), with its config, tokenizer and template "
+      "files copied into a new OUT_DIR: the released sizes without a download");
+  cmd->callback([args, arch, dims_of, exit_code] {
     args->arch_given = arch->count() > 0;
+    args->dims_of_given = dims_of->count() > 0;
     *exit_code = RunMakeTiny(*args);
   });
 }

@@ -46,6 +46,7 @@ Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o
   }
   const int64_t hidden = s.hidden, heads = s.heads, kv_heads = s.kv_heads, head_dim = s.head_dim,
                 ffn = s.ffn;
+  CPM_RETURN_IF_ERROR(RemoveSafetensorsWeights(o.out_dir));
   std::mt19937_64 rng(o.seed);
   SafetensorsWriter w;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
@@ -82,6 +83,22 @@ Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o
 }
 
 }  // namespace
+
+Status RemoveSafetensorsWeights(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> old;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("model") &&
+        (name.ends_with(".safetensors") || name == "model.safetensors.index.json")) {
+      old.push_back(e.path());
+    }
+  }
+  for (const fs::path& f : old) {
+    if (!fs::remove(f, ec) && ec) return InvalidArgument(f.string() + ": cannot remove: " + ec.message());
+  }
+  return OkStatus();  // a folder that cannot be listed fails at the write, naming the file
+}
 
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {
   std::error_code ec;

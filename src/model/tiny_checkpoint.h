@@ -1,6 +1,6 @@
 // Writes random checkpoints with the real tensor names, layouts and config keys of an
-// architecture, for tests and demos (`cpmserve make-tiny`): small ones, or MiniCPM4 at a
-// published config's full dimensions. Deterministic for a seed.
+// architecture, for tests and demos (`cpmserve make-tiny`): small ones, and the weights at a
+// published config's full dimensions (dims_of_checkpoint.h). Deterministic for a seed.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,11 @@ struct TinyCheckpointOptions {
 // real_heads: hidden 512, 8 heads / 1 KV head of 64, FFN 512), LongRoPE with short != long and
 // original_max (64) < max_position_embeddings (256).
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
+
+// Removes `dir`'s safetensors weights (model.safetensors, model-*-of-*.safetensors and the
+// index), which the weight writers do first: a checkpoint written again into a folder must not
+// be read beside the shards or index of the one before.
+Status RemoveSafetensorsWeights(const std::string& dir);
 
 // Random weights of `config`'s shapes into options.out_dir, drawn as WriteTinyMiniCpm draws
 // them (the config file itself is the caller's: see dims_of_checkpoint.h).

@@ -164,6 +164,7 @@ Status WriteQwen35Weights(const TinyCheckpointOptions& o, const TinyQwen35Dims& 
                           const std::vector<bool>& full, const MiniCpmV46VisionConfig* vision) {
   namespace fs = std::filesystem;
   const std::string prefix = vision != nullptr ? "model.language_model." : "model.";
+  CPM_RETURN_IF_ERROR(RemoveSafetensorsWeights(o.out_dir));
   TensorSink s(o.seed, o.storage);
   const int64_t D = d.hidden_size;
   // Embedding spread wide enough for peaked logits through the tied head.

@@ -361,6 +361,18 @@ def scenario_cli_errors(s):
     expect_failure(tiny + ["--dims-of", m2, "--arch", "minicpm4"], "--dims-of")
     expect_failure(tiny + ["--dims-of", os.path.join(SHARED_MODELS, "MiniCPM-V-4.6"), "--ternary", "row"],
                    "ternary")
+    expect_failure(tiny + ["--dims-of", ""], "--dims-of")
+    expect_failure([s.binary, "make-tiny", m2, "--dims-of", os.path.join(SHARED_MODELS, "MiniCPM4-0.5B")],
+                   m2, "not empty")
+    with open(os.path.join(m, "config.json"), "w") as f:
+        f.write("{bad")
+    expect_failure(tiny + ["--dims-of", m], os.path.join(m, "config.json"), "not valid JSON")
+    # A checkpoint written again into its folder replaces the earlier one's shards and index.
+    resharded = s.make_tiny("m2", "--dtype", "float32", "--shards", "2")
+    s.make_tiny("m2", "--dtype", "float32", seed=5)
+    left = sorted(f for f in os.listdir(resharded) if "safetensors" in f)
+    if left != ["model.safetensors"]:
+        sys.exit(f"make-tiny over a sharded checkpoint left {left}")
 
 
 def scenario_hybrid_generate(s):
@@ -561,15 +573,6 @@ def folded(dump):
                           for q in dump["sequences"]]}
 
 
-def common_prefix(a, b):
-    """Both folded single-sequence dumps cut to their common token prefix: row t depends on
-    tokens 0..t only, so the rows there compare whatever each run generated later."""
-    ia, ib = a["sequences"][0]["prompt_ids"], b["sequences"][0]["prompt_ids"]
-    n = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
-    return tuple({"sequences": [{"prompt_ids": d["sequences"][0]["prompt_ids"][:n], "generated_ids": [],
-                                 "logprobs": d["sequences"][0]["logprobs"][:n]}]} for d in (a, b))
-
-
 def released_dims_check(s, name, release, vocab, script):
     """The engine on random weights at `release`'s dimensions (`make-tiny --dims-of` on the
     published config and tokenizer files) against the numpy reference `script`: a 40-token
@@ -578,25 +581,34 @@ def released_dims_check(s, name, release, vocab, script):
     m = os.path.join(s.tmp, name)
     run([s.binary, "make-tiny", "--dims-of", os.path.join(SHARED_MODELS, release), m, "--seed", "67"])
     prompts = prompts_of([40], vocab=vocab, seed=61)
+    refs = {}
+
+    def reference(dump, dtype):  # over the dump's own (folded) tokens, each run once
+        ids = dump["sequences"][0]["prompt_ids"]
+        if (tuple(ids), dtype) not in refs:
+            refs[(tuple(ids), dtype)] = s.reference(m, [ids], 0, "--dtype", dtype, script=script,
+                                                    tag=f"{name}_ref_{dtype}_{len(refs)}")
+        return refs[(tuple(ids), dtype)]
+
     f32 = folded(s.engine(m, prompts, 6, "--dtype", "float32", "--prefill-chunk", "13", tag=f"{name}_f32"))
-    ids = f32["sequences"][0]["prompt_ids"]
-    ref64 = s.reference(m, [ids], 0, script=script, tag=f"{name}_ref64")
-    check(f"{name}_f32", f32, ref64, F32_BOUNDS)
+    check(f"{name}_f32", f32, reference(f32, "float64"), F32_BOUNDS)
     # bf16: random weights at this depth amplify rounding (the bf16-emulating reference itself
     # lands 1e-2 to 1e-1 nats of KL from float64), so the bf16 engine is held to that reference's
-    # own distance from float64: a bf16 engine as faithful as a bf16 PyTorch model. Its rows are
-    # compared up to the first token it generated differently from the float32 run.
+    # own distance from float64 over the same rows (its own generated tokens, so that the decode
+    # rows always count): a bf16 engine as faithful as a bf16 PyTorch model. Top-1 in rows: a
+    # row or two either way is one near-tie at this chaos.
     bf16 = folded(s.engine(m, prompts, 6, "--dtype", "bfloat16", "--prefill-chunk", "13", tag=f"{name}_bf16"))
-    ref16 = s.reference(m, [ids], 0, "--dtype", "bfloat16", script=script, tag=f"{name}_ref16")
-    engine = compare_logprobs.compare(*common_prefix(bf16, ref64), tie_tol=TIE_TOL)["overall"]
-    emulated = compare_logprobs.compare(ref16, ref64, tie_tol=TIE_TOL)["overall"]
-    print(f"[{name}_bf16] against float64 ({engine['rows']} rows): engine kl_mean={engine['kl_mean']:.3e} "
-          f"top1={engine['top1']:.4f} top5={engine['top5_overlap']:.4f}; bf16 reference "
-          f"kl_mean={emulated['kl_mean']:.3e} top1={emulated['top1']:.4f} "
-          f"top5={emulated['top5_overlap']:.4f}")
-    if engine["kl_mean"] > 2 * emulated["kl_mean"] or engine["top1"] < emulated["top1"] - 0.05:
-        sys.exit(f"[{name}_bf16] FAILED: the bf16 engine is further from float64 than twice the "
-                 "bf16 reference's distance")
+    ref64 = reference(bf16, "float64")
+    engine = compare_logprobs.compare(bf16, ref64, tie_tol=TIE_TOL)["overall"]
+    emulated = compare_logprobs.compare(reference(bf16, "bfloat16"), ref64, tie_tol=TIE_TOL)["overall"]
+    rows = engine["rows"]
+    missed, missed_emulated = round((1 - engine["top1"]) * rows), round((1 - emulated["top1"]) * rows)
+    print(f"[{name}_bf16] against float64 over {rows} rows: engine kl_mean={engine['kl_mean']:.3e}, "
+          f"top-1 missed in {missed} rows; bf16 reference kl_mean={emulated['kl_mean']:.3e}, "
+          f"in {missed_emulated}")
+    if engine["kl_mean"] > 2 * emulated["kl_mean"] or missed > missed_emulated + 3:
+        sys.exit(f"[{name}_bf16] FAILED: the bf16 engine is further from float64 than the bf16 "
+                 "reference allows (twice its mean KL, three more top-1 misses)")
 
 
 def scenario_released_dims(s):
