@@ -129,6 +129,19 @@ const char* ReasonPhrase(int status) {
   }
 }
 
+// uvicorn sends every body as the app wrote it, and vLLM's app compresses nothing but /metrics
+// (prometheus_client's app: gzip when the scraper accepts it). Debian's cpp-httplib, built with
+// zlib and brotli, would compress any text reply the client accepts compressed, and an SSE
+// stream then reached the client in one burst when it ended (the compressor flushes at the end):
+// the OpenAI SDKs send Accept-Encoding. So the header is dropped before cpp-httplib reads it as
+// it writes the reply (`req` is its own, non-const Request), or narrowed to gzip for /metrics.
+void KeepRepliesUncompressed(httplib::Request& req) {
+  static const std::regex metrics_path(kMetricsPattern);
+  const bool gzip = req.get_header_value("Accept-Encoding").find("gzip") != std::string::npos;
+  req.headers.erase("Accept-Encoding");
+  if (gzip && std::regex_match(req.path, metrics_path)) req.set_header("Accept-Encoding", "gzip");
+}
+
 }  // namespace
 
 std::string AccessLogLine(const std::string& remote_addr, int remote_port,
@@ -421,6 +434,7 @@ void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    KeepRepliesUncompressed(const_cast<httplib::Request&>(req));
     {
       std::lock_guard<std::mutex> lock(busy_mu_);
       busy_.insert(ConnectionKey(req.remote_addr, req.remote_port, req.local_addr, req.local_port));

@@ -158,6 +158,30 @@ TEST_F(ServerE2E, CompressedBodiesAreNotInflated) {
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
+// Replies go out as written, whatever the client accepts (as uvicorn sends vLLM's): a stream
+// compressed by cpp-httplib reached the client only when it ended, and the OpenAI SDKs send
+// Accept-Encoding. /metrics alone is gzipped for a client that takes gzip (prometheus_client).
+TEST_F(ServerE2E, RepliesAreNotCompressedButMetricsGzipped) {
+  const auto head = [&](const std::string& method, const std::string& path,
+                        const std::string& body) {
+    return e2e::RawHttp(port(),
+                        method + " " + path +
+                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: gzip, deflate, br\r\n"
+                            "Content-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body,
+                        30);
+  };
+  const std::string stream = head(
+      "POST", "/v1/chat/completions",
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true})");
+  EXPECT_NE(stream.find("text/event-stream"), std::string::npos) << stream;
+  EXPECT_EQ(stream.find("Content-Encoding"), std::string::npos) << stream;
+  const std::string json = head("POST", "/v1/completions", R"({"model":"tiny","prompt":"hi","max_tokens":2})");
+  EXPECT_NE(json.find("HTTP/1.1 200"), std::string::npos) << json;
+  EXPECT_EQ(json.find("Content-Encoding"), std::string::npos) << json;
+  EXPECT_NE(head("GET", "/metrics", "").find("Content-Encoding: gzip"), std::string::npos);
+}
+
 // A POST with neither Content-Length nor Transfer-Encoding has an empty body (RFC 9112): it is
 // answered at once, not after the server's 5 s read timeout.
 TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
