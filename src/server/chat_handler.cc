@@ -636,13 +636,15 @@ HttpReply HandleChatCompletions(const ServerContext& ctx, const std::string& bod
   if (job->parse_tools) job->tools = *req->chat.tools;
   job->arrival = arrival;
   job->role = ctx.response_role;
-  if (!req->chat.add_generation_prompt) {
+  if (!req->chat.add_generation_prompt && !req->chat.messages.empty()) {
     const Json& last = req->chat.messages.back();
     if (auto r = last.find("role"); r != last.end() && r->is_string()) job->role = r->get<std::string>();
   }
   job->echo = req->echo;
   job->return_token_ids = req->return_token_ids;
-  if (req->echo) job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
+  if (req->echo && !req->chat.messages.empty()) {
+    job->echo_prefix = EchoedContent(req->chat.messages.back(), job->role);
+  }
   if (!req->sampling.stream) return Complete(ctx, *job, client_gone);
   HttpReply reply;
   reply.content_type = kSseContentType;

@@ -292,7 +292,11 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
         "As of transformers v4.44, default chat template is no longer allowed, so you must "
         "provide a chat template if the tokenizer does not define one.");
   }
-  if (in.messages.empty()) return InvalidArgument("messages: the list must not be empty");
+  // An empty list is the template's to judge, as in vLLM (ChatML renders the generation prompt
+  // alone; a template that needs a user message raises its own 400).
+  if (in.messages.empty() && in.continue_final_message) {
+    return InvalidArgument("continue_final_message: there is no final message to continue");
+  }
   if (in.continue_final_message && in.add_generation_prompt) {
     return InvalidArgument(
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");

@@ -533,7 +533,9 @@ TEST_F(HandlersTest, ChatErrors) {
   EXPECT_EQ(e["error"]["message"], "The model `nope` does not exist.");
   EXPECT_EQ(e["error"]["type"], "NotFoundError");
   EXPECT_EQ(e["error"]["param"], "model");  // vLLM names the parameter where it can
-  Chat(R"({"messages":[]})", &status);
+  // An empty list is the template's to judge (vLLM sets no minimum); continuing a final
+  // message needs one.
+  Chat(R"({"messages":[],"add_generation_prompt":false,"continue_final_message":true})", &status);
   EXPECT_EQ(status, 400);
   e = Chat(R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"tokenize":true}})",
            &status);

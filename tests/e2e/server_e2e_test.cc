@@ -182,6 +182,20 @@ TEST_F(ServerE2E, RepliesAreNotCompressedButMetricsGzipped) {
   EXPECT_NE(head("GET", "/metrics", "").find("Content-Encoding: gzip"), std::string::npos);
 }
 
+// An empty message list is the chat template's to judge, as in vLLM: ChatML renders the
+// generation prompt alone (a template that needs a message raises its own 400); only
+// continue_final_message, which needs a final message, is refused here.
+TEST_F(ServerE2E, EmptyMessagesAreTheTemplatesToJudge) {
+  auto r = e2e::Post(port(), "/v1/chat/completions",
+                     R"({"model":"tiny","messages":[],"max_tokens":2,"echo":true})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = e2e::Post(port(), "/v1/chat/completions",
+                R"({"model":"tiny","messages":[],"max_tokens":2,"add_generation_prompt":false,)"
+                R"("continue_final_message":true})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("no final message to continue"), std::string::npos) << r.body;
+}
+
 // A POST with neither Content-Length nor Transfer-Encoding has an empty body (RFC 9112): it is
 // answered at once, not after the server's 5 s read timeout.
 TEST_F(ServerE2E, BodilessPostsAreAnsweredAtOnce) {
@@ -500,7 +514,9 @@ TEST_F(ServerE2E, ErrorsAreVllmShaped) {
   const std::string chat = "/v1/chat/completions";
   expect_error(e2e::Post(port(), chat, "{oops"), 400, "JSON");
   expect_error(e2e::Post(port(), chat, R"({"messages":"hi"})"), 400, "messages");
-  expect_error(e2e::Post(port(), chat, R"({"messages":[]})"), 400, "empty");
+  expect_error(e2e::Post(port(), chat,
+                         R"({"messages":[],"add_generation_prompt":false,"continue_final_message":true})"),
+               400, "no final message");
   expect_error(e2e::Post(port(), chat, R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})"),
                400, "temperature");
   expect_error(e2e::Post(port(), chat, R"({"messages":[{"role":"user","content":"x"}],"top_p":2})"),
