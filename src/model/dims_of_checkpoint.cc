@@ -77,9 +77,7 @@ Status WriteCheckpointWithDimsOf(const std::string& model_dir, const TinyCheckpo
                                : "";
   if (name == "MiniCPMForCausalLM") {
     CPM_ASSIGN_OR_RETURN(const MiniCpmConfig c, ParseMiniCpmConfig(text, path));
-    if (o.ternary_group > 0 && o.storage != DType::kBF16) {
-      return InvalidArgument("ternary weights are stored as bf16 (BitCPM4's format)");
-    }
+    CPM_RETURN_IF_ERROR(CheckTernaryStorage(o));  // before anything is written
     CPM_RETURN_IF_ERROR(CopyModelFiles(model_dir, o.out_dir));
     CPM_RETURN_IF_ERROR(DeclareStorage(json, o));
     return WriteMiniCpmWeightsOf(c, o);

@@ -41,12 +41,9 @@ struct MiniCpmShape {
 // Random weights of `s`'s shapes into o.out_dir, each tensor drawn in name order from one
 // generator seeded with o.seed.
 Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o) {
-  if (o.ternary_group > 0 && o.storage != DType::kBF16) {
-    return InvalidArgument("ternary weights are stored as bf16 (BitCPM4's format)");
-  }
+  CPM_RETURN_IF_ERROR(CheckTernaryStorage(o));
   const int64_t hidden = s.hidden, heads = s.heads, kv_heads = s.kv_heads, head_dim = s.head_dim,
                 ffn = s.ffn;
-  CPM_RETURN_IF_ERROR(RemoveSafetensorsWeights(o.out_dir));
   std::mt19937_64 rng(o.seed);
   SafetensorsWriter w;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
@@ -78,16 +75,15 @@ Status WriteMiniCpmWeights(const MiniCpmShape& s, const TinyCheckpointOptions& o
   }
   add("model.norm.weight", {hidden}, 1.0, 0.1);
   if (!s.tied) add("lm_head.weight", {s.vocab, hidden}, 0.0, 1.0);
-  if (o.num_shards > 1) return w.WriteSharded(o.out_dir, o.num_shards);
-  return w.Write((fs::path(o.out_dir) / "model.safetensors").string());
+  return WriteCheckpointWeights(w, o);
 }
 
 }  // namespace
 
-Status RemoveSafetensorsWeights(const std::string& dir) {
+Status WriteCheckpointWeights(const SafetensorsWriter& weights, const TinyCheckpointOptions& o) {
   std::error_code ec;
   std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
+  for (const auto& e : fs::directory_iterator(o.out_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("model") &&
         (name.ends_with(".safetensors") || name == "model.safetensors.index.json")) {
@@ -97,7 +93,16 @@ Status RemoveSafetensorsWeights(const std::string& dir) {
   for (const fs::path& f : old) {
     if (!fs::remove(f, ec) && ec) return InvalidArgument(f.string() + ": cannot remove: " + ec.message());
   }
-  return OkStatus();  // a folder that cannot be listed fails at the write, naming the file
+  // A folder that cannot be listed fails at the write, naming the file.
+  if (o.num_shards > 1) return weights.WriteSharded(o.out_dir, o.num_shards);
+  return weights.Write((fs::path(o.out_dir) / "model.safetensors").string());
+}
+
+Status CheckTernaryStorage(const TinyCheckpointOptions& o) {
+  if (o.ternary_group > 0 && o.storage != DType::kBF16) {
+    return InvalidArgument("ternary weights are stored as bf16 (BitCPM4's format)");
+  }
+  return OkStatus();
 }
 
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& o) {

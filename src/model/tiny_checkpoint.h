@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/safetensors.h"
 #include "model/minicpm_config.h"
 #include "tensor/dtype.h"
 
@@ -39,10 +40,13 @@ struct TinyCheckpointOptions {
 // original_max (64) < max_position_embeddings (256).
 Status WriteTinyMiniCpm(const TinyCheckpointOptions& options);
 
-// Removes `dir`'s safetensors weights (model.safetensors, model-*-of-*.safetensors and the
-// index), which the weight writers do first: a checkpoint written again into a folder must not
-// be read beside the shards or index of the one before.
-Status RemoveSafetensorsWeights(const std::string& dir);
+// Writes `weights` into options.out_dir as model.safetensors, or options.num_shards shards with
+// their index, after removing the folder's earlier safetensors weights: a checkpoint written
+// again into a folder must not be read beside the shards or index of the one before.
+Status WriteCheckpointWeights(const SafetensorsWriter& weights, const TinyCheckpointOptions& options);
+
+// Ternary weights are BitCPM4's bf16: any other storage dtype is refused.
+Status CheckTernaryStorage(const TinyCheckpointOptions& options);
 
 // Random weights of `config`'s shapes into options.out_dir, drawn as WriteTinyMiniCpm draws
 // them (the config file itself is the caller's: see dims_of_checkpoint.h).

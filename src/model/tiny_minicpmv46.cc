@@ -162,9 +162,7 @@ void AddDecoderLayer(TensorSink& s, const std::string& p, bool full, const TinyQ
 // plain Qwen3.5 LM's; each tensor drawn in name order from one generator seeded with o.seed.
 Status WriteQwen35Weights(const TinyCheckpointOptions& o, const TinyQwen35Dims& d,
                           const std::vector<bool>& full, const MiniCpmV46VisionConfig* vision) {
-  namespace fs = std::filesystem;
   const std::string prefix = vision != nullptr ? "model.language_model." : "model.";
-  CPM_RETURN_IF_ERROR(RemoveSafetensorsWeights(o.out_dir));
   TensorSink s(o.seed, o.storage);
   const int64_t D = d.hidden_size;
   // Embedding spread wide enough for peaked logits through the tied head.
@@ -188,8 +186,7 @@ Status WriteQwen35Weights(const TinyCheckpointOptions& o, const TinyQwen35Dims& 
     AddDecoderLayer(s, "mtp.layers.0.", true, d);
     s.Normal("mtp.norm.weight", {D}, 0.0, 0.1);
   }
-  if (o.num_shards > 1) return s.writer().WriteSharded(o.out_dir, o.num_shards);
-  return s.writer().Write((fs::path(o.out_dir) / "model.safetensors").string());
+  return WriteCheckpointWeights(s.writer(), o);
 }
 
 }  // namespace
