@@ -129,6 +129,12 @@ const char* ReasonPhrase(int status) {
   }
 }
 
+// Whether `path` is under vLLM's Prometheus mount.
+bool IsMetricsPath(const std::string& path) {
+  static const std::regex metrics_path(kMetricsPattern);
+  return std::regex_match(path, metrics_path);
+}
+
 // uvicorn sends every body as the app wrote it, and vLLM's app compresses nothing but /metrics
 // (prometheus_client's app: gzip when the scraper accepts it). Debian's cpp-httplib, built with
 // zlib and brotli, would compress any text reply the client accepts compressed, and an SSE
@@ -136,10 +142,9 @@ const char* ReasonPhrase(int status) {
 // the OpenAI SDKs send Accept-Encoding. So the header is dropped before cpp-httplib reads it as
 // it writes the reply (`req` is its own, non-const Request), or narrowed to gzip for /metrics.
 void KeepRepliesUncompressed(httplib::Request& req) {
-  static const std::regex metrics_path(kMetricsPattern);
   const bool gzip = req.get_header_value("Accept-Encoding").find("gzip") != std::string::npos;
   req.headers.erase("Accept-Encoding");
-  if (gzip && std::regex_match(req.path, metrics_path)) req.set_header("Accept-Encoding", "gzip");
+  if (gzip && IsMetricsPath(req.path)) req.set_header("Accept-Encoding", "gzip");
 }
 
 }  // namespace
@@ -475,8 +480,7 @@ void HttpServer::InstallRoutes() {
     // vLLM's AuthenticationMiddleware lets every OPTIONS request through (to the router's 405).
     if (req.method == "OPTIONS" ||
         IsAuthorized(api_keys_, req.path, req.get_header_value("Authorization"))) {
-      static const std::regex metrics_path(kMetricsPattern);
-      if (std::regex_match(req.path, metrics_path) &&
+      if (IsMetricsPath(req.path) &&
           !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
         ServeMetrics(req, res);  // any method, HEAD too (its body dropped by cpp-httplib)
         return httplib::Server::HandlerResponse::Handled;
