@@ -1,7 +1,26 @@
 // Error JSON in vLLM's shape, and Status -> HTTP status mapping.
 #include "server/api_error.h"
 
+#include <cctype>
+#include <string_view>
+
 namespace cpm {
+namespace {
+
+// Whether a 400's message is one that vLLM's request models raise while FastAPI parses the
+// body (pydantic's "N validation error(s)" for a field's type or a model validator, a JSON
+// syntax error, a body that is not an object): FastAPI raises those as RequestValidationError,
+// whose vLLM handler types them "Bad Request"; errors raised while serving are
+// "BadRequestError".
+bool IsRequestValidationMessage(std::string_view m) {
+  size_t digits = 0;
+  while (digits < m.size() && std::isdigit(static_cast<unsigned char>(m[digits]))) ++digits;
+  if (digits > 0 && m.substr(digits).starts_with(" validation error")) return true;
+  return m.starts_with("JSON decode error") ||
+         m.starts_with("The request body must be a JSON object");
+}
+
+}  // namespace
 
 ApiError ApiErrorFromStatus(const Status& status) {
   ApiError e;
@@ -10,7 +29,7 @@ ApiError ApiErrorFromStatus(const Status& status) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
       e.status = 400;
-      e.type = "BadRequestError";
+      e.type = IsRequestValidationMessage(e.message) ? "Bad Request" : "BadRequestError";
       break;
     case StatusCode::kNotFound:
       e.status = 404;

@@ -18,7 +18,8 @@ struct ApiError {
   std::optional<std::string> param;
 };
 
-// kInvalidArgument -> 400 BadRequestError, kNotFound -> 404 NotFoundError, kUnauthenticated ->
+// kInvalidArgument -> 400 BadRequestError ("Bad Request" for the body's validation errors, as
+// vLLM's RequestValidationError handler types them), kNotFound -> 404 NotFoundError, kUnauthenticated ->
 // 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501 NotImplementedError,
 // everything else -> 500 InternalServerError.
 ApiError ApiErrorFromStatus(const Status& status);

@@ -317,7 +317,7 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
       Json lp = nullptr;
       if (with_logprobs) {
         lp = {{"content", ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
-                                             job.sampling.logprob_token_ids)}};
+                                             job.sampling.return_tokens_as_token_ids)}};
       }
       // Text held back: the logprobs (or ids) still go out.
       if (delta.empty() && plain) delta["content"] = "";
@@ -348,8 +348,9 @@ void Stream(const ServerContext& ctx, const ChatJob& job, const ClientGoneFn& cl
     c["choices"] = Json::array();
     c["usage"] = StreamUsageJson(UsageJson(static_cast<int64_t>(job.prompt.size()),
                                            run.completion_tokens(),
-                                           job.cached_tokens_details ? run.cached_tokens(true)
-                                                                     : 0));
+                                           job.cached_tokens_details
+                                               ? std::optional(run.cached_tokens(true))
+                                               : std::nullopt));
     AddReasoningTokens(job, generated, &c["usage"]);
     if (!write(SseEvent(c))) return;
   }
@@ -400,7 +401,7 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
     o.token_ids.insert(o.token_ids.end(), u.token_ids.begin(), u.token_ids.end());
     if (job.want_logprobs) {
       for (const Json& e : ChatLogprobEntries(*ctx.tokenizer, u.logprobs, job.top_logprobs,
-                                              job.sampling.logprob_token_ids)) {
+                                              job.sampling.return_tokens_as_token_ids)) {
         o.logprobs.push_back(e);
       }
     }
@@ -487,7 +488,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
   Json r = CompleteResponse(job.id, "chat.completion", job.created, job.model,
                             std::move(choices), static_cast<int64_t>(job.prompt.size()),
                             run.completion_tokens(),
-                            job.cached_tokens_details ? run.cached_tokens(false) : 0);
+                            job.cached_tokens_details ? std::optional(run.cached_tokens(false))
+                                                      : std::nullopt);
   std::vector<std::vector<int32_t>> generated;
   for (Out& o : outs) generated.push_back(std::move(o.token_ids));
   AddReasoningTokens(job, generated, &r["usage"]);

@@ -61,7 +61,8 @@ const std::string& EchoOf(const CompletionJob& job, int index) {
 std::vector<CompletionLogprobs> MakeLogprobs(const ServerContext& ctx, const CompletionJob& job) {
   return std::vector<CompletionLogprobs>(
       job.plans.size(),
-      CompletionLogprobs(*ctx.tokenizer, job.top_logprobs, 0, job.sampling.logprob_token_ids));
+      CompletionLogprobs(*ctx.tokenizer, job.top_logprobs, 0,
+                         job.sampling.return_tokens_as_token_ids));
 }
 
 // Adds an update's log-probs to its choice's: with echo, the prompt's first (unscored) and
@@ -111,8 +112,6 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
   std::vector<CompletionLogprobs> lps = MakeLogprobs(ctx, job);
   std::vector<bool> echoed(job.plans.size(), false);
   std::vector<bool> ids_sent(job.plans.size(), false);  // return_token_ids: prompt ids sent
-  // vLLM's previous_text_lens: characters of generated text sent (the echoed prompt not counted).
-  std::vector<int64_t> sent_len(job.plans.size(), 0);
   // Prompt p's choices share its token count; plans are in choice order.
   auto emit = [&](Json chunk, int index) {
     if (job.continuous_usage) {
@@ -138,7 +137,6 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     Json lp = nullptr;
     bool new_logprobs = false;
     if (job.top_logprobs >= 0) {
-      lps[u.index].StartChunkAt(sent_len[u.index]);
       AppendLogprobs(job, u, &lps[u.index]);
       new_logprobs = lps[u.index].has_delta();
       lp = lps[u.index].TakeDelta();
@@ -147,7 +145,6 @@ void Stream(const ServerContext& ctx, const CompletionJob& job, const ClientGone
     // A choice's last update goes out as one chunk with its finish_reason, as vLLM sends it; a
     // step whose token adds no text yet (a byte held back) still sends one, with text "" (vLLM
     // skips only updates without tokens).
-    sent_len[u.index] += PythonLen(u.text);
     if (!text.empty() || new_logprobs || u.finished || !u.token_ids.empty()) {
       Json chunk = Chunk(job, u.index, text, !text.empty() || new_logprobs ? lp : Json(nullptr),
                          u.finished ? Json(u.finish_reason) : Json(nullptr),

@@ -3,6 +3,7 @@
 // replies carry a producer that the transport runs. No exception leaves a handler.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "server/generation_run.h"
@@ -57,15 +58,16 @@ HttpReply HandleTokenizerInfo(const ServerContext& ctx);
 StatusOr<nlohmann::ordered_json> TokenizerInfo(const std::string& tokenizer_dir,
                                                const std::string& served_chat_template);
 
-// Shared by chat and completions. prompt_tokens_details is {"cached_tokens": n} when n > 0,
-// else null (vLLM's rule under --enable-prompt-tokens-details).
+// Shared by chat and completions. prompt_tokens_details is {"cached_tokens": n} when a count
+// is given (--enable-prompt-tokens-details; 0 too, as vLLM's `is not None`), else null.
 nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
-                                 int64_t cached_tokens = 0);
+                                 std::optional<int64_t> cached_tokens = std::nullopt);
 // A stream's usage as vLLM writes it (exclude_none): without a null prompt_tokens_details.
 nlohmann::ordered_json StreamUsageJson(nlohmann::ordered_json usage);
 // The prompt tokens a run found in the prefix cache, where --enable-prompt-tokens-details asks
-// for them in usage; else 0.
-int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run, bool streamed);
+// for them in usage; else none.
+std::optional<int64_t> ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run,
+                                            bool streamed);
 // The head every response and chunk object starts with: {id, object, created, model}.
 nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, int64_t created,
                                     const std::string& model);
@@ -73,7 +75,8 @@ nlohmann::ordered_json ResponseHead(const std::string& id, const char* object, i
 nlohmann::ordered_json CompleteResponse(const std::string& id, const char* object,
                                         int64_t created, const std::string& model,
                                         nlohmann::ordered_json choices, int64_t prompt_tokens,
-                                        int64_t completion_tokens, int64_t cached_tokens = 0);
+                                        int64_t completion_tokens,
+                                        std::optional<int64_t> cached_tokens = std::nullopt);
 // stop_reason: the matched stop string, the stop token id, or null.
 nlohmann::ordered_json StopReasonJson(const ChoiceUpdate& u);
 int64_t UnixNow();

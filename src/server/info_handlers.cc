@@ -46,7 +46,7 @@ Json ResponseHead(const std::string& id, const char* object, int64_t created,
 
 Json CompleteResponse(const std::string& id, const char* object, int64_t created,
                       const std::string& model, Json choices, int64_t prompt_tokens,
-                      int64_t completion_tokens, int64_t cached_tokens) {
+                      int64_t completion_tokens, std::optional<int64_t> cached_tokens) {
   Json r = ResponseHead(id, object, created, model);
   r["choices"] = std::move(choices);
   r["service_tier"] = nullptr;  // vLLM's chat and completion responses carry both as null
@@ -63,18 +63,21 @@ Json StreamUsageJson(Json usage) {
   return usage;
 }
 
-Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
+               std::optional<int64_t> cached_tokens) {
   Json u;
   u["prompt_tokens"] = prompt_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["completion_tokens"] = completion_tokens;
   u["prompt_tokens_details"] =
-      cached_tokens > 0 ? Json{{"cached_tokens", cached_tokens}} : Json(nullptr);
+      cached_tokens ? Json{{"cached_tokens", *cached_tokens}} : Json(nullptr);
   return u;
 }
 
-int64_t ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run, bool streamed) {
-  return ctx.enable_prompt_tokens_details ? run.cached_tokens(streamed) : 0;
+std::optional<int64_t> ReportedCachedTokens(const ServerContext& ctx, const GenerationRun& run,
+                                            bool streamed) {
+  if (!ctx.enable_prompt_tokens_details) return std::nullopt;
+  return run.cached_tokens(streamed);
 }
 
 Json StopReasonJson(const ChoiceUpdate& u) {

@@ -85,8 +85,13 @@ bool ToBool(const Json& v, bool* out) {
 std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char** why) {
   *why = "a valid integer";
   if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+  // Python's integers have no bounds; vLLM's fields stop at a 64-bit long (seed's ge / le),
+  // which pydantic reports as a bound, not as a type.
+  constexpr const char* kAboveLong = "less than or equal to 9223372036854775807";
+  constexpr const char* kBelowLong = "greater than or equal to -9223372036854775808";
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      *why = kAboveLong;
       return std::nullopt;
     }
     return v.get<int64_t>();
@@ -96,7 +101,14 @@ std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char
     if (std::isfinite(d) && d != std::floor(d)) {
       *why = "a valid integer, got a number with a fractional part";
     }
-    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return std::nullopt;
+    if (!std::isfinite(d) || d != std::floor(d)) return std::nullopt;
+    // An integer beyond int64: the JSON parser holds -9223372036854775809 as the double
+    // -2^63, so that double counts as beyond (a float -2^63 from a client is no seed anyone
+    // sends; the integer -9223372036854775808 stays an integer and passes).
+    if (d >= 0x1p63 || d <= -0x1p63) {
+      *why = d > 0 ? kAboveLong : kBelowLong;
+      return std::nullopt;
+    }
     return static_cast<int64_t>(d);
   }
   if (v.is_string() && form == JsonReader::IntForm::kLax) {
@@ -107,6 +119,10 @@ std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char
     const char* begin = s.data() + plus;
     if (plus && (s.size() < 2 || s[1] == '-')) return std::nullopt;  // "+", "+-5"
     const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), x);
+    if (ec == std::errc::result_out_of_range && end == s.data() + s.size()) {
+      *why = s[0] == '-' ? kBelowLong : kAboveLong;
+      return std::nullopt;
+    }
     if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
     return x;
   }

@@ -41,6 +41,9 @@ int64_t PythonLen(const std::string& s);
 // subsequence; the tokens, the top_logprobs keys and text_offset all see that text.
 std::string CompletionTokenText(const Tokenizer& tok, int32_t id, bool as_token_ids);
 
+// text_offset runs on from token text to token text, so a stream's chunks carry the offsets
+// the whole reply would (vLLM's test_completion_text_offset; its 0.10-0.12 restarted each
+// chunk at the length of the text sent, which lags while a stop string holds text back).
 class CompletionLogprobs {
  public:
   CompletionLogprobs(const Tokenizer& tok, int top, int64_t initial_offset,
@@ -49,8 +52,6 @@ class CompletionLogprobs {
   // Each token's top_logprobs: itself, then the top `top` (-1: the constructor's), at most
   // `limit` entries (-1: no limit).
   void Append(const std::vector<TokenLogprobs>& lps, int top = -1, int limit = -1);
-  // Streams: vLLM starts each chunk's text_offset at the length of the text sent before it.
-  void StartChunkAt(int64_t offset) { offset_ = offset; }
   // A token without a score (an echoed first prompt token): null logprob and top_logprobs.
   void AppendUnscored(int32_t token);
   nlohmann::ordered_json ToJson() const;

@@ -448,7 +448,9 @@ Status ParsePrompts(const Json& p, std::vector<CompletionPrompt>* out) {
     return OkStatus();
   }
   if (!p.is_array()) return TypeError("prompt", expected);
-  if (p.empty()) return InvalidArgument("Prompt cannot be empty.");
+  if (p.empty()) {  // vLLM's newer check covers [] as it does "" (its test_empty_prompt_list)
+    return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
+  }
   if (p[0].is_string()) {
     for (const Json& e : p) {
       if (!e.is_string()) return TypeError("prompt", expected);

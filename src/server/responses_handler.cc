@@ -80,7 +80,7 @@ Json FunctionCallItem(const std::string& id, const std::string& call_id, const s
 }
 
 // The chat usage's prompt_tokens_details.cached_tokens (the internal chat call always asks for
-// it; present when the prefix cache served part of the prompt), else 0.
+// it, so it is there, 0 when the prefix cache served none of the prompt), else 0.
 int64_t CachedTokensOf(const Json& usage) {
   auto d = usage.find("prompt_tokens_details");
   if (d == usage.end() || !d->is_object()) return 0;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "chat/value.h"      // Repr: lists in messages as Python writes them
 #include "server/metrics.h"  // PythonFloat: floats in messages as Python writes them
 
 namespace cpm {
@@ -56,13 +57,13 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
     const protocol::SamplingFields& f, int32_t vocab_size, const Tokenizer* tokenizer) {
   auto rules = std::make_shared<LogitsRules>();
   std::vector<int64_t> out_of_vocab;
+  jinja::ValueList not_ids;  // keys int() refuses, shown as Python's repr of their list
   std::unordered_map<int64_t, size_t> bias_index;  // id → its entry in rules->logit_bias
   for (const auto& [key, bias] : f.logit_bias) {
     const std::optional<int64_t> id = TokenIdKey(key);
     if (!id) {
-      return InvalidArgument(
-                 fmt::format("logit_bias: invalid literal for int() with base 10: '{}'", key))
-          .WithParam("logit_bias");
+      not_ids.push_back(jinja::Value::String(key));
+      continue;
     }
     if (*id < 0 || *id >= vocab_size) {
       out_of_vocab.push_back(*id);
@@ -77,6 +78,12 @@ StatusOr<std::shared_ptr<const LogitsRules>> ResolveLogitsRules(
     } else {
       rules->logit_bias[at->second].second = value;
     }
+  }
+  if (!not_ids.empty()) {
+    return InvalidArgument("logit_bias contains key(s) that cannot be converted to integer "
+                           "token IDs: " +
+                           jinja::Value::List(std::move(not_ids)).Repr())
+        .WithParam("logit_bias");
   }
   if (!out_of_vocab.empty()) {
     return InvalidArgument(fmt::format(
@@ -199,11 +206,19 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     if (s.empty()) return InvalidArgument("stop cannot contain an empty string.");
   }
   r.stop = f.stop;
+  std::vector<int64_t> stop_out_of_vocab;
   for (int64_t id : f.stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
-      return InvalidArgument(fmt::format("stop_token_ids: token id {} is out of vocabulary", id));
+      stop_out_of_vocab.push_back(id);
+    } else {
+      r.stop_token_ids.push_back(static_cast<int32_t>(id));
     }
-    r.stop_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  if (!stop_out_of_vocab.empty()) {  // vLLM's text, as for logit_bias's ids
+    return InvalidArgument(fmt::format("token_id(s) [{}] in stop_token_ids contain out-of-vocab "
+                                       "token ids. Vocabulary size: {}",
+                                       fmt::join(stop_out_of_vocab, ", "), vocab_size))
+        .WithParam("stop_token_ids");
   }
   r.ignore_eos = f.ignore_eos;
   r.include_stop_str_in_output = f.include_stop_str_in_output;

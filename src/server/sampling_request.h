@@ -49,7 +49,7 @@ struct ResolvedSampling {
   std::shared_ptr<const LogitsRules> logits_rules;  // logit_bias etc.; null: none
   // Log-probs name tokens "token_id:<id>" (the request's return_tokens_as_token_ids, else the
   // server's --return-tokens-as-token-ids; set by ServerContext::ApplyServerSampling).
-  bool logprob_token_ids = false;
+  bool return_tokens_as_token_ids = false;
   // thinking_token_budget, checked here; its markers come from the server's reasoning parser
   // (ServerContext::ApplyServerSampling), without which it stays null.
   std::optional<int64_t> thinking_token_budget;

@@ -74,7 +74,8 @@ Status ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields
     return InvalidArgument(
         fmt::format("Got priority {} but Priority scheduling is not enabled.", s->priority));
   }
-  s->logprob_token_ids = fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
+  s->return_tokens_as_token_ids =
+      fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
   if (!s->thinking_token_budget) return OkStatus();
   if (reasoning_parser.empty()) {
     CPM_LOG_WARN("thinking_token_budget ignored: the server has no reasoning parser "

@@ -349,6 +349,28 @@ TEST(Protocol, ChatTypesAndUnknownFields) {
   EXPECT_EQ(*protocol::ParseCompletionRequest(R"({"prompt":"a","logprobs":true})", nullptr)
                  ->logprobs, 1);
   EXPECT_FALSE(protocol::ParseCompletionRequest(R"({"prompt":"a","logprobs":"1"})", nullptr).ok());
+  // Beyond a 64-bit long: pydantic's bound of vLLM's seed, from a JSON integer, a float or a
+  // lax string alike; the long's own ends pass.
+  auto seed_error = [](const std::string& seed) {
+    return protocol::ParseChatCompletionRequest(R"({"messages":[],"seed":)" + seed + "}", nullptr)
+        .status()
+        .message();
+  };
+  const std::string above = "1 validation error: field 'seed': Input should be less than or "
+                            "equal to 9223372036854775807";
+  const std::string below = "1 validation error: field 'seed': Input should be greater than or "
+                            "equal to -9223372036854775808";
+  EXPECT_EQ(seed_error("9223372036854775808"), above);
+  EXPECT_EQ(seed_error("1e19"), above);
+  EXPECT_EQ(seed_error(R"("9223372036854775808")"), above);
+  EXPECT_EQ(seed_error("-9223372036854775809"), below);
+  EXPECT_EQ(seed_error(R"("-99999999999999999999")"), below);
+  EXPECT_EQ(*protocol::ParseChatCompletionRequest(
+                 R"({"messages":[],"seed":9223372036854775807})", nullptr)->sampling.seed,
+            INT64_MAX);
+  EXPECT_EQ(*protocol::ParseChatCompletionRequest(
+                 R"({"messages":[],"seed":-9223372036854775808})", nullptr)->sampling.seed,
+            INT64_MIN);
 }
 
 // tool_choice as vLLM validates it; whether the server can serve it is the handler's (tested
@@ -641,13 +663,12 @@ TEST(Protocol, CompletionPromptForms) {
   // An explicit null is the default too (vLLM's normalize_null_max_tokens).
   EXPECT_EQ(*one(R"({"prompt":"a","max_tokens":null})")->sampling.max_tokens, 16);
   // vLLM's validate_prompt_and_prompt_embeds.
-  for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})"}) {
+  for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})", R"({"prompt":[]})"}) {
     EXPECT_EQ(one(body).status().message(),
               "Either prompt or prompt_embeds must be provided and non-empty.")
         << body;
   }
   EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
-  EXPECT_FALSE(one(R"({"prompt":[]})").ok());
   EXPECT_FALSE(one(R"({"prompt":5})").ok());
   // prompt_embeds without vLLM's --enable-prompt-embeds: its 400, not a reply to `prompt` alone.
   EXPECT_EQ(one(R"({"prompt":"a","prompt_embeds":"AAAA"})").status().message(),
@@ -942,8 +963,15 @@ TEST(Sampling, LogitsRulesFromTheRequest) {
   EXPECT_EQ(message(R"("logit_bias":{"100":1,"3":1,"-1":1})"),
             "token_id(s) [100, -1] in logit_bias contain out-of-vocab token ids. Vocabulary "
             "size: 100");
-  EXPECT_EQ(message(R"("logit_bias":{"x1":1})"),
-            "logit_bias: invalid literal for int() with base 10: 'x1'");
+  // Every key int() refuses, as the repr of their list (vLLM's), before any id's range.
+  EXPECT_EQ(message(R"("logit_bias":{"x1":1,"3":1,"it's":2,"100":1})"),
+            "logit_bias contains key(s) that cannot be converted to integer token IDs: ['x1', "
+            "\"it's\"]");
+  EXPECT_EQ(resolve(R"("logit_bias":{"x1":1})").status().param(), "logit_bias");
+  EXPECT_EQ(message(R"("stop_token_ids":[3,100,-2])"),
+            "token_id(s) [100, -2] in stop_token_ids contain out-of-vocab token ids. "
+            "Vocabulary size: 100");
+  EXPECT_EQ(resolve(R"("stop_token_ids":[100])").status().param(), "stop_token_ids");
   EXPECT_EQ(message(R"("logit_bias":{"1":"2"})"),
             "1 validation error: field 'logit_bias.1': Input should be a valid number");
   EXPECT_EQ(message(R"("logit_bias":[1])"),
@@ -1160,6 +1188,15 @@ TEST(ApiError, Shape) {
   EXPECT_EQ(ErrorBody(e),
             R"({"error":{"message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}})");
   EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("x")).type, "BadRequestError");
+  // pydantic's errors while FastAPI parses the body: vLLM's RequestValidationError handler.
+  for (const char* m : {"1 validation error: field 'seed': Input should be a valid integer",
+                        "2 validation errors: x", "JSON decode error: the request body is empty",
+                        "The request body must be a JSON object"}) {
+    const ApiError v = ApiErrorFromStatus(InvalidArgument(m));
+    EXPECT_EQ(v.type, "Bad Request") << m;
+    EXPECT_EQ(v.status, 400) << m;
+  }
+  EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("validation error")).type, "BadRequestError");
 }
 
 TEST(Auth, OnlyV1IsProtected) {
