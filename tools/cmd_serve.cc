@@ -369,6 +369,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--allow-credentials,!--no-allow-credentials", c.allow_credentials, "CORS: allow credentials");
   cmd->add_flag("--enable-request-id-headers,!--no-enable-request-id-headers", c.enable_request_id_headers,
                 "every response carries X-Request-Id: the request's, else a random one");
+  cmd->add_option("--root-path", c.root_path,
+                  "the path prefix of a proxy in front (FastAPI's root_path): PREFIX/v1/... is "
+                  "served as /v1/..., which is served too");
   cmd->add_option("--shutdown-timeout", c.shutdown_timeout,
                   "seconds a SIGTERM/SIGINT leaves the requests in flight to finish (new "
                   "connections refused) before the rest are aborted; 0 aborts at once")

@@ -58,7 +58,6 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
        "prompts share a step as the budget allows (--long-prefill-token-threshold caps each)"},
       {"--stream-interval", true, "each step's tokens stream as they come"},
       // FastAPI / uvicorn frontend.
-      {"--root-path", true, "routes are served at their own paths; a proxy keeps its prefix"},
       {"--enable-server-load-tracking,!--no-enable-server-load-tracking", false,
        "/load always counts the engine's running and waiting sequences"},
       {"--enable-log-outputs,!--no-enable-log-outputs", false, "outputs are not logged"},

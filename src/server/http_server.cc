@@ -149,6 +149,12 @@ void KeepRepliesUncompressed(httplib::Request& req) {
 
 }  // namespace
 
+std::string RoutePath(const std::string& root_path, const std::string& path) {
+  if (root_path.empty() || !path.starts_with(root_path)) return path;
+  if (path.size() == root_path.size()) return "";
+  return path[root_path.size()] == '/' ? path.substr(root_path.size()) : path;
+}
+
 std::string AccessLogLine(const std::string& remote_addr, int remote_port,
                           const std::string& method, const std::string& target,
                           const std::string& version, int status) {
@@ -163,6 +169,9 @@ namespace {
 // When this thread began reading its current request (set in pre-routing; cpp-httplib serves
 // each request on one thread from routing to its logger).
 thread_local Clock::time_point request_start;
+// The --root-path prefix this thread's current request came under ("" when it came bare), for
+// a redirect's Location.
+thread_local std::string request_root;
 
 // A connection's address pair (unique among open connections), as a request and its socket
 // both spell it.
@@ -353,7 +362,7 @@ void NotRouted(const HttpServer::RouteList& routes, const httplib::Request& req,
   }
   for (const auto& [route, methods] : routes) {
     if (route != other) continue;
-    std::string location = route;
+    std::string location = request_root + route;
     if (const size_t q = req.target.find('?'); q != std::string::npos) {
       location += req.target.substr(q);
     }
@@ -439,7 +448,15 @@ void HttpServer::InstallRoutes() {
   httplib::Server& s = *svr_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
-    KeepRepliesUncompressed(const_cast<httplib::Request&>(req));
+    // `req` is cpp-httplib's own, non-const Request; it routes by `path` after this handler.
+    auto& mutable_req = const_cast<httplib::Request&>(req);
+    request_root.clear();
+    if (!root_path_.empty()) {
+      std::string routed = RoutePath(root_path_, req.path);
+      if (routed.size() != req.path.size()) request_root = root_path_;
+      mutable_req.path = std::move(routed);
+    }
+    KeepRepliesUncompressed(mutable_req);
     {
       std::lock_guard<std::mutex> lock(busy_mu_);
       busy_.insert(ConnectionKey(req.remote_addr, req.remote_port, req.local_addr, req.local_port));

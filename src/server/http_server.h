@@ -27,6 +27,11 @@ struct Response;
 
 namespace cpm {
 
+// The path a request is routed by under FastAPI's root_path (Starlette's get_route_path): `path`
+// less `root_path` when it starts with it and a '/' follows ("" for the prefix alone), else
+// `path` as it is.
+std::string RoutePath(const std::string& root_path, const std::string& path);
+
 // uvicorn's access log line: `127.0.0.1:53042 - "POST /v1/completions HTTP/1.1" 200 OK`.
 std::string AccessLogLine(const std::string& remote_addr, int remote_port,
                           const std::string& method, const std::string& target,
@@ -61,6 +66,9 @@ class HttpServer {
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id, the request's own
   // or 32 random hex digits. Call before Run().
   void EnableRequestIdHeaders() { request_id_headers_ = true; }
+  // vLLM's --root-path (FastAPI's root_path): a path under it is routed, authorized and counted
+  // without it (RoutePath), the bare paths still served. Call before Run().
+  void SetRootPath(std::string root_path) { root_path_ = std::move(root_path); }
   void DisableDocs();          // --disable-fastapi-docs: /openapi.json, /docs, /redoc 404
   void EnableTokenizerInfo();  // --enable-tokenizer-info-endpoint: GET /tokenizer_info
   // Cross-origin requests answered as vLLM's CORS middleware does (cors.h; its defaults allow
@@ -114,6 +122,7 @@ class HttpServer {
   std::atomic<bool> running_{false};
   std::atomic<bool> shutting_down_{false};
   bool request_id_headers_ = false;
+  std::string root_path_;
   bool docs_ = true;  // /openapi.json, /docs, /redoc
   bool tokenizer_info_ = false;
   RouteList routes_;

@@ -91,6 +91,7 @@ struct ServeConfig {
   bool enable_prompt_tokens_details = false;  // usage reports prefix-cache hits
   bool disable_access_log = false;  // --disable-uvicorn-access-log: no line per HTTP request
   bool enable_request_id_headers = false;  // responses carry X-Request-Id
+  std::string root_path;                   // --root-path: a proxy's prefix, stripped (FastAPI's)
   bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info
   bool disable_fastapi_docs = false;  // no /openapi.json, /docs, /redoc
   std::string scheduling_policy = "fcfs";  // fcfs | priority (a request's priority, lower first)

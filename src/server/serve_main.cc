@@ -673,6 +673,7 @@ int RunServe(const ServeConfig& config) {
                             c.uvicorn_log_level == "trace";
   if (!c.disable_access_log && access_level) server.EnableAccessLog();
   if (c.enable_request_id_headers) server.EnableRequestIdHeaders();
+  server.SetRootPath(c.root_path);
   if (c.disable_fastapi_docs) server.DisableDocs();
   if (c.enable_tokenizer_info_endpoint) server.EnableTokenizerInfo();
   server.SetCors(*CorsFromConfig(c));  // validated with the rest of the config

@@ -13,6 +13,7 @@
 #include "server/chat_prompt.h"
 #include "server/memory_budget.h"
 #include "server/http_metrics.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/protocol.h"
@@ -1197,6 +1198,16 @@ TEST(ApiError, Shape) {
     EXPECT_EQ(v.status, 400) << m;
   }
   EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("validation error")).type, "BadRequestError");
+}
+
+// Starlette's get_route_path, which FastAPI's root_path (vLLM's --root-path) routes by.
+TEST(RootPath, StripsThePrefixBeforeASlashOnly) {
+  EXPECT_EQ(RoutePath("/llm", "/llm/v1/models"), "/v1/models");
+  EXPECT_EQ(RoutePath("/llm", "/v1/models"), "/v1/models");
+  EXPECT_EQ(RoutePath("/llm", "/llm"), "");
+  EXPECT_EQ(RoutePath("/llm", "/llmx/v1/models"), "/llmx/v1/models");
+  EXPECT_EQ(RoutePath("/llm/", "/llm/v1/models"), "/llm/v1/models");  // Starlette's too
+  EXPECT_EQ(RoutePath("", "/v1/models"), "/v1/models");
 }
 
 TEST(Auth, OnlyV1IsProtected) {

@@ -341,7 +341,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
   EXPECT_NE(log.find("--swap-space: accepted, ignored"), std::string::npos) << log;
   EXPECT_NE(log.find("--disable-frontend-multiprocessing: accepted"), std::string::npos) << log;
   for (const char* flag : {"--code-revision", "--compilation-config", "--enable-sleep-mode",
-                           "--distributed-executor-backend", "--root-path"}) {
+                           "--distributed-executor-backend"}) {
     EXPECT_NE(log.find(std::string(flag) + ": accepted, ignored ("), std::string::npos) << flag;
   }
   EXPECT_NE(log.find("max_num_batched_tokens=1000"), std::string::npos) << log;
@@ -516,6 +516,36 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   ASSERT_TRUE(options);
   EXPECT_EQ(options->status, 405);
   EXPECT_EQ(keyed.Stop(SIGTERM), 0);
+}
+
+// vLLM's --root-path (FastAPI's root_path, for a proxy that forwards /llm/v1/... unchanged):
+// the prefixed paths are routed, authorized and redirected as the bare ones, which still serve.
+TEST_F(ServerLifecycle, RootPathServesUnderTheProxysPrefix) {
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args({"--root-path", "/llm", "--api-key", "k"})));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  const httplib::Headers key = {{"Authorization", "Bearer k"}};
+  const e2e::Reply chat = e2e::Post(
+      p.port(), "/llm/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})", key);
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.json()["choices"].size(), 1u) << chat.body;
+  EXPECT_EQ(e2e::Get(p.port(), "/llm/v1/models", {{"Authorization", "Bearer no"}}).status, 401);
+  EXPECT_EQ(e2e::Get(p.port(), "/llm/v1/models").status, 401);
+  EXPECT_EQ(e2e::Get(p.port(), "/v1/models", key).status, 200);
+  EXPECT_EQ(e2e::Get(p.port(), "/llm/health").status, 200);
+  EXPECT_EQ(e2e::Get(p.port(), "/llmx/v1/models", key).status, 404);  // not the prefix
+  EXPECT_EQ(e2e::Get(p.port(), "/llm").status, 404);
+  httplib::Client cli("127.0.0.1", p.port());
+  auto slash = cli.Get("/llm/v1/models/?x=1", key);
+  ASSERT_TRUE(slash);
+  EXPECT_EQ(slash->status, 307);
+  EXPECT_EQ(slash->get_header_value("Location"), "/llm/v1/models?x=1");
+  EXPECT_EQ(p.Stop(SIGTERM), 0);
+  // The access log shows the path as the client sent it.
+  EXPECT_NE(p.Log().find(" - \"GET /llm/v1/models HTTP/1.1\" 401 Unauthorized"),
+            std::string::npos)
+      << p.Log();
 }
 
 // vLLM's serving flags beyond the seeds': a tokenizer folder of its own, --max-logprobs,
