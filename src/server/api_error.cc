@@ -8,14 +8,18 @@ namespace cpm {
 namespace {
 
 // Whether a 400's message is one that vLLM's request models raise while FastAPI parses the
-// body (pydantic's "N validation error(s)" for a field's type or a model validator, a JSON
+// body (FastAPI's "N validation error(s):" for a field's type or a model validator, a JSON
 // syntax error, a body that is not an object): FastAPI raises those as RequestValidationError,
 // whose vLLM handler types them "Bad Request"; errors raised while serving are
-// "BadRequestError".
+// "BadRequestError", pydantic's own "1 validation error for <Model>" among them.
 bool IsRequestValidationMessage(std::string_view m) {
   size_t digits = 0;
   while (digits < m.size() && std::isdigit(static_cast<unsigned char>(m[digits]))) ++digits;
-  if (digits > 0 && m.substr(digits).starts_with(" validation error")) return true;
+  const std::string_view rest = m.substr(digits);
+  if (digits > 0 && (rest.starts_with(" validation error:") ||
+                     rest.starts_with(" validation errors:"))) {
+    return true;
+  }
   return m.starts_with("JSON decode error") ||
          m.starts_with("The request body must be a JSON object");
 }

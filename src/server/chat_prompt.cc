@@ -14,16 +14,33 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// The URL of an image_url or video_url part (`type`): {"image_url": {"url": "..."}} or
-// {"image_url": "..."}.
-StatusOr<std::string> PartUrl(const Json& part, const std::string& type) {
+// The URL of an image_url or video_url part (`type`): {"image_url": {"url": "..."}}, or
+// {"image_url": "..."} where the part names no type, has a uuid or is the Responses API's
+// input_image, as vLLM takes them (a part typed image_url or video_url goes through pydantic's
+// TypedDict, which wants the object). `typed`: the part's type is image_url or video_url.
+StatusOr<std::string> PartUrl(const Json& part, const std::string& type, bool typed) {
+  const bool has_uuid = part.contains("uuid") && !part["uuid"].is_null();
   const Json* url = nullptr;
   if (auto u = part.find(type); u != part.end()) {
     if (u->is_string()) {
+      if (typed && !has_uuid) {
+        const std::string param = type == "video_url" ? "ChatCompletionContentPartVideoParam"
+                                                      : "ChatCompletionContentPartImageParam";
+        return InvalidArgument("1 validation error for " + param + "\n" + type +
+                               "\n  Input should be a valid dictionary [type=dict_type, "
+                               "input_type=str]");
+      }
       url = &*u;
     } else if (u->is_object()) {
       if (auto v = u->find("url"); v != u->end()) url = &*v;
     }
+  }
+  const bool no_url = url == nullptr || url->is_null();
+  if (has_uuid && no_url) {
+    // vLLM ≥ 0.11 serves such a part from its processor cache when the uuid was seen before.
+    return InvalidArgument("messages: an " + type + " part with a uuid and no URL refers to "
+                           "media sent earlier, which this server does not keep: send its URL "
+                           "with the uuid");
   }
   if (url == nullptr || !url->is_string() || url->get_ref<const std::string&>().empty())
     return InvalidArgument("messages: " + std::string(type == "video_url" ? "a " : "an ") + type +
@@ -100,7 +117,8 @@ StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media)
         if (t == "input_image") t = "image_url";  // the Responses API's name, as vLLM maps it
       }
       if ((t == "image_url" || t == "video_url") && media != nullptr) {
-        CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t));
+        const bool typed = type != part.end() && (*type == "image_url" || *type == "video_url");
+        CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t, typed));
         const bool video = t == "video_url";
         media->push_back({video ? MediaKind::kVideo : MediaKind::kImage, std::move(url)});
         items.push_back(Json{{"type", video ? "video" : "image"}});

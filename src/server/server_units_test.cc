@@ -1198,6 +1198,9 @@ TEST(ApiError, Shape) {
     EXPECT_EQ(v.status, 400) << m;
   }
   EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("validation error")).type, "BadRequestError");
+  // pydantic's own, raised while serving (a content part's TypeAdapter).
+  EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("1 validation error for ImageURL\nurl")).type,
+            "BadRequestError");
 }
 
 // Starlette's get_route_path, which FastAPI's root_path (vLLM's --root-path) routes by.

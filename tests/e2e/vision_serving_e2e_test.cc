@@ -293,6 +293,23 @@ TEST_F(VisionServingE2E, PartsWithoutATypeAreNamedByTheirUrlField) {
   auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("Missing 'type' field in multimodal part."), std::string::npos) << r.body;
+  // A part typed image_url or video_url wants {"url": ...} (vLLM's TypedDict check), unless it
+  // carries a uuid.
+  for (const char* kind : {"image_url", "video_url"}) {
+    tok["messages"][0]["content"] = {{{"type", kind}, {kind, DataUrl()}}, TextPart("x")};
+    r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("Input should be a valid dictionary"), std::string::npos) << r.body;
+    EXPECT_EQ(r.json()["error"]["type"], "BadRequestError") << r.body;
+  }
+  EXPECT_EQ(TokenCount({{{"type", "image_url"}, {"image_url", DataUrl()}, {"uuid", "a"}},
+                        TextPart("x")}),
+            typed);
+  // A uuid alone would be served from vLLM's processor cache; this server keeps none.
+  tok["messages"][0]["content"] = {{{"type", "image_url"}, {"image_url", nullptr}, {"uuid", "a"}}};
+  r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("does not keep"), std::string::npos) << r.body;
 }
 
 // vLLM's other video data URLs: frames as JPEGs (data:video/jpeg;base64,<f1>,<f2>,...; the first
