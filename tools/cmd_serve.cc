@@ -35,6 +35,10 @@ struct ServeFlags {
   CLI::Option* num_gpu_blocks_override = nullptr;
   CLI::Option* uds = nullptr;
   CLI::Option* api_key = nullptr;
+  std::string runner = "auto";  // --runner: auto or generate serve; pooling and draft do not
+  std::string task;             // --task (vLLM's deprecated form of --runner)
+  bool enable_mm_embeds = false;
+  bool enable_prompt_embeds = false;
   std::string max_num_batched_tokens;
   IgnoredFlags ignored;
 };
@@ -101,6 +105,29 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
     for (const std::string& a : allowed) list += (list.empty() ? "'" : ", '") + a + "'";
     return FlagError(std::string("argument ") + flag + ": invalid choice: '" + *value +
                      "' (choose from " + list + ")");
+  }
+  if (f.runner != "auto" && f.runner != "generate") {
+    if (f.runner != "pooling" && f.runner != "draft") {
+      return FlagError("argument --runner: invalid choice: '" + f.runner +
+                       "' (choose from 'auto', 'generate', 'pooling', 'draft')");
+    }
+    return FlagError("--runner: '" + f.runner + "' is not supported: cpmserve serves "
+                     "generative models (auto or generate)");
+  }
+  if (!f.task.empty()) {
+    if (f.task != "auto" && f.task != "generate") {
+      return FlagError("--task: '" + f.task + "' is not supported: cpmserve serves generative "
+                       "models (auto or generate)");
+    }
+    CPM_LOG_WARN("The 'task' option has been deprecated and will be removed in v0.13.0 or "
+                 "v1.0, whichever comes first. Please remove this option.");
+  }
+  if (f.enable_mm_embeds) {
+    return FlagError("--enable-mm-embeds is not supported: images and videos are taken as "
+                     "image_url / video_url parts only (no precomputed embeddings)");
+  }
+  if (f.enable_prompt_embeds) {
+    return FlagError("--enable-prompt-embeds is not supported: prompts are text or token ids");
   }
   if (f.num_gpu_blocks_override->count() > 0) {
     return FlagError("--num-gpu-blocks-override is not supported: size the KV cache with "
@@ -281,6 +308,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   f->num_gpu_blocks_override = cmd->add_option(
       "--num-gpu-blocks-override", "not supported: size the KV cache with --kv-cache-memory-bytes");
   f->uds = cmd->add_option("--uds", "not supported: use --host/--port");
+  cmd->add_option("--runner", f->runner, "auto or generate (what cpmserve runs); pooling and "
+                  "draft are not supported")
+      ->capture_default_str();
+  cmd->add_option("--task", f->task, "deprecated in vLLM: auto or generate only");
+  cmd->add_flag("--enable-mm-embeds,!--no-enable-mm-embeds", f->enable_mm_embeds,
+                "not supported: no precomputed image embeddings");
+  cmd->add_flag("--enable-prompt-embeds,!--no-enable-prompt-embeds", f->enable_prompt_embeds,
+                "not supported: prompts are text or token ids");
   cmd->add_option("--threads", c.threads, "compute threads (0: one per physical core, as llama.cpp)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens")
       ->capture_default_str();
@@ -319,6 +354,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--structured-outputs-config", c.structured_outputs_config_json,
                   "vLLM's JSON: any backend name is served by cpmserve's own matcher; "
                   "'{\"enable_in_reasoning\": true}' constrains thinking too");
+  cmd->add_option("--reasoning-config", c.reasoning_config_json,
+                  "vLLM's JSON: '{\"reasoning_start_str\": \"<think>\", \"reasoning_end_str\": "
+                  "\"</think>\"}', the texts thinking_token_budget counts from and forces "
+                  "(default: the reasoning parser's markers)");
   cmd->add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs_json,
                   "JSON object merged under each request's chat_template_kwargs");
   cmd->add_option("--http-threads", c.http_threads, "HTTP worker threads (0: from max-num-seqs)");

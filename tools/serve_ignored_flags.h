@@ -42,7 +42,6 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--config-format", true, "config.json is read (Hugging Face format)"},
       {"--model-impl", true, "cpmserve's own implementation runs"},
       {"--max-parallel-loading-workers", true, "the weights load with the compute pool"},
-      {"--runner", true, "generation is the only runner"},
       // Engine knobs with nothing to choose here.
       {"--disable-sliding-window,!--no-disable-sliding-window", false,
        "these models have no sliding window"},

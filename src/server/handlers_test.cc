@@ -1480,8 +1480,21 @@ TEST_F(ReasoningHandlersTest, ThinkingTokenBudgetCarriesTheParsersMarkers) {
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("thinking_token_budget must be non-negative or -1, got -2."),
             std::string::npos);
+  // --reasoning-config's texts: the end may lead with a transition phrase; either text alone
+  // replaces that marker only; with both, no parser is needed.
+  ctx_.thinking_end = "Time is up.</think>";
+  auto b = submitted_budget(true, 3);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->start, start);
+  EXPECT_EQ(b->end, tok_->Encode("Time is up.</think>", false));
+  EXPECT_GT(b->end.size(), 1u);
   ctx_.reasoning_parser.clear();
   EXPECT_EQ(submitted_budget(true, 7), nullptr);
+  ctx_.thinking_start = "<think>";
+  b = submitted_budget(true, 7);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->start, start);
+  EXPECT_EQ(b->end, tok_->Encode("Time is up.</think>", false));
 }
 
 // A structured output waits for </think> when the prompt opens thinking, unless the server

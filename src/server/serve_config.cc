@@ -143,6 +143,7 @@ Status ValidateServeConfig(const ServeConfig& c) {
   if (auto spec = ParseSpeculativeConfig(c.speculative_config_json); !spec.ok()) {
     return spec.status();
   }
+  if (auto rc = ParseReasoningConfig(c.reasoning_config_json); !rc.ok()) return rc.status();
   if (!c.default_chat_template_kwargs_json.empty()) {
     const auto j = nlohmann::json::parse(c.default_chat_template_kwargs_json, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -212,6 +213,28 @@ StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::strin
     }
   }
   return options;
+}
+
+StatusOr<ReasoningConfig> ParseReasoningConfig(const std::string& json) {
+  ReasoningConfig config;
+  if (json.empty()) return config;
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  const std::string what = "--reasoning-config: ";
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
+  for (const auto& [key, value] : j.items()) {
+    std::string* field = key == "reasoning_parser"      ? &config.reasoning_parser
+                         : key == "reasoning_start_str" ? &config.start
+                         : key == "reasoning_end_str"   ? &config.end
+                                                        : nullptr;
+    if (field == nullptr) return InvalidArgument(what + "unknown field '" + key + "'");
+    if (value.is_null()) continue;
+    if (!value.is_string()) return InvalidArgument(what + key + ": a string");
+    *field = value.get<std::string>();
+  }
+  if (Status s = ValidateReasoningParserName(config.reasoning_parser); !s.ok()) {
+    return s.WithPrefix("--reasoning-config");
+  }
+  return config;
 }
 
 // vLLM's SpeculativeConfig fields that shape a draft model's run (its parallelism, graphs,

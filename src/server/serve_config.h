@@ -66,6 +66,7 @@ struct ServeConfig {
   std::string reasoning_parser;       // "": the model's default; "none": off
   std::string logprobs_mode = "raw_logprobs";  // vLLM's --logprobs-mode: only its default here
   std::string structured_outputs_config_json;  // vLLM's --structured-outputs-config (JSON)
+  std::string reasoning_config_json;  // vLLM's --reasoning-config (JSON): thinking budget texts
   std::string speculative_config_json;  // vLLM's --speculative-config (JSON); empty: off
   bool return_tokens_as_token_ids = false;  // log-probs name tokens "token_id:<id>"
   bool enable_force_include_usage = false;  // streams end with usage whatever stream_options say
@@ -117,6 +118,15 @@ struct StructuredOutputsOptions {
   bool disable_any_whitespace = false;  // compact JSON for every request
 };
 StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::string& json);
+
+// vLLM's --reasoning-config: {"reasoning_parser": name, "reasoning_start_str": text,
+// "reasoning_end_str": text}, the texts thinking_token_budget counts from and forces at its end
+// (the end may put a transition phrase before the parser's end marker); an empty or absent text
+// is the parser's own marker. An unknown field, a non-string or an unknown parser is an error.
+struct ReasoningConfig {
+  std::string reasoning_parser, start, end;
+};
+StatusOr<ReasoningConfig> ParseReasoningConfig(const std::string& json);
 
 // vLLM's --speculative-config: {"method": "ngram", "num_speculative_tokens": k,
 // "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n}; the window defaults as vLLM's (both 5, or

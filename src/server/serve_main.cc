@@ -558,8 +558,16 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_LOG_INFO("\"auto\" tool choice has been enabled: tool calls parsed as {}",
                  c.tool_call_parser);
   }
+  // Validated with the rest of the config: --reasoning-config's parser where --reasoning-parser
+  // names none, and its texts for thinking_token_budget.
+  const StatusOr<ReasoningConfig> parsed_reasoning = ParseReasoningConfig(c.reasoning_config_json);
+  const ReasoningConfig reasoning_config = parsed_reasoning.ok() ? *parsed_reasoning
+                                                                 : ReasoningConfig{};
   ctx.reasoning_parser = c.reasoning_parser;
+  if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = reasoning_config.reasoning_parser;
   if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);
+  ctx.thinking_start = reasoning_config.start;
+  ctx.thinking_end = reasoning_config.end;
   if (ctx.reasoning_parser == "none") ctx.reasoning_parser.clear();
   if (!ctx.reasoning_parser.empty()) {
     CPM_LOG_INFO("Reasoning parser: {}{}", ctx.reasoning_parser,

@@ -77,12 +77,16 @@ Status ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields
   s->return_tokens_as_token_ids =
       fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
   if (!s->thinking_token_budget) return OkStatus();
-  if (reasoning_parser.empty()) {
+  const bool own_texts = !thinking_start.empty() && !thinking_end.empty();
+  if (reasoning_parser.empty() && !own_texts) {
     CPM_LOG_WARN("thinking_token_budget ignored: the server has no reasoning parser "
-                 "(--reasoning-parser) to name the thinking markers");
+                 "(--reasoning-parser) or --reasoning-config to name the thinking markers");
     return OkStatus();
   }
-  const ReasoningMarkers m = ReasoningParserMarkers(reasoning_parser);
+  ReasoningMarkers m;
+  if (!reasoning_parser.empty()) m = ReasoningParserMarkers(reasoning_parser);
+  if (!thinking_start.empty()) m.start = thinking_start;
+  if (!thinking_end.empty()) m.end = thinking_end;
   s->thinking_budget = std::make_shared<const ThinkingBudget>(
       ThinkingBudget{*s->thinking_token_budget, tokenizer->Encode(m.start, false),
                      tokenizer->Encode(m.end, false)});

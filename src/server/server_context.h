@@ -50,6 +50,8 @@ struct ServerContext {
   int64_t video_limit = -1;                // ... and its video count
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
+  // --reasoning-config's texts for thinking_token_budget ("": the reasoning parser's markers).
+  std::string thinking_start, thinking_end;
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
   bool enable_force_include_usage = false;  // --enable-force-include-usage: usage in every stream
   // --structured-outputs-config's disable_any_whitespace: every JSON constraint compact.

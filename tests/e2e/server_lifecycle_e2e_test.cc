@@ -198,14 +198,26 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
       {{"--max-num-seqs="}, "cpmserve serve: error: argument --max-num-seqs: expected one argument"},
       // argparse's message and status for a flag nobody defines.
       {{"--no-such-flag", "1"}, "cpmserve serve: error: unrecognized arguments: --no-such-flag 1"},
-      {{"-xy"}, "unrecognized arguments: -xy"}};
+      {{"-xy"}, "unrecognized arguments: -xy"},
+      // What would change what a request gets: refused, saying why.
+      {{"--runner", "pooling"}, "--runner: 'pooling' is not supported: cpmserve serves generative"},
+      {{"--runner", "x"}, "argument --runner: invalid choice: 'x'"},
+      {{"--task", "embed"}, "--task: 'embed' is not supported"},
+      {{"--enable-mm-embeds"}, "--enable-mm-embeds is not supported"},
+      {{"--enable-prompt-embeds"}, "--enable-prompt-embeds is not supported"},
+      {{"--reasoning-config", R"({"reasoning_end":"x"})"},
+       "--reasoning-config: unknown field 'reasoning_end'"},
+      {{"--reasoning-config", R"({"reasoning_parser":"nope"})"},
+       "--reasoning-config: invalid reasoning parser: nope"}};
   for (const auto& [bad, needle] : cases) {
     ServerProcess p;
     ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, dir_, Args(bad)));
     const int code = p.Wait(30);
     EXPECT_NE(code, 0) << needle;
-    // The parallel sizes share ValidateServeConfig's start-up error (status 1).
-    if (needle.find("--tensor-parallel-size") == std::string::npos) {
+    // The parallel sizes and the config JSON share ValidateServeConfig's start-up error
+    // (status 1).
+    if (needle.find("--tensor-parallel-size") == std::string::npos &&
+        needle.find("--reasoning-config") == std::string::npos) {
       EXPECT_EQ(code, 2) << needle << "\n" << p.Log();
     }
     EXPECT_NE(p.Log().find(needle), std::string::npos) << p.Log();
@@ -325,6 +337,8 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
              // GPU, hub and frontend flags vLLM's CPU platform takes and drops.
              "--code-revision", "main", "-O3", "--enable-sleep-mode", "--distributed-executor-backend",
              "mp", "--root-path", "/api", "--enable-tokenizer-info-endpoint",
+             "--runner", "generate", "--task", "generate", "--reasoning-config",
+             R"({"reasoning_start_str":"<think>","reasoning_end_str":"</think>"})",
              "--show-hidden-metrics-for-version", "0.10", "--enable-offline-docs",
              // argparse's --no- forms, human-readable counts, and a repeated flag's last value.
              "--no-enforce-eager", "--no-trust-remote-code", "--no-enable-log-requests",
@@ -344,6 +358,7 @@ TEST_F(ServerLifecycle, VllmAliasesAndIgnoredFlagsServe) {
                            "--distributed-executor-backend"}) {
     EXPECT_NE(log.find(std::string(flag) + ": accepted, ignored ("), std::string::npos) << flag;
   }
+  EXPECT_NE(log.find("The 'task' option has been deprecated"), std::string::npos) << log;
   EXPECT_NE(log.find("max_num_batched_tokens=1000"), std::string::npos) << log;
   EXPECT_NE(log.find("'max_tokens': 3}"), std::string::npos) << log;
   EXPECT_NE(log.find("--dtype float16: cpmserve computes in bfloat16 or float32"), std::string::npos)
