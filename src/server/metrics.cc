@@ -161,6 +161,19 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           "Prefix cache queries, in terms of number of queried tokens.", s.prefix_cache_queries);
   counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
           s.prefix_cache_hits);
+  // vLLM registers these for every engine: no KV connector shares blocks across instances here,
+  // and no multimodal processor cache is queried (each request's media are processed anew).
+  counter("vllm:external_prefix_cache_queries",
+          "External prefix cache queries from KV connector cross-instance cache sharing, in "
+          "terms of number of queried tokens.",
+          0);
+  counter("vllm:external_prefix_cache_hits",
+          "External prefix cache hits from KV connector cross-instance cache sharing, in terms "
+          "of number of cached tokens.",
+          0);
+  counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.",
+          0);
+  counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", 0);
   counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
           s.num_preemptions);
   counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total);

@@ -1259,6 +1259,11 @@ TEST(Metrics, Exposition) {
            "vllm:kv_cache_usage_perc{" + l + "} 0.25",
            "vllm:prefix_cache_queries_total{" + l + "} 10.0",
            "vllm:prefix_cache_hits_total{" + l + "} 4.0",
+           // vLLM's unconditional series, 0 here (no KV connector, no processor cache).
+           "vllm:external_prefix_cache_queries_total{" + l + "} 0.0",
+           "vllm:external_prefix_cache_hits_total{" + l + "} 0.0",
+           "vllm:mm_cache_queries_total{" + l + "} 0.0",
+           "vllm:mm_cache_hits_total{" + l + "} 0.0",
            "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"tiny \\\"model\\\"\"} 2.0",
            "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"tiny \\\"model\\\"\"} 0.0",
            "vllm:request_time_per_output_token_seconds_count{" + l + "} 2.0",
