@@ -1,5 +1,6 @@
 #include "structured/grammar.h"
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -161,6 +162,7 @@ class GrammarParser {
     const char c = text_[i_];
     if (c == '"' || c == '\'') return String(c);
     if (c == '[') return Class();
+    if (c == '/') return SlashRegex();
     if (c == '.') {
       ++i_;
       return ast_.Chars(regex::Normalize({{0, regex::kMaxCodePoint}}));
@@ -227,6 +229,21 @@ class GrammarParser {
       literal(cp);
     }
     return Graft(pattern, at);
+  }
+
+  // /pattern/, a regex terminal (Lark's, and llguidance's grammars'): the pattern as the regex
+  // parser reads one, a "\/" standing for '/'. No flags follow it.
+  StatusOr<int> SlashRegex() {
+    const size_t at = i_;
+    size_t j = i_ + 1;
+    while (j < text_.size() && text_[j] != '/' && text_[j] != '\n') j += text_[j] == '\\' ? 2 : 1;
+    if (j >= text_.size() || text_[j] != '/') return Error("unterminated /regex/", at);
+    i_ = j + 1;
+    if (i_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[i_]))) {
+      return Error("regex flags are not supported", i_);
+    }
+    if (j == at + 1) return Error("empty /regex/", at);
+    return Graft(std::string(text_.substr(at + 1, j - at - 1)), at);
   }
 
   // [...] as the regex parser reads a class.

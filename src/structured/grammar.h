@@ -5,8 +5,9 @@
 //   column ::= [a-z_]+ | "*"      # a comment
 //
 // Rules `name ::= body`; in a body: "strings" (escapes \n \r \t \\ \" \' \xHH \uHHHH
-// \UHHHHHHHH), [character classes] as in regex_parser.h, `.` (any character), rule names,
-// ( groups ), `|`, and the quantifiers * + ? {n} {n,} {n,m}. The text must derive from `root`.
+// \UHHHHHHHH), [character classes] as in regex_parser.h, `.` (any character), /regex/ terminals
+// (Lark's and llguidance's notation, regex_parser.h's syntax, no flags), rule names, ( groups ),
+// `|`, and the quantifiers * + ? {n} {n,} {n,m}. The text must derive from `root`.
 //
 // A grammar without recursion is inlined into one expression and compiled to the same byte
 // automaton as a regex (regex.h). A grammar whose rules refer to themselves, directly or through

@@ -2,6 +2,9 @@
 #include "structured/lark.h"
 
 #include <cctype>
+#include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -14,57 +17,238 @@ std::string_view Trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-// The line without its comment and the blanks around it.
+bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// The end (one past the closing delimiter) of the quoted string, /regex/ or [class] that starts
+// at `i`, a backslash escaping the next character; npos if it is not closed on the line.
+size_t LiteralEnd(std::string_view line, size_t i) {
+  const char close = line[i] == '[' ? ']' : line[i];
+  for (size_t j = i + 1; j < line.size(); ++j) {
+    if (line[j] == '\\') {
+      ++j;
+    } else if (line[j] == close) {
+      return j + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Whether a '/' at `i` opens a regex rather than a "//" comment.
+bool OpensRegex(std::string_view line, size_t i) {
+  return line[i] == '/' && !(i + 1 < line.size() && line[i + 1] == '/');
+}
+
+// The line without its comment (# or // to the end, outside strings and regexes) and the
+// blanks around it.
 std::string_view CleanLine(std::string_view line) {
   for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '#' || (line[i] == '/' && i + 1 < line.size() && line[i + 1] == '/')) {
-      line = line.substr(0, i);
-      break;
+    const char c = line[i];
+    if (c == '#' || (c == '/' && !OpensRegex(line, i))) return Trim(line.substr(0, i));
+    if (c == '"' || c == '\'' || c == '/') {
+      const size_t end = LiteralEnd(line, i);
+      if (end == std::string_view::npos) break;  // unterminated: reported by the conversion
+      i = end - 1;
     }
   }
   return Trim(line);
 }
 
-// Lark's 'text' literals as EBNF's "text".
-std::string DoubleQuoted(std::string_view expr) {
-  std::string out(expr);
-  for (char& c : out) {
-    if (c == '\'') c = '"';
+// The characters of a quoted Lark string (between its quotes, escapes kept) as the body of an
+// EBNF "..." string: a '"' inside a single-quoted string escaped, "\'" unescaped.
+std::string DoubleQuotedBody(std::string_view body, char quote) {
+  if (quote == '"') return std::string(body);
+  std::string out;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i] == '\\' && i + 1 < body.size()) {
+      if (body[i + 1] != '\'') out += '\\';
+      out += body[++i];
+    } else {
+      if (body[i] == '"') out += '\\';
+      out += body[i];
+    }
   }
   return out;
 }
 
-bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-// The rule names an expression refers to (outside its string literals).
-void References(std::string_view expr, std::set<std::string>* out) {
-  for (size_t i = 0; i < expr.size();) {
-    const char c = expr[i];
-    if (c == '"' || c == '\'') {
-      const size_t end = expr.find(c, i + 1);
-      i = end == std::string_view::npos ? expr.size() : end + 1;
-    } else if (c == '[') {  // a character class
-      const size_t end = expr.find(']', i + 1);
-      i = end == std::string_view::npos ? expr.size() : end + 1;
-    } else if (IsNameStart(c) && (i == 0 || !IsNameChar(expr[i - 1]))) {
-      size_t j = i;
-      while (j < expr.size() && IsNameChar(expr[j])) ++j;
-      out->emplace(expr.substr(i, j - i));
-      i = j;
-    } else {
-      ++i;
-    }
+// The one character a Lark range end ("a" in "a".."z") stands for, if it is one character.
+std::optional<uint32_t> SingleCharacter(std::string_view body) {
+  if (body.size() == 2 && body[0] == '\\') {
+    const std::string from = "nrt\\\"'", to = "\n\r\t\\\"'";
+    const size_t k = from.find(body[1]);
+    if (k != std::string::npos) return static_cast<unsigned char>(to[k]);
+    return std::nullopt;
   }
+  const auto b = reinterpret_cast<const unsigned char*>(body.data());
+  const size_t n = body.size();
+  if (n == 1 && b[0] < 0x80) return b[0];
+  if (n == 2 && (b[0] & 0xE0) == 0xC0) return (b[0] & 0x1Fu) << 6 | (b[1] & 0x3Fu);
+  if (n == 3 && (b[0] & 0xF0) == 0xE0) {
+    return (b[0] & 0x0Fu) << 12 | (b[1] & 0x3Fu) << 6 | (b[2] & 0x3Fu);
+  }
+  if (n == 4 && (b[0] & 0xF8) == 0xF0) {
+    return (b[0] & 0x07u) << 18 | (b[1] & 0x3Fu) << 12 | (b[2] & 0x3Fu) << 6 | (b[3] & 0x3Fu);
+  }
+  return std::nullopt;
 }
 
-bool Balanced(std::string_view text) {
-  size_t single = 0, dbl = 0;
-  for (char c : text) {
-    single += c == '\'';
-    dbl += c == '"';
+std::string CodePointEscape(uint32_t cp) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "\\U%08X", cp);
+  return buf;
+}
+
+// One Lark expression (a rule's body, or an alternative's line) in EBNF: strings
+// double-quoted, "a".."z" ranges as classes, /regex/ terminals and [...] kept, an alias
+// (-> name) dropped; the rule names it refers to are added to `refs`.
+StatusOr<std::string> ConvertExpression(std::string_view expr, std::set<std::string>* refs) {
+  std::string out;
+  for (size_t i = 0; i < expr.size();) {
+    const char c = expr[i];
+    if (c == '"' || c == '\'' || c == '/' || c == '[') {
+      const size_t end = LiteralEnd(expr, i);
+      if (end == std::string_view::npos) {
+        return InvalidArgument(c == '/' ? "unterminated /regex/"
+                               : c == '[' ? "unterminated '['"
+                                          : "mismatched quotes");
+      }
+      const std::string_view body = expr.substr(i + 1, end - i - 2);
+      if (c == '/' || c == '[') {
+        out += expr.substr(i, end - i);
+        i = end;
+        if (c == '/' && i < expr.size() && std::isalpha(static_cast<unsigned char>(expr[i]))) {
+          return InvalidArgument("regex flags are not supported ('" + std::string(1, expr[i]) +
+                                 "' after a /regex/)");
+        }
+        continue;
+      }
+      i = end;
+      if (i < expr.size() && (expr[i] == 'i' || expr[i] == 's')) {
+        return InvalidArgument("Lark string flags ('" + std::string(1, expr[i]) +
+                               "') are not supported");
+      }
+      // "a".."z": a range of single characters.
+      if (expr.substr(i, 2) == ".." && i + 2 < expr.size() &&
+          (expr[i + 2] == '"' || expr[i + 2] == '\'')) {
+        const size_t end2 = LiteralEnd(expr, i + 2);
+        if (end2 == std::string_view::npos) return InvalidArgument("mismatched quotes");
+        const auto from = SingleCharacter(body);
+        const auto to = SingleCharacter(expr.substr(i + 3, end2 - i - 4));
+        if (!from || !to || *from > *to) {
+          return InvalidArgument("a Lark range \"a\"..\"z\" needs one character at each end, "
+                                 "the first not above the second");
+        }
+        out += "[" + CodePointEscape(*from) + "-" + CodePointEscape(*to) + "]";
+        i = end2;
+        continue;
+      }
+      out += '"' + DoubleQuotedBody(body, c) + '"';
+      continue;
+    }
+    if (c == '-' && i + 1 < expr.size() && expr[i + 1] == '>') {
+      // An alias names the tree node a match builds; the texts are the same without it.
+      i += 2;
+      while (i < expr.size() && (expr[i] == ' ' || expr[i] == '\t')) ++i;
+      while (i < expr.size() && IsNameChar(expr[i])) ++i;
+      continue;
+    }
+    if (IsNameStart(c) && (i == 0 || !IsNameChar(expr[i - 1]))) {
+      size_t j = i;
+      while (j < expr.size() && IsNameChar(expr[j])) ++j;
+      refs->emplace(expr.substr(i, j - i));
+      out += expr.substr(i, j - i);
+      i = j;
+      continue;
+    }
+    out += c;
+    ++i;
   }
-  return single % 2 == 0 && dbl % 2 == 0;
+  return std::string(Trim(out));
+}
+
+// Lark's common library (common.lark), each terminal written out in full.
+const std::map<std::string, std::string>& CommonTerminals() {
+  static const std::map<std::string, std::string> kCommon = [] {
+    const std::string digits = "[0-9]+";
+    const std::string exp = "[eE] [+-]? " + digits;
+    const std::string decimal = "(" + digits + " \".\" [0-9]* | \".\" " + digits + ")";
+    const std::string flt = "(" + digits + " " + exp + " | " + decimal + " (" + exp + ")?)";
+    const std::string number = "(" + flt + " | " + digits + ")";
+    return std::map<std::string, std::string>{
+        {"DIGIT", "[0-9]"},
+        {"HEXDIGIT", "[a-fA-F0-9]"},
+        {"INT", digits},
+        {"SIGNED_INT", "[+-]? " + digits},
+        {"DECIMAL", decimal},
+        {"_EXP", exp},
+        {"FLOAT", flt},
+        {"SIGNED_FLOAT", "[+-]? " + flt},
+        {"NUMBER", number},
+        {"SIGNED_NUMBER", "[+-]? " + number},
+        {"ESCAPED_STRING", "\"\\\"\" ([^\"\\\\\\n] | \"\\\\\" [^\\n])* \"\\\"\""},
+        {"LCASE_LETTER", "[a-z]"},
+        {"UCASE_LETTER", "[A-Z]"},
+        {"LETTER", "[a-zA-Z]"},
+        {"WORD", "[a-zA-Z]+"},
+        {"CNAME", "[_a-zA-Z] [_a-zA-Z0-9]*"},
+        {"WS_INLINE", "[ \\t]+"},
+        {"WS", "[ \\t\\f\\r\\n]+"},
+        {"CR", "\"\\r\""},
+        {"LF", "\"\\n\""},
+        {"NEWLINE", "(\"\\r\"? \"\\n\")+"},
+    };
+  }();
+  return kCommon;
+}
+
+// A %-directive: `%import common.NAME`, `%import common.NAME -> ALIAS` or `%import common (A,
+// B)` add Lark's common terminals to `imported` (name → definition); every other directive
+// (%ignore among them, whose skipping between tokens a character grammar does not have) is an
+// error that names it.
+Status Directive(std::string_view line, std::map<std::string, std::string>* imported) {
+  const auto unsupported = [&] {
+    return InvalidArgument("the Lark directive '" +
+                           std::string(line.substr(0, line.find_first_of(" \t"))) +
+                           "' is not supported (only %import of Lark's common terminals is)");
+  };
+  if (!line.starts_with("%import")) return unsupported();
+  std::string_view rest = Trim(line.substr(7));
+  if (!rest.starts_with("common")) {
+    return InvalidArgument("only Lark's common library can be imported: " + std::string(line));
+  }
+  rest = Trim(rest.substr(6));
+  std::vector<std::pair<std::string, std::string>> names;  // (terminal, name it is given)
+  if (rest.starts_with(".")) {
+    rest.remove_prefix(1);
+    size_t j = 0;
+    while (j < rest.size() && IsNameChar(rest[j])) ++j;
+    std::string name(rest.substr(0, j)), as = name;
+    const std::string_view tail = Trim(rest.substr(j));
+    if (tail.starts_with("->")) as = std::string(Trim(tail.substr(2)));
+    else if (!tail.empty()) return InvalidArgument("malformed %import: " + std::string(line));
+    names.emplace_back(name, as);
+  } else if (rest.starts_with("(") && rest.ends_with(")")) {
+    std::string_view list = rest.substr(1, rest.size() - 2);
+    while (!Trim(list).empty()) {
+      const size_t comma = list.find(',');
+      const std::string name(Trim(list.substr(0, comma)));
+      names.emplace_back(name, name);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+  } else {
+    return InvalidArgument("malformed %import: " + std::string(line));
+  }
+  for (const auto& [name, as] : names) {
+    const auto found = CommonTerminals().find(name);
+    if (found == CommonTerminals().end()) {
+      return InvalidArgument("Lark's common library has no terminal '" + name + "'");
+    }
+    if (as.empty() || !IsNameStart(as[0])) {
+      return InvalidArgument("malformed %import: " + std::string(line));
+    }
+    (*imported)[as] = found->second;
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -89,6 +273,7 @@ StatusOr<std::string> LarkToEbnf(std::string_view grammar) {
   };
   std::vector<Rule> rules;
   std::set<std::string> referenced;
+  std::map<std::string, std::string> imported;
   size_t pos = 0;
   int line_number = 0;
   while (pos <= grammar.size()) {
@@ -99,12 +284,21 @@ StatusOr<std::string> LarkToEbnf(std::string_view grammar) {
     ++line_number;
     if (line.empty()) continue;
     const std::string where = " (Lark grammar line " + std::to_string(line_number) + ")";
+    const auto converted = [&](std::string_view expr) -> StatusOr<std::string> {
+      auto ebnf = ConvertExpression(expr, &referenced);
+      if (!ebnf.ok()) return InvalidArgument(ebnf.status().message() + where);
+      return ebnf;
+    };
+    if (line[0] == '%') {
+      if (Status s = Directive(line, &imported); !s.ok()) {
+        return InvalidArgument(s.message() + where);
+      }
+      continue;
+    }
     if (line[0] == '|') {
       if (rules.empty()) return InvalidArgument("an alternative before any rule" + where);
-      const std::string_view alt = Trim(line.substr(1));
-      if (!Balanced(alt)) return InvalidArgument("mismatched quotes" + where);
-      References(alt, &referenced);
-      rules.back().definition += " | " + DoubleQuoted(alt);
+      CPM_ASSIGN_OR_RETURN(std::string alt, converted(Trim(line.substr(1))));
+      rules.back().definition += " | " + alt;
       continue;
     }
     const size_t colon = line.find(':');
@@ -121,10 +315,8 @@ StatusOr<std::string> LarkToEbnf(std::string_view grammar) {
         return InvalidArgument("invalid rule name '" + std::string(name) + "'" + where);
       }
     }
-    const std::string_view definition = Trim(line.substr(colon + 1));
-    if (!Balanced(definition)) return InvalidArgument("mismatched quotes" + where);
-    References(definition, &referenced);
-    rules.push_back({std::string(name), DoubleQuoted(definition)});
+    CPM_ASSIGN_OR_RETURN(std::string definition, converted(Trim(line.substr(colon + 1))));
+    rules.push_back({std::string(name), std::move(definition)});
   }
   if (rules.empty()) return InvalidArgument("the Lark grammar defines no rule");
   std::set<std::string> defined;
@@ -132,6 +324,12 @@ StatusOr<std::string> LarkToEbnf(std::string_view grammar) {
   for (const Rule& r : rules) {
     defined.insert(r.name);
     if (r.name == "start") root = "start";
+  }
+  for (const auto& [name, definition] : imported) {
+    if (defined.count(name)) {
+      return InvalidArgument("the Lark grammar defines '" + name + "', which it also imports");
+    }
+    defined.insert(name);
   }
   std::string undefined;
   for (const std::string& name : referenced) {
@@ -142,6 +340,7 @@ StatusOr<std::string> LarkToEbnf(std::string_view grammar) {
   }
   std::string ebnf = "root ::= " + root + "\n";
   for (const Rule& r : rules) ebnf += r.name + " ::= " + r.definition + "\n";
+  for (const auto& [name, definition] : imported) ebnf += name + " ::= " + definition + "\n";
   return ebnf;
 }
 

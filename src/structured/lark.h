@@ -4,6 +4,13 @@
 // that such a grammar constrains the same texts: rule names and expressions are kept (Lark's
 // single-quoted strings become double-quoted), a `?` or `!` before a rule name is dropped, and
 // a rule referred to but never defined is an error.
+//
+// Where xgrammar cannot read the rewritten text, vLLM's auto backend gives the grammar to
+// llguidance, which reads Lark itself; the parts of Lark that then work there are taken here
+// too: /regex/ terminals (no flags), "a".."z" ranges, `-> alias` (dropped: the texts are the
+// same), quotes of the other kind inside a string, and `%import common.NAME` (also `-> ALIAS`
+// and `common (A, B)`) of Lark's common terminals. `%ignore` and the other directives, string
+// and regex flags are errors that name them.
 #pragma once
 
 #include <string>

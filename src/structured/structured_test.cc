@@ -822,5 +822,63 @@ TEST(LarkGrammar, RewrittenAsVllmDoes) {
   EXPECT_FALSE(Matches(*yes_no, "maybe"));
 }
 
+// What vLLM's auto backend hands to llguidance when xgrammar cannot read the rewritten text:
+// /regex/ terminals (vLLM's own docs' SQL example), Lark's common terminals, "a".."z" ranges,
+// aliases, quotes of the other kind inside a string. %ignore and regex flags are 400s that
+// name them.
+TEST(LarkGrammar, RegexTerminalsImportsAndRanges) {
+  const auto compiled = [](const std::string& lark) {
+    auto schema = Schema::FromGrammar(lark);
+    EXPECT_TRUE(schema.ok()) << lark << "\n" << schema.status().message();
+    return schema.ok() ? *schema : nullptr;
+  };
+  auto sql = compiled(
+      "?start: select_statement\n"
+      "?select_statement: \"SELECT \" column_list \" FROM \" table_name\n"
+      "?column_list: column_name (\",\" column_name)*\n"
+      "?table_name: identifier\n"
+      "?column_name: identifier\n"
+      "?identifier: /[a-zA-Z_][a-zA-Z0-9_]*/\n");
+  ASSERT_NE(sql, nullptr);
+  EXPECT_TRUE(Matches(sql, "SELECT col_1,b FROM t2"));
+  EXPECT_FALSE(Matches(sql, "SELECT 1col FROM t"));
+  auto number = compiled("start: NUMBER \"/\" SIGNED_INT\n%import common.NUMBER\n"
+                         "%import common (SIGNED_INT)");
+  ASSERT_NE(number, nullptr);
+  for (const char* ok : {"3.14/-2", "1e5/7", ".5/+1", "12/0"}) EXPECT_TRUE(Matches(number, ok)) << ok;
+  for (const char* bad : {"-3/1", "3./", "e5/1"}) EXPECT_FALSE(Matches(number, bad)) << bad;
+  auto words = compiled("start: WORD (WS_INLINE NAME)*\n%import common.WORD\n"
+                        "%import common.WS_INLINE\n%import common.CNAME -> NAME");
+  ASSERT_NE(words, nullptr);
+  EXPECT_TRUE(Matches(words, "hello _x1 y"));
+  EXPECT_FALSE(Matches(words, "hello 1x"));
+  auto quoted = compiled("start: ESCAPED_STRING\n%import common.ESCAPED_STRING");
+  ASSERT_NE(quoted, nullptr);
+  EXPECT_TRUE(Matches(quoted, R"("a \"b\" c")"));
+  EXPECT_FALSE(Matches(quoted, R"("a "b")"));
+  auto range = compiled("start: (\"a\"..\"c\")+ \"/\" ('x' -> ex | 'say \"hi\"')");
+  ASSERT_NE(range, nullptr);
+  EXPECT_TRUE(Matches(range, "abca/x"));
+  EXPECT_TRUE(Matches(range, "b/say \"hi\""));
+  EXPECT_FALSE(Matches(range, "abd/x"));
+  // A '#' or '//' inside a string or a regex is not a comment.
+  auto hash = compiled("start: \"#\" /[0-9]+/ \"//\"  // a comment");
+  ASSERT_NE(hash, nullptr);
+  EXPECT_TRUE(Matches(hash, "#12//"));
+  const auto error = [](const std::string& lark) {
+    return Schema::FromGrammar(lark).status().message();
+  };
+  EXPECT_NE(error("start: WS\n%import common.WS\n%ignore WS").find(
+                "the Lark directive '%ignore' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error("start: /abc/i").find("regex flags are not supported"), std::string::npos);
+  EXPECT_NE(error("start: \"abc\"i").find("Lark string flags ('i')"), std::string::npos);
+  EXPECT_NE(error("start: X\n%import common.NOPE -> X").find("has no terminal 'NOPE'"),
+            std::string::npos);
+  EXPECT_NE(error("start: x\n%import other.x").find("only Lark's common library"),
+            std::string::npos);
+  EXPECT_NE(error("start: /abc").find("unterminated /regex/"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cpm::structured
