@@ -115,6 +115,14 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
                      "generative models (auto or generate)");
   }
   if (!f.task.empty()) {
+    static const std::vector<std::string> kTasks = {"auto",  "generate", "embedding",
+                                                    "embed", "classify", "score",
+                                                    "reward", "transcription", "draft"};
+    if (std::find(kTasks.begin(), kTasks.end(), f.task) == kTasks.end()) {
+      return FlagError("argument --task: invalid choice: '" + f.task +
+                       "' (choose from 'auto', 'generate', 'embedding', 'embed', 'classify', "
+                       "'score', 'reward', 'transcription', 'draft')");
+    }
     if (f.task != "auto" && f.task != "generate") {
       return FlagError("--task: '" + f.task + "' is not supported: cpmserve serves generative "
                        "models (auto or generate)");

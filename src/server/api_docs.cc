@@ -51,7 +51,8 @@ std::string OpenApiPath(const std::string& path) {
 
 }  // namespace
 
-std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& routes) {
+std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& routes,
+                        const std::string& root_path) {
   using Json = nlohmann::ordered_json;
   Json paths = Json::object();
   for (const auto& [path, methods] : routes) {
@@ -73,13 +74,13 @@ std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& 
                         {"content", {{"application/json", {{"schema", Json::object()}}}}}}}}}};
     }
   }
-  const Json doc = {{"openapi", "3.1.0"},
-                    {"info", {{"title", "FastAPI"}, {"version", "0.1.0"}}},
-                    {"paths", std::move(paths)}};
+  Json doc = {{"openapi", "3.1.0"}, {"info", {{"title", "FastAPI"}, {"version", "0.1.0"}}}};
+  if (!root_path.empty()) doc["servers"] = Json::array({{{"url", root_path}}});
+  doc["paths"] = std::move(paths);
   return doc.dump();
 }
 
-std::string SwaggerUiHtml() {
+std::string SwaggerUiHtml(const std::string& root_path) {
   return R"(<!DOCTYPE html>
 <html>
 <head>
@@ -90,7 +91,7 @@ std::string SwaggerUiHtml() {
 <div id="swagger-ui"></div>
 <script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
 <script>
-const ui = SwaggerUIBundle({url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true,
+const ui = SwaggerUIBundle({url: ')" + root_path + R"(/openapi.json', dom_id: '#swagger-ui', deepLinking: true,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset]});
 </script>
 </body>
@@ -98,7 +99,7 @@ const ui = SwaggerUIBundle({url: '/openapi.json', dom_id: '#swagger-ui', deepLin
 )";
 }
 
-std::string RedocHtml() {
+std::string RedocHtml(const std::string& root_path) {
   return R"(<!DOCTYPE html>
 <html>
 <head>
@@ -107,7 +108,7 @@ std::string RedocHtml() {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 </head>
 <body>
-<redoc spec-url="/openapi.json"></redoc>
+<redoc spec-url=")" + root_path + R"(/openapi.json"></redoc>
 <script src="https://cdn.jsdelivr.net/npm/redoc@2/bundles/redoc.standalone.js"></script>
 </body>
 </html>

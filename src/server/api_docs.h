@@ -10,11 +10,13 @@
 namespace cpm {
 
 // An OpenAPI 3.1 document listing `routes` (path, comma-separated methods) under FastAPI's
-// default title and version; each operation names its route and answers 200.
-std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& routes);
+// default title and version; each operation names its route and answers 200. A `root_path`
+// (--root-path) is its one server, as FastAPI lists it.
+std::string OpenApiJson(const std::vector<std::pair<std::string, std::string>>& routes,
+                        const std::string& root_path = "");
 
-// The HTML pages; both read /openapi.json.
-std::string SwaggerUiHtml();
-std::string RedocHtml();
+// The HTML pages; both read the document at `root_path` + /openapi.json, as FastAPI's do.
+std::string SwaggerUiHtml(const std::string& root_path = "");
+std::string RedocHtml(const std::string& root_path = "");
 
 }  // namespace cpm

@@ -7,6 +7,7 @@
 #include "chat/json_merge.h"
 #include "chat/text_util.h"
 #include "server/json_parse.h"
+#include "server/json_reader.h"
 
 namespace cpm {
 
@@ -316,7 +317,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
     return InvalidArgument("continue_final_message: there is no final message to continue");
   }
   if (in.continue_final_message && in.add_generation_prompt) {
-    return InvalidArgument(
+    return protocol::ModelValidatorError(
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   }
   ChatRenderInput r;

@@ -155,6 +155,12 @@ std::string RoutePath(const std::string& root_path, const std::string& path) {
   return path[root_path.size()] == '/' ? path.substr(root_path.size()) : path;
 }
 
+std::string HttpServer::DocsRoot() const {
+  std::string root = root_path_;
+  while (!root.empty() && root.back() == '/') root.pop_back();
+  return root;
+}
+
 std::string AccessLogLine(const std::string& remote_addr, int remote_port,
                           const std::string& method, const std::string& target,
                           const std::string& version, int status) {
@@ -625,15 +631,15 @@ void HttpServer::InstallRoutes() {
     for (const auto& route : ServedRoutes()) {
       if (!IsDocsRoute(route.first)) routes.push_back(route);
     }
-    res.set_content(OpenApiJson(routes), "application/json");
+    res.set_content(OpenApiJson(routes, DocsRoot()), "application/json");
   });
   s.Get("/docs", [this](const httplib::Request&, httplib::Response& res) {
     if (!docs_) return RouteOff(res);
-    res.set_content(SwaggerUiHtml(), "text/html; charset=utf-8");
+    res.set_content(SwaggerUiHtml(DocsRoot()), "text/html; charset=utf-8");
   });
   s.Get("/redoc", [this](const httplib::Request&, httplib::Response& res) {
     if (!docs_) return RouteOff(res);
-    res.set_content(RedocHtml(), "text/html; charset=utf-8");
+    res.set_content(RedocHtml(DocsRoot()), "text/html; charset=utf-8");
   });
   s.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
     if (!tokenizer_info_) return RouteOff(res);

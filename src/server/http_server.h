@@ -89,6 +89,8 @@ class HttpServer {
 
  private:
   void InstallRoutes();
+  // The root path as FastAPI's documentation routes write it (no trailing '/').
+  std::string DocsRoot() const;
   void UpdateRoutes();  // routes_ from the flags
   // Ends the keep-alive wait of every connection with no request in flight, as uvicorn does
   // when it stops: otherwise an idle client (an OpenAI client's connection pool) holds the

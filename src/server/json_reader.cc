@@ -18,6 +18,10 @@ Status TypeError(const std::string& field, const char* expected) {
                          expected);
 }
 
+Status ModelValidatorError(const std::string& what) {
+  return InvalidArgument("1 validation error: Value error, " + what);
+}
+
 StatusOr<Json> ParseJsonObject(std::string_view body) {
   std::string error;
   Json j = ParseOrderedJson(body, &error);
@@ -85,8 +89,9 @@ bool ToBool(const Json& v, bool* out) {
 std::optional<int64_t> ToInt(const Json& v, JsonReader::IntForm form, const char** why) {
   *why = "a valid integer";
   if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
-  // Python's integers have no bounds; vLLM's fields stop at a 64-bit long (seed's ge / le),
-  // which pydantic reports as a bound, not as a type.
+  // Python's integers have no bounds, so an integer beyond a 64-bit long is refused here with
+  // the bound vLLM's seed declares (ge / le of a torch long), reported as pydantic reports it;
+  // vLLM's other integer fields take such a number and refuse it later in their own words.
   constexpr const char* kAboveLong = "less than or equal to 9223372036854775807";
   constexpr const char* kBelowLong = "greater than or equal to -9223372036854775808";
   if (v.is_number_integer()) {

@@ -63,5 +63,9 @@ StatusOr<nlohmann::ordered_json> ParseJsonObject(std::string_view body);
 
 // vLLM/pydantic-like wording for a type error on `field`.
 Status TypeError(const std::string& field, const char* expected);
+// An error one of vLLM's request models raises in a model validator (a ValueError while pydantic
+// reads the body): FastAPI's "1 validation error: Value error, <what>", which its handler types
+// "Bad Request" (ApiErrorFromStatus).
+Status ModelValidatorError(const std::string& what);
 
 }  // namespace cpm::protocol

@@ -22,7 +22,7 @@ Status ParseStreamOptions(JsonReader& r, SamplingFields* f) {
   if (!r.Has("stream_options")) return OkStatus();
   // vLLM's validate_stream_options: non-empty options on a request that does not stream.
   if (!opts.empty() && !f->stream) {
-    return InvalidArgument("Stream options can only be defined when `stream=True`.")
+    return ModelValidatorError("Stream options can only be defined when `stream=True`.")
         .WithParam("stream_options");
   }
   // vLLM's StreamOptions: include_usage defaults to true once the options are given.
@@ -87,9 +87,7 @@ Status ParseSampling(JsonReader& r, SamplingFields* f) {
   if (salt && !salt->is_null()) {
     // vLLM's check_cache_salt_support (a pydantic model validator).
     if (!salt->is_string() || salt->get<std::string>().empty()) {
-      return InvalidArgument(
-                 "1 validation error: Value error, Parameter 'cache_salt' must be a non-empty "
-                 "string if provided.")
+      return ModelValidatorError("Parameter 'cache_salt' must be a non-empty string if provided.")
           .WithParam("cache_salt");
     }
     f->cache_salt = salt->get<std::string>();
@@ -197,14 +195,13 @@ Status CheckStructuredOutputsCount(const Json& j, ToolChoice tool_choice) {
     count += so->contains(k) && !so->at(k).is_null();
   }
   if (count > 1) {
-    return InvalidArgument(
-        "1 validation error: Value error, You can only use one kind of constraints for "
-        "structured outputs ('json', 'regex' or 'choice').");
+    return ModelValidatorError(
+        "You can only use one kind of constraints for structured outputs ('json', 'regex' or "
+        "'choice').");
   }
   if (count > 0 && tool_choice == ToolChoice::kNamed) {
-    return InvalidArgument(
-        "1 validation error: Value error, You can only either use constraints for structured "
-        "outputs or tools, not both.");
+    return ModelValidatorError(
+        "You can only either use constraints for structured outputs or tools, not both.");
   }
   return OkStatus();
 }
@@ -218,12 +215,9 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   Json choice = choice_it != j.end() ? *choice_it : Json();
   if (choice_it == j.end() && has_tools && !tools->empty()) choice = "auto";
   if (choice.is_null() || choice == "none") return ToolChoice::kNone;
-  const auto value_error = [](const std::string& what) {
-    return InvalidArgument("1 validation error: Value error, " + what);
-  };
-  if (!has_tools) return value_error("When using `tool_choice`, `tools` must be set.");
+  if (!has_tools) return ModelValidatorError("When using `tool_choice`, `tools` must be set.");
   if (choice != "auto" && choice != "required" && !choice.is_object()) {
-    return value_error("Invalid value for `tool_choice`: " +
+    return ModelValidatorError("Invalid value for `tool_choice`: " +
                        (choice.is_string() ? choice.get<std::string>() : choice.dump()) +
                        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
   }
@@ -240,16 +234,16 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   }
   const auto fn = choice.find("function");
   if (fn == choice.end() || !fn->is_object()) {
-    return value_error("Invalid value for `function`: `" +
+    return ModelValidatorError("Invalid value for `function`: `" +
                        (fn == choice.end() ? std::string("None") : fn->dump()) +
                        "` in `tool_choice`" + usage);
   }
   const auto fn_name = fn->find("name");
   if (fn_name == fn->end()) {
-    return value_error("Expected field `name` in `function` in `tool_choice`" + usage);
+    return ModelValidatorError("Expected field `name` in `function` in `tool_choice`" + usage);
   }
   if (!fn_name->is_string() || fn_name->get_ref<const std::string&>().empty()) {
-    return value_error("Invalid `name` in `function`: `" +
+    return ModelValidatorError("Invalid `name` in `function`: `" +
                        (fn_name->is_string() ? fn_name->get<std::string>() : fn_name->dump()) +
                        "` in `tool_choice`" + usage);
   }
@@ -257,7 +251,7 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   for (const Json& t : *tools) {
     if (t["function"]["name"] == *name) return ToolChoice::kNamed;
   }
-  return value_error(
+  return ModelValidatorError(
       "The tool specified in `tool_choice` does not match any of the specified `tools`");
 }
 
@@ -449,7 +443,7 @@ Status ParsePrompts(const Json& p, std::vector<CompletionPrompt>* out) {
   }
   if (!p.is_array()) return TypeError("prompt", expected);
   if (p.empty()) {  // vLLM's newer check covers [] as it does "" (its test_empty_prompt_list)
-    return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
+    return ModelValidatorError("Either prompt or prompt_embeds must be provided and non-empty.");
   }
   if (p[0].is_string()) {
     for (const Json& e : p) {
@@ -500,12 +494,13 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body,
   // refusal, rather than a reply to the prompt alone.
   r.Known("prompt_embeds");
   if (r.Has("prompt_embeds") && !j["prompt_embeds"].is_null()) {
-    return InvalidArgument("You must set `--enable-prompt-embeds` to input `prompt_embeds`.")
+    return InvalidArgument("You must set `--enable-prompt-embeds` to input `prompt_embeds`. "
+                           "(cpmserve does not take prompt embeddings.)")
         .WithParam("prompt_embeds");
   }
   // vLLM's validate_prompt_and_prompt_embeds.
   if (!r.Has("prompt") || j["prompt"] == "") {
-    return InvalidArgument("Either prompt or prompt_embeds must be provided and non-empty.");
+    return ModelValidatorError("Either prompt or prompt_embeds must be provided and non-empty.");
   }
   CPM_TRY(ParsePrompts(j["prompt"], &req.prompts));
   CPM_TRY(r.OptInt("logprobs", &req.logprobs, JsonReader::IntForm::kNoStrings));

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "chat/value.h"      // Repr: lists in messages as Python writes them
+#include "server/json_reader.h"
 #include "server/metrics.h"  // PythonFloat: floats in messages as Python writes them
 
 namespace cpm {
@@ -17,7 +18,7 @@ namespace cpm {
 StatusOr<int64_t> CompletionLogprobsCount(std::optional<int64_t> logprobs) {
   if (!logprobs) return -1;
   if (*logprobs < 0) {
-    return InvalidArgument("`logprobs` must be a positive value.").WithParam("logprobs");
+    return protocol::ModelValidatorError("`logprobs` must be a positive value.").WithParam("logprobs");
   }
   return *logprobs;
 }
@@ -26,11 +27,11 @@ StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_lo
                                     int32_t vocab_size) {
   if (top_logprobs) {
     if (*top_logprobs < -1) {
-      return InvalidArgument("`top_logprobs` must be a positive value or -1.");
+      return protocol::ModelValidatorError("`top_logprobs` must be a positive value or -1.");
     }
     // vLLM's check: 0 asks nothing, so it needs no `logprobs`.
     if (*top_logprobs != 0 && !logprobs) {
-      return InvalidArgument("when using `top_logprobs`, `logprobs` must be set to true.");
+      return protocol::ModelValidatorError("when using `top_logprobs`, `logprobs` must be set to true.");
     }
     if (!logprobs) return -1;
     return *top_logprobs == -1 ? vocab_size : *top_logprobs;
@@ -224,7 +225,7 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.include_stop_str_in_output = f.include_stop_str_in_output;
   r.skip_special_tokens = f.skip_special_tokens;
   if (logprobs < -1) {
-    return InvalidArgument("`logprobs` must be a positive value or -1.").WithParam("logprobs");
+    return protocol::ModelValidatorError("`logprobs` must be a positive value or -1.").WithParam("logprobs");
   }
   if (logprobs > max_logprobs) {
     return InvalidArgument(fmt::format(
@@ -238,11 +239,11 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
     // vLLM's: -1 is the whole vocabulary; 0 (the prompt's own tokens) streams too.
     int64_t prompt_logprobs = *f.prompt_logprobs;
     if (prompt_logprobs < -1) {
-      return InvalidArgument("`prompt_logprobs` must be a positive value or -1.")
+      return protocol::ModelValidatorError("`prompt_logprobs` must be a positive value or -1.")
           .WithParam("prompt_logprobs");
     }
     if (f.stream && prompt_logprobs != 0) {
-      return InvalidArgument("`prompt_logprobs` are not available when `stream=True`.")
+      return protocol::ModelValidatorError("`prompt_logprobs` are not available when `stream=True`.")
           .WithParam("prompt_logprobs");
     }
     if (prompt_logprobs == -1) prompt_logprobs = vocab_size;

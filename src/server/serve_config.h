@@ -122,7 +122,8 @@ StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::strin
 // vLLM's --reasoning-config: {"reasoning_parser": name, "reasoning_start_str": text,
 // "reasoning_end_str": text}, the texts thinking_token_budget counts from and forces at its end
 // (the end may put a transition phrase before the parser's end marker); an empty or absent text
-// is the parser's own marker. An unknown field, a non-string or an unknown parser is an error.
+// is the marker of its parser (else --reasoning-parser's), which splits no reply's reasoning
+// out. An unknown field, a non-string or an unknown parser is an error.
 struct ReasoningConfig {
   std::string reasoning_parser, start, end;
 };

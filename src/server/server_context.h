@@ -50,7 +50,8 @@ struct ServerContext {
   int64_t video_limit = -1;                // ... and its video count
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
-  // --reasoning-config's texts for thinking_token_budget ("": the reasoning parser's markers).
+  // thinking_token_budget's texts (--reasoning-config's, else its parser's or the reasoning
+  // parser's markers); a budget is ignored unless both are set, or a reasoning parser fills in.
   std::string thinking_start, thinking_end;
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
   bool enable_force_include_usage = false;  // --enable-force-include-usage: usage in every stream

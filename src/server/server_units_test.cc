@@ -14,6 +14,7 @@
 #include "server/memory_budget.h"
 #include "server/http_metrics.h"
 #include "server/http_server.h"
+#include "server/json_reader.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/protocol.h"
@@ -666,14 +667,15 @@ TEST(Protocol, CompletionPromptForms) {
   // vLLM's validate_prompt_and_prompt_embeds.
   for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})", R"({"prompt":[]})"}) {
     EXPECT_EQ(one(body).status().message(),
-              "Either prompt or prompt_embeds must be provided and non-empty.")
+              "1 validation error: Value error, Either prompt or prompt_embeds must be provided and non-empty.")
         << body;
   }
   EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
   EXPECT_FALSE(one(R"({"prompt":5})").ok());
   // prompt_embeds without vLLM's --enable-prompt-embeds: its 400, not a reply to `prompt` alone.
   EXPECT_EQ(one(R"({"prompt":"a","prompt_embeds":"AAAA"})").status().message(),
-            "You must set `--enable-prompt-embeds` to input `prompt_embeds`.");
+            "You must set `--enable-prompt-embeds` to input `prompt_embeds`. (cpmserve does not "
+            "take prompt embeddings.)");
   EXPECT_TRUE(one(R"({"prompt":"a","prompt_embeds":null})").ok());
   // Typed as vLLM's models type them, though without effect here.
   EXPECT_NE(one(R"({"prompt":"a","user":5})").status().message().find("'user'"), std::string::npos);
@@ -687,7 +689,7 @@ TEST(Protocol, CompletionPromptForms) {
 
 TEST(Protocol, StreamOptionsOnlyWhenStreaming) {
   // vLLM's validate_stream_options: non-empty options on a request that does not stream.
-  const char* msg = "Stream options can only be defined when `stream=True`.";
+  const char* msg = "1 validation error: Value error, Stream options can only be defined when `stream=True`.";
   auto chat = [](const char* body) { return protocol::ParseChatCompletionRequest(body, nullptr); };
   auto completion = [](const char* body) {
     return protocol::ParseCompletionRequest(body, nullptr);
@@ -902,17 +904,17 @@ TEST(Sampling, VllmEdgeValues) {
   EXPECT_EQ(*ChatLogprobsCount(true, -1, 100), 100);
   EXPECT_EQ(*ChatLogprobsCount(false, 0, 100), -1);
   EXPECT_EQ(ChatLogprobsCount(false, -1, 100).status().message(),
-            "when using `top_logprobs`, `logprobs` must be set to true.");
+            "1 validation error: Value error, when using `top_logprobs`, `logprobs` must be set to true.");
   EXPECT_EQ(ChatLogprobsCount(true, -2, 100).status().message(),
-            "`top_logprobs` must be a positive value or -1.");
+            "1 validation error: Value error, `top_logprobs` must be a positive value or -1.");
   EXPECT_EQ(*CompletionLogprobsCount(3), 3);
   EXPECT_EQ(*CompletionLogprobsCount(std::nullopt), -1);
-  EXPECT_EQ(CompletionLogprobsCount(-1).status().message(), "`logprobs` must be a positive value.");
+  EXPECT_EQ(CompletionLogprobsCount(-1).status().message(), "1 validation error: Value error, `logprobs` must be a positive value.");
   EXPECT_EQ(CompletionLogprobsCount(-1).status().param(), "logprobs");
   EXPECT_EQ(ResolveSampling({}, {}, 100, 100).status().message(),
             "Requested sample logprobs of 100, which is greater than max allowed: 20");
   EXPECT_EQ(ResolveSampling({}, {}, -3, 100).status().message(),
-            "`logprobs` must be a positive value or -1.");
+            "1 validation error: Value error, `logprobs` must be a positive value or -1.");
 
   f = {};
   f.stream = true;
@@ -920,7 +922,7 @@ TEST(Sampling, VllmEdgeValues) {
   EXPECT_EQ(ResolveSampling(f, {}, -1, 100)->prompt_logprobs, 0);
   f.prompt_logprobs = 1;
   EXPECT_EQ(ResolveSampling(f, {}, -1, 100).status().message(),
-            "`prompt_logprobs` are not available when `stream=True`.");
+            "1 validation error: Value error, `prompt_logprobs` are not available when `stream=True`.");
   f.stream = false;
   f.prompt_logprobs = -1;
   EXPECT_EQ(ResolveSampling(f, {}, -1, 100, nullptr, 100)->prompt_logprobs, 100);
@@ -1198,6 +1200,14 @@ TEST(ApiError, Shape) {
     EXPECT_EQ(v.status, 400) << m;
   }
   EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("validation error")).type, "BadRequestError");
+  // A model validator's ValueError (validate_stream_options, check_logprobs, ...) is one too.
+  EXPECT_EQ(ApiErrorFromStatus(protocol::ModelValidatorError("x")).type, "Bad Request");
+  EXPECT_EQ(ApiErrorFromStatus(protocol::ParseCompletionRequest(
+                                    R"({"prompt":"a","stream_options":{"include_usage":true}})",
+                                    nullptr)
+                                    .status())
+                .type,
+            "Bad Request");
   // pydantic's own, raised while serving (a content part's TypeAdapter).
   EXPECT_EQ(ApiErrorFromStatus(InvalidArgument("1 validation error for ImageURL\nurl")).type,
             "BadRequestError");

@@ -1,6 +1,7 @@
 // Lark → EBNF, as vLLM rewrites a Lark grammar before its backends compile it.
 #include "structured/lark.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -127,13 +128,17 @@ StatusOr<std::string> ConvertExpression(std::string_view expr, std::set<std::str
         return InvalidArgument("Lark string flags ('" + std::string(1, expr[i]) +
                                "') are not supported");
       }
-      // "a".."z": a range of single characters.
-      if (expr.substr(i, 2) == ".." && i + 2 < expr.size() &&
-          (expr[i + 2] == '"' || expr[i + 2] == '\'')) {
-        const size_t end2 = LiteralEnd(expr, i + 2);
+      // "a".."z" (blanks around the dots allowed): a range of single characters.
+      size_t dots = i;
+      while (dots < expr.size() && (expr[dots] == ' ' || expr[dots] == '\t')) ++dots;
+      size_t second = dots + 2;
+      while (second < expr.size() && (expr[second] == ' ' || expr[second] == '\t')) ++second;
+      if (expr.substr(dots, 2) == ".." && second < expr.size() &&
+          (expr[second] == '"' || expr[second] == '\'')) {
+        const size_t end2 = LiteralEnd(expr, second);
         if (end2 == std::string_view::npos) return InvalidArgument("mismatched quotes");
         const auto from = SingleCharacter(body);
-        const auto to = SingleCharacter(expr.substr(i + 3, end2 - i - 4));
+        const auto to = SingleCharacter(expr.substr(second + 1, end2 - second - 2));
         if (!from || !to || *from > *to) {
           return InvalidArgument("a Lark range \"a\"..\"z\" needs one character at each end, "
                                  "the first not above the second");
@@ -196,6 +201,10 @@ const std::map<std::string, std::string>& CommonTerminals() {
         {"CR", "\"\\r\""},
         {"LF", "\"\\n\""},
         {"NEWLINE", "(\"\\r\"? \"\\n\")+"},
+        {"SH_COMMENT", "\"#\" [^\\n]*"},
+        {"CPP_COMMENT", "\"//\" [^\\n]*"},
+        {"C_COMMENT", "\"/*\" ([^*] | \"*\"+ [^*/])* \"*\"+ \"/\""},
+        {"SQL_COMMENT", "\"--\" [^\\n]*"},
     };
   }();
   return kCommon;
@@ -243,7 +252,8 @@ Status Directive(std::string_view line, std::map<std::string, std::string>* impo
     if (found == CommonTerminals().end()) {
       return InvalidArgument("Lark's common library has no terminal '" + name + "'");
     }
-    if (as.empty() || !IsNameStart(as[0])) {
+    if (as.empty() || !IsNameStart(as[0]) ||
+        !std::all_of(as.begin(), as.end(), IsNameChar)) {
       return InvalidArgument("malformed %import: " + std::string(line));
     }
     (*imported)[as] = found->second;

@@ -852,15 +852,24 @@ TEST(LarkGrammar, RegexTerminalsImportsAndRanges) {
   ASSERT_NE(words, nullptr);
   EXPECT_TRUE(Matches(words, "hello _x1 y"));
   EXPECT_FALSE(Matches(words, "hello 1x"));
+  auto comment = compiled("start: C_COMMENT SH_COMMENT?\n%import common (C_COMMENT, SH_COMMENT)");
+  ASSERT_NE(comment, nullptr);
+  EXPECT_TRUE(Matches(comment, "/* a * b **/# c"));
+  EXPECT_FALSE(Matches(comment, "/* a */ b */"));
+  EXPECT_NE(Schema::FromGrammar("start: N\n%import common.NUMBER -> N extra").status().message()
+                .find("malformed %import"),
+            std::string::npos);
   auto quoted = compiled("start: ESCAPED_STRING\n%import common.ESCAPED_STRING");
   ASSERT_NE(quoted, nullptr);
   EXPECT_TRUE(Matches(quoted, R"("a \"b\" c")"));
   EXPECT_FALSE(Matches(quoted, R"("a "b")"));
-  auto range = compiled("start: (\"a\"..\"c\")+ \"/\" ('x' -> ex | 'say \"hi\"')");
+  auto range = compiled("start: (\"a\"..\"c\")+ \"/\" ('x' -> ex | 'say \"hi\"') (\"0\" .. \"2\")?");
   ASSERT_NE(range, nullptr);
   EXPECT_TRUE(Matches(range, "abca/x"));
   EXPECT_TRUE(Matches(range, "b/say \"hi\""));
   EXPECT_FALSE(Matches(range, "abd/x"));
+  EXPECT_TRUE(Matches(range, "a/x2"));
+  EXPECT_FALSE(Matches(range, "a/x.2"));  // blanks around the dots: still a range
   // A '#' or '//' inside a string or a regex is not a comment.
   auto hash = compiled("start: \"#\" /[0-9]+/ \"//\"  // a comment");
   ASSERT_NE(hash, nullptr);

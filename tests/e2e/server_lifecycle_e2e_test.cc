@@ -203,6 +203,7 @@ TEST_F(ServerLifecycle, UnsupportedVllmFlagsSayWhy) {
       {{"--runner", "pooling"}, "--runner: 'pooling' is not supported: cpmserve serves generative"},
       {{"--runner", "x"}, "argument --runner: invalid choice: 'x'"},
       {{"--task", "embed"}, "--task: 'embed' is not supported"},
+      {{"--task", "x"}, "argument --task: invalid choice: 'x' (choose from 'auto', 'generate',"},
       {{"--enable-mm-embeds"}, "--enable-mm-embeds is not supported"},
       {{"--enable-prompt-embeds"}, "--enable-prompt-embeds is not supported"},
       {{"--reasoning-config", R"({"reasoning_end":"x"})"},
@@ -556,6 +557,14 @@ TEST_F(ServerLifecycle, RootPathServesUnderTheProxysPrefix) {
   ASSERT_TRUE(slash);
   EXPECT_EQ(slash->status, 307);
   EXPECT_EQ(slash->get_header_value("Location"), "/llm/v1/models?x=1");
+  // FastAPI's documentation under a root path: the pages read the document through the
+  // prefix, and the document lists the prefix as its server.
+  EXPECT_NE(e2e::Get(p.port(), "/llm/docs").body.find("url: '/llm/openapi.json'"),
+            std::string::npos);
+  EXPECT_NE(e2e::Get(p.port(), "/redoc").body.find("spec-url=\"/llm/openapi.json\""),
+            std::string::npos);
+  EXPECT_EQ(e2e::Get(p.port(), "/llm/openapi.json").json()["servers"],
+            (Json::array({{{"url", "/llm"}}})));
   EXPECT_EQ(p.Stop(SIGTERM), 0);
   // The access log shows the path as the client sent it.
   EXPECT_NE(p.Log().find(" - \"GET /llm/v1/models HTTP/1.1\" 401 Unauthorized"),
