@@ -331,6 +331,12 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
   }
   std::vector<std::pair<int32_t, float>> cand = TopK(logits, n, k < n ? k : kFirstCandidates);
   if (cand.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
+  if (k > 1 && k < n) {
+    // vLLM's top-k masks the logits below the k-th only, so the tokens tied with it stay
+    // candidates (top_k 1 excepted: newer vLLM's argmax, the lowest index of a tie).
+    const int64_t at_least = CountAtLeast(logits, n, cand.back().second);
+    if (at_least > k) cand = TopK(logits, n, at_least);
+  }
   std::vector<double> probs(cand.size());
   double sum = 0.0;
   for (size_t i = 0; i < cand.size(); ++i) {

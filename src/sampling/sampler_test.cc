@@ -41,6 +41,30 @@ TEST(SamplerTest, TopKOneIsGreedyAndTopPRestricts) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits, 4, p, rng), 1);
 }
 
+// vLLM's top-k keeps every token tied with the k-th logit (it masks those below it); top_k 1
+// stays the argmax.
+TEST(SamplerTest, TopKKeepsTheTokensTiedWithTheKth) {
+  std::vector<float> logits(100, -10.0f);
+  logits[3] = 2.0f;
+  logits[40] = 1.0f;  // tied at k = 2
+  logits[70] = 1.0f;
+  logits[90] = 2.0f;
+  SamplingParams p;
+  p.top_k = 2;
+  Rng rng(3);
+  std::map<int, int> counts;
+  for (int i = 0; i < 3000; ++i) counts[SampleToken(logits.data(), 100, p, rng)]++;
+  EXPECT_EQ(counts.size(), 2u);  // 3 and 90 (k = 2: the tie lies below)
+  p.top_k = 3;
+  counts.clear();
+  for (int i = 0; i < 6000; ++i) counts[SampleToken(logits.data(), 100, p, rng)]++;
+  EXPECT_EQ(counts.size(), 4u);  // 40 and 70 both, as vLLM's mask leaves them
+  EXPECT_GT(counts[70], 300);
+  EXPECT_NEAR(static_cast<double>(counts[40]) / counts[70], 1.0, 0.3);
+  p.top_k = 1;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(SampleToken(logits.data(), 100, p, rng), 3);
+}
+
 TEST(SamplerTest, SeededDrawsRepeatAndFollowTheDistribution) {
   const float logits[] = {0.0f, std::log(3.0f)};  // p = 0.25, 0.75
   SamplingParams p;
@@ -303,7 +327,16 @@ TEST(SamplerTest, LargeTopKKeepsTheLargest) {
   for (int i = 0; i < 400; ++i) ASSERT_EQ(logits[SampleToken(logits.data(), 73448, p, rng)], 0.0f);
   // With top-p, over the top-k's probabilities: half of the 1000 (or 501, rounding).
   p.top_p = 0.5f;
-  EXPECT_GT(DrawsPastFirst256(FlatTop(3000, -40.0f), p, rng, 501 * 7), 120);  // ~49%
+  std::vector<float> graded = FlatTop(3000, -40.0f);
+  for (int64_t i = 1000; i < 3000; ++i) graded[i * 7] = -1.0f;  // below the 1000th
+  for (int i = 0; i < 400; ++i) {
+    const int32_t t = SampleToken(graded.data(), 73448, p, rng);
+    ASSERT_EQ(graded[t], 0.0f);
+    ASSERT_LE(t, 501 * 7);
+  }
+  // 3000 tokens tied at the 1000th logit all stay (vLLM masks below the k-th only): top-p 0.5
+  // takes half of the 3000.
+  EXPECT_GT(DrawsPastFirst256(FlatTop(3000, -40.0f), p, rng, 1501 * 7), 300);  // ~83%
 }
 
 TEST(SamplerTest, TopKMatchesStableSortAndSkipsNaN) {
