@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "server/handlers.h"
+#include "server/logprobs_json.h"
 #include "server/responses.h"
 #include "server/sse.h"
 #include "tokenizer/tiny_tokenizer.h"
@@ -790,6 +791,19 @@ TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0]["choices"][0]["logprobs"]["tokens"].size(), 4u);  // prompt + first
   EXPECT_TRUE(events[0]["choices"][0]["logprobs"]["token_logprobs"][0].is_null());
+}
+
+// vLLM's prompt_logprobs dict: the token first, then the top k; a token among the top k takes
+// the top-k entry's rank (where it ties with a token listed before it, one less than its own).
+TEST_F(HandlersTest, PromptLogprobsRankOfATokenAmongTheTop) {
+  const TokenLogprobs lp{9, -1.0f, {{7, -1.0f}, {9, -1.0f}, {8, -2.0f}}, 3};
+  const Json j = PromptLogprobsJson(*tok_, {lp}, 3);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1].begin().key(), "9");  // keeps its first place
+  EXPECT_EQ(j[1]["9"]["rank"], 2);
+  EXPECT_EQ(j[1]["7"]["rank"], 1);
+  EXPECT_EQ(j[1]["8"]["rank"], 3);
+  EXPECT_EQ(j[1].size(), 3u);
 }
 
 TEST_F(HandlersTest, ChatPromptLogprobs) {

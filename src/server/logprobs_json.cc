@@ -85,11 +85,13 @@ Json PromptLogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
       e["decoded_token"] = tok.TokenBytes(id);
       return e;
     };
+    // vLLM's dict of the token, then the top k: a token among the top k keeps its first place
+    // and takes the top-k entry's rank (they differ where it ties with a token listed before).
     Json m = Json::object();
     m[std::to_string(lp.token)] = entry(lp.token, lp.logprob, lp.rank);
     for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
       const std::string key = std::to_string(lp.top[k].first);
-      if (!m.contains(key)) m[key] = entry(lp.top[k].first, lp.top[k].second, k + 1);
+      m[key] = entry(lp.top[k].first, lp.top[k].second, static_cast<int64_t>(k) + 1);
     }
     out.push_back(std::move(m));
   }
