@@ -204,6 +204,60 @@ StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* me
   return out;
 }
 
+// A message's content as one text: a string as it is, a list's text items (and plain strings)
+// joined by newlines.
+std::string ContentText(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  bool first = true;
+  for (const Json& part : content.is_array() ? content : Json::array()) {
+    const Json* t = part.is_string() ? &part
+                    : part.is_object() && part.contains("text") ? &part["text"]
+                                                                : nullptr;
+    if (t == nullptr || !t->is_string()) continue;
+    text += (first ? "" : "\n") + t->get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
+// vLLM's renderer for a template that never names the developer role ('developer' or
+// "developer" nowhere in its source): each developer message becomes a system message without
+// its tools, and then, where a system message is not the only first one, all system messages
+// become one at the front, their non-empty texts joined by blank lines (newer OpenAI clients
+// send developer messages, which MiniCPM-V-4.6's template would refuse).
+void DeveloperAsSystem(const std::string& template_source, Json* messages) {
+  const auto is_developer = [](const Json& m) { return m.value("role", "") == "developer"; };
+  if (std::none_of(messages->begin(), messages->end(), is_developer) ||
+      template_source.find("\"developer\"") != std::string::npos ||
+      template_source.find("'developer'") != std::string::npos) {
+    return;
+  }
+  std::vector<std::string> system_texts;
+  Json others = Json::array();
+  bool consolidate = false;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    Json& m = (*messages)[i];
+    if (is_developer(m)) {
+      m["role"] = "system";
+      m.erase("tools");
+    }
+    if (m.value("role", "") != "system") {
+      others.push_back(m);
+      continue;
+    }
+    consolidate = consolidate || i > 0 || !system_texts.empty();
+    if (std::string text = ContentText(m.value("content", Json(""))); !text.empty()) {
+      system_texts.push_back(std::move(text));
+    }
+  }
+  if (!consolidate) return;
+  std::string joined;
+  for (const std::string& t : system_texts) joined += (joined.empty() ? "" : "\n\n") + t;
+  others.insert(others.begin(), Json{{"role", "system"}, {"content", joined}});
+  *messages = std::move(others);
+}
+
 // The text the reply continues with continue_final_message: the final message's content, or
 // its last text part (transformers' apply_chat_template takes the same).
 StatusOr<std::string> FinalMessageText(const Json& last) {
@@ -322,6 +376,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
   }
   ChatRenderInput r;
   CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? media : nullptr));
+  DeveloperAsSystem(chat_template->source(), &r.messages);
   r.tools = tools_as_given ? in.tools : ToolsAsVllmDumps(in.tools);
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;

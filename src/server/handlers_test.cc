@@ -439,6 +439,41 @@ TEST_F(HandlersTest, GenerationConfigsOtherEosIdsAreStopTokenIds) {
   EXPECT_EQ(engine_.submitted.back().eos_token_ids, (std::vector<int32_t>{2, 9, 11}));
 }
 
+// vLLM's renderer: where the template never names the developer role, developer messages are
+// system messages (their tools dropped), and the system messages then one at the front, their
+// texts joined by blank lines; a template that names the role gets them as sent.
+TEST_F(HandlersTest, DeveloperMessagesAreSystemWhereTheTemplateKnowsNoDeveloper) {
+  ctx_.trust_request_chat_template = true;
+  const auto rendered = [&](const std::string& tmpl, const Json& messages) {
+    int status = 0;
+    const Json body = {{"messages", messages}, {"chat_template", tmpl}};
+    const Json r = Chat(body.dump(), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return tok_->Decode(engine_.submitted.back().prompt, true);
+  };
+  const std::string plain = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}";
+  const Json three = Json::parse(R"([{"role":"system","content":"S"},
+      {"role":"user","content":"u"},
+      {"role":"developer","content":[{"type":"text","text":"D1"},{"type":"text","text":"D2"}],
+       "tools":[{"type":"function"}]}])");
+  EXPECT_EQ(rendered(plain, three), "[system:S\n\nD1\nD2][user:u]");
+  // A developer message alone first: system, nothing to merge.
+  EXPECT_EQ(rendered(plain, Json::parse(R"([{"role":"developer","content":"D"},
+      {"role":"user","content":"u"}])")),
+            "[system:D][user:u]");
+  // No developer message: two system messages stay as sent.
+  EXPECT_EQ(rendered(plain, Json::parse(R"([{"role":"system","content":"A"},
+      {"role":"system","content":"B"}])")),
+            "[system:A][system:B]");
+  // The template names the role: left as sent.
+  const std::string knows = "{% for m in messages %}{% if m.role == 'developer' %}<dev>"
+                            "{% endif %}[{{ m.role }}:{{ m.content }}]{% endfor %}";
+  EXPECT_EQ(rendered(knows, Json::parse(R"([{"role":"user","content":"u"},
+      {"role":"developer","content":"D"}])")),
+            "[user:u]<dev>[developer:D]");
+  ctx_.trust_request_chat_template = false;
+}
+
 TEST_F(HandlersTest, RequestChatTemplateOnlyWhenTrusted) {
   const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],
       "chat_template":"{% for m in messages %}<<{{ m.content }}>>{% endfor %}"})";

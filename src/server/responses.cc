@@ -43,8 +43,8 @@ StatusOr<Json> ChatPart(const Json& part) {
 
 // A message item ({role, content}) as a chat message.
 StatusOr<Json> ChatMessage(const Json& item) {
-  // developer goes to the template as it is, as vLLM's chat messages keep any role (MiniCPM-V's
-  // template refuses it, MiniCPM4's renders it).
+  // developer stays developer here; rendering makes it system where the template never names
+  // the role (DeveloperAsSystem, as vLLM's renderer), so MiniCPM-V-4.6's template takes it.
   const std::string role = StringField(item, "role");
   if (role != "user" && role != "system" && role != "assistant" && role != "developer")
     return InvalidArgument("input: message role '" + role + "' is not one of user, system, developer, assistant");

@@ -138,6 +138,20 @@ TEST_F(HybridServingE2E, TemplateOpensThinkingOnlyWhenAskedTo) {
   }
 }
 
+// MiniCPM-V-4.6's template refuses a developer message ("Unexpected message role."); vLLM's
+// renderer makes it a system message first, as newer OpenAI clients send it.
+TEST_F(HybridServingE2E, DeveloperMessagesRenderAsSystem) {
+  const auto ids = [&](const char* role) {
+    const Json t = {{"model", "minicpmv"},
+                    {"messages", {{{"role", role}, {"content", "Be brief."}},
+                                  {{"role", "user"}, {"content", "Hi"}}}}};
+    auto r = e2e::Post(parsed_->port(), "/tokenize", t.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["tokens"];
+  };
+  EXPECT_EQ(ids("developer"), ids("system"));
+}
+
 TEST_F(HybridServingE2E, SplitEqualsTheParserOnTheRawOutput) {
   for (bool thinking : {false, true}) {
     const Json raw = Message(raw_, thinking);
