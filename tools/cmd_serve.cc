@@ -31,7 +31,6 @@ struct ServeFlags {
   CLI::Option* swap_space_opt = nullptr;
   bool disable_frontend_multiprocessing = false;
   std::string tokenizer_mode = "auto";
-  std::string chat_template_content_format = "auto";
   CLI::Option* num_gpu_blocks_override = nullptr;
   CLI::Option* uds = nullptr;
   CLI::Option* api_key = nullptr;
@@ -154,15 +153,10 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
     CPM_LOG_INFO("--tokenizer-mode slow: accepted, ignored (cpmserve has one tokenizer, which "
                  "gives Hugging Face's token ids)");
   }
-  if (f.chat_template_content_format != "auto") {
-    const std::string& v = f.chat_template_content_format;
-    if (v != "string" && v != "openai") {
-      return FlagError("--chat-template-content-format: '" + v +
-                       "' is not a content format (auto, string, openai)");
-    }
-    return FlagError("--chat-template-content-format: '" + v + "' is not supported: cpmserve "
-                     "always renders as vLLM's 'auto' does for MiniCPM templates (text parts "
-                     "joined into a string; image and video parts as OpenAI items); use auto");
+  if (const std::string& v = c.chat_template_content_format;
+      v != "auto" && v != "string" && v != "openai") {
+    return FlagError("argument --chat-template-content-format: invalid choice: '" + v +
+                     "' (choose from 'auto', 'string', 'openai')");
   }
   if (f.swap_space_opt->count() > 0) {
     if (!(f.swap_space >= 0)) return FlagError("--swap-space must be at least 0 (GiB)");
@@ -310,8 +304,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tokenizer-mode", f->tokenizer_mode,
                   "auto or hf (slow: accepted, same ids); mistral and custom are not supported")
       ->capture_default_str();
-  cmd->add_option("--chat-template-content-format", f->chat_template_content_format,
-                  "auto only: text parts joined into a string, image/video parts as OpenAI items")
+  cmd->add_option("--chat-template-content-format", c.chat_template_content_format,
+                  "how messages' content reaches the template: string (text parts joined), "
+                  "openai (a list of parts), or auto: the one vLLM detects in each template")
       ->capture_default_str();
   f->num_gpu_blocks_override = cmd->add_option(
       "--num-gpu-blocks-override", "not supported: size the KV cache with --kv-cache-memory-bytes");

@@ -25,6 +25,7 @@ StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
     return Internal(std::string("chat template parser failed: ") + e.what());
   }
   program->source = std::move(source);
+  program->content_format = jinja::DetectContentFormat(program->body);
   return ChatTemplate(std::move(program));
 }
 

@@ -10,12 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "chat/content_format.h"
 
 namespace cpm {
-
-namespace jinja {
-struct Stmt;
-}
 
 class ChatTemplate {
  public:
@@ -30,11 +27,14 @@ class ChatTemplate {
   StatusOr<std::string> Render(const nlohmann::ordered_json& context) const;
 
   const std::string& source() const { return program_->source; }
+  // The content format vLLM detects for this template (content_format.h).
+  jinja::ContentFormat content_format() const { return program_->content_format; }
 
  private:
   struct Program {
     std::string source;
     std::vector<std::unique_ptr<jinja::Stmt>> body;
+    jinja::ContentFormat content_format = jinja::ContentFormat::kString;
     ~Program();
   };
   explicit ChatTemplate(std::shared_ptr<const Program> program) : program_(std::move(program)) {}

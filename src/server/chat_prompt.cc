@@ -87,63 +87,135 @@ const char* TextKeyOf(const std::string& type) {
   return nullptr;
 }
 
-// One list of OpenAI content parts for the template. Text only: the texts joined by newlines
-// (vLLM's "string" content format). With images or videos (when `media` is given, i.e. the
-// model has a vision encoder): a list of {"type": "image"}, {"type": "video"} and {"type":
-// "text"} items, which the MiniCPM-V template renders as <|image_pad|>, <|video_pad|> and text
-// joined by newlines; the URLs are appended to `media` in order.
-StatusOr<Json> NormalizeContent(const Json& parts, std::vector<MediaRef>* media) {
-  Json items = Json::array();
+// A content part as the template sees it: a text, or an image or video (its URL appended to
+// the request's media).
+struct ContentPart {
+  enum class Kind { kText, kImage, kVideo } kind = Kind::kText;
   std::string text;
-  bool has_media = false;
+};
+
+// A message's list of OpenAI content parts, read as vLLM reads them (text-like parts by their
+// type, image_url / video_url parts when `media` is given, i.e. the model has a vision encoder;
+// their URLs appended to `media` in order).
+StatusOr<std::vector<ContentPart>> ParseParts(const Json& parts, std::vector<MediaRef>* media) {
+  std::vector<ContentPart> out;
   for (const Json& part : parts) {
-    std::string t = "text", value;
+    std::string t = "text";
     if (part.is_string()) {
-      value = part.get<std::string>();
-    } else {
-      if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
-      auto type = part.find("type");
-      if (type == part.end() || type->is_null()) {
-        // vLLM's parts without a type: named by the URL field they carry (a form OpenAI's
-        // API takes though it does not document it); anything else is refused.
-        if (part.contains("image_url")) {
-          t = "image_url";
-        } else if (part.contains("video_url")) {
-          t = "video_url";
-        } else {
-          return InvalidArgument("Missing 'type' field in multimodal part.");
-        }
-      } else {
-        t = type->is_string() ? type->get<std::string>() : std::string();
-        if (t == "input_image") t = "image_url";  // the Responses API's name, as vLLM maps it
-      }
-      if ((t == "image_url" || t == "video_url") && media != nullptr) {
-        const bool typed = type != part.end() && (*type == "image_url" || *type == "video_url");
-        CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t, typed));
-        const bool video = t == "video_url";
-        media->push_back({video ? MediaKind::kVideo : MediaKind::kImage, std::move(url)});
-        items.push_back(Json{{"type", video ? "video" : "image"}});
-        has_media = true;
-        continue;
-      }
-      const char* key = TextKeyOf(t);
-      if (key == nullptr) {
-        return InvalidArgument("messages: content part type '" + t +
-                               "' is not supported by this model");
-      }
-      auto txt = part.find(key);
-      // A text or refusal part without its text is skipped, as vLLM skips it.
-      if ((txt == part.end() || txt->is_null()) && (t == "text" || t == "refusal")) continue;
-      if (txt == part.end() || !txt->is_string()) {
-        return InvalidArgument("messages: a " + t + " content part needs a string '" + key + "'");
-      }
-      value = txt->get<std::string>();
+      out.push_back({ContentPart::Kind::kText, part.get<std::string>()});
+      continue;
     }
-    text += (items.empty() ? "" : "\n") + value;
-    items.push_back(Json{{"type", "text"}, {"text", value}});
+    if (!part.is_object()) return InvalidArgument("messages: content parts must be objects");
+    auto type = part.find("type");
+    if (type == part.end() || type->is_null()) {
+      // vLLM's parts without a type: named by the URL field they carry (a form OpenAI's
+      // API takes though it does not document it); anything else is refused.
+      if (part.contains("image_url")) {
+        t = "image_url";
+      } else if (part.contains("video_url")) {
+        t = "video_url";
+      } else {
+        return InvalidArgument("Missing 'type' field in multimodal part.");
+      }
+    } else {
+      t = type->is_string() ? type->get<std::string>() : std::string();
+      if (t == "input_image") t = "image_url";  // the Responses API's name, as vLLM maps it
+    }
+    if ((t == "image_url" || t == "video_url") && media != nullptr) {
+      const bool typed = type != part.end() && (*type == "image_url" || *type == "video_url");
+      CPM_ASSIGN_OR_RETURN(std::string url, PartUrl(part, t, typed));
+      const bool video = t == "video_url";
+      media->push_back({video ? MediaKind::kVideo : MediaKind::kImage, std::move(url)});
+      out.push_back({video ? ContentPart::Kind::kVideo : ContentPart::Kind::kImage, {}});
+      continue;
+    }
+    const char* key = TextKeyOf(t);
+    if (key == nullptr) {
+      return InvalidArgument("messages: content part type '" + t +
+                             "' is not supported by this model");
+    }
+    auto txt = part.find(key);
+    // A text or refusal part without its text is skipped, as vLLM skips it.
+    if ((txt == part.end() || txt->is_null()) && (t == "text" || t == "refusal")) continue;
+    if (txt == part.end() || !txt->is_string()) {
+      return InvalidArgument("messages: a " + t + " content part needs a string '" + key + "'");
+    }
+    out.push_back({ContentPart::Kind::kText, txt->get<std::string>()});
   }
-  if (has_media) return items;
-  return Json(text);
+  return out;
+}
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// The parts in vLLM's "string" content format: the non-empty texts joined by newlines, and
+// before them, one per line, the pads of the images and videos the text does not already hold
+// (_get_full_multimodal_text_prompt: the MiniCPM-V-4.6 pads, in the order their modality first
+// came).
+StatusOr<std::string> AsStringContent(const std::vector<ContentPart>& parts) {
+  std::string text;
+  std::vector<std::pair<std::string, size_t>> pads;  // (pad, items), first modality first
+  for (const ContentPart& p : parts) {
+    if (p.kind == ContentPart::Kind::kText) {
+      if (!p.text.empty()) text += (text.empty() ? "" : "\n") + p.text;
+      continue;
+    }
+    const std::string pad = p.kind == ContentPart::Kind::kImage ? ImageProcessor::kPadText
+                                                                : ImageProcessor::kVideoPadText;
+    auto it = std::find_if(pads.begin(), pads.end(), [&](const auto& e) { return e.first == pad; });
+    if (it == pads.end()) {
+      pads.emplace_back(pad, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string prompt;
+  for (const auto& [pad, items] : pads) {
+    const size_t present = Occurrences(text, pad);
+    if (present > items) {
+      return InvalidArgument("Found more '" + pad +
+                             "' placeholders in input prompt than actual multimodal data items.");
+    }
+    for (size_t i = present; i < items; ++i) prompt += pad + "\n";
+  }
+  return prompt + text;
+}
+
+// The parts in vLLM's "openai" content format: a list of {"type": "text", "text": ...},
+// {"type": "image"} and {"type": "video"} items (the MiniCPM-V template renders them as text,
+// <|image_pad|> and <|video_pad|> joined by newlines).
+Json AsOpenAiContent(const std::vector<ContentPart>& parts) {
+  Json items = Json::array();
+  for (const ContentPart& p : parts) {
+    switch (p.kind) {
+      case ContentPart::Kind::kText: items.push_back({{"type", "text"}, {"text", p.text}}); break;
+      case ContentPart::Kind::kImage: items.push_back({{"type", "image"}}); break;
+      case ContentPart::Kind::kVideo: items.push_back({{"type", "video"}}); break;
+    }
+  }
+  return items;
+}
+
+// A message's content for a template taking `format`, as vLLM's _parse_chat_message_content
+// gives it: a string is one text part and null none, then the parts in that format.
+StatusOr<Json> NormalizeContent(const Json& content, std::vector<MediaRef>* media,
+                                jinja::ContentFormat format) {
+  std::vector<ContentPart> parts;
+  if (content.is_string()) {
+    parts.push_back({ContentPart::Kind::kText, content.get<std::string>()});
+  } else if (content.is_array()) {
+    CPM_ASSIGN_OR_RETURN(parts, ParseParts(content, media));
+  } else if (!content.is_null()) {
+    return InvalidArgument("messages: 'content' must be a string, a list of parts or null");
+  }
+  if (format == jinja::ContentFormat::kOpenAi) return AsOpenAiContent(parts);
+  CPM_ASSIGN_OR_RETURN(std::string text, AsStringContent(parts));
+  return Json(std::move(text));
 }
 
 // An assistant message's tool_calls as chat templates take them (vLLM's _postprocess_messages):
@@ -177,22 +249,19 @@ Status NormalizeToolCalls(Json* msg) {
   return OkStatus();
 }
 
-// The conversation as the template takes it, vLLM's way: content null or absent is "" (the
-// system message of some clients, an assistant turn that only calls tools); content parts as
-// NormalizeContent makes them; an assistant's `reasoning` (vLLM's reply field, which clients
-// send back for interleaved thinking) also as `reasoning_content`, which the templates read.
-StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* media) {
+// The conversation as the template takes it, vLLM's way: content as NormalizeContent makes it
+// for the template's format (null or absent: "" as a string, no parts as a list: the system
+// message of some clients, an assistant turn that only calls tools); an assistant's `reasoning`
+// (vLLM's reply field, which clients send back for interleaved thinking) also as
+// `reasoning_content`, which the templates read.
+StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* media,
+                                 jinja::ContentFormat format) {
   Json out = Json::array();
   for (const Json& m : messages) {
     Json msg = m;
     auto it = m.find("content");
-    if (it == m.end() || it->is_null()) {
-      msg["content"] = "";
-    } else if (it->is_array()) {
-      CPM_ASSIGN_OR_RETURN(msg["content"], NormalizeContent(*it, media));
-    } else if (!it->is_string()) {
-      return InvalidArgument("messages: 'content' must be a string, a list of parts or null");
-    }
+    CPM_ASSIGN_OR_RETURN(msg["content"],
+                         NormalizeContent(it == m.end() ? Json() : *it, media, format));
     if (msg.value("role", "") == "assistant") {
       CPM_RETURN_IF_ERROR(NormalizeToolCalls(&msg));
       if (auto r = msg.find("reasoning"); r != msg.end() && r->is_string()) {
@@ -302,14 +371,13 @@ std::string EchoedContent(const Json& last, const std::string& role) {
   auto c = last.find("content");
   if (c == last.end() || !c->is_array()) return c != last.end() && c->is_string() ? c->get<std::string>() : "";
   std::vector<MediaRef> media;  // images and videos are items without text here
-  StatusOr<Json> content = NormalizeContent(*c, &media);
-  if (!content.ok()) return "";  // the prompt's rendering has refused it already
-  if (content->is_string()) return content->get<std::string>();
+  StatusOr<std::vector<ContentPart>> parts = ParseParts(*c, &media);
+  if (!parts.ok()) return "";  // the prompt's rendering has refused it already
   std::string text;
   bool first = true;
-  for (const Json& item : *content) {
-    if (item.value("type", "") != "text") continue;
-    text += (first ? "" : "\n") + item["text"].get<std::string>();
+  for (const ContentPart& p : *parts) {
+    if (p.kind != ContentPart::Kind::kText) continue;
+    text += (first ? "" : "\n") + p.text;
     first = false;
   }
   return text;
@@ -375,7 +443,10 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   }
   ChatRenderInput r;
-  CPM_ASSIGN_OR_RETURN(r.messages, NormalizeMessages(in.messages, ctx.images ? media : nullptr));
+  const jinja::ContentFormat format =
+      ctx.content_format ? *ctx.content_format : chat_template->content_format();
+  CPM_ASSIGN_OR_RETURN(r.messages,
+                       NormalizeMessages(in.messages, ctx.images ? media : nullptr, format));
   DeveloperAsSystem(chat_template->source(), &r.messages);
   r.tools = tools_as_given ? in.tools : ToolsAsVllmDumps(in.tools);
   r.documents = in.documents;

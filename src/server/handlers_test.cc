@@ -474,6 +474,33 @@ TEST_F(HandlersTest, DeveloperMessagesAreSystemWhereTheTemplateKnowsNoDeveloper)
   ctx_.trust_request_chat_template = false;
 }
 
+// vLLM's content formats, detected per template: one that loops over a message's content takes
+// a list of parts (a string content one text part); another the non-empty texts joined by
+// newlines.
+TEST_F(HandlersTest, ContentFormatFollowsTheTemplate) {
+  ctx_.trust_request_chat_template = true;
+  const auto rendered = [&](const std::string& tmpl, const Json& content) {
+    int status = 0;
+    const Json body = {{"messages", {{{"role", "user"}, {"content", content}}}},
+                       {"chat_template", tmpl}};
+    const Json r = Chat(body.dump(), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return tok_->Decode(engine_.submitted.back().prompt, true);
+  };
+  const std::string openai = "{% for message in messages %}{{ message['role'] }}: "
+                             "{% for part in message['content'] %}{% if part['type'] == 'text' %}"
+                             "[{{ part['text'] }}]{% endif %}{% endfor %}\n{% endfor %}";
+  // (trim_blocks takes the newline after the inner endfor.)
+  EXPECT_EQ(rendered(openai, "hi"), "user: [hi]");
+  EXPECT_EQ(rendered(openai, Json::parse(R"([{"type":"text","text":""},"b"])")), "user: [][b]");
+  const std::string string = "{% for m in messages %}{{ m.role }}: {{ m.content }}|{% endfor %}";
+  EXPECT_EQ(rendered(string, Json::parse(R"([{"type":"text","text":""},{"type":"text","text":"a"},
+      {"type":"text","text":""},"b"])")),
+            "user: a\nb|");
+  EXPECT_EQ(rendered(string, nullptr), "user: |");
+  ctx_.trust_request_chat_template = false;
+}
+
 TEST_F(HandlersTest, RequestChatTemplateOnlyWhenTrusted) {
   const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],
       "chat_template":"{% for m in messages %}<<{{ m.content }}>>{% endfor %}"})";

@@ -57,6 +57,7 @@ struct ServeConfig {
   std::vector<std::string> api_keys;  // --api-key, else $VLLM_API_KEY
   bool api_key_given = false;         // --api-key on the command line ("" too): no $VLLM_API_KEY
   std::string chat_template;          // file or inline Jinja; empty: the tokenizer's
+  std::string chat_template_content_format = "auto";  // auto, string or openai
   bool trust_request_chat_template = false;  // a request's chat_template is used, not refused
   std::string generation_config = "auto";  // auto | vllm | a folder with generation_config.json
   std::string override_generation_config_json;  // merged over it (vLLM's JSON object)

@@ -558,6 +558,14 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_LOG_INFO("\"auto\" tool choice has been enabled: tool calls parsed as {}",
                  c.tool_call_parser);
   }
+  if (c.chat_template_content_format == "string") ctx.content_format = jinja::ContentFormat::kString;
+  if (c.chat_template_content_format == "openai") ctx.content_format = jinja::ContentFormat::kOpenAi;
+  if (ctx.chat_template) {
+    const jinja::ContentFormat detected = ctx.chat_template->content_format();
+    CPM_LOG_INFO("Detected the chat template content format to be '{}'. You can set "
+                 "`--chat-template-content-format` to override this.",
+                 detected == jinja::ContentFormat::kOpenAi ? "openai" : "string");
+  }
   ctx.reasoning_parser = c.reasoning_parser;
   if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);
   if (ctx.reasoning_parser == "none") ctx.reasoning_parser.clear();

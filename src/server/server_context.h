@@ -50,6 +50,8 @@ struct ServerContext {
   int64_t video_limit = -1;                // ... and its video count
   ServerMetrics* metrics = nullptr;
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
+  // --chat-template-content-format string or openai; none (auto): each template's detected one.
+  std::optional<jinja::ContentFormat> content_format;
   // thinking_token_budget's texts (--reasoning-config's, else its parser's or the reasoning
   // parser's markers); a budget is ignored unless both are set, or a reasoning parser fills in.
   std::string thinking_start, thinking_end;

@@ -42,7 +42,8 @@ class VisionServingE2E : public ::testing::Test {
                                 "2", "--max-model-len", "2048", "--allowed-local-media-path",
                                 *dir_ + "/media", "--limit-mm-per-prompt", R"({"image": 2, "video": 1})",
                                 "--mm-processor-kwargs", R"({"max_slice_nums": 4})",
-                                "--media-io-kwargs", R"({"video": {"num_frames": 4}})"}));
+                                "--media-io-kwargs", R"({"video": {"num_frames": 4}})",
+                                "--trust-request-chat-template"}));
     ASSERT_TRUE(server_->WaitReady()) << server_->Log();
   }
   static void TearDownTestSuite() {
@@ -328,6 +329,39 @@ TEST_F(VisionServingE2E, JpegFramesAndWrappedBase64Videos) {
   for (size_t at = 76; at < wrapped.size(); at += 77) wrapped.insert(at, "\n");
   EXPECT_EQ(TokenCount({VideoPart("data:video/mp4;base64," + wrapped), TextPart("x")}),
             TokenCount({VideoPart(VideoUrl(2)), TextPart("x")}));
+}
+
+// A template in vLLM's "string" content format (ChatML: no loop over a message's content)
+// takes a message with an image as its text with the image's pad line first
+// (_get_full_multimodal_text_prompt), empty texts dropped; the pad then expands as the model's
+// template's does.
+TEST_F(VisionServingE2E, StringFormatTemplatesTakeThePadBeforeTheText) {
+  const std::string chatml =
+      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+      "{% endfor %}<|im_start|>assistant\n";
+  const Json content = {TextPart(""), ImagePart(DataUrl()), TextPart("What?")};
+  Json tok = {{"model", "v"},
+              {"messages", {{{"role", "user"}, {"content", content}}}},
+              {"chat_template", chatml}};
+  auto r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json ids = r.json()["tokens"];
+  auto d = e2e::Post(server_->port(), "/detokenize", Json{{"model", "v"}, {"tokens", ids}}.dump());
+  const std::string prompt = d.json()["prompt"];
+  EXPECT_EQ(prompt.rfind("<|im_start|>user\n", 0), 0u) << prompt;
+  EXPECT_NE(prompt.find("</slice>\nWhat?<|im_end|>\n<|im_start|>assistant"), std::string::npos)
+      << Json(prompt.substr(prompt.size() - 40)).dump();
+  // The image's rows are those the model's own template makes of it.
+  const int64_t own = TokenCount({ImagePart(DataUrl()), TextPart("What?")});
+  const int64_t own_text = TokenCount(Json::array({TextPart("What?")}));
+  tok["messages"][0]["content"] = Json::array({TextPart("What?")});
+  const int64_t plain = e2e::Post(server_->port(), "/tokenize", tok.dump()).json()["count"];
+  EXPECT_EQ(static_cast<int64_t>(ids.size()) - plain, own - own_text);
+  // A pad the text already holds counts; more pads than images is vLLM's 400.
+  tok["messages"][0]["content"] = {ImagePart(DataUrl()), TextPart("<|image_pad|><|image_pad|>")};
+  r = e2e::Post(server_->port(), "/tokenize", tok.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("Found more '<|image_pad|>' placeholders"), std::string::npos) << r.body;
 }
 
 // vLLM's VLLM_IMAGE_FETCH_TIMEOUT / VLLM_VIDEO_FETCH_TIMEOUT: read at start-up, a bad value a
