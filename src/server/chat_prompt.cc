@@ -135,8 +135,8 @@ StatusOr<std::vector<ContentPart>> ParseParts(const Json& parts, std::vector<Med
                              "' is not supported by this model");
     }
     auto txt = part.find(key);
-    // A text or refusal part without its text is skipped, as vLLM skips it.
-    if ((txt == part.end() || txt->is_null()) && (t == "text" || t == "refusal")) continue;
+    // A text-like part without its text is skipped, as vLLM's parsers give None for it.
+    if (txt == part.end() || txt->is_null()) continue;
     if (txt == part.end() || !txt->is_string()) {
       return InvalidArgument("messages: a " + t + " content part needs a string '" + key + "'");
     }

@@ -2300,9 +2300,11 @@ TEST_F(ConversationHandlersTest, TextLikePartsAreText) {
   EXPECT_EQ(Prompt(user(Json::array({{{"type", "refusal"}, {"refusal", "a"}},
                                      {{"type", "thinking"}, {"thinking", "b"}}}))),
             plain);
-  // A text part without text is skipped, as vLLM skips it.
+  // A text-like part without its text is skipped, as vLLM skips it.
   EXPECT_EQ(Prompt(user(Json::array({{{"type", "text"}, {"text", "a"}},
                                      {{"type", "text"}, {"text", nullptr}},
+                                     {{"type", "thinking"}},
+                                     {{"type", "input_text"}, {"text", nullptr}},
                                      {{"type", "text"}, {"text", "b"}}}))),
             plain);
   EXPECT_EQ(Prompt(user(Json::array({{{"type", "thinking"}, {"thinking", 3}}})), 400),
