@@ -24,26 +24,18 @@ bool ConstraintActive(RequestState& r) {
 }
 
 // Masks out of `row` the tokens the constraint does not take next (`allowed`: its token
-// table's mask for the matcher's state). The tokens that end a complete text (the
-// constraint's end tokens, the tokenizer's EOS as xgrammar's; else every EOS and stop token)
-// stay only once it is complete; the other EOS and stop tokens are text like any token (added
-// tokens never are). Should nothing be left (a min_tokens mask on the end tokens of a complete
-// text), they are allowed after all: the output is done.
+// table's mask for the matcher's state). The tokens that end generation (EOS, stop tokens)
+// stay only once the text is complete. Should nothing be left (a min_tokens mask on the end
+// tokens of a complete text), they are allowed after all: the output is done.
 void ApplyConstraint(const RequestState& r, const std::vector<uint8_t>& allowed, float* row,
                      int64_t vocab) {
   const structured::Constraint& c = *r.req.constraint;
   constexpr float kOff = -std::numeric_limits<float>::infinity();
   std::vector<std::pair<int32_t, float>> ends;  // their logits before the mask
-  const auto add_ends = [&](const std::vector<int32_t>& ids) {
-    for (int32_t t : ids) {
+  for (const auto* ids : {&r.req.eos_token_ids, &r.req.stop_token_ids}) {
+    for (int32_t t : *ids) {
       if (t >= 0 && t < vocab) ends.push_back({t, row[t]});
     }
-  };
-  if (!c.end_tokens.empty()) {
-    add_ends(c.end_tokens);
-  } else {
-    add_ends(r.req.eos_token_ids);
-    add_ends(r.req.stop_token_ids);
   }
   const int64_t table = std::min<int64_t>(vocab, c.tokens->size());
   for (int64_t t = 0; t < table; ++t) {

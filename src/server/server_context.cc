@@ -60,7 +60,6 @@ std::shared_ptr<const structured::Constraint> ServerContext::MakeConstraint(
   if (opens_in_reasoning && !structured_in_reasoning) {
     if (auto end = tokenizer->TokenToId("</think>")) c->starts_after = *end;
   }
-  if (auto eos = tokenizer->TokenToId(tokenizer->eos_token())) c->end_tokens = {*eos};
   return c;
 }
 
