@@ -869,6 +869,25 @@ TEST_F(ServerE2E, StructuredOutputsFollowTheSchema) {
   if (obj["choices"][0]["finish_reason"] == "stop") {
     EXPECT_TRUE(Json::parse(o, nullptr, false).is_object()) << o;
   }
+  // A requested stop token that is text (here each token the reply above is made of) ends a
+  // structured output only once it is complete, as vLLM passes every stop id to the grammar
+  // as a stop token (its fix of vllm#42403): never a cut object.
+  const Json reply_ids =
+      e2e::Post(port(), "/tokenize", Json{{"prompt", o}, {"add_special_tokens", false}}.dump())
+          .json()["tokens"];
+  // (From its second token: a stop id that is the only way to open the object leaves the
+  // grammar nothing to start with, and generation ends there.)
+  ASSERT_GE(reply_ids.size(), 2u);
+  for (size_t k = 1; k < reply_ids.size(); ++k) {
+    const Json& id = reply_ids[k];
+    const Json r = Chat({{"messages", {{{"role", "user"}, {"content", "{}"}}}},
+                         {"temperature", 0}, {"max_tokens", 60}, {"stop_token_ids", {id}},
+                         {"response_format", {{"type", "json_object"}}}});
+    const Json& c = r["choices"][0];
+    if (c["finish_reason"] != "stop") continue;
+    const std::string text = c["message"]["content"].is_string() ? c["message"]["content"] : "";
+    EXPECT_TRUE(Json::parse(text, nullptr, false).is_object()) << id << ": " << r.dump();
+  }
   // A regex: the whole reply matches it (std::regex, ECMAScript, as the reference), streamed
   // or not; nothing but the end of generation once it can take no more.
   const std::string pattern = R"((yes|no), [0-9]{1,3}( units)?\.)";
