@@ -329,13 +329,20 @@ int32_t SampleToken(const float* logits, int64_t n, const SamplingParams& p, Rng
   if (k == n && p.min_p <= 0.0f && kFirstCandidates < p.top_p * exps.sum) {
     return SampleSelected(logits, n, exps.w, mx, inv_t, p, rng);
   }
-  std::vector<std::pair<int32_t, float>> cand = TopK(logits, n, k < n ? k : kFirstCandidates);
+  // vLLM's top-k masks the logits below the k-th only, so the tokens tied with it stay
+  // candidates (top_k 1 excepted: newer vLLM's argmax, the lowest index of a tie): one more
+  // candidate shows whether the k-th has a tie to gather (a finite one: -inf weighs nothing).
+  const bool ties = k > 1 && k < n;
+  std::vector<std::pair<int32_t, float>> cand =
+      TopK(logits, n, ties ? k + 1 : k < n ? k : kFirstCandidates);
   if (cand.empty()) return 0;  // every logit NaN (a broken model): any token, no crash
-  if (k > 1 && k < n) {
-    // vLLM's top-k masks the logits below the k-th only, so the tokens tied with it stay
-    // candidates (top_k 1 excepted: newer vLLM's argmax, the lowest index of a tie).
-    const int64_t at_least = CountAtLeast(logits, n, cand.back().second);
-    if (at_least > k) cand = TopK(logits, n, at_least);
+  if (ties && static_cast<int64_t>(cand.size()) > k) {
+    const float kth = cand[k - 1].second;
+    if (cand[k].second == kth && std::isfinite(kth)) {
+      cand = TopK(logits, n, CountAtLeast(logits, n, kth));
+    } else {
+      cand.resize(static_cast<size_t>(k));
+    }
   }
   std::vector<double> probs(cand.size());
   double sum = 0.0;

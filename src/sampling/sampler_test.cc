@@ -63,6 +63,18 @@ TEST(SamplerTest, TopKKeepsTheTokensTiedWithTheKth) {
   EXPECT_NEAR(static_cast<double>(counts[40]) / counts[70], 1.0, 0.3);
   p.top_k = 1;
   for (int i = 0; i < 100; ++i) EXPECT_EQ(SampleToken(logits.data(), 100, p, rng), 3);
+  // Fewer finite logits than k (a grammar's or allowed_token_ids' mask): the -inf ones tie at
+  // the k-th but weigh nothing; a NaN is no candidate.
+  std::vector<float> masked(100, -INFINITY);
+  masked[10] = 0.0f;
+  masked[20] = 0.0f;
+  masked[30] = NAN;
+  p.top_k = 5;
+  counts.clear();
+  for (int i = 0; i < 400; ++i) counts[SampleToken(masked.data(), 100, p, rng)]++;
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_GT(counts[10], 100);
+  EXPECT_GT(counts[20], 100);
 }
 
 TEST(SamplerTest, SeededDrawsRepeatAndFollowTheDistribution) {
