@@ -35,6 +35,26 @@ TEST(ContentFormat, LoopsOverAMessagesContentAreOpenAi) {
   EXPECT_EQ(Of("{% macro r(content) %}{% for item in content %}{{ item }}{% endfor %}"
                "{% endmacro %}{% for m in messages %}{{ r(m.content) }}{% endfor %}"),
             ContentFormat::kOpenAi);
+  // A macro given a message's content, whatever its parameter's name (MiMo-V2.5's shape).
+  EXPECT_EQ(Of("{% macro rc(message_content) %}{% for c in message_content %}{{ c.text }}"
+               "{% endfor %}{% endmacro %}{% for m in messages %}{{ rc(m.content) }}{% endfor %}"),
+            ContentFormat::kOpenAi);
+  EXPECT_EQ(Of("{% macro rc(x, parts) %}{% for c in parts %}{% endfor %}{% endmacro %}"
+               "{% for m in messages %}{{ rc(1, parts=m['content']) }}{% endfor %}"),
+            ContentFormat::kOpenAi);
+  EXPECT_EQ(Of("{% macro rc(parts) %}{% for c in parts %}{% endfor %}{% endmacro %}"
+               "{% for m in messages %}{{ rc(m.tool_calls) }}{% endfor %}"),
+            ContentFormat::kString);
+  // Where vLLM's detector asserts a plain name (a tuple target over the messages or their
+  // content, a namespace assigned from them), its fallback: string.
+  EXPECT_EQ(Of("{% for i, m in messages|batch(1) %}{% endfor %}{% for m in messages %}"
+               "{% for p in m.content %}{% endfor %}{% endfor %}"),
+            ContentFormat::kString);
+  EXPECT_EQ(Of("{% set ns = namespace(m=[]) %}{% set ns.m = messages %}{% for m in messages %}"
+               "{% for p in m.content %}{% endfor %}{% endfor %}"),
+            ContentFormat::kString);
+  EXPECT_EQ(Of("{% for m in messages %}{% for k, v in m.content %}{% endfor %}{% endfor %}"),
+            ContentFormat::kString);
   // A loop over something else's content, or over the messages only: string.
   EXPECT_EQ(Of("{% for t in tools %}{% for p in t['content'] %}{% endfor %}{% endfor %}"),
             ContentFormat::kString);
@@ -52,6 +72,10 @@ TEST(ContentFormat, TheReleasedTemplates) {
   const auto v46 = tokenizer_test::MiniCpmV46Dir() / "chat_template.jinja";
   if (!std::filesystem::exists(v46)) GTEST_SKIP() << "no shared/models";
   EXPECT_EQ(Of(read(v46)), ContentFormat::kOpenAi);
+  const auto config = nlohmann::json::parse(
+      read(tokenizer_test::MiniCpm4Dir() / "tokenizer_config.json"), nullptr, false);
+  ASSERT_TRUE(config.contains("chat_template"));
+  EXPECT_EQ(Of(config["chat_template"].get<std::string>()), ContentFormat::kString);
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ StatusOr<std::vector<ContentPart>> ParseParts(const Json& parts, std::vector<Med
     auto txt = part.find(key);
     // A text-like part without its text is skipped, as vLLM's parsers give None for it.
     if (txt == part.end() || txt->is_null()) continue;
-    if (txt == part.end() || !txt->is_string()) {
+    if (!txt->is_string()) {
       return InvalidArgument("messages: a " + t + " content part needs a string '" + key + "'");
     }
     out.push_back({ContentPart::Kind::kText, txt->get<std::string>()});
@@ -295,12 +295,14 @@ std::string ContentText(const Json& content) {
 // its tools, and then, where a system message is not the only first one, all system messages
 // become one at the front, their non-empty texts joined by blank lines (newer OpenAI clients
 // send developer messages, which MiniCPM-V-4.6's template would refuse).
-void DeveloperAsSystem(const std::string& template_source, Json* messages) {
+// The merged message is text: an image or video among its parts is refused (vLLM's merge
+// drops the part and then fails on the unmatched image).
+Status DeveloperAsSystem(const std::string& template_source, Json* messages) {
   const auto is_developer = [](const Json& m) { return m.value("role", "") == "developer"; };
   if (std::none_of(messages->begin(), messages->end(), is_developer) ||
       template_source.find("\"developer\"") != std::string::npos ||
       template_source.find("'developer'") != std::string::npos) {
-    return;
+    return OkStatus();
   }
   std::vector<std::string> system_texts;
   Json others = Json::array();
@@ -316,15 +318,23 @@ void DeveloperAsSystem(const std::string& template_source, Json* messages) {
       continue;
     }
     consolidate = consolidate || i > 0 || !system_texts.empty();
-    if (std::string text = ContentText(m.value("content", Json(""))); !text.empty()) {
+    const Json content = m.value("content", Json(""));
+    for (const Json& part : content.is_array() ? content : Json::array()) {
+      if (part.is_object() && part.value("type", "") != "text") {
+        return InvalidArgument("messages: a system or developer message cannot hold images or "
+                               "videos");
+      }
+    }
+    if (std::string text = ContentText(content); !text.empty()) {
       system_texts.push_back(std::move(text));
     }
   }
-  if (!consolidate) return;
+  if (!consolidate) return OkStatus();
   std::string joined;
   for (const std::string& t : system_texts) joined += (joined.empty() ? "" : "\n\n") + t;
   others.insert(others.begin(), Json{{"role", "system"}, {"content", joined}});
   *messages = std::move(others);
+  return OkStatus();
 }
 
 // The text the reply continues with continue_final_message: the final message's content, or
@@ -447,7 +457,7 @@ StatusOr<std::string> RenderChatPrompt(const ServerContext& ctx,
       ctx.content_format ? *ctx.content_format : chat_template->content_format();
   CPM_ASSIGN_OR_RETURN(r.messages,
                        NormalizeMessages(in.messages, ctx.images ? media : nullptr, format));
-  DeveloperAsSystem(chat_template->source(), &r.messages);
+  CPM_RETURN_IF_ERROR(DeveloperAsSystem(chat_template->source(), &r.messages));
   r.tools = tools_as_given ? in.tools : ToolsAsVllmDumps(in.tools);
   r.documents = in.documents;
   r.add_generation_prompt = in.add_generation_prompt;

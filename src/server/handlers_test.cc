@@ -856,14 +856,14 @@ TEST_F(HandlersTest, CompletionsEchoWithLogprobs) {
 }
 
 // vLLM's prompt_logprobs dict: the token first, then the top k; a token among the top k takes
-// the top-k entry's rank (where it ties with a token listed before it, one less than its own).
+// the top-k entry's rank (its own rank is the worst of its tie, here 2: 7 and 9 tie).
 TEST_F(HandlersTest, PromptLogprobsRankOfATokenAmongTheTop) {
-  const TokenLogprobs lp{9, -1.0f, {{7, -1.0f}, {9, -1.0f}, {8, -2.0f}}, 3};
+  const TokenLogprobs lp{7, -1.0f, {{7, -1.0f}, {9, -1.0f}, {8, -2.0f}}, 2};
   const Json j = PromptLogprobsJson(*tok_, {lp}, 3);
   ASSERT_EQ(j.size(), 2u);
-  EXPECT_EQ(j[1].begin().key(), "9");  // keeps its first place
-  EXPECT_EQ(j[1]["9"]["rank"], 2);
+  EXPECT_EQ(j[1].begin().key(), "7");  // keeps its first place
   EXPECT_EQ(j[1]["7"]["rank"], 1);
+  EXPECT_EQ(j[1]["9"]["rank"], 2);
   EXPECT_EQ(j[1]["8"]["rank"], 3);
   EXPECT_EQ(j[1].size(), 3u);
 }

@@ -86,7 +86,8 @@ Json PromptLogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
       return e;
     };
     // vLLM's dict of the token, then the top k: a token among the top k keeps its first place
-    // and takes the top-k entry's rank (they differ where it ties with a token listed before).
+    // and takes the top-k entry's rank, better than its own (the worst of its tie) where tokens
+    // tied with it are listed after it.
     Json m = Json::object();
     m[std::to_string(lp.token)] = entry(lp.token, lp.logprob, lp.rank);
     for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {

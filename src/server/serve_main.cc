@@ -561,10 +561,17 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   if (c.chat_template_content_format == "string") ctx.content_format = jinja::ContentFormat::kString;
   if (c.chat_template_content_format == "openai") ctx.content_format = jinja::ContentFormat::kOpenAi;
   if (ctx.chat_template) {
-    const jinja::ContentFormat detected = ctx.chat_template->content_format();
-    CPM_LOG_INFO("Detected the chat template content format to be '{}'. You can set "
-                 "`--chat-template-content-format` to override this.",
-                 detected == jinja::ContentFormat::kOpenAi ? "openai" : "string");
+    const char* detected =
+        ctx.chat_template->content_format() == jinja::ContentFormat::kOpenAi ? "openai" : "string";
+    if (c.chat_template_content_format == "auto") {
+      CPM_LOG_INFO("Detected the chat template content format to be '{}'. You can set "
+                   "`--chat-template-content-format` to override this.",
+                   detected);
+    } else if (c.chat_template_content_format != detected) {
+      CPM_LOG_WARN("You specified `--chat-template-content-format {}` which is different from "
+                   "the detected format '{}'.",
+                   c.chat_template_content_format, detected);
+    }
   }
   ctx.reasoning_parser = c.reasoning_parser;
   if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);

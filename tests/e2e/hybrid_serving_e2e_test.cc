@@ -150,6 +150,16 @@ TEST_F(HybridServingE2E, DeveloperMessagesRenderAsSystem) {
     return r.json()["tokens"];
   };
   EXPECT_EQ(ids("developer"), ids("system"));
+  // Merged into the system message, an image would lose its place: refused, saying so.
+  const Json t = {{"model", "minicpmv"},
+                  {"messages", Json::parse(R"([{"role":"system","content":"S"},
+                      {"role":"developer","content":[
+                        {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+                        {"type":"text","text":"D"}]},
+                      {"role":"user","content":"Hi"}])")}};
+  auto r = e2e::Post(parsed_->port(), "/tokenize", t.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("cannot hold images or videos"), std::string::npos) << r.body;
 }
 
 TEST_F(HybridServingE2E, SplitEqualsTheParserOnTheRawOutput) {

@@ -534,6 +534,33 @@ TEST_F(ServerLifecycle, ApiKeyProtectsV1Only) {
   EXPECT_EQ(keyed.Stop(SIGTERM), 0);
 }
 
+// --chat-template-content-format forces a format over the detected one (with vLLM's warning):
+// openai gives MiniCPM4's template, which concatenates content as a string, a list it cannot
+// add to a string: the template's 400. auto logs the detected format.
+TEST_F(ServerLifecycle, ChatTemplateContentFormatReachesTheTemplate) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1})";
+  ServerProcess forced;
+  ASSERT_TRUE(forced.Start(CPM_CPMSERVE_BIN, dir_,
+                           Args({"--chat-template-content-format", "openai"})));
+  ASSERT_TRUE(forced.WaitReady()) << forced.Log();
+  const e2e::Reply r = e2e::Post(forced.port(), "/v1/chat/completions", chat);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("can only concatenate str"), std::string::npos) << r.body;
+  EXPECT_EQ(forced.Stop(SIGTERM), 0);
+  EXPECT_NE(forced.Log().find("You specified `--chat-template-content-format openai` which is "
+                              "different from the detected format 'string'."),
+            std::string::npos)
+      << forced.Log();
+  ServerProcess detected;
+  ASSERT_TRUE(detected.Start(CPM_CPMSERVE_BIN, dir_, Args({})));
+  ASSERT_TRUE(detected.WaitReady()) << detected.Log();
+  EXPECT_EQ(e2e::Post(detected.port(), "/v1/chat/completions", chat).status, 200);
+  EXPECT_EQ(detected.Stop(SIGTERM), 0);
+  EXPECT_NE(detected.Log().find("Detected the chat template content format to be 'string'."),
+            std::string::npos)
+      << detected.Log();
+}
+
 // vLLM's --root-path (FastAPI's root_path, for a proxy that forwards /llm/v1/... unchanged):
 // the prefixed paths are routed, authorized and redirected as the bare ones, which still serve.
 TEST_F(ServerLifecycle, RootPathServesUnderTheProxysPrefix) {
