@@ -95,8 +95,10 @@ std::vector<std::unique_ptr<ReasoningParser>> Parsers(const ChatJob& job) {
   std::vector<std::unique_ptr<ReasoningParser>> parsers(job.sampling.n);
   if (job.reasoning_parser.empty()) return parsers;
   // A tool-call parser reads the content as generated (see ContentNewlinesAfterTools); a
-  // forced call's content is the call's JSON itself, whose "\n" escapes are the arguments'.
-  const bool recover = !job.parse_tools && !job.forced;
+  // forced call's content is the call's JSON itself, whose "\n" escapes are the arguments'; a
+  // structured output's content is what its constraint made (a JSON string's "\n" escape is
+  // JSON, and a raw newline there would not be).
+  const bool recover = !job.parse_tools && !job.forced && job.sampling.constraint == nullptr;
   for (auto& p : parsers) {
     p = MakeReasoningParser(job.reasoning_parser, job.opens_in_reasoning,
                             /*recover_content_newlines=*/recover);

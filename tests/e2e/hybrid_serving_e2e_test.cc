@@ -206,6 +206,19 @@ TEST_F(HybridServingE2E, StructuredOutputStartsAfterTheReasoning) {
   }
 }
 
+// The parser's recovery of literal "\n" escapes leaves a structured output alone: in JSON an
+// escape is JSON, a raw newline inside a string would break it.
+TEST_F(HybridServingE2E, StructuredOutputKeepsItsEscapes) {
+  Json b = Body(false, false);
+  b["max_tokens"] = 30;
+  b["structured_outputs"] = {{"regex", R"(\{"t":"a\\nb"\})"}};
+  auto r = e2e::Post(parsed_->port(), "/v1/chat/completions", b.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string content = Str(r.json()["choices"][0]["message"]["content"]);
+  EXPECT_EQ(content, R"({"t":"a\nb"})") << r.body;
+  EXPECT_TRUE(Json::parse(content, nullptr, false).is_object()) << content;
+}
+
 // thinking_token_budget (vLLM extra): the thinking the prompt opened holds that many generated
 // tokens, then </think> is forced and the model answers after it; the reply splits there. A
 // server without a reasoning parser ignores it, as vLLM does.
