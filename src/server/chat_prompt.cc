@@ -1,5 +1,5 @@
-// Rendering chat messages to prompt text (vLLM's "string" content format; image and video parts
-// as "openai" content items for models with a vision encoder).
+// Rendering chat messages to prompt text: content parts in the template's content format
+// (vLLM's "string" or "openai"), image and video parts for models with a vision encoder.
 #include "server/chat_prompt.h"
 
 #include <algorithm>

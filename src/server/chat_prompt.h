@@ -1,7 +1,9 @@
-// Chat messages -> prompt text through the chat template, as vLLM does it: text content parts
-// are joined with newlines ("string" content format), chat_template_kwargs from the server
-// default and the request (request wins), continue_final_message cuts the rendering after the
-// last message's content. Template errors (raise_exception) come back as 400s.
+// Chat messages -> prompt text through the chat template, as vLLM does it: content in the
+// template's content format (chat/content_format.h: a list of parts, or the texts joined with
+// newlines), developer messages as system ones where the template knows no developer role,
+// chat_template_kwargs from the server default and the request (request wins),
+// continue_final_message cuts the rendering after the last message's content. Template errors
+// (raise_exception) come back as 400s.
 #pragma once
 
 #include <memory>
