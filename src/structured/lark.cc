@@ -99,6 +99,38 @@ std::string CodePointEscape(uint32_t cp) {
   return buf;
 }
 
+// The quoted string at expr[i], or the range it opens ("a".."z", blanks around the dots
+// allowed), appended to `out` in EBNF: a double-quoted string, or the range as a class. The
+// index after it.
+StatusOr<size_t> ConvertQuoted(std::string_view expr, size_t i, std::string* out) {
+  const size_t end = LiteralEnd(expr, i);
+  if (end == std::string_view::npos) return InvalidArgument("mismatched quotes");
+  const std::string_view body = expr.substr(i + 1, end - i - 2);
+  if (end < expr.size() && (expr[end] == 'i' || expr[end] == 's')) {
+    return InvalidArgument("Lark string flags ('" + std::string(1, expr[end]) +
+                           "') are not supported");
+  }
+  size_t dots = end;
+  while (dots < expr.size() && (expr[dots] == ' ' || expr[dots] == '\t')) ++dots;
+  size_t second = dots + 2;
+  while (second < expr.size() && (expr[second] == ' ' || expr[second] == '\t')) ++second;
+  if (expr.substr(dots, 2) != ".." || second >= expr.size() ||
+      (expr[second] != '"' && expr[second] != '\'')) {
+    *out += '"' + DoubleQuotedBody(body, expr[i]) + '"';
+    return end;
+  }
+  const size_t end2 = LiteralEnd(expr, second);
+  if (end2 == std::string_view::npos) return InvalidArgument("mismatched quotes");
+  const auto from = SingleCharacter(body);
+  const auto to = SingleCharacter(expr.substr(second + 1, end2 - second - 2));
+  if (!from || !to || *from > *to) {
+    return InvalidArgument("a Lark range \"a\"..\"z\" needs one character at each end, the "
+                           "first not above the second");
+  }
+  *out += "[" + CodePointEscape(*from) + "-" + CodePointEscape(*to) + "]";
+  return end2;
+}
+
 // One Lark expression (a rule's body, or an alternative's line) in EBNF: strings
 // double-quoted, "a".."z" ranges as classes, /regex/ terminals and [...] kept, an alias
 // (-> name) dropped; the rule names it refers to are added to `refs`.
@@ -106,67 +138,34 @@ StatusOr<std::string> ConvertExpression(std::string_view expr, std::set<std::str
   std::string out;
   for (size_t i = 0; i < expr.size();) {
     const char c = expr[i];
-    if (c == '"' || c == '\'' || c == '/' || c == '[') {
+    if (c == '"' || c == '\'') {
+      CPM_ASSIGN_OR_RETURN(i, ConvertQuoted(expr, i, &out));
+    } else if (c == '/' || c == '[') {
       const size_t end = LiteralEnd(expr, i);
       if (end == std::string_view::npos) {
-        return InvalidArgument(c == '/' ? "unterminated /regex/"
-                               : c == '[' ? "unterminated '['"
-                                          : "mismatched quotes");
+        return InvalidArgument(c == '/' ? "unterminated /regex/" : "unterminated '['");
       }
-      const std::string_view body = expr.substr(i + 1, end - i - 2);
-      if (c == '/' || c == '[') {
-        out += expr.substr(i, end - i);
-        i = end;
-        if (c == '/' && i < expr.size() && std::isalpha(static_cast<unsigned char>(expr[i]))) {
-          return InvalidArgument("regex flags are not supported ('" + std::string(1, expr[i]) +
-                                 "' after a /regex/)");
-        }
-        continue;
+      if (c == '/' && end < expr.size() && std::isalpha(static_cast<unsigned char>(expr[end]))) {
+        return InvalidArgument("regex flags are not supported ('" + std::string(1, expr[end]) +
+                               "' after a /regex/)");
       }
+      out += expr.substr(i, end - i);
       i = end;
-      if (i < expr.size() && (expr[i] == 'i' || expr[i] == 's')) {
-        return InvalidArgument("Lark string flags ('" + std::string(1, expr[i]) +
-                               "') are not supported");
-      }
-      // "a".."z" (blanks around the dots allowed): a range of single characters.
-      size_t dots = i;
-      while (dots < expr.size() && (expr[dots] == ' ' || expr[dots] == '\t')) ++dots;
-      size_t second = dots + 2;
-      while (second < expr.size() && (expr[second] == ' ' || expr[second] == '\t')) ++second;
-      if (expr.substr(dots, 2) == ".." && second < expr.size() &&
-          (expr[second] == '"' || expr[second] == '\'')) {
-        const size_t end2 = LiteralEnd(expr, second);
-        if (end2 == std::string_view::npos) return InvalidArgument("mismatched quotes");
-        const auto from = SingleCharacter(body);
-        const auto to = SingleCharacter(expr.substr(second + 1, end2 - second - 2));
-        if (!from || !to || *from > *to) {
-          return InvalidArgument("a Lark range \"a\"..\"z\" needs one character at each end, "
-                                 "the first not above the second");
-        }
-        out += "[" + CodePointEscape(*from) + "-" + CodePointEscape(*to) + "]";
-        i = end2;
-        continue;
-      }
-      out += '"' + DoubleQuotedBody(body, c) + '"';
-      continue;
-    }
-    if (c == '-' && i + 1 < expr.size() && expr[i + 1] == '>') {
+    } else if (c == '-' && i + 1 < expr.size() && expr[i + 1] == '>') {
       // An alias names the tree node a match builds; the texts are the same without it.
       i += 2;
       while (i < expr.size() && (expr[i] == ' ' || expr[i] == '\t')) ++i;
       while (i < expr.size() && IsNameChar(expr[i])) ++i;
-      continue;
-    }
-    if (IsNameStart(c) && (i == 0 || !IsNameChar(expr[i - 1]))) {
+    } else if (IsNameStart(c) && (i == 0 || !IsNameChar(expr[i - 1]))) {
       size_t j = i;
       while (j < expr.size() && IsNameChar(expr[j])) ++j;
       refs->emplace(expr.substr(i, j - i));
       out += expr.substr(i, j - i);
       i = j;
-      continue;
+    } else {
+      out += c;
+      ++i;
     }
-    out += c;
-    ++i;
   }
   return std::string(Trim(out));
 }
