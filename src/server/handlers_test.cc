@@ -1229,6 +1229,24 @@ TEST_F(ReasoningHandlersTest, ThinkingSplitsReasoningFromContent) {
 
 // reasoning_effort (vLLM's build_chat_params): a template variable, and enable_thinking unless
 // the request's chat_template_kwargs set it, so "high" opens MiniCPM-V-4.6's thinking.
+// vLLM's qwen3 and deepseek_r1 parsers (not streamed) give a reply that ends its thinking at
+// once an empty-string reasoning, where minicpmv's and a streamed reply's are absent (null).
+TEST_F(ReasoningHandlersTest, EmptyReasoningIsAStringForQwen3AndDeepSeekR1) {
+  engine_.script = tok_->Encode("</think>This is the rest", false);
+  for (const char* parser : {"qwen3", "deepseek_r1", "minicpmv"}) {
+    ctx_.reasoning_parser = parser;
+    const Json r = Chat(Body(true, false));
+    const Json& m = r["choices"][0]["message"];
+    EXPECT_EQ(m["content"], "This is the rest") << parser << r.dump();
+    if (std::string(parser) == "minicpmv") {
+      EXPECT_TRUE(m["reasoning"].is_null()) << r.dump();
+    } else {
+      EXPECT_EQ(m["reasoning"], "") << parser << r.dump();
+      EXPECT_EQ(m["reasoning_content"], "") << parser << r.dump();
+    }
+  }
+}
+
 TEST_F(ReasoningHandlersTest, ReasoningEffortSwitchesThinking) {
   const auto prompt_end = [&](const Json& extra, int want_status = 200) {
     Json body = Json::parse(Body(false, false));
