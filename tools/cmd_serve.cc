@@ -90,13 +90,23 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
                      "' (choose from 'critical', 'error', 'warning', 'info', 'debug', 'trace')");
   }
   // argparse's choices of vLLM's Literal-typed flags (a value vLLM accepts but cpmserve cannot
-  // run, fp8 say, gets cpmserve's own explanation later).
-  const std::pair<const char*, std::pair<const std::string*, std::vector<std::string>>> choices[] = {
-      {"--dtype", {&c.dtype, {"auto", "half", "float16", "bfloat16", "float", "float32"}}},
-      {"--kv-cache-dtype",
-       {&c.kv_cache_dtype,
-        {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}}},
-      {"--scheduling-policy", {&c.scheduling_policy, {"fcfs", "priority"}}}};
+  // run, fp8 say, gets cpmserve's own explanation later). --task only when given.
+  std::vector<std::pair<const char*, std::pair<const std::string*, std::vector<std::string>>>>
+      choices = {
+          {"--dtype", {&c.dtype, {"auto", "half", "float16", "bfloat16", "float", "float32"}}},
+          {"--kv-cache-dtype",
+           {&c.kv_cache_dtype,
+            {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}}},
+          {"--scheduling-policy", {&c.scheduling_policy, {"fcfs", "priority"}}},
+          {"--runner", {&f.runner, {"auto", "generate", "pooling", "draft"}}},
+          {"--chat-template-content-format",
+           {&c.chat_template_content_format, {"auto", "string", "openai"}}}};
+  if (!f.task.empty()) {
+    choices.push_back({"--task",
+                       {&f.task,
+                        {"auto", "generate", "embedding", "embed", "classify", "score", "reward",
+                         "transcription", "draft"}}});
+  }
   for (const auto& [flag, value_and_choices] : choices) {
     const auto& [value, allowed] = value_and_choices;
     if (std::find(allowed.begin(), allowed.end(), *value) != allowed.end()) continue;
@@ -105,27 +115,15 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
     return FlagError(std::string("argument ") + flag + ": invalid choice: '" + *value +
                      "' (choose from " + list + ")");
   }
-  if (f.runner != "auto" && f.runner != "generate") {
-    if (f.runner != "pooling" && f.runner != "draft") {
-      return FlagError("argument --runner: invalid choice: '" + f.runner +
-                       "' (choose from 'auto', 'generate', 'pooling', 'draft')");
-    }
-    return FlagError("--runner: '" + f.runner + "' is not supported: cpmserve serves "
+  // The runners and tasks cpmserve cannot run: refused, saying so.
+  const std::pair<const char*, const std::string*> kinds[] = {{"--runner", &f.runner},
+                                                                {"--task", &f.task}};
+  for (const auto& [flag, value] : kinds) {
+    if (value->empty() || *value == "auto" || *value == "generate") continue;
+    return FlagError(std::string(flag) + ": '" + *value + "' is not supported: cpmserve serves "
                      "generative models (auto or generate)");
   }
   if (!f.task.empty()) {
-    static const std::vector<std::string> kTasks = {"auto",  "generate", "embedding",
-                                                    "embed", "classify", "score",
-                                                    "reward", "transcription", "draft"};
-    if (std::find(kTasks.begin(), kTasks.end(), f.task) == kTasks.end()) {
-      return FlagError("argument --task: invalid choice: '" + f.task +
-                       "' (choose from 'auto', 'generate', 'embedding', 'embed', 'classify', "
-                       "'score', 'reward', 'transcription', 'draft')");
-    }
-    if (f.task != "auto" && f.task != "generate") {
-      return FlagError("--task: '" + f.task + "' is not supported: cpmserve serves generative "
-                       "models (auto or generate)");
-    }
     CPM_LOG_WARN("The 'task' option has been deprecated and will be removed in v0.13.0 or "
                  "v1.0, whichever comes first. Please remove this option.");
   }
@@ -152,11 +150,6 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
   if (f.tokenizer_mode == "slow") {
     CPM_LOG_INFO("--tokenizer-mode slow: accepted, ignored (cpmserve has one tokenizer, which "
                  "gives Hugging Face's token ids)");
-  }
-  if (const std::string& v = c.chat_template_content_format;
-      v != "auto" && v != "string" && v != "openai") {
-    return FlagError("argument --chat-template-content-format: invalid choice: '" + v +
-                     "' (choose from 'auto', 'string', 'openai')");
   }
   if (f.swap_space_opt->count() > 0) {
     if (!(f.swap_space >= 0)) return FlagError("--swap-space must be at least 0 (GiB)");
