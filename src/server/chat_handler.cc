@@ -428,14 +428,8 @@ HttpReply Complete(const ServerContext& ctx, const ChatJob& job, const ClientGon
                     {"reasoning_content", nullptr}};
     if (ReasoningParser* parser = parsers[i].get()) {
       ReasoningDelta d = parser->Feed(outs[i].text, true);
-      // vLLM's qwen3 and deepseek_r1 extract_reasoning give a reply that began in reasoning
-      // (or met a marker) its reasoning as a string, "" for an empty one; others give None.
-      const bool empty_is_string =
-          (job.reasoning_parser == "qwen3" || job.reasoning_parser == "deepseek_r1") &&
-          (job.opens_in_reasoning || parser->saw_reasoning());
-      Json reasoning = !job.include_reasoning || (d.reasoning.empty() && !empty_is_string)
-                           ? Json(nullptr)
-                           : Json(d.reasoning);
+      const bool none = d.reasoning.empty() && !parser->reports_empty_reasoning();
+      Json reasoning = !job.include_reasoning || none ? Json(nullptr) : Json(d.reasoning);
       // None when the parser finds no content (vLLM); with echo, vLLM's content is the echoed
       // text plus the reply's: a string, even if empty.
       const bool no_content = d.content.empty() && !job.echo;

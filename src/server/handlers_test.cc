@@ -1576,7 +1576,7 @@ TEST_F(ReasoningHandlersTest, ThinkingTokenBudgetCarriesTheParsersMarkers) {
             std::string::npos);
   // --reasoning-config's texts: the end may lead with a transition phrase; either text alone
   // replaces that marker only; with both, no parser is needed.
-  ctx_.thinking_end = "Time is up.</think>";
+  ctx_.reasoning_config.end = "Time is up.</think>";
   auto b = submitted_budget(true, 3);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->start, start);
@@ -1584,7 +1584,7 @@ TEST_F(ReasoningHandlersTest, ThinkingTokenBudgetCarriesTheParsersMarkers) {
   EXPECT_GT(b->end.size(), 1u);
   ctx_.reasoning_parser.clear();
   EXPECT_EQ(submitted_budget(true, 7), nullptr);
-  ctx_.thinking_start = "<think>";
+  ctx_.reasoning_config.start = "<think>";
   b = submitted_budget(true, 7);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->start, start);

@@ -170,6 +170,7 @@ class ThinkParser final : public ReasoningParser {
   }
 
   bool saw_reasoning() const override { return saw_reasoning_; }
+  bool reports_empty_reasoning() const override { return saw_reasoning_; }
 
  private:
   enum class Match { kNone, kMaybe, kThinkStart, kThinkEnd, kToolCall };

@@ -47,6 +47,9 @@ class ReasoningParser {
   virtual ReasoningDelta Feed(std::string_view text, bool final) = 0;
   // True once any reasoning text or marker was seen (so an empty content means "none").
   virtual bool saw_reasoning() const = 0;
+  // Whether a whole (non-streamed) reply shows an empty reasoning as "" rather than none, as
+  // vLLM's qwen3 and deepseek_r1 extract_reasoning do for a reply that began in reasoning.
+  virtual bool reports_empty_reasoning() const { return false; }
 };
 
 // The parser names --reasoning-parser accepts ("none" turns a model's default off).
@@ -62,6 +65,14 @@ struct ReasoningMarkers {
   std::string_view start, end;
 };
 ReasoningMarkers ReasoningParserMarkers(const std::string& name);
+
+// vLLM's --reasoning-config: the texts thinking_token_budget counts from and forces at its end
+// (the end may put a transition phrase before the parser's end marker); an empty text is the
+// marker of `reasoning_parser` (else of --reasoning-parser's parser), which splits no reply's
+// reasoning out.
+struct ReasoningConfig {
+  std::string reasoning_parser, start, end;
+};
 
 // The token ids of parser `name`'s markers, where the vocabulary has each as one token.
 struct ReasoningMarkerIds {

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "engine/ngram_proposer.h"
 #include "server/cors.h"
+#include "server/reasoning_parser.h"
 #include "server/tls.h"
 
 namespace cpm {
@@ -120,14 +121,9 @@ struct StructuredOutputsOptions {
 };
 StatusOr<StructuredOutputsOptions> ParseStructuredOutputsConfig(const std::string& json);
 
-// vLLM's --reasoning-config: {"reasoning_parser": name, "reasoning_start_str": text,
-// "reasoning_end_str": text}, the texts thinking_token_budget counts from and forces at its end
-// (the end may put a transition phrase before the parser's end marker); an empty or absent text
-// is the marker of its parser (else --reasoning-parser's), which splits no reply's reasoning
-// out. An unknown field, a non-string or an unknown parser is an error.
-struct ReasoningConfig {
-  std::string reasoning_parser, start, end;
-};
+// vLLM's --reasoning-config (ReasoningConfig, reasoning_parser.h): {"reasoning_parser": name,
+// "reasoning_start_str": text, "reasoning_end_str": text}. An unknown field, a non-string or an
+// unknown parser is an error.
 StatusOr<ReasoningConfig> ParseReasoningConfig(const std::string& json);
 
 // vLLM's --speculative-config: {"method": "ngram", "num_speculative_tokens": k,

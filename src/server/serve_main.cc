@@ -576,22 +576,9 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ctx.reasoning_parser = c.reasoning_parser;
   if (ctx.reasoning_parser.empty()) ctx.reasoning_parser = DefaultReasoningParser(info.architecture);
   if (ctx.reasoning_parser == "none") ctx.reasoning_parser.clear();
-  // --reasoning-config names thinking_token_budget's texts only (its parser gives their
-  // defaults; the reply's reasoning field stays --reasoning-parser's, as in vLLM).
-  CPM_ASSIGN_OR_RETURN(const ReasoningConfig reasoning_config,
-                       ParseReasoningConfig(c.reasoning_config_json));
-  const std::string& budget_parser = reasoning_config.reasoning_parser.empty()
-                                         ? ctx.reasoning_parser
-                                         : reasoning_config.reasoning_parser;
-  if (!budget_parser.empty() && budget_parser != "none") {
-    const ReasoningMarkers m = ReasoningParserMarkers(budget_parser);
-    ctx.thinking_start = reasoning_config.start.empty() ? std::string(m.start)
-                                                        : reasoning_config.start;
-    ctx.thinking_end = reasoning_config.end.empty() ? std::string(m.end) : reasoning_config.end;
-  } else {
-    ctx.thinking_start = reasoning_config.start;
-    ctx.thinking_end = reasoning_config.end;
-  }
+  // --reasoning-config names thinking_token_budget's texts only; the reply's reasoning field
+  // stays --reasoning-parser's, as in vLLM.
+  CPM_ASSIGN_OR_RETURN(ctx.reasoning_config, ParseReasoningConfig(c.reasoning_config_json));
   if (!ctx.reasoning_parser.empty()) {
     CPM_LOG_INFO("Reasoning parser: {}{}", ctx.reasoning_parser,
                  c.reasoning_parser.empty() ? " (the model's default)" : "");

@@ -77,16 +77,20 @@ Status ServerContext::ApplyServerSampling(const protocol::SamplingFields& fields
   s->return_tokens_as_token_ids =
       fields.return_tokens_as_token_ids.value_or(return_tokens_as_token_ids);
   if (!s->thinking_token_budget) return OkStatus();
-  const bool own_texts = !thinking_start.empty() && !thinking_end.empty();
-  if (reasoning_parser.empty() && !own_texts) {
+  // The texts: --reasoning-config's, else the markers of its parser or of the reasoning parser.
+  const ReasoningConfig& rc = reasoning_config;
+  const std::string& parser = rc.reasoning_parser.empty() || rc.reasoning_parser == "none"
+                                  ? reasoning_parser
+                                  : rc.reasoning_parser;
+  ReasoningMarkers m;
+  if (!parser.empty()) m = ReasoningParserMarkers(parser);
+  if (!rc.start.empty()) m.start = rc.start;
+  if (!rc.end.empty()) m.end = rc.end;
+  if (m.start.empty() || m.end.empty()) {
     CPM_LOG_WARN("thinking_token_budget ignored: the server has no reasoning parser "
                  "(--reasoning-parser) or --reasoning-config to name the thinking markers");
     return OkStatus();
   }
-  ReasoningMarkers m;
-  if (!reasoning_parser.empty()) m = ReasoningParserMarkers(reasoning_parser);
-  if (!thinking_start.empty()) m.start = thinking_start;
-  if (!thinking_end.empty()) m.end = thinking_end;
   s->thinking_budget = std::make_shared<const ThinkingBudget>(
       ThinkingBudget{*s->thinking_token_budget, tokenizer->Encode(m.start, false),
                      tokenizer->Encode(m.end, false)});

@@ -22,6 +22,7 @@
 #include "server/generation_defaults.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
+#include "server/reasoning_parser.h"
 #include "server/request_log.h"
 #include "server/sampling_request.h"
 #include "structured/constraint.h"
@@ -52,9 +53,7 @@ struct ServerContext {
   std::string reasoning_parser;  // "" for none; else splits `reasoning` out of chat content
   // --chat-template-content-format string or openai; none (auto): each template's detected one.
   std::optional<jinja::ContentFormat> content_format;
-  // thinking_token_budget's texts (--reasoning-config's, else its parser's or the reasoning
-  // parser's markers); a budget is ignored unless both are set, or a reasoning parser fills in.
-  std::string thinking_start, thinking_end;
+  ReasoningConfig reasoning_config;  // --reasoning-config: thinking_token_budget's texts
   bool structured_in_reasoning = false;  // structured outputs constrain the thinking too
   bool enable_force_include_usage = false;  // --enable-force-include-usage: usage in every stream
   // --structured-outputs-config's disable_any_whitespace: every JSON constraint compact.
