@@ -19,9 +19,9 @@ struct ApiError {
 };
 
 // kInvalidArgument -> 400 BadRequestError ("Bad Request" for the body's validation errors, as
-// vLLM's RequestValidationError handler types them), kNotFound -> 404 NotFoundError, kUnauthenticated ->
-// 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501 NotImplementedError,
-// everything else -> 500 InternalServerError.
+// vLLM's RequestValidationError handler types them), kNotFound -> 404 NotFoundError,
+// kUnauthenticated -> 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501
+// NotImplementedError, everything else -> 500 InternalServerError.
 ApiError ApiErrorFromStatus(const Status& status);
 ApiError BadRequest(std::string message, std::optional<std::string> param = std::nullopt);
 

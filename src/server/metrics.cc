@@ -171,8 +171,8 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           "External prefix cache hits from KV connector cross-instance cache sharing, in terms "
           "of number of cached tokens.",
           0);
-  counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.",
-          0);
+  counter("vllm:mm_cache_queries",
+          "Multi-modal cache queries, in terms of number of queried items.", 0);
   counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", 0);
   counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
           s.num_preemptions);

@@ -217,9 +217,10 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   if (choice.is_null() || choice == "none") return ToolChoice::kNone;
   if (!has_tools) return ModelValidatorError("When using `tool_choice`, `tools` must be set.");
   if (choice != "auto" && choice != "required" && !choice.is_object()) {
-    return ModelValidatorError("Invalid value for `tool_choice`: " +
-                       (choice.is_string() ? choice.get<std::string>() : choice.dump()) +
-                       "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
+    return ModelValidatorError(
+        "Invalid value for `tool_choice`: " +
+        (choice.is_string() ? choice.get<std::string>() : choice.dump()) +
+        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
   }
   if (choice == "required" && tools->is_array() && tools->empty()) return ToolChoice::kNone;
   if (choice == "auto") return ToolChoice::kAuto;
@@ -235,17 +236,18 @@ StatusOr<ToolChoice> ParseToolChoice(const Json& j, std::string* name) {
   const auto fn = choice.find("function");
   if (fn == choice.end() || !fn->is_object()) {
     return ModelValidatorError("Invalid value for `function`: `" +
-                       (fn == choice.end() ? std::string("None") : fn->dump()) +
-                       "` in `tool_choice`" + usage);
+                               (fn == choice.end() ? std::string("None") : fn->dump()) +
+                               "` in `tool_choice`" + usage);
   }
   const auto fn_name = fn->find("name");
   if (fn_name == fn->end()) {
     return ModelValidatorError("Expected field `name` in `function` in `tool_choice`" + usage);
   }
   if (!fn_name->is_string() || fn_name->get_ref<const std::string&>().empty()) {
-    return ModelValidatorError("Invalid `name` in `function`: `" +
-                       (fn_name->is_string() ? fn_name->get<std::string>() : fn_name->dump()) +
-                       "` in `tool_choice`" + usage);
+    return ModelValidatorError(
+        "Invalid `name` in `function`: `" +
+        (fn_name->is_string() ? fn_name->get<std::string>() : fn_name->dump()) +
+        "` in `tool_choice`" + usage);
   }
   *name = fn_name->get<std::string>();
   for (const Json& t : *tools) {

@@ -18,7 +18,8 @@ namespace cpm {
 StatusOr<int64_t> CompletionLogprobsCount(std::optional<int64_t> logprobs) {
   if (!logprobs) return -1;
   if (*logprobs < 0) {
-    return protocol::ModelValidatorError("`logprobs` must be a positive value.").WithParam("logprobs");
+    return protocol::ModelValidatorError("`logprobs` must be a positive value.")
+        .WithParam("logprobs");
   }
   return *logprobs;
 }
@@ -31,7 +32,8 @@ StatusOr<int64_t> ChatLogprobsCount(bool logprobs, std::optional<int64_t> top_lo
     }
     // vLLM's check: 0 asks nothing, so it needs no `logprobs`.
     if (*top_logprobs != 0 && !logprobs) {
-      return protocol::ModelValidatorError("when using `top_logprobs`, `logprobs` must be set to true.");
+      return protocol::ModelValidatorError(
+          "when using `top_logprobs`, `logprobs` must be set to true.");
     }
     if (!logprobs) return -1;
     return *top_logprobs == -1 ? vocab_size : *top_logprobs;
@@ -225,7 +227,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
   r.include_stop_str_in_output = f.include_stop_str_in_output;
   r.skip_special_tokens = f.skip_special_tokens;
   if (logprobs < -1) {
-    return protocol::ModelValidatorError("`logprobs` must be a positive value or -1.").WithParam("logprobs");
+    return protocol::ModelValidatorError("`logprobs` must be a positive value or -1.")
+        .WithParam("logprobs");
   }
   if (logprobs > max_logprobs) {
     return InvalidArgument(fmt::format(
@@ -243,7 +246,8 @@ StatusOr<ResolvedSampling> ResolveSampling(const protocol::SamplingFields& f,
           .WithParam("prompt_logprobs");
     }
     if (f.stream && prompt_logprobs != 0) {
-      return protocol::ModelValidatorError("`prompt_logprobs` are not available when `stream=True`.")
+      return protocol::ModelValidatorError(
+                 "`prompt_logprobs` are not available when `stream=True`.")
           .WithParam("prompt_logprobs");
     }
     if (prompt_logprobs == -1) prompt_logprobs = vocab_size;

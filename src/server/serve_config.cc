@@ -220,7 +220,9 @@ StatusOr<ReasoningConfig> ParseReasoningConfig(const std::string& json) {
   if (json.empty()) return config;
   const auto j = nlohmann::json::parse(json, nullptr, false);
   const std::string what = "--reasoning-config: ";
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + "not a JSON object: " + json);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument(what + "not a JSON object: " + json);
+  }
   for (const auto& [key, value] : j.items()) {
     std::string* field = key == "reasoning_parser"      ? &config.reasoning_parser
                          : key == "reasoning_start_str" ? &config.start

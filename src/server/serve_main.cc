@@ -558,8 +558,11 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     CPM_LOG_INFO("\"auto\" tool choice has been enabled: tool calls parsed as {}",
                  c.tool_call_parser);
   }
-  if (c.chat_template_content_format == "string") ctx.content_format = jinja::ContentFormat::kString;
-  if (c.chat_template_content_format == "openai") ctx.content_format = jinja::ContentFormat::kOpenAi;
+  if (c.chat_template_content_format == "string") {
+    ctx.content_format = jinja::ContentFormat::kString;
+  } else if (c.chat_template_content_format == "openai") {
+    ctx.content_format = jinja::ContentFormat::kOpenAi;
+  }
   if (ctx.chat_template) {
     const char* detected =
         ctx.chat_template->content_format() == jinja::ContentFormat::kOpenAi ? "openai" : "string";

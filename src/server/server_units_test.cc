@@ -667,7 +667,8 @@ TEST(Protocol, CompletionPromptForms) {
   // vLLM's validate_prompt_and_prompt_embeds.
   for (const char* body : {R"({"prompt":""})", R"({"prompt":null})", R"({})", R"({"prompt":[]})"}) {
     EXPECT_EQ(one(body).status().message(),
-              "1 validation error: Value error, Either prompt or prompt_embeds must be provided and non-empty.")
+              "1 validation error: Value error, Either prompt or prompt_embeds must be provided "
+              "and non-empty.")
         << body;
   }
   EXPECT_FALSE(one(R"({"prompt":[1,"a"]})").ok());
@@ -689,7 +690,8 @@ TEST(Protocol, CompletionPromptForms) {
 
 TEST(Protocol, StreamOptionsOnlyWhenStreaming) {
   // vLLM's validate_stream_options: non-empty options on a request that does not stream.
-  const char* msg = "1 validation error: Value error, Stream options can only be defined when `stream=True`.";
+  const char* msg =
+      "1 validation error: Value error, Stream options can only be defined when `stream=True`.";
   auto chat = [](const char* body) { return protocol::ParseChatCompletionRequest(body, nullptr); };
   auto completion = [](const char* body) {
     return protocol::ParseCompletionRequest(body, nullptr);
@@ -904,12 +906,14 @@ TEST(Sampling, VllmEdgeValues) {
   EXPECT_EQ(*ChatLogprobsCount(true, -1, 100), 100);
   EXPECT_EQ(*ChatLogprobsCount(false, 0, 100), -1);
   EXPECT_EQ(ChatLogprobsCount(false, -1, 100).status().message(),
-            "1 validation error: Value error, when using `top_logprobs`, `logprobs` must be set to true.");
+            "1 validation error: Value error, when using `top_logprobs`, `logprobs` must be set "
+            "to true.");
   EXPECT_EQ(ChatLogprobsCount(true, -2, 100).status().message(),
             "1 validation error: Value error, `top_logprobs` must be a positive value or -1.");
   EXPECT_EQ(*CompletionLogprobsCount(3), 3);
   EXPECT_EQ(*CompletionLogprobsCount(std::nullopt), -1);
-  EXPECT_EQ(CompletionLogprobsCount(-1).status().message(), "1 validation error: Value error, `logprobs` must be a positive value.");
+  EXPECT_EQ(CompletionLogprobsCount(-1).status().message(),
+            "1 validation error: Value error, `logprobs` must be a positive value.");
   EXPECT_EQ(CompletionLogprobsCount(-1).status().param(), "logprobs");
   EXPECT_EQ(ResolveSampling({}, {}, 100, 100).status().message(),
             "Requested sample logprobs of 100, which is greater than max allowed: 20");
