@@ -210,12 +210,17 @@ def scenario_ternary_bitcpm(s):
             # bf16 kernels' bits: the default ISA's (the AVX-512 codes on vdpbf16ps pairs where
             # the CPU has them, else the AVX2 ones) against CPM_TERNARY=0 there, then the AVX2
             # codes against the AVX2 bf16 kernels (the AVX-512 matmul off on both sides, as
-            # vdpbf16ps rounds pairs of products differently from the AVX2 f32 FMA chains).
-            os.environ["CPM_TERNARY"] = "0"
+            # vdpbf16ps rounds pairs of products differently from the AVX2 f32 FMA chains); AMX
+            # off on both sides (on an Intel CPU with it the bf16 kernels' tiles sum in another
+            # order).
+            os.environ["CPM_AMX"] = "0"
             try:
+                eng = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="eng_noamx_" + tag)
+                os.environ["CPM_TERNARY"] = "0"
                 default_bf16 = s.engine(m, prompts, 6, "--dtype", "bfloat16", tag="dbf16_" + tag)
             finally:
                 os.environ.pop("CPM_TERNARY", None)
+                del os.environ["CPM_AMX"]
             if eng != default_bf16:
                 sys.exit(f"[ternary {tag}] the default ISA's 2-bit kernels differ from its bf16 kernels")
             os.environ["CPM_AVX512_MATMUL"] = "0"
@@ -624,13 +629,16 @@ def scenario_released_dims(s):
                        capture_output=True, text=True)
     if "Ternary weights (BitCPM4): 168 of 169" not in p.stderr:
         sys.exit(f"[released_dims] BitCPM4: the layers were not packed as ternary:\n{p.stderr}")
+    # Both sides on vdpbf16ps: on an AMX CPU the bf16 kernels' tiles sum in another order.
     prompts = prompts_of([40], vocab=73448, seed=73)
-    two_bit = s.engine(m, prompts, 6, "--prefill-chunk", "13", tag="bitcpm4_2bit")
-    os.environ["CPM_TERNARY"] = "0"
+    os.environ["CPM_AMX"] = "0"
     try:
+        two_bit = s.engine(m, prompts, 6, "--prefill-chunk", "13", tag="bitcpm4_2bit")
+        os.environ["CPM_TERNARY"] = "0"
         bf16 = s.engine(m, prompts, 6, "--prefill-chunk", "13", tag="bitcpm4_bf16")
     finally:
         os.environ.pop("CPM_TERNARY", None)
+        del os.environ["CPM_AMX"]
     if two_bit != bf16:
         sys.exit("[released_dims] BitCPM4: the 2-bit kernels differ from the bf16 kernels")
     print("[released_dims] BitCPM4: the 2-bit kernels' run is the bf16 kernels' bit for bit")
