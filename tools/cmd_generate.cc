@@ -110,7 +110,8 @@ Status AttachImages(const GenerateArgs& a, const Tokenizer& tok, Model& model, c
     reqs[i]->prompt = std::move(p.ids);
     MultimodalInputs& in = p.inputs;
     reqs[i]->embed_rows = in.embed_rows;
-    for (bool done = false; !done;) {
+    reqs[i]->embeds = in.embeds;
+    for (bool done = in.encode == nullptr; !done;) {
       CPM_ASSIGN_OR_RETURN(done, in.encode(pool, &reqs[i]->embeds));
     }
     if (features) {

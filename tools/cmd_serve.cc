@@ -38,6 +38,8 @@ struct ServeFlags {
   std::string task;             // --task (vLLM's deprecated form of --runner)
   bool enable_mm_embeds = false;
   bool enable_prompt_embeds = false;
+  std::string mm_processor_cache_type = "lru";  // how vLLM's processes share the cache
+  bool disable_mm_preprocessor_cache = false;   // vLLM's deprecated --mm-processor-cache-gb 0
   std::string max_num_batched_tokens;
   IgnoredFlags ignored;
 };
@@ -100,7 +102,8 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
           {"--scheduling-policy", {&c.scheduling_policy, {"fcfs", "priority"}}},
           {"--runner", {&f.runner, {"auto", "generate", "pooling", "draft"}}},
           {"--chat-template-content-format",
-           {&c.chat_template_content_format, {"auto", "string", "openai"}}}};
+           {&c.chat_template_content_format, {"auto", "string", "openai"}}},
+          {"--mm-processor-cache-type", {&f.mm_processor_cache_type, {"lru", "shm"}}}};
   if (!f.task.empty()) {
     choices.push_back({"--task",
                        {&f.task,
@@ -133,6 +136,15 @@ int CheckVllmOnlyFlags(ServeFlags& f) {
   }
   if (f.enable_prompt_embeds) {
     return FlagError("--enable-prompt-embeds is not supported: prompts are text or token ids");
+  }
+  if (f.disable_mm_preprocessor_cache) {
+    CPM_LOG_WARN("`--disable-mm-preprocessor-cache` is deprecated and will be removed in v0.13. "
+                 "Please use `--mm-processor-cache-gb 0` instead.");
+    c.mm_processor_cache_gb = 0;
+  }
+  if (f.mm_processor_cache_type == "shm") {
+    CPM_LOG_INFO("--mm-processor-cache-type shm: the cache is one process's LRU here, as with "
+                 "lru (shm only changes how vLLM's API and engine processes share it)");
   }
   if (f.num_gpu_blocks_override->count() > 0) {
     return FlagError("--num-gpu-blocks-override is not supported: size the KV cache with "
@@ -317,6 +329,15 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--mm-processor-kwargs", c.mm_processor_kwargs_json,
                   "image processor overrides, as vLLM's JSON: '{\"max_slice_nums\": 36}'");
+  cmd->add_option("--mm-processor-cache-gb", c.mm_processor_cache_gb,
+                  "GiB of vision tower outputs kept for images sent again (each turn of a chat "
+                  "resends its images; 0: encode every image anew)")
+      ->capture_default_str();
+  cmd->add_option("--mm-processor-cache-type", f->mm_processor_cache_type,
+                  "lru or shm (both: this process's LRU cache)")
+      ->capture_default_str();
+  cmd->add_flag("--disable-mm-preprocessor-cache,!--no-disable-mm-preprocessor-cache",
+                f->disable_mm_preprocessor_cache, "deprecated: --mm-processor-cache-gb 0");
   cmd->add_option("--limit-mm-per-prompt", c.limit_mm_per_prompt_json,
                   "most images and videos per request, as vLLM's JSON: '{\"image\": 2, \"video\": 1}'");
   cmd->add_option("--media-io-kwargs", c.media_io_kwargs_json,

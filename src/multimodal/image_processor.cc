@@ -42,33 +42,47 @@ class DecodeSlot {
   }
 };
 
+// One image (or video frame) of a request for the vision tower: its rows from the cache, or
+// its slices to encode (and, with a cache, the digest to keep the rows under).
+struct EncoderJob {
+  PreparedImage image;
+  MediaDigest digest;
+  EncoderCache::Rows cached;
+};
+
 // Encodes a request's images once, one piece (about one encoder layer) per call, whichever of
-// its choices' requests the engine calls it for; every choice gets the whole result.
+// its choices' requests the engine calls it for; every choice gets the whole result. Images
+// found in the cache are copied in their place; the others go into it once encoded.
 class SharedEncoding {
  public:
-  SharedEncoding(std::shared_ptr<VisionEncoder> encoder, std::vector<PreparedImage> images)
-      : encoder_(std::move(encoder)), images_(std::move(images)), done_(images_.empty()) {}
+  SharedEncoding(std::shared_ptr<VisionEncoder> encoder, std::shared_ptr<EncoderCache> cache,
+                 std::vector<EncoderJob> jobs)
+      : encoder_(std::move(encoder)), cache_(std::move(cache)), jobs_(std::move(jobs)) {}
 
   StatusOr<bool> Next(ThreadPool& pool, std::vector<float>* embeds) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok() && !done_) {
-      status_ = EncodeOneSlice(pool);
-      done_ = image_ == images_.size();
-      if (done_) images_.clear();  // the pixels are not needed any more
+    if (status_.ok() && job_ < jobs_.size()) {
+      status_ = EncodeOnePiece(pool);
+      if (job_ == jobs_.size()) jobs_.clear();  // the pixels are not needed any more
     }
     CPM_RETURN_IF_ERROR(status_);
-    if (!done_) return false;
+    if (!jobs_.empty()) return false;
     *embeds = embeds_;
     return true;
   }
 
  private:
-  // One piece of the next slice in prompt order (image by image, thumbnail first); its rows
-  // are appended to embeds_ when the slice is done.
-  Status EncodeOneSlice(ThreadPool& pool) {
-    const PixelSlice& s = images_[image_].slices[slice_];
-    const int64_t mode = images_[image_].patches_per_token;
+  // Copies the cached images from job_ on, then runs one piece of the next slice in prompt
+  // order (image by image, thumbnail first); a slice's rows are appended to embeds_ when it is
+  // done, and an image's rows go into the cache when its last slice is.
+  Status EncodeOnePiece(ThreadPool& pool) {
+    SkipCached();
+    if (job_ == jobs_.size()) return OkStatus();
+    EncoderJob& job = jobs_[job_];
+    const PixelSlice& s = job.image.slices[slice_];
+    const int64_t mode = job.image.patches_per_token;
     if (progress_.stage == 0) {
+      if (slice_ == 0) job_start_ = embeds_.size();
       const int64_t rows = encoder_->OutputRows(s.size.height, s.size.width, mode);
       slice_out_.assign(static_cast<size_t>(rows * encoder_->output_dim()), 0.0f);
     }
@@ -78,17 +92,31 @@ class SharedEncoding {
     if (!done) return OkStatus();
     embeds_.insert(embeds_.end(), slice_out_.begin(), slice_out_.end());
     progress_ = VisionProgress();
-    if (++slice_ == images_[image_].slices.size()) slice_ = 0, ++image_;
+    if (++slice_ < job.image.slices.size()) return OkStatus();
+    if (cache_) {
+      const auto start = embeds_.begin() + static_cast<ptrdiff_t>(job_start_);
+      cache_->Insert(job.digest, std::make_shared<const std::vector<float>>(start, embeds_.end()));
+    }
+    slice_ = 0;
+    ++job_;
+    SkipCached();
     return OkStatus();
+  }
+
+  void SkipCached() {
+    for (; job_ < jobs_.size() && jobs_[job_].cached; ++job_) {
+      embeds_.insert(embeds_.end(), jobs_[job_].cached->begin(), jobs_[job_].cached->end());
+    }
   }
 
   std::mutex mu_;
   std::shared_ptr<VisionEncoder> encoder_;
-  std::vector<PreparedImage> images_;
-  size_t image_ = 0, slice_ = 0;  // the slice being encoded
-  VisionProgress progress_;       // ... how far it is
+  std::shared_ptr<EncoderCache> cache_;  // null: off
+  std::vector<EncoderJob> jobs_;
+  size_t job_ = 0, slice_ = 0;  // the slice being encoded
+  size_t job_start_ = 0;        // ... where its image's rows start in embeds_
+  VisionProgress progress_;     // ... how far it is
   std::vector<float> slice_out_;  // ... its rows
-  bool done_;
   Status status_;
   std::vector<float> embeds_;
 };
@@ -298,13 +326,9 @@ StatusOr<std::string> ImageProcessor::Expand(const std::string& prompt,
 StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prompt_ids,
                                                 std::vector<PreparedMedia> media) const {
   int64_t expected = 0;
-  std::vector<PreparedImage> images;  // every slice source in prompt order
-  for (PreparedMedia& m : media) {
+  for (const PreparedMedia& m : media) {
     const SliceConfig& c = m.kind == MediaKind::kImage ? slices_ : video_slices_;
-    for (PreparedImage& image : m.images) {
-      expected += ImageTokens(image.plan, c);
-      images.push_back(std::move(image));
-    }
+    for (const PreparedImage& image : m.images) expected += ImageTokens(image.plan, c);
   }
   MultimodalInputs in;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {
@@ -315,7 +339,30 @@ StatusOr<MultimodalInputs> ImageProcessor::Bind(const std::vector<int32_t>& prom
     return InvalidArgument("the prompt holds " + std::to_string(in.embed_rows.size()) +
                            " image and video placeholder tokens, but its images and videos need " +
                            std::to_string(expected));
-  auto shared = std::make_shared<SharedEncoding>(encoder_, std::move(images));
+  std::vector<EncoderJob> jobs;  // every image and video frame in prompt order
+  bool all_cached = true;
+  for (PreparedMedia& m : media) {
+    bool item_cached = true;  // an item counts as a hit when all its images are
+    for (PreparedImage& image : m.images) {
+      EncoderJob job{std::move(image), {}, nullptr};
+      if (cache_) {
+        job.digest = DigestSlices(job.image.slices, job.image.patches_per_token);
+        job.cached = cache_->Find(job.digest);
+      }
+      if (job.cached) job.image.slices.clear();
+      item_cached = item_cached && job.cached;
+      jobs.push_back(std::move(job));
+    }
+    if (cache_) cache_->CountQuery(item_cached);
+    all_cached = all_cached && item_cached;
+  }
+  if (cache_ && all_cached) {  // nothing to encode: the request need not queue for the tower
+    for (const EncoderJob& job : jobs) {
+      in.embeds.insert(in.embeds.end(), job.cached->begin(), job.cached->end());
+    }
+    return in;
+  }
+  auto shared = std::make_shared<SharedEncoding>(encoder_, cache_, std::move(jobs));
   in.encode = [shared](ThreadPool& pool, std::vector<float>* embeds) { return shared->Next(pool, embeds); };
   return in;
 }

@@ -10,7 +10,8 @@
 //   Bind     (HTTP thread)  after tokenization: the prompt rows of the pad tokens, checked
 //                           against the images' token counts, and an encoder job;
 //   encode   (engine thread) the vision tower, about one encoder layer per engine step, on the
-//                           compute pool.
+//                           compute pool; images the cache holds (encoder_cache.h) are not
+//                           encoded again.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "model/vision_encoder.h"
+#include "multimodal/encoder_cache.h"
 #include "multimodal/image_source.h"
 #include "multimodal/placeholder_budget.h"
 #include "multimodal/slicing.h"
@@ -51,11 +53,13 @@ struct PreparedMedia {
 };
 
 // A tokenized multimodal prompt's extra inputs for the engine (EngineRequest::embed_rows,
-// EngineRequest::encode). Each call of `encode` runs one piece (about one encoder layer of a
+// ::embeds, ::encode). Each call of `encode` runs one piece (about one encoder layer of a
 // slice) and returns true, with `embeds` filled, once every slice is done; the n choices of a
-// request share the work.
+// request share the work. Without `encode` (every item was in the cache), `embeds` holds the
+// rows already.
 struct MultimodalInputs {
   std::vector<int64_t> embed_rows;
+  std::vector<float> embeds;
   std::function<StatusOr<bool>(ThreadPool& pool, std::vector<float>* embeds)> encode;
 };
 
@@ -107,6 +111,12 @@ class ImageProcessor {
   StatusOr<std::unique_ptr<ImageProcessor>> WithKwargs(const std::string& mm_processor_kwargs,
                                                        const std::string& media_io_kwargs) const;
 
+  // Keeps the tower's outputs in `cache` (shared with the copies WithKwargs makes) and reuses
+  // them for images that slice to the same pixels. No cache (the default): every image is
+  // encoded.
+  void SetEncoderCache(std::shared_ptr<EncoderCache> cache) { cache_ = std::move(cache); }
+  EncoderCacheStats cache_stats() const { return cache_ ? cache_->stats() : EncoderCacheStats{}; }
+
   const SliceConfig& slice_config() const { return slices_; }
   const SliceConfig& video_slice_config() const { return video_slices_; }
   // The largest scale_resolution a request may ask for: the vision tower's position grid
@@ -130,6 +140,7 @@ class ImageProcessor {
   SliceConfig slices_, video_slices_;
   MediaOptions media_;
   std::shared_ptr<VisionEncoder> encoder_;
+  std::shared_ptr<EncoderCache> cache_;  // null: off
   int32_t image_token_id_ = -1;
   int32_t video_token_id_ = -1;  // -1: no videos
   int64_t max_scale_resolution_ = 0;

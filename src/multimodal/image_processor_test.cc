@@ -276,6 +276,77 @@ TEST_F(ImageProcessorTest, VideoFramesExpandAndEncodeInPromptOrder) {
   EXPECT_EQ(embeds.back(), static_cast<float>(3 * slices_per_frame));
 }
 
+// The encoder cache (--mm-processor-cache-gb): an image sent again takes its rows from the cache
+// without a piece of encoder work, a request whose every image is cached needs no encoder job at
+// all, and the rows are the ones first encoded. Keys are what the tower reads: the same image in
+// another downsample mode is encoded anew. vLLM's counters count items.
+TEST_F(ImageProcessorTest, EncoderCacheReusesAnImagesRows) {
+  auto encoder = std::make_shared<ScriptedEncoder>(2);
+  auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());
+  ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+  EXPECT_FALSE((*proc)->cache_stats().enabled);
+  (*proc)->SetEncoderCache(std::make_shared<EncoderCache>(1 << 20));
+  ThreadPool pool(1);
+  // Binds `urls`' images to a prompt of just their pads; runs their job to the end if any.
+  const auto bind = [&](const ImageProcessor& p, const std::vector<std::string>& urls,
+                        std::vector<float>* embeds) -> StatusOr<MultimodalInputs> {
+    std::vector<PreparedMedia> media;
+    int64_t rows = 0;
+    for (const std::string& url : urls) {
+      CPM_ASSIGN_OR_RETURN(PreparedMedia m, p.Load({MediaKind::kImage, url}));
+      rows += ImageTokens(m.images[0].plan, p.slice_config());
+      media.push_back(std::move(m));
+    }
+    CPM_ASSIGN_OR_RETURN(MultimodalInputs in,
+                         p.Bind(std::vector<int32_t>(rows, 7), std::move(media)));
+    *embeds = in.embeds;
+    for (bool done = in.encode == nullptr; !done;) {
+      CPM_ASSIGN_OR_RETURN(done, in.encode(pool, embeds));
+    }
+    return in;
+  };
+  const std::string a = DataUrl(900, 500), b = DataUrl(100, 100);  // 3 slices, 1 slice
+  std::vector<float> first, again, mixed;
+  auto in = bind(**proc, {a}, &first);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ASSERT_NE(in->encode, nullptr);
+  EXPECT_EQ(encoder->calls, 6);  // 3 slices × 2 pieces
+  in = bind(**proc, {a}, &again);
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->encode, nullptr);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(encoder->calls, 6);
+  // A new image before the cached one: only its slice is encoded; rows stay in prompt order.
+  in = bind(**proc, {b, a}, &mixed);
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(encoder->calls, 8);
+  ASSERT_GT(mixed.size(), first.size());
+  const auto a_rows = mixed.end() - static_cast<ptrdiff_t>(first.size());
+  EXPECT_EQ(std::vector<float>(a_rows, mixed.end()), first);
+  EXPECT_EQ(mixed.front(), 3.0f);  // the fourth slice encoded
+  EncoderCacheStats stats = (*proc)->cache_stats();
+  EXPECT_TRUE(stats.enabled);
+  EXPECT_EQ(stats.queries, 4);
+  EXPECT_EQ(stats.hits, 2);
+  // A request's mm_processor_kwargs: the same cache, another key for another mode.
+  auto four = (*proc)->WithKwargs(R"({"downsample_mode": "4x"})", "");
+  ASSERT_TRUE(four.ok());
+  std::vector<float> four_rows;
+  ASSERT_TRUE(bind(**four, {b}, &four_rows).ok());
+  EXPECT_EQ(encoder->calls, 10);
+  EXPECT_EQ(four_rows.size(), 4 * (mixed.size() - first.size()));
+  ASSERT_TRUE(bind(**four, {b}, &four_rows).ok());
+  EXPECT_EQ(encoder->calls, 10);
+  EXPECT_EQ((*proc)->cache_stats().queries, 6);
+  EXPECT_EQ((*proc)->cache_stats().hits, 3);
+  // Rows larger than the whole cache are not kept.
+  (*proc)->SetEncoderCache(std::make_shared<EncoderCache>(static_cast<int64_t>(sizeof(float))));
+  ASSERT_TRUE(bind(**proc, {b}, &again).ok());
+  ASSERT_TRUE(bind(**proc, {b}, &again).ok());
+  EXPECT_EQ(encoder->calls, 14);
+  EXPECT_EQ((*proc)->cache_stats().hits, 0);
+}
+
 TEST_F(ImageProcessorTest, VideosNeedAVideoTokenAndAVideo) {
   auto encoder = std::make_shared<ScriptedEncoder>(1);
   auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions());

@@ -107,6 +107,7 @@ void GenerationRun::Start(const std::vector<ChoicePlan>& plans, const ResolvedSa
     r.thinking_budget = sampling.thinking_budget;
     if (c.multimodal) {
       r.embed_rows = c.multimodal->embed_rows;
+      r.embeds = c.multimodal->embeds;  // all of them when nothing is left to encode
       r.encode = c.multimodal->encode;
     }
     requests.push_back(std::move(r));

@@ -386,7 +386,8 @@ void HttpServer::ServeMetrics(const httplib::Request& req, httplib::Response& re
   const ServerContext* ctx = ctx_.load();
   if (!ctx) return Apply(Loading(), res);
   // The process collector's series first, as a Prometheus Python client (vLLM's) has them.
-  res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats()) +
+  const EncoderCacheStats mm = ctx->images ? ctx->images->cache_stats() : EncoderCacheStats{};
+  res.set_content(ProcessMetricsText() + ctx->metrics->Render(ctx->engine->Stats(), mm) +
                       http_metrics_.Render(),
                   "text/plain; version=0.0.4; charset=utf-8");
 }

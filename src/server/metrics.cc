@@ -126,7 +126,7 @@ std::string ServerMetrics::Labels(const std::string& extra) const {
   return "{" + l + ",model_name=\"" + EscapeLabel(model_name_) + "\"}";
 }
 
-std::string ServerMetrics::Render(const EngineStats& s) const {
+std::string ServerMetrics::Render(const EngineStats& s, const EncoderCacheStats& mm) const {
   std::string out;
   auto header = [&](const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
@@ -161,8 +161,9 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           "Prefix cache queries, in terms of number of queried tokens.", s.prefix_cache_queries);
   counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
           s.prefix_cache_hits);
-  // vLLM registers these for every engine: no KV connector shares blocks across instances here,
-  // and no multimodal processor cache is queried (each request's media are processed anew).
+  // vLLM registers these for every engine: no KV connector shares blocks across instances here
+  // (0); the multimodal cache's in media items, 0 without a vision tower or with
+  // --mm-processor-cache-gb 0.
   counter("vllm:external_prefix_cache_queries",
           "External prefix cache queries from KV connector cross-instance cache sharing, in "
           "terms of number of queried tokens.",
@@ -172,8 +173,9 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           "of number of cached tokens.",
           0);
   counter("vllm:mm_cache_queries",
-          "Multi-modal cache queries, in terms of number of queried items.", 0);
-  counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", 0);
+          "Multi-modal cache queries, in terms of number of queried items.", mm.queries);
+  counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.",
+          mm.hits);
   counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
           s.num_preemptions);
   counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total);

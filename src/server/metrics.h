@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "multimodal/encoder_cache.h"
 
 namespace cpm {
 
@@ -66,8 +67,9 @@ class ServerMetrics {
   void ObservePrompt(int64_t n, int64_t max_generation_tokens);
   // vllm:cache_config_info's labels (vLLM's CacheConfig fields, as Python prints them).
   void SetCacheConfigInfo(std::vector<std::pair<std::string, std::string>> labels);
-  // The exposition text, with the engine's gauges/counters from `stats`.
-  std::string Render(const EngineStats& stats) const;
+  // The exposition text, with the engine's gauges/counters from `stats` and the multimodal
+  // cache's counters from `mm` (0 without one).
+  std::string Render(const EngineStats& stats, const EncoderCacheStats& mm = {}) const;
 
  private:
   std::string Labels(const std::string& extra = "") const;

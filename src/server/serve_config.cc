@@ -87,6 +87,10 @@ Status ValidateServeConfig(const ServeConfig& c) {
     return InvalidArgument("--block-size must be in [1, 1024]");
   }
   if (c.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (!(c.mm_processor_cache_gb >= 0)) {
+    return InvalidArgument("--mm-processor-cache-gb must be at least 0 (GiB; 0 turns the cache "
+                           "off)");
+  }
   if (c.shutdown_timeout < 0) {
     return InvalidArgument("--shutdown-timeout must be 0 (abort at once) or a number of seconds");
   }

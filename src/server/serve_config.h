@@ -81,6 +81,7 @@ struct ServeConfig {
   std::string limit_mm_per_prompt_json;  // vLLM's {"image": N, "video": M}; empty: no limit
   std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
+  double mm_processor_cache_gb = 4;      // the vision tower's outputs kept for reuse; 0: none
   int http_threads = 0;               // 0: DefaultHttpThreads(max_num_seqs)
   int64_t shutdown_timeout = 0;       // seconds a SIGTERM leaves requests in flight to finish
   std::string uvicorn_log_level = "info";

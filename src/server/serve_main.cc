@@ -206,7 +206,7 @@ void LogRoutes(const HttpServer& server) {
 // vLLM's LoggingStatLogger line every VLLM_LOG_STATS_INTERVAL seconds (10 unless a positive
 // number): at INFO unless this interval and the one before had no throughput (an idle server's
 // lines are debug output), so a burst ends with one zero-throughput line; "Preemptions: N" when
-// the interval had some.
+// the interval had some; "MM cache hit rate" once an image was looked up.
 class ThroughputLogger {
  public:
   ThroughputLogger() {
@@ -217,7 +217,7 @@ class ThroughputLogger {
     }
   }
 
-  void Maybe(const EngineStats& s) {
+  void Maybe(const EngineStats& s, const EncoderCacheStats& mm) {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_).count();
     if (dt < interval_s_) return;
@@ -230,10 +230,12 @@ class ThroughputLogger {
     const std::string line = fmt::format(
         "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
         "tokens/s, Running: {} reqs, Waiting: {} reqs, {}GPU KV cache usage: {:.1f}%, Prefix "
-        "cache hit rate: {:.1f}%",
+        "cache hit rate: {:.1f}%{}",
         prompt_tp, gen_tp, s.num_running, s.num_waiting,
         preemptions > 0 ? fmt::format("Preemptions: {}, ", preemptions) : "",
-        100.0 * s.kv_cache_usage, hit);
+        100.0 * s.kv_cache_usage, hit,
+        mm.queries > 0 ? fmt::format(", MM cache hit rate: {:.1f}%", 100.0 * mm.hits / mm.queries)
+                       : "");
     if (idle) {
       CPM_LOG_DEBUG("{}", line);
     } else {
@@ -420,13 +422,21 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
                          ImageProcessor::Create(c.model_dir, vision, media, c.mm_processor_kwargs_json));
     CPM_RETURN_IF_ERROR(out->images->CheckTokenIds(c.model_dir, info.vocab_size));
     info.weight_bytes += vision->weight_bytes();
+    // Host memory beside the KV share, as vLLM's processor cache is: it fills only as new
+    // images come, ~256 KiB of rows per 448x448 slice.
+    const auto cache_bytes = static_cast<int64_t>(c.mm_processor_cache_gb * (1ll << 30));
+    if (cache_bytes > 0) out->images->SetEncoderCache(std::make_shared<EncoderCache>(cache_bytes));
     const SliceConfig& sc = out->images->slice_config();
     CPM_LOG_INFO("Vision encoder: {:.4f} GiB of weights; images as a thumbnail plus up to {} slices "
                  "of about {}x{} pixels ({} image tokens per {}x{} slice), encoded on the engine "
-                 "thread one encoder layer per step", ToGiB(vision->weight_bytes()),
+                 "thread one encoder layer per step; {}", ToGiB(vision->weight_bytes()),
                  sc.slice_mode ? sc.max_slice_nums : 0, sc.scale_resolution, sc.scale_resolution,
                  SliceTokens({sc.scale_resolution, sc.scale_resolution}, sc), sc.scale_resolution,
-                 sc.scale_resolution);
+                 sc.scale_resolution,
+                 cache_bytes > 0 ? fmt::format("up to {:.2f} GiB of outputs kept for images sent "
+                                               "again (--mm-processor-cache-gb)",
+                                               ToGiB(cache_bytes))
+                                 : std::string("no cache (--mm-processor-cache-gb 0)"));
   }
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -736,7 +746,9 @@ int RunServe(const ServeConfig& config) {
   ThroughputLogger throughput;
   while (stop.received.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!c.disable_log_stats) throughput.Maybe(loaded.engine->Stats());
+    if (c.disable_log_stats) continue;
+    throughput.Maybe(loaded.engine->Stats(), loaded.images ? loaded.images->cache_stats()
+                                                           : EncoderCacheStats{});
   }
   // New requests get 503 from here; those in flight run on (for --shutdown-timeout), then
   // end with "abort" and write their last chunk; only then does the listener close (a stream

@@ -506,6 +506,34 @@ double PromptTokensTotal(int port) {
   return it == m.end() ? -1 : it->second;
 }
 
+// An image sent again (each turn of a chat resends it) comes from the encoder cache: the same
+// answer, and vLLM's mm_cache counters count one query per image and the hit.
+TEST_F(VisionServingE2E, AnImageSentAgainComesFromTheEncoderCache) {
+  const auto counters = [&] {
+    const auto m = ParsePrometheus(e2e::Get(server_->port(), "/metrics").body);
+    return std::pair{m.at("vllm:mm_cache_queries_total"), m.at("vllm:mm_cache_hits_total")};
+  };
+  const std::string image = "data:image/jpeg;base64," +
+      EncodeBase64(test_images::EncodeJpeg(test_images::NoiseImage(700, 300, 11), 90));
+  const auto [queries, hits] = counters();
+  auto first = e2e::Post(server_->port(), "/v1/chat/completions",
+                         Body({ImagePart(image), TextPart("Once.")}).dump());
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(counters(), std::pair(queries + 1, hits));
+  // The next turn: the image again, behind the first answer.
+  Json turn = Body({ImagePart(image), TextPart("Once.")});
+  turn["messages"].push_back({{"role", "assistant"}, {"content", "Yes."}});
+  turn["messages"].push_back({{"role", "user"}, {"content", "Again?"}});
+  auto second = e2e::Post(server_->port(), "/v1/chat/completions", turn.dump());
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(counters(), std::pair(queries + 2, hits + 1));
+  auto same = e2e::Post(server_->port(), "/v1/chat/completions",
+                        Body({ImagePart(image), TextPart("Once.")}).dump());
+  ASSERT_EQ(same.status, 200) << same.body;
+  EXPECT_EQ(same.json()["choices"][0]["logprobs"], first.json()["choices"][0]["logprobs"]);
+  EXPECT_EQ(counters(), std::pair(queries + 3, hits + 2));
+}
+
 TEST_F(VisionServingE2E, BenchServeSendsRandomImages) {
   // `cpmserve bench serve` with vLLM's random-mm workload: every request carries one 112×112
   // noise JPEG. Against the same text prompts without images (same seed), each request's
