@@ -162,8 +162,8 @@ std::string ServerMetrics::Render(const EngineStats& s, const EncoderCacheStats&
   counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
           s.prefix_cache_hits);
   // vLLM registers these for every engine: no KV connector shares blocks across instances here
-  // (0); the multimodal cache's in media items, 0 without a vision tower or with
-  // --mm-processor-cache-gb 0.
+  // (0); the multimodal cache's count media items (0 without a vision tower or with
+  // --mm-processor-cache-gb 0).
   counter("vllm:external_prefix_cache_queries",
           "External prefix cache queries from KV connector cross-instance cache sharing, in "
           "terms of number of queried tokens.",

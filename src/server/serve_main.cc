@@ -424,7 +424,9 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
     info.weight_bytes += vision->weight_bytes();
     // Host memory beside the KV share, as vLLM's processor cache is: it fills only as new
     // images come, ~256 KiB of rows per 448x448 slice.
-    const auto cache_bytes = static_cast<int64_t>(c.mm_processor_cache_gb * (1ll << 30));
+    // (Any size past int64 is no bound at all: clamped before the conversion.)
+    const auto cache_bytes =
+        static_cast<int64_t>(std::min(c.mm_processor_cache_gb * (1ll << 30), 9e18));
     if (cache_bytes > 0) out->images->SetEncoderCache(std::make_shared<EncoderCache>(cache_bytes));
     const SliceConfig& sc = out->images->slice_config();
     CPM_LOG_INFO("Vision encoder: {:.4f} GiB of weights; images as a thumbnail plus up to {} slices "
