@@ -3,8 +3,9 @@
 // (--mm-processor-cache-gb, an LRU over recent items) and encoder cache in one. An entry is keyed
 // by a SHA-256 of exactly what the tower reads, each slice's size and normalized pixels and the
 // downsample mode, so any two requests whose media come out as the same slices share it,
-// whatever URL, format or mm_processor_kwargs brought them there; equal rows give equal prefix
-// cache block hashes, so the turn's prompt blocks are found in the KV cache as well.
+// whatever URL, format or mm_processor_kwargs brought them there. Equal rows also give equal
+// prefix-cache block hashes, where prefix caching is on (MiniCPM-V-4.6's Gated DeltaNet layers
+// turn it off: there the saving is the tower's alone).
 #pragma once
 
 #include <array>
