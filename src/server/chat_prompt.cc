@@ -273,18 +273,15 @@ StatusOr<Json> NormalizeMessages(const Json& messages, std::vector<MediaRef>* me
   return out;
 }
 
-// A message's content as one text: a string as it is, a list's text items (and plain strings)
-// joined by newlines.
+// A normalized message's content (NormalizeContent's) as one text: a string as it is, the text
+// items of a list joined by newlines.
 std::string ContentText(const Json& content) {
   if (content.is_string()) return content.get<std::string>();
   std::string text;
   bool first = true;
-  for (const Json& part : content.is_array() ? content : Json::array()) {
-    const Json* t = part.is_string() ? &part
-                    : part.is_object() && part.contains("text") ? &part["text"]
-                                                                : nullptr;
-    if (t == nullptr || !t->is_string()) continue;
-    text += (first ? "" : "\n") + t->get<std::string>();
+  for (const Json& item : content) {
+    if (item.value("type", "") != "text") continue;
+    text += (first ? "" : "\n") + item["text"].get<std::string>();
     first = false;
   }
   return text;
