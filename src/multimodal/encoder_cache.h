@@ -56,7 +56,6 @@ class EncoderCache {
   void CountQuery(bool hit);
 
   EncoderCacheStats stats() const;
-  int64_t capacity_bytes() const { return capacity_bytes_; }
   int64_t size_bytes() const;
 
  private:
