@@ -66,17 +66,25 @@ class Tiles {
 // (2 vCPUs of a Xeon with AMX); 8 KiB ahead: +8-15% (interleaved runs). Prefill's tall calls
 // are compute-bound and reuse each panel from L2: no requests there.
 constexpr int64_t kPrefetchBytes = 8192;
+// Calls of several rows also request the weights into L2 this far ahead: their tile products
+// take long enough that the 8 KiB above no longer hide DRAM's latency. A decode step's matmuls
+// at 16 rows: 32.8 -> 34.5 GB/s of ~36 (interleaved runs); at 1 and 4 rows level, so not there.
+constexpr int64_t kPrefetchL2Bytes = 24576;
 
+enum class Prefetch { kNone, kL1, kL1AndL2 };
 // Sums of a block of up to 32 rows (x rows `xs` bytes apart) × one panel's 32 columns over the
 // `steps` 16-pair steps from `x` and `panel` on (a tail step: the pairs the tiles are configured
 // for), added to tiles 0-3 (kTwo: both row halves). The weights' pair rows are 128 bytes apart.
-template <bool kTwo, bool kPrefetch>
+template <bool kTwo, Prefetch kPrefetch>
 void Steps(const char* x, int64_t xs, const char* panel, int64_t steps) {
   for (int64_t s = 0; s < steps; ++s) {
     const char* b = panel + s * 16 * 128;
     const char* a = x + s * 64;
-    if constexpr (kPrefetch) {
+    if constexpr (kPrefetch != Prefetch::kNone) {
       for (int j = 0; j < 32; ++j) _mm_prefetch(b + kPrefetchBytes + j * 64, _MM_HINT_T0);
+    }
+    if constexpr (kPrefetch == Prefetch::kL1AndL2) {
+      for (int j = 0; j < 32; ++j) _mm_prefetch(b + kPrefetchL2Bytes + j * 64, _MM_HINT_T1);
     }
     _tile_loadd(6, b, 128);
     _tile_loadd(7, b + 64, 128);
@@ -165,12 +173,14 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
       if (full > 0) {
         tiles.Use(rows0, rows1, 16);
         ZeroSums(two);
-        if (m <= 32) {
-          if (two) Steps<true, true>(x, xs, panel, full);
-          else Steps<false, true>(x, xs, panel, full);
+        if (m == 1) {
+          Steps<false, Prefetch::kL1>(x, xs, panel, full);
+        } else if (m <= 32) {
+          if (two) Steps<true, Prefetch::kL1AndL2>(x, xs, panel, full);
+          else Steps<false, Prefetch::kL1AndL2>(x, xs, panel, full);
         } else {
-          if (two) Steps<true, false>(x, xs, panel, full);
-          else Steps<false, false>(x, xs, panel, full);
+          if (two) Steps<true, Prefetch::kNone>(x, xs, panel, full);
+          else Steps<false, Prefetch::kNone>(x, xs, panel, full);
         }
       }
       if (tail > 0) {
@@ -179,8 +189,8 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
         if (full > 0) LoadSums(sums, two);
         else ZeroSums(two);
         const int64_t at = full * 16;
-        if (two) Steps<true, false>(x + at * 4, xs, panel + at * 128, 1);
-        else Steps<false, false>(x + at * 4, xs, panel + at * 128, 1);
+        if (two) Steps<true, Prefetch::kNone>(x + at * 4, xs, panel + at * 128, 1);
+        else Steps<false, Prefetch::kNone>(x + at * 4, xs, panel + at * 128, 1);
       }
       StoreSums(sums, two);
       CopyOut(sums, rows, cols, yp + i0 * y_stride, y_stride, to_bf16);
