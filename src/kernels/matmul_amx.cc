@@ -71,7 +71,10 @@ constexpr int64_t kPrefetchBytes = 8192;
 // at 16 rows: 32.8 -> 34.5 GB/s of ~36 (interleaved runs); at 1 and 4 rows level, so not there.
 constexpr int64_t kPrefetchL2Bytes = 24576;
 
+// Which of those requests a call's steps make: none (prefill's tall calls), the L1 ones (one
+// row), both (2-32 rows).
 enum class Prefetch { kNone, kL1, kL1AndL2 };
+
 // Sums of a block of up to 32 rows (x rows `xs` bytes apart) × one panel's 32 columns over the
 // `steps` 16-pair steps from `x` and `panel` on (a tail step: the pairs the tiles are configured
 // for), added to tiles 0-3 (kTwo: both row halves). The weights' pair rows are 128 bytes apart.
