@@ -201,6 +201,12 @@ BENCHMARK(BM_MatMulPrefill)
     ->Args({16, 256, 256})
     ->Args({16, 1024, 1024})
     ->Args({1024, 72, 1024})  // the V-4.6 vision tower's P·V per head (3 panels)
+    // x past L2 (matmul_amx.cc's blocking): a 2048-token prefill step's gate and down
+    // projections, and the V-4.6 vision tower's MLP over a slice's 1024 patches.
+    ->Args({2048, 4096, 1024})
+    ->Args({2048, 1024, 4096})
+    ->Args({1024, 4304, 1152})
+    ->Args({1024, 1152, 4304})
     ->MinTime(0.5);
 
 // MiniCPM4-0.5B's gated MLP input half, silu(x · gateᵀ) ⊙ (x · upᵀ), at m rows: fused

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/aligned_buffer.h"
 #include "kernels/amx.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/simd_avx512.h"
@@ -145,58 +146,137 @@ void CopyOut(const float (*c)[32], int rows, int64_t cols, float* y, int64_t ys,
   }
 }
 
+// x read from L2: a call's whole x where it fits (MiniCPM4's 512-row prefill at k = 1024,
+// 1 MiB), else groups of kGroupRows rows and chunks of kChunkXBytes of their x. A tile load
+// from L2 already costs TDPBF16PS a good part of its rate (a standalone loop, one thread: ~75%
+// of the no-load peak with both operands from L2, 100% from L1); x from L3 left a third of it.
+// kernels_bench BM_MatMulPrefill, 2 vCPUs of a Xeon with AMX, best of 3 interleaved rounds,
+// TFLOP/s unblocked -> blocked: 512 × 1024 × 4096 (down_proj) 1.73 -> 1.95, 2048 × 4096 × 1024
+// 1.62 -> 2.34, 2048 × 1024 × 4096 1.63 -> 2.02, V-4.6's vision MLP (1024 patches) 1.75 ->
+// 2.35 and 1.65 -> 1.86. 256-row groups did less (1.8 / 2.3 / 1.8), 512 KiB or 1 MiB chunks
+// alike; grouping 512 × 1024 (1.67 -> 1.48 standalone) reads its panels twice.
+constexpr int64_t kPlainXBytes = int64_t{5} << 18;  // 1.25 MiB
+constexpr int64_t kGroupRows = 128;
+constexpr int64_t kChunkXBytes = int64_t{512} << 10;
+// Panels that share a group's chunks before the next batch: their parked sums, 4 KiB per 32-row
+// block, stay in L2 (128 KiB at 128-row groups).
+constexpr int64_t kPanelsPerBatch = 8;
+
 }  // namespace
 
-// Each panel in turn, all row blocks against it, so that the panel (128 bytes per k pair: 64-256
-// KiB at these models' widths) is read from memory once and reused from L2 by every block.
-// Every sum runs over k pairs in order from 0 (its tail's partial sums parked in f32 and
-// reloaded, which moves no bit), whatever m, the row's block or the thread: as batch invariant
-// as the AVX-512 tiles. Not bitwise theirs: on an Emerald Rapids Xeon 62% of the sums of a
-// 48 × 256 problem differed in their last bits from vdpbf16ps's (and from f32 FMAs on the
-// widened pairs), which is why MatMul sends every call to AMX, not only tall ones.
+AmxBlocking AmxBlockingFor(int64_t m, int64_t k) {
+  const int64_t full = (k + 1) / 2 / 16;
+  const int64_t x_row_bytes = PairsStride(k) * static_cast<int64_t>(sizeof(uint32_t));
+  if (m <= 32 || m * x_row_bytes <= kPlainXBytes) return {m, std::max<int64_t>(full, 1)};
+  const int64_t steps = kChunkXBytes / (kGroupRows * 64);  // a step reads 64 bytes of a row
+  return {kGroupRows, std::clamp<int64_t>(steps, 1, std::max<int64_t>(full, 1))};
+}
+
+namespace {
+
+// What every block of one call shares.
+struct Call {
+  const char* x;  // row 0's pairs
+  int64_t xs;     // bytes between rows
+  int64_t m, full, tail;
+  float* y;  // panel_begin's column 0, row 0
+  int64_t y_stride;
+  bool to_bf16;
+};
+
+// Block [i0, i0 + 32) × `panel` (its columns `cols` valid, its y at yp) over the full steps
+// [s0, s1), its sums from zero (s0 == 0) or from `park`; then into `park` when more chunks
+// follow, else the tail step too and out to y.
+void Block(const Call& c, Tiles& tiles, const char* panel, int64_t cols, float* yp, int64_t i0,
+           int64_t s0, int64_t s1, bool last, float (*park)[32]) {
+  const int rows = static_cast<int>(std::min<int64_t>(32, c.m - i0));
+  const int rows0 = std::min(16, rows), rows1 = rows - rows0;
+  const bool two = rows1 > 0;
+  const char* x = c.x + i0 * c.xs;
+  if (s1 > s0) {
+    tiles.Use(rows0, rows1, 16);
+    if (s0 == 0) ZeroSums(two);
+    else LoadSums(park, two);
+    const char* xk = x + s0 * 64;
+    const char* pk = panel + s0 * 16 * 128;
+    if (c.m == 1) {
+      Steps<false, Prefetch::kL1>(xk, c.xs, pk, s1 - s0);
+    } else if (c.m <= 32) {
+      if (two) Steps<true, Prefetch::kL1AndL2>(xk, c.xs, pk, s1 - s0);
+      else Steps<false, Prefetch::kL1AndL2>(xk, c.xs, pk, s1 - s0);
+    } else {
+      if (two) Steps<true, Prefetch::kNone>(xk, c.xs, pk, s1 - s0);
+      else Steps<false, Prefetch::kNone>(xk, c.xs, pk, s1 - s0);
+    }
+  }
+  if (!last) return StoreSums(park, two);
+  alignas(64) float sums[32][32];
+  if (c.tail > 0) {
+    if (c.full > 0) StoreSums(sums, two);
+    tiles.Use(rows0, rows1, static_cast<int>(c.tail));
+    if (c.full > 0) LoadSums(sums, two);
+    else ZeroSums(two);
+    const int64_t at = c.full * 16;
+    if (two) Steps<true, Prefetch::kNone>(x + at * 4, c.xs, panel + at * 128, 1);
+    else Steps<false, Prefetch::kNone>(x + at * 4, c.xs, panel + at * 128, 1);
+  }
+  StoreSums(sums, two);
+  CopyOut(sums, rows, cols, yp + i0 * c.y_stride, c.y_stride, c.to_bf16);
+}
+
+}  // namespace
+
+// Panels in batches of kPanelsPerBatch; in a batch, each group's rows chunk by chunk, every
+// panel of the batch against a chunk before the next: each panel (128 bytes per k pair: 64-256
+// KiB at these models' widths) comes from memory once and serves the whole group from L2, and
+// the group's chunk of x serves every panel from L2. Every sum runs over k pairs in order from
+// 0 (its partial sums parked in f32 between chunks and before the tail step, which moves no
+// bit), whatever m, the blocking, the row's block or the thread: as batch invariant as the
+// AVX-512 tiles. Not bitwise theirs: on an Emerald Rapids Xeon 62% of the sums of a 48 × 256
+// problem differed in their last bits from vdpbf16ps's (and from f32 FMAs on the widened
+// pairs), which is why MatMul sends every call to AMX, not only tall ones.
 void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
                      int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
-                     Round round) {
-  const int64_t k_pairs = (pw.k + 1) / 2, full = k_pairs / 16, tail = k_pairs % 16;
-  const int64_t xs = pairs_stride * static_cast<int64_t>(sizeof(uint32_t));
+                     Round round, const AmxBlocking* blocking) {
+  const int64_t k_pairs = (pw.k + 1) / 2;
+  const Call c{reinterpret_cast<const char*>(pairs),
+               pairs_stride * static_cast<int64_t>(sizeof(uint32_t)),
+               m,
+               k_pairs / 16,
+               k_pairs % 16,
+               y,
+               y_stride,
+               round == Round::kBf16};
+  const AmxBlocking b = blocking ? *blocking : AmxBlockingFor(m, pw.k);
+  const int64_t chunk = std::max<int64_t>(b.chunk_steps, 1);
+  const int64_t chunks = c.full > 0 ? (c.full + chunk - 1) / chunk : 1;
+  const int64_t group_blocks = (b.group_rows + 31) / 32;
   const char* data = reinterpret_cast<const char*>(pw.data.as<uint16_t>());
   const int64_t panel_bytes = pw.panel_elems * static_cast<int64_t>(sizeof(uint16_t));
-  const bool to_bf16 = round == Round::kBf16;
-  alignas(64) float sums[32][32];
+  // Parked sums of a batch × group: one 32 × 32 block each, only where there are chunks to
+  // park between.
+  thread_local AlignedBuffer parked;
+  const size_t park_bytes =
+      chunks > 1 ? static_cast<size_t>(kPanelsPerBatch * group_blocks) * sizeof(float[32][32]) : 0;
+  if (parked.size() < park_bytes) parked.Resize(park_bytes);
+  auto* park = reinterpret_cast<float(*)[32][32]>(parked.as<float>());
   Tiles tiles;
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const char* panel = data + p * panel_bytes;
-    const int64_t cols = std::min<int64_t>(32, pw.n - p * 32);
-    float* yp = y + (p - panel_begin) * 32;
-    for (int64_t i0 = 0; i0 < m; i0 += 32) {
-      const int rows = static_cast<int>(std::min<int64_t>(32, m - i0));
-      const int rows0 = std::min(16, rows), rows1 = rows - rows0;
-      const bool two = rows1 > 0;
-      const char* x = reinterpret_cast<const char*>(pairs + i0 * pairs_stride);
-      if (full > 0) {
-        tiles.Use(rows0, rows1, 16);
-        ZeroSums(two);
-        if (m == 1) {
-          Steps<false, Prefetch::kL1>(x, xs, panel, full);
-        } else if (m <= 32) {
-          if (two) Steps<true, Prefetch::kL1AndL2>(x, xs, panel, full);
-          else Steps<false, Prefetch::kL1AndL2>(x, xs, panel, full);
-        } else {
-          if (two) Steps<true, Prefetch::kNone>(x, xs, panel, full);
-          else Steps<false, Prefetch::kNone>(x, xs, panel, full);
+  for (int64_t p0 = panel_begin; p0 < panel_end; p0 += kPanelsPerBatch) {
+    const int64_t p1 = std::min(panel_end, p0 + kPanelsPerBatch);
+    for (int64_t g0 = 0; g0 < m; g0 += group_blocks * 32) {
+      const int64_t g1 = std::min(m, g0 + group_blocks * 32);
+      for (int64_t ci = 0; ci < chunks; ++ci) {
+        const int64_t s0 = ci * chunk, s1 = std::min(c.full, s0 + chunk);
+        for (int64_t p = p0; p < p1; ++p) {
+          const char* panel = data + p * panel_bytes;
+          const int64_t cols = std::min<int64_t>(32, pw.n - p * 32);
+          float* yp = y + (p - panel_begin) * 32;
+          for (int64_t i0 = g0; i0 < g1; i0 += 32) {
+            float(*pk)[32] = chunks > 1 ? park[(p - p0) * group_blocks + (i0 - g0) / 32] : nullptr;
+            Block(c, tiles, panel, cols, yp, i0, s0, s1, ci == chunks - 1, pk);
+          }
         }
       }
-      if (tail > 0) {
-        if (full > 0) StoreSums(sums, two);
-        tiles.Use(rows0, rows1, static_cast<int>(tail));
-        if (full > 0) LoadSums(sums, two);
-        else ZeroSums(two);
-        const int64_t at = full * 16;
-        if (two) Steps<true, Prefetch::kNone>(x + at * 4, xs, panel + at * 128, 1);
-        else Steps<false, Prefetch::kNone>(x + at * 4, xs, panel + at * 128, 1);
-      }
-      StoreSums(sums, two);
-      CopyOut(sums, rows, cols, yp + i0 * y_stride, y_stride, to_bf16);
     }
   }
 }

@@ -45,9 +45,11 @@ struct Problem {
   }
   const PackedWeight& pw() const { return *static_cast<const PackedWeight*>(packed.get()); }
 
-  std::vector<float> Amx(Round round = Round::kNone) const {
+  std::vector<float> Amx(Round round = Round::kNone,
+                         const AmxBlocking* blocking = nullptr) const {
     std::vector<float> y(m * n, NAN);
-    MatMulPanelsAmx(pairs.data(), PairsStride(k), m, pw(), 0, pw().num_panels, y.data(), n, round);
+    MatMulPanelsAmx(pairs.data(), PairsStride(k), m, pw(), 0, pw().num_panels, y.data(), n, round,
+                    blocking);
     return y;
   }
 };
@@ -116,6 +118,46 @@ TEST(MatMulAmx, BatchInvariant) {
     if (AmxChoice().on) {
       EXPECT_EQ(Mismatches(y, all), 0) << "k=" << k;
     }
+  }
+}
+
+// Tall calls whose x outgrows L2 walk it in row groups and k chunks, their partial sums parked
+// in f32 in between: the same bits as one pass, for groups and chunks of any size (a tail step
+// after the last chunk, partial groups and blocks, several batches of panels).
+TEST(MatMulAmx, BlockingMovesNoBit) {
+  const AmxBlocking plain512 = AmxBlockingFor(512, 1024);  // MiniCPM4's prefill: 1 MiB of x
+  EXPECT_EQ(plain512.group_rows, 512);
+  EXPECT_EQ(plain512.chunk_steps, 32);
+  const AmxBlocking down = AmxBlockingFor(512, 4096);  // its down projection: 4 MiB
+  EXPECT_EQ(down.group_rows, 128);
+  EXPECT_EQ(down.chunk_steps, 64);
+  EXPECT_EQ(AmxBlockingFor(16, 1 << 16).group_rows, 16);  // decode never blocks
+  if (Skip()) {
+    GTEST_SKIP() << "no AMX-BF16 here";
+  }
+  for (int64_t k : {1027, 1024}) {  // 32 full steps and a tail of 2 pairs; none
+    Problem p(150, 300, k, 7);
+    for (Round round : {Round::kNone, Round::kBf16}) {
+      const AmxBlocking whole{p.m, 32};
+      const std::vector<float> ref = p.Amx(round, &whole);
+      for (const AmxBlocking b : {AmxBlocking{64, 1}, AmxBlocking{32, 5}, AmxBlocking{96, 7},
+                                  AmxBlocking{128, 32}, AmxBlocking{256, 100}}) {
+        EXPECT_EQ(Mismatches(p.Amx(round, &b), ref), 0)
+            << "k=" << k << " groups of " << b.group_rows << " chunks of " << b.chunk_steps;
+      }
+      EXPECT_EQ(Mismatches(p.Amx(round), ref), 0) << "k=" << k;  // AmxBlockingFor's own
+    }
+  }
+  // One past the threshold, through MatMul's tasks: every row as it is alone.
+  Problem big(700, 64, 1000, 11);
+  ASSERT_LT(AmxBlockingFor(big.m, big.k).group_rows, big.m);
+  const std::vector<float> all = big.Amx();
+  for (int64_t i : {0, 127, 128, 699}) {
+    std::vector<float> one(big.n);
+    MatMulPanelsAmx(big.pairs.data() + i * PairsStride(big.k), PairsStride(big.k), 1, big.pw(), 0,
+                    big.pw().num_panels, one.data(), big.n, Round::kNone);
+    ASSERT_EQ(std::memcmp(one.data(), all.data() + i * big.n, big.n * sizeof(float)), 0)
+        << "row " << i;
   }
 }
 

@@ -147,9 +147,19 @@ void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int
 // MatMulPanelsAvx512's kBf16Dot for m rows of bf16 pairs ([m][pairs_stride], Avx512X's) against
 // kPanel32Bf16Pairs panels [panel_begin, panel_end), on AMX tiles: each sum one chain over the
 // k pairs in order, whatever m. Needs AmxUsable().
+// A tall call walks its x in groups of `group_rows` rows (a multiple of 32) and, within a
+// group, in chunks of `chunk_steps` 16-pair k steps, each chunk against every panel of a batch
+// of ≤ 8 before the next chunk; partial sums wait in f32 between chunks (no bit moves).
+// AmxBlockingFor(m, k): the whole call as one group and one chunk where its x fits in L2, else
+// 128 rows × 512 KiB of x at a time. `blocking` (tests) overrides it.
+struct AmxBlocking {
+  int64_t group_rows;
+  int64_t chunk_steps;
+};
+AmxBlocking AmxBlockingFor(int64_t m, int64_t k);
 void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
                      int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
-                     Round round);
+                     Round round, const AmxBlocking* blocking = nullptr);
 
 // ---- AVX-512 or AVX2 kernels on an AVX-512 CPU (matmul_choice.cc) ----
 
