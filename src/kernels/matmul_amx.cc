@@ -179,7 +179,6 @@ struct Call {
   const char* x;  // row 0's pairs
   int64_t xs;     // bytes between rows
   int64_t m, full, tail;
-  float* y;  // panel_begin's column 0, row 0
   int64_t y_stride;
   bool to_bf16;
 };
@@ -244,7 +243,6 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
                m,
                k_pairs / 16,
                k_pairs % 16,
-               y,
                y_stride,
                round == Round::kBf16};
   const AmxBlocking b = blocking ? *blocking : AmxBlockingFor(m, pw.k);

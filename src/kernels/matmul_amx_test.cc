@@ -148,7 +148,7 @@ TEST(MatMulAmx, BlockingMovesNoBit) {
       EXPECT_EQ(Mismatches(p.Amx(round), ref), 0) << "k=" << k;  // AmxBlockingFor's own
     }
   }
-  // One past the threshold, through MatMul's tasks: every row as it is alone.
+  // Past the threshold (1.4 MB of x), AmxBlockingFor's groups: every row as it is alone.
   Problem big(700, 64, 1000, 11);
   ASSERT_LT(AmxBlockingFor(big.m, big.k).group_rows, big.m);
   const std::vector<float> all = big.Amx();
