@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_impl.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
@@ -19,6 +20,9 @@ void DenseAttention(const float* q, const float* k, const float* v, int64_t ld, 
   CPM_CHECK(d % 2 == 0 && n >= 1);
   const Isa isa = ActiveIsa();
   if (bf16 && isa == Isa::kAvx512 && GetCpuFeatures().avx512bf16) {
+    if (AmxChoice().on) {
+      return DenseAttentionBf16Amx(q, k, v, ld, n, heads, d, scale, out, out_ld, pool);
+    }
     return DenseAttentionBf16Avx512(q, k, v, ld, n, heads, d, scale, out, out_ld, pool);
   }
   if (isa >= Isa::kAvx2) {

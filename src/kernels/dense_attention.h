@@ -17,9 +17,10 @@ namespace cpm::kernels {
 // `bf16`, q, k and v must hold bf16 values (a bf16 tower's projections are rounded to bf16),
 // which the AVX-512 BF16 kernel reads as bf16 pairs. d even.
 // One fused pass per 32 query rows of a head: scores, an exact softmax over all n keys and P·V,
-// nothing of n × n size leaving the core's caches; on bf16 dot products with `bf16` on
-// AVX512_BF16 (the AVX-512 level), on f32 FMAs elsewhere from AVX2 up (an f32 tower, a CPU
-// without AVX512_BF16); the scalar reference at the scalar level.
+// nothing of n × n size leaving the core's caches; with `bf16` on AMX tiles where AmxChoice()
+// is on (a Xeon with AMX-BF16, unless CPM_AMX=0), else on bf16 dot products on AVX512_BF16 (the
+// AVX-512 level); on f32 FMAs elsewhere from AVX2 up (an f32 tower, a CPU without
+// AVX512_BF16); the scalar reference at the scalar level.
 void DenseAttention(const float* q, const float* k, const float* v, int64_t ld, int64_t n,
                     int64_t heads, int64_t d, float scale, bool bf16, float* out, int64_t out_ld,
                     ThreadPool& pool);

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/amx.h"
+#include "kernels/cpu_features.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/test_util.h"
 #include "tensor/dtype.h"
 
@@ -197,6 +200,22 @@ TEST(DenseAttentionTest, EmulatedAvx512Bf16MatchesTheReference) {
                                            s.heads, s.d,
                                            1.0f / std::sqrt(static_cast<float>(s.d)), out,
                                            out_ld, pool);
+      },
+      true);
+}
+
+// The AMX kernel itself (what DenseAttention picks for bf16 where AmxChoice().on), where the CPU
+// and the OS offer AMX (no CI machine does; checked on 2 vCPUs of a Xeon with AMX-BF16).
+TEST(DenseAttentionTest, AmxMatchesTheReference) {
+  if (!AmxUsable() || BestIsa() != Isa::kAvx512 || !GetCpuFeatures().avx512bf16) {
+    GTEST_SKIP() << "no AMX-BF16 here";
+  }
+  ThreadPool pool(2);
+  ExpectMatchesReference(
+      "amx",
+      [&](const Inputs& in, const Shape& s, bool, float* out, int64_t out_ld) {
+        DenseAttentionBf16Amx(in.q.data(), in.k.data(), in.v.data(), in.ld, s.n, s.heads, s.d,
+                              1.0f / std::sqrt(static_cast<float>(s.d)), out, out_ld, pool);
       },
       true);
 }

@@ -48,5 +48,9 @@ double SumExpAvx512(const float* x, int64_t n, float shift);
 void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
                               int64_t n, int64_t heads, int64_t d, float scale, float* out,
                               int64_t out_ld, ThreadPool& pool);
+// The same on AMX tiles (dense_attention_amx.cc), where AmxChoice().on.
+void DenseAttentionBf16Amx(const float* q, const float* k, const float* v, int64_t ld, int64_t n,
+                           int64_t heads, int64_t d, float scale, float* out, int64_t out_ld,
+                           ThreadPool& pool);
 
 }  // namespace cpm::kernels
