@@ -26,5 +26,9 @@ static_assert(sizeof(AmxTileConfig) == 64);
 // as read, so the compiler drops the stores that fill in the rest (seen: every tile left 0 × 0,
 // and the first TDPBF16PS faulted).
 inline void LoadTileConfig(const AmxTileConfig& c) { __asm__ volatile("ldtilecfg %0" : : "m"(c)); }
+// TILERELEASE: the tiles back to their initial state (no configuration), so that a thread that
+// then sleeps does not carry 8 KiB of tile data through its context switches. As the load, an
+// instruction any translation unit may emit.
+inline void ReleaseTiles() { __asm__ volatile("tilerelease" ::: "memory"); }
 
 }  // namespace cpm::kernels

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "kernels/attention_impl.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_impl.h"
 
 namespace cpm::kernels {
 namespace {
@@ -82,6 +84,23 @@ struct RowBlock {
 };
 
 }  // namespace
+
+namespace attn {
+
+// Decided once per process with the matmul's AMX choice; d in whole 16-pair steps.
+bool UseAmxScores(int64_t d) { return d % 32 == 0 && AmxChoice().on; }
+
+AmxTileConfig ScoreTileConfig(int64_t vectors) {
+  AmxTileConfig c;
+  const int rows = static_cast<int>(std::min<int64_t>(vectors, 16));
+  for (int t = 0; t < 8; ++t) {
+    c.rows[t] = static_cast<uint8_t>(t >= 6 ? 16 : rows);  // 6, 7: the chunks' 16 pairs
+    c.colsb[t] = 64;
+  }
+  return c;
+}
+
+}  // namespace attn
 
 void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
              const int64_t* slots, int64_t n_tokens, const KvLayerView& kv) {

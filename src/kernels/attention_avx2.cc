@@ -352,12 +352,15 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the P·V dot products
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
   // + p] holds dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
-  thread_local uint32_t qp[kMaxAttendRows * kMaxGroup * attn::kQpStride];
+  // 32 vectors more than the rows hold: AMX's score tiles read 16 or 32 whole vectors.
+  thread_local uint32_t qp[(kMaxAttendRows * kMaxGroup + 32) * attn::kQpStride];
   const int64_t qt_stride = kMaxAttendRows * group;
   // With a block of whole groups of 16 slots every chunk is whole, so dot-product tiles take
   // all the scores and qt goes unread (its scalar transpose was ~1/3 of this function's own
   // time in a 512-token prefill).
   const bool all_dot = kBf16 && dot && bs % kChunk == 0;
+  const bool amx_scores = kBf16 && dot && attn::UseAmxScores(d);
+  if (amx_scores) LoadTileConfig(attn::ScoreTileConfig(rows * group));
   for (int64_t r = 0; r < rows; ++r) {
     BeginRow(&st[r], out + r * out_stride, n_keys0 + r, group, d);
     for (int64_t g = 0; g < group; ++g) {
@@ -429,8 +432,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
           keys[i] = static_cast<const uint16_t*>(kv.k) + ci.head + ci.in_block;
           pf[i] = prefetch_for(c + i);
         }
-        attn::ScoreTilesDotAvx512(qp + r0 * group * attn::kQpStride, s, nq, d, keys, n_chunks, bs,
-                                  scale, pf);
+        const auto scores = amx_scores ? attn::ScoreTilesAmx : attn::ScoreTilesDotAvx512;
+        scores(qp + r0 * group * attn::kQpStride, s, nq, d, keys, n_chunks, bs, scale, pf);
         for (int64_t i = 1; i < n_chunks; ++i) o += chunks[c++].n;
         continue;
       }
@@ -485,6 +488,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       }
     }
   }
+  if (amx_scores) ReleaseTiles();
   for (int64_t r = 0; r < rows; ++r) {
     if (finish) FinishRow(st[r], group, d);
     else StorePartial(st[r], group, d);

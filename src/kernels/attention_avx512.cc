@@ -498,6 +498,20 @@ void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
   run(qp, s, nq, d, keys, row, scale, pf);
 }
 
+void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Prefetch& pf,
+                        uint32_t* out) {
+  const bool row16 = row == 16;
+  for (int64_t p = 0; p < d / 2; ++p) {
+    // ScoreTileDot's requests, two dims per step.
+    _mm_prefetch(pf.k + 2 * p * pf.k_row, _MM_HINT_T0);
+    if (!row16) _mm_prefetch(pf.k + (2 * p + 1) * pf.k_row, _MM_HINT_T0);
+    _mm_prefetch(pf.v + 2 * p * pf.v_step, _MM_HINT_T0);
+    const __m512i pairs =
+        row16 ? LoadKeyPairs<true>(keys, row, p) : LoadKeyPairs<false>(keys, row, p);
+    _mm512_storeu_si512(out + p * 16, pairs);
+  }
+}
+
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
                       const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf) {
   if (bf16) return ScoreTiles<true>(qt, q_stride, s, nq, d, keys, row, scale, pf);

@@ -55,7 +55,8 @@ constexpr int64_t kPartitionKeys = 1024;
 // the division by its softmax sum l, with m the scores' max (a row with no keys there: o = 0,
 // m = -inf, l = 0).
 // With `dot` (a bf16 cache, AVX512_BF16, and rows whose q hold bf16 values only) the scores of
-// whole chunks are bf16 dot products (attention_tiles.h: ScoreTilesDotAvx512).
+// whole chunks are bf16 dot products (attention_tiles.h: ScoreTilesDotAvx512, or on AMX tiles
+// ScoreTilesAmx where the CPU has AMX and d % 32 == 0).
 // A row's output for its `group` heads from the partial results of its n partitions
 // (AttendRowsAvx2: [o: group·d][m: group][l: group], `stride` floats apart), in order: with
 // m = max m_j and w_j = e^(m_j − m), out = Σ o_j·w_j · (1 / Σ l_j·w_j). Partitions without keys

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/amx.h"
 #include "kernels/attention_impl.h"
 
 namespace cpm::kernels::attn {
@@ -92,6 +93,23 @@ constexpr int64_t kQpStride = kMaxHeadDim / 2;
 void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
                          float scale, const Prefetch* pf);
+// A whole bf16 chunk's key pairs as ScoreTileDot's vectors, out[p·16 + t] = key t's dims
+// (2p, 2p + 1) for p < d / 2: the column tile of AMX's scores. Makes pf's requests.
+void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Prefetch& pf,
+                        uint32_t* out);
+// The same scores as ScoreTilesDotAvx512 on AMX tiles (attention_amx.cc), where AmxChoice().on
+// and d % 32 == 0 (UseAmxScores): every whole chunk of every row with dot-product scores takes
+// them, so a row's bits still do not depend on its batch. Each score one TDPBF16PS chain over
+// the dim pairs in steps of 16, then times scale.
+// The caller loads ScoreTileConfig(v) (LoadTileConfig) before its calls, v at least the most
+// vectors a call passes (its vector and sum tiles then have min(v, 16) rows), and releases the
+// tiles (ReleaseTiles) after them: once per row block, not per chunk. A tile's rows change no
+// score's bits.
+bool UseAmxScores(int64_t d);
+AmxTileConfig ScoreTileConfig(int64_t vectors);
+void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
+                   const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
+                   const Prefetch* pf);
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
 // bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the
 // AVX2 kernel's order).
