@@ -3,8 +3,8 @@
 // keys, their dims paired by PackKeyPairsAvx512, are a column tile per 16 dim pairs. Two tiles
 // of vectors × two chunks at a time (tiles 0-3 the sums, 4 and 5 the vectors, 6 and 7 the
 // chunks; tiles a call has no vectors or chunk for are left out), in ScoreTileConfig's shapes,
-// which the caller loads: a decode row's GQA heads fill its vector tiles (8 rows for MiniCPM4)
-// rather than a sixteenth of their work each. Built with CPM_AVX512_FLAGS plus -mamx-tile
+// which the caller loads: a decode row's GQA heads fill its vector tiles (8 rows for MiniCPM4),
+// which then do no work for rows that hold nothing. Built with CPM_AVX512_FLAGS plus -mamx-tile
 // -mamx-bf16; called only where UseAmxScores().
 // kernels_bench BM_PagedAttention, 2 vCPUs of a Xeon with AMX, 2 interleaved rounds against
 // CPM_AMX=0 (ms): MiniCPM4's heads, a 512-token prefill 3.36-3.55 -> 2.30-2.48, 256 tokens at
