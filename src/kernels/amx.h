@@ -26,6 +26,16 @@ static_assert(sizeof(AmxTileConfig) == 64);
 // as read, so the compiler drops the stores that fill in the rest (seen: every tile left 0 × 0,
 // and the first TDPBF16PS faulted).
 inline void LoadTileConfig(const AmxTileConfig& c) { __asm__ volatile("ldtilecfg %0" : : "m"(c)); }
+// Every tile `rows` rows (at most 16) of 64 bytes: 16 bf16 pairs, or 16 f32 sums, a row.
+inline AmxTileConfig TilesOf64Bytes(int rows) {
+  AmxTileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.rows[t] = static_cast<uint8_t>(rows);
+    c.colsb[t] = 64;
+  }
+  return c;
+}
+
 // TILERELEASE: the tiles back to their initial state (no configuration), so that a thread that
 // then sleeps does not carry 8 KiB of tile data through its context switches. As the load, an
 // instruction any translation unit may emit.

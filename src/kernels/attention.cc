@@ -91,12 +91,8 @@ namespace attn {
 bool UseAmxScores(int64_t d) { return d % 32 == 0 && AmxChoice().on; }
 
 AmxTileConfig ScoreTileConfig(int64_t vectors) {
-  AmxTileConfig c;
-  const int rows = static_cast<int>(std::min<int64_t>(vectors, 16));
-  for (int t = 0; t < 8; ++t) {
-    c.rows[t] = static_cast<uint8_t>(t >= 6 ? 16 : rows);  // 6, 7: the chunks' 16 pairs
-    c.colsb[t] = 64;
-  }
+  AmxTileConfig c = TilesOf64Bytes(static_cast<int>(std::min<int64_t>(vectors, 16)));
+  c.rows[6] = c.rows[7] = 16;  // the chunks' 16 pairs
   return c;
 }
 

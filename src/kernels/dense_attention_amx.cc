@@ -58,9 +58,9 @@ struct HeadTiles {
 void PackHead(const float* k, const float* v, int64_t ld, const Dims& dm, HeadTiles ht) {
   for (int64_t t = 0; t < dm.n_pad; ++t) {
     uint32_t* col = ht.keys + (t / kTile) * dm.dp_pad * kTile + t % kTile;
+    const float* kt = k + std::min(t, dm.n - 1) * ld;  // read only below n and dp
     for (int64_t p = 0; p < dm.dp_pad; ++p) {
-      const float* kp = k + std::min(t, dm.n - 1) * ld + 2 * p;  // read only below n and dp
-      col[p * kTile] = t < dm.n && p < dm.dp ? Bf16PairOf(kp[0], kp[1]) : 0;
+      col[p * kTile] = t < dm.n && p < dm.dp ? Bf16PairOf(kt[2 * p], kt[2 * p + 1]) : 0;
     }
   }
   const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -204,11 +204,7 @@ void DenseAttentionBf16Amx(const float* q, const float* k, const float* v, int64
   pool.ParallelFor(heads, [&](int64_t h, int) {
     PackHead(k + h * d, v + h * d, ld, dm, head_tiles(h));
   });
-  AmxTileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = kTile;
-    config.colsb[t] = 64;
-  }
+  const AmxTileConfig config = TilesOf64Bytes(kTile);
   // Tasks head by head, so that the threads share a head's tiles while they are in the caches.
   const int64_t blocks = (n + kRows - 1) / kRows;
   pool.ParallelFor(heads * blocks, [&](int64_t task, int) {
@@ -217,7 +213,7 @@ void DenseAttentionBf16Amx(const float* q, const float* k, const float* v, int64
     LoadTileConfig(config);
     AttendRows(q + t0 * ld + h * d, ld, std::min(kRows, n - t0), dm, head_tiles(h), scale,
                out + t0 * out_ld + h * d, out_ld, rs);
-    _tile_release();
+    ReleaseTiles();
   });
 }
 

@@ -9,12 +9,7 @@ namespace cpm::kernels {
 double AmxBf16PeakLoop(int64_t iterations) {
   // Four independent 16 × 16 f32 sums (tiles 0-3) from two x tiles (4, 5) and two weight tiles
   // (6, 7), all full size: 16 rows of 64 bytes.
-  AmxTileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
-  }
-  LoadTileConfig(c);  // every tile zero
+  LoadTileConfig(TilesOf64Bytes(16));  // every tile zero
   // A TDPBF16PS takes ~16 cycles where the FMA loop's iteration takes ~6: a sixteenth as many.
   const int64_t rounds = iterations / 16;
   for (int64_t r = 0; r < rounds; ++r) {
@@ -23,7 +18,7 @@ double AmxBf16PeakLoop(int64_t iterations) {
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_release();
+  ReleaseTiles();
   constexpr double kFlopsPerTile = 2.0 * 16 * 16 * 32;
   return static_cast<double>(rounds) * 4 * kFlopsPerTile;
 }

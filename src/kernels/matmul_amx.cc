@@ -53,7 +53,7 @@ class Tiles {
   // Hands the tile state back (TILERELEASE), so that a sleeping worker's context switches do
   // not carry 8 KiB of it.
   ~Tiles() {
-    if (loaded_) _tile_release();
+    if (loaded_) ReleaseTiles();
   }
 
  private:
