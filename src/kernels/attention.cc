@@ -96,6 +96,17 @@ AmxTileConfig ScoreTileConfig(int64_t vectors) {
   return c;
 }
 
+AmxTileConfig ValueTileConfig(int64_t group) {
+  AmxTileConfig c = TilesOf64Bytes(static_cast<int>(group));
+  c.rows[6] = c.rows[7] = 16;  // 16 key pairs of values
+  return c;
+}
+
+void PadValuePairs(int64_t n, int64_t d, uint32_t* vp) {
+  const int64_t dp = ValuePairsStride(d);
+  std::fill(vp + (n + 1) / 2 * dp, vp + (n + 31) / 32 * 16 * dp, 0u);
+}
+
 }  // namespace attn
 
 void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,

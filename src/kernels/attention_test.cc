@@ -362,6 +362,48 @@ TEST(AttentionTest, Bf16QueriesMatchDenseReference) {
   }
 }
 
+// A span's value pairs are packed into a per-thread buffer that outlives the call; where P·V
+// runs in steps of 32 keys (AMX), the pairs past a span's keys must read as zeros, not as what
+// an earlier span left there: 0 · NaN is NaN. A decode over 112 keys whose last 12 values are
+// NaN, then one over 97 keys on the same thread: its outputs are finite and what they were
+// before.
+TEST(AttentionTest, EarlierSpansValuesLeaveNoTrace) {
+  const int64_t n_heads = 16, kv_heads = 2, d = 64, bs = 16, kvw = kv_heads * d;
+  ThreadPool pool(1);  // one thread: one set of per-thread buffers
+  std::vector<uint16_t> kb(2 * 7 * bs * kvw), vb(kb.size());
+  KvLayerView kv{kb.data(), vb.data(), DType::kBF16, bs, kv_heads, d};
+  const std::vector<int32_t> poisoned = {0, 1, 2, 3, 4, 5, 6}, clean = {7, 8, 9, 10, 11, 12, 13};
+  for (const auto* table : {&poisoned, &clean}) {
+    std::vector<float> k = RandomVec(112 * kvw, 41, -2, 2), v = RandomVec(112 * kvw, 42);
+    if (table == &poisoned) std::fill(v.begin() + 100 * kvw, v.end(), NAN);
+    std::vector<int64_t> slots(112);
+    for (int64_t p = 0; p < 112; ++p) slots[p] = (*table)[p / bs] * bs + p % bs;
+    KvWrite(k.data(), kvw, v.data(), kvw, slots.data(), 112, kv);
+  }
+  std::vector<float> q = RandomVec(n_heads * d, 43, -2, 2);
+  for (float& x : q) x = RoundBf16(x);  // bf16 values: the dot-product rows
+  const float scale = 0.125f;
+  const auto attend = [&](const std::vector<int32_t>& table, int64_t n_keys) {
+    const AttentionSeq seq[] = {{0, 1, n_keys, table.data()}};
+    std::vector<float> out(n_heads * d);
+    PagedAttention(q.data(), n_heads * d, n_heads, seq, kv, scale, out.data(), n_heads * d,
+                   pool);
+    return out;
+  };
+  IsaGuard guard;
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    const std::vector<float> before = attend(clean, 97);
+    attend(poisoned, 112);
+    const std::vector<float> after = attend(clean, 97);
+    for (int64_t j = 0; j < n_heads * d; ++j) {
+      ASSERT_TRUE(std::isfinite(after[j])) << ToString(isa) << " output " << j;
+      ASSERT_EQ(std::bit_cast<uint32_t>(after[j]), std::bit_cast<uint32_t>(before[j]))
+          << ToString(isa) << " output " << j;
+    }
+  }
+}
+
 // Which query rows take bf16 dot products: a row of bf16 values only, of any length (the 16-lane
 // loop, then its masked tail), and not once any one element, wherever it sits, has a low bit.
 TEST(AttentionTest, Bf16RowCheckFindsEveryLowBit) {

@@ -110,6 +110,19 @@ AmxTileConfig ScoreTileConfig(int64_t vectors);
 void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
                    const Prefetch* pf);
+// P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0): o_h = o_h · alpha_h, then
+// Σ_u P_h[u] · V[u] in steps of 16 key pairs, one TDPBF16PS chain per output element over the
+// steps in order, P's pairs read as they are in p_pairs (a tile row per head) and the values'
+// pairs from PackValuePairsAvx512's layout (16 pair rows of 16 dims a tile). A step takes 32
+// keys whatever n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and the value
+// pairs past the span's keys must be zero up to there too (PadValuePairs), as a 0 · NaN would
+// not vanish. The caller loads ValueTileConfig(group) (sums and P: a tile row per head, never
+// more, for a tile store to touch no other head's outputs).
+AmxTileConfig ValueTileConfig(int64_t group);
+void SpanValuesAmx(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
+// Zeroes the value pairs of PackValuePairsAvx512's layout past the n keys' pairs up to the next
+// 32 keys.
+void PadValuePairs(int64_t n, int64_t d, uint32_t* vp);
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
 // bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the
 // AVX2 kernel's order).
