@@ -90,15 +90,9 @@ namespace attn {
 // Decided once per process with the matmul's AMX choice; d in whole 16-pair steps.
 bool UseAmxScores(int64_t d) { return d % 32 == 0 && AmxChoice().on; }
 
-AmxTileConfig ScoreTileConfig(int64_t vectors) {
-  AmxTileConfig c = TilesOf64Bytes(static_cast<int>(std::min<int64_t>(vectors, 16)));
-  c.rows[6] = c.rows[7] = 16;  // the chunks' 16 pairs
-  return c;
-}
-
-AmxTileConfig ValueTileConfig(int64_t group) {
-  AmxTileConfig c = TilesOf64Bytes(static_cast<int>(group));
-  c.rows[6] = c.rows[7] = 16;  // 16 key pairs of values
+AmxTileConfig TileConfig(int64_t rows) {
+  AmxTileConfig c = TilesOf64Bytes(static_cast<int>(std::min<int64_t>(rows, 16)));
+  c.rows[6] = c.rows[7] = 16;  // the column operand's 16 pairs: a chunk's keys, or key pairs
   return c;
 }
 

@@ -5,7 +5,7 @@
 // are, and a whole chunk's 16 keys, their dims paired by PackKeyPairsAvx512, are a column tile
 // per 16 dim pairs. Two tiles of vectors × two chunks at a time (tiles 0-3 the sums, 4 and 5 the
 // vectors, 6 and 7 the chunks; tiles a call has no vectors or chunk for are left out), in
-// ScoreTileConfig's shapes, which the caller loads: a decode row's GQA heads fill its vector
+// TileConfig's shapes, which the caller loads: a decode row's GQA heads fill its vector
 // tiles (8 rows for MiniCPM4), which then do no work for rows that hold nothing.
 // kernels_bench BM_PagedAttention, 2 vCPUs of a Xeon with AMX, 2 interleaved rounds against
 // CPM_AMX=0 (ms): MiniCPM4's heads, a 512-token prefill 3.36-3.55 -> 2.30-2.48, 256 tokens at

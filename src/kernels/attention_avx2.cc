@@ -366,8 +366,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   const bool amx_scores = kBf16 && dot && attn::UseAmxScores(d);
   // The scores' tiles hold a row per query vector, P·V's a row per head: one configuration for
   // both where those agree (a decode row), else each loaded before its products.
-  const AmxTileConfig score_tiles = attn::ScoreTileConfig(rows * group);
-  const AmxTileConfig value_tiles = attn::ValueTileConfig(group);
+  const AmxTileConfig score_tiles = attn::TileConfig(rows * group);
+  const AmxTileConfig value_tiles = attn::TileConfig(group);
   const bool switch_tiles =
       amx_scores && std::memcmp(&score_tiles, &value_tiles, sizeof score_tiles) != 0;
   if (amx_scores) LoadTileConfig(score_tiles);

@@ -101,12 +101,13 @@ void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Pref
 // and d % 32 == 0 (UseAmxScores): every whole chunk of every row with dot-product scores takes
 // them, so a row's bits still do not depend on its batch. Each score one TDPBF16PS chain over
 // the dim pairs in steps of 16, then times scale.
-// The caller loads ScoreTileConfig(v) (LoadTileConfig) before its calls, v at least the most
-// vectors a call passes (its vector and sum tiles then have min(v, 16) rows), and releases the
-// tiles (ReleaseTiles) after them: once per row block, not per chunk. A tile's rows change no
-// score's bits.
+// The caller loads TileConfig(v) (LoadTileConfig) before its calls, v at least the most
+// vectors a call passes, and releases the tiles (ReleaseTiles) after them: once per row block,
+// not per chunk. A tile's rows change no score's bits.
 bool UseAmxScores(int64_t d);
-AmxTileConfig ScoreTileConfig(int64_t vectors);
+// Both products' tile shapes: sums and the row operand (query vectors, or P's heads) min(rows,
+// 16) rows of 64 bytes (tiles 0-5), the column operand 16 pairs (tiles 6 and 7).
+AmxTileConfig TileConfig(int64_t rows);
 void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
                    const Prefetch* pf);
@@ -116,9 +117,8 @@ void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
 // pairs from PackValuePairsAvx512's layout (16 pair rows of 16 dims a tile). A step takes 32
 // keys whatever n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and the value
 // pairs past the span's keys must be zero up to there too (PadValuePairs), as a 0 · NaN would
-// not vanish. The caller loads ValueTileConfig(group) (sums and P: a tile row per head, never
-// more, for a tile store to touch no other head's outputs).
-AmxTileConfig ValueTileConfig(int64_t group);
+// not vanish. The caller loads TileConfig(group) (sums and P: a tile row per head, never more,
+// for a tile store to touch no other head's outputs).
 void SpanValuesAmx(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
 // Zeroes the value pairs of PackValuePairsAvx512's layout past the n keys' pairs up to the next
 // 32 keys.
