@@ -28,6 +28,7 @@
 #include "base/thread_pool.h"
 #include "commands.h"
 #include "model_argument.h"
+#include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 #include "kernels/matmul.h"
@@ -606,7 +607,8 @@ int RunBench(const BenchArgs& a) {
     }
     vision = *vc;
   }
-  ThreadPool pool(ThreadPoolOptions{.num_threads = a.threads, .pin_threads = a.pin});
+  ThreadPool pool(ThreadPoolOptions{
+      .num_threads = a.threads, .pin_threads = a.pin, .before_sleep = kernels::ReleaseTiles});
   LoadOptions lo;
   lo.model_dir = dir;
   lo.load_format = LoadFormat::kDummy;

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "model_argument.h"
 #include "engine/offline_generator.h"
+#include "kernels/amx.h"
 #include "model/registry.h"
 #include "multimodal/image_processor.h"
 #include "tokenizer/tokenizer.h"
@@ -173,7 +174,7 @@ int RunGenerate(GenerateArgs a) {
     std::fprintf(stderr, "generate: give at least one --prompt or --prompt-ids\n");
     return 2;
   }
-  ThreadPool pool(a.threads);
+  ThreadPool pool(ThreadPoolOptions{.num_threads = a.threads, .before_sleep = kernels::ReleaseTiles});
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) {

@@ -157,6 +157,7 @@ void ThreadPool::WorkerLoop(int worker) {
         if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > spin) break;
       }
     }
+    if (job == seen && options_.before_sleep) options_.before_sleep();
     while (job == seen && !stop_.load(std::memory_order_seq_cst)) {
       // Sleep. The seq_cst increment of sleepers_ before re-reading wake_seq_, against the
       // publisher's seq_cst store of wake_seq_ before reading sleepers_, means one of the two

@@ -32,6 +32,10 @@ struct ThreadPoolOptions {
   int num_threads = 0;       // <= 0: DefaultThreads(), one per physical core
   bool pin_threads = false;  // pin worker i (and the caller, on its first ParallelFor) to a CPU
   int spin_us = 200;         // busy-wait this long for the next job before sleeping
+  // Runs on a worker each time it is about to sleep: hands back per-thread hardware state that
+  // a sleeper should not carry through its context switches (kernels::ReleaseTiles: 8 KiB of
+  // AMX tiles, which the kernels keep configured from call to call while the worker is busy).
+  std::function<void()> before_sleep;
 };
 
 class ThreadPool {

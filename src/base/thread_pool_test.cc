@@ -63,6 +63,37 @@ TEST(ThreadPoolTest, WakesSleepingWorkers) {
   EXPECT_GT(other_workers.load(), 0) << "no sleeping worker ever woke up";
 }
 
+// before_sleep runs on each worker that ran tasks before it sleeps, never on the caller: the
+// kernels hand back AMX tiles there.
+thread_local bool t_holds_state = false;
+
+TEST(ThreadPoolTest, BeforeSleepRunsOnWorkersBeforeTheySleep) {
+  std::atomic<int> released{0}, on_caller{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  ThreadPool pool(ThreadPoolOptions{.num_threads = 3, .spin_us = 10, .before_sleep = [&] {
+                                      if (std::this_thread::get_id() == caller) on_caller++;
+                                      if (t_holds_state) released++;
+                                      t_holds_state = false;
+                                    }});
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<int> holders{0};
+    pool.ParallelFor(64, [&](int64_t, int w) {
+      if (w != 0 && !t_holds_state) holders++;
+      if (w != 0) t_holds_state = true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+    t_holds_state = false;  // the caller's, set by no task
+    // Each worker that took a task sleeps within its 10 µs spin and hands the state back.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (released.load() < holders.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(released.load(), holders.load()) << "round " << round;
+    released = 0;
+  }
+  EXPECT_EQ(on_caller.load(), 0);
+}
+
 TEST(ThreadPoolTest, PinnedPoolRunsEveryTask) {
   ThreadPool pool(ThreadPoolOptions{.num_threads = 2, .pin_threads = true});
   std::vector<std::atomic<int>> hits(500);

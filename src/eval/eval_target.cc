@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "kernels/amx.h"
 #include "model/registry.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +28,8 @@ StatusOr<EvalTarget> LoadEvalTarget(const EvalModelOptions& o, const std::string
   lo.threads = o.threads;
   CPM_RETURN_IF_ERROR(ParseLoadChoices(o.load_format, o.dtype, o.quantization, &lo));
   EvalTarget t;
-  t.pool = std::make_unique<ThreadPool>(o.threads);
+  t.pool = std::make_unique<ThreadPool>(
+      ThreadPoolOptions{.num_threads = o.threads, .before_sleep = kernels::ReleaseTiles});
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, *t.pool);
   if (!model.ok()) return model.status();

@@ -1,6 +1,7 @@
 #include "kernels/amx.h"
 
 #include <cpuid.h>
+#include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,7 +26,31 @@ bool DetectAmx() {
   return (lo & kTileCfgAndData) == kTileCfgAndData;
 }
 
+// This thread's tile configuration, as UseTileConfig last loaded it.
+struct ThreadTiles {
+  AmxTileConfig config;
+  bool loaded = false;
+};
+thread_local ThreadTiles t_tiles;
+
 }  // namespace
+
+// Both instructions by inline assembly, which any translation unit may emit. Not GCC 12's
+// _tile_loadconfig: its asm names only a pointer's worth of the operand as read, so the compiler
+// drops the stores that fill in the rest (seen: every tile left 0 × 0, and the first TDPBF16PS
+// faulted).
+void UseTileConfig(const AmxTileConfig& c) {
+  if (t_tiles.loaded && std::memcmp(&t_tiles.config, &c, sizeof c) == 0) return;
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));
+  t_tiles.config = c;
+  t_tiles.loaded = true;
+}
+
+void ReleaseTiles() {
+  if (!t_tiles.loaded) return;
+  __asm__ volatile("tilerelease" ::: "memory");
+  t_tiles.loaded = false;
+}
 
 bool AmxUsable() {
   static const bool usable = DetectAmx();

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/attention_tiles.h"
@@ -365,12 +364,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   const bool all_dot = kBf16 && dot && bs % kChunk == 0;
   const bool amx_scores = kBf16 && dot && attn::UseAmxScores(d);
   // The scores' tiles hold a row per query vector, P·V's a row per head: one configuration for
-  // both where those agree (a decode row), else each loaded before its products.
+  // both where those agree (a decode row), else each loaded before its products (UseTileConfig
+  // loads only where the shapes change).
   const AmxTileConfig score_tiles = attn::TileConfig(rows * group);
   const AmxTileConfig value_tiles = attn::TileConfig(group);
-  const bool switch_tiles =
-      amx_scores && std::memcmp(&score_tiles, &value_tiles, sizeof score_tiles) != 0;
-  if (amx_scores) LoadTileConfig(score_tiles);
   for (int64_t r = 0; r < rows; ++r) {
     BeginRow(&st[r], out + r * out_stride, n_keys0 + r, group, d);
     for (int64_t g = 0; g < group; ++g) {
@@ -399,7 +396,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   float* s[kMaxAttendRows * kMaxGroup];
   for (int64_t p0 = key_begin; p0 < n_last; p0 += kSpan) {
     const int64_t p1 = std::min(p0 + kSpan, n_last);
-    if (switch_tiles && p0 != key_begin) LoadTileConfig(score_tiles);
+    if (amx_scores) UseTileConfig(score_tiles);
     int64_t nc = 0;
     for (int64_t p = p0; p < p1; p += chunks[nc++].n) chunks[nc] = chunk_at(p, p1);
     // The chunks after the span's, to prefetch (the last repeats where the keys end).
@@ -476,7 +473,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       attn::PackValuePairsAvx512(vkeys, p1 - p0, d, vpairs);
     }
     if (path == ValuePath::kDotAmx) attn::PadValuePairs(p1 - p0, d, vpairs);
-    if (switch_tiles) LoadTileConfig(value_tiles);
+    if (path == ValuePath::kDotAmx) UseTileConfig(value_tiles);
     if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
     const Chunk widened_chunk{0, 0, 0, p1 - p0, true};  // the f32 copy: one chunk of all keys
     for (int64_t r = 0; r < rows; ++r) {
@@ -506,7 +503,6 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       }
     }
   }
-  if (amx_scores) ReleaseTiles();
   for (int64_t r = 0; r < rows; ++r) {
     if (finish) FinishRow(st[r], group, d);
     else StorePartial(st[r], group, d);

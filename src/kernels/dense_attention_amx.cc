@@ -210,10 +210,9 @@ void DenseAttentionBf16Amx(const float* q, const float* k, const float* v, int64
   pool.ParallelFor(heads * blocks, [&](int64_t task, int) {
     thread_local RowScratch rs;
     const int64_t h = task / blocks, t0 = task % blocks * kRows;
-    LoadTileConfig(config);
+    UseTileConfig(config);  // a load only where the thread's tiles had another shape
     AttendRows(q + t0 * ld + h * d, ld, std::min(kRows, n - t0), dm, head_tiles(h), scale,
                out + t0 * out_ld + h * d, out_ld, rs);
-    ReleaseTiles();
   });
 }
 

@@ -9,7 +9,17 @@ namespace cpm::kernels {
 double AmxBf16PeakLoop(int64_t iterations) {
   // Four independent 16 × 16 f32 sums (tiles 0-3) from two x tiles (4, 5) and two weight tiles
   // (6, 7), all full size: 16 rows of 64 bytes.
-  LoadTileConfig(TilesOf64Bytes(16));  // every tile zero
+  UseTileConfig(TilesOf64Bytes(16));
+  // Zeroed here: a configuration this thread already had is not loaded again, and the tiles
+  // then still hold a kernel's last operands.
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
   // A TDPBF16PS takes ~16 cycles where the FMA loop's iteration takes ~6: a sixteenth as many.
   const int64_t rounds = iterations / 16;
   for (int64_t r = 0; r < rounds; ++r) {

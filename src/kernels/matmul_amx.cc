@@ -10,7 +10,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "base/aligned_buffer.h"
 #include "kernels/amx.h"
@@ -39,27 +38,6 @@ AmxTileConfig MakeConfig(int rows0, int rows1, int pairs) {
   }
   return c;
 }
-
-// The configuration this thread's tiles have, loaded only when it changes.
-class Tiles {
- public:
-  void Use(int rows0, int rows1, int pairs) {
-    const AmxTileConfig want = MakeConfig(rows0, rows1, pairs);
-    if (loaded_ && std::memcmp(&want, &current_, sizeof want) == 0) return;
-    current_ = want;
-    LoadTileConfig(current_);
-    loaded_ = true;
-  }
-  // Hands the tile state back (TILERELEASE), so that a sleeping worker's context switches do
-  // not carry 8 KiB of it.
-  ~Tiles() {
-    if (loaded_) ReleaseTiles();
-  }
-
- private:
-  AmxTileConfig current_;
-  bool loaded_ = false;
-};
 
 // Weights requested this far ahead of the tile loads in decode-sized calls (one row block, which
 // streams each panel from memory once). A tile load waits for all 16 of its lines; the hardware
@@ -186,14 +164,14 @@ struct Call {
 // Block [i0, i0 + 32) × `panel` (its columns `cols` valid, its y at yp) over the full steps
 // [s0, s1), its sums from zero (s0 == 0) or from `park`; then into `park` when more chunks
 // follow, else the tail step too and out to y.
-void Block(const Call& c, Tiles& tiles, const char* panel, int64_t cols, float* yp, int64_t i0,
+void Block(const Call& c, const char* panel, int64_t cols, float* yp, int64_t i0,
            int64_t s0, int64_t s1, bool last, float (*park)[32]) {
   const int rows = static_cast<int>(std::min<int64_t>(32, c.m - i0));
   const int rows0 = std::min(16, rows), rows1 = rows - rows0;
   const bool two = rows1 > 0;
   const char* x = c.x + i0 * c.xs;
   if (s1 > s0) {
-    tiles.Use(rows0, rows1, 16);
+    UseTileConfig(MakeConfig(rows0, rows1, 16));
     if (s0 == 0) ZeroSums(two);
     else LoadSums(park, two);
     const char* xk = x + s0 * 64;
@@ -212,7 +190,7 @@ void Block(const Call& c, Tiles& tiles, const char* panel, int64_t cols, float* 
   alignas(64) float sums[32][32];
   if (c.tail > 0) {
     if (c.full > 0) StoreSums(sums, two);
-    tiles.Use(rows0, rows1, static_cast<int>(c.tail));
+    UseTileConfig(MakeConfig(rows0, rows1, static_cast<int>(c.tail)));
     if (c.full > 0) LoadSums(sums, two);
     else ZeroSums(two);
     const int64_t at = c.full * 16;
@@ -258,7 +236,6 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
       chunks > 1 ? static_cast<size_t>(kPanelsPerBatch * group_blocks) * sizeof(float[32][32]) : 0;
   if (parked.size() < park_bytes) parked.Resize(park_bytes);
   auto* park = reinterpret_cast<float(*)[32][32]>(parked.as<float>());
-  Tiles tiles;
   for (int64_t p0 = panel_begin; p0 < panel_end; p0 += kPanelsPerBatch) {
     const int64_t p1 = std::min(panel_end, p0 + kPanelsPerBatch);
     for (int64_t g0 = 0; g0 < m; g0 += group_blocks * 32) {
@@ -271,7 +248,7 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
           float* yp = y + (p - panel_begin) * 32;
           for (int64_t i0 = g0; i0 < g1; i0 += 32) {
             float(*pk)[32] = chunks > 1 ? park[(p - p0) * group_blocks + (i0 - g0) / 32] : nullptr;
-            Block(c, tiles, panel, cols, yp, i0, s0, s1, ci == chunks - 1, pk);
+            Block(c, panel, cols, yp, i0, s0, s1, ci == chunks - 1, pk);
           }
         }
       }

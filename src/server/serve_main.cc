@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/scheduler.h"
 #include "hub/model_source.h"
+#include "kernels/amx.h"
 #include "kernels/matmul.h"
 #include "model/config_file.h"
 #include "model/registry.h"
@@ -728,7 +729,7 @@ int RunServe(const ServeConfig& config) {
   CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme,
                url_host, server.port(), c.model_dir);
 
-  ThreadPool pool(c.threads);
+  ThreadPool pool(ThreadPoolOptions{.num_threads = c.threads, .before_sleep = kernels::ReleaseTiles});
   Loaded loaded;
   const Status load = LoadAll(c, pool, *memory, &loaded);
   stop.loading.store(false);  // from here a signal is counted (a failed load keeps status 1)
