@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
@@ -159,6 +161,49 @@ TEST(MatMulAmx, BlockingMovesNoBit) {
     ASSERT_EQ(std::memcmp(one.data(), all.data() + i * big.n, big.n * sizeof(float)), 0)
         << "row " << i;
   }
+}
+
+// UseTileConfig skips a load only while this thread's tiles still hold the same shapes:
+// STTILECFG reads back what the tiles have. A stale record (a release not forgotten, or one
+// shared between threads) would leave a kernel's tiles unconfigured and fault its first
+// TDPBF16PS, or run it on another kernel's shapes.
+AmxTileConfig StoredTileConfig() {
+  AmxTileConfig c;
+  __asm__ volatile("sttilecfg %0" : "=m"(c));
+  return c;
+}
+
+bool SameConfig(const AmxTileConfig& a, const AmxTileConfig& b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+TEST(AmxTiles, LoadedWhereTheShapesChangeAndAfterARelease) {
+  if (!AmxUsable()) GTEST_SKIP() << "no AMX-BF16 here";
+  const AmxTileConfig a = TilesOf64Bytes(16), b = TilesOf64Bytes(4);
+  AmxTileConfig none;
+  std::memset(&none, 0, sizeof none);  // what STTILECFG stores for unconfigured tiles
+  ReleaseTiles();
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
+  UseTileConfig(a);
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), a));
+  UseTileConfig(b);
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
+  UseTileConfig(b);
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
+  ReleaseTiles();
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
+  UseTileConfig(b);  // the same shapes as before the release: loaded again
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
+  // Another thread's tiles and record are its own (Linux starts a thread with a copy of its
+  // creator's tiles, and the new thread's record empty: its first UseTileConfig loads).
+  std::thread([&] {
+    UseTileConfig(a);
+    EXPECT_TRUE(SameConfig(StoredTileConfig(), a));
+    ReleaseTiles();
+    EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
+  }).join();
+  EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
+  ReleaseTiles();
 }
 
 }  // namespace
