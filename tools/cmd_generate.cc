@@ -174,7 +174,8 @@ int RunGenerate(GenerateArgs a) {
     std::fprintf(stderr, "generate: give at least one --prompt or --prompt-ids\n");
     return 2;
   }
-  ThreadPool pool(ThreadPoolOptions{.num_threads = a.threads, .before_sleep = kernels::ReleaseTiles});
+  ThreadPool pool(
+      ThreadPoolOptions{.num_threads = a.threads, .before_sleep = kernels::ReleaseTiles});
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(lo, pool);
   if (!model.ok()) {

@@ -40,9 +40,10 @@ inline AmxTileConfig TilesOf64Bytes(int rows) {
   return c;
 }
 
-// TILERELEASE: this thread's tiles back to their initial state (no configuration), so that a
-// thread about to sleep does not carry 8 KiB of tile data through its context switches (the
-// engine's pool calls it on a worker before the worker sleeps). The next UseTileConfig loads.
+// TILERELEASE (where AMX is usable): this thread's tiles back to their initial state (no
+// configuration), so that a thread about to sleep does not carry 8 KiB of tile data through its
+// context switches (the engine's pool calls it on a worker before the worker sleeps). The next
+// UseTileConfig loads.
 void ReleaseTiles();
 
 }  // namespace cpm::kernels

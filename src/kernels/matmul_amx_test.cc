@@ -164,9 +164,9 @@ TEST(MatMulAmx, BlockingMovesNoBit) {
 }
 
 // UseTileConfig skips a load only while this thread's tiles still hold the same shapes:
-// STTILECFG reads back what the tiles have. A stale record (a release not forgotten, or one
-// shared between threads) would leave a kernel's tiles unconfigured and fault its first
-// TDPBF16PS, or run it on another kernel's shapes.
+// STTILECFG reads back what the tiles have. A stale record (a release it missed, or one shared
+// between threads) would leave a kernel's tiles unconfigured and fault its first TDPBF16PS, or
+// run it on another kernel's shapes.
 AmxTileConfig StoredTileConfig() {
   AmxTileConfig c;
   __asm__ volatile("sttilecfg %0" : "=m"(c));
@@ -194,9 +194,15 @@ TEST(AmxTiles, LoadedWhereTheShapesChangeAndAfterARelease) {
   EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
   UseTileConfig(b);  // the same shapes as before the release: loaded again
   EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
-  // Another thread's tiles and record are its own (Linux starts a thread with a copy of its
-  // creator's tiles, and the new thread's record empty: its first UseTileConfig loads).
+  // Another thread's tiles and record are its own. Linux starts a thread with a copy of its
+  // creator's tiles, which the thread's empty record does not know of: ReleaseTiles still
+  // releases them, and the first UseTileConfig loads.
   std::thread([&] {
+    EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
+    ReleaseTiles();
+    EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
+    UseTileConfig(b);
+    EXPECT_TRUE(SameConfig(StoredTileConfig(), b));
     UseTileConfig(a);
     EXPECT_TRUE(SameConfig(StoredTileConfig(), a));
     ReleaseTiles();

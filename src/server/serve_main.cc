@@ -729,7 +729,8 @@ int RunServe(const ServeConfig& config) {
   CPM_LOG_INFO("cpmserve {} listening on {}://{}:{} (loading {})", CPM_SERVER_VERSION, scheme,
                url_host, server.port(), c.model_dir);
 
-  ThreadPool pool(ThreadPoolOptions{.num_threads = c.threads, .before_sleep = kernels::ReleaseTiles});
+  ThreadPool pool(
+      ThreadPoolOptions{.num_threads = c.threads, .before_sleep = kernels::ReleaseTiles});
   Loaded loaded;
   const Status load = LoadAll(c, pool, *memory, &loaded);
   stop.loading.store(false);  // from here a signal is counted (a failed load keeps status 1)
