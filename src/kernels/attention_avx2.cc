@@ -472,8 +472,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     if (path == ValuePath::kDotPacked || path == ValuePath::kDotAmx) {
       attn::PackValuePairsAvx512(vkeys, p1 - p0, d, vpairs);
     }
-    if (path == ValuePath::kDotAmx) attn::PadValuePairs(p1 - p0, d, vpairs);
-    if (path == ValuePath::kDotAmx) UseTileConfig(value_tiles);
+    if (path == ValuePath::kDotAmx) {
+      attn::PadValuePairs(p1 - p0, d, vpairs);
+      UseTileConfig(value_tiles);
+    }
     if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
     const Chunk widened_chunk{0, 0, 0, p1 - p0, true};  // the f32 copy: one chunk of all keys
     for (int64_t r = 0; r < rows; ++r) {

@@ -102,7 +102,8 @@ void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Pref
 // them, so a row's bits still do not depend on its batch. Each score one TDPBF16PS chain over
 // the dim pairs in steps of 16, then times scale.
 // The caller loads TileConfig(v) (UseTileConfig) before its calls, v at least the most
-// vectors a call passes: once per row block, not per chunk. A tile's rows change no score's bits.
+// vectors a call passes (AttendRows asks once a span; a load only where the shapes changed). A
+// tile's rows change no score's bits.
 bool UseAmxScores(int64_t d);
 // Both products' tile shapes: sums and the row operand (query vectors, or P's heads) min(rows,
 // 16) rows of 64 bytes (tiles 0-5), the column operand 16 pairs (tiles 6 and 7).
