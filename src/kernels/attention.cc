@@ -18,18 +18,16 @@ inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
   else static_cast<float*>(base)[idx] = v;
 }
 
-// Element offsets of (token position `pos`, kv head `kvh`, dim 0) in one layer's V, and in its
-// K, whose dims then follow `block_size` apart (KvLayerView; the key's slot: KeySlot).
+// Element offsets of (token position `pos`, kv head `kvh`, dim 0) in one layer's V, and of kv
+// head kvh's keys of pos's block in its K (KvLayerView; the key's dims there: KeyIndex).
 inline int64_t VOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
                        int64_t kvh) {
   const int64_t block = block_table[pos / kv.block_size];
   return block * kv.BlockStride() + kvh * kv.HeadStride() + (pos % kv.block_size) * kv.head_dim;
 }
-inline int64_t KOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
-                       int64_t kvh) {
-  const int64_t block = block_table[pos / kv.block_size];
-  return block * kv.BlockStride() + kvh * kv.HeadStride() +
-         KeySlot(pos % kv.block_size, kv.block_size, kv.dtype);
+inline int64_t KHeadOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
+                           int64_t kvh) {
+  return block_table[pos / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride();
 }
 
 // Attention of one query row for the `group` query heads that share KV head `kvh`.
@@ -38,12 +36,13 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
   const int64_t d = kv.head_dim;
   scores.resize(group * (n_keys + 1));  // each head's scores, then each head's 1 / sum
   for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t off = KOffset(kv, block_table, p, kvh);
+    const int64_t head = KHeadOffset(kv, block_table, p, kvh), offset = p % kv.block_size;
     for (int64_t g = 0; g < group; ++g) {
       const float* qh = q + g * d;
       float dot = 0.0f;
       for (int64_t j = 0; j < d; ++j) {
-        dot += qh[j] * LoadKv(kv.k, kv.dtype, off + j * kv.block_size);
+        dot += qh[j] *
+               LoadKv(kv.k, kv.dtype, head + KeyIndex(offset, j, kv.block_size, d, kv.dtype));
       }
       scores[g * n_keys + p] = dot * scale;
     }
@@ -108,11 +107,11 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
   const int64_t d = kv.head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t block = slots[t] / kv.block_size, offset = slots[t] % kv.block_size;
-    const int64_t key_slot = KeySlot(offset, kv.block_size, kv.dtype);
     for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
       const int64_t head = block * kv.BlockStride() + h * kv.HeadStride();
       for (int64_t j = 0; j < d; ++j) {
-        StoreKv(kv.k, kv.dtype, head + j * kv.block_size + key_slot, k[t * k_stride + h * d + j]);
+        StoreKv(kv.k, kv.dtype, head + KeyIndex(offset, j, kv.block_size, d, kv.dtype),
+                k[t * k_stride + h * d + j]);
         StoreKv(kv.v, kv.dtype, head + offset * d + j, v[t * v_stride + h * d + j]);
       }
     }

@@ -13,9 +13,10 @@ namespace cpm::kernels {
 // One attention layer's paged cache in `dtype` (f32 or bf16): V [num_blocks, num_kv_heads,
 // block_size, head_dim] and K [num_blocks, num_kv_heads, head_dim, block_size], each block's keys
 // stored transposed (one dim of a block's keys is contiguous: the AVX2 kernel's scores need keys
-// as columns, and transposing them at every read cost as much as the scores at decode; bf16 keys
-// pairwise interleaved within groups of 16 slots, attention_impl.h: KeySlot). One head's keys or
-// values of a block are contiguous either way.
+// as columns, and transposing them at every read cost as much as the scores at decode); bf16
+// keys as [head_dim / 2, block_size, 2], dims paired per key, the operand of the dot-product
+// scores (attention_impl.h: KeyIndex). One head's keys or values of a block are contiguous
+// either way.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;

@@ -2,8 +2,8 @@
 // dot-product scores where UseAmxScores(d).
 //
 // Scores (ScoreTilesAmx): the query vectors' bf16 pairs (kQpStride apart) are tile rows as they
-// are, and a whole chunk's 16 keys, their dims paired by PackKeyPairsAvx512, are a column tile
-// per 16 dim pairs. Two tiles of vectors × two chunks at a time (tiles 0-3 the sums, 4 and 5 the
+// are, and a whole chunk's 16 keys are a column tile per 16 dim pairs, loaded from the cache as
+// they lie (a bf16 cache keeps each key's dims in pairs: KeyIndex). Two tiles of vectors × two chunks at a time (tiles 0-3 the sums, 4 and 5 the
 // vectors, 6 and 7 the chunks; tiles a call has no vectors or chunk for are left out), in
 // TileConfig's shapes, which the caller loads: a decode row's GQA heads fill its vector
 // tiles (8 rows for MiniCPM4), which then do no work for rows that hold nothing.
@@ -38,29 +38,37 @@ namespace cpm::kernels::attn {
 void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
                    const Prefetch* pf) {
-  alignas(64) thread_local uint32_t pairs[kMaxTileChunks][kMaxHeadDim / 2 * kChunk];
-  for (int64_t c = 0; c < n_chunks; ++c) PackKeyPairsAvx512(keys[c], row, d, pf[c], pairs[c]);
   alignas(64) float sums[32][32];
   const int64_t qs = kQpStride * static_cast<int64_t>(sizeof(uint32_t));
+  const int64_t ks = row * static_cast<int64_t>(sizeof(uint16_t));  // a chunk's pair rows
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t v0 = 0; v0 < nq; v0 += 32) {
     const char* a0 = reinterpret_cast<const char*>(qp + v0 * kQpStride);
     const bool two_rows = nq > v0 + 16;  // a second tile of vectors
     for (int64_t c0 = 0; c0 < n_chunks; c0 += 2) {
-      const char* b0 = reinterpret_cast<const char*>(pairs[c0]);
-      const char* b1 = reinterpret_cast<const char*>(pairs[c0 + 1]);
       const bool two_chunks = c0 + 1 < n_chunks;
+      const char* b0 = reinterpret_cast<const char*>(keys[c0]);
+      const char* b1 = two_chunks ? reinterpret_cast<const char*>(keys[c0 + 1]) : b0;
+      // Chunk c's requests for the step's pairs [p + i0, p + i1), made once (the first tile
+      // of vectors) and spread between the tile instructions.
+      const auto request = [&](int64_t c, int64_t p, int64_t i0, int64_t i1) {
+        if (v0 > 0 || c >= n_chunks) return;
+        for (int64_t i = i0; i < i1; ++i) RequestDims(pf[c], 2 * (p + i));
+      };
       _tile_zero(0);
       if (two_chunks) _tile_zero(1);
       if (two_rows) _tile_zero(2);
       if (two_rows && two_chunks) _tile_zero(3);
       for (int64_t p = 0; p < d / 2; p += 16) {  // 16 dim pairs a step: 64 bytes of each
         _tile_loadd(4, a0 + p * 4, qs);
-        _tile_loadd(6, b0 + p * 64, 64);
+        request(c0, p, 0, 8);
+        _tile_loadd(6, b0 + p * ks, ks);
         _tile_dpbf16ps(0, 4, 6);
+        request(c0, p, 8, 16);
         if (two_chunks) {
-          _tile_loadd(7, b1 + p * 64, 64);
+          _tile_loadd(7, b1 + p * ks, ks);
           _tile_dpbf16ps(1, 4, 7);
+          request(c0 + 1, p, 0, 16);
         }
         if (two_rows) {
           _tile_loadd(5, a0 + 16 * qs + p * 4, qs);

@@ -50,12 +50,24 @@ inline __m256 LoadKv8(const void* base, int64_t idx) {
   else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
-// Dim j's 16 keys (0-7 in k0, 8-15 in k1) of a chunk whose dims are `row` elements apart at p:
-// bf16 in KeySlot's pairing (one 32-byte load, widened by a shift and a mask) or f32 in order.
-template <bool kBf16>
+// Dim j's 16 keys (0-7 in k0, 8-15 in k1) of a whole chunk whose rows are `row` elements apart
+// at p: bf16, two 32-byte loads of dim pair j / 2's row (KeyIndex), each key's dim j widened by
+// a shift (j even: the low halves) or a mask; f32, row j in order. (Both dims of a load at once
+// would need four key vectors beside a 6-vector tile's 12 sums: more than 16 registers.)
+template <bool kBf16, bool kOdd>
 inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256* k1) {
   if constexpr (kBf16) {
-    avx2::LoadBf16Pairs(static_cast<const uint16_t*>(p) + j * row, k0, k1);
+    const uint16_t* r = static_cast<const uint16_t*>(p) + (j >> 1) * row;
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 16));
+    if constexpr (kOdd) {
+      const __m256i high = _mm256_set1_epi32(-65536);
+      *k0 = _mm256_castsi256_ps(_mm256_and_si256(a, high));
+      *k1 = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+    } else {
+      *k0 = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+      *k1 = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    }
   } else {
     const float* f = static_cast<const float*>(p) + j * row;
     *k0 = _mm256_loadu_ps(f);
@@ -63,8 +75,8 @@ inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256
   }
 }
 
-// Where the score tiles read a chunk's keys: dim j's at p + j·row elements, bf16 (KeySlot's
-// pairing) or f32 (the tiles' kBf16Keys says which). Straight from the cache for a decode row (≤ kMaxDirectVectors query
+// Where the score tiles read a whole chunk's keys: rows `row` elements apart from p, bf16 dim
+// pairs (KeyIndex) or f32 dims (the tiles' kBf16Keys says which). Straight from the cache for a decode row (≤ kMaxDirectVectors query
 // vectors): its heads widen bf16 keys in registers once per score tile of ≤ 6 query vectors
 // instead of through a copy, a store and a reload per key vector. The copy (f32, row 16) serves
 // the rows of a prefill (up to 64 query vectors, 11 tiles: widening in every tile cost more
@@ -81,19 +93,21 @@ void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
   if (c.whole) {
-    const char* base = static_cast<const char*>(kv.k) + (c.head + c.in_block) * kSize;
-    for (int64_t j = 0; j < d; ++j) {
-      __m256 k0, k1;
-      LoadKeys16<kBf16>(base, bs, j, &k0, &k1);
-      _mm256_store_ps(&kt[j][0], k0);
-      _mm256_store_ps(&kt[j][8], k1);
+    const char* base =
+        static_cast<const char*>(kv.k) + (c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype)) * kSize;
+    const int64_t row = KeyRow(bs, kv.dtype);
+    for (int64_t j = 0; j < d; j += 2) {
+      LoadKeys16<kBf16, false>(base, row, j, reinterpret_cast<__m256*>(&kt[j][0]),
+                               reinterpret_cast<__m256*>(&kt[j][8]));
+      LoadKeys16<kBf16, true>(base, row, j + 1, reinterpret_cast<__m256*>(&kt[j + 1][0]),
+                              reinterpret_cast<__m256*>(&kt[j + 1][8]));
     }
     return;
   }
   for (int64_t j = 0; j < d; ++j) {
     for (int64_t t = 0; t < kChunk; ++t) {
-      const int64_t slot = KeySlot(c.in_block + t, bs, kv.dtype);
-      kt[j][t] = t < c.n ? LoadKv(kv.k, kv.dtype, c.head + j * bs + slot) : 0.0f;
+      const int64_t at = c.head + KeyIndex(c.in_block + t, j, bs, d, kv.dtype);
+      kt[j][t] = t < c.n ? LoadKv(kv.k, kv.dtype, at) : 0.0f;
     }
   }
 }
@@ -109,21 +123,22 @@ template <int H, bool kBf16Keys, bool kPrefetch>
   __m256 acc[H][2];
 #pragma GCC unroll 6
   for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
-  const void* kp = keys.p;
-  const int64_t k_row = keys.row;
-  for (int64_t j = 0; j < d; ++j, qt += q_stride) {
-    if constexpr (kPrefetch) {
-      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
-      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
-    }
+  // Dim j (odd or even: which half of a bf16 pair) into every score's chain.
+  const auto dim = [&](auto odd, int64_t j) {
     __m256 k0, k1;
-    LoadKeys16<kBf16Keys>(kp, k_row, j, &k0, &k1);
+    LoadKeys16<kBf16Keys, odd()>(keys.p, keys.row, j, &k0, &k1);
+    const float* qj = qt + j * q_stride;
 #pragma GCC unroll 6
     for (int h = 0; h < H; ++h) {
-      const __m256 b = _mm256_broadcast_ss(qt + h);
+      const __m256 b = _mm256_broadcast_ss(qj + h);
       acc[h][0] = _mm256_fmadd_ps(b, k0, acc[h][0]);
       acc[h][1] = _mm256_fmadd_ps(b, k1, acc[h][1]);
     }
+  };
+  for (int64_t j = 0; j < d; j += 2) {
+    if constexpr (kPrefetch) attn::RequestDims(pf, j);
+    dim(std::false_type{}, j);
+    dim(std::true_type{}, j + 1);
   }
   const __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 6
@@ -391,6 +406,11 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                  std::min(n_keys - p, group_end - in_block),
                  in_block % kChunk == 0 && in_block + kChunk <= bs};
   };
+  // A chunk's first row of keys (elements into K; its rows key_row apart: KeyIndex).
+  const int64_t key_row = KeyRow(bs, kv.dtype);
+  const auto keys_at = [&](const Chunk& c) {
+    return c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype);
+  };
   // Keys of the last row (the most) within the partition.
   const int64_t n_last = std::min(n_keys0 + rows - 1, key_end);
   float* s[kMaxAttendRows * kMaxGroup];
@@ -413,8 +433,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     const auto prefetch_for = [&](int64_t c) {
       const Chunk& ch = chunks[c];
       const Chunk& next = chunks[c + kKeysAhead];
-      return Prefetch{static_cast<const char*>(kv.k) + (next.head + next.in_block) * kSize,
-                      bs * kSize, static_cast<const char*>(kv.v) + ch.v * kSize, ch.n * kSize};
+      return Prefetch{static_cast<const char*>(kv.k) + keys_at(next) * kSize, key_row * kSize,
+                      kBf16, static_cast<const char*>(kv.v) + ch.v * kSize, ch.n * kSize};
     };
     for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
       const int64_t r0 = first_row(o), nq = (rows - r0) * group;
@@ -437,11 +457,11 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         Prefetch pf[4];
         for (int64_t i = 0; i < n_chunks; ++i) {
           const Chunk& ci = chunks[c + i];
-          keys[i] = static_cast<const uint16_t*>(kv.k) + ci.head + ci.in_block;
+          keys[i] = static_cast<const uint16_t*>(kv.k) + keys_at(ci);
           pf[i] = prefetch_for(c + i);
         }
         const auto scores = amx_scores ? attn::ScoreTilesAmx : attn::ScoreTilesDotAvx512;
-        scores(qp + r0 * group * attn::kQpStride, s, nq, d, keys, n_chunks, bs, scale, pf);
+        scores(qp + r0 * group * attn::kQpStride, s, nq, d, keys, n_chunks, key_row, scale, pf);
         for (int64_t i = 1; i < n_chunks; ++i) o += chunks[c++].n;
         continue;
       }
@@ -450,13 +470,16 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       if (copy) CopyKeys<kBf16>(kv, ch, kt);
       const float* qr = qt + r0 * group;
       if (!copy && kBf16) {
-        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + ch.head + ch.in_block, bs};
-        if (wide) attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, bs, true, scale, pf);
-        else ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
+        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + keys_at(ch), key_row};
+        if (wide) {
+          attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, key_row, true, scale, pf);
+        } else {
+          ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
+        }
       } else {
         const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk}
-                                    : ChunkKeys{static_cast<const float*>(kv.k) + ch.head +
-                                                    ch.in_block, bs};
+                                    : ChunkKeys{static_cast<const float*>(kv.k) + keys_at(ch),
+                                                key_row};
         if (wide) {
           attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, keys.row, false, scale, pf);
         } else {

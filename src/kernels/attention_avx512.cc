@@ -19,32 +19,10 @@
 namespace cpm::kernels::attn {
 namespace {
 
-// Dim j's 16 keys of a chunk, in order: f32, or bf16 in KeySlot's pairing (keys t and t + 8 in
-// 32-bit lane t), widened exactly. The 32 bytes go to both 256-bit halves (one broadcast load),
-// and one byte shuffle puts keys 0-7 (low halves) into lanes 0-7 and keys 8-15 (high halves)
-// into lanes 8-15, each as the top half of an f32.
-template <bool kBf16>
-inline __m512 LoadKeys16(const void* keys, int64_t row, int64_t j) {
-  if constexpr (kBf16) {
-    const uint16_t* p = static_cast<const uint16_t*>(keys) + j * row;
-    const __m512i both =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    // Per dword k of each 128-bit lane (vpshufb indexes within the lane): bytes 4k+2, 4k+3 from
-    // 4k, 4k+1 (lanes 0-7: low halves) or from 4k+2, 4k+3 (lanes 8-15: high halves); 4k, 4k+1
-    // zero (-1).
-    const __m512i to_f32 = _mm512_set_epi8(
-        15, 14, -1, -1, 11, 10, -1, -1, 7, 6, -1, -1, 3, 2, -1, -1,  // lanes 12-15
-        15, 14, -1, -1, 11, 10, -1, -1, 7, 6, -1, -1, 3, 2, -1, -1,  // lanes 8-11
-        13, 12, -1, -1, 9, 8, -1, -1, 5, 4, -1, -1, 1, 0, -1, -1,  // lanes 4-7
-        13, 12, -1, -1, 9, 8, -1, -1, 5, 4, -1, -1, 1, 0, -1, -1);  // lanes 0-3
-    return _mm512_castsi512_ps(_mm512_shuffle_epi8(both, to_f32));
-  } else {
-    return _mm512_loadu_ps(static_cast<const float*>(keys) + j * row);
-  }
-}
-
-// H query vectors' scores against a chunk's 16 keys. H ≤ 12: 12 chains cover the FMA latency ×
-// ports; each key vector is loaded once per dim and feeds all H.
+// H query vectors' scores against a whole chunk's 16 keys. H ≤ 12: 12 chains cover the FMA
+// latency × ports; each key vector feeds all H: f32, a dim's row; bf16, one 64-byte row of a dim
+// pair (KeyIndex) widened exactly into both dims' vectors, 2p's by a shift and 2p + 1's by a
+// mask (each key's pair is one 32-bit lane).
 template <int H, bool kBf16, bool kPrefetch>
 [[gnu::noinline]] void ScoreTile(const float* qt, int64_t q_stride, float* const* s, int64_t d,
                                  const void* keys, int64_t row, float scale,
@@ -52,14 +30,22 @@ template <int H, bool kBf16, bool kPrefetch>
   __m512 acc[H];
 #pragma GCC unroll 12
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < d; ++j, qt += q_stride) {
-    if constexpr (kPrefetch) {
-      _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
-      _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
-    }
-    const __m512 k = LoadKeys16<kBf16>(keys, row, j);
+  const auto dim = [&](__m512 k, int64_t j) {
+    const float* qj = qt + j * q_stride;
 #pragma GCC unroll 12
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(qt[h]), k, acc[h]);
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(qj[h]), k, acc[h]);
+  };
+  for (int64_t j = 0; j < d; j += 2) {
+    if constexpr (kPrefetch) RequestDims(pf, j);
+    if constexpr (kBf16) {
+      const __m512i pair = _mm512_loadu_si512(static_cast<const uint16_t*>(keys) + j / 2 * row);
+      dim(_mm512_castsi512_ps(_mm512_slli_epi32(pair, 16)), j);
+      dim(_mm512_castsi512_ps(_mm512_and_si512(pair, _mm512_set1_epi32(-65536))), j + 1);
+    } else {
+      const float* f = static_cast<const float*>(keys) + j * row;
+      dim(_mm512_loadu_ps(f), j);
+      dim(_mm512_loadu_ps(f + row), j + 1);
+    }
   }
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 12
@@ -153,38 +139,10 @@ void ScoreTiles(const float* qt, int64_t q_stride, float* const* s, int64_t nq, 
   while (i < nq) tile(std::integral_constant<int, 1>{});
 }
 
-// Dims 2p and 2p + 1 of a whole chunk's 16 bf16 keys as the pairs of vdpbf16ps: lane t holds
-// key t's two dims (2p in the low half). The two dims' 32 bytes (KeySlot's pairing: key t in
-// word 2t for t < 8, word 2(t − 8) + 1 above) are one 64-byte load when a block is 16 slots,
-// and one word permutation puts each key's dims side by side.
-template <bool kRow16>
-inline __m512i LoadKeyPairs(const uint16_t* keys, int64_t row, int64_t p) {
-  static constexpr struct Index {
-    alignas(64) uint16_t v[32];
-  } kIndex = [] {
-    Index ix{};
-    for (int t = 0; t < 16; ++t) {
-      const int word = t < 8 ? 2 * t : 2 * (t - 8) + 1;
-      ix.v[2 * t] = static_cast<uint16_t>(word);
-      ix.v[2 * t + 1] = static_cast<uint16_t>(16 + word);
-    }
-    return ix;
-  }();
-  const uint16_t* k = keys + 2 * p * row;
-  __m512i both;
-  if constexpr (kRow16) {
-    both = _mm512_loadu_si512(k);
-  } else {
-    both = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + row)), 1);
-  }
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kIndex.v), both);
-}
-
 // H query vectors' scores against C chunks of 16 keys (ScoreTilesDotAvx512): H·C chains, each
-// key pair vector loaded once per dim pair, each query pair broadcast once for all C chunks.
-template <int H, int C, bool kRow16, bool kPrefetch>
+// chunk's key vector of a dim pair one load of its row (KeyIndex: the pairs as vdpbf16ps takes
+// them), each query pair broadcast once for all C chunks.
+template <int H, int C, bool kPrefetch>
 [[gnu::noinline]] void ScoreTileDot(const uint32_t* qp, float* const* s,
                                     int64_t d, const uint16_t* const* keys, int64_t row,
                                     float scale, const Prefetch* pf) {
@@ -198,14 +156,8 @@ template <int H, int C, bool kRow16, bool kPrefetch>
     __m512i k[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      if constexpr (kPrefetch) {
-        // Dims 2p and 2p + 1 of the keys ahead (one line when a block is 16 slots), and a
-        // line of this chunk's values: the f32 tile's requests, two dims per step.
-        _mm_prefetch(pf[c].k + 2 * p * pf[c].k_row, _MM_HINT_T0);
-        if constexpr (!kRow16) _mm_prefetch(pf[c].k + (2 * p + 1) * pf[c].k_row, _MM_HINT_T0);
-        _mm_prefetch(pf[c].v + 2 * p * pf[c].v_step, _MM_HINT_T0);
-      }
-      k[c] = LoadKeyPairs<kRow16>(keys[c], row, p);
+      if constexpr (kPrefetch) RequestDims(pf[c], 2 * p);
+      k[c] = _mm512_loadu_si512(keys[c] + p * row);
     }
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
@@ -224,13 +176,13 @@ template <int H, int C, bool kRow16, bool kPrefetch>
 
 // Tiles of 8 query vectors (16 chains with two chunks; 4 with four chunks), then 4, 2, 1; the
 // first prefetches.
-template <int C, bool kRow16>
+template <int C>
 void ScoreTilesDot(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t row, float scale, const Prefetch* pf) {
   int64_t i = 0;
   auto tile = [&](auto h) {
-    if (i == 0) ScoreTileDot<h(), C, kRow16, true>(qp, s, d, keys, row, scale, pf);
-    else ScoreTileDot<h(), C, kRow16, false>(qp + i * kQpStride, s + i, d, keys, row, scale, pf);
+    if (i == 0) ScoreTileDot<h(), C, true>(qp, s, d, keys, row, scale, pf);
+    else ScoreTileDot<h(), C, false>(qp + i * kQpStride, s + i, d, keys, row, scale, pf);
     i += h();
   };
   if constexpr (C < 4) {
@@ -491,25 +443,10 @@ void SpanSoftmaxDotAvx512(RowState* r, int64_t group, int64_t n) {
 void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
                          float scale, const Prefetch* pf) {
-  const bool row16 = row == 16;
-  const auto run = n_chunks == 4   ? (row16 ? ScoreTilesDot<4, true> : ScoreTilesDot<4, false>)
-                   : n_chunks == 2 ? (row16 ? ScoreTilesDot<2, true> : ScoreTilesDot<2, false>)
-                                   : (row16 ? ScoreTilesDot<1, true> : ScoreTilesDot<1, false>);
+  const auto run = n_chunks == 4   ? ScoreTilesDot<4>
+                   : n_chunks == 2 ? ScoreTilesDot<2>
+                                   : ScoreTilesDot<1>;
   run(qp, s, nq, d, keys, row, scale, pf);
-}
-
-void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Prefetch& pf,
-                        uint32_t* out) {
-  const bool row16 = row == 16;
-  for (int64_t p = 0; p < d / 2; ++p) {
-    // ScoreTileDot's requests, two dims per step.
-    _mm_prefetch(pf.k + 2 * p * pf.k_row, _MM_HINT_T0);
-    if (!row16) _mm_prefetch(pf.k + (2 * p + 1) * pf.k_row, _MM_HINT_T0);
-    _mm_prefetch(pf.v + 2 * p * pf.v_step, _MM_HINT_T0);
-    const __m512i pairs =
-        row16 ? LoadKeyPairs<true>(keys, row, p) : LoadKeyPairs<false>(keys, row, p);
-    _mm512_storeu_si512(out + p * 16, pairs);
-  }
 }
 
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,

@@ -14,15 +14,30 @@ inline float LoadKv(const void* base, DType dt, int64_t idx) {
   return static_cast<const float*>(base)[idx];
 }
 
-// Where the key at `offset` in its block sits in each dim's row of the block's transposed keys
-// (KvLayerView). bf16: within each whole group of 16 slots, keys t and t + 8 share 32-bit lane t
-// (t in the low half), so that the AVX2 kernel widens a dim's 16 keys from one 32-byte load into
-// keys 0-7 and 8-15, in order, with a shift and a mask. f32 keys, and a block's last group when
-// shorter than 16 (block_size % 16), are in order.
-inline int64_t KeySlot(int64_t offset, int64_t block_size, DType dt) {
-  const int64_t group = offset & ~int64_t{15}, t = offset & 15;
-  if (dt != DType::kBF16 || group + 16 > block_size) return offset;
-  return group + (t & 7) * 2 + (t >> 3);
+// Element index of dim j of the key at `offset` of its block, within its head's keys of the
+// block (KvLayerView). f32: [head_dim][block_size], each dim's keys in order. bf16:
+// [head_dim / 2][block_size][2], each key's dims 2p and 2p + 1 side by side in row p (2p in the
+// low half of a 32-bit lane, as vdpbf16ps and TDPBF16PS pair them): a chunk's 16 keys of a dim
+// pair are one 64-byte line, the column operand of the dot-product scores as it is stored (AMX's
+// column tile, 16 such rows, and vdpbf16ps's key vector one load each), and the f32 tiles widen
+// two dims of 8 or 16 keys from one load by a shift and a mask. An odd head_dim's last dim
+// (none of these models') has a row of its own with the keys in order. Against the layout
+// before it (each dim's row, keys t and t + 8 of a group of 16 sharing a lane, which the dot
+// products re-packed into dim pairs: ~40% of V-4.6's decode attention on AMX), kernels_bench,
+// one thread, 3-6 interleaved rounds on a Xeon with AMX: decode of 16 sequences × 1024 keys
+// 0.75-0.96× the time at MiniCPM4's heads and 0.5-0.7× at V-4.6's 256-dim ones, one sequence
+// × 8192 keys 0.72× (V-4.6); prefill 0.92-0.96× (MiniCPM4), 0.83-0.88× (V-4.6).
+inline int64_t KeyIndex(int64_t offset, int64_t j, int64_t block_size, int64_t head_dim,
+                        DType dt) {
+  if (dt != DType::kBF16) return j * block_size + offset;
+  const int64_t row = (j >> 1) * 2 * block_size;
+  if (j == head_dim - 1 && head_dim % 2 != 0) return row + offset;
+  return row + 2 * offset + (j & 1);
+}
+
+// Elements between a head's rows of keys in a block: a dim's (f32) or a dim pair's (bf16).
+inline int64_t KeyRow(int64_t block_size, DType dt) {
+  return dt == DType::kBF16 ? 2 * block_size : block_size;
 }
 
 // Query rows attended together by one call of the AVX2 kernel (they share each chunk's key loads

@@ -431,30 +431,49 @@ TEST(AttentionTest, KvWriteStoresRoundedBf16) {
   const int64_t slot = 6;  // block 1, offset 2
   KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
   for (int64_t j = 0; j < d; ++j) {
-    EXPECT_EQ(k[4 * d + j * 4 + 2], F32ToBf16(src[j]));  // keys transposed within the block
+    // Keys transposed within the block, each key's dims in pairs: dim pair j / 2's row of 4
+    // keys × 2 dims, key 2's pair at 4, dim j at j % 2 in it.
+    EXPECT_EQ(k[4 * d + j / 2 * 8 + 2 * 2 + j % 2], F32ToBf16(src[j]));
     EXPECT_EQ(v[4 * d + 2 * d + j], F32ToBf16(src[j]));
   }
 }
 
-// bf16 keys of a whole group of 16 slots are stored pairwise (t, t + 8) per 32-bit lane; those of
-// a block's shorter last group, and f32 keys, in order.
-TEST(AttentionTest, KvWritePairsBf16KeysWithinGroupsOf16) {
-  EXPECT_EQ(KeySlot(0, 16, DType::kBF16), 0);
-  EXPECT_EQ(KeySlot(8, 16, DType::kBF16), 1);
-  EXPECT_EQ(KeySlot(9, 16, DType::kBF16), 3);
-  EXPECT_EQ(KeySlot(7, 16, DType::kBF16), 14);
-  EXPECT_EQ(KeySlot(15, 16, DType::kBF16), 15);
-  EXPECT_EQ(KeySlot(24, 32, DType::kBF16), 17);
-  EXPECT_EQ(KeySlot(17, 24, DType::kBF16), 17);  // the last group holds 8 slots
-  EXPECT_EQ(KeySlot(9, 16, DType::kF32), 9);
+// Where a key's dims sit among its head's keys of a block: f32 in a row per dim, the keys in
+// order; bf16 in a row per dim pair, each key's two dims side by side (the lower dim first), and
+// an odd head_dim's last dim in a row of its own, in order.
+TEST(AttentionTest, KeyIndexPairsBf16DimsPerKey) {
+  EXPECT_EQ(KeyIndex(9, 5, 16, 8, DType::kF32), 5 * 16 + 9);
+  EXPECT_EQ(KeyIndex(0, 0, 16, 8, DType::kBF16), 0);
+  EXPECT_EQ(KeyIndex(0, 1, 16, 8, DType::kBF16), 1);
+  EXPECT_EQ(KeyIndex(9, 4, 16, 8, DType::kBF16), 2 * 32 + 18);
+  EXPECT_EQ(KeyIndex(9, 5, 16, 8, DType::kBF16), 2 * 32 + 19);
+  EXPECT_EQ(KeyIndex(4, 7, 5, 8, DType::kBF16), 3 * 10 + 9);
+  EXPECT_EQ(KeyIndex(4, 6, 5, 7, DType::kBF16), 3 * 10 + 4);  // odd head_dim: the last dim
+  // Every (key, dim) of a block lands on its own element of the head's block_size·head_dim.
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int64_t d : {1, 7, 8, 64}) {
+      for (int64_t bs : {1, 5, 16}) {
+        std::vector<int> hits(bs * d);
+        for (int64_t o = 0; o < bs; ++o) {
+          for (int64_t j = 0; j < d; ++j) {
+            const int64_t i = KeyIndex(o, j, bs, d, dt);
+            ASSERT_GE(i, 0);
+            ASSERT_LT(i, bs * d) << "d=" << d << " bs=" << bs;
+            ++hits[i];
+          }
+        }
+        for (int h : hits) ASSERT_EQ(h, 1) << "d=" << d << " bs=" << bs;
+      }
+    }
+  }
   const int64_t d = 8, bs = 16;
   std::vector<uint16_t> k(2 * bs * d), v(k.size());
   KvLayerView kv{k.data(), v.data(), DType::kBF16, bs, 1, d};
   std::vector<float> src = RandomVec(d, 6);
-  const int64_t slot = bs + 9;  // block 1, offset 9: lane 1's high half
+  const int64_t slot = bs + 9;  // block 1, offset 9
   KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
   for (int64_t j = 0; j < d; ++j) {
-    EXPECT_EQ(k[bs * d + j * bs + 3], F32ToBf16(src[j]));
+    EXPECT_EQ(k[bs * d + j / 2 * 2 * bs + 2 * 9 + j % 2], F32ToBf16(src[j]));
     EXPECT_EQ(v[bs * d + 9 * d + j], F32ToBf16(src[j]));
   }
 }

@@ -2,6 +2,8 @@
 // attention_avx512.cc has 16-lane score and value tiles that compute the AVX2 tiles' chains).
 #pragma once
 
+#include <xmmintrin.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -12,7 +14,7 @@ namespace cpm::kernels::attn {
 
 constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kMaxGroup = 16;
-constexpr int64_t kChunk = 16;  // keys per score tile: ≤ one block's group of 16 (KeySlot)
+constexpr int64_t kChunk = 16;  // keys per score tile: ≤ one block's group of 16 slots
 constexpr int64_t kSpan = 128;  // keys per softmax update; spans start at multiples of it
 static_assert(kPartitionKeys % kSpan == 0, "partitions start at a span");
 // Chunks ahead whose keys a chunk's first score tile prefetches (kernels_bench decode, one
@@ -21,10 +23,10 @@ constexpr int64_t kKeysAhead = 2;
 // Chunks per dot-product score tile at most (ScoreTilesDotAvx512).
 constexpr int64_t kMaxTileChunks = 4;
 
-// A piece of a span inside one group of 16 slots of a block (KeySlot): the element offset of its
-// head's keys in the block (dim j's slots at + j·block_size), the slot of its first key, the
-// element offset of its first value, its keys (≤ 16), and whether it is a whole group, whose
-// keys the tiles can read in KeySlot's pairing (not a block's shorter last group, nor part of a
+// A piece of a span inside one group of 16 slots of a block (slots [16i, 16i + 16)): the
+// element offset of its head's keys in the block (KeyIndex from there), the slot of its first
+// key, the element offset of its first value, its keys (≤ 16), and whether it is a whole group,
+// whose keys the tiles read 16 at a time (not a block's shorter last group, nor part of a
 // group, as where a span starts inside one when the block size is not a multiple of 16).
 struct Chunk {
   int64_t head, in_block, v, n;
@@ -41,11 +43,26 @@ struct Chunk {
 // Zen 5: 1.02-1.09× at MiniCPM4's heads, 1.07× and 1.3× at V-4.6's 256-dim ones (the dot-product
 // tiles; the AVX2 ones 0.97-1.09×), prefill rows level or better.
 struct Prefetch {
-  const char* k;   // dim 0 of the first key of the chunk kKeysAhead on
-  int64_t k_row;   // bytes between its dims
+  const char* k;   // the first row of keys of the chunk kKeysAhead on
+  int64_t k_row;   // bytes between its rows
+  bool k_pairs;    // a bf16 cache: a row per dim pair (KeyIndex), else a row per dim
   const char* v;   // this chunk's first value
   int64_t v_step;  // n·element bytes: over the d dims, all n·d values
 };
+
+// The requests of a tile's step over dims j and j + 1 (j even): their row or rows of the keys
+// ahead, and those dims' share of this chunk's values (a line of a bf16 chunk's).
+[[gnu::always_inline]] inline void RequestDims(const Prefetch& pf, int64_t j) {
+  if (pf.k_pairs) {
+    _mm_prefetch(pf.k + j / 2 * pf.k_row, _MM_HINT_T0);
+    _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
+    return;
+  }
+  _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
+  _mm_prefetch(pf.k + (j + 1) * pf.k_row, _MM_HINT_T0);
+  _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
+  _mm_prefetch(pf.v + (j + 1) * pf.v_step, _MM_HINT_T0);
+}
 
 // The online-softmax state of one query row of a GQA group: each head's running max m and
 // sum l, and the span's scores s (then probabilities); the running output accumulates in `out`
@@ -75,13 +92,14 @@ inline void ForHeadTiles(int64_t group, F&& f) {
 // the span's keys in order, so the results are bitwise the AVX2 kernel's (tested).
 //
 // s_i[0..16) = scale · q_i · k_t for the nq query vectors at qt (dim j of vector i at
-// qt[j·q_stride + i]); dim j's 16 keys at keys + j·row elements, f32 in order or bf16 in
-// KeySlot's pairing (a whole group of 16); the first tile prefetches pf.
+// qt[j·q_stride + i]); a whole chunk's 16 keys in rows `row` elements apart from keys: f32,
+// dim j's in row j, or bf16, dims 2p and 2p + 1 of each key side by side in row p (KeyIndex);
+// the first tile prefetches pf.
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
                       const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf);
 // The same scores by bf16 dot products (AVX512_BF16), for query vectors that hold bf16 values
 // (as a bf16 model's q after RoPE): s_i[16c, 16c + 16) for the n_chunks (1, 2 or 4) whole bf16
-// chunks at keys[c] (dims `row` elements apart, KeySlot's pairing), from the dim pairs of
+// chunks at keys[c] (dim pair p's 16 keys at + p·row elements: KeyIndex), from the dim pairs of
 // vector i at qp[i·kQpStride + p] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low
 // half: each vector's pairs contiguous, so they are packed with vector stores). The products are exact, so a score differs from the f32 tiles' only by the order of
 // its f32 sums (one chain per score over the dim pairs in order: still a row's alone). Each key
@@ -93,14 +111,11 @@ constexpr int64_t kQpStride = kMaxHeadDim / 2;
 void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
                          float scale, const Prefetch* pf);
-// A whole bf16 chunk's key pairs as ScoreTileDot's vectors, out[p·16 + t] = key t's dims
-// (2p, 2p + 1) for p < d / 2: the column tile of AMX's scores. Makes pf's requests.
-void PackKeyPairsAvx512(const uint16_t* keys, int64_t row, int64_t d, const Prefetch& pf,
-                        uint32_t* out);
 // The same scores as ScoreTilesDotAvx512 on AMX tiles (attention_amx.cc), where AmxChoice().on
 // and d % 32 == 0 (UseAmxScores): every whole chunk of every row with dot-product scores takes
 // them, so a row's bits still do not depend on its batch. Each score one TDPBF16PS chain over
-// the dim pairs in steps of 16, then times scale.
+// the dim pairs in steps of 16, then times scale. A chunk's column tile is 16 of its pair rows,
+// loaded from the cache as they lie.
 // The caller loads TileConfig(v) (UseTileConfig) before its calls, v at least the most
 // vectors a call passes (AttendRows asks once a span; a load only where the shapes changed). A
 // tile's rows change no score's bits.
