@@ -24,7 +24,7 @@ namespace {
 // [16, 32); 4, 5 x's rows [0, 16) and [16, 32); 6, 7 the weights of columns [0, 16), [16, 32).
 // `rows0`, `rows1`: the block's rows in each half (rows1 may be 0: tiles 2, 3, 5 unused);
 // `pairs`: the k pairs one step takes (16, or the tail).
-AmxTileConfig MakeConfig(int rows0, int rows1, int pairs) {
+constexpr AmxTileConfig MakeConfig(int rows0, int rows1, int pairs) {
   AmxTileConfig c;
   for (int t : {0, 1, 2, 3}) c.colsb[t] = 64;
   c.rows[0] = c.rows[1] = static_cast<uint8_t>(rows0);
@@ -163,12 +163,12 @@ struct Call {
 };
 
 // The tile shapes of a block of `rows` rows (≤ 32: tiles 0-1 and 4 for the first 16, 2-3 and 5
-// for the rest) over steps of `pairs` k pairs (≤ 16), made once: UseTileConfig compares a
+// for the rest) over steps of `pairs` k pairs (≤ 16), made at compile time: UseTileConfig compares a
 // block's shapes with the thread's, and comparing a configuration built just before, byte by
 // byte, waited on those byte stores (perf: 1.4% of a pp512 run's samples on the compare's first
 // load; 0.22% of a pp512 and batch-16 run's with this table).
 using BlockTileTable = std::array<std::array<AmxTileConfig, 17>, 33>;
-const BlockTileTable kBlockTiles = [] {
+constexpr BlockTileTable kBlockTiles = [] {
   BlockTileTable t{};
   for (int rows = 1; rows <= 32; ++rows) {
     const int rows0 = std::min(16, rows);
