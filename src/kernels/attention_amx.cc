@@ -3,10 +3,11 @@
 //
 // Scores (ScoreTilesAmx): the query vectors' bf16 pairs (kQpStride apart) are tile rows as they
 // are, and a whole chunk's 16 keys are a column tile per 16 dim pairs, loaded from the cache as
-// they lie (a bf16 cache keeps each key's dims in pairs: KeyIndex). Two tiles of vectors × two chunks at a time (tiles 0-3 the sums, 4 and 5 the
-// vectors, 6 and 7 the chunks; tiles a call has no vectors or chunk for are left out), in
-// TileConfig's shapes, which the caller loads: a decode row's GQA heads fill its vector
-// tiles (8 rows for MiniCPM4), which then do no work for rows that hold nothing.
+// they lie (a bf16 cache keeps each key's dims in pairs: KeyIndex). Two tiles of vectors × two
+// chunks at a time (tiles 0-3 the sums, 4 and 5 the vectors, 6 and 7 the chunks; tiles a call has
+// no vectors or chunk for are left out), in TileConfig's shapes, which the caller loads: a decode
+// row's GQA heads fill its vector tiles (8 rows for MiniCPM4), which then do no work for rows that
+// hold nothing.
 // kernels_bench BM_PagedAttention, 2 vCPUs of a Xeon with AMX, 2 interleaved rounds against
 // CPM_AMX=0 (ms): MiniCPM4's heads, a 512-token prefill 3.36-3.55 -> 2.30-2.48, 256 tokens at
 // depth 2048 10.9-11.8 -> 7.2-7.5; decode, one sequence over 1024 and 8192 keys 1.2x and
@@ -52,7 +53,7 @@ void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
       // Chunk c's requests for the step's pairs [p + i0, p + i1), made once (the first tile
       // of vectors) and spread between the tile instructions.
       const auto request = [&](int64_t c, int64_t p, int64_t i0, int64_t i1) {
-        if (v0 > 0 || c >= n_chunks) return;
+        if (v0 > 0) return;
         for (int64_t i = i0; i < i1; ++i) RequestDims(pf[c], 2 * (p + i));
       };
       _tile_zero(0);

@@ -75,12 +75,12 @@ inline void LoadKeys16(const void* p, int64_t row, int64_t j, __m256* k0, __m256
   }
 }
 
-// Where the score tiles read a whole chunk's keys: rows `row` elements apart from p, bf16 dim
-// pairs (KeyIndex) or f32 dims (the tiles' kBf16Keys says which). Straight from the cache for a decode row (≤ kMaxDirectVectors query
-// vectors): its heads widen bf16 keys in registers once per score tile of ≤ 6 query vectors
-// instead of through a copy, a store and a reload per key vector. The copy (f32, row 16) serves
-// the rows of a prefill (up to 64 query vectors, 11 tiles: widening in every tile cost more
-// than once) and a block's shorter last group.
+// Where the score tiles read a whole chunk's keys: rows `row` elements apart from p, bf16 dim pairs
+// (KeyIndex) or f32 dims (the tiles' kBf16Keys says which). Straight from the cache for a decode
+// row (≤ kMaxDirectVectors query vectors): its heads widen bf16 keys in registers once per score
+// tile of ≤ 6 query vectors instead of through a copy, a store and a reload per key vector. The
+// copy (f32, row 16) serves the rows of a prefill (up to 64 query vectors, 11 tiles: widening in
+// every tile cost more than once) and a block's shorter last group.
 struct ChunkKeys {
   const void* p;
   int64_t row;
@@ -93,8 +93,8 @@ void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
   if (c.whole) {
-    const char* base =
-        static_cast<const char*>(kv.k) + (c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype)) * kSize;
+    const int64_t first = c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype);
+    const char* base = static_cast<const char*>(kv.k) + first * kSize;
     const int64_t row = KeyRow(bs, kv.dtype);
     for (int64_t j = 0; j < d; j += 2) {
       LoadKeys16<kBf16, false>(base, row, j, reinterpret_cast<__m256*>(&kt[j][0]),

@@ -97,16 +97,16 @@ inline void ForHeadTiles(int64_t group, F&& f) {
 // the first tile prefetches pf.
 void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_t nq, int64_t d,
                       const void* keys, int64_t row, bool bf16, float scale, const Prefetch& pf);
-// The same scores by bf16 dot products (AVX512_BF16), for query vectors that hold bf16 values
-// (as a bf16 model's q after RoPE): s_i[16c, 16c + 16) for the n_chunks (1, 2 or 4) whole bf16
-// chunks at keys[c] (dim pair p's 16 keys at + p·row elements: KeyIndex), from the dim pairs of
-// vector i at qp[i·kQpStride + p] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low
-// half: each vector's pairs contiguous, so they are packed with vector stores). The products are exact, so a score differs from the f32 tiles' only by the order of
-// its f32 sums (one chain per score over the dim pairs in order: still a row's alone). Each key
-// vector feeds every query vector of a tile, and a tile of two chunks halves the query
-// broadcasts per product, which bound the f32 tiles (Zen 5 issues one broadcast a cycle); four
-// chunks give ≤ 4 query vectors (a decode row of 4 heads per KV head) 16 chains. pf[c] per
-// chunk.
+// The same scores by bf16 dot products (AVX512_BF16), for query vectors that hold bf16 values (as a
+// bf16 model's q after RoPE): s_i[16c, 16c + 16) for the n_chunks (1, 2 or 4) whole bf16 chunks at
+// keys[c] (dim pair p's 16 keys at + p·row elements: KeyIndex), from the dim pairs of vector i at
+// qp[i·kQpStride + p] (dims 2p, 2p + 1 as one bf16 pair, the lower dim in the low half: each
+// vector's pairs contiguous, so they are packed with vector stores). The products are exact, so a
+// score differs from the f32 tiles' only by the order of its f32 sums (one chain per score over the
+// dim pairs in order: still a row's alone). Each key vector feeds every query vector of a tile, and
+// a tile of two chunks halves the query broadcasts per product, which bound the f32 tiles (Zen 5
+// issues one broadcast a cycle); four chunks give ≤ 4 query vectors (a decode row of 4 heads per KV
+// head) 16 chains. pf[c] per chunk.
 constexpr int64_t kQpStride = kMaxHeadDim / 2;
 void ScoreTilesDotAvx512(const uint32_t* qp, float* const* s, int64_t nq,
                          int64_t d, const uint16_t* const* keys, int64_t n_chunks, int64_t row,
@@ -154,12 +154,12 @@ void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool
 
 // P·V by bf16 dot products (AVX512_BF16), for the rows that take dot-product scores: the span's
 // exps, rounded to bf16 by the softmax update (with a bf16 cache, at every ISA: attention.h) and
-// left as pairs in p_pairs, are exact bf16 operands. Twice the products per instruction of the
-// f32 tiles, which ran at the f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill 512 over 512 keys
-// +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a span's keys are
-// first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the dim's values
-// of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and the dims
-// past d zero). keys[t]: the span's key t's values (bf16, d contiguous), t < n, and
+// left as pairs in p_pairs, are exact bf16 operands. Twice the products per instruction of the f32
+// tiles, which ran at the f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill
+// 512 over 512 keys +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a
+// span's keys are first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the
+// dim's values of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and
+// the dims past d zero). keys[t]: the span's key t's values (bf16, d contiguous), t < n, and
 // keys[n] null when n is odd.
 constexpr int64_t ValuePairsStride(int64_t d) { return (d + 15) / 16 * 16; }
 void PackValuePairsAvx512(const uint16_t* const* keys, int64_t n, int64_t d, uint32_t* vp);

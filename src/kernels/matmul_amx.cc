@@ -163,9 +163,9 @@ struct Call {
 };
 
 // The tile shapes of a block of `rows` rows (≤ 32: tiles 0-1 and 4 for the first 16, 2-3 and 5
-// for the rest) over steps of `pairs` k pairs (≤ 16), made at compile time: UseTileConfig compares a
-// block's shapes with the thread's, and comparing a configuration built just before, byte by
-// byte, waited on those byte stores (perf: 1.4% of a pp512 run's samples on the compare's first
+// for the rest) over steps of `pairs` k pairs (≤ 16), made at compile time: UseTileConfig
+// compares a block's shapes with the thread's, and comparing a configuration built just before,
+// byte by byte, waited on those byte stores (perf: 1.4% of a pp512 run's samples on the compare's first
 // load; 0.22% of a pp512 and batch-16 run's with this table).
 using BlockTileTable = std::array<std::array<AmxTileConfig, 17>, 33>;
 constexpr BlockTileTable kBlockTiles = [] {
