@@ -34,6 +34,7 @@ namespace cpm::kernels {
 namespace {
 
 using attn::Chunk;
+using attn::ChunkKeysAt;
 using attn::ForHeadTiles;
 using attn::kChunk;
 using attn::kKeysAhead;
@@ -93,8 +94,7 @@ void CopyKeys(const KvLayerView& kv, const Chunk& c, float (*kt)[kChunk]) {
   constexpr int64_t kSize = kBf16 ? 2 : 4;
   const int64_t d = kv.head_dim, bs = kv.block_size;
   if (c.whole) {
-    const int64_t first = c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype);
-    const char* base = static_cast<const char*>(kv.k) + first * kSize;
+    const char* base = static_cast<const char*>(kv.k) + ChunkKeysAt(c, kv) * kSize;
     const int64_t row = KeyRow(bs, kv.dtype);
     for (int64_t j = 0; j < d; j += 2) {
       LoadKeys16<kBf16, false>(base, row, j, reinterpret_cast<__m256*>(&kt[j][0]),
@@ -406,11 +406,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
                  std::min(n_keys - p, group_end - in_block),
                  in_block % kChunk == 0 && in_block + kChunk <= bs};
   };
-  // A chunk's first row of keys (elements into K; its rows key_row apart: KeyIndex).
-  const int64_t key_row = KeyRow(bs, kv.dtype);
-  const auto keys_at = [&](const Chunk& c) {
-    return c.head + KeyIndex(c.in_block, 0, bs, d, kv.dtype);
-  };
+  const int64_t key_row = KeyRow(bs, kv.dtype);  // elements between a chunk's rows of keys
   // Keys of the last row (the most) within the partition.
   const int64_t n_last = std::min(n_keys0 + rows - 1, key_end);
   float* s[kMaxAttendRows * kMaxGroup];
@@ -433,8 +429,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
     const auto prefetch_for = [&](int64_t c) {
       const Chunk& ch = chunks[c];
       const Chunk& next = chunks[c + kKeysAhead];
-      return Prefetch{static_cast<const char*>(kv.k) + keys_at(next) * kSize, key_row * kSize,
-                      kBf16, static_cast<const char*>(kv.v) + ch.v * kSize, ch.n * kSize};
+      return Prefetch{static_cast<const char*>(kv.k) + ChunkKeysAt(next, kv) * kSize,
+                      key_row * kSize, kBf16, static_cast<const char*>(kv.v) + ch.v * kSize,
+                      ch.n * kSize};
     };
     for (int64_t c = 0, o = 0; c < nc; o += chunks[c++].n) {
       const int64_t r0 = first_row(o), nq = (rows - r0) * group;
@@ -457,7 +454,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         Prefetch pf[4];
         for (int64_t i = 0; i < n_chunks; ++i) {
           const Chunk& ci = chunks[c + i];
-          keys[i] = static_cast<const uint16_t*>(kv.k) + keys_at(ci);
+          keys[i] = static_cast<const uint16_t*>(kv.k) + ChunkKeysAt(ci, kv);
           pf[i] = prefetch_for(c + i);
         }
         const auto scores = amx_scores ? attn::ScoreTilesAmx : attn::ScoreTilesDotAvx512;
@@ -470,16 +467,16 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       if (copy) CopyKeys<kBf16>(kv, ch, kt);
       const float* qr = qt + r0 * group;
       if (!copy && kBf16) {
-        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + keys_at(ch), key_row};
+        const ChunkKeys keys{static_cast<const uint16_t*>(kv.k) + ChunkKeysAt(ch, kv), key_row};
         if (wide) {
           attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, key_row, true, scale, pf);
         } else {
           ScoreTiles<true>(qr, qt_stride, s, nq, d, keys, scale, pf);
         }
       } else {
-        const ChunkKeys keys = copy ? ChunkKeys{&kt[0][0], kChunk}
-                                    : ChunkKeys{static_cast<const float*>(kv.k) + keys_at(ch),
-                                                key_row};
+        const ChunkKeys keys =
+            copy ? ChunkKeys{&kt[0][0], kChunk}
+                 : ChunkKeys{static_cast<const float*>(kv.k) + ChunkKeysAt(ch, kv), key_row};
         if (wide) {
           attn::ScoreTilesAvx512(qr, qt_stride, s, nq, d, keys.p, keys.row, false, scale, pf);
         } else {

@@ -33,6 +33,11 @@ struct Chunk {
   bool whole;
 };
 
+// Where a chunk's keys begin in K (elements): its first row, the next rows KeyRow apart.
+inline int64_t ChunkKeysAt(const Chunk& c, const KvLayerView& kv) {
+  return c.head + KeyIndex(c.in_block, 0, kv.block_size, kv.head_dim, kv.dtype);
+}
+
 // What a chunk's first score tile prefetches, one line request per dim, spread over the tile's
 // loop rather than in a burst, which stalled on the core's outstanding-miss buffers (perf: ~8%
 // of decode attention's samples at 16 sequences × 1024 keys sat on a burst's loop): dim j's

@@ -165,8 +165,8 @@ struct Call {
 // The tile shapes of a block of `rows` rows (≤ 32: tiles 0-1 and 4 for the first 16, 2-3 and 5
 // for the rest) over steps of `pairs` k pairs (≤ 16), made at compile time: UseTileConfig
 // compares a block's shapes with the thread's, and comparing a configuration built just before,
-// byte by byte, waited on those byte stores (perf: 1.4% of a pp512 run's samples on the compare's first
-// load; 0.22% of a pp512 and batch-16 run's with this table).
+// byte by byte, waited on those byte stores (perf: 1.4% of a pp512 run's samples on the
+// compare's first load; 0.22% of a pp512 and batch-16 run's with this table).
 using BlockTileTable = std::array<std::array<AmxTileConfig, 17>, 33>;
 constexpr BlockTileTable kBlockTiles = [] {
   BlockTileTable t{};
@@ -185,8 +185,7 @@ constexpr BlockTileTable kBlockTiles = [] {
 void Block(const Call& c, const char* panel, int64_t cols, float* yp, int64_t i0,
            int64_t s0, int64_t s1, bool last, float (*park)[32]) {
   const int rows = static_cast<int>(std::min<int64_t>(32, c.m - i0));
-  const int rows0 = std::min(16, rows), rows1 = rows - rows0;
-  const bool two = rows1 > 0;
+  const bool two = rows > 16;  // tiles 2, 3 and 5 hold rows [16, 32)
   const char* x = c.x + i0 * c.xs;
   if (s1 > s0) {
     UseTileConfig(kBlockTiles[rows][16]);
