@@ -18,15 +18,10 @@ inline void StoreKv(void* base, DType dt, int64_t idx, float v) {
   else static_cast<float*>(base)[idx] = v;
 }
 
-// Element offsets of (token position `pos`, kv head `kvh`, dim 0) in one layer's V, and of kv
-// head kvh's keys of pos's block in its K (KvLayerView; the key's dims there: KeyIndex).
-inline int64_t VOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
-                       int64_t kvh) {
-  const int64_t block = block_table[pos / kv.block_size];
-  return block * kv.BlockStride() + kvh * kv.HeadStride() + (pos % kv.block_size) * kv.head_dim;
-}
-inline int64_t KHeadOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
-                           int64_t kvh) {
+// Element offset of kv head kvh's keys (or values) of pos's block in one layer's K (or V)
+// (KvLayerView; the key's dims there: KeyIndex, the value's: ValueIndex).
+inline int64_t HeadOffset(const KvLayerView& kv, const int32_t* block_table, int64_t pos,
+                          int64_t kvh) {
   return block_table[pos / kv.block_size] * kv.BlockStride() + kvh * kv.HeadStride();
 }
 
@@ -36,7 +31,7 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
   const int64_t d = kv.head_dim;
   scores.resize(group * (n_keys + 1));  // each head's scores, then each head's 1 / sum
   for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t head = KHeadOffset(kv, block_table, p, kvh), offset = p % kv.block_size;
+    const int64_t head = HeadOffset(kv, block_table, p, kvh), offset = p % kv.block_size;
     for (int64_t g = 0; g < group; ++g) {
       const float* qh = q + g * d;
       float dot = 0.0f;
@@ -62,11 +57,14 @@ void AttendRow(const float* q, int64_t n_keys, int64_t kvh, int64_t group, const
     std::fill(out + g * d, out + (g + 1) * d, 0.0f);
   }
   for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t off = VOffset(kv, block_table, p, kvh);
+    const int64_t head = HeadOffset(kv, block_table, p, kvh), offset = p % kv.block_size;
     for (int64_t g = 0; g < group; ++g) {
       const float w = scores[g * n_keys + p];
       float* o = out + g * d;
-      for (int64_t j = 0; j < d; ++j) o[j] += w * LoadKv(kv.v, kv.dtype, off + j);
+      for (int64_t j = 0; j < d; ++j) {
+        o[j] += w * LoadKv(kv.v, kv.dtype,
+                           head + ValueIndex(offset, j, kv.block_size, d, kv.dtype));
+      }
     }
   }
   for (int64_t g = 0; g < group; ++g) {
@@ -95,9 +93,18 @@ AmxTileConfig TileConfig(int64_t rows) {
   return c;
 }
 
-void PadValuePairs(int64_t n, int64_t d, uint32_t* vp) {
-  const int64_t dp = ValuePairsStride(d);
-  std::fill(vp + (n + 1) / 2 * dp, vp + (n + 31) / 32 * 16 * dp, 0u);
+void CopyValuePairs(const ValueRun* runs, int64_t n_runs, int64_t d, uint32_t* vp) {
+  int64_t n = 0;
+  for (int64_t c = 0; c < n_runs; ++c) {
+    const int64_t pairs = (runs[c].n + 1) / 2;
+    uint32_t* rows = vp + n / 2 * d;
+    std::copy(runs[c].rows, runs[c].rows + pairs * d, rows);
+    if (runs[c].n % 2 != 0) {
+      for (int64_t j = 0; j < d; ++j) rows[(pairs - 1) * d + j] &= 0xffffu;  // no key's half
+    }
+    n += runs[c].n;
+  }
+  std::fill(vp + (n + 1) / 2 * d, vp + (n + 31) / 32 * 16 * d, 0u);
 }
 
 }  // namespace attn
@@ -112,7 +119,8 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
       for (int64_t j = 0; j < d; ++j) {
         StoreKv(kv.k, kv.dtype, head + KeyIndex(offset, j, kv.block_size, d, kv.dtype),
                 k[t * k_stride + h * d + j]);
-        StoreKv(kv.v, kv.dtype, head + offset * d + j, v[t * v_stride + h * d + j]);
+        StoreKv(kv.v, kv.dtype, head + ValueIndex(offset, j, kv.block_size, d, kv.dtype),
+                v[t * v_stride + h * d + j]);
       }
     }
   }

@@ -15,8 +15,9 @@ namespace cpm::kernels {
 // stored transposed (one dim of a block's keys is contiguous: the AVX2 kernel's scores need keys
 // as columns, and transposing them at every read cost as much as the scores at decode); bf16
 // keys as [head_dim / 2, block_size, 2], dims paired per key, the operand of the dot-product
-// scores (attention_impl.h: KeyIndex). One head's keys or values of a block are contiguous
-// either way.
+// scores (attention_impl.h: KeyIndex), and bf16 values as [block_size / 2, head_dim, 2], keys
+// paired per dim, the operand of P·V's (ValueIndex). One head's keys or values of a block are
+// contiguous either way.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;

@@ -17,9 +17,10 @@
 // 1271-1293 tokens/s), decode at depth 1024 within the noise.
 //
 // P·V (SpanValuesAmx): the span's P, already bf16 pairs of keys in p_pairs, is tile A as it
-// lies (a row per head), the values' pairs tile B (16 key pairs × 16 dims), the outputs the sums,
-// 4 column tiles at a time, loaded rescaled and stored back once per span. Decode rows now pack
-// their values first too (the AVX-512 path makes the pairs in registers instead). kernels_bench
+// lies (a row per head), the values' pairs tile B (16 key pairs × 16 dims, copied from the
+// cache's pair rows: CopyValuePairs), the outputs the sums, 4 column tiles at a time, loaded
+// rescaled and stored back once per span. Decode rows take it too. When first made, with the
+// values packed into pairs from a row per key (the cache's layout then), kernels_bench
 // against the AMX scores with AVX-512 P·V, 2 interleaved rounds (ms): a 512-token prefill
 // 3.01-3.06 -> 1.76-1.77, 256 tokens at depth 2048 10.0-10.5 -> 5.2-5.3, V-4.6's heads 17.6-18.6
 // -> 8.4-9.5; decode, one sequence over 1024 / 8192 keys 0.029-0.031 -> 0.021-0.022 /
@@ -116,13 +117,13 @@ inline void StoreOutputs(float* o, int64_t os) {
 template <int T>
 void ValueColumns(RowState& r, int64_t d, const uint32_t* vp, int64_t j0, int64_t steps) {
   const int64_t os = d * static_cast<int64_t>(sizeof(float));
-  const int64_t vs = ValuePairsStride(d) * static_cast<int64_t>(sizeof(uint32_t));
+  const int64_t vs = d * static_cast<int64_t>(sizeof(uint32_t));  // a pair row
   const int64_t ps = static_cast<int64_t>(sizeof r.p_pairs[0]);
   float* o = r.out + j0;
   LoadOutputs<T>(o, os);
   for (int64_t s = 0; s < steps; ++s) {
     _tile_loadd(4, &r.p_pairs[0][16 * s], ps);
-    const uint32_t* v = vp + 16 * s * ValuePairsStride(d) + j0;
+    const uint32_t* v = vp + 16 * s * d + j0;
     _tile_loadd(6, v, vs);
     _tile_dpbf16ps(0, 4, 6);
     if constexpr (T > 1) {

@@ -34,6 +34,7 @@ namespace cpm::kernels {
 namespace {
 
 using attn::Chunk;
+using attn::ForChunkValues;
 using attn::ChunkKeysAt;
 using attn::ForHeadTiles;
 using attn::kChunk;
@@ -45,10 +46,16 @@ using attn::kSpan;
 using attn::Prefetch;
 using attn::RowState;
 
-template <bool kBf16>
-inline __m256 LoadKv8(const void* base, int64_t idx) {
-  if constexpr (kBf16) return avx2::LoadBf16(static_cast<const uint16_t*>(base) + idx);
-  else return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
+// Dims [j, j + 8) of a bf16 cache's value as f32 (ForChunkValues): the key's halves of a pair
+// row's 16 words, by a shift (the low halves) or a mask, or its own row's 8 words widened.
+template <attn::ValueHalf kHalf>
+inline __m256 WidenValue8(const uint16_t* row, int64_t j) {
+  if constexpr (kHalf == attn::ValueHalf::kOwnRow) return avx2::LoadBf16(row + j);
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * j));
+  if constexpr (kHalf == attn::ValueHalf::kLow) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(-65536)));
 }
 
 // Dim j's 16 keys (0-7 in k0, 8-15 in k1) of a whole chunk whose rows are `row` elements apart
@@ -218,7 +225,7 @@ void SpanSoftmax(RowState* r, int64_t group, int64_t n, bool round_p) {
 // interleaved rounds); the score tiles out of line too gained prefill a further 5-20%.
 template <int H, int S, bool kBf16>
 [[gnu::noinline]] void ValueTile(RowState& r, int64_t h0, int64_t j0, int64_t d, const void* v,
-                                 const Chunk* chunks, int64_t n) {
+                                 int64_t bs, const Chunk* chunks, int64_t n) {
   __m256 acc[H][S];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
@@ -228,17 +235,33 @@ template <int H, int S, bool kBf16>
       acc[h][i] = _mm256_mul_ps(_mm256_loadu_ps(r.out + (h0 + h) * d + j0 + 8 * i), a);
     }
   }
-  for (int64_t o = 0; o < n; ++chunks) {
-    const int64_t vc = chunks->v + j0, nc = std::min(chunks->n, n - o);
-    for (int64_t t = 0; t < nc; ++t, ++o) {
-      __m256 vv[S];
-#pragma GCC unroll 3
-      for (int i = 0; i < S; ++i) vv[i] = LoadKv8<kBf16>(v, vc + t * d + 8 * i);
+  int64_t o = 0;  // the span's key
+  const auto key = [&](const __m256 (&vv)[S]) {
 #pragma GCC unroll 4
-      for (int h = 0; h < H; ++h) {
-        const __m256 p = _mm256_broadcast_ss(&r.s[h0 + h][o]);
+    for (int h = 0; h < H; ++h) {
+      const __m256 p = _mm256_broadcast_ss(&r.s[h0 + h][o]);
 #pragma GCC unroll 3
-        for (int i = 0; i < S; ++i) acc[h][i] = _mm256_fmadd_ps(p, vv[i], acc[h][i]);
+      for (int i = 0; i < S; ++i) acc[h][i] = _mm256_fmadd_ps(p, vv[i], acc[h][i]);
+    }
+    ++o;
+  };
+  for (; o < n; ++chunks) {
+    const int64_t nc = std::min(chunks->n, n - o);
+    if constexpr (kBf16) {
+      const uint16_t* head = static_cast<const uint16_t*>(v) + chunks->head;
+      ForChunkValues(head, chunks->in_block, nc, bs, d, [&](const uint16_t* row, auto half) {
+        __m256 vv[S];
+#pragma GCC unroll 3
+        for (int i = 0; i < S; ++i) vv[i] = WidenValue8<half()>(row, j0 + 8 * i);
+        key(vv);
+      });
+    } else {
+      for (int64_t t = 0; t < nc; ++t) {
+        const float* f = static_cast<const float*>(v) + chunks->v + t * d + j0;
+        __m256 vv[S];
+#pragma GCC unroll 3
+        for (int i = 0; i < S; ++i) vv[i] = _mm256_loadu_ps(f + 8 * i);
+        key(vv);
       }
     }
   }
@@ -253,29 +276,32 @@ template <int H, int S, bool kBf16>
 // × 24 dims (then 16 and 8 for what is left): 12 chains, 3 value loads and 4 broadcasts per 12
 // FMAs (against 4 × 16: decode +4-15%, prefill +1-3%, kernels_bench, one thread, 10 rounds).
 template <bool kBf16>
-void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chunk* chunks,
-                int64_t n) {
+void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, int64_t bs,
+                const Chunk* chunks, int64_t n) {
   const auto heads = [&](auto h, int64_t h0) {
     int64_t j0 = 0;
-    for (; j0 + 24 <= d; j0 += 24) ValueTile<h(), 3, kBf16>(r, h0, j0, d, v, chunks, n);
+    for (; j0 + 24 <= d; j0 += 24) ValueTile<h(), 3, kBf16>(r, h0, j0, d, v, bs, chunks, n);
     if (j0 + 16 <= d) {
-      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, chunks, n);
+      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, bs, chunks, n);
       j0 += 16;
     }
-    if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
+    if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, bs, chunks, n);
   };
   ForHeadTiles(group, heads);
 }
 
-// The values of a span's nc chunks (bf16, each chunk's n·d contiguous) as f32, in key order.
+// The values of a span's nc chunks (bf16, ValueIndex) as f32, a row of d per key in key order.
 void WidenSpanValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc, float* out) {
   const uint16_t* v = static_cast<const uint16_t*>(kv.v);
+  const int64_t d = kv.head_dim;  // a multiple of 8
   for (int64_t c = 0; c < nc; ++c) {
-    const int64_t n = chunks[c].n * kv.head_dim;  // a multiple of 8
-    for (int64_t i = 0; i < n; i += 8) {
-      _mm256_storeu_ps(out + i, avx2::LoadBf16(v + chunks[c].v + i));
-    }
-    out += n;
+    ForChunkValues(v + chunks[c].head, chunks[c].in_block, chunks[c].n, kv.block_size, d,
+                   [&](const uint16_t* row, auto half) {
+                     for (int64_t j = 0; j < d; j += 8) {
+                       _mm256_storeu_ps(out + j, WidenValue8<half()>(row, j));
+                     }
+                     out += d;
+                   });
   }
 }
 
@@ -295,32 +321,33 @@ void PackQueryPairs(const float* q, int64_t d, uint32_t* pairs) {
   }
 }
 
-// Where a span's P·V reads its values. Rows with dot-product scores take bf16 dot products
-// (attention_tiles.h: SpanValuesDotAvx512) on value pairs made in registers from the cache for
-// one row (each value is read by one or two head tiles, too few to pay for a pass of their own:
-// kernels_bench, decode of 16 sequences × 8192 keys, the pass cost 12%), or packed once for the
-// rows of a prefill. Otherwise f32 FMAs, on one f32 copy of a bf16 span shared by a prefill's
-// rows (the widening is exact; each row's tiles then load the values as they are, with the same
-// chains), or straight from the cache. The rows that take AMX scores take AMX's P·V on packed
-// pairs, a decode row too (the same chains whatever the row's block): there the tiles win back
-// the pass and more (attention_amx.cc: decode of 16 sequences × 8192 keys 1.25× faster).
-enum class ValuePath { kDotAmx, kDotDirect, kDotPacked, kWidened, kCache };
+// Where a span's P·V reads its values. Rows with dot-product scores over a cache of an even
+// block size (every chunk but a span's last then holds whole key pairs: ValueIndex) take bf16
+// dot products on the values' pairs: by vdpbf16ps straight from the cache, or on AMX tiles
+// where the rows' scores are, from a copy of the span's pair rows in 16-row tiles
+// (attention_tiles.h: SpanValuesDotAvx512, CopyValuePairs); one path for every row of a cache, so
+// a row's bits do not depend on its batch. Otherwise (an odd block size too) f32 FMAs, on one
+// f32 copy of a bf16 span shared by a prefill's rows (the widening is exact; each row's tiles
+// then load the values as they are, with the same chains), or straight from the cache. Against
+// the values kept a row per key (re-paired for every span: packed for AMX and a prefill's rows,
+// in registers for a decode row), kernels_bench, one thread, medians of 5-7 interleaved rounds
+// on a Xeon with AMX: decode 0.79-0.86× the time at MiniCPM4's heads, 0.90-0.92× at V-4.6's,
+// prefill 0.96-1.03×; without AMX (vdpbf16ps) decode 0.93-0.97×, prefill level; the AVX2 path
+// (f32 FMAs, each key's dims now a shift or a mask of a pair row) 1.02-1.05×.
+enum class ValuePath { kDotAmx, kDot, kWidened, kCache };
 
-ValuePath ChooseValuePath(bool bf16, bool dot, bool amx, int64_t rows, int64_t d) {
-  if (bf16 && dot && amx) return ValuePath::kDotAmx;
-  if (bf16 && dot) return rows == 1 && d % 32 == 0 ? ValuePath::kDotDirect : ValuePath::kDotPacked;
+ValuePath ChooseValuePath(bool bf16, bool dot, bool amx, int64_t rows, int64_t bs) {
+  if (bf16 && dot && bs % 2 == 0) return amx ? ValuePath::kDotAmx : ValuePath::kDot;
   return bf16 && rows > 1 ? ValuePath::kWidened : ValuePath::kCache;
 }
 
-// Pointers to the values of a span's nc chunks' keys, in order, and a null after the last.
-void SpanKeyValues(const KvLayerView& kv, const Chunk* chunks, int64_t nc,
-                   const uint16_t** keys) {
+// The span's nc chunks as runs of value pairs (a bf16 cache, an even block size).
+void SpanValueRuns(const KvLayerView& kv, const Chunk* chunks, int64_t nc,
+                   attn::ValueRun* runs) {
   const uint16_t* v = static_cast<const uint16_t*>(kv.v);
-  int64_t n = 0;
   for (int64_t c = 0; c < nc; ++c) {
-    for (int64_t t = 0; t < chunks[c].n; ++t) keys[n++] = v + chunks[c].v + t * kv.head_dim;
+    runs[c] = {reinterpret_cast<const uint32_t*>(v + chunks[c].v), chunks[c].n};
   }
-  keys[n] = nullptr;
 }
 
 // The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.
@@ -364,10 +391,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local float qt[kMaxHeadDim * kMaxAttendRows * kMaxGroup];
   alignas(32) thread_local float kt[kMaxHeadDim][kChunk];  // a chunk's keys, when copied
   thread_local Chunk chunks[kSpan + kKeysAhead];
-  // A span's values, widened to f32 or as the pairs of the P·V dot products.
-  alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];
-  static_assert(kSpan / 2 * attn::ValuePairsStride(kMaxHeadDim) <= kSpan * kMaxHeadDim);
-  thread_local const uint16_t* vkeys[kSpan + 1];  // each key's values, for the P·V dot products
+  alignas(64) thread_local float vspan[kSpan * kMaxHeadDim];  // a span's values widened to f32
+  thread_local attn::ValueRun runs[kSpan];  // the P·V dot products' runs of value pairs
+  // AMX's P·V operand: the span's value pairs, d a row (CopyValuePairs).
+  alignas(64) thread_local uint32_t vpairs[kSpan / 2 * kMaxHeadDim];
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
   // + p] holds dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
   // 32 vectors more than the rows hold: AMX's score tiles read 16 or 32 whole vectors.
@@ -485,15 +512,11 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       }
     }
     // Where the span's P·V reads its values (ValuePath), prepared once for all rows.
-    const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, d);
-    uint32_t* const vpairs = reinterpret_cast<uint32_t*>(vspan);
-    const bool dot_values = path != ValuePath::kWidened && path != ValuePath::kCache;
-    if (dot_values) SpanKeyValues(kv, chunks, nc, vkeys);
-    if (path == ValuePath::kDotPacked || path == ValuePath::kDotAmx) {
-      attn::PackValuePairsAvx512(vkeys, p1 - p0, d, vpairs);
-    }
+    const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, bs);
+    const bool dot_values = path == ValuePath::kDotAmx || path == ValuePath::kDot;
+    if (dot_values) SpanValueRuns(kv, chunks, nc, runs);
     if (path == ValuePath::kDotAmx) {
-      attn::PadValuePairs(p1 - p0, d, vpairs);
+      attn::CopyValuePairs(runs, nc, d, vpairs);
       UseTileConfig(value_tiles);
     }
     if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
@@ -508,19 +531,19 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         case ValuePath::kDotAmx:
           attn::SpanValuesAmx(st[r], group, d, vpairs, n);
           break;
-        case ValuePath::kDotDirect:
-          attn::SpanValuesDotDirectAvx512(st[r], group, d, vkeys, n);
-          break;
-        case ValuePath::kDotPacked:
-          attn::SpanValuesDotAvx512(st[r], group, d, vpairs, n);
+        case ValuePath::kDot:
+          attn::SpanValuesDotAvx512(st[r], group, d, runs, n);
           break;
         case ValuePath::kWidened:
-          if (wide_values) attn::SpanValuesAvx512(st[r], group, d, vspan, false, &widened_chunk, n);
-          else SpanValues<false>(st[r], group, d, vspan, &widened_chunk, n);
+          if (wide_values) {
+            attn::SpanValuesAvx512(st[r], group, d, vspan, false, bs, &widened_chunk, n);
+          } else {
+            SpanValues<false>(st[r], group, d, vspan, bs, &widened_chunk, n);
+          }
           break;
         case ValuePath::kCache:
-          if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, chunks, n);
-          else SpanValues<kBf16>(st[r], group, d, kv.v, chunks, n);
+          if (wide_values) attn::SpanValuesAvx512(st[r], group, d, kv.v, kBf16, bs, chunks, n);
+          else SpanValues<kBf16>(st[r], group, d, kv.v, bs, chunks, n);
           break;
       }
     }

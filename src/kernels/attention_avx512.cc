@@ -69,33 +69,53 @@ template <int H, int S, bool kTail>
   }
 }
 
+// Dims [j, j + 16) of a bf16 cache's value as f32 (ForChunkValues): the key's halves of a pair
+// row's 32 words, by a shift (the low halves) or a mask, or its own row's 16 words widened.
+template <ValueHalf kHalf>
+inline __m512 WidenValue16(const uint16_t* row, int64_t j) {
+  if constexpr (kHalf == ValueHalf::kOwnRow) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  const __m512i w = _mm512_loadu_si512(row + 2 * j);
+  if constexpr (kHalf == ValueHalf::kLow) return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(-65536)));
+}
+
 // o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_t p_h[t] · v_t[j0, j0 + 16·S) for H heads from h0
 // (the AVX2 ValueTile on 16 lanes).
 template <int H, int S, bool kBf16>
 [[gnu::noinline]] void ValueTile(RowState& r, int64_t h0, int64_t j0, int64_t d, const void* v,
-                                 const Chunk* chunks, int64_t n) {
+                                 int64_t bs, const Chunk* chunks, int64_t n) {
   __m512 acc[H][S];
   LoadRescaled<H, S, false>(r, h0, j0, d, acc);
-  for (int64_t o = 0; o < n; ++chunks) {
-    const int64_t vc = chunks->v + j0, nc = std::min(chunks->n, n - o);
-    for (int64_t t = 0; t < nc; ++t, ++o) {
-      __m512 vv[S];
+  int64_t o = 0;  // the span's key
+  const auto key = [&](const __m512 (&vv)[S]) {
 #pragma GCC unroll 4
-      for (int i = 0; i < S; ++i) {
-        const int64_t idx = vc + t * d + 16 * i;
-        if constexpr (kBf16) {
-          const __m256i h = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(v) + idx));
-          vv[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        } else {
-          vv[i] = _mm512_loadu_ps(static_cast<const float*>(v) + idx);
-        }
-      }
+    for (int h = 0; h < H; ++h) {
+      const __m512 p = _mm512_set1_ps(r.s[h0 + h][o]);
 #pragma GCC unroll 4
-      for (int h = 0; h < H; ++h) {
-        const __m512 p = _mm512_set1_ps(r.s[h0 + h][o]);
+      for (int i = 0; i < S; ++i) acc[h][i] = _mm512_fmadd_ps(p, vv[i], acc[h][i]);
+    }
+    ++o;
+  };
+  for (; o < n; ++chunks) {
+    const int64_t nc = std::min(chunks->n, n - o);
+    if constexpr (kBf16) {
+      const uint16_t* head = static_cast<const uint16_t*>(v) + chunks->head;
+      ForChunkValues(head, chunks->in_block, nc, bs, d, [&](const uint16_t* row, auto half) {
+        __m512 vv[S];
 #pragma GCC unroll 4
-        for (int i = 0; i < S; ++i) acc[h][i] = _mm512_fmadd_ps(p, vv[i], acc[h][i]);
+        for (int i = 0; i < S; ++i) vv[i] = WidenValue16<half()>(row, j0 + 16 * i);
+        key(vv);
+      });
+    } else {
+      for (int64_t t = 0; t < nc; ++t) {
+        const float* f = static_cast<const float*>(v) + chunks->v + t * d + j0;
+        __m512 vv[S];
+#pragma GCC unroll 4
+        for (int i = 0; i < S; ++i) vv[i] = _mm512_loadu_ps(f + 16 * i);
+        key(vv);
       }
     }
   }
@@ -107,18 +127,18 @@ template <int H, int S, bool kBf16>
 }
 
 template <bool kBf16>
-void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, const Chunk* chunks,
-                int64_t n) {
+void SpanValues(RowState& r, int64_t group, int64_t d, const void* v, int64_t bs,
+                const Chunk* chunks, int64_t n) {
   // Tiles of 4 heads × 64 dims (16 chains, 4 value loads and 4 broadcasts per 16 FMAs), then
   // 32 and 16 dims, and 2 and 1 heads for what is left.
   const auto heads = [&](auto h, int64_t h0) {
     int64_t j0 = 0;
-    for (; j0 + 64 <= d; j0 += 64) ValueTile<h(), 4, kBf16>(r, h0, j0, d, v, chunks, n);
+    for (; j0 + 64 <= d; j0 += 64) ValueTile<h(), 4, kBf16>(r, h0, j0, d, v, bs, chunks, n);
     if (j0 + 32 <= d) {
-      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, chunks, n);
+      ValueTile<h(), 2, kBf16>(r, h0, j0, d, v, bs, chunks, n);
       j0 += 32;
     }
-    if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, chunks, n);
+    if (j0 < d) ValueTile<h(), 1, kBf16>(r, h0, j0, d, v, bs, chunks, n);
   };
   ForHeadTiles(group, heads);
 }
@@ -193,27 +213,39 @@ void ScoreTilesDot(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
   while (i < nq) tile(std::integral_constant<int, 1>{});
 }
 
-// o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_u P_h[u] · V[u] over the n_pairs key pairs u for H heads
-// from h0, by bf16 dot products: P_h[u] = pp[h0 + h][u] (keys 2u, 2u + 1 as one bf16 pair), V[u]
-// at vp + u·dp (each dim's two values as one pair). One chain per output element over the pairs
-// in order. kTail: the last of the S vectors holds only 8 dims (d % 16 == 8).
+// o_h[j0, j0 + 16·S) = o_h · alpha_h + Σ_u P_h[u] · V[u] over the key pairs u of the row's n
+// keys for H heads from h0, by bf16 dot products: P_h[u] = pp[h0 + h][u] (keys 2u, 2u + 1 as one
+// bf16 pair), V[u] the pair row of the run that holds keys 2u, 2u + 1 (each dim's two values as
+// one pair), an odd count's last with its high halves cleared. One chain per output element over
+// the pairs in order. kTail: the last of the S vectors holds only 8 dims (d % 16 == 8).
 template <int H, int S, bool kTail>
 [[gnu::noinline]] void ValueTileDot(RowState& r, const uint32_t (*pp)[kSpan / 2], int64_t h0,
-                                    int64_t j0, int64_t d, const uint32_t* vp, int64_t dp,
-                                    int64_t n_pairs) {
+                                    int64_t j0, int64_t d, const ValueRun* runs, int64_t n) {
   const auto lanes = [](int i) -> __mmask16 { return kTail && i == S - 1 ? 0x00ff : 0xffff; };
   __m512 acc[H][S];
   LoadRescaled<H, S, kTail>(r, h0, j0, d, acc);
-  for (int64_t u = 0; u < n_pairs; ++u) {
+  const auto pair = [&](const uint32_t* row, int64_t u, auto half) {
     __m512i vv[S];
 #pragma GCC unroll 4
-    for (int i = 0; i < S; ++i) vv[i] = _mm512_loadu_si512(vp + u * dp + j0 + 16 * i);
+    for (int i = 0; i < S; ++i) {
+      vv[i] = kTail && i == S - 1 ? _mm512_maskz_loadu_epi32(lanes(i), row + j0 + 16 * i)
+                                  : _mm512_loadu_si512(row + j0 + 16 * i);
+      if constexpr (half()) vv[i] = _mm512_and_si512(vv[i], _mm512_set1_epi32(0xffff));
+    }
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h0 + h][u]));
 #pragma GCC unroll 4
       for (int i = 0; i < S; ++i) acc[h][i] = _mm512_dpbf16_ps(acc[h][i], p, (__m512bh)vv[i]);
     }
+  };
+  int64_t u = 0;  // the span's key pair
+  for (int64_t o = 0; o < n; ++runs) {
+    const int64_t nc = std::min(runs->n, n - o);
+    const uint32_t* row = runs->rows;
+    for (const int64_t end = u + nc / 2; u < end; ++u, row += d) pair(row, u, std::false_type{});
+    if (nc % 2 != 0) pair(row, u++, std::true_type{});
+    o += nc;
   }
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
@@ -222,79 +254,6 @@ template <int H, int S, bool kTail>
       avx512::MaskStoreu(r.out + (h0 + h) * d + j0 + 16 * i, lanes(i), acc[h][i]);
     }
   }
-}
-
-// ValueTileDot's chains with the pairs made in registers from the cache: 32 dims of keys 2u and
-// 2u + 1 (keys[2u], keys[2u + 1]; null: zeros), interleaved word by word within each 128-bit
-// lane (vpunpcklwd / vpunpckhwd), are the pairs of dims {0-3, 8-11, 16-19, 24-27} and of
-// {4-7, 12-15, 20-23, 28-31}. The accumulators keep that order; the outputs are permuted into
-// it and back once per tile. No pass over the values before the products, which a decode row
-// (each value read by one or two tiles) paid for. G groups of 32 dims from j0, H heads from h0.
-template <int H, int G>
-[[gnu::noinline]] void ValueTileDotDirect(RowState& r, const uint32_t (*pp)[kSpan / 2],
-                                          int64_t h0, int64_t j0, int64_t d,
-                                          const uint16_t* const* keys, int64_t n_pairs) {
-  // Dims j0 + [0, 32) of n0 (the first 16) and n1 into those lanes, and back.
-  const __m512i to_lo =
-      _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);
-  const __m512i to_hi =
-      _mm512_set_epi32(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4);
-  const __m512i from0 =
-      _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-  const __m512i from1 =
-      _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
-  __m512 acc[H][G][2];
-#pragma GCC unroll 4
-  for (int h = 0; h < H; ++h) {
-    const __m512 a = _mm512_set1_ps(r.alpha[h0 + h]);
-#pragma GCC unroll 2
-    for (int g = 0; g < G; ++g) {
-      const float* o = r.out + (h0 + h) * d + j0 + 32 * g;
-      const __m512 n0 = _mm512_mul_ps(_mm512_loadu_ps(o), a);
-      const __m512 n1 = _mm512_mul_ps(_mm512_loadu_ps(o + 16), a);
-      acc[h][g][0] = _mm512_permutex2var_ps(n0, to_lo, n1);
-      acc[h][g][1] = _mm512_permutex2var_ps(n0, to_hi, n1);
-    }
-  }
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t u = 0; u < n_pairs; ++u) {
-    const uint16_t* ka = keys[2 * u] + j0;
-    const uint16_t* kb = keys[2 * u + 1];
-    __m512i lo[G], hi[G];
-#pragma GCC unroll 2
-    for (int g = 0; g < G; ++g) {
-      const __m512i va = _mm512_loadu_si512(ka + 32 * g);
-      const __m512i vb = kb ? _mm512_loadu_si512(kb + j0 + 32 * g) : zero;
-      lo[g] = _mm512_unpacklo_epi16(va, vb);
-      hi[g] = _mm512_unpackhi_epi16(va, vb);
-    }
-#pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) {
-      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h0 + h][u]));
-#pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) {
-        acc[h][g][0] = _mm512_dpbf16_ps(acc[h][g][0], p, (__m512bh)lo[g]);
-        acc[h][g][1] = _mm512_dpbf16_ps(acc[h][g][1], p, (__m512bh)hi[g]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 2
-    for (int g = 0; g < G; ++g) {
-      float* o = r.out + (h0 + h) * d + j0 + 32 * g;
-      _mm512_storeu_ps(o, _mm512_permutex2var_ps(acc[h][g][0], from0, acc[h][g][1]));
-      _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(acc[h][g][0], from1, acc[h][g][1]));
-    }
-  }
-}
-
-// Dims [0, d) of a bf16 key's values at v (none: zeros) widened to the low or high halves of
-// 32-bit lanes, 16 dims from j.
-inline __m512i ValueHalves(const uint16_t* v, int64_t j, int64_t d) {
-  if (v == nullptr) return _mm512_setzero_si512();
-  const __mmask16 m = avx512::FirstLanes(d - j);
-  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, v + j));
 }
 
 // e^x for x ≤ 0 (and NaN) in about half of avx512::Exp's instructions, bit for bit avx2::Exp,
@@ -348,48 +307,23 @@ inline __m512 ExpNonPositive(__m512 x) {
 
 }  // namespace
 
-void PackValuePairsAvx512(const uint16_t* const* keys, int64_t n, int64_t d, uint32_t* vp) {
-  const int64_t dp = ValuePairsStride(d);
-  for (int64_t u = 0; 2 * u < n; ++u) {
-    for (int64_t j = 0; j < dp; j += 16) {
-      const __m512i lo = ValueHalves(keys[2 * u], j, d), hi = ValueHalves(keys[2 * u + 1], j, d);
-      _mm512_storeu_si512(vp + u * dp + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-    }
-  }
-}
-
-void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp,
+void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const ValueRun* runs,
                          int64_t n) {
   const uint32_t(*pp)[kSpan / 2] = r.p_pairs;
-  const int64_t n_pairs = (n + 1) / 2;
   // Tiles of 4 heads × 64 dims (16 chains: 4 value loads and 4 broadcasts per 16 dot
   // products), then 32 and 16 dims (the last maybe 8), and 2 and 1 heads for what is left.
-  const int64_t dp = ValuePairsStride(d);
   const auto heads = [&](auto h, int64_t h0) {
     int64_t j0 = 0;
-    for (; j0 + 64 <= d; j0 += 64) ValueTileDot<h(), 4, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+    for (; j0 + 64 <= d; j0 += 64) ValueTileDot<h(), 4, false>(r, pp, h0, j0, d, runs, n);
     if (j0 + 32 <= d) {
-      ValueTileDot<h(), 2, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+      ValueTileDot<h(), 2, false>(r, pp, h0, j0, d, runs, n);
       j0 += 32;
     }
     if (j0 + 16 <= d) {
-      ValueTileDot<h(), 1, false>(r, pp, h0, j0, d, vp, dp, n_pairs);
+      ValueTileDot<h(), 1, false>(r, pp, h0, j0, d, runs, n);
       j0 += 16;
     }
-    if (j0 < d) ValueTileDot<h(), 1, true>(r, pp, h0, j0, d, vp, dp, n_pairs);
-  };
-  ForHeadTiles(group, heads);
-}
-
-void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
-                               const uint16_t* const* keys, int64_t n) {
-  const uint32_t(*pp)[kSpan / 2] = r.p_pairs;
-  const int64_t n_pairs = (n + 1) / 2;
-  // Tiles of 4 heads × 64 dims, then 32 dims, and 2 and 1 heads for what is left.
-  const auto heads = [&](auto h, int64_t h0) {
-    int64_t j0 = 0;
-    for (; j0 + 64 <= d; j0 += 64) ValueTileDotDirect<h(), 2>(r, pp, h0, j0, d, keys, n_pairs);
-    if (j0 < d) ValueTileDotDirect<h(), 1>(r, pp, h0, j0, d, keys, n_pairs);
+    if (j0 < d) ValueTileDot<h(), 1, true>(r, pp, h0, j0, d, runs, n);
   };
   ForHeadTiles(group, heads);
 }
@@ -456,9 +390,9 @@ void ScoreTilesAvx512(const float* qt, int64_t q_stride, float* const* s, int64_
 }
 
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
-                      const Chunk* chunks, int64_t n) {
-  if (bf16) return SpanValues<true>(r, group, d, v, chunks, n);
-  SpanValues<false>(r, group, d, v, chunks, n);
+                      int64_t block_size, const Chunk* chunks, int64_t n) {
+  if (bf16) return SpanValues<true>(r, group, d, v, block_size, chunks, n);
+  SpanValues<false>(r, group, d, v, block_size, chunks, n);
 }
 
 }  // namespace cpm::kernels::attn

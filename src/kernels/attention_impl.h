@@ -35,6 +35,22 @@ inline int64_t KeyIndex(int64_t offset, int64_t j, int64_t block_size, int64_t h
   return row + 2 * offset + (j & 1);
 }
 
+// Element index of dim j of the value at `offset` of its block, within its head's values of the
+// block. f32: [block_size][head_dim], each key's values in a row. bf16: [block_size / 2]
+// [head_dim][2], keys 2u and 2u + 1 side by side in row u (2u in the low half of a 32-bit lane):
+// P·V's key pairs as vdpbf16ps and TDPBF16PS take them, so the dot products read a chunk's values
+// as they lie (vdpbf16ps) or copy its rows whole (AMX's 16-row tiles span two blocks of 16),
+// where each span's values were re-paired before; the f32 tiles widen a key's dims from its pair
+// row by a shift or a mask. An odd block_size's last key (none of the server's power-of-two
+// sizes) has a row of its own with the dims in order.
+inline int64_t ValueIndex(int64_t offset, int64_t j, int64_t block_size, int64_t head_dim,
+                          DType dt) {
+  if (dt != DType::kBF16 || (offset == block_size - 1 && block_size % 2 != 0)) {
+    return offset * head_dim + j;
+  }
+  return (offset & ~int64_t{1}) * head_dim + 2 * j + (offset & 1);
+}
+
 // Elements between a head's rows of keys in a block: a dim's (f32) or a dim pair's (bf16).
 inline int64_t KeyRow(int64_t block_size, DType dt) {
   return dt == DType::kBF16 ? 2 * block_size : block_size;

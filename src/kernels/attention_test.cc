@@ -141,8 +141,12 @@ enum class Queries { kF32, kBf16, kMixed };
 
 // Whether row r takes bf16 dot products at the AVX-512 level.
 bool DotProducts(const Case& c, Queries qk, int64_t r) {
+  // Scores of whole chunks (a block of at least 16 slots) or P·V on value pairs (an even block
+  // size: ValuePath).
+  const bool chunks_or_pairs = c.block_size >= attn::kChunk || c.block_size % 2 == 0;
   return (qk == Queries::kBf16 || (qk == Queries::kMixed && r % 3 != 0)) &&
-         c.dtype == DType::kBF16 && c.head_dim % 8 == 0 && GetCpuFeatures().avx512bf16;
+         c.dtype == DType::kBF16 && c.head_dim % 8 == 0 && chunks_or_pairs &&
+         GetCpuFeatures().avx512bf16;
 }
 
 void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed,
@@ -362,24 +366,28 @@ TEST(AttentionTest, Bf16QueriesMatchDenseReference) {
   }
 }
 
-// A span's value pairs are packed into a per-thread buffer that outlives the call; where P·V
-// runs in steps of 32 keys (AMX), the pairs past a span's keys must read as zeros, not as what
-// an earlier span left there: 0 · NaN is NaN. A decode over 112 keys whose last 12 values are
-// NaN, then one over 97 keys on the same thread: its outputs are finite and what they were
-// before.
-TEST(AttentionTest, EarlierSpansValuesLeaveNoTrace) {
+// P·V reads its values' pairs as the cache holds them, where a sequence's last block has slots
+// past its keys: what an earlier sequence left there (a freed block is reused unwritten) must
+// not show, though a pair row or an AMX tile of 8 pair rows reads them beside the last keys, as
+// 0 · NaN is NaN. A decode over 97 keys (an odd count: its last pair half a key's) whose block's
+// slots 97-111 hold NaN from an earlier sequence, and on the same thread one over 112 keys
+// whose last 12 values are NaN (the per-thread buffers): its outputs are finite and what they
+// are over a cache of zeros past its keys.
+TEST(AttentionTest, SlotsPastTheKeysLeaveNoTrace) {
   const int64_t n_heads = 16, kv_heads = 2, d = 64, bs = 16, kvw = kv_heads * d;
   ThreadPool pool(1);  // one thread: one set of per-thread buffers
   std::vector<uint16_t> kb(2 * 7 * bs * kvw), vb(kb.size());
   KvLayerView kv{kb.data(), vb.data(), DType::kBF16, bs, kv_heads, d};
   const std::vector<int32_t> poisoned = {0, 1, 2, 3, 4, 5, 6}, clean = {7, 8, 9, 10, 11, 12, 13};
-  for (const auto* table : {&poisoned, &clean}) {
-    std::vector<float> k = RandomVec(112 * kvw, 41, -2, 2), v = RandomVec(112 * kvw, 42);
-    if (table == &poisoned) std::fill(v.begin() + 100 * kvw, v.end(), NAN);
+  const std::vector<float> k = RandomVec(112 * kvw, 41, -2, 2), v = RandomVec(112 * kvw, 42);
+  const auto write = [&](const std::vector<int32_t>& table, int64_t from, int64_t to,
+                         float value) {
+    std::vector<float> vs(v);  // keys [from, to) with `value` in every dim
+    std::fill(vs.begin() + from * kvw, vs.begin() + to * kvw, value);
     std::vector<int64_t> slots(112);
-    for (int64_t p = 0; p < 112; ++p) slots[p] = (*table)[p / bs] * bs + p % bs;
-    KvWrite(k.data(), kvw, v.data(), kvw, slots.data(), 112, kv);
-  }
+    for (int64_t p = 0; p < 112; ++p) slots[p] = table[p / bs] * bs + p % bs;
+    KvWrite(k.data(), kvw, vs.data(), kvw, slots.data(), 112, kv);
+  };
   std::vector<float> q = RandomVec(n_heads * d, 43, -2, 2);
   for (float& x : q) x = RoundBf16(x);  // bf16 values: the dot-product rows
   const float scale = 0.125f;
@@ -393,8 +401,11 @@ TEST(AttentionTest, EarlierSpansValuesLeaveNoTrace) {
   IsaGuard guard;
   for (Isa isa : IsasToTest()) {
     ASSERT_TRUE(SetActiveIsa(isa));
+    write(clean, 97, 112, 0.0f);
     const std::vector<float> before = attend(clean, 97);
+    write(poisoned, 100, 112, NAN);
     attend(poisoned, 112);
+    write(clean, 97, 112, NAN);
     const std::vector<float> after = attend(clean, 97);
     for (int64_t j = 0; j < n_heads * d; ++j) {
       ASSERT_TRUE(std::isfinite(after[j])) << ToString(isa) << " output " << j;
@@ -432,9 +443,10 @@ TEST(AttentionTest, KvWriteStoresRoundedBf16) {
   KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
   for (int64_t j = 0; j < d; ++j) {
     // Keys transposed within the block, each key's dims in pairs: dim pair j / 2's row of 4
-    // keys × 2 dims, key 2's pair at 4, dim j at j % 2 in it.
+    // keys × 2 dims, key 2's pair at 4, dim j at j % 2 in it. Values in rows of key pairs: key
+    // 2 the low half of each dim's pair in row 1.
     EXPECT_EQ(k[4 * d + j / 2 * 8 + 2 * 2 + j % 2], F32ToBf16(src[j]));
-    EXPECT_EQ(v[4 * d + 2 * d + j], F32ToBf16(src[j]));
+    EXPECT_EQ(v[4 * d + 2 * d + 2 * j], F32ToBf16(src[j]));
   }
 }
 
@@ -474,7 +486,36 @@ TEST(AttentionTest, KeyIndexPairsBf16DimsPerKey) {
   KvWrite(src.data(), d, src.data(), d, &slot, 1, kv);
   for (int64_t j = 0; j < d; ++j) {
     EXPECT_EQ(k[bs * d + j / 2 * 2 * bs + 2 * 9 + j % 2], F32ToBf16(src[j]));
-    EXPECT_EQ(v[bs * d + 9 * d + j], F32ToBf16(src[j]));
+    EXPECT_EQ(v[bs * d + 8 * d + 2 * j + 1], F32ToBf16(src[j]));
+  }
+}
+
+// Where a value's dims sit among its head's values of a block: f32 in a row per key; bf16 in a
+// row per key pair, each dim's two values side by side (the even slot's first), and an odd
+// block's last key in a row of its own, in order.
+TEST(AttentionTest, ValueIndexPairsBf16KeysPerDim) {
+  EXPECT_EQ(ValueIndex(9, 5, 16, 8, DType::kF32), 9 * 8 + 5);
+  EXPECT_EQ(ValueIndex(0, 0, 16, 8, DType::kBF16), 0);
+  EXPECT_EQ(ValueIndex(1, 0, 16, 8, DType::kBF16), 1);
+  EXPECT_EQ(ValueIndex(8, 5, 16, 8, DType::kBF16), 8 * 8 + 10);
+  EXPECT_EQ(ValueIndex(9, 5, 16, 8, DType::kBF16), 8 * 8 + 11);
+  EXPECT_EQ(ValueIndex(3, 7, 5, 8, DType::kBF16), 2 * 8 + 15);
+  EXPECT_EQ(ValueIndex(4, 6, 5, 8, DType::kBF16), 4 * 8 + 6);  // odd block: the last key
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int64_t d : {1, 7, 8, 64}) {
+      for (int64_t bs : {1, 2, 5, 16}) {
+        std::vector<int> hits(bs * d);
+        for (int64_t o = 0; o < bs; ++o) {
+          for (int64_t j = 0; j < d; ++j) {
+            const int64_t i = ValueIndex(o, j, bs, d, dt);
+            ASSERT_GE(i, 0);
+            ASSERT_LT(i, bs * d) << "d=" << d << " bs=" << bs;
+            ++hits[i];
+          }
+        }
+        for (int h : hits) ASSERT_EQ(h, 1) << "d=" << d << " bs=" << bs;
+      }
+    }
   }
 }
 

@@ -24,8 +24,9 @@ constexpr int64_t kKeysAhead = 2;
 constexpr int64_t kMaxTileChunks = 4;
 
 // A piece of a span inside one group of 16 slots of a block (slots [16i, 16i + 16)): the
-// element offset of its head's keys in the block (KeyIndex from there), the slot of its first
-// key, the element offset of its first value, its keys (≤ 16), and whether it is a whole group,
+// element offset of its head's keys and values in the block (KeyIndex and ValueIndex from
+// there), the slot of its first key, the element offset of its first value (a bf16 cache with
+// an even slot: its first pair row), its keys (≤ 16), and whether it is a whole group,
 // whose keys the tiles read 16 at a time (not a block's shorter last group, nor part of a
 // group, as where a span starts inside one when the block size is not a multiple of 16).
 struct Chunk {
@@ -37,6 +38,44 @@ struct Chunk {
 inline int64_t ChunkKeysAt(const Chunk& c, const KvLayerView& kv) {
   return c.head + KeyIndex(c.in_block, 0, kv.block_size, kv.head_dim, kv.dtype);
 }
+
+// Where a bf16 cache's value of one key lies (ValueIndex): the low or high half of each dim's
+// pair in its pair row, or an odd block's last key's own row.
+enum class ValueHalf { kLow, kHigh, kOwnRow };
+template <ValueHalf kHalf>
+using ValueHalfC = std::integral_constant<ValueHalf, kHalf>;
+
+// f(row, half) for the n values from slot in_block of a bf16 cache's block (its head's values at
+// head), in key order: row is the key's pair row (dim j's pair at row + 2j) or its own row (dim
+// j at row + j), half a ValueHalfC, so that the f32 tiles widen each key's dims by a shift, a
+// mask or a plain widening known at compile time; a pair's two keys read the same row in turn.
+template <typename F>
+[[gnu::always_inline]] inline void ForChunkValues(const uint16_t* head, int64_t in_block,
+                                                  int64_t n, int64_t bs, int64_t d, F&& f) {
+  int64_t slot = in_block;
+  const int64_t end = in_block + n;
+  if (slot < end && slot % 2 != 0) {
+    f(head + (slot - 1) * d, ValueHalfC<ValueHalf::kHigh>{});
+    ++slot;
+  }
+  for (; slot + 2 <= end; slot += 2) {
+    f(head + slot * d, ValueHalfC<ValueHalf::kLow>{});
+    f(head + slot * d, ValueHalfC<ValueHalf::kHigh>{});
+  }
+  if (slot < end) {
+    if (bs % 2 != 0 && slot == bs - 1) f(head + slot * d, ValueHalfC<ValueHalf::kOwnRow>{});
+    else f(head + slot * d, ValueHalfC<ValueHalf::kLow>{});
+  }
+}
+
+// A chunk's values for the P·V dot products (a bf16 cache, an even block size): its pair rows
+// (ValueIndex: key pair u's dims at rows + u·d, each a bf16 pair of the two keys' values) and
+// its keys. A run of an odd count has its last pair's high halves (no key's slot, maybe never
+// written, or an earlier sequence's) read as zeros, as 0 · NaN would not vanish.
+struct ValueRun {
+  const uint32_t* rows;
+  int64_t n;
+};
 
 // What a chunk's first score tile prefetches, one line request per dim, spread over the tile's
 // loop rather than in a burst, which stalled on the core's outstanding-miss buffers (perf: ~8%
@@ -51,7 +90,7 @@ struct Prefetch {
   const char* k;   // the first row of keys of the chunk kKeysAhead on
   int64_t k_row;   // bytes between its rows
   bool k_pairs;    // a bf16 cache: a row per dim pair (KeyIndex), else a row per dim
-  const char* v;   // this chunk's first value
+  const char* v;   // this chunk's first value (its n·d values are contiguous in either layout)
   int64_t v_step;  // n·element bytes: over the d dims, all n·d values
 };
 
@@ -134,15 +173,18 @@ void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
 // P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0): o_h = o_h · alpha_h, then
 // Σ_u P_h[u] · V[u] in steps of 16 key pairs, one TDPBF16PS chain per output element over the
 // steps in order, P's pairs read as they are in p_pairs (a tile row per head) and the values'
-// pairs from PackValuePairsAvx512's layout (16 pair rows of 16 dims a tile). A step takes 32
-// keys whatever n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and the value
-// pairs past the span's keys must be zero up to there too (PadValuePairs), as a 0 · NaN would
-// not vanish. The caller loads TileConfig(group) (sums and P: a tile row per head, never more,
-// for a tile store to touch no other head's outputs).
+// pairs from vp (CopyValuePairs: 16 pair rows of 16 dims a tile). A step takes 32 keys whatever
+// n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and so are the value pairs.
+// The caller loads TileConfig(group) (sums and P: a tile row per head, never more, for a tile
+// store to touch no other head's outputs).
 void SpanValuesAmx(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
-// Zeroes the value pairs of PackValuePairsAvx512's layout past the n keys' pairs up to the next
-// 32 keys.
-void PadValuePairs(int64_t n, int64_t d, uint32_t* vp);
+// The span's runs of value pairs (n keys in all) copied into vp, d pairs a row, an odd count's
+// last high halves and the rows past it up to the next 32 keys zero: SpanValuesAmx's operand.
+// A copy, not the cache's rows as they lie: a block of 16 slots holds 8 pair rows, half a
+// column tile, and 8-row tiles straight from the cache (two TDPBF16PS of half the depth, a
+// chunk at a time) took 1.1-1.2× the time of copy and tiles at decode (kernels_bench, one
+// thread, medians of 7 interleaved rounds), where prefill was level.
+void CopyValuePairs(const ValueRun* runs, int64_t n_runs, int64_t d, uint32_t* vp);
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
 // bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the
 // AVX2 kernel's order).
@@ -153,27 +195,19 @@ void SpanSoftmaxAvx512(RowState* r, int64_t group, int64_t n, bool round_p);
 // another order than the AVX2 kernel anyway; this saves the AVX2 order's extra adds, a rounding
 // pass and a packing pass (perf: the update was ~15% of a 512-token prefill at depth 4096).
 void SpanSoftmaxDotAvx512(RowState* r, int64_t group, int64_t n);
-// The row's outputs over its n keys of the span (SpanValues), d % 16 == 0.
+// The row's outputs over its n keys of the span (SpanValues), d % 16 == 0; a bf16 cache's values
+// in blocks of block_size (ValueIndex).
 void SpanValuesAvx512(RowState& r, int64_t group, int64_t d, const void* v, bool bf16,
-                      const Chunk* chunks, int64_t n);
+                      int64_t block_size, const Chunk* chunks, int64_t n);
 
-// P·V by bf16 dot products (AVX512_BF16), for the rows that take dot-product scores: the span's
-// exps, rounded to bf16 by the softmax update (with a bf16 cache, at every ISA: attention.h) and
-// left as pairs in p_pairs, are exact bf16 operands. Twice the products per instruction of the f32
-// tiles, which ran at the f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill
-// 512 over 512 keys +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). The values of a
-// span's keys are first laid out as pairs: key pair u's dim j at vp[u·ValuePairsStride(d) + j], the
-// dim's values of keys 2u and 2u + 1 in the low and high halves (an odd count's last partner and
-// the dims past d zero). keys[t]: the span's key t's values (bf16, d contiguous), t < n, and
-// keys[n] null when n is odd.
-constexpr int64_t ValuePairsStride(int64_t d) { return (d + 15) / 16 * 16; }
-void PackValuePairsAvx512(const uint16_t* const* keys, int64_t n, int64_t d, uint32_t* vp);
-// The row's outputs over its n keys of the span from those pairs and its P in p_pairs (any
-// d % 8).
-void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
-// The same bits with the pairs made in registers from the cache (d % 32 == 0): keys[t] is the
-// span's key t's values (bf16, d contiguous), keys[n_span] null when the span's count is odd.
-void SpanValuesDotDirectAvx512(RowState& r, int64_t group, int64_t d,
-                               const uint16_t* const* keys, int64_t n);
+// P·V by bf16 dot products (AVX512_BF16), for the rows that take dot-product scores over a cache
+// of an even block size: the span's exps, rounded to bf16 by the softmax update (with a bf16
+// cache, at every ISA: attention.h) and left as pairs in p_pairs, are exact bf16 operands, and
+// the values' pairs are read from the cache as they lie (runs: the span's chunks in order, each
+// of an even count but maybe the last). Twice the products per instruction of the f32 tiles,
+// which ran at the f32 FMA peak (kernels_bench, two threads, 5 interleaved rounds: prefill 512
+// over 512 keys +11%, 256 over 2048 +22%, V-4.6's heads +30%; decode +4-13%). One chain per
+// output element over the key pairs in order. Any d % 8.
+void SpanValuesDotAvx512(RowState& r, int64_t group, int64_t d, const ValueRun* runs, int64_t n);
 
 }  // namespace cpm::kernels::attn
