@@ -450,6 +450,28 @@ TEST(AttentionTest, KvWriteStoresRoundedBf16) {
   }
 }
 
+// Every (key, dim) of a block lands on its own element of the head's block_size·head_dim, for
+// KeyIndex or ValueIndex: even and odd head dims and block sizes, both dtypes.
+template <typename Index>
+void ExpectEveryElementOnce(Index index) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int64_t d : {1, 7, 8, 64}) {
+      for (int64_t bs : {1, 2, 5, 16}) {
+        std::vector<int> hits(bs * d);
+        for (int64_t o = 0; o < bs; ++o) {
+          for (int64_t j = 0; j < d; ++j) {
+            const int64_t i = index(o, j, bs, d, dt);
+            ASSERT_GE(i, 0);
+            ASSERT_LT(i, bs * d) << "d=" << d << " bs=" << bs;
+            ++hits[i];
+          }
+        }
+        for (int h : hits) ASSERT_EQ(h, 1) << "d=" << d << " bs=" << bs;
+      }
+    }
+  }
+}
+
 // Where a key's dims sit among its head's keys of a block: f32 in a row per dim, the keys in
 // order; bf16 in a row per dim pair, each key's two dims side by side (the lower dim first), and
 // an odd head_dim's last dim in a row of its own, in order.
@@ -461,23 +483,7 @@ TEST(AttentionTest, KeyIndexPairsBf16DimsPerKey) {
   EXPECT_EQ(KeyIndex(9, 5, 16, 8, DType::kBF16), 2 * 32 + 19);
   EXPECT_EQ(KeyIndex(4, 7, 5, 8, DType::kBF16), 3 * 10 + 9);
   EXPECT_EQ(KeyIndex(4, 6, 5, 7, DType::kBF16), 3 * 10 + 4);  // odd head_dim: the last dim
-  // Every (key, dim) of a block lands on its own element of the head's block_size·head_dim.
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    for (int64_t d : {1, 7, 8, 64}) {
-      for (int64_t bs : {1, 5, 16}) {
-        std::vector<int> hits(bs * d);
-        for (int64_t o = 0; o < bs; ++o) {
-          for (int64_t j = 0; j < d; ++j) {
-            const int64_t i = KeyIndex(o, j, bs, d, dt);
-            ASSERT_GE(i, 0);
-            ASSERT_LT(i, bs * d) << "d=" << d << " bs=" << bs;
-            ++hits[i];
-          }
-        }
-        for (int h : hits) ASSERT_EQ(h, 1) << "d=" << d << " bs=" << bs;
-      }
-    }
-  }
+  ExpectEveryElementOnce(KeyIndex);
   const int64_t d = 8, bs = 16;
   std::vector<uint16_t> k(2 * bs * d), v(k.size());
   KvLayerView kv{k.data(), v.data(), DType::kBF16, bs, 1, d};
@@ -501,22 +507,7 @@ TEST(AttentionTest, ValueIndexPairsBf16KeysPerDim) {
   EXPECT_EQ(ValueIndex(9, 5, 16, 8, DType::kBF16), 8 * 8 + 11);
   EXPECT_EQ(ValueIndex(3, 7, 5, 8, DType::kBF16), 2 * 8 + 15);
   EXPECT_EQ(ValueIndex(4, 6, 5, 8, DType::kBF16), 4 * 8 + 6);  // odd block: the last key
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    for (int64_t d : {1, 7, 8, 64}) {
-      for (int64_t bs : {1, 2, 5, 16}) {
-        std::vector<int> hits(bs * d);
-        for (int64_t o = 0; o < bs; ++o) {
-          for (int64_t j = 0; j < d; ++j) {
-            const int64_t i = ValueIndex(o, j, bs, d, dt);
-            ASSERT_GE(i, 0);
-            ASSERT_LT(i, bs * d) << "d=" << d << " bs=" << bs;
-            ++hits[i];
-          }
-        }
-        for (int h : hits) ASSERT_EQ(h, 1) << "d=" << d << " bs=" << bs;
-      }
-    }
-  }
+  ExpectEveryElementOnce(ValueIndex);
 }
 
 }  // namespace

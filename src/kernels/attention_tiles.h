@@ -178,12 +178,13 @@ void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
 // The caller loads TileConfig(group) (sums and P: a tile row per head, never more, for a tile
 // store to touch no other head's outputs).
 void SpanValuesAmx(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
-// The span's runs of value pairs (n keys in all) copied into vp, d pairs a row, an odd count's
-// last high halves and the rows past it up to the next 32 keys zero: SpanValuesAmx's operand.
-// A copy, not the cache's rows as they lie: a block of 16 slots holds 8 pair rows, half a
-// column tile, and 8-row tiles straight from the cache (two TDPBF16PS of half the depth, a
-// chunk at a time) took 1.1-1.2× the time of copy and tiles at decode (kernels_bench, one
-// thread, medians of 7 interleaved rounds), where prefill was level.
+// The span's runs of value pairs (n keys in all; every run's count even but the last's)
+// copied into vp, d pairs a row, an odd count's last high halves and the rows past it up to
+// the next 32 keys zero: SpanValuesAmx's operand. A copy, not the cache's rows as they lie: a
+// block of 16 slots holds 8 pair rows, half a column tile, and 8-row tiles straight from the
+// cache (twice the TDPBF16PS, of half the depth) took 1.07-1.2× the time of the packing before
+// this layout at decode, where the copy takes 0.79-0.92× (kernels_bench, one thread, medians of
+// 5-7 interleaved rounds on a Xeon with AMX); prefill level either way.
 void CopyValuePairs(const ValueRun* runs, int64_t n_runs, int64_t d, uint32_t* vp);
 // The span's online-softmax update (attention_avx2.cc: SpanSoftmax) with e^x on 16 lanes:
 // bitwise the AVX2 update (the same polynomial; each head's sum adds the 8-lane halves in the

@@ -180,8 +180,8 @@ bool SameConfig(const AmxTileConfig& a, const AmxTileConfig& b) {
 TEST(AmxTiles, LoadedWhereTheShapesChangeAndAfterARelease) {
   if (!AmxUsable()) GTEST_SKIP() << "no AMX-BF16 here";
   const AmxTileConfig a = TilesOf64Bytes(16), b = TilesOf64Bytes(4);
-  AmxTileConfig none;
-  std::memset(&none, 0, sizeof none);  // what STTILECFG stores for unconfigured tiles
+  AmxTileConfig none;  // what STTILECFG stores for unconfigured tiles: all zero
+  none.palette = 0;
   ReleaseTiles();
   EXPECT_TRUE(SameConfig(StoredTileConfig(), none));
   UseTileConfig(a);

@@ -904,7 +904,7 @@ TEST_F(HandlersTest, ReturnTokenIds) {
                          : HandleCompletions(ctx_, body.dump(), Clock::now());
       ASSERT_EQ(r.status, 200) << r.body;
       const Json prompt_ids = engine_.submitted.back().prompt;
-      if (!chat) EXPECT_EQ(prompt_ids, Json({1, 5, 6}));
+      if (!chat) { EXPECT_EQ(prompt_ids, Json({1, 5, 6})); }
       Json ids = Json::array(), prompts = Json::array();
       if (!stream) {
         const Json j = Json::parse(r.body);
@@ -1304,7 +1304,7 @@ TEST_F(ReasoningHandlersTest, ResponsesStreamPlacesItemsAsTheFinalOutput) {
       EXPECT_EQ(e["output_index"], added.size());
       added.push_back(e["item"]["type"]);
     }
-    if (type == "response.output_text.delta") EXPECT_NE(e["delta"], "") << e.dump();
+    if (type == "response.output_text.delta") { EXPECT_NE(e["delta"], "") << e.dump(); }
     if (type == "response.completed") final_output = e["response"]["output"];
   }
   ASSERT_TRUE(final_output.is_array()) << sse;
@@ -1365,7 +1365,7 @@ TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
   EXPECT_EQ(r["max_output_tokens"], 6);
   EXPECT_EQ(r["status"], "incomplete");
   for (const Json& item : r["output"]) {
-    if (item["type"] == "message") EXPECT_EQ(item["status"], "completed");
+    if (item["type"] == "message") { EXPECT_EQ(item["status"], "completed"); }
   }
 
   // Streamed: the reasoning item opens in progress with no content, its part events around
@@ -1390,9 +1390,9 @@ TEST_F(ReasoningHandlersTest, ResponsesObjectAsVllm) {
     if (type == "response.reasoning_part.done") {
       EXPECT_EQ(e["part"]["text"], "Two plus two.\nSo 4.\n");
     }
-    if (type == "response.content_part.added") EXPECT_EQ(e["part"]["logprobs"], Json::array());
-    if (type == "response.content_part.done") EXPECT_TRUE(e["part"]["logprobs"].is_null());
-    if (type == "response.created") EXPECT_EQ(e["response"]["temperature"], 0.8);
+    if (type == "response.content_part.added") { EXPECT_EQ(e["part"]["logprobs"], Json::array()); }
+    if (type == "response.content_part.done") { EXPECT_TRUE(e["part"]["logprobs"].is_null()); }
+    if (type == "response.created") { EXPECT_EQ(e["response"]["temperature"], 0.8); }
   }
   EXPECT_EQ(types, (std::vector<std::string>{
                        "response.output_item.added", "response.reasoning_part.added",
@@ -2106,7 +2106,7 @@ TEST_F(ToolHandlersTest, ResponsesStreamItemsCloseInTurn) {
   Json added = Json::array(), final_output;
   for (const Json& e : ResponsesEvents(Drain(HandleResponses(ctx_, body.dump(), Clock::now())))) {
     const std::string type = e["type"];
-    if (e.contains("item_id")) EXPECT_FALSE(done.count(e["item_id"])) << e.dump();
+    if (e.contains("item_id")) { EXPECT_FALSE(done.count(e["item_id"])) << e.dump(); }
     if (type == "response.output_item.added") added.push_back(e["item"]["type"]);
     if (type == "response.output_item.done") done.insert(e["item"]["id"].get<std::string>());
     if (type == "response.completed") final_output = e["response"]["output"];

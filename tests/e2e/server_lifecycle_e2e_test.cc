@@ -1134,27 +1134,6 @@ TEST_F(ServerLifecycle, IdleKeepAliveConnectionsDoNotDelayShutdown) {
   EXPECT_LT(seconds, 3.0) << "the shutdown waited for the idle connection's keep-alive timeout";
 }
 
-namespace {
-
-// The finish_reason of an SSE body's last choice chunk ("" if none), and whether it ended
-// with [DONE].
-std::string StreamFinish(const std::string& body, bool* done) {
-  bool ok = false;
-  const auto data = e2e::SseData(body, &ok);
-  *done = ok && !data.empty() && data.back() == "[DONE]";
-  std::string finish;
-  for (const std::string& d : data) {
-    if (d == "[DONE]") continue;
-    const Json c = Json::parse(d, nullptr, false);
-    if (c.is_object() && !c["choices"].empty() && !c["choices"][0]["finish_reason"].is_null()) {
-      finish = c["choices"][0]["finish_reason"];
-    }
-  }
-  return finish;
-}
-
-}  // namespace
-
 // A signal while the model loads ends the process at once (vLLM's handler raises out of the
 // engine's start-up) rather than after the load: here one that never ends, its weights a FIFO
 // no one writes.
