@@ -26,7 +26,7 @@ std::string Status::ToString() const {
 
 Status Status::WithPrefix(std::string_view prefix) const {
   if (ok()) return *this;
-  Status s = *this;  // code and param kept
+  Status s = *this;  // code, param and type kept
   s.message_ = std::string(prefix) + ": " + message_;
   return s;
 }

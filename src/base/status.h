@@ -47,11 +47,20 @@ class [[nodiscard]] Status {
     s.param_ = std::move(param);
     return s;
   }
+  // The error's type as the API reports it (OpenAI's error `type`) where the code's usual one
+  // does not say enough: vLLM types a 400 "Bad Request" or "BadRequestError" by where it arose.
+  const std::string& type() const { return type_; }
+  Status WithType(std::string type) const {
+    Status s = *this;
+    s.type_ = std::move(type);
+    return s;
+  }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   std::string param_;
+  std::string type_;
 };
 
 inline Status OkStatus() { return Status(); }

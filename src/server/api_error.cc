@@ -1,30 +1,13 @@
 // Error JSON in vLLM's shape, and Status -> HTTP status mapping.
 #include "server/api_error.h"
 
-#include <cctype>
-#include <string_view>
+#include <utility>
 
 namespace cpm {
-namespace {
 
-// Whether a 400's message is one that vLLM's request models raise while FastAPI parses the
-// body (FastAPI's "N validation error(s):" for a field's type or a model validator, a JSON
-// syntax error, a body that is not an object): FastAPI raises those as RequestValidationError,
-// whose vLLM handler types them "Bad Request"; errors raised while serving are
-// "BadRequestError", pydantic's own "1 validation error for <Model>" among them.
-bool IsRequestValidationMessage(std::string_view m) {
-  size_t digits = 0;
-  while (digits < m.size() && std::isdigit(static_cast<unsigned char>(m[digits]))) ++digits;
-  const std::string_view rest = m.substr(digits);
-  if (digits > 0 && (rest.starts_with(" validation error:") ||
-                     rest.starts_with(" validation errors:"))) {
-    return true;
-  }
-  return m.starts_with("JSON decode error") ||
-         m.starts_with("The request body must be a JSON object");
+Status RequestValidationError(std::string message) {
+  return InvalidArgument(std::move(message)).WithType(kRequestValidationType);
 }
-
-}  // namespace
 
 ApiError ApiErrorFromStatus(const Status& status) {
   ApiError e;
@@ -33,7 +16,7 @@ ApiError ApiErrorFromStatus(const Status& status) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
       e.status = 400;
-      e.type = IsRequestValidationMessage(e.message) ? "Bad Request" : "BadRequestError";
+      e.type = "BadRequestError";
       break;
     case StatusCode::kNotFound:
       e.status = 404;
@@ -57,6 +40,7 @@ ApiError ApiErrorFromStatus(const Status& status) {
       e.type = "InternalServerError";
       break;
   }
+  if (!status.type().empty()) e.type = status.type();
   return e;
 }
 

@@ -18,10 +18,18 @@ struct ApiError {
   std::optional<std::string> param;
 };
 
-// kInvalidArgument -> 400 BadRequestError ("Bad Request" for the body's validation errors, as
-// vLLM's RequestValidationError handler types them), kNotFound -> 404 NotFoundError,
-// kUnauthenticated -> 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501
-// NotImplementedError, everything else -> 500 InternalServerError.
+// vLLM's type for the 400s FastAPI raises while it parses a request's body (a JSON syntax
+// error, a body that is not an object, pydantic's "N validation error(s):" for a field's type or
+// a model validator's ValueError): its RequestValidationError handler's. Errors raised while
+// serving are "BadRequestError", pydantic's own "1 validation error for <Model>" among them.
+inline constexpr const char* kRequestValidationType = "Bad Request";
+
+// A kInvalidArgument that reports as kRequestValidationType.
+Status RequestValidationError(std::string message);
+
+// kInvalidArgument -> 400 BadRequestError, kNotFound -> 404 NotFoundError, kUnauthenticated ->
+// 401, kUnavailable / kResourceExhausted -> 503, kUnimplemented -> 501 NotImplementedError,
+// everything else -> 500 InternalServerError; a Status's own type() replaces the code's.
 ApiError ApiErrorFromStatus(const Status& status);
 ApiError BadRequest(std::string message, std::optional<std::string> param = std::nullopt);
 

@@ -18,9 +18,9 @@ bool IsJsonMediaType(std::string_view content_type) {
 
 std::optional<ApiError> JsonMediaTypeError(std::string_view content_type) {
   if (IsJsonMediaType(content_type)) return std::nullopt;
-  // vLLM raises it as a RequestValidationError, whose handler types it "Bad Request".
+  // vLLM raises it as a RequestValidationError.
   ApiError e;
-  e.type = "Bad Request";
+  e.type = kRequestValidationType;
   e.message = "Unsupported Media Type: Only 'application/json' is allowed";
   return e;
 }

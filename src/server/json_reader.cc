@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "server/api_error.h"
 #include "server/json_parse.h"
 
 namespace cpm::protocol {
@@ -14,19 +15,19 @@ namespace cpm::protocol {
 using Json = nlohmann::ordered_json;
 
 Status TypeError(const std::string& field, const char* expected) {
-  return InvalidArgument("1 validation error: field '" + field + "': Input should be " +
-                         expected);
+  return RequestValidationError("1 validation error: field '" + field + "': Input should be " +
+                                expected);
 }
 
 Status ModelValidatorError(const std::string& what) {
-  return InvalidArgument("1 validation error: Value error, " + what);
+  return RequestValidationError("1 validation error: Value error, " + what);
 }
 
 StatusOr<Json> ParseJsonObject(std::string_view body) {
   std::string error;
   Json j = ParseOrderedJson(body, &error);
-  if (j.is_discarded()) return InvalidArgument("JSON decode error: the request body " + error);
-  if (!j.is_object()) return InvalidArgument("The request body must be a JSON object");
+  if (j.is_discarded()) return RequestValidationError("JSON decode error: the request body " + error);
+  if (!j.is_object()) return RequestValidationError("The request body must be a JSON object");
   return j;
 }
 

@@ -58,14 +58,16 @@ class JsonReader {
 // An integer as pydantic's lax mode reads one (3, 3.0, true, "3"); empty for anything else.
 std::optional<int64_t> LaxInt(const nlohmann::ordered_json& v);
 
+// The errors below are 400s FastAPI raises while it parses the body, so they report as
+// RequestValidationError's (api_error.h).
+
 // Parses a request body into an object; malformed JSON or a non-object is a 400.
 StatusOr<nlohmann::ordered_json> ParseJsonObject(std::string_view body);
 
 // vLLM/pydantic-like wording for a type error on `field`.
 Status TypeError(const std::string& field, const char* expected);
 // An error one of vLLM's request models raises in a model validator (a ValueError while pydantic
-// reads the body): FastAPI's "1 validation error: Value error, <what>", which its handler types
-// "Bad Request" (ApiErrorFromStatus).
+// reads the body): FastAPI's "1 validation error: Value error, <what>".
 Status ModelValidatorError(const std::string& what);
 
 }  // namespace cpm::protocol

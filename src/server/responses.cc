@@ -5,6 +5,7 @@
 #include <iterator>
 #include <optional>
 
+#include "server/api_error.h"
 #include "server/json_reader.h"
 
 namespace cpm {
@@ -238,8 +239,10 @@ Json FunctionToolDump(const Json& tool) {
 }
 
 StatusOr<Json> ChatRequestFromResponses(const Json& request, std::vector<std::string>* ignored) {
-  if (request.is_discarded()) return InvalidArgument("JSON decode error: the request body is not valid JSON");
-  if (!request.is_object()) return InvalidArgument("The request body must be a JSON object");
+  if (request.is_discarded()) {
+    return RequestValidationError("JSON decode error: the request body is not valid JSON");
+  }
+  if (!request.is_object()) return RequestValidationError("The request body must be a JSON object");
   protocol::JsonReader r(request);
   // Sampling fields the chat request takes as they are (OpenAI's and vLLM's extras).
   static const char* const kSame[] = {

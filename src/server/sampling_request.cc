@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "chat/value.h"      // Repr: lists in messages as Python writes them
+#include "server/api_error.h"
 #include "server/json_reader.h"
 #include "server/metrics.h"  // PythonFloat: floats in messages as Python writes them
 
@@ -288,7 +289,7 @@ Status TruncatePrompt(std::optional<int64_t> k, bool keep_first, int64_t max_mod
                       int64_t text_tokens) {
   if (!k) return OkStatus();
   if (*k < -1) {
-    return InvalidArgument(fmt::format(
+    return RequestValidationError(fmt::format(
         "1 validation error: field 'truncate_prompt_tokens': Input should be greater than or "
         "equal to -1, got {}",
         *k));
