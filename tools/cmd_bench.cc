@@ -26,6 +26,7 @@
 
 #include "base/steal_time.h"
 #include "base/thread_pool.h"
+#include "bench_profile.h"
 #include "commands.h"
 #include "model_argument.h"
 #include "kernels/amx.h"
@@ -36,6 +37,7 @@
 #include "kernels/ternary.h"
 #include "kv/kv_cache.h"
 #include "kv/state_slots.h"
+#include "model/forward_profile.h"
 #include "model/minicpm_config.h"
 #include "model/qwen35_config.h"
 #include "model/registry.h"
@@ -58,6 +60,7 @@ struct BenchArgs {
   bool ternary = false;
   std::string quantization = "none";  // none | q8_0 (--quantization)
   int64_t image_side = 448;  // MiniCPM-V-4.6: one square slice through the vision tower; 0: skip
+  bool profile = false;      // each test's best run by forward section (bench_profile.h)
 };
 
 // Default model dir: ../shared/models/MiniCPM4-0.5B relative to the repo, found from the working
@@ -102,28 +105,35 @@ double StealFraction(double stolen, double seconds, int threads) {
   return seconds > 0 ? std::min(1.0, stolen / (seconds * threads)) : 0;
 }
 
-// A timed run, and the share of its threads' time the hypervisor gave to others (steal_time.h).
+// A timed run, the share of its threads' time the hypervisor gave to others (steal_time.h),
+// and with `profile`, its forwards' sections (model/forward_profile.h).
 struct Timed {
   double seconds = 1e30;
   double steal = 0;
+  std::optional<ForwardProfile> profile;
 };
 
 template <typename F>
-Timed TimeRun(int threads, F&& run) {
+Timed TimeRun(int threads, bool profile, F&& run) {
+  ForwardProfile sections;
+  if (profile) SetThreadForwardProfile(&sections);
   const double s0 = StolenCpuSeconds(), t0 = Now();
   run();
   const double seconds = Now() - t0;
-  return {seconds, StealFraction(StolenCpuSeconds() - s0, seconds, threads)};
+  SetThreadForwardProfile(nullptr);
+  Timed t{seconds, StealFraction(StolenCpuSeconds() - s0, seconds, threads), std::nullopt};
+  if (profile) t.profile = std::move(sections);
+  return t;
 }
 
 // The fastest of `repeats` runs, each after an untimed `setup`.
 template <typename Setup, typename F>
-Timed BestRun(int repeats, int threads, Setup&& setup, F&& run) {
+Timed BestRun(int repeats, int threads, bool profile, Setup&& setup, F&& run) {
   Timed best;
   for (int i = 0; i < repeats; ++i) {
     setup();
-    const Timed t = TimeRun(threads, run);
-    if (t.seconds < best.seconds) best = t;
+    Timed t = TimeRun(threads, profile, run);
+    if (t.seconds < best.seconds) best = std::move(t);
   }
   return best;
 }
@@ -277,6 +287,8 @@ struct Result {
   double kv_bytes = 0;     // the KV-cache part of `bytes` (decode: every cached K and V read)
   double bound_seconds = 0;
   std::string bound;       // "bandwidth" or "compute"
+  int64_t steps = 1;       // forwards per run (decode steps; 1 for a prompt or an image)
+  std::optional<ForwardProfile> profile;  // the best run's sections (--profile)
 };
 
 // FLOPs of one side×side slice through MiniCPM-V-4.6's vision tower and mergers (spec §4):
@@ -300,6 +312,10 @@ double VisionFlops(const MiniCpmV46VisionConfig& v, int64_t text_hidden, int64_t
   return f;
 }
 
+TestProfile ProfileOf(const Result& r) {
+  return {r.test, r.batch, r.steps, r.seconds, r.profile.value_or(ForwardProfile())};
+}
+
 // One side×side slice of noise pixels through the encoder, best of `repeats`.
 Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t side, int repeats,
                    ThreadPool& pool) {
@@ -312,7 +328,7 @@ Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t 
   r.test = "image" + std::to_string(side);  // one side×side slice
   r.tokens = rows;
   r.flops = VisionFlops(v, enc.output_dim(), side);
-  const Timed t = BestRun(repeats, pool.num_threads(), [] {}, [&] {
+  const Timed t = BestRun(repeats, pool.num_threads(), /*profile=*/false, [] {}, [&] {
     if (Status st = enc.EncodeSlice(pixels.data(), side, side, patches_per_token, out.data(), pool);
         !st.ok()) {
       std::fprintf(stderr, "bench: %s\n", st.message().c_str());
@@ -327,12 +343,14 @@ Result BenchVision(VisionEncoder& enc, const MiniCpmV46VisionConfig& v, int64_t 
 class Bencher {
  public:
   // `depth`: tokens already in every sequence's KV cache when a test starts (llama-bench's -d).
-  Bencher(Model& model, const BenchModel& m, ThreadPool& pool, int64_t depth)
+  // `profile`: record each test's best run by forward section.
+  Bencher(Model& model, const BenchModel& m, ThreadPool& pool, int64_t depth, bool profile)
       : model_(model),
         m_(m),
         pool_(pool),
         cost_(m.cost),
         depth_(depth),
+        profile_(profile),
         kv_bytes_per_token_(KvCache::BytesPerBlock(model.info().kv, 1, model.info().dtype)) {}
 
   // One sequence of n prompt tokens in steps of at most `ubatch` (llama-bench's n_ubatch; a
@@ -355,7 +373,7 @@ class Bencher {
       if (p0 + len == n) chunks.back().rows = {len - 1};
     }
     Result r{Name("pp", n), 1, n};
-    Set(r, BestRun(repeats, pool_.num_threads(), [&] { ResetSlots(states.get()); }, [&] {
+    Set(r, BestRun(repeats, pool_.num_threads(), profile_, [&] { ResetSlots(states.get()); }, [&] {
       for (const Chunk& c : chunks) Step(c.tokens, c.seqs, c.rows, kv, states.get(), logits);
     }));
     r.flops = 2.0 * (cost_.body_params * n + cost_.head_params) +
@@ -376,7 +394,8 @@ class Bencher {
     std::vector<int64_t> rows(batch);
     for (int64_t b = 0; b < batch; ++b) rows[b] = b;
     Result r{Name("tg", steps), batch, batch * steps};
-    Set(r, BestRun(repeats, pool_.num_threads(), [&] { ResetSlots(states.get()); }, [&] {
+    r.steps = steps;
+    Set(r, BestRun(repeats, pool_.num_threads(), profile_, [&] { ResetSlots(states.get()); }, [&] {
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<SeqStep> seqs;
         for (int64_t b = 0; b < batch; ++b) {
@@ -462,6 +481,7 @@ class Bencher {
   static void Set(Result& r, const Timed& t) {
     r.seconds = t.seconds;
     r.steal = t.steal;
+    r.profile = t.profile;
   }
 
   Model& model_;
@@ -469,6 +489,7 @@ class Bencher {
   ThreadPool& pool_;
   Cost cost_;
   int64_t depth_;
+  bool profile_;
   int64_t kv_bytes_per_token_;  // K and V of one token over all attention layers
   std::mt19937 rng_{7};
 };
@@ -653,7 +674,7 @@ int RunBench(const BenchArgs& a) {
   };
 
   const Cost& cost = bm->cost;
-  Bencher bench(**model, *bm, pool, a.depth);
+  Bencher bench(**model, *bm, pool, a.depth, a.profile);
   std::vector<std::function<Result()>> tests;
   // As llama-bench's -p 0 / -n 0: a prompt length or decode length of 0 is no test.
   for (int64_t n : a.pp) {
@@ -751,6 +772,7 @@ int RunBench(const BenchArgs& a) {
       e["bytes"] = r.bytes;
       e["flops"] = r.flops;
     }
+    if (r.profile) e["profile"] = ProfileJson(ProfileOf(r));
     jr.push_back(std::move(e));
   }
   std::printf("\ndecode fraction = max((weight + KV cache) bytes/step ÷ bandwidth, FLOPs ÷ peak) "
@@ -778,6 +800,9 @@ int RunBench(const BenchArgs& a) {
   }
   PrintHostNotes(results, matmul_peak > 0 && lim.matmul_l1_gflops * 1e9 > matmul_peak, probe_stolen,
                  probe_seconds, pool.num_threads());
+  for (const Result& r : results) {
+    if (r.profile) PrintProfile(ProfileOf(r), lim.read_gbps);
+  }
   if (!a.json.empty()) {
     nlohmann::json j = {
         {"machine",
@@ -865,6 +890,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "MiniCPM-V-4.6: also encode one square slice of this many pixels (a multiple "
                   "of 56; 448 is a full slice); 0 skips")
       ->capture_default_str();
+  cmd->add_flag("--profile", a->profile,
+                "also print where each test's best run spent its time, by forward section (ms "
+                "per step, share, the matmuls' weight GB/s against the read bandwidth)");
   cmd->add_option("--quantization,-q", a->quantization, kQuantizationHelp)->capture_default_str();
   cmd->add_flag("--ternary", a->ternary,
                 "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "

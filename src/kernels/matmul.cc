@@ -458,6 +458,17 @@ TernaryStreaming ActiveTernaryStreaming() {
   return {kAvx2MaxTileRows, 2};
 }
 
+int64_t StreamedBytes(const LinearWeight& w, int64_t rows) {
+  const PackedWeight* pw = Packed(w);
+  if (pw == nullptr) {
+    return w.out_features * w.in_features * static_cast<int64_t>(DTypeSize(w.dtype));
+  }
+  if (pw->panels && rows > ActiveTernaryStreaming().max_rows) {
+    return static_cast<int64_t>(pw->panels->data.size());
+  }
+  return static_cast<int64_t>(pw->data.size() + pw->scales.size());
+}
+
 bool MatMulUsesBf16Dot() {
   return ActiveIsa() == Isa::kAvx512 && GetCpuFeatures().avx512bf16 && Avx512Choice().on;
 }

@@ -64,6 +64,11 @@ struct TernaryStreaming {
 };
 TernaryStreaming ActiveTernaryStreaming();
 
+// The bytes of `w` a call of `rows` rows streams, as packed at the active ISA: its panels (their
+// padding columns included), a Q8_0 or ternary weight's codes and scales (a ternary weight's bf16
+// panels for calls past ActiveTernaryStreaming().max_rows), or the source as stored if unpacked.
+int64_t StreamedBytes(const LinearWeight& w, int64_t rows);
+
 // y[m, out] = x[m, in] · Wᵀ. x row stride `x_stride`, y row stride `y_stride` (in elements).
 // With Round::kBf16 every y element is rounded to bf16 once its sum is complete (by the task
 // that computed it, while its columns are still in cache, rather than in a pass of its own).

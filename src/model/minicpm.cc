@@ -13,6 +13,7 @@
 #include "kernels/rope.h"
 #include "kernels/ternary.h"
 #include "model/embedding_rows.h"
+#include "model/forward_profile.h"
 #include "model/minicpm_config.h"
 #include "model/rope_table.h"
 #include "model/row_ranges.h"
@@ -73,6 +74,7 @@ class MiniCpmModel : public Model {
                  int64_t t, ThreadPool& pool);
   void Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
+  void Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
   void AddResidual(int64_t t, ThreadPool& pool);
   std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
@@ -227,42 +229,62 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
                              KvCache& kv, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, D = c_.head_dim, H = c_.num_attention_heads,
                 KV = c_.num_key_value_heads;
-  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.input_layernorm.data(), a_.x.data() + r0 * hd,
-                     hd, r1 - r0, hd, NormParams());
-  });
-  // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
-  const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
-  float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
-  const int64_t strides[] = {H * D, KV * D, KV * D};
-  kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
-  // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb); K and V into the cache.
-  kernels::KvLayerView view = kv.Layer(layer);
-  ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
-    const float* cos = a_.cos.data() + r0 * rope_.half;
-    const float* sin = a_.sin.data() + r0 * rope_.half;
-    kernels::RopeNeox(a_.q.data() + r0 * H * D, H * D, r1 - r0, H, D, D, cos, sin, round_);
-    kernels::RopeNeox(a_.k.data() + r0 * KV * D, KV * D, r1 - r0, KV, D, D, cos, sin, round_);
-    kernels::KvWrite(a_.k.data() + r0 * KV * D, KV * D, a_.v.data() + r0 * KV * D, KV * D,
-                     a_.slots.data() + r0, r1 - r0, view);
-  });
-  std::vector<kernels::AttentionSeq> seqs;
-  int64_t begin = 0;
-  for (const SeqStep& s : batch.seqs) {
-    seqs.push_back({begin, s.num_tokens, s.num_computed + s.num_tokens, s.block_table.data()});
-    begin += s.num_tokens;
+  Norm(w.input_layernorm, t, pool);
+  {
+    // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
+    ProfileScope section("q/k/v proj", StreamedWeightBytes({&w.q_proj, &w.k_proj, &w.v_proj}, t));
+    const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
+    float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
+    const int64_t strides[] = {H * D, KV * D, KV * D};
+    kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
   }
-  kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view, 1.0f / std::sqrt(static_cast<float>(D)),
-                          a_.attn.data(), H * D, pool);
-  ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
-    kernels::RoundInPlace(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D, round_);
-  });
-  kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
+  const kernels::KvLayerView view = kv.Layer(layer);
+  {
+    // RoPE in f32 on bf16 inputs, rounded once (HF apply_rotary_pos_emb); K and V into the cache.
+    ProfileScope section("RoPE, KV write");
+    ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
+      const float* cos = a_.cos.data() + r0 * rope_.half;
+      const float* sin = a_.sin.data() + r0 * rope_.half;
+      kernels::RopeNeox(a_.q.data() + r0 * H * D, H * D, r1 - r0, H, D, D, cos, sin, round_);
+      kernels::RopeNeox(a_.k.data() + r0 * KV * D, KV * D, r1 - r0, KV, D, D, cos, sin, round_);
+      kernels::KvWrite(a_.k.data() + r0 * KV * D, KV * D, a_.v.data() + r0 * KV * D, KV * D,
+                       a_.slots.data() + r0, r1 - r0, view);
+    });
+  }
+  {
+    ProfileScope section("attention");
+    std::vector<kernels::AttentionSeq> seqs;
+    int64_t begin = 0;
+    for (const SeqStep& s : batch.seqs) {
+      seqs.push_back({begin, s.num_tokens, s.num_computed + s.num_tokens, s.block_table.data()});
+      begin += s.num_tokens;
+    }
+    kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view,
+                            1.0f / std::sqrt(static_cast<float>(D)), a_.attn.data(), H * D, pool);
+    ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
+      kernels::RoundInPlace(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D, round_);
+    });
+  }
+  {
+    ProfileScope section("o proj", StreamedWeightBytes({&w.o_proj}, t));
+    kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
+  }
   // h = bf(h + bf(o · scale_depth/sqrt(L)))
   AddResidual(t, pool);
 }
 
+// x = RMSNorm(h) · weight, the input of a layer's attention or MLP.
+void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
+  ProfileScope section("norms");
+  const int64_t hd = c_.hidden_size;
+  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, weight.data(), a_.x.data() + r0 * hd, hd, r1 - r0,
+                     hd, NormParams());
+  });
+}
+
 void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
+  ProfileScope section("residual adds");
   const int64_t hd = c_.hidden_size;
   ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
     kernels::AddScaled(a_.h.data() + r0 * hd, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd,
@@ -272,19 +294,21 @@ void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
 
 void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, ffn = c_.intermediate_size;
-  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, w.post_attention_layernorm.data(),
-                     a_.x.data() + r0 * hd, hd, r1 - r0, hd, NormParams());
-  });
-  // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ)   [t, ffn]; o = m · downᵀ [t, hd]
-  kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(), ffn,
-                    a_.o.data(), hd, pool, round_);
+  Norm(w.post_attention_layernorm, t, pool);
+  {
+    // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ) [t, ffn]; o = m · downᵀ [t, hd]
+    ProfileScope section("MLP (gate/up, SiLU, down)",
+                         StreamedWeightBytes({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
+    kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
+                      ffn, a_.o.data(), hd, pool, round_);
+  }
   AddResidual(t, pool);
 }
 
 // logits = bf(bf(norm(h) / (hidden_size/dim_model_base)) · Eᵀ) for the requested rows only.
 void MiniCpmModel::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
+  ProfileScope section("head (norm, lm_head)", StreamedWeightBytes({&lm_head_}, n));
   a_.head_in.resize(n * hd);
   for (int64_t i = 0; i < n; ++i) {
     const float* src = a_.h.data() + batch.logit_rows[i] * hd;
@@ -311,8 +335,11 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
                              " is beyond the model length " + std::to_string(rope_.max_positions()));
   }
   a_.Resize(t, c_);
-  Embed(batch, a_.h.data());
-  PrepareRopeAndSlots(batch, kv.block_size());
+  {
+    ProfileScope section("embedding, positions");
+    Embed(batch, a_.h.data());
+    PrepareRopeAndSlots(batch, kv.block_size());
+  }
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     Attention(layers_[l], l, batch, kv, t, pool);
     Mlp(layers_[l], t, pool);

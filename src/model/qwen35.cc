@@ -18,6 +18,7 @@
 #include "kernels/rmsnorm.h"
 #include "kv/state_slots.h"
 #include "model/embedding_rows.h"
+#include "model/forward_profile.h"
 #include "model/minicpmv46_weights.h"
 #include "model/qwen35_attention.h"
 #include "model/qwen35_config.h"
@@ -61,6 +62,7 @@ class Qwen35Model : public Model {
   void Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool);
   // h += mix over t rows (rounded in the bf16 path).
   void AddMix(int64_t t, ThreadPool& pool);
+  void NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   kernels::RmsNormParams Norm() const {
     return {static_cast<float>(c_.rms_norm_eps), 1.0f, false, round_};
@@ -259,17 +261,29 @@ void Qwen35Model::PrepareStep(const ForwardBatch& batch, int64_t block_size, Sta
 
 // h += down(silu(gate(x)) ⊙ up(x)), x = norm(h)
 void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
-  const int64_t D = c_.hidden_size, F = c_.intermediate_size;
-  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(h_.data() + r0 * D, D, w.post_attention_layernorm.data(), x_.data() + r0 * D,
-                     D, r1 - r0, D, Norm());
-  });
-  kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
-                    mix_.data(), D, pool, round_);
+  const int64_t F = c_.intermediate_size, D = c_.hidden_size;
+  NormInto(w.post_attention_layernorm, t, pool);
+  {
+    ProfileScope section("MLP (gate/up, SiLU, down)",
+                         StreamedWeightBytes({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
+    kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
+                      mix_.data(), D, pool, round_);
+  }
   AddMix(t, pool);
 }
 
+// x = norm(h) · weight, a mixer's or the MLP's input.
+void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
+  ProfileScope section("norms");
+  const int64_t D = c_.hidden_size;
+  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(h_.data() + r0 * D, D, weight.data(), x_.data() + r0 * D, D, r1 - r0, D,
+                     Norm());
+  });
+}
+
 void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
+  ProfileScope section("residual adds");
   const int64_t D = c_.hidden_size;
   ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
     kernels::AddScaled(h_.data() + r0 * D, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
@@ -279,6 +293,7 @@ void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
 // logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.
 void Qwen35Model::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
   const int64_t D = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
+  ProfileScope section("head (norm, lm_head)", StreamedWeightBytes({&lm_head_}, n));
   head_in_.resize(n * D);
   for (int64_t i = 0; i < n; ++i) {
     const float* src = h_.data() + batch.logit_rows[i] * D;
@@ -301,15 +316,15 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   cos_.resize(t * rope_.half);
   sin_.resize(t * rope_.half);
   kv_slots_.resize(t);
-  Embed(batch);
-  PrepareStep(batch, kv.block_size(), states);
+  {
+    ProfileScope section("embedding, positions");
+    Embed(batch);
+    PrepareStep(batch, kv.block_size(), states);
+  }
 
   for (const Qwen35Layer& L : layers_) {
     // x = norm(h); h += Mixer(x)
-    ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
-      kernels::RmsNorm(h_.data() + r0 * D, D, L.input_layernorm.data(), x_.data() + r0 * D, D,
-                       r1 - r0, D, Norm());
-    });
+    NormInto(L.input_layernorm, t, pool);
     if (L.full_attention) {
       attention_.Forward(c_, L.attn, x_.data(), t, attn_seqs_, cos_.data(), sin_.data(),
                          kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);

@@ -7,6 +7,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/forward_profile.h"
 #include "model/row_ranges.h"
 #include "tensor/dtype.h"
 
@@ -51,13 +52,18 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   const kernels::LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
   float* ys[] = {qg_.data(), k_.data(), v_.data()};
   const int64_t strides[] = {qg_width, KV * hd, KV * hd};
-  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+  {
+    ProfileScope section("attn q/k/v proj",
+                         StreamedWeightBytes({&w.q_proj, &w.k_proj, &w.v_proj}, t));
+    kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+  }
 
   // q = q_norm(query part of qg) [T·H, hd], k = k_norm(k) [T·KV, hd]: zero-centred, f32, one cast.
   // Partial NeoX RoPE over the first rotary_dim dims of every head (cos, sin: [T, rotary_dim/2]).
   // Cache K (normed, rotated) and V (raw). Row ranges of tokens on the pool (row_ranges.h).
   const kernels::RmsNormParams norm{static_cast<float>(c.rms_norm_eps), 1.0f, false, round};
   const int64_t half = c.rotary_dim / 2;
+  ProfileScope rope_section("attn q/k norms, RoPE, KV write");
   ForRowRanges(pool, t, (H + KV) * hd, [&](int64_t r0, int64_t r1) {
     const int64_t n = r1 - r0;
     float* q = q_.data() + r0 * H * hd;
@@ -73,20 +79,24 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
                       round, kEveryOp);
     kernels::KvWrite(k, KV * hd, v_.data() + r0 * KV * hd, KV * hd, kv_slots + r0, n, kv);
   });
-  // Causal attention over each sequence's cache.
-  kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv, 1.0f / std::sqrt(static_cast<float>(hd)),
-                          attn_.data(), H * hd, pool);
-  // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
-  ForRowRanges(pool, t, H * hd, [&](int64_t r0, int64_t r1) {
-    float* a = attn_.data() + r0 * H * hd;
-    kernels::RoundInPlace(a, (r1 - r0) * H * hd, round);
-    if (c.attn_output_gate) {
-      kernels::SigmoidMul(a, hd, qg_.data() + r0 * qg_width + hd, 2 * hd, (r1 - r0) * H, hd,
-                          round);
-    }
-  });
-
+  rope_section.End();
+  {
+    ProfileScope section("attention");
+    // Causal attention over each sequence's cache.
+    kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv,
+                            1.0f / std::sqrt(static_cast<float>(hd)), attn_.data(), H * hd, pool);
+    // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
+    ForRowRanges(pool, t, H * hd, [&](int64_t r0, int64_t r1) {
+      float* a = attn_.data() + r0 * H * hd;
+      kernels::RoundInPlace(a, (r1 - r0) * H * hd, round);
+      if (c.attn_output_gate) {
+        kernels::SigmoidMul(a, hd, qg_.data() + r0 * qg_width + hd, 2 * hd, (r1 - r0) * H, hd,
+                            round);
+      }
+    });
+  }
   // out = attn · Woᵀ [T, hidden]
+  ProfileScope section("attn o proj", StreamedWeightBytes({&w.o_proj}, t));
   kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gated_norm.h"
 #include "kernels/residual.h"
+#include "model/forward_profile.h"
 #include "model/row_ranges.h"
 #include "tensor/dtype.h"
 
@@ -101,7 +102,10 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   const kernels::LinearWeight* ws[] = {&w.in_proj_qkv, &w.in_proj_z, &w.in_proj_b, &w.in_proj_a};
   float* ys[] = {m_.data(), z_.data(), b_.data(), a_.data()};
   const int64_t strides[] = {conv_dim, value_dim, Hv, Hv};
-  kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+  {
+    ProfileScope section("GDN in proj", StreamedWeightBytes({ws[0], ws[1], ws[2], ws[3]}, t));
+    kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+  }
 
   // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.
   // A sequence of kConvByTokens+ tokens (a prefill chunk) goes by ranges of its tokens, whole
@@ -109,6 +113,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   // give the threads enough of them (a decode batch, whose conv states come from memory: each
   // task then streams whole 24 KiB rows of its state rather than 2 KiB pieces; V-4.6 batch 16
   // 1.04x), else of ≥ 512 channels. A channel's result does not depend on the split.
+  ProfileScope conv_section("GDN conv, gates, q/k l2norm");
   std::vector<DeltaNetSeq> short_seqs;
   for (const DeltaNetSeq& s : seqs) {
     if (s.num_tokens >= kConvByTokens) {
@@ -152,6 +157,8 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
     kernels::L2NormHeads(yr + key_dim, conv_dim, r1 - r0, Hk, dk, 1e-6f, 1.0f);
   });
 
+  conv_section.End();
+
   // o = gated delta rule per (sequence, value head) [T, Hv, dv]; v head h reads k head h / (Hv/Hk).
   // Tasks in contiguous shares: a sequence's head states follow one another in memory, so each
   // thread streams one run of them (V-4.6's dims, batch-16 decode, where the states are ~30% of
@@ -159,6 +166,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   const int64_t conv_floats = DeltaNetConvStateFloats(c), heads_per_k = Hv / Hk;
   const int64_t scratch_floats = kernels::GatedDeltaRuleChunkedScratch(kChunk, dk, dv);
   scratch_.resize(pool.num_threads());
+  ProfileScope rule_section("GDN delta rule, gated norm");
   pool.ParallelForShares(static_cast<int64_t>(seqs.size()) * Hv, [&](int64_t task, int worker) {
     const DeltaNetSeq& s = seqs[task / Hv];
     const int64_t h = task % Hv, kh = h / heads_per_k, r0 = s.row_begin;
@@ -192,7 +200,10 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
                           (r1 - r0) * Hv, dv, static_cast<float>(c.rms_norm_eps), round);
   });
 
+  rule_section.End();
+
   // out = o · W_outᵀ [T, hidden]
+  ProfileScope section("GDN out proj", StreamedWeightBytes({&w.out_proj}, t));
   kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "e2e/e2e_util.h"
@@ -702,6 +703,71 @@ TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
   const ProcessRun side = Bench({"--model", Tiny("minicpmv4_6", "v"), "--image-side", "100"});
   EXPECT_EQ(side.rc, 2);
   EXPECT_NE(side.err.find("--image-side 100 is not a multiple of 56"), std::string::npos) << side.err;
+}
+
+// --profile: each test's best run by forward section. The sections are disjoint parts of the
+// run, so their times add up to at most the run's; each runs as often as the config says (two
+// norms and two residual adds a layer; the hybrid's layers attention or Gated DeltaNet); and the
+// matmul sections' weight bytes add up to at least the step's (every linear weight once, as
+// packed: MiniCPM4's only padding is its head's last panel).
+TEST_F(OfflineBenchE2E, ProfileSectionsAddUpToTheStep) {
+  for (const char* arch : {"minicpm4", "minicpmv4_6"}) {
+    const std::string dir = Tiny(arch, arch);
+    const Json config = Json::parse(ReadFile(dir + "/config.json"), nullptr, false);
+    const bool hybrid = std::string(arch) == "minicpmv4_6";
+    const double layers = (hybrid ? config["text_config"] : config)["num_hidden_layers"];
+    const ProcessRun run =
+        Bench({"--model", dir, "--pp", "8", "--tg", "3", "--batch", "2",
+               "--repeats", "2", "--skip-limits", "--image-side", "0", "--profile", "--json",
+               tmp + "/b.json"});
+    ASSERT_EQ(run.rc, 0) << arch << run.out << run.err;
+    EXPECT_NE(run.out.find("profile: tg3 at batch 2, best run"), std::string::npos) << run.out;
+    const Json b = Json::parse(ReadFile(tmp + "/b.json"), nullptr, false);
+    ASSERT_TRUE(b.is_object());
+    for (const Json& r : b["results"]) {
+      const double steps = r["test"] == "tg3" ? 3 : 1;
+      const double step_ms = 1e3 * r["seconds"].get<double>() / steps;
+      double sum_ms = 0, weight_bytes = 0;
+      std::map<std::string, double> calls;
+      for (const Json& s : r["profile"]) {
+        sum_ms += s["ms_per_step"].get<double>();
+        calls[s["section"]] = s["calls_per_step"].get<double>();
+        if (!s["weight_gb_per_s"].is_null()) {
+          weight_bytes += s["weight_gb_per_s"].get<double>() * s["ms_per_step"].get<double>() * 1e6;
+        }
+      }
+      EXPECT_LE(sum_ms, step_ms * (1 + 1e-9)) << arch << r.dump();
+      EXPECT_EQ(calls["embedding, positions"], 1) << arch;
+      EXPECT_EQ(calls["head (norm, lm_head)"], 1) << arch;
+      EXPECT_EQ(calls["norms"], 2 * layers) << arch;
+      EXPECT_EQ(calls["residual adds"], 2 * layers) << arch;
+      EXPECT_EQ(calls["MLP (gate/up, SiLU, down)"], layers) << arch;
+      if (hybrid) {
+        EXPECT_GT(calls["GDN in proj"], 0);
+        EXPECT_GT(calls["attn q/k/v proj"], 0);
+        EXPECT_EQ(calls["GDN in proj"] + calls["attn q/k/v proj"], layers);
+        for (const char* name : {"GDN conv, gates, q/k l2norm", "GDN delta rule, gated norm",
+                                 "GDN out proj"}) {
+          EXPECT_EQ(calls[name], calls["GDN in proj"]) << name;
+        }
+        for (const char* name : {"attn q/k norms, RoPE, KV write", "attention", "attn o proj"}) {
+          EXPECT_EQ(calls[name], calls["attn q/k/v proj"]) << name;
+        }
+      } else {
+        for (const char* name : {"q/k/v proj", "RoPE, KV write", "attention", "o proj"}) {
+          EXPECT_EQ(calls[name], layers) << name;
+        }
+      }
+      const double model_bytes = b["model"]["weight_bytes_per_decode_step"].get<double>();
+      if (r["test"] == "tg3") {
+        EXPECT_GE(weight_bytes, model_bytes * (1 - 1e-9)) << arch;
+        // Packing pads MiniCPM4's head to whole panels (855 -> 864 rows at most).
+        if (!hybrid) {
+          EXPECT_LE(weight_bytes, model_bytes * 1.02) << arch;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
