@@ -801,7 +801,7 @@ int RunBench(const BenchArgs& a) {
   PrintHostNotes(results, matmul_peak > 0 && lim.matmul_l1_gflops * 1e9 > matmul_peak, probe_stolen,
                  probe_seconds, pool.num_threads());
   for (const Result& r : results) {
-    if (r.profile) PrintProfile(ProfileOf(r), lim.read_gbps);
+    if (r.profile) PrintProfile(ProfileOf(r), {lim.read_gbps, peak / 1e9});
   }
   if (!a.json.empty()) {
     nlohmann::json j = {

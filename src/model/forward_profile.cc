@@ -13,29 +13,32 @@ double ForwardProfile::total_seconds() const {
   return total;
 }
 
-void ForwardProfile::Add(const char* name, double seconds, double weight_bytes) {
+void ForwardProfile::Add(const char* name, double seconds, const MatmulWork& work) {
   for (Section& s : sections_) {
     if (s.name == name) {
       s.seconds += seconds;
-      s.weight_bytes += weight_bytes;
+      s.work.weight_bytes += work.weight_bytes;
+      s.work.flops += work.flops;
       ++s.calls;
       return;
     }
   }
-  sections_.push_back({name, seconds, 1, weight_bytes});
+  sections_.push_back({name, seconds, 1, work});
 }
 
 void SetThreadForwardProfile(ForwardProfile* profile) { g_thread_profile = profile; }
 
 ForwardProfile* ThreadForwardProfile() { return g_thread_profile; }
 
-double StreamedWeightBytes(std::initializer_list<const kernels::LinearWeight*> ws, int64_t rows) {
-  if (ThreadForwardProfile() == nullptr) return 0;
-  double bytes = 0;
+MatmulWork MatmulWorkOf(std::initializer_list<const kernels::LinearWeight*> ws, int64_t rows) {
+  MatmulWork work;
+  if (ThreadForwardProfile() == nullptr) return work;
   for (const kernels::LinearWeight* w : ws) {
-    bytes += static_cast<double>(kernels::StreamedBytes(*w, rows));
+    work.weight_bytes += static_cast<double>(kernels::StreamedBytes(*w, rows));
+    work.flops += 2.0 * static_cast<double>(rows) * static_cast<double>(w->out_features) *
+                  static_cast<double>(w->in_features);
   }
-  return bytes;
+  return work;
 }
 
 }  // namespace cpm

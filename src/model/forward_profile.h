@@ -19,20 +19,26 @@
 
 namespace cpm {
 
+// What a section's matmuls did: the weight bytes they streamed (kernels::StreamedBytes) and
+// their FLOPs (2 · rows · out · in per weight); zero for sections without matmuls.
+struct MatmulWork {
+  double weight_bytes = 0;
+  double flops = 0;
+};
+
 class ForwardProfile {
  public:
   struct Section {
     std::string name;
     double seconds = 0;
     int64_t calls = 0;
-    // The weight bytes its matmuls streamed (kernels::StreamedBytes), 0 for sections without.
-    double weight_bytes = 0;
+    MatmulWork work;
   };
 
   // Sections in the order they first ran; their times are disjoint.
   const std::vector<Section>& sections() const { return sections_; }
   double total_seconds() const;
-  void Add(const char* name, double seconds, double weight_bytes);
+  void Add(const char* name, double seconds, const MatmulWork& work);
 
  private:
   std::vector<Section> sections_;
@@ -46,8 +52,8 @@ ForwardProfile* ThreadForwardProfile();
 // Times its scope as section `name` (a string literal) of the thread's profile, if one is set.
 class ProfileScope {
  public:
-  explicit ProfileScope(const char* name, double weight_bytes = 0)
-      : profile_(ThreadForwardProfile()), name_(name), weight_bytes_(weight_bytes) {
+  explicit ProfileScope(const char* name, MatmulWork work = {})
+      : profile_(ThreadForwardProfile()), name_(name), work_(work) {
     if (profile_ != nullptr) start_ = std::chrono::steady_clock::now();
   }
   ~ProfileScope() { End(); }
@@ -55,7 +61,7 @@ class ProfileScope {
   void End() {
     if (profile_ == nullptr) return;
     const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start_;
-    profile_->Add(name_, d.count(), weight_bytes_);
+    profile_->Add(name_, d.count(), work_);
     profile_ = nullptr;
   }
   ProfileScope(const ProfileScope&) = delete;
@@ -64,12 +70,12 @@ class ProfileScope {
  private:
   ForwardProfile* profile_;
   const char* name_;
-  double weight_bytes_;
+  MatmulWork work_;
   std::chrono::steady_clock::time_point start_;
 };
 
-// The weight bytes a call of `rows` rows streams of `ws` (kernels::StreamedBytes each), for a
-// section that runs them; zero unless a profile is set (it is only read then).
-double StreamedWeightBytes(std::initializer_list<const kernels::LinearWeight*> ws, int64_t rows);
+// What calls of `rows` rows do with `ws`, for a section that runs them; zero unless a profile
+// is set (it is only read then).
+MatmulWork MatmulWorkOf(std::initializer_list<const kernels::LinearWeight*> ws, int64_t rows);
 
 }  // namespace cpm

@@ -232,7 +232,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   Norm(w.input_layernorm, t, pool);
   {
     // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
-    ProfileScope section("q/k/v proj", StreamedWeightBytes({&w.q_proj, &w.k_proj, &w.v_proj}, t));
+    ProfileScope section("q/k/v proj", MatmulWorkOf({&w.q_proj, &w.k_proj, &w.v_proj}, t));
     const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
     const int64_t strides[] = {H * D, KV * D, KV * D};
@@ -266,7 +266,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
     });
   }
   {
-    ProfileScope section("o proj", StreamedWeightBytes({&w.o_proj}, t));
+    ProfileScope section("o proj", MatmulWorkOf({&w.o_proj}, t));
     kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
   }
   // h = bf(h + bf(o · scale_depth/sqrt(L)))
@@ -298,7 +298,7 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
   {
     // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ) [t, ffn]; o = m · downᵀ [t, hd]
     ProfileScope section("MLP (gate/up, SiLU, down)",
-                         StreamedWeightBytes({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
+                         MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
     kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
                       ffn, a_.o.data(), hd, pool, round_);
   }
@@ -308,7 +308,7 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
 // logits = bf(bf(norm(h) / (hidden_size/dim_model_base)) · Eᵀ) for the requested rows only.
 void MiniCpmModel::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
-  ProfileScope section("head (norm, lm_head)", StreamedWeightBytes({&lm_head_}, n));
+  ProfileScope section("head (norm, lm_head)", MatmulWorkOf({&lm_head_}, n));
   a_.head_in.resize(n * hd);
   for (int64_t i = 0; i < n; ++i) {
     const float* src = a_.h.data() + batch.logit_rows[i] * hd;

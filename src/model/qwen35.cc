@@ -265,7 +265,7 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
   NormInto(w.post_attention_layernorm, t, pool);
   {
     ProfileScope section("MLP (gate/up, SiLU, down)",
-                         StreamedWeightBytes({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
+                         MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
     kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
                       mix_.data(), D, pool, round_);
   }
@@ -293,7 +293,7 @@ void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
 // logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.
 void Qwen35Model::Head(const ForwardBatch& batch, float* logits, ThreadPool& pool) {
   const int64_t D = c_.hidden_size, n = static_cast<int64_t>(batch.logit_rows.size());
-  ProfileScope section("head (norm, lm_head)", StreamedWeightBytes({&lm_head_}, n));
+  ProfileScope section("head (norm, lm_head)", MatmulWorkOf({&lm_head_}, n));
   head_in_.resize(n * D);
   for (int64_t i = 0; i < n; ++i) {
     const float* src = h_.data() + batch.logit_rows[i] * D;

@@ -54,7 +54,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   const int64_t strides[] = {qg_width, KV * hd, KV * hd};
   {
     ProfileScope section("attn q/k/v proj",
-                         StreamedWeightBytes({&w.q_proj, &w.k_proj, &w.v_proj}, t));
+                         MatmulWorkOf({&w.q_proj, &w.k_proj, &w.v_proj}, t));
     kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
   }
 
@@ -96,7 +96,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
     });
   }
   // out = attn · Woᵀ [T, hidden]
-  ProfileScope section("attn o proj", StreamedWeightBytes({&w.o_proj}, t));
+  ProfileScope section("attn o proj", MatmulWorkOf({&w.o_proj}, t));
   kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);
 }
 

@@ -103,7 +103,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   float* ys[] = {m_.data(), z_.data(), b_.data(), a_.data()};
   const int64_t strides[] = {conv_dim, value_dim, Hv, Hv};
   {
-    ProfileScope section("GDN in proj", StreamedWeightBytes({ws[0], ws[1], ws[2], ws[3]}, t));
+    ProfileScope section("GDN in proj", MatmulWorkOf({ws[0], ws[1], ws[2], ws[3]}, t));
     kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
   }
 
@@ -203,7 +203,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   rule_section.End();
 
   // out = o · W_outᵀ [T, hidden]
-  ProfileScope section("GDN out proj", StreamedWeightBytes({&w.out_proj}, t));
+  ProfileScope section("GDN out proj", MatmulWorkOf({&w.out_proj}, t));
   kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
 }
 

@@ -708,8 +708,8 @@ TEST_F(OfflineBenchE2E, TernaryCountsTheBytesItStreams) {
 // --profile: each test's best run by forward section. The sections are disjoint parts of the
 // run, so their times add up to at most the run's; each runs as often as the config says (two
 // norms and two residual adds a layer; the hybrid's layers attention or Gated DeltaNet); and the
-// matmul sections' weight bytes add up to at least the step's (every linear weight once, as
-// packed: MiniCPM4's only padding is its head's last panel).
+// matmul sections' FLOPs add up to the step's and their weight bytes to at least its weights
+// (every linear weight once, as packed: MiniCPM4's only padding is its head's last panel).
 TEST_F(OfflineBenchE2E, ProfileSectionsAddUpToTheStep) {
   for (const char* arch : {"minicpm4", "minicpmv4_6"}) {
     const std::string dir = Tiny(arch, arch);
@@ -727,13 +727,14 @@ TEST_F(OfflineBenchE2E, ProfileSectionsAddUpToTheStep) {
     for (const Json& r : b["results"]) {
       const double steps = r["test"] == "tg3" ? 3 : 1;
       const double step_ms = 1e3 * r["seconds"].get<double>() / steps;
-      double sum_ms = 0, weight_bytes = 0;
+      double sum_ms = 0, weight_bytes = 0, flops = 0;
       std::map<std::string, double> calls;
       for (const Json& s : r["profile"]) {
         sum_ms += s["ms_per_step"].get<double>();
         calls[s["section"]] = s["calls_per_step"].get<double>();
         if (!s["weight_gb_per_s"].is_null()) {
           weight_bytes += s["weight_gb_per_s"].get<double>() * s["ms_per_step"].get<double>() * 1e6;
+          flops += s["gflop_per_s"].get<double>() * s["ms_per_step"].get<double>() * 1e6;
         }
       }
       EXPECT_LE(sum_ms, step_ms * (1 + 1e-9)) << arch << r.dump();
@@ -758,6 +759,11 @@ TEST_F(OfflineBenchE2E, ProfileSectionsAddUpToTheStep) {
           EXPECT_EQ(calls[name], layers) << name;
         }
       }
+      // 2 FLOPs per weight and row: every row through the layers, the logit rows through the
+      // head (a prompt's last).
+      const double body = b["model"]["body_params"], head = b["model"]["head_params"];
+      const double rows = r["test"] == "tg3" ? 2 : 8, logit_rows = r["test"] == "tg3" ? 2 : 1;
+      EXPECT_NEAR(flops, 2 * (rows * body + logit_rows * head), 1e-9 * flops) << arch << r.dump();
       const double model_bytes = b["model"]["weight_bytes_per_decode_step"].get<double>();
       if (r["test"] == "tg3") {
         EXPECT_GE(weight_bytes, model_bytes * (1 - 1e-9)) << arch;
