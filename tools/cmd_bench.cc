@@ -892,7 +892,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--profile", a->profile,
                 "also print where each test's best run spent its time, by forward section (ms "
-                "per step, share, the matmuls' weight GB/s against the read bandwidth)");
+                "per step, share; the matmuls' weight GB/s and GFLOP/s against the read "
+                "bandwidth and the matmul peak)");
   cmd->add_option("--quantization,-q", a->quantization, kQuantizationHelp)->capture_default_str();
   cmd->add_flag("--ternary", a->ternary,
                 "dummy layer weights ternary as BitCPM4-0.5B's (MiniCPM4 dims): measures the "
