@@ -59,6 +59,8 @@ void BM_PagedAttention(benchmark::State& state) {
 BENCHMARK(BM_PagedAttention<16, 2, 64>)
     ->Args({1, 1, 1024})
     ->Args({1, 1, 8192})
+    ->Args({16, 1, 64})
+    ->Args({16, 1, 128})
     ->Args({16, 1, 1024})
     ->Args({16, 1, 8192})
     ->Args({1, 512, 512})

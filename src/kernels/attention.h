@@ -6,6 +6,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "kernels/rounding.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
@@ -48,9 +49,11 @@ void KvWrite(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
 // Softmax in f32. With a bf16 cache (a bf16 model) P is rounded to bf16 before P·V, as
 // FlashAttention-2 (vLLM) and PyTorch's CPU SDPA (the transformers default) do: the exps
 // e^(s − m) against an online softmax's running max (a SIMD kernel's spans of 128 keys; the
-// scalar one's whole row), while their sum stays f32.
+// scalar one's whole row), while their sum stays f32. `round`: the outputs rounded as it says
+// (a bf16 model's attention output, bf16), by each task as its rows are done.
 void PagedAttention(const float* q, int64_t q_stride, int64_t n_heads,
                     std::span<const AttentionSeq> seqs, const KvLayerView& kv, float scale,
-                    float* out, int64_t out_stride, ThreadPool& pool);
+                    float* out, int64_t out_stride, ThreadPool& pool,
+                    Round round = Round::kNone);
 
 }  // namespace cpm::kernels

@@ -231,6 +231,20 @@ void RunCase(const Case& c, const std::vector<SeqSpec>& specs, uint32_t seed,
     // products sum in another order: the bits differ (so the dot products did run), the
     // values agree with the reference below.
     if (isa == Isa::kAvx2) avx2_out = out;
+    // Round::kBf16 rounds each output as the tasks finish: bf16(out) exactly, the padding past
+    // the heads untouched.
+    std::vector<float> rounded(rows * out_stride, -5.0f);
+    PagedAttention(q.data(), q_stride, c.n_heads, seqs, kv, scale, rounded.data(), out_stride,
+                   pool, Round::kBf16);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < out_stride; ++j) {
+        const float got = rounded[r * out_stride + j], from = out[r * out_stride + j];
+        ASSERT_EQ(std::bit_cast<uint32_t>(got),
+                  std::bit_cast<uint32_t>(j < c.n_heads * d ? RoundBf16(from) : from))
+            << ToString(isa) << " " << ToString(c.dtype) << " d=" << d << " row " << r
+            << " elem " << j << ": rounded output " << got << " from " << from;
+      }
+    }
     // (A row over one key gives that key's values either way.)
     if (isa == Isa::kAvx512 && !avx2_out.empty()) {
       int64_t dot_rows = 0, dot_rows_differing = 0;

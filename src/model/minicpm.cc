@@ -70,13 +70,18 @@ class MiniCpmModel : public Model {
  private:
   void Embed(const ForwardBatch& batch, float* h) const;
   void PrepareRopeAndSlots(const ForwardBatch& batch, int64_t block_size);
+  // Each reads its input x (the norm of h) as the step before left it, and ends with the residual
+  // add and the norm after it into x: the MLP's, or the next layer's `next_norm` (none after the
+  // last).
   void Attention(const MiniCpmLayer& w, int64_t layer, const ForwardBatch& batch, KvCache& kv,
                  int64_t t, ThreadPool& pool);
-  void Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool);
+  void Mlp(const MiniCpmLayer& w, const std::vector<float>* next_norm, int64_t t,
+           ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   void Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
-  // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows.
-  void AddResidual(int64_t t, ThreadPool& pool);
+  // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows, then x = RMSNorm(h) · next_norm when
+  // one is given, a row range at a time.
+  void AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t, ThreadPool& pool);
   std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
   // Which linear weights were found ternary and packed as 2-bit codes (BitCPM4, ternary.h), or
   // quantized (--quantization).
@@ -229,7 +234,6 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
                              KvCache& kv, int64_t t, ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, D = c_.head_dim, H = c_.num_attention_heads,
                 KV = c_.num_key_value_heads;
-  Norm(w.input_layernorm, t, pool);
   {
     // q, k, v = x · Wqᵀ, x · Wkᵀ, x · Wvᵀ   [t, H·D], [t, KV·D], [t, KV·D]
     ProfileScope section("q/k/v proj", MatmulWorkOf({&w.q_proj, &w.k_proj, &w.v_proj}, t));
@@ -260,20 +264,19 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
       begin += s.num_tokens;
     }
     kernels::PagedAttention(a_.q.data(), H * D, H, seqs, view,
-                            1.0f / std::sqrt(static_cast<float>(D)), a_.attn.data(), H * D, pool);
-    ForRowRanges(pool, t, H * D, [&](int64_t r0, int64_t r1) {
-      kernels::RoundInPlace(a_.attn.data() + r0 * H * D, (r1 - r0) * H * D, round_);
-    });
+                            1.0f / std::sqrt(static_cast<float>(D)), a_.attn.data(), H * D, pool,
+                            round_);
   }
   {
     ProfileScope section("o proj", MatmulWorkOf({&w.o_proj}, t));
     kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
   }
-  // h = bf(h + bf(o · scale_depth/sqrt(L)))
-  AddResidual(t, pool);
+  // h = bf(h + bf(o · scale_depth/sqrt(L))); x = RMSNorm(h), the MLP's input
+  AddResidualAndNorm(&w.post_attention_layernorm, t, pool);
 }
 
-// x = RMSNorm(h) · weight, the input of a layer's attention or MLP.
+// x = RMSNorm(h) · weight, the first layer's attention input (the later norms follow a residual
+// add: AddResidualAndNorm).
 void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
   ProfileScope section("norms");
   const int64_t hd = c_.hidden_size;
@@ -283,18 +286,25 @@ void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool&
   });
 }
 
-void MiniCpmModel::AddResidual(int64_t t, ThreadPool& pool) {
-  ProfileScope section("residual adds");
+// The add and the norm after it on each row range together: one hand-off to the pool instead of
+// two, and the norm reads h where the add left it, in L1.
+void MiniCpmModel::AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t,
+                                      ThreadPool& pool) {
+  ProfileScope section("residual adds, norms");
   const int64_t hd = c_.hidden_size;
   ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
-    kernels::AddScaled(a_.h.data() + r0 * hd, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd,
-                       residual_scale_, round_);
+    float* h = a_.h.data() + r0 * hd;
+    kernels::AddScaled(h, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd, residual_scale_, round_);
+    if (next_norm != nullptr) {
+      kernels::RmsNorm(h, hd, next_norm->data(), a_.x.data() + r0 * hd, hd, r1 - r0, hd,
+                       NormParams());
+    }
   });
 }
 
-void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
+void MiniCpmModel::Mlp(const MiniCpmLayer& w, const std::vector<float>* next_norm, int64_t t,
+                       ThreadPool& pool) {
   const int64_t hd = c_.hidden_size, ffn = c_.intermediate_size;
-  Norm(w.post_attention_layernorm, t, pool);
   {
     // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ) [t, ffn]; o = m · downᵀ [t, hd]
     ProfileScope section("MLP (gate/up, SiLU, down)",
@@ -302,7 +312,7 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, int64_t t, ThreadPool& pool) {
     kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
                       ffn, a_.o.data(), hd, pool, round_);
   }
-  AddResidual(t, pool);
+  AddResidualAndNorm(next_norm, t, pool);
 }
 
 // logits = bf(bf(norm(h) / (hidden_size/dim_model_base)) · Eᵀ) for the requested rows only.
@@ -340,9 +350,12 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
     Embed(batch, a_.h.data());
     PrepareRopeAndSlots(batch, kv.block_size());
   }
+  // x = RMSNorm(h), layer 0's attention input; each later norm follows a residual add.
+  Norm(layers_[0].input_layernorm, t, pool);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const bool last = l + 1 == c_.num_hidden_layers;
     Attention(layers_[l], l, batch, kv, t, pool);
-    Mlp(layers_[l], t, pool);
+    Mlp(layers_[l], last ? nullptr : &layers_[l + 1].input_layernorm, t, pool);
   }
   Head(batch, logits, pool);
   return OkStatus();

@@ -59,9 +59,12 @@ class Qwen35Model : public Model {
   Status Validate(const ForwardBatch& batch, const KvCache& kv, const StateSlots* states) const;
   void Embed(const ForwardBatch& batch);
   void PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states);
-  void Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool);
-  // h += mix over t rows (rounded in the bf16 path).
-  void AddMix(int64_t t, ThreadPool& pool);
+  // h += MLP(x), x = norm(h) already there; then x = the next norm (`next_norm`, if any) of h.
+  void Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm, int64_t t,
+           ThreadPool& pool);
+  // h += mix over t rows (rounded in the bf16 path), then x = norm(h) · next_norm when one is
+  // given, a row range at a time.
+  void AddMixAndNorm(const std::vector<float>* next_norm, int64_t t, ThreadPool& pool);
   void NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   kernels::RmsNormParams Norm() const {
@@ -260,19 +263,19 @@ void Qwen35Model::PrepareStep(const ForwardBatch& batch, int64_t block_size, Sta
 }
 
 // h += down(silu(gate(x)) ⊙ up(x)), x = norm(h)
-void Qwen35Model::Mlp(const Qwen35Layer& w, int64_t t, ThreadPool& pool) {
+void Qwen35Model::Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm, int64_t t,
+                      ThreadPool& pool) {
   const int64_t F = c_.intermediate_size, D = c_.hidden_size;
-  NormInto(w.post_attention_layernorm, t, pool);
   {
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
     kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
                       mix_.data(), D, pool, round_);
   }
-  AddMix(t, pool);
+  AddMixAndNorm(next_norm, t, pool);
 }
 
-// x = norm(h) · weight, a mixer's or the MLP's input.
+// x = norm(h) · weight, the first layer's mixer's input (the later norms follow a residual add).
 void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
   ProfileScope section("norms");
   const int64_t D = c_.hidden_size;
@@ -282,11 +285,18 @@ void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPo
   });
 }
 
-void Qwen35Model::AddMix(int64_t t, ThreadPool& pool) {
-  ProfileScope section("residual adds");
+// The add and the norm after it on each row range together: one hand-off to the pool instead of
+// two, and the norm reads h where the add left it (MiniCpmModel::AddResidualAndNorm).
+void Qwen35Model::AddMixAndNorm(const std::vector<float>* next_norm, int64_t t,
+                                ThreadPool& pool) {
+  ProfileScope section("residual adds, norms");
   const int64_t D = c_.hidden_size;
   ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
-    kernels::AddScaled(h_.data() + r0 * D, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
+    float* h = h_.data() + r0 * D;
+    kernels::AddScaled(h, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
+    if (next_norm != nullptr) {
+      kernels::RmsNorm(h, D, next_norm->data(), x_.data() + r0 * D, D, r1 - r0, D, Norm());
+    }
   });
 }
 
@@ -322,9 +332,10 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
     PrepareStep(batch, kv.block_size(), states);
   }
 
-  for (const Qwen35Layer& L : layers_) {
-    // x = norm(h); h += Mixer(x)
-    NormInto(L.input_layernorm, t, pool);
+  NormInto(layers_.front().input_layernorm, t, pool);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Qwen35Layer& L = layers_[l];
+    // h += Mixer(x), x = norm(h); then x = norm(h) for the MLP
     if (L.full_attention) {
       attention_.Forward(c_, L.attn, x_.data(), t, attn_seqs_, cos_.data(), sin_.data(),
                          kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);
@@ -339,9 +350,9 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
       }
       deltanet_.Forward(c_, L.gdn, x_.data(), t, gdn_seqs_, round_, mix_.data(), pool);
     }
-    AddMix(t, pool);
-    // h += MLP(norm(h))
-    Mlp(L, t, pool);
+    AddMixAndNorm(&L.post_attention_layernorm, t, pool);
+    // h += MLP(x); then x = norm(h) for the next layer's mixer
+    Mlp(L, l + 1 < layers_.size() ? &layers_[l + 1].input_layernorm : nullptr, t, pool);
   }
   Head(batch, logits, pool);
   return OkStatus();

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "kernels/gated_norm.h"
-#include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "model/forward_profile.h"
@@ -84,16 +83,15 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
     ProfileScope section("attention");
     // Causal attention over each sequence's cache.
     kernels::PagedAttention(q_.data(), H * hd, H, seqs, kv,
-                            1.0f / std::sqrt(static_cast<float>(hd)), attn_.data(), H * hd, pool);
-    // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
-    ForRowRanges(pool, t, H * hd, [&](int64_t r0, int64_t r1) {
-      float* a = attn_.data() + r0 * H * hd;
-      kernels::RoundInPlace(a, (r1 - r0) * H * hd, round);
-      if (c.attn_output_gate) {
-        kernels::SigmoidMul(a, hd, qg_.data() + r0 * qg_width + hd, 2 * hd, (r1 - r0) * H, hd,
+                            1.0f / std::sqrt(static_cast<float>(hd)), attn_.data(), H * hd, pool,
                             round);
-      }
-    });
+    // attn ⊙ sigmoid(gate) [T·H, hd], gate = second half of each head's qg row.
+    if (c.attn_output_gate) {
+      ForRowRanges(pool, t, H * hd, [&](int64_t r0, int64_t r1) {
+        kernels::SigmoidMul(attn_.data() + r0 * H * hd, hd, qg_.data() + r0 * qg_width + hd,
+                            2 * hd, (r1 - r0) * H, hd, round);
+      });
+    }
   }
   // out = attn · Woᵀ [T, hidden]
   ProfileScope section("attn o proj", MatmulWorkOf({&w.o_proj}, t));
