@@ -176,6 +176,7 @@ void ScoreTiles(const float* qt, int64_t q_stride, float* const* s, int64_t nq, 
 void BeginRow(RowState* r, float* out, int64_t n_keys, int64_t group, int64_t d) {
   r->out = out;
   r->n_keys = n_keys;
+  r->fresh = true;
   // Every slot set, as the softmax's rescale factors are computed 8 heads at a time.
   std::fill(r->m, r->m + kMaxGroup, -INFINITY);
   std::fill(r->l, r->l + kMaxGroup, 0.0f);

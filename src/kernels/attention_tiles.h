@@ -114,6 +114,7 @@ struct Prefetch {
 struct RowState {
   float* out;  // [group][d]
   int64_t n_keys;
+  bool fresh;  // no span's values in out yet: out is BeginRow's zeros (SpanValuesAmx)
   alignas(32) float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
   alignas(32) float s[kMaxGroup][kSpan + kChunk];
   // Rows of dot products: the span's P as bf16 pairs (SpanSoftmaxDotAvx512), keys 2u and 2u + 1
@@ -170,7 +171,8 @@ AmxTileConfig TileConfig(int64_t rows);
 void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
                    const Prefetch* pf);
-// P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0): o_h = o_h · alpha_h, then
+// P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0): o_h = o_h · alpha_h (on the
+// row's first span, `fresh`, the sums start from zeroed tiles instead, the same +0s), then
 // Σ_u P_h[u] · V[u] in steps of 16 key pairs, one TDPBF16PS chain per output element over the
 // steps in order, P's pairs read as they are in p_pairs (a tile row per head) and the values'
 // pairs from vp (CopyValuePairs: 16 pair rows of 16 dims a tile). A step takes 32 keys whatever
