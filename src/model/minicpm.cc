@@ -15,6 +15,7 @@
 #include "model/embedding_rows.h"
 #include "model/forward_profile.h"
 #include "model/minicpm_config.h"
+#include "model/residual_norm.h"
 #include "model/rope_table.h"
 #include "model/row_ranges.h"
 #include "model/weight_loader.h"
@@ -78,9 +79,10 @@ class MiniCpmModel : public Model {
   void Mlp(const MiniCpmLayer& w, const std::vector<float>* next_norm, int64_t t,
            ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
+  // x = RMSNorm(h) · weight over t rows: layer 0's attention input (residual_norm.h).
   void Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows, then x = RMSNorm(h) · next_norm when
-  // one is given, a row range at a time.
+  // one is given (residual_norm.h).
   void AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t, ThreadPool& pool);
   std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
   // Which linear weights were found ternary and packed as 2-bit codes (BitCPM4, ternary.h), or
@@ -275,31 +277,15 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   AddResidualAndNorm(&w.post_attention_layernorm, t, pool);
 }
 
-// x = RMSNorm(h) · weight, the first layer's attention input (the later norms follow a residual
-// add: AddResidualAndNorm).
 void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
-  ProfileScope section("norms");
-  const int64_t hd = c_.hidden_size;
-  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(a_.h.data() + r0 * hd, hd, weight.data(), a_.x.data() + r0 * hd, hd, r1 - r0,
-                     hd, NormParams());
-  });
+  NormRows(pool, t, c_.hidden_size, a_.h.data(), weight.data(), a_.x.data(), NormParams());
 }
 
-// The add and the norm after it on each row range together: one hand-off to the pool instead of
-// two, and the norm reads h where the add left it, in L1.
 void MiniCpmModel::AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t,
                                       ThreadPool& pool) {
-  ProfileScope section("residual adds, norms");
-  const int64_t hd = c_.hidden_size;
-  ForRowRanges(pool, t, hd, [&](int64_t r0, int64_t r1) {
-    float* h = a_.h.data() + r0 * hd;
-    kernels::AddScaled(h, hd, a_.o.data() + r0 * hd, hd, r1 - r0, hd, residual_scale_, round_);
-    if (next_norm != nullptr) {
-      kernels::RmsNorm(h, hd, next_norm->data(), a_.x.data() + r0 * hd, hd, r1 - r0, hd,
-                       NormParams());
-    }
-  });
+  cpm::AddResidualAndNorm(pool, t, c_.hidden_size, a_.h.data(), a_.o.data(), residual_scale_,
+                          round_, next_norm ? next_norm->data() : nullptr, a_.x.data(),
+                          NormParams());
 }
 
 void MiniCpmModel::Mlp(const MiniCpmLayer& w, const std::vector<float>* next_norm, int64_t t,

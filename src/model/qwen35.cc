@@ -23,8 +23,8 @@
 #include "model/qwen35_attention.h"
 #include "model/qwen35_config.h"
 #include "model/qwen35_deltanet.h"
+#include "model/residual_norm.h"
 #include "model/rope_table.h"
-#include "model/row_ranges.h"
 #include "model/weight_loader.h"
 
 namespace cpm {
@@ -63,8 +63,9 @@ class Qwen35Model : public Model {
   void Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm, int64_t t,
            ThreadPool& pool);
   // h += mix over t rows (rounded in the bf16 path), then x = norm(h) · next_norm when one is
-  // given, a row range at a time.
+  // given (residual_norm.h).
   void AddMixAndNorm(const std::vector<float>* next_norm, int64_t t, ThreadPool& pool);
+  // x = norm(h) · weight over t rows: the first layer's mixer's input (residual_norm.h).
   void NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool);
   void Head(const ForwardBatch& batch, float* logits, ThreadPool& pool);
   kernels::RmsNormParams Norm() const {
@@ -275,29 +276,14 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm,
   AddMixAndNorm(next_norm, t, pool);
 }
 
-// x = norm(h) · weight, the first layer's mixer's input (the later norms follow a residual add).
 void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
-  ProfileScope section("norms");
-  const int64_t D = c_.hidden_size;
-  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(h_.data() + r0 * D, D, weight.data(), x_.data() + r0 * D, D, r1 - r0, D,
-                     Norm());
-  });
+  NormRows(pool, t, c_.hidden_size, h_.data(), weight.data(), x_.data(), Norm());
 }
 
-// The add and the norm after it on each row range together: one hand-off to the pool instead of
-// two, and the norm reads h where the add left it (MiniCpmModel::AddResidualAndNorm).
 void Qwen35Model::AddMixAndNorm(const std::vector<float>* next_norm, int64_t t,
                                 ThreadPool& pool) {
-  ProfileScope section("residual adds, norms");
-  const int64_t D = c_.hidden_size;
-  ForRowRanges(pool, t, D, [&](int64_t r0, int64_t r1) {
-    float* h = h_.data() + r0 * D;
-    kernels::AddScaled(h, D, mix_.data() + r0 * D, D, r1 - r0, D, 1.0f, round_);
-    if (next_norm != nullptr) {
-      kernels::RmsNorm(h, D, next_norm->data(), x_.data() + r0 * D, D, r1 - r0, D, Norm());
-    }
-  });
+  AddResidualAndNorm(pool, t, c_.hidden_size, h_.data(), mix_.data(), 1.0f, round_,
+                     next_norm ? next_norm->data() : nullptr, x_.data(), Norm());
 }
 
 // logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.

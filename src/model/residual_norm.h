@@ -1,0 +1,43 @@
+// The decoder's residual stream between blocks, as MiniCPM4 and Qwen3.5 both run it: h [rows,
+// dim] the stream, x [rows, dim] the next block's input, both row-major with stride dim. Each
+// is a profile section of its own ("norms", "residual adds, norms").
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "model/forward_profile.h"
+#include "model/row_ranges.h"
+
+namespace cpm {
+
+// x = RMSNorm(h) · weight: the first layer's input norm (each later norm follows a residual
+// add: AddResidualAndNorm).
+inline void NormRows(ThreadPool& pool, int64_t rows, int64_t dim, const float* h,
+                     const float* weight, float* x, const kernels::RmsNormParams& params) {
+  ProfileScope section("norms");
+  ForRowRanges(pool, rows, dim, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(h + r0 * dim, dim, weight, x + r0 * dim, dim, r1 - r0, dim, params);
+  });
+}
+
+// h += scale · delta with AddScaled's rounding (residual.h), then x = RMSNorm(h) · next_norm
+// when one is given (none after the last block), each row range's add and norm together: one
+// hand-off to the pool instead of two, and the norm reads h where the add left it, in L1.
+inline void AddResidualAndNorm(ThreadPool& pool, int64_t rows, int64_t dim, float* h,
+                               const float* delta, float scale, kernels::Round round,
+                               const float* next_norm, float* x,
+                               const kernels::RmsNormParams& params) {
+  ProfileScope section("residual adds, norms");
+  ForRowRanges(pool, rows, dim, [&](int64_t r0, int64_t r1) {
+    float* hr = h + r0 * dim;
+    kernels::AddScaled(hr, dim, delta + r0 * dim, dim, r1 - r0, dim, scale, round);
+    if (next_norm != nullptr) {
+      kernels::RmsNorm(hr, dim, next_norm, x + r0 * dim, dim, r1 - r0, dim, params);
+    }
+  });
+}
+
+}  // namespace cpm
