@@ -31,7 +31,7 @@ static_assert(sizeof(AmxTileConfig) == 64);
 // a tile's contents are then whatever the last kernel left, so each zeroes or loads its sums.
 void UseTileConfig(const AmxTileConfig& c);
 // Every tile `rows` rows (at most 16) of 64 bytes: 16 bf16 pairs, or 16 f32 sums, a row.
-inline AmxTileConfig TilesOf64Bytes(int rows) {
+constexpr AmxTileConfig TilesOf64Bytes(int rows) {
   AmxTileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.rows[t] = static_cast<uint8_t>(rows);

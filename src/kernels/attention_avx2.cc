@@ -351,18 +351,21 @@ void SpanValueRuns(const KvLayerView& kv, const Chunk* chunks, int64_t nc,
   }
 }
 
-// The row's partial result for its partition (AttendRowsAvx2): m and l after the outputs.
-void StorePartial(const RowState& r, int64_t group, int64_t d) {
-  std::copy(r.m, r.m + group, r.out + group * d);
-  std::copy(r.l, r.l + group, r.out + group * d + group);
+// The row's partial result for its partition (AttendRowsAvx2) at `to`: the outputs (where the
+// row's sums were not there already), then m and l.
+void StorePartial(const RowState& r, int64_t group, int64_t d, float* to) {
+  if (r.out != to) std::copy(r.out, r.out + group * d, to);
+  std::copy(r.m, r.m + group, to + group * d);
+  std::copy(r.l, r.l + group, to + group * d + group);
 }
 
-void FinishRow(const RowState& r, int64_t group, int64_t d) {
+// The row's result at `to` (maybe its sums' own place): each head's sums over its l.
+void FinishRow(const RowState& r, int64_t group, int64_t d, float* to) {
   for (int64_t g = 0; g < group; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / r.l[g]);
-    float* og = r.out + g * d;
+    const float* og = r.out + g * d;
     for (int64_t j = 0; j < d; j += 8) {
-      _mm256_storeu_ps(og + j, _mm256_mul_ps(_mm256_loadu_ps(og + j), inv));
+      _mm256_storeu_ps(to + g * d + j, _mm256_mul_ps(_mm256_loadu_ps(og + j), inv));
     }
   }
 }
@@ -396,6 +399,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local attn::ValueRun runs[kSpan];  // the P·V dot products' runs of value pairs
   // AMX's P·V operand: the span's value pairs, d a row (CopyValuePairs).
   alignas(64) thread_local uint32_t vpairs[kSpan / 2 * kMaxHeadDim];
+  // The rows' P pairs, row r's heads from r·group (RowState::p_pairs), and on AMX their sums,
+  // [rows][group][d]: one run of tile rows across the rows (SpanValuesAmx).
+  alignas(64) thread_local uint32_t p_pairs[kMaxAttendRows * kMaxGroup][kSpan / 2];
+  alignas(64) thread_local float sums[kMaxAttendRows * kMaxGroup * kMaxHeadDim];
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
   // + p] holds dims 2p, 2p + 1 (the rows' q are bf16 values, so taking the high halves is exact).
   // 32 vectors more than the rows hold: AMX's score tiles read 16 or 32 whole vectors.
@@ -410,9 +417,13 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   // both where those agree (a decode row), else each loaded before its products (UseTileConfig
   // loads only where the shapes change).
   const AmxTileConfig score_tiles = attn::TileConfig(rows * group);
-  const AmxTileConfig value_tiles = attn::TileConfig(group);
+  // Where each span's P·V reads its values (ValuePath).
+  const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, bs);
+  const bool dot_values = path == ValuePath::kDotAmx || path == ValuePath::kDot;
   for (int64_t r = 0; r < rows; ++r) {
-    BeginRow(&st[r], out + r * out_stride, n_keys0 + r, group, d);
+    float* sums_r = path == ValuePath::kDotAmx ? sums + r * group * d : out + r * out_stride;
+    BeginRow(&st[r], sums_r, n_keys0 + r, group, d);
+    st[r].p_pairs = p_pairs + r * group;
     for (int64_t g = 0; g < group; ++g) {
       const float* qg = q + r * q_stride + g * d;
       for (int64_t j = 0; !all_dot && j < d; ++j) qt[j * qt_stride + r * group + g] = qg[j];
@@ -512,14 +523,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
         }
       }
     }
-    // Where the span's P·V reads its values (ValuePath), prepared once for all rows.
-    const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, bs);
-    const bool dot_values = path == ValuePath::kDotAmx || path == ValuePath::kDot;
+    // The span's values, prepared once for all rows.
     if (dot_values) SpanValueRuns(kv, chunks, nc, runs);
-    if (path == ValuePath::kDotAmx) {
-      attn::CopyValuePairs(runs, nc, d, vpairs);
-      UseTileConfig(value_tiles);
-    }
+    if (path == ValuePath::kDotAmx) attn::CopyValuePairs(runs, nc, d, vpairs);
     if (path == ValuePath::kWidened) WidenSpanValues(kv, chunks, nc, vspan);
     const Chunk widened_chunk{0, 0, 0, p1 - p0, true};  // the f32 copy: one chunk of all keys
     for (int64_t r = 0; r < rows; ++r) {
@@ -529,8 +535,7 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
       else if (wide) attn::SpanSoftmaxAvx512(&st[r], group, n, kBf16);
       else SpanSoftmax(&st[r], group, n, kBf16);
       switch (path) {
-        case ValuePath::kDotAmx:
-          attn::SpanValuesAmx(st[r], group, d, vpairs, n);
+        case ValuePath::kDotAmx:  // after every row's update, all rows at once
           break;
         case ValuePath::kDot:
           attn::SpanValuesDotAvx512(st[r], group, d, runs, n);
@@ -548,10 +553,11 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
           break;
       }
     }
+    if (path == ValuePath::kDotAmx) attn::SpanValuesAmx(st, rows, group, d, vpairs, p0, p1);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    if (finish) FinishRow(st[r], group, d);
-    else StorePartial(st[r], group, d);
+    if (finish) FinishRow(st[r], group, d, out + r * out_stride);
+    else StorePartial(st[r], group, d, out + r * out_stride);
   }
 }
 

@@ -110,7 +110,8 @@ struct Prefetch {
 
 // The online-softmax state of one query row of a GQA group: each head's running max m and
 // sum l, and the span's scores s (then probabilities); the running output accumulates in `out`
-// itself. s has a chunk's room past the span: a chunk's tile writes 16 scores whatever its n.
+// (the row's output itself, or AMX's scratch of a call's rows: SpanValuesAmx). s has a chunk's
+// room past the span: a chunk's tile writes 16 scores whatever its n.
 struct RowState {
   float* out;  // [group][d]
   int64_t n_keys;
@@ -118,8 +119,9 @@ struct RowState {
   alignas(32) float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
   alignas(32) float s[kMaxGroup][kSpan + kChunk];
   // Rows of dot products: the span's P as bf16 pairs (SpanSoftmaxDotAvx512), keys 2u and 2u + 1
-  // in pair u (the lower key in the low half).
-  alignas(64) uint32_t p_pairs[kMaxGroup][kSpan / 2];
+  // in pair u (the lower key in the low half); [group] rows of the caller's buffer, a call's
+  // rows one after another, so that AMX's P tiles take heads of several rows.
+  uint32_t (*p_pairs)[kSpan / 2];
 };
 
 // f(std::integral_constant<int, H>{}, h0) over a GQA group's heads [0, group) in tiles of H = 4
@@ -171,15 +173,19 @@ AmxTileConfig TileConfig(int64_t rows);
 void ScoreTilesAmx(const uint32_t* qp, float* const* s, int64_t nq, int64_t d,
                    const uint16_t* const* keys, int64_t n_chunks, int64_t row, float scale,
                    const Prefetch* pf);
-// P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0): o_h = o_h · alpha_h (on the
-// row's first span, `fresh`, the sums start from zeroed tiles instead, the same +0s), then
+// P·V on AMX tiles for the rows that take AMX scores (d % 32 == 0), every row of a call that
+// sees keys of the span [p0, p1) (row r its n = min(p1, n_keys) − p0 > 0): o_h = o_h · alpha_h
+// (on a row's first span, `fresh`, the sums start from zeroed tiles instead, the same +0s), then
 // Σ_u P_h[u] · V[u] in steps of 16 key pairs, one TDPBF16PS chain per output element over the
-// steps in order, P's pairs read as they are in p_pairs (a tile row per head) and the values'
-// pairs from vp (CopyValuePairs: 16 pair rows of 16 dims a tile). A step takes 32 keys whatever
-// n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and so are the value pairs.
-// The caller loads TileConfig(group) (sums and P: a tile row per head, never more, for a tile
-// store to touch no other head's outputs).
-void SpanValuesAmx(RowState& r, int64_t group, int64_t d, const uint32_t* vp, int64_t n);
+// row's ⌈n / 32⌉ steps in order, P's pairs read as they are in p_pairs (a tile row per head) and
+// the values' pairs from vp (CopyValuePairs: 16 pair rows of 16 dims a tile). A step takes 32
+// keys whatever n: p_pairs is 0 past n up to the next 32 (SpanSoftmaxDotAvx512), and so are the
+// value pairs. The rows' p_pairs and outputs lie one after another (row r's at row 0's + r ·
+// group rows), so that the heads of rows with as many steps share tiles: a row's chains are the
+// same whichever tile row holds them. Loads its tiles' shapes (UseTileConfig): for a run of ≤ 16
+// heads TileConfig(heads), a decode row's score tiles too.
+void SpanValuesAmx(RowState* st, int64_t rows, int64_t group, int64_t d, const uint32_t* vp,
+                   int64_t p0, int64_t p1);
 // The span's runs of value pairs (n keys in all; every run's count even but the last's)
 // copied into vp, d pairs a row, an odd count's last high halves and the rows past it up to
 // the next 32 keys zero: SpanValuesAmx's operand. A copy, not the cache's rows as they lie: a
