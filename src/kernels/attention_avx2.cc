@@ -399,8 +399,8 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   thread_local attn::ValueRun runs[kSpan];  // the P·V dot products' runs of value pairs
   // AMX's P·V operand: the span's value pairs, d a row (CopyValuePairs).
   alignas(64) thread_local uint32_t vpairs[kSpan / 2 * kMaxHeadDim];
-  // The rows' P pairs, row r's heads from r·group (RowState::p_pairs), and on AMX their sums,
-  // [rows][group][d]: one run of tile rows across the rows (SpanValuesAmx).
+  // The rows' P pairs, row r's heads from r·group (RowState::p_pairs), and on AMX the sums of
+  // several rows, [rows][group][d]: one run of tile rows across the rows (SpanValuesAmx).
   alignas(64) thread_local uint32_t p_pairs[kMaxAttendRows * kMaxGroup][kSpan / 2];
   alignas(64) thread_local float sums[kMaxAttendRows * kMaxGroup * kMaxHeadDim];
   // With `dot`, also as bf16 pairs for the dot-product score tiles: qp[(r·group + g)·kQpStride
@@ -420,8 +420,10 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   // Where each span's P·V reads its values (ValuePath).
   const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, bs);
   const bool dot_values = path == ValuePath::kDotAmx || path == ValuePath::kDot;
+  // A row's own output serves one row (its heads d apart, as in the scratch).
+  const bool scratch = path == ValuePath::kDotAmx && rows > 1;
   for (int64_t r = 0; r < rows; ++r) {
-    float* sums_r = path == ValuePath::kDotAmx ? sums + r * group * d : out + r * out_stride;
+    float* sums_r = scratch ? sums + r * group * d : out + r * out_stride;
     BeginRow(&st[r], sums_r, n_keys0 + r, group, d);
     st[r].p_pairs = p_pairs + r * group;
     for (int64_t g = 0; g < group; ++g) {
