@@ -143,7 +143,7 @@ inline void ZeroOutputs(int tiles) {
 }
 
 // Outputs [j0, j0 + 16T) of ≤ 16 P rows (tile 4) against the values' pairs (tiles 6 and 7 in
-// turn, 16 pair rows of 16 dims): one row tile, four column tiles.
+// turn, 16 pair rows of 16 dims): one row tile, T column tiles.
 template <int T>
 void ValueColumns(const PvRows& v, int64_t j0) {
   float* o = v.o + j0;

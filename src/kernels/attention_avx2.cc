@@ -413,9 +413,9 @@ void AttendRows(const float* q, int64_t q_stride, int64_t rows, int64_t n_keys0,
   // time in a 512-token prefill).
   const bool all_dot = kBf16 && dot && bs % kChunk == 0;
   const bool amx_scores = kBf16 && dot && attn::UseAmxScores(d);
-  // The scores' tiles hold a row per query vector, P·V's a row per head: one configuration for
-  // both where those agree (a decode row), else each loaded before its products (UseTileConfig
-  // loads only where the shapes change).
+  // The scores' tiles hold a row per query vector, P·V's a row per head (SpanValuesAmx loads
+  // its own): the same shapes for a decode row and for a prefill's full tiles, so UseTileConfig,
+  // which loads only where the shapes change, loads once.
   const AmxTileConfig score_tiles = attn::TileConfig(rows * group);
   // Where each span's P·V reads its values (ValuePath).
   const ValuePath path = ChooseValuePath(kBf16, dot, amx_scores, rows, bs);
