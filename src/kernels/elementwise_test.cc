@@ -22,6 +22,13 @@ void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int6
 void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
                           int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
                           int64_t dim);
+// residual_avx512.cc and rmsnorm_avx512.cc compiled over SIMDe (their _emulated.cc files).
+void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+                     int64_t dim, float scale, Round round);
+void ScaleAvx512(float* x, int64_t n, float scale, Round round);
+void RoundBf16InPlaceAvx512(float* x, int64_t n);
+void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                   int64_t rows, int64_t dim, const RmsNormParams& p);
 }  // namespace emulated
 namespace {
 
@@ -100,6 +107,39 @@ TEST(ElementwiseTest, RmsNorm) {
         y.assign(rows * dim, 0);
         RmsNorm(x.data(), xs, w.data(), y.data(), dim, rows, dim, p);
       }, 1e-5, mode != 0, "rmsnorm dim=" + std::to_string(dim) + " mode=" + std::to_string(mode));
+    }
+  }
+}
+
+// The AVX-512 form over SIMDe (rmsnorm_avx512_emulated.cc) is the AVX2 form to the bit: the same
+// sum of squares, then elementwise ops. Rows are written with a gap (y_stride > dim) that must
+// stay untouched, and y aliases x in the last case, as the model's head runs it.
+TEST(ElementwiseTest, RmsNormAvx512EmulatedIsAvx2BitForBit) {
+  IsaGuard guard;
+  if (!SetActiveIsa(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  for (int64_t dim : kDims) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const int64_t rows = 3, xs = dim + 5, ys = dim + 3;
+      const std::vector<float> x = RandomVec(rows * xs, 11, -3, 3);
+      const std::vector<float> w = RandomVec(dim, 12, 0.5, 1.5);
+      RmsNormParams p;
+      p.eps = 1e-5f;
+      p.round_normalized = mode == 1 || mode == 3;
+      p.round = mode >= 1 ? Round::kBf16 : Round::kNone;
+      p.weight_offset = mode == 2 ? 1.0f : 0.0f;
+      std::vector<float> want(rows * ys, -7.0f), got(rows * ys, -7.0f);
+      RmsNorm(x.data(), xs, w.data(), want.data(), ys, rows, dim, p);
+      emulated::RmsNormAvx512(x.data(), xs, w.data(), got.data(), ys, rows, dim, p);
+      const std::string what = "rmsnorm avx512(emulated) dim=" + std::to_string(dim);
+      ExpectMatches(got, want, 0, false, what + " mode=" + std::to_string(mode));
+      std::vector<float> in_place = x;
+      emulated::RmsNormAvx512(in_place.data(), xs, w.data(), in_place.data(), xs, rows, dim, p);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < xs; ++j) {
+          const float expect = j < dim ? want[r * ys + j] : x[r * xs + j];
+          ASSERT_EQ(Bits(in_place[r * xs + j]), Bits(expect)) << what << " in place " << r << "," << j;
+        }
+      }
     }
   }
 }
@@ -253,6 +293,31 @@ TEST(ElementwiseTest, ResidualScaleAndRoundAreBitExact) {
     x = special;
     RoundBf16InPlace(x.data(), static_cast<int64_t>(x.size()));
   }, 0, false, "round_bf16");
+  // The AVX-512 forms over SIMDe (residual_avx512_emulated.cc) against the scalar level.
+  {
+    IsaGuard guard;
+    ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+    for (int64_t dim : kDims) {
+      for (Round r : {Round::kNone, Round::kBf16}) {
+        const int64_t rows = 3, hs = dim + 2;
+        std::vector<float> h0 = RandomVec(rows * hs, 13, -10, 10);
+        for (size_t i = 0; i < special.size() && i < h0.size(); i += 3) h0[i] = special[i];
+        const std::vector<float> d = RandomVec(rows * dim, 14, -10, 10);
+        std::vector<float> want = h0, got = h0;
+        AddScaled(want.data(), hs, d.data(), dim, rows, dim, 0.2857738137f, r);
+        emulated::AddScaledAvx512(got.data(), hs, d.data(), dim, rows, dim, 0.2857738137f, r);
+        ExpectMatches(got, want, 0, false, "add_scaled avx512(emulated) dim=" + std::to_string(dim));
+        want = h0, got = h0;
+        Scale(want.data(), dim, 12.0f, r);
+        emulated::ScaleAvx512(got.data(), dim, 12.0f, r);
+        ExpectMatches(got, want, 0, false, "scale avx512(emulated) dim=" + std::to_string(dim));
+      }
+    }
+    std::vector<float> want = special, got = special;
+    RoundBf16InPlace(want.data(), static_cast<int64_t>(want.size()));
+    emulated::RoundBf16InPlaceAvx512(got.data(), static_cast<int64_t>(got.size()));
+    ExpectMatches(got, want, 0, false, "round_bf16 avx512(emulated)");
+  }
   // And the scalar level agrees with tensor/dtype.h's RoundBf16.
   std::vector<float> x = special;
   RoundBf16InPlace(x.data(), static_cast<int64_t>(x.size()));

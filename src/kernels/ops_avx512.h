@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/rmsnorm.h"
 #include "kernels/rounding.h"
 
 namespace cpm {
@@ -11,6 +12,15 @@ class ThreadPool;
 }  // namespace cpm
 
 namespace cpm::kernels {
+
+// residual.h's AddScaled, Scale and RoundBf16InPlace, and rmsnorm.h's RmsNorm: bitwise the
+// scalar and AVX2 forms' results.
+void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+                     int64_t dim, float scale, Round round);
+void ScaleAvx512(float* x, int64_t n, float scale, Round round);
+void RoundBf16InPlaceAvx512(float* x, int64_t n);
+void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                   int64_t rows, int64_t dim, const RmsNormParams& p);
 
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                    float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);

@@ -3,14 +3,17 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
 
 void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
                int64_t dim, float scale, Round round) {
-  if (ActiveIsa() != Isa::kScalar) {
-    return AddScaledAvx2(h, h_stride, d, d_stride, rows, dim, scale, round);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return AddScaledAvx512(h, h_stride, d, d_stride, rows, dim, scale, round);
+    case Isa::kAvx2: return AddScaledAvx2(h, h_stride, d, d_stride, rows, dim, scale, round);
+    default: break;
   }
   const bool rb = round == Round::kBf16;
   for (int64_t r = 0; r < rows; ++r) {
@@ -26,7 +29,11 @@ void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int
 }
 
 void Scale(float* x, int64_t n, float scale, Round round) {
-  if (ActiveIsa() != Isa::kScalar) return ScaleAvx2(x, n, scale, round);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return ScaleAvx512(x, n, scale, round);
+    case Isa::kAvx2: return ScaleAvx2(x, n, scale, round);
+    default: break;
+  }
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i] * scale;
     x[i] = round == Round::kBf16 ? RoundBf16(v) : v;
@@ -34,7 +41,11 @@ void Scale(float* x, int64_t n, float scale, Round round) {
 }
 
 void RoundBf16InPlace(float* x, int64_t n) {
-  if (ActiveIsa() != Isa::kScalar) return RoundBf16InPlaceAvx2(x, n);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return RoundBf16InPlaceAvx512(x, n);
+    case Isa::kAvx2: return RoundBf16InPlaceAvx2(x, n);
+    default: break;
+  }
   for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
 }
 

@@ -5,13 +5,18 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
 
 void RmsNorm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
              int64_t rows, int64_t dim, const RmsNormParams& p) {
-  if (ActiveIsa() != Isa::kScalar) return RmsNormAvx2(x, x_stride, w, y, y_stride, rows, dim, p);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return RmsNormAvx512(x, x_stride, w, y, y_stride, rows, dim, p);
+    case Isa::kAvx2: return RmsNormAvx2(x, x_stride, w, y, y_stride, rows, dim, p);
+    default: break;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     float* yr = y + r * y_stride;
