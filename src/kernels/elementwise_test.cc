@@ -29,6 +29,9 @@ void ScaleAvx512(float* x, int64_t n, float scale, Round round);
 void RoundBf16InPlaceAvx512(float* x, int64_t n);
 void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                    int64_t rows, int64_t dim, const RmsNormParams& p);
+void RopeNeoxAvx512(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
+                    int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
+                    Round round, bool round_products);
 }  // namespace emulated
 namespace {
 
@@ -145,7 +148,7 @@ TEST(ElementwiseTest, RmsNormAvx512EmulatedIsAvx2BitForBit) {
 }
 
 TEST(ElementwiseTest, RopeIsBitExact) {
-  for (int64_t head_dim : {8, 64, 80, 128}) {
+  for (int64_t head_dim : {8, 40, 64, 80, 128}) {
     for (int64_t rot_dim : {head_dim, head_dim / 2}) {
       for (Round r : {Round::kNone, Round::kBf16}) {
         for (RopeRounding where : {RopeRounding::kResults, RopeRounding::kEveryOp}) {
@@ -158,6 +161,16 @@ TEST(ElementwiseTest, RopeIsBitExact) {
             RopeNeox(x.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(), s.data(), r,
                      where);
           }, 0, false, "rope d=" + std::to_string(head_dim) + " rot=" + std::to_string(rot_dim));
+          // The AVX-512 form over SIMDe (rope_avx512_emulated.cc), too.
+          IsaGuard guard;
+          ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+          std::vector<float> want = x0, got = x0;
+          RopeNeox(want.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(), s.data(), r,
+                   where);
+          emulated::RopeNeoxAvx512(got.data(), xs, n_tokens, n_heads, head_dim, rot_dim, c.data(),
+                                   s.data(), r,
+                                   r == Round::kBf16 && where == RopeRounding::kEveryOp);
+          ExpectMatches(got, want, 0, false, "rope avx512(emulated) d=" + std::to_string(head_dim));
         }
       }
     }

@@ -3,6 +3,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/rope_pair.h"
 #include "tensor/dtype.h"
 
@@ -12,9 +13,14 @@ void RopeNeox(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int
               int64_t rot_dim, const float* cos, const float* sin, Round round,
               RopeRounding rounding) {
   const bool products = round == Round::kBf16 && rounding == RopeRounding::kEveryOp;
-  if (ActiveIsa() != Isa::kScalar) {
-    return RopeNeoxAvx2(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round,
-                        products);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return RopeNeoxAvx512(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round,
+                            products);
+    case Isa::kAvx2:
+      return RopeNeoxAvx2(x, x_stride, n_tokens, n_heads, head_dim, rot_dim, cos, sin, round,
+                          products);
+    default: break;
   }
   const int64_t half = rot_dim / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
