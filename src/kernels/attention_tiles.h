@@ -2,13 +2,12 @@
 // attention_avx512.cc has 16-lane score and value tiles that compute the AVX2 tiles' chains).
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/amx.h"
 #include "kernels/attention_impl.h"
+#include "kernels/prefetch.h"
 
 namespace cpm::kernels::attn {
 
@@ -98,14 +97,14 @@ struct Prefetch {
 // ahead, and those dims' share of this chunk's values (a line of a bf16 chunk's).
 [[gnu::always_inline]] inline void RequestDims(const Prefetch& pf, int64_t j) {
   if (pf.k_pairs) {
-    _mm_prefetch(pf.k + j / 2 * pf.k_row, _MM_HINT_T0);
-    _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
+    PrefetchL1(pf.k + j / 2 * pf.k_row);
+    PrefetchL1(pf.v + j * pf.v_step);
     return;
   }
-  _mm_prefetch(pf.k + j * pf.k_row, _MM_HINT_T0);
-  _mm_prefetch(pf.k + (j + 1) * pf.k_row, _MM_HINT_T0);
-  _mm_prefetch(pf.v + j * pf.v_step, _MM_HINT_T0);
-  _mm_prefetch(pf.v + (j + 1) * pf.v_step, _MM_HINT_T0);
+  PrefetchL1(pf.k + j * pf.k_row);
+  PrefetchL1(pf.k + (j + 1) * pf.k_row);
+  PrefetchL1(pf.v + j * pf.v_step);
+  PrefetchL1(pf.v + (j + 1) * pf.v_step);
 }
 
 // The online-softmax state of one query row of a GQA group: each head's running max m and

@@ -12,6 +12,7 @@
 
 #include "kernels/conv1d.h"
 #include "kernels/ops_avx512.h"
+#include "kernels/prefetch.h"
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, conv1d_avx512_emulated.cc).
@@ -108,7 +109,7 @@ void Channels(const float* x, int64_t x_stride, int64_t t, int64_t channels, int
       }
       const auto request = [&](int64_t c0) {
         for (int a = 0; a < n_ahead; ++a) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead[a] + c0), _MM_HINT_T0);
+          PrefetchL1(ahead[a] + c0);
         }
       };
       const auto one = [&](int64_t c0) {  // a vector alone, maybe partial

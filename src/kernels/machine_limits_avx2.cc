@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/machine_limits.h"
+#include "kernels/prefetch.h"
 
 namespace cpm::kernels {
 
@@ -58,8 +59,8 @@ uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes) {
     for (int q = 0; q < 4; ++q) {
       const char* line = base + q * quarter + off;
       if (prefetch_bytes > 0) {  // a branch the predictor always gets right
-        _mm_prefetch(line + prefetch_bytes, _MM_HINT_T0);
-        _mm_prefetch(line + prefetch_bytes + 64, _MM_HINT_T0);
+        PrefetchL1(line + prefetch_bytes);
+        PrefetchL1(line + prefetch_bytes + 64);
       }
       const __m256i* v = reinterpret_cast<const __m256i*>(line);
       s0 = _mm256_xor_si256(s0, _mm256_load_si256(v));

@@ -15,6 +15,7 @@
 #include "base/aligned_buffer.h"
 #include "kernels/amx.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/prefetch.h"
 #include "kernels/simd_avx512.h"
 
 namespace cpm::kernels {
@@ -64,10 +65,10 @@ void Steps(const char* x, int64_t xs, const char* panel, int64_t steps) {
     const char* b = panel + s * 16 * 128;
     const char* a = x + s * 64;
     if constexpr (kPrefetch != Prefetch::kNone) {
-      for (int j = 0; j < 32; ++j) _mm_prefetch(b + kPrefetchBytes + j * 64, _MM_HINT_T0);
+      for (int j = 0; j < 32; ++j) PrefetchL1(b + kPrefetchBytes + j * 64);
     }
     if constexpr (kPrefetch == Prefetch::kL1AndL2) {
-      for (int j = 0; j < 32; ++j) _mm_prefetch(b + kPrefetchL2Bytes + j * 64, _MM_HINT_T1);
+      for (int j = 0; j < 32; ++j) PrefetchL2(b + kPrefetchL2Bytes + j * 64);
     }
     _tile_loadd(6, b, 128);
     _tile_loadd(7, b + 64, 128);

@@ -18,6 +18,7 @@
 
 #include "kernels/matmul_impl.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/prefetch.h"
 #include "kernels/simd_avx2.h"
 
 namespace cpm::kernels {
@@ -254,8 +255,8 @@ template <int H, int NP, bool kBf16>
   for (int64_t pairs = kc / 2; pairs > 0; --pairs, ahead += pf.stride) {
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
-      _mm_prefetch(ahead + q * elems_bytes, _MM_HINT_T0);
-      if constexpr (!kBf16) _mm_prefetch(ahead + q * elems_bytes + 64, _MM_HINT_T0);  // 128 B
+      PrefetchL1(ahead + q * elems_bytes);
+      if constexpr (!kBf16) PrefetchL1(ahead + q * elems_bytes + 64);  // 128 B
     }
     Step<H, NP, kBf16>(acc, xk, pp, panel_elems);
     Step<H, NP, kBf16>(acc, xk + H, pp + 16, panel_elems);

@@ -22,6 +22,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/prefetch.h"
 #include "kernels/simd_avx512.h"
 
 #if defined(CPM_EMULATE_AVX512)
@@ -143,8 +144,8 @@ void Tile(const TileArgs& a, const void* panel, float* y, int64_t n_valid) {
     for (int q = 0; q < NP; ++q) {
       const T* p = base + q * panel_stride + kk * kStepElems;
       const char* ahead = reinterpret_cast<const char*>(p) + ahead_bytes;
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      if constexpr (kMode != Mode::kF32) _mm_prefetch(ahead + 64, _MM_HINT_T0);  // 128 B/step
+      PrefetchL1(ahead);
+      if constexpr (kMode != Mode::kF32) PrefetchL1(ahead + 64);  // 128 B/step
       if constexpr (kMode == Mode::kF32) {
         const __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
         const float* x = static_cast<const float*>(xv);
@@ -461,7 +462,7 @@ void TernaryTile(const uint32_t* x, int64_t xs, const PackedWeight& pw, int64_t 
 #pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) {
         const uint64_t* c = codes + q * steps * 2 + kk * 2;
-        _mm_prefetch(reinterpret_cast<const char*>(c) + 1024, _MM_HINT_T0);
+        PrefetchL1(reinterpret_cast<const char*>(c) + 1024);
         __m512i z0, z1;
         if constexpr (MR > 6) {
           z0 = TernaryDecoder::WeightsFromMasks(c[0], mask[q][0]);

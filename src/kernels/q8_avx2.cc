@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/prefetch.h"
 #include "kernels/q8.h"
 #include "kernels/simd_avx2.h"
 
@@ -51,7 +52,7 @@ void Tile(const Q8X& x, int64_t row0, const uint8_t* panel, const uint16_t* scal
       }
       for (int q = 0; q < NP; ++q) {
         const uint8_t* p = block + q * panel_bytes + s * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
+        PrefetchL1(reinterpret_cast<const char*>(p) + ahead);
         for (int h = 0; h < 2; ++h) {
           const __m256i w = _mm256_xor_si256(
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)), flip);

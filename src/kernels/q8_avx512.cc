@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/prefetch.h"
 #include "kernels/q8.h"
 #include "kernels/simd_avx512.h"
 
@@ -79,7 +80,7 @@ void Tile(const TileArgs& a, int64_t n_valid) {
 #pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) {
         const uint8_t* p = block + q * a.panel_bytes + s * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
+        PrefetchL1(reinterpret_cast<const char*>(p) + ahead);
         w[q] = _mm512_loadu_si512(p);
       }
 #pragma GCC unroll 8
@@ -94,7 +95,7 @@ void Tile(const TileArgs& a, int64_t n_valid) {
     for (int q = 0; q < NP; ++q) {
       const uint16_t* sp = a.scales + q * a.scale_stride + b * kQ8PanelWidth;
       // One request per line: a 64-byte line holds two blocks' 16 scales (m = 1: 0.98x).
-      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sp) + ahead / 16, _MM_HINT_T0);
+      if (b % 2 == 0) PrefetchL1(reinterpret_cast<const char*>(sp) + ahead / 16);
       sw[q] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
     }
 #pragma GCC unroll 8
