@@ -140,7 +140,8 @@ TEST(ElementwiseTest, RmsNormAvx512EmulatedIsAvx2BitForBit) {
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < xs; ++j) {
           const float expect = j < dim ? want[r * ys + j] : x[r * xs + j];
-          ASSERT_EQ(Bits(in_place[r * xs + j]), Bits(expect)) << what << " in place " << r << "," << j;
+          ASSERT_EQ(Bits(in_place[r * xs + j]), Bits(expect))
+              << what << " in place " << r << "," << j;
         }
       }
     }
@@ -319,7 +320,8 @@ TEST(ElementwiseTest, ResidualScaleAndRoundAreBitExact) {
         std::vector<float> want = h0, got = h0;
         AddScaled(want.data(), hs, d.data(), dim, rows, dim, 0.2857738137f, r);
         emulated::AddScaledAvx512(got.data(), hs, d.data(), dim, rows, dim, 0.2857738137f, r);
-        ExpectMatches(got, want, 0, false, "add_scaled avx512(emulated) dim=" + std::to_string(dim));
+        ExpectMatches(got, want, 0, false,
+                      "add_scaled avx512(emulated) dim=" + std::to_string(dim));
         want = h0, got = h0;
         Scale(want.data(), dim, 12.0f, r);
         emulated::ScaleAvx512(got.data(), dim, 12.0f, r);

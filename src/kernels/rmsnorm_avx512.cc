@@ -1,9 +1,9 @@
 // AVX-512 RMSNorm: rmsnorm_avx2.cc's arithmetic on 16 lanes. A row's sum of squares is the AVX2
 // form's (SumSquaresAvx2: 8 lanes in two chains), so the inverse is the same to the bit, and the
-// scaling pass is elementwise and exact (a row's last dim % 16 elements under a mask), so the
-// two forms agree to the bit. Why 512 bits: the scaling pass, with MiniCPM's two bf16 roundings,
-// is bound by the rounding's integer ops (perf on a 512-token MiniCPM4 prefill), which 16 lanes
-// halve. Compiled with AVX-512 flags; called only when the CPU has them.
+// scaling pass is elementwise and exact (a row's last dim % 16 elements under a mask), so the two
+// forms agree to the bit. Why 512 bits: most of the scaling pass's instructions, with MiniCPM's two
+// bf16 roundings, are the rounding's integer ops (perf on a 512-token MiniCPM4 prefill), which 16
+// lanes halve. Compiled with AVX-512 flags; called only when the CPU has them.
 #include <cmath>
 
 #include "kernels/ops_avx2.h"
