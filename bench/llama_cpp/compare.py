@@ -23,11 +23,12 @@ rather than mmap: +10-15% decode); both engines use their default attention.
 llama.cpp itself: give `--llama-bin DIR` (with llama-bench, llama-batched-bench and
 llama-server), or let this script build it in --work from the llama.cpp source that the npm
 package node-llama-cpp carries (a git bundle of a tagged release; the npm registry is reachable
-where Debian's apt is), with GGML_NATIVE for this CPU. The GGUF comes from make_gguf.py.
+where Debian's apt is), with GGML_NATIVE for this CPU (`--llama-no-amx`: a second build without
+its AMX kernels, for VMs where they die with SIGILL). The GGUF comes from make_gguf.py.
 
 Usage (repository root, after scripts/build.sh; the first run builds llama.cpp, ~10 min on 2
 cores): bench/llama_cpp/compare.py [--rounds 3] [--serve] [--depth D] [--ternary | --q8]
-[--json out.json]
+[--llama-no-amx] [--json out.json]
 """
 import argparse
 import json
@@ -58,9 +59,17 @@ def run(cmd, **kw):
 
 # ---- llama.cpp: source from the npm registry, built here ----
 
-def build_llama_cpp(work):
+# llama.cpp's AMX int8 kernels (its Q8_0 and other quantized types on Sapphire Rapids and later)
+# die with SIGILL at their first tile load on some VMs (2 vCPUs of a Xeon with AMX: a tileloadd
+# in libggml-cpu's prompt path, v0.5.0), while its bf16 path never uses AMX. --llama-no-amx
+# builds it a second time with GCC's AMX flags off (explicit -mno-* win over -march=native).
+NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def build_llama_cpp(work, no_amx=False):
     """bin directory of a native Release build of llama.cpp's benchmarks, built once in `work`."""
-    src, build = os.path.join(work, "llama.cpp"), os.path.join(work, "llama.cpp", "build")
+    src = os.path.join(work, "llama.cpp")
+    build = os.path.join(src, "build-no-amx" if no_amx else "build")
     bin_dir = os.path.join(build, "bin")
     if all(os.path.exists(os.path.join(bin_dir, t)) for t in LLAMA_TOOLS):
         return bin_dir
@@ -76,7 +85,9 @@ def build_llama_cpp(work):
     launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
          "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-         "-DLLAMA_BUILD_EXAMPLES=OFF"] + (launcher if shutil.which("ccache") else []))
+         "-DLLAMA_BUILD_EXAMPLES=OFF"] + (launcher if shutil.which("ccache") else []) +
+        ([f"-DCMAKE_C_FLAGS={NO_AMX_FLAGS}", f"-DCMAKE_CXX_FLAGS={NO_AMX_FLAGS}"]
+         if no_amx else []))
     run(["ninja", "-C", build] + LLAMA_TOOLS)
     return bin_dir
 
@@ -195,6 +206,8 @@ def main():
                                                     "MiniCPM4-0.5B"))
     ap.add_argument("--cpmserve", default=os.path.join(ROOT, "build", "cpmserve"))
     ap.add_argument("--llama-bin", help="directory with llama.cpp's built tools (else built)")
+    ap.add_argument("--llama-no-amx", action="store_true",
+                    help="build llama.cpp without its AMX kernels (where they die with SIGILL)")
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/cpmserve-llama-cpp"),
                     help="where llama.cpp is built and the GGUF is written")
     ap.add_argument("--pp", type=int, nargs="+", default=[512])
@@ -219,7 +232,7 @@ def main():
     if not os.path.exists(a.cpmserve):
         sys.exit(f"compare: {a.cpmserve} not found (run scripts/build.sh first)")
     os.makedirs(a.work, exist_ok=True)
-    bin_dir = a.llama_bin or build_llama_cpp(a.work)
+    bin_dir = a.llama_bin or build_llama_cpp(a.work, a.llama_no_amx)
     if a.serve and a.ternary:
         sys.exit("compare: --serve serves bf16 or Q8_0 dummy weights only")
     gguf = make_gguf(a)
@@ -261,7 +274,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": a.model, "threads": a.threads, "depth": a.depth,
-                       "llama_cpp": NODE_LLAMA_CPP,
+                       "llama_cpp": NODE_LLAMA_CPP, "llama_no_amx": a.llama_no_amx,
                        "rounds": rounds, "best": best, "serve_rounds": serve_rounds,
                        "serve_best": serve_best}, f, indent=2)
 
