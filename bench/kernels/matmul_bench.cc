@@ -11,10 +11,12 @@
 #include <random>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "bench_threads.h"
 #include "kernels/activation.h"
 #include "kernels/matmul.h"
 #include "kernels/q8.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/ternary.h"
 #include "model/row_ranges.h"
 #include "tensor/dtype.h"
@@ -270,6 +272,69 @@ void BM_GatedMlp(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_GatedMlp)->ArgNames({"m", "fused"})->ArgsProduct({{16, 512}, {0, 1}})->MinTime(0.5);
+
+// MiniCPM4-0.5B's norms into the matmuls that read their output, at m rows, as the bf16 model
+// runs them: the input norm and the q/k/v group, the post-attention norm and the gated MLP; x as
+// f32 rows, which each matmul call packs into bf16 pairs (pairs = 0), or written by the norm as
+// those pairs (RmsNormToPairs, MatMulGroup and GatedMlp on PairRows: pairs = 1).
+void BM_NormIntoMatmuls(benchmark::State& state) {
+  const int64_t m = state.range(0), hidden = 1024, kvd = 128, ffn = 4096;
+  const bool pairs = state.range(1) != 0;
+  const Copies qs = MakeCopies(hidden, hidden, true), ks = MakeCopies(kvd, hidden, true),
+               vs = MakeCopies(kvd, hidden, true), gates = MakeCopies(ffn, hidden, true),
+               ups = MakeCopies(ffn, hidden, true), downs = MakeCopies(hidden, ffn, true);
+  const LinearWeight* all[] = {&qs.ws[0], &gates.ws[0], &downs.ws[0]};
+  if (pairs && !MatMulTakesPairRows(all)) {
+    state.SkipWithError("the matmuls take no pair rows on this CPU");
+    return;
+  }
+  ThreadPool pool(BenchThreads());
+  std::vector<float> h(m * hidden, 0.5f), norm(hidden, 1.0f), x(m * hidden), q(m * hidden),
+      k(m * kvd), v(m * kvd), act(m * ffn), out(m * hidden);
+  for (int64_t i = 0; i < m * hidden; ++i) h[i] = RoundBf16(0.01f * static_cast<float>(i % 97));
+  const int64_t ps = PairRowsStride(hidden);
+  AlignedBuffer pair_buffer(static_cast<size_t>(m * ps) * sizeof(uint32_t));  // as the model's
+  uint32_t* x_pairs = pair_buffer.as<uint32_t>();
+  RmsNormParams params{1e-5f, 0.0f, true, Round::kBf16};
+  const auto norm_rows = [&] {
+    ForRowRanges(pool, m, hidden, [&](int64_t r0, int64_t r1) {
+      if (pairs) {
+        RmsNormToPairs(h.data() + r0 * hidden, hidden, norm.data(), x_pairs + r0 * ps, ps,
+                       r1 - r0, hidden, params);
+      } else {
+        RmsNorm(h.data() + r0 * hidden, hidden, norm.data(), x.data() + r0 * hidden, hidden,
+                r1 - r0, hidden, params);
+      }
+    });
+  };
+  size_t i = 0, j = 0;
+  for (auto _ : state) {
+    const LinearWeight* ws[] = {&qs.ws[i], &ks.ws[i], &vs.ws[i]};
+    float* ys[] = {q.data(), k.data(), v.data()};
+    const int64_t strides[] = {hidden, kvd, kvd};
+    norm_rows();
+    if (pairs) {
+      MatMulGroup(PairRows{x_pairs, ps}, m, ws, ys, strides, pool, Round::kBf16);
+    } else {
+      MatMulGroup(x.data(), hidden, m, ws, ys, strides, pool, Round::kBf16);
+    }
+    norm_rows();
+    const LinearWeight &gate = gates.ws[j], &up = ups.ws[j], &down = downs.ws[j];
+    if (pairs) {
+      GatedMlp(PairRows{x_pairs, ps}, m, gate, up, down, out.data(), hidden, pool,
+               Round::kBf16);
+    } else {
+      GatedMlp(x.data(), hidden, m, gate, up, down, act.data(), ffn, out.data(), hidden, pool,
+               Round::kBf16);
+    }
+    i = (i + 1) % qs.ws.size();
+    j = (j + 1) % gates.ws.size();
+  }
+}
+BENCHMARK(BM_NormIntoMatmuls)
+    ->ArgNames({"m", "pairs"})
+    ->ArgsProduct({{16, 512}, {0, 1}})
+    ->MinTime(0.5);
 
 // Every matmul of one MiniCPM4-0.5B decode step at m rows, in the model's order: per layer
 // q/k/v as one group, o_proj, the gated MLP (GatedMlp), then the tied head; 868 MB of bf16

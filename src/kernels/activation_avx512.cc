@@ -26,15 +26,6 @@ inline __m512 SiluMul16(const float* g, const float* u, __mmask16 m, bool rb) {
   return v;
 }
 
-// The high halves of lo's and hi's 32 floats (bf16 values: their low halves are zero) in order,
-// as 16 pairs, element 2p in the low half of pair p: one word permutation.
-inline __m512i Bf16Pairs(__m512 lo, __m512 hi) {
-  const __m512i high_words = _mm512_set_epi16(
-      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
-      17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), high_words, _mm512_castps_si512(hi));
-}
-
 }  // namespace
 
 void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
@@ -82,7 +73,7 @@ inline void SiluMulPairGroups(const PairGroup (&q)[kGroups]) {
   }
 #pragma GCC unroll 4
   for (int i = 0; i < kGroups; ++i) {
-    _mm512_storeu_si512(q[i].p, Bf16Pairs(s[2 * i], s[2 * i + 1]));
+    _mm512_storeu_si512(q[i].p, avx512::Bf16Pairs(s[2 * i], s[2 * i + 1]));
   }
 }
 
@@ -117,7 +108,7 @@ void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* u
       const __m512 hi = dim - j > 16
                             ? SiluMul16(g + j + 16, u + j + 16, FirstLanes(dim - j - 16), true)
                             : _mm512_setzero_ps();
-      const __m512i packed = Bf16Pairs(lo, hi);
+      const __m512i packed = avx512::Bf16Pairs(lo, hi);
       // An odd last element's pair gets a zero partner (a masked-off lane is 0).
       const __mmask16 m = FirstLanes((dim - j + 1) / 2);
       if (m == 0xffff) {

@@ -29,6 +29,8 @@ void ScaleAvx512(float* x, int64_t n, float scale, Round round);
 void RoundBf16InPlaceAvx512(float* x, int64_t n);
 void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                    int64_t rows, int64_t dim, const RmsNormParams& p);
+void RmsNormToPairsAvx512(const float* x, int64_t x_stride, const float* w, uint32_t* pairs,
+                          int64_t pairs_stride, int64_t rows, int64_t dim, const RmsNormParams& p);
 void RopeNeoxAvx512(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                     int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
                     Round round, bool round_products);
@@ -142,6 +144,63 @@ TEST(ElementwiseTest, RmsNormAvx512EmulatedIsAvx2BitForBit) {
           const float expect = j < dim ? want[r * ys + j] : x[r * xs + j];
           ASSERT_EQ(Bits(in_place[r * xs + j]), Bits(expect))
               << what << " in place " << r << "," << j;
+        }
+      }
+    }
+  }
+}
+
+// RmsNormToPairs holds RmsNorm's bf16 outputs as pairs (element 2i low), an odd dim's last
+// partner zero, and writes nothing past a row's (dim + 1) / 2 pairs: at every ISA against RmsNorm
+// there, and over SIMDe's AVX-512 (rmsnorm_avx512_emulated.cc) against AVX2's (whose sum of
+// squares it shares; the scalar sum's order differs), MiniCPM's two roundings and Qwen3.5's one.
+TEST(ElementwiseTest, RmsNormToPairsHoldsRmsNormsBits) {
+  IsaGuard guard;
+  using ToPairs = std::function<void(const float*, int64_t, const float*, uint32_t*, int64_t,
+                                     int64_t, int64_t, const RmsNormParams&)>;
+  struct Form {
+    std::string name;
+    Isa reference;  // where RmsNorm gives the values it must hold
+    ToPairs to_pairs;
+  };
+  std::vector<Form> forms;
+  for (Isa isa : IsasToTest()) {
+    forms.push_back({ToString(isa), isa, [](auto... a) { RmsNormToPairs(a...); }});
+  }
+  if (SetActiveIsa(Isa::kAvx2)) {
+    forms.push_back({"avx512(emulated)", Isa::kAvx2,
+                     [](auto... a) { emulated::RmsNormToPairsAvx512(a...); }});
+  }
+  for (int64_t dim : kDims) {
+    for (bool minicpm : {true, false}) {
+      const int64_t rows = 3, xs = dim + 5, ps = (dim + 1) / 2 + 4;
+      const std::vector<float> x = RandomVec(rows * xs, 13, -3, 3);
+      const std::vector<float> w = RandomVec(dim, 14, 0.5, 1.5);
+      RmsNormParams p;
+      p.eps = 1e-5f;
+      p.round_normalized = minicpm;
+      p.weight_offset = minicpm ? 0.0f : 1.0f;
+      p.round = Round::kBf16;
+      for (const Form& form : forms) {
+        ASSERT_TRUE(SetActiveIsa(form.reference));
+        std::vector<float> want(rows * dim);
+        RmsNorm(x.data(), xs, w.data(), want.data(), dim, rows, dim, p);
+        std::vector<uint32_t> pairs(rows * ps, 0xdeadbeef);
+        form.to_pairs(x.data(), xs, w.data(), pairs.data(), ps, rows, dim, p);
+        const std::string what = form.name + " dim=" + std::to_string(dim) +
+                                 (minicpm ? " minicpm" : " qwen3.5");
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < ps; ++i) {
+            const uint32_t got = pairs[r * ps + i];
+            if (i >= (dim + 1) / 2) {
+              ASSERT_EQ(got, 0xdeadbeefu) << what << ": wrote past row " << r;
+              continue;
+            }
+            const float lo = want[r * dim + 2 * i];
+            const float hi = 2 * i + 1 < dim ? want[r * dim + 2 * i + 1] : 0.0f;
+            ASSERT_EQ(got, Bits(lo) >> 16 | (Bits(hi) & 0xffff0000u))
+                << what << " row " << r << " pair " << i;
+          }
         }
       }
     }

@@ -568,14 +568,19 @@ void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool
 using GateUpFinish =
     std::function<void(const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1)>;
 
-// MatMulSiluMul's tasks: each computes its columns of x · gateᵀ and x · upᵀ into a per-worker
-// scratch, then `finish` takes them from there.
-void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
-               const LinearWeight& up, ThreadPool& pool, Round round,
+// Gate and up as the jobs of a fused call (their y unused: RunGateUp's tasks write scratch).
+struct GateUpJobs {
+  Job jobs[2];
+  GateUpJobs(const LinearWeight& gate, const LinearWeight& up)
+      : jobs{MakeJob(gate, ActiveIsa(), nullptr, 0), MakeJob(up, ActiveIsa(), nullptr, 0)} {}
+};
+
+// MatMulSiluMul's tasks over x (in every form gate and up's kernels take): each computes its
+// columns of x · gateᵀ and x · upᵀ into a per-worker scratch, then `finish` takes them from there.
+void RunGateUp(const XForms& xf, int64_t m, const GateUpJobs& gu, ThreadPool& pool, Round round,
                const GateUpFinish& finish) {
-  const Isa isa = ActiveIsa();
-  const Job jobs[] = {MakeJob(gate, isa, nullptr, 0), MakeJob(up, isa, nullptr, 0)};
-  const XForms xf = PrepareX(x, x_stride, m, jobs, pool);
+  const Job(&jobs)[2] = gu.jobs;
+  const LinearWeight& gate = *jobs[0].w;
   // Units of kFusedUnit columns, a whole number of panels of either width (16, 32); per task at
   // most 4 (a gate/up pair of 4 panels each, as MatMulGroup's tasks of at most 8 panels) and as
   // many as keep its two products within kFusedScratchBytes (L2).
@@ -604,18 +609,79 @@ void RunGateUp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& 
   });
 }
 
-}  // namespace
+// x given as pair rows (PairRows), every row on the dot products.
+XForms FromPairRows(const PairRows& x, int64_t m, int64_t k) {
+  CPM_CHECK(x.stride == PairsStride(k));
+  thread_local AlignedBuffer dot;
+  if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
+  std::memset(dot.data(), 1, static_cast<size_t>(m));
+  return {ActiveIsa(), nullptr, 0, nullptr, Avx512X{nullptr, 0, dot.as<uint8_t>(), x.pairs},
+          Q8X{}};
+}
 
-void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
-                 std::span<const LinearWeight* const> ws, std::span<float* const> ys,
-                 std::span<const int64_t> y_strides, ThreadPool& pool, Round round) {
+// Whether down reads the bf16 pairs that GatedMlpPairs hands it.
+bool DownTakesPairs(const Job& down, Round round) {
+  return round == Round::kBf16 && MatMulUsesBf16Dot() && down.pw != nullptr &&
+         ReadsPairs(down.pw->layout);
+}
+
+// GatedMlp where DownTakesPairs: the activation straight into the pairs the down kernel reads.
+// Rounded to bf16, every row is bf16-exact, so each takes the dot products, as PrepareX would
+// have decided.
+void GatedMlpPairs(const XForms& xf, int64_t m, const GateUpJobs& gu, const Job& down,
+                   ThreadPool& pool) {
+  const int64_t n = gu.jobs[0].w->out_features, ps = PairsStride(n);
+  thread_local AlignedBuffer pairs;
+  const size_t pair_bytes = static_cast<size_t>(m * ps) * sizeof(uint32_t);
+  if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
+  // Taken here: inside the lambda, `pairs` would name the worker's own buffer.
+  uint32_t* pair_rows = pairs.as<uint32_t>();
+  RunGateUp(xf, m, gu, pool, Round::kBf16,
+            [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
+              SiluMulToPairsAvx512(g, ss, u, ss, pair_rows + c0 / 2, ps, m, c1 - c0);
+            });
+  RunGroup({&down, 1}, FromPairRows({pair_rows, ps}, m, n), m, pool, Round::kBf16);
+}
+
+// A group's jobs at the active ISA (its weights share one k).
+std::vector<Job> GroupJobs(std::span<const LinearWeight* const> ws, std::span<float* const> ys,
+                           std::span<const int64_t> y_strides) {
   CPM_CHECK(ws.size() == ys.size() && ws.size() == y_strides.size());
-  if (m == 0 || ws.empty()) return;
   for (const LinearWeight* w : ws) CPM_CHECK(w->in_features == ws[0]->in_features);
   const Isa isa = ActiveIsa();
   std::vector<Job> jobs(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) jobs[i] = MakeJob(*ws[i], isa, ys[i], y_strides[i]);
+  return jobs;
+}
+
+}  // namespace
+
+int64_t PairRowsStride(int64_t k) { return PairsStride(k); }
+
+bool MatMulTakesPairRows(std::span<const LinearWeight* const> ws) {
+  if (!MatMulUsesBf16Dot()) return false;
+  const Isa isa = ActiveIsa();
+  return std::all_of(ws.begin(), ws.end(), [&](const LinearWeight* w) {
+    const PackedWeight* pw = Packed(*w);
+    return pw != nullptr && ReadsPairs(pw->layout) && LayoutIsa(pw->layout) <= isa;
+  });
+}
+
+void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
+                 std::span<const LinearWeight* const> ws, std::span<float* const> ys,
+                 std::span<const int64_t> y_strides, ThreadPool& pool, Round round) {
+  if (m == 0 || ws.empty()) return;
+  const std::vector<Job> jobs = GroupJobs(ws, ys, y_strides);
   RunGroup(jobs, PrepareX(x, x_stride, m, jobs, pool), m, pool, round);
+}
+
+void MatMulGroup(const PairRows& x, int64_t m, std::span<const LinearWeight* const> ws,
+                 std::span<float* const> ys, std::span<const int64_t> y_strides,
+                 ThreadPool& pool, Round round) {
+  if (m == 0 || ws.empty()) return;
+  CPM_CHECK(MatMulTakesPairRows(ws));
+  const std::vector<Job> jobs = GroupJobs(ws, ys, y_strides);
+  RunGroup(jobs, FromPairRows(x, m, ws[0]->in_features), m, pool, round);
 }
 
 void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
@@ -623,7 +689,8 @@ void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeig
                    Round round) {
   CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
   if (m == 0) return;
-  RunGateUp(x, x_stride, m, gate, up, pool, round,
+  const GateUpJobs gu(gate, up);
+  RunGateUp(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu, pool, round,
             [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
               SiluMul(g, ss, u, ss, out + c0, out_stride, m, c1 - c0, round);
             });
@@ -634,30 +701,27 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
               float* out, int64_t out_stride, ThreadPool& pool, Round round) {
   CPM_CHECK(down.in_features == gate.out_features);
   if (m == 0) return;
-  const Isa isa = ActiveIsa();
-  const Job down_job = MakeJob(down, isa, out, out_stride);
-  if (round != Round::kBf16 || !MatMulUsesBf16Dot() || down_job.pw == nullptr ||
-      !ReadsPairs(down_job.pw->layout)) {
+  const Job down_job = MakeJob(down, ActiveIsa(), out, out_stride);
+  if (!DownTakesPairs(down_job, round)) {
     MatMulSiluMul(x, x_stride, m, gate, up, act, act_stride, pool, round);
     return MatMul(act, act_stride, m, down, out, out_stride, pool, round);
   }
-  // The activation straight into the pairs the down kernel reads. Rounded to bf16, every row
-  // is bf16-exact, so each takes the dot products, as PrepareX would have decided.
-  const int64_t n = gate.out_features, ps = PairsStride(n);
-  thread_local AlignedBuffer dot, pairs;
-  if (dot.size() < static_cast<size_t>(m)) dot.Resize(static_cast<size_t>(m));
-  const size_t pair_bytes = static_cast<size_t>(m * ps) * sizeof(uint32_t);
-  if (pairs.size() < pair_bytes) pairs.Resize(pair_bytes);
-  std::memset(dot.data(), 1, static_cast<size_t>(m));
-  // Taken here: inside the lambda, `pairs` would name the worker's own buffer.
-  uint32_t* pair_rows = pairs.as<uint32_t>();
-  RunGateUp(x, x_stride, m, gate, up, pool, round,
-            [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
-              SiluMulToPairsAvx512(g, ss, u, ss, pair_rows + c0 / 2, ps, m, c1 - c0);
-            });
-  const XForms xf{isa, nullptr, 0, nullptr, Avx512X{nullptr, 0, dot.as<uint8_t>(), pair_rows},
-                  Q8X{}};
-  RunGroup({&down_job, 1}, xf, m, pool, round);
+  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  const GateUpJobs gu(gate, up);
+  GatedMlpPairs(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu, down_job, pool);
+}
+
+void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
+              const LinearWeight& down, float* out, int64_t out_stride, ThreadPool& pool,
+              Round round) {
+  CPM_CHECK(down.in_features == gate.out_features);
+  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  if (m == 0) return;
+  const LinearWeight* gate_up[] = {&gate, &up};
+  const Job down_job = MakeJob(down, ActiveIsa(), out, out_stride);
+  CPM_CHECK(MatMulTakesPairRows(gate_up) && DownTakesPairs(down_job, round));
+  const GateUpJobs gu(gate, up);
+  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu, down_job, pool);
 }
 
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,

@@ -81,6 +81,27 @@ void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const int64_t> y_strides, ThreadPool& pool,
                  Round round = Round::kNone);
 
+// x as rows of bf16 pairs, the form the bf16 dot-product kernels (vdpbf16ps, AMX) read it in:
+// row i's element 2p in the low half of pairs[i · stride + p] (an odd k's last pair with a zero
+// high half), stride = PairRowsStride(k). Written by the step before a matmul where the matmul is
+// its only reader (rmsnorm.h's RmsNormToPairs), so that the matmul neither reads x as f32 nor
+// packs it (at a 512-token prefill of MiniCPM4, 2 MiB read and 1 MiB written per call, and the
+// pool's hand-off for it). Every row is taken as bf16-exact.
+struct PairRows {
+  const uint32_t* pairs;
+  int64_t stride;
+};
+int64_t PairRowsStride(int64_t k);
+// Whether MatMulGroup over these weights takes PairRows at the active ISA: each packed as bf16
+// pairs (or ternary codes) for the bf16 dot products.
+bool MatMulTakesPairRows(std::span<const LinearWeight* const> ws);
+
+// MatMulGroup on x given as pair rows (MatMulTakesPairRows(ws) must hold): bitwise the same
+// results as on the f32 rows they hold.
+void MatMulGroup(const PairRows& x, int64_t m, std::span<const LinearWeight* const> ws,
+                 std::span<float* const> ys, std::span<const int64_t> y_strides,
+                 ThreadPool& pool, Round round = Round::kNone);
+
 // out[m, n] = silu(x · gateᵀ) ⊙ (x · upᵀ), the gated MLP's first half: bitwise MatMulGroup of
 // gate and up (rounded as `round` says) followed by SiluMul, but each task finishes its own
 // columns while their two products are in L2, so the [m, n] products are never written out
@@ -99,6 +120,11 @@ void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeig
 void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
               const LinearWeight& up, const LinearWeight& down, float* act, int64_t act_stride,
               float* out, int64_t out_stride, ThreadPool& pool, Round round = Round::kNone);
+// GatedMlp on x given as pair rows, where its activation goes to down as pairs: round is
+// Round::kBf16 and MatMulTakesPairRows holds for gate, up and down.
+void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
+              const LinearWeight& down, float* out, int64_t out_stride, ThreadPool& pool,
+              Round round);
 
 // Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps), so that its
 // FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.

@@ -324,6 +324,65 @@ TEST(MatMulTest, SiluMulFusedIsBitwiseGroupThenSiluMul) {
   }
 }
 
+// m rows of x (row stride xs, k values each, bf16-exact) as PairRows (matmul.h), by hand.
+std::vector<uint32_t> PairRowsOf(const std::vector<float>& x, int64_t xs, int64_t m, int64_t k) {
+  const int64_t ps = PairRowsStride(k);
+  std::vector<uint32_t> pairs(m * ps, 0xdeadbeef);  // the gap past each row: never read
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < k; j += 2) {
+      const uint32_t hi = j + 1 < k ? F32ToBf16(x[i * xs + j + 1]) : 0;
+      pairs[i * ps + j / 2] = F32ToBf16(x[i * xs + j]) | hi << 16;
+    }
+  }
+  return pairs;
+}
+
+// MatMulGroup on x as pair rows is bitwise MatMulGroup on the f32 rows they hold, wherever its
+// weights take them (bf16 pairs, ternary codes at AVX-512 BF16); elsewhere (f32 weights, Q8_0,
+// AVX2 panels) MatMulTakesPairRows says no. Decode and prefill heights, an odd k.
+TEST(MatMulTest, PairRowsAreBitwiseTheF32Rows) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t k : {64, 65, 1024}) {
+      TestWeight f32 = MakeWeight(DType::kF32, 40, k, 3);
+      TestWeight bf16 = MakeWeight(DType::kBF16, 70, k, 4);
+      TestWeight ternary = MakeWeight(DType::kBF16, 96, k, 5);
+      TestWeight q8 = MakeWeight(DType::kBF16, 32, k, 6);
+      FakeQuantizeTernary(ternary.bf16.data(), 96, k, 32, false);
+      for (TestWeight* t : {&f32, &bf16, &ternary}) PrepareLinear(&t->w);
+      PrepareLinear(&q8.w, Source::kKeep, WeightQuant::kQ8_0);
+      const LinearWeight* f32_ws[] = {&f32.w};
+      const LinearWeight* q8_ws[] = {&bf16.w, &q8.w};
+      EXPECT_FALSE(MatMulTakesPairRows(f32_ws));
+      EXPECT_FALSE(MatMulTakesPairRows(q8_ws));
+      const LinearWeight* ws[] = {&bf16.w, &ternary.w};
+      ASSERT_EQ(MatMulTakesPairRows(ws), MatMulUsesBf16Dot()) << ToString(isa);
+      if (!MatMulUsesBf16Dot()) continue;
+      for (int64_t m : {1, 5, 16, 40, 300}) {
+        const int64_t xs = k + 3;
+        std::vector<float> x = RandomVec(m * xs, static_cast<uint32_t>(m + k));
+        for (float& v : x) v = RoundBf16(v);
+        for (Round round : {Round::kNone, Round::kBf16}) {
+          const auto want = GroupOutputs(x.data(), xs, m, {bf16, ternary}, pool, round);
+          const std::vector<uint32_t> pairs = PairRowsOf(x, xs, m, k);
+          std::vector<float> y0(m * 70), y1(m * 96);
+          float* ys[] = {y0.data(), y1.data()};
+          const int64_t strides[] = {70, 96};
+          MatMulGroup(PairRows{pairs.data(), PairRowsStride(k)}, m, ws, ys, strides, pool,
+                      round);
+          const std::string what = std::string(ToString(isa)) + " k=" + std::to_string(k) +
+                                   " m=" + std::to_string(m);
+          ExpectBitwiseEqual(y0.data(), want[0].data(), m * 70, what + " bf16");
+          ExpectBitwiseEqual(y1.data(), want[1].data(), m * 96, what + " ternary");
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 // GatedMlp is bitwise MatMulSiluMul then MatMul, also where it hands the down projection the
 // activation as bf16 pairs (AVX-512 BF16, rounded): every ISA, f32 / bf16 / ternary weights,
 // down packed or not, decode and prefill heights, odd ffn widths (an odd last pair, a partial
@@ -371,11 +430,24 @@ TEST(MatMulTest, GatedMlpIsBitwiseSiluMulThenDown) {
               std::vector<float> scratch(sh.m * as), out(sh.m * os, -7.0f);
               GatedMlp(x.data(), xs, sh.m, gate.w, up.w, down.w, scratch.data(), as, out.data(),
                        os, pool, round);
+              const LinearWeight* all[] = {&gate.w, &up.w, &down.w};
+              const bool pairs_too = round == Round::kBf16 && MatMulTakesPairRows(all);
+              std::vector<float> from_pairs(sh.m * os, -7.0f);
+              if (pairs_too) {  // x as pair rows (matmul.h's GatedMlp on PairRows)
+                const std::vector<uint32_t> pairs = PairRowsOf(x, xs, sh.m, sh.hidden);
+                GatedMlp(PairRows{pairs.data(), PairRowsStride(sh.hidden)}, sh.m, gate.w, up.w,
+                         down.w, from_pairs.data(), os, pool, round);
+              }
               for (int64_t i = 0; i < sh.m; ++i) {
                 ExpectBitwiseEqual(out.data() + i * os, want.data() + i * sh.hidden, sh.hidden,
                                    what + " row " + std::to_string(i));
+                if (pairs_too) {
+                  ExpectBitwiseEqual(from_pairs.data() + i * os, want.data() + i * sh.hidden,
+                                     sh.hidden, what + " from pair rows, row " + std::to_string(i));
+                }
                 for (int64_t c = sh.hidden; c < os; ++c) {
                   ASSERT_EQ(out[i * os + c], -7.0f) << what << ": wrote past hidden";
+                  ASSERT_EQ(from_pairs[i * os + c], -7.0f) << what << ": wrote past hidden";
                 }
               }
               if (HasFailure()) return;

@@ -21,6 +21,8 @@ void ScaleAvx512(float* x, int64_t n, float scale, Round round);
 void RoundBf16InPlaceAvx512(float* x, int64_t n);
 void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                    int64_t rows, int64_t dim, const RmsNormParams& p);
+void RmsNormToPairsAvx512(const float* x, int64_t x_stride, const float* w, uint32_t* pairs,
+                          int64_t pairs_stride, int64_t rows, int64_t dim, const RmsNormParams& p);
 // rope.h's RopeNeox (`round_products`: each product rounded to bf16 too), bitwise the scalar's.
 void RopeNeoxAvx512(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
                     int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,

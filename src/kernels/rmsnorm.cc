@@ -2,7 +2,10 @@
 #include "kernels/rmsnorm.h"
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
+#include "base/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
@@ -28,6 +31,26 @@ void RmsNorm(const float* x, int64_t x_stride, const float* w, float* y, int64_t
       if (p.round_normalized) v = RoundBf16(v);
       v *= (p.weight_offset + w[j]);
       yr[j] = p.round == Round::kBf16 ? RoundBf16(v) : v;
+    }
+  }
+}
+
+void RmsNormToPairs(const float* x, int64_t x_stride, const float* w, uint32_t* pairs,
+                    int64_t pairs_stride, int64_t rows, int64_t dim, const RmsNormParams& p) {
+  CPM_CHECK(p.round == Round::kBf16);
+  if (ActiveIsa() == Isa::kAvx512) {
+    return RmsNormToPairsAvx512(x, x_stride, w, pairs, pairs_stride, rows, dim, p);
+  }
+  // Elsewhere (no matmul reads pairs below AVX-512; tests): RmsNorm a row, then its high halves.
+  std::vector<float> y(static_cast<size_t>(dim));
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(x + r * x_stride, x_stride, w, y.data(), dim, 1, dim, p);
+    uint32_t* pr = pairs + r * pairs_stride;
+    for (int64_t j = 0; j < dim; j += 2) {
+      uint32_t lo, hi = 0;
+      std::memcpy(&lo, &y[j], 4);
+      if (j + 1 < dim) std::memcpy(&hi, &y[j + 1], 4);
+      pr[j / 2] = (lo >> 16) | (hi & 0xffff0000u);
     }
   }
 }

@@ -21,4 +21,11 @@ struct RmsNormParams {
 void RmsNorm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
              int64_t rows, int64_t dim, const RmsNormParams& p);
 
+// RmsNorm's outputs (p.round must be Round::kBf16) as bf16 pairs, the x a bf16 dot-product matmul
+// reads (matmul.h's PairRows): row r's element 2i in the low half of pairs[r · pairs_stride + i],
+// an odd dim's last pair with a zero high half. Bitwise RmsNorm's values; a norm whose only
+// reader is such a matmul then writes half the bytes and the matmul packs nothing.
+void RmsNormToPairs(const float* x, int64_t x_stride, const float* w, uint32_t* pairs,
+                    int64_t pairs_stride, int64_t rows, int64_t dim, const RmsNormParams& p);
+
 }  // namespace cpm::kernels

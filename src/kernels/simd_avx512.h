@@ -53,6 +53,16 @@ inline __m512d WidenToF64(__m256 v) {
 inline __m512d WidenToF64(__m256 v) { return _mm512_cvtps_pd(v); }
 #endif
 
+// The high halves of lo's and hi's 32 floats (bf16 values: their low halves are zero) in order,
+// as 16 pairs, element 2p in the low half of pair p (the bf16 dot products' x layout): one word
+// permutation.
+inline __m512i Bf16Pairs(__m512 lo, __m512 hi) {
+  const __m512i high_words = _mm512_set_epi16(
+      63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+      17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), high_words, _mm512_castps_si512(hi));
+}
+
 // The first n lanes of 16 (none for n ≤ 0, all for n ≥ 16): the valid lanes of a row's last,
 // partial vector.
 inline __mmask16 FirstLanes(int64_t n) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/log.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -43,6 +44,9 @@ auto LinearWeights(Layer& L) {
 // Per-step activations, grown on demand and reused (the engine thread is the only caller).
 struct Activations {
   std::vector<float> h, x, q, k, v, attn, o, gate, cos, sin, head_in;  // gate: the MLP's silu(g)·u
+  // x as the matmuls' bf16 pair rows, where they take them (MiniCpmModel::x_as_pairs_): aligned,
+  // as the kernels' own pair buffers, so that a row's tile loads start on cache lines.
+  AlignedBuffer x_pairs;
   std::vector<int64_t> slots;
   void Resize(int64_t t, const MiniCpmConfig& c) {
     const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
@@ -55,6 +59,9 @@ struct Activations {
     attn.resize(t * qd);
     o.resize(t * hd);
     gate.resize(t * ffn);
+    const size_t pair_bytes =
+        static_cast<size_t>(t * kernels::PairRowsStride(hd)) * sizeof(uint32_t);
+    if (x_pairs.size() < pair_bytes) x_pairs.Resize(pair_bytes);
     cos.resize(t * c.head_dim / 2);
     sin.resize(t * c.head_dim / 2);
     slots.resize(t);
@@ -88,6 +95,17 @@ class MiniCpmModel : public Model {
   // Which linear weights were found ternary and packed as 2-bit codes (BitCPM4, ternary.h), or
   // quantized (--quantization).
   void LogPackedWeights() const;
+  // Whether every layer's q/k/v and MLP matmuls take x as bf16 pair rows (kernels::PairRows): the
+  // bf16 path on the bf16 dot products, no weight quantized to Q8_0.
+  bool XAsPairs() const;
+  // Where the norms write x: a_.x, or a_.x_pairs where x_as_pairs_.
+  NormOut XOut() {
+    if (!x_as_pairs_) return a_.x.data();
+    return {a_.x_pairs.as<uint32_t>(), kernels::PairRowsStride(c_.hidden_size)};
+  }
+  kernels::PairRows XPairs() {
+    return {a_.x_pairs.as<uint32_t>(), kernels::PairRowsStride(c_.hidden_size)};
+  }
   // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
   kernels::RmsNormParams NormParams() const {
     return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
@@ -103,7 +121,16 @@ class MiniCpmModel : public Model {
   std::vector<MiniCpmLayer> layers_;
   RopeTable rope_;
   Activations a_;
+  bool x_as_pairs_ = false;  // XAsPairs(), decided per Forward (tests may lower the ISA)
 };
+
+bool MiniCpmModel::XAsPairs() const {
+  if (round_ != Round::kBf16) return false;
+  for (const MiniCpmLayer& L : layers_) {
+    if (!kernels::MatMulTakesPairRows(LinearWeights(L))) return false;
+  }
+  return true;
+}
 
 std::vector<const LinearWeight*> MiniCpmModel::AllLinearWeights() const {
   std::vector<const LinearWeight*> ws;
@@ -242,7 +269,11 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
     const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
     const int64_t strides[] = {H * D, KV * D, KV * D};
-    kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
+    if (x_as_pairs_) {
+      kernels::MatMulGroup(XPairs(), t, ws, ys, strides, pool, round_);
+    } else {
+      kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
+    }
   }
   const kernels::KvLayerView view = kv.Layer(layer);
   {
@@ -278,13 +309,13 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
 }
 
 void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
-  NormRows(pool, t, c_.hidden_size, a_.h.data(), weight.data(), a_.x.data(), NormParams());
+  NormRows(pool, t, c_.hidden_size, a_.h.data(), weight.data(), XOut(), NormParams());
 }
 
 void MiniCpmModel::AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t,
                                       ThreadPool& pool) {
   cpm::AddResidualAndNorm(pool, t, c_.hidden_size, a_.h.data(), a_.o.data(), residual_scale_,
-                          round_, next_norm ? next_norm->data() : nullptr, a_.x.data(),
+                          round_, next_norm ? next_norm->data() : nullptr, XOut(),
                           NormParams());
 }
 
@@ -295,8 +326,13 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, const std::vector<float>* next_nor
     // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ) [t, ffn]; o = m · downᵀ [t, hd]
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
-    kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
-                      ffn, a_.o.data(), hd, pool, round_);
+    if (x_as_pairs_) {
+      kernels::GatedMlp(XPairs(), t, w.gate_proj, w.up_proj, w.down_proj, a_.o.data(), hd, pool,
+                        round_);
+    } else {
+      kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
+                        ffn, a_.o.data(), hd, pool, round_);
+    }
   }
   AddResidualAndNorm(next_norm, t, pool);
 }
@@ -331,6 +367,7 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
                              " is beyond the model length " + std::to_string(rope_.max_positions()));
   }
   a_.Resize(t, c_);
+  x_as_pairs_ = XAsPairs();
   {
     ProfileScope section("embedding, positions");
     Embed(batch, a_.h.data());

@@ -1,6 +1,7 @@
 // The decoder's residual stream between blocks, as MiniCPM4 and Qwen3.5 both run it: h [rows,
-// dim] the stream, x [rows, dim] the next block's input, both row-major with stride dim. Each
-// is a profile section of its own ("norms", "residual adds, norms").
+// dim] the stream, x [rows, dim] the next block's input, both row-major with stride dim (x, or
+// its bf16 pair rows: NormOut). Each is a profile section of its own ("norms", "residual adds,
+// norms").
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,35 @@
 
 namespace cpm {
 
+// Where a norm's rows go: x as f32 rows of stride dim, or, where the next block's matmuls are
+// their only reader and take them (kernels::MatMulTakesPairRows), as those matmuls' bf16 pair
+// rows (kernels::RmsNormToPairs: the same values, half the bytes, nothing for the matmul to pack).
+struct NormOut {
+  NormOut(float* x) : x(x) {}  // NOLINT(google-explicit-constructor): the common case
+  NormOut(uint32_t* pairs, int64_t pairs_stride) : pairs(pairs), pairs_stride(pairs_stride) {}
+  float* x = nullptr;
+  uint32_t* pairs = nullptr;
+  int64_t pairs_stride = 0;
+};
+
+// Rows [r0, r1) of out = RMSNorm(h) · weight.
+inline void NormRowRange(const float* h, int64_t dim, const float* weight, const NormOut& out,
+                         int64_t r0, int64_t r1, const kernels::RmsNormParams& params) {
+  if (out.pairs != nullptr) {
+    kernels::RmsNormToPairs(h + r0 * dim, dim, weight, out.pairs + r0 * out.pairs_stride,
+                            out.pairs_stride, r1 - r0, dim, params);
+  } else {
+    kernels::RmsNorm(h + r0 * dim, dim, weight, out.x + r0 * dim, dim, r1 - r0, dim, params);
+  }
+}
+
 // x = RMSNorm(h) · weight: the first layer's input norm (each later norm follows a residual
 // add: AddResidualAndNorm).
 inline void NormRows(ThreadPool& pool, int64_t rows, int64_t dim, const float* h,
-                     const float* weight, float* x, const kernels::RmsNormParams& params) {
+                     const float* weight, const NormOut& x, const kernels::RmsNormParams& params) {
   ProfileScope section("norms");
   ForRowRanges(pool, rows, dim, [&](int64_t r0, int64_t r1) {
-    kernels::RmsNorm(h + r0 * dim, dim, weight, x + r0 * dim, dim, r1 - r0, dim, params);
+    NormRowRange(h, dim, weight, x, r0, r1, params);
   });
 }
 
@@ -28,15 +51,13 @@ inline void NormRows(ThreadPool& pool, int64_t rows, int64_t dim, const float* h
 // hand-off to the pool instead of two, and the norm reads h where the add left it, in L1.
 inline void AddResidualAndNorm(ThreadPool& pool, int64_t rows, int64_t dim, float* h,
                                const float* delta, float scale, kernels::Round round,
-                               const float* next_norm, float* x,
+                               const float* next_norm, const NormOut& x,
                                const kernels::RmsNormParams& params) {
   ProfileScope section("residual adds, norms");
   ForRowRanges(pool, rows, dim, [&](int64_t r0, int64_t r1) {
     float* hr = h + r0 * dim;
     kernels::AddScaled(hr, dim, delta + r0 * dim, dim, r1 - r0, dim, scale, round);
-    if (next_norm != nullptr) {
-      kernels::RmsNorm(hr, dim, next_norm, x + r0 * dim, dim, r1 - r0, dim, params);
-    }
+    if (next_norm != nullptr) NormRowRange(h, dim, next_norm, x, r0, r1, params);
   });
 }
 
