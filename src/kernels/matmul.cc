@@ -619,15 +619,9 @@ XForms FromPairRows(const PairRows& x, int64_t m, int64_t k) {
           Q8X{}};
 }
 
-// Whether down reads the bf16 pairs that GatedMlpPairs hands it.
-bool DownTakesPairs(const Job& down, Round round) {
-  return round == Round::kBf16 && MatMulUsesBf16Dot() && down.pw != nullptr &&
-         ReadsPairs(down.pw->layout);
-}
-
-// GatedMlp where DownTakesPairs: the activation straight into the pairs the down kernel reads.
-// Rounded to bf16, every row is bf16-exact, so each takes the dot products, as PrepareX would
-// have decided.
+// GatedMlp where down takes pair rows (rounded to bf16, MatMulTakesPairRows): the activation
+// straight into the pairs the down kernel reads. Rounded, every row is bf16-exact, so each takes
+// the dot products, as PrepareX would have decided.
 void GatedMlpPairs(const XForms& xf, int64_t m, const GateUpJobs& gu, const Job& down,
                    ThreadPool& pool) {
   const int64_t n = gu.jobs[0].w->out_features, ps = PairsStride(n);
@@ -701,14 +695,15 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
               float* out, int64_t out_stride, ThreadPool& pool, Round round) {
   CPM_CHECK(down.in_features == gate.out_features);
   if (m == 0) return;
-  const Job down_job = MakeJob(down, ActiveIsa(), out, out_stride);
-  if (!DownTakesPairs(down_job, round)) {
+  const LinearWeight* downs[] = {&down};
+  if (round != Round::kBf16 || !MatMulTakesPairRows(downs)) {
     MatMulSiluMul(x, x_stride, m, gate, up, act, act_stride, pool, round);
     return MatMul(act, act_stride, m, down, out, out_stride, pool, round);
   }
   CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
   const GateUpJobs gu(gate, up);
-  GatedMlpPairs(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu, down_job, pool);
+  GatedMlpPairs(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu,
+                MakeJob(down, ActiveIsa(), out, out_stride), pool);
 }
 
 void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
@@ -717,11 +712,11 @@ void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const Line
   CPM_CHECK(down.in_features == gate.out_features);
   CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
   if (m == 0) return;
-  const LinearWeight* gate_up[] = {&gate, &up};
-  const Job down_job = MakeJob(down, ActiveIsa(), out, out_stride);
-  CPM_CHECK(MatMulTakesPairRows(gate_up) && DownTakesPairs(down_job, round));
+  const LinearWeight* all[] = {&gate, &up, &down};
+  CPM_CHECK(round == Round::kBf16 && MatMulTakesPairRows(all));
   const GateUpJobs gu(gate, up);
-  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu, down_job, pool);
+  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu,
+                MakeJob(down, ActiveIsa(), out, out_stride), pool);
 }
 
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,
