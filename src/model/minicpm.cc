@@ -44,8 +44,8 @@ auto LinearWeights(Layer& L) {
 // Per-step activations, grown on demand and reused (the engine thread is the only caller).
 struct Activations {
   std::vector<float> h, x, q, k, v, attn, o, gate, cos, sin, head_in;  // gate: the MLP's silu(g)·u
-  // x as the matmuls' bf16 pair rows, where they take them (MiniCpmModel::x_as_pairs_): aligned,
-  // as the kernels' own pair buffers, so that a row's tile loads start on cache lines.
+  // x as the matmuls' bf16 pair rows, where they take them (MiniCpmModel::x_out_): aligned, as
+  // the kernels' own pair buffers, so that a row's tile loads start on cache lines.
   AlignedBuffer x_pairs;
   std::vector<int64_t> slots;
   void Resize(int64_t t, const MiniCpmConfig& c) {
@@ -91,21 +91,11 @@ class MiniCpmModel : public Model {
   // h = bf(h + bf(o · scale_depth/sqrt(L))) over t rows, then x = RMSNorm(h) · next_norm when
   // one is given (residual_norm.h).
   void AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t, ThreadPool& pool);
-  std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
+  std::vector<const LinearWeight*> LayerLinearWeights() const;  // every layer's
+  std::vector<const LinearWeight*> AllLinearWeights() const;    // the layers', then the head
   // Which linear weights were found ternary and packed as 2-bit codes (BitCPM4, ternary.h), or
   // quantized (--quantization).
   void LogPackedWeights() const;
-  // Whether every layer's q/k/v and MLP matmuls take x as bf16 pair rows (kernels::PairRows): the
-  // bf16 path on the bf16 dot products, no weight quantized to Q8_0.
-  bool XAsPairs() const;
-  // Where the norms write x: a_.x, or a_.x_pairs where x_as_pairs_.
-  NormOut XOut() {
-    if (!x_as_pairs_) return a_.x.data();
-    return {a_.x_pairs.as<uint32_t>(), kernels::PairRowsStride(c_.hidden_size)};
-  }
-  kernels::PairRows XPairs() {
-    return {a_.x_pairs.as<uint32_t>(), kernels::PairRowsStride(c_.hidden_size)};
-  }
   // MiniCPM's RMSNorm: bf(x·r) then bf(·w) in the bf16 path (HF LlamaRMSNorm on bf16).
   kernels::RmsNormParams NormParams() const {
     return {static_cast<float>(c_.rms_norm_eps), 0.0f, round_ == Round::kBf16, round_};
@@ -121,22 +111,21 @@ class MiniCpmModel : public Model {
   std::vector<MiniCpmLayer> layers_;
   RopeTable rope_;
   Activations a_;
-  bool x_as_pairs_ = false;  // XAsPairs(), decided per Forward (tests may lower the ISA)
+  // Where the norms write x and the q/k/v and MLP matmuls read it: a_.x, or a_.x_pairs on the
+  // bf16 dot products with no weight quantized to Q8_0 (ChooseNormOut, once per Forward).
+  NormOut x_out_ = nullptr;
 };
 
-bool MiniCpmModel::XAsPairs() const {
-  if (round_ != Round::kBf16) return false;
-  for (const MiniCpmLayer& L : layers_) {
-    if (!kernels::MatMulTakesPairRows(LinearWeights(L))) return false;
-  }
-  return true;
-}
-
-std::vector<const LinearWeight*> MiniCpmModel::AllLinearWeights() const {
+std::vector<const LinearWeight*> MiniCpmModel::LayerLinearWeights() const {
   std::vector<const LinearWeight*> ws;
   for (const MiniCpmLayer& L : layers_) {
     for (const LinearWeight* w : LinearWeights(L)) ws.push_back(w);
   }
+  return ws;
+}
+
+std::vector<const LinearWeight*> MiniCpmModel::AllLinearWeights() const {
+  std::vector<const LinearWeight*> ws = LayerLinearWeights();
   ws.push_back(&lm_head_);
   return ws;
 }
@@ -269,11 +258,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
     const LinearWeight* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     float* ys[] = {a_.q.data(), a_.k.data(), a_.v.data()};
     const int64_t strides[] = {H * D, KV * D, KV * D};
-    if (x_as_pairs_) {
-      kernels::MatMulGroup(XPairs(), t, ws, ys, strides, pool, round_);
-    } else {
-      kernels::MatMulGroup(a_.x.data(), hd, t, ws, ys, strides, pool, round_);
-    }
+    MatMulGroupOnNorm(x_out_, hd, t, ws, ys, strides, pool, round_);
   }
   const kernels::KvLayerView view = kv.Layer(layer);
   {
@@ -309,13 +294,13 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
 }
 
 void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
-  NormRows(pool, t, c_.hidden_size, a_.h.data(), weight.data(), XOut(), NormParams());
+  NormRows(pool, t, c_.hidden_size, a_.h.data(), weight.data(), x_out_, NormParams());
 }
 
 void MiniCpmModel::AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t,
                                       ThreadPool& pool) {
   cpm::AddResidualAndNorm(pool, t, c_.hidden_size, a_.h.data(), a_.o.data(), residual_scale_,
-                          round_, next_norm ? next_norm->data() : nullptr, XOut(),
+                          round_, next_norm ? next_norm->data() : nullptr, x_out_,
                           NormParams());
 }
 
@@ -326,13 +311,8 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, const std::vector<float>* next_nor
     // m = bf(bf(silu(g)) · u), g = bf(x · gateᵀ), u = bf(x · upᵀ) [t, ffn]; o = m · downᵀ [t, hd]
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
-    if (x_as_pairs_) {
-      kernels::GatedMlp(XPairs(), t, w.gate_proj, w.up_proj, w.down_proj, a_.o.data(), hd, pool,
-                        round_);
-    } else {
-      kernels::GatedMlp(a_.x.data(), hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(),
-                        ffn, a_.o.data(), hd, pool, round_);
-    }
+    GatedMlpOnNorm(x_out_, hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(), ffn,
+                   a_.o.data(), hd, pool, round_);
   }
   AddResidualAndNorm(next_norm, t, pool);
 }
@@ -367,7 +347,8 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
                              " is beyond the model length " + std::to_string(rope_.max_positions()));
   }
   a_.Resize(t, c_);
-  x_as_pairs_ = XAsPairs();
+  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), c_.hidden_size, a_.x.data(),
+                         a_.x_pairs.as<uint32_t>());
   {
     ProfileScope section("embedding, positions");
     Embed(batch, a_.h.data());

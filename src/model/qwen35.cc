@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
@@ -55,7 +56,8 @@ class Qwen35Model : public Model {
 
  private:
   Status LoadLayer(WeightLoader& wl, int64_t l, int64_t* full, int64_t* linear);
-  std::vector<const LinearWeight*> AllLinearWeights() const;  // the layers', then the head
+  std::vector<const LinearWeight*> LayerLinearWeights() const;  // every layer's
+  std::vector<const LinearWeight*> AllLinearWeights() const;    // the layers', then the head
   Status Validate(const ForwardBatch& batch, const KvCache& kv, const StateSlots* states) const;
   void Embed(const ForwardBatch& batch);
   void PrepareStep(const ForwardBatch& batch, int64_t block_size, StateSlots* states);
@@ -86,13 +88,19 @@ class Qwen35Model : public Model {
   GatedDeltaNet deltanet_;
   // Per-step activations, reused (the engine thread is the only caller).
   std::vector<float> h_, x_, mix_, gate_, cos_, sin_, head_in_;  // [T, ...]; gate_: silu(g)·u
+  // x as the matmuls' bf16 pair rows, where they take them: aligned, so that a row's tile loads
+  // start on cache lines.
+  AlignedBuffer x_pairs_;
+  // Where the norms write x and the mixers' input and MLP matmuls read it: x_, or x_pairs_ on
+  // the bf16 dot products with no weight quantized to Q8_0 (ChooseNormOut, once per Forward).
+  NormOut x_out_ = nullptr;
   std::vector<int64_t> kv_slots_;                                     // [T]
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<DeltaNetSeq> gdn_seqs_;
   std::vector<float*> seq_states_;  // per sequence: its slot's first float
 };
 
-std::vector<const LinearWeight*> Qwen35Model::AllLinearWeights() const {
+std::vector<const LinearWeight*> Qwen35Model::LayerLinearWeights() const {
   std::vector<const LinearWeight*> ws;
   for (const Qwen35Layer& L : layers_) {
     if (L.full_attention) {
@@ -107,6 +115,11 @@ std::vector<const LinearWeight*> Qwen35Model::AllLinearWeights() const {
     }
     for (const LinearWeight* w : {&L.gate_proj, &L.up_proj, &L.down_proj}) ws.push_back(w);
   }
+  return ws;
+}
+
+std::vector<const LinearWeight*> Qwen35Model::AllLinearWeights() const {
+  std::vector<const LinearWeight*> ws = LayerLinearWeights();
   ws.push_back(&lm_head_);
   return ws;
 }
@@ -270,20 +283,20 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm,
   {
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
-    kernels::GatedMlp(x_.data(), D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
-                      mix_.data(), D, pool, round_);
+    GatedMlpOnNorm(x_out_, D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
+                   mix_.data(), D, pool, round_);
   }
   AddMixAndNorm(next_norm, t, pool);
 }
 
 void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPool& pool) {
-  NormRows(pool, t, c_.hidden_size, h_.data(), weight.data(), x_.data(), Norm());
+  NormRows(pool, t, c_.hidden_size, h_.data(), weight.data(), x_out_, Norm());
 }
 
 void Qwen35Model::AddMixAndNorm(const std::vector<float>* next_norm, int64_t t,
                                 ThreadPool& pool) {
   AddResidualAndNorm(pool, t, c_.hidden_size, h_.data(), mix_.data(), 1.0f, round_,
-                     next_norm ? next_norm->data() : nullptr, x_.data(), Norm());
+                     next_norm ? next_norm->data() : nullptr, x_out_, Norm());
 }
 
 // logits = norm(h) · Eᵀ [rows, vocab] for the requested rows only.
@@ -307,6 +320,9 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   const int64_t D = c_.hidden_size;
   h_.resize(t * D);
   x_.resize(t * D);
+  const size_t pair_bytes = static_cast<size_t>(t * kernels::PairRowsStride(D)) * sizeof(uint32_t);
+  if (x_pairs_.size() < pair_bytes) x_pairs_.Resize(pair_bytes);
+  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), D, x_.data(), x_pairs_.as<uint32_t>());
   mix_.resize(t * D);
   gate_.resize(t * c_.intermediate_size);
   cos_.resize(t * rope_.half);
@@ -323,7 +339,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
     const Qwen35Layer& L = layers_[l];
     // h += Mixer(x), x = norm(h); then x = norm(h) for the MLP
     if (L.full_attention) {
-      attention_.Forward(c_, L.attn, x_.data(), t, attn_seqs_, cos_.data(), sin_.data(),
+      attention_.Forward(c_, L.attn, x_out_, t, attn_seqs_, cos_.data(), sin_.data(),
                          kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);
     } else {
       gdn_seqs_.clear();
@@ -334,7 +350,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
         gdn_seqs_.push_back({attn_seqs_[i].q_begin, attn_seqs_[i].q_len, prompt_rows,
                              seq_states_[i] + L.index * state_floats_});
       }
-      deltanet_.Forward(c_, L.gdn, x_.data(), t, gdn_seqs_, round_, mix_.data(), pool);
+      deltanet_.Forward(c_, L.gdn, x_out_, t, gdn_seqs_, round_, mix_.data(), pool);
     }
     AddMixAndNorm(&L.post_attention_layernorm, t, pool);
     // h += MLP(x); then x = norm(h) for the next layer's mixer

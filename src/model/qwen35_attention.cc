@@ -33,8 +33,9 @@ StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen3
 }
 
 void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights& w,
-                             const float* x, int64_t t, std::span<const kernels::AttentionSeq> seqs,
-                             const float* cos, const float* sin, const int64_t* kv_slots,
+                             const NormOut& x, int64_t t,
+                             std::span<const kernels::AttentionSeq> seqs, const float* cos,
+                             const float* sin, const int64_t* kv_slots,
                              const kernels::KvLayerView& kv, Round round, float* out,
                              ThreadPool& pool) {
   const int64_t D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads,
@@ -54,7 +55,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   {
     ProfileScope section("attn q/k/v proj",
                          MatmulWorkOf({&w.q_proj, &w.k_proj, &w.v_proj}, t));
-    kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+    MatMulGroupOnNorm(x, D, t, ws, ys, strides, pool, round);
   }
 
   // q = q_norm(query part of qg) [T·H, hd], k = k_norm(k) [T·KV, hd]: zero-centred, f32, one cast.

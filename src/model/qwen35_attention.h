@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "kernels/rounding.h"
 #include "model/qwen35_config.h"
+#include "model/residual_norm.h"
 #include "model/weight_loader.h"
 
 namespace cpm {
@@ -35,9 +36,10 @@ StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen3
 // One gated attention layer over a step's T tokens. Holds its scratch (engine thread only).
 class GatedAttention {
  public:
-  // x: [T, hidden] (normed input); out: [T, hidden]. seqs: the step's sequences over the rows
-  // of x; cos, sin: [T, rotary_dim/2] for each row's position; kv_slots: [T] cache slots.
-  void Forward(const Qwen35Config& c, const GatedAttentionWeights& w, const float* x, int64_t t,
+  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden]. seqs: the step's
+  // sequences over the rows of x; cos, sin: [T, rotary_dim/2] for each row's position; kv_slots:
+  // [T] cache slots.
+  void Forward(const Qwen35Config& c, const GatedAttentionWeights& w, const NormOut& x, int64_t t,
                std::span<const kernels::AttentionSeq> seqs, const float* cos, const float* sin,
                const int64_t* kv_slots, const kernels::KvLayerView& kv, kernels::Round round,
                float* out, ThreadPool& pool);

@@ -84,7 +84,7 @@ void GatedDeltaNet::ConvByTokens(const DeltaNetSeq& s, const float* taps, int64_
   }
 }
 
-void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x,
+void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const NormOut& x,
                             int64_t t, std::span<const DeltaNetSeq> seqs, Round round, float* out,
                             ThreadPool& pool) {
   const int64_t D = c.hidden_size, Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads,
@@ -104,7 +104,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
   const int64_t strides[] = {conv_dim, value_dim, Hv, Hv};
   {
     ProfileScope section("GDN in proj", MatmulWorkOf({ws[0], ws[1], ws[2], ws[3]}, t));
-    kernels::MatMulGroup(x, D, t, ws, ys, strides, pool, round);
+    MatMulGroupOnNorm(x, D, t, ws, ys, strides, pool, round);
   }
 
   // y = silu(causal_conv1d(conv_state ++ m)) [T, conv_dim] per sequence; conv state updated.

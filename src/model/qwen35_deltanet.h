@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "kernels/rounding.h"
 #include "model/qwen35_config.h"
+#include "model/residual_norm.h"
 #include "model/weight_loader.h"
 
 namespace cpm {
@@ -66,8 +67,9 @@ class GatedDeltaNet {
   // samples with 16, 7.6-8.1% with 32, 9.6-10.2% with 64 (3 runs each).
   static constexpr int64_t kChunk = 16;
 
-  // x: [T, hidden] (normed input); out: [T, hidden]. Reads and updates each sequence's state.
-  void Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const float* x, int64_t t,
+  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden]. Reads and updates
+  // each sequence's state.
+  void Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const NormOut& x, int64_t t,
                std::span<const DeltaNetSeq> seqs, kernels::Round round, float* out,
                ThreadPool& pool);
 

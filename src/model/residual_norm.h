@@ -6,7 +6,10 @@
 
 #include <cstdint>
 
+#include <span>
+
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "model/forward_profile.h"
@@ -24,6 +27,43 @@ struct NormOut {
   uint32_t* pairs = nullptr;
   int64_t pairs_stride = 0;
 };
+
+// Where the norms write x for a forward: as pair rows (`pairs`, aligned, PairRowsStride(dim)
+// apart) when the model runs bf16 (round) and every matmul in `ws` takes them, else the f32 rows
+// `x`. A model decides once per forward: tests may lower the ISA between forwards.
+inline NormOut ChooseNormOut(kernels::Round round, std::span<const kernels::LinearWeight* const> ws,
+                             int64_t dim, float* x, uint32_t* pairs) {
+  if (round != kernels::Round::kBf16 || !kernels::MatMulTakesPairRows(ws)) return x;
+  return {pairs, kernels::PairRowsStride(dim)};
+}
+
+// The matmuls that read a norm's rows x [m, dim], on the form the norm wrote them.
+inline void MatMulGroupOnNorm(const NormOut& x, int64_t dim, int64_t m,
+                              std::span<const kernels::LinearWeight* const> ws,
+                              std::span<float* const> ys, std::span<const int64_t> y_strides,
+                              ThreadPool& pool, kernels::Round round) {
+  if (x.pairs != nullptr) {
+    kernels::MatMulGroup(kernels::PairRows{x.pairs, x.pairs_stride}, m, ws, ys, y_strides, pool,
+                         round);
+  } else {
+    kernels::MatMulGroup(x.x, dim, m, ws, ys, y_strides, pool, round);
+  }
+}
+
+// out = down(silu(gate(x)) ⊙ up(x)) on a norm's rows x [m, dim]; `act` [m, act_stride] is the
+// f32 path's scratch (on pair rows the activation goes to down as pairs, in the kernel's own).
+inline void GatedMlpOnNorm(const NormOut& x, int64_t dim, int64_t m,
+                           const kernels::LinearWeight& gate, const kernels::LinearWeight& up,
+                           const kernels::LinearWeight& down, float* act, int64_t act_stride,
+                           float* out, int64_t out_stride, ThreadPool& pool,
+                           kernels::Round round) {
+  if (x.pairs != nullptr) {
+    kernels::GatedMlp(kernels::PairRows{x.pairs, x.pairs_stride}, m, gate, up, down, out,
+                      out_stride, pool, round);
+  } else {
+    kernels::GatedMlp(x.x, dim, m, gate, up, down, act, act_stride, out, out_stride, pool, round);
+  }
+}
 
 // Rows [r0, r1) of out = RMSNorm(h) · weight.
 inline void NormRowRange(const float* h, int64_t dim, const float* weight, const NormOut& out,
