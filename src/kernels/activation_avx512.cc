@@ -6,11 +6,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, activation_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 
 namespace {
 
@@ -120,4 +116,4 @@ void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* u
   }
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

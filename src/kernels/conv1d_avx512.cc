@@ -16,11 +16,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, conv1d_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 constexpr int64_t kLanes = kConvGroup;  // 16: a group's taps are one zmm
@@ -157,4 +153,4 @@ bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t
   return true;
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

@@ -23,11 +23,7 @@
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512,
 // dense_attention_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 constexpr int64_t kRows = 32;      // query rows per task: two zmm of lanes
@@ -242,4 +238,4 @@ void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, in
   });
 }
 
-}  // namespace cpm::kernels
+}  // namespace CPM_AVX512_NAMESPACE

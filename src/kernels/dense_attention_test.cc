@@ -15,16 +15,11 @@
 #include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx512.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/test_util.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
-namespace emulated {
-// dense_attention_avx512.cc compiled over SIMDe (dense_attention_avx512_emulated.cc).
-void DenseAttentionBf16Avx512(const float* q, const float* k, const float* v, int64_t ld,
-                              int64_t n, int64_t heads, int64_t d, float scale, float* out,
-                              int64_t out_ld, ThreadPool& pool);
-}  // namespace emulated
 
 namespace {
 

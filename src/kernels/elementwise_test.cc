@@ -9,32 +9,13 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
-// activation_avx512.cc compiled over SIMDe (activation_avx512_emulated.cc).
-namespace emulated {
-void SiluMulAvx512(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
-                   float* out, int64_t out_stride, int64_t rows, int64_t dim, Round round);
-void SiluMulToPairsAvx512(const float* gate, int64_t gate_stride, const float* up,
-                          int64_t up_stride, uint32_t* pairs, int64_t pairs_stride, int64_t rows,
-                          int64_t dim);
-// residual_avx512.cc and rmsnorm_avx512.cc compiled over SIMDe (their _emulated.cc files).
-void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
-                     int64_t dim, float scale, Round round);
-void ScaleAvx512(float* x, int64_t n, float scale, Round round);
-void RoundBf16InPlaceAvx512(float* x, int64_t n);
-void RmsNormAvx512(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
-                   int64_t rows, int64_t dim, const RmsNormParams& p);
-void RmsNormToPairsAvx512(const float* x, int64_t x_stride, const float* w, uint32_t* pairs,
-                          int64_t pairs_stride, int64_t rows, int64_t dim, const RmsNormParams& p);
-void RopeNeoxAvx512(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads,
-                    int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin,
-                    Round round, bool round_products);
-}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;

@@ -9,6 +9,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/gated_delta_rule_chunked.h"
 #include "kernels/gated_delta_rule_impl.h"
+#include "kernels/ops_avx512.h"
 
 namespace cpm::kernels {
 

@@ -11,15 +11,12 @@
 
 #include "kernels/gated_delta_rule_chunked.h"
 #include "kernels/gated_delta_rule_impl.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512,
 // gated_delta_rule_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 // Columns [c0, c0 + 16·NV) of the rule over all t tokens. Loops over NV are fully unrolled so
@@ -172,4 +169,4 @@ void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int6
   }
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

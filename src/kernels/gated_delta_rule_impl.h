@@ -12,17 +12,9 @@ namespace cpm::kernels {
 // GatedDeltaRuleRecurrent for dv % 8 == 0.
 void GatedDeltaRuleRecurrentAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
 
-// GatedDeltaRuleRecurrent for dv % 16 == 0.
-void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
-
 // GatedDeltaRuleChunked over AVX2 primitives.
 void GatedDeltaRuleChunkedAvx2(const GdnHead& h, int64_t t, int64_t dk, int64_t dv, int64_t chunk,
                                float* scratch);
-
-// GatedDeltaRuleChunked with AVX-512 products (the bulk of its work) and the AVX2 form's other
-// primitives: bitwise the AVX2 form.
-void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
-                                 int64_t chunk, float* scratch);
 
 // The AVX2 form's Scale, Transpose and DecayMasks (gated_delta_rule_chunked.h), for the AVX-512
 // form to share: called across files, so that no inline code is built under both ISAs' flags.

@@ -15,11 +15,7 @@
 #include "tensor/dtype.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, gated_norm_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 using avx512::DivOnePlusExpNeg;
@@ -94,4 +90,4 @@ void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gat
   }
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

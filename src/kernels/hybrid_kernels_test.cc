@@ -14,27 +14,11 @@
 #include "kernels/conv1d.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gated_norm.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/test_util.h"
 #include "tensor/dtype.h"
 
 namespace cpm::kernels {
-
-// gated_delta_rule_avx512.cc compiled over SIMDe (gated_delta_rule_avx512_emulated.cc).
-namespace emulated {
-void GatedDeltaRuleRecurrentAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv);
-void GatedDeltaRuleChunkedAvx512(const GdnHead& h, int64_t t, int64_t dk, int64_t dv,
-                                 int64_t chunk, float* scratch);
-bool CausalConv1dSiluAvx512(const float* x, int64_t x_stride, int64_t t, int64_t channels,
-                            int64_t c_begin, int64_t c_end, const float* w, int64_t kernel,
-                            float* state, float* y, int64_t y_stride, Round round);
-void GatedRmsNormAvx512(const float* x, int64_t x_stride, const float* z, int64_t z_stride,
-                        const float* w, float* y, int64_t y_stride, int64_t rows, int64_t dim,
-                        float eps, Round round);
-void L2NormHeadsAvx512(float* x, int64_t x_stride, int64_t rows, int64_t heads, int64_t dim,
-                       float eps, float scale);
-void SigmoidMulAvx512(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
-                      int64_t rows, int64_t dim, Round round);
-}  // namespace emulated
 
 namespace {
 

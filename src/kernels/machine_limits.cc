@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512.h"
 
 namespace cpm::kernels {
 namespace {

@@ -13,6 +13,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {

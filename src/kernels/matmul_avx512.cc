@@ -22,17 +22,17 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/prefetch.h"
 #include "kernels/simd_avx512.h"
 
+namespace CPM_AVX512_NAMESPACE {
 #if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
 bool g_have_avx512bf16 = true;  // whether the emulated CPU has AVX512_BF16; tests try both
 namespace {
 bool HaveAvx512Bf16() { return g_have_avx512bf16; }
 }  // namespace
 #else
-namespace cpm::kernels {
 namespace {
 bool HaveAvx512Bf16() { return GetCpuFeatures().avx512bf16; }
 }  // namespace

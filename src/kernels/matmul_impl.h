@@ -134,13 +134,7 @@ struct Avx512X {
 // that the rows a tile broadcasts from do not share L1 sets (a row is 2 KiB or 8 KiB at these
 // models' widths, and rows a multiple of 4 KiB apart all land in the same set).
 constexpr int64_t PairsStride(int64_t k) { return (k + 1) / 2 + 16; }
-// Fills dot[i] and, where it is set, row i of `pairs` for rows [row_begin, row_end).
-void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
-                    int64_t row_end, uint8_t* dot, uint32_t* pairs);
-// y[0, m) × columns [32·panel_begin, min(n, 32·panel_end)) from a packed weight, `y` pointing
-// at the first of those columns (row 0).
-void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                        int64_t panel_end, float* y, int64_t y_stride, Round round);
+// Its kernels, PrepareXAvx512 and MatMulPanelsAvx512, are declared in ops_avx512.h.
 
 // ---- AMX (matmul_amx.cc) ----
 

@@ -11,18 +11,11 @@
 
 #include "kernels/activation.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/ternary.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
-// The AVX-512 kernels compiled over SIMDe (matmul_avx512_emulated.cc).
-namespace emulated {
-extern bool g_have_avx512bf16;
-void PrepareXAvx512(const float* x, int64_t x_stride, int64_t k, int64_t row_begin,
-                    int64_t row_end, uint8_t* dot, uint32_t* pairs);
-void MatMulPanelsAvx512(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t panel_begin,
-                        int64_t panel_end, float* y, int64_t y_stride, Round round);
-}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;

@@ -9,11 +9,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, residual_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 using avx512::FirstLanes;
@@ -69,4 +65,4 @@ void RoundBf16InPlaceAvx512(float* x, int64_t n) {
   MapInPlace(x, n, [](__m512 v) { return avx512::RoundBf16(v); });
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

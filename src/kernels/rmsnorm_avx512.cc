@@ -12,11 +12,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, rmsnorm_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 using avx512::FirstLanes;
@@ -96,4 +92,4 @@ void RmsNormToPairsAvx512(const float* x, int64_t x_stride, const float* w, uint
       x, x_stride, w, pairs, pairs_stride, rows, dim, p);
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

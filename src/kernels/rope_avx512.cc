@@ -7,11 +7,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, rope_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 using avx512::FirstLanes;
@@ -57,4 +53,4 @@ void RopeNeoxAvx512(float* x, int64_t x_stride, int64_t n_tokens, int64_t n_head
       x, x_stride, n_tokens, n_heads, head_dim, half, cos, sin);
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

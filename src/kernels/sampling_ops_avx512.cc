@@ -9,11 +9,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, sampling_ops_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 namespace {
 
 // Vectors per step: four e^x side by side, which the core overlaps where one at a time leaves
@@ -100,4 +96,4 @@ double SumExpAvx512(const float* x, int64_t n, float shift) {
   return sum;
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

@@ -14,13 +14,10 @@
 #include "kernels/cpu_features.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
-namespace emulated {  // sampling_ops_avx512.cc over SIMDe (sampling_ops_avx512_emulated.cc)
-float ExpScaledAvx512(const float* x, int64_t n, float shift, float scale, float* out);
-double SumExpAvx512(const float* x, int64_t n, float shift);
-}  // namespace emulated
 namespace {
 
 using testing::IsaGuard;

@@ -18,6 +18,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+// The namespace an AVX-512 kernel file defines its entry points in (ops_avx512_list.inc):
+// cpm::kernels, or, compiled over SIMDe for the tests, cpm::kernels::emulated.
+#if defined(CPM_EMULATE_AVX512)
+#define CPM_AVX512_NAMESPACE cpm::kernels::emulated
+#else
+#define CPM_AVX512_NAMESPACE cpm::kernels
+#endif
+
 namespace cpm::kernels::avx512 {
 
 // Masked unaligned load/store of 16 floats: masked-off lanes are neither read nor written.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/ops_avx512.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {

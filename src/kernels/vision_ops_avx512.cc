@@ -8,11 +8,7 @@
 #include "kernels/simd_avx512.h"
 
 // Tests also compile this file over SIMDe (CPM_EMULATE_AVX512, vision_ops_avx512_emulated.cc).
-#if defined(CPM_EMULATE_AVX512)
-namespace cpm::kernels::emulated {
-#else
-namespace cpm::kernels {
-#endif
+namespace CPM_AVX512_NAMESPACE {
 
 void GeluTanhAvx512(float* x, int64_t n, Round round) {
   const bool rb = round == Round::kBf16;
@@ -31,4 +27,4 @@ void GeluTanhAvx512(float* x, int64_t n, Round round) {
   if (i < n) cpm::kernels::GeluTanhAvx2(x + i, n - i, round);
 }
 
-}  // namespace cpm::kernels (or cpm::kernels::emulated)
+}  // namespace CPM_AVX512_NAMESPACE

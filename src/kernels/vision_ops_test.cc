@@ -11,13 +11,10 @@
 
 #include "kernels/ops_avx2.h"
 #include "kernels/ops_avx512.h"
+#include "kernels/ops_avx512_emulated.h"
 #include "kernels/test_util.h"
 
 namespace cpm::kernels {
-namespace emulated {
-// vision_ops_avx512.cc compiled over SIMDe (vision_ops_avx512_emulated.cc).
-void GeluTanhAvx512(float* x, int64_t n, Round round);
-}  // namespace emulated
 
 namespace {
 
