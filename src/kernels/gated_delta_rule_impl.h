@@ -1,6 +1,6 @@
 // SIMD variants of the gated delta rule's hot loops (kernels/ only); gated_delta_rule.cc calls
 // them by ActiveIsa(). Same results as the scalar code up to FMA rounding; the AVX-512 and AVX2
-// recurrent forms round alike (bitwise equal).
+// recurrent forms round alike (bitwise equal). The AVX-512 ones are declared in ops_avx512.h.
 #pragma once
 
 #include <cstdint>

@@ -134,7 +134,8 @@ struct Avx512X {
 // that the rows a tile broadcasts from do not share L1 sets (a row is 2 KiB or 8 KiB at these
 // models' widths, and rows a multiple of 4 KiB apart all land in the same set).
 constexpr int64_t PairsStride(int64_t k) { return (k + 1) / 2 + 16; }
-// Its kernels, PrepareXAvx512 and MatMulPanelsAvx512, are declared in ops_avx512.h.
+// PrepareXAvx512, which fills an Avx512X, and MatMulPanelsAvx512, which takes one, are declared
+// in ops_avx512.h with the other AVX-512 kernels.
 
 // ---- AMX (matmul_amx.cc) ----
 
