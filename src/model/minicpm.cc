@@ -44,9 +44,7 @@ auto LinearWeights(Layer& L) {
 // Per-step activations, grown on demand and reused (the engine thread is the only caller).
 struct Activations {
   std::vector<float> h, x, q, k, v, attn, o, gate, cos, sin, head_in;  // gate: the MLP's silu(g)·u
-  // x as the matmuls' bf16 pair rows, where they take them (MiniCpmModel::x_out_): aligned, as
-  // the kernels' own pair buffers, so that a row's tile loads start on cache lines.
-  AlignedBuffer x_pairs;
+  AlignedBuffer x_pairs;  // x as the matmuls' bf16 pair rows, where they take them (x_out_)
   std::vector<int64_t> slots;
   void Resize(int64_t t, const MiniCpmConfig& c) {
     const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
@@ -59,9 +57,6 @@ struct Activations {
     attn.resize(t * qd);
     o.resize(t * hd);
     gate.resize(t * ffn);
-    const size_t pair_bytes =
-        static_cast<size_t>(t * kernels::PairRowsStride(hd)) * sizeof(uint32_t);
-    if (x_pairs.size() < pair_bytes) x_pairs.Resize(pair_bytes);
     cos.resize(t * c.head_dim / 2);
     sin.resize(t * c.head_dim / 2);
     slots.resize(t);
@@ -347,8 +342,8 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
                              " is beyond the model length " + std::to_string(rope_.max_positions()));
   }
   a_.Resize(t, c_);
-  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), c_.hidden_size, a_.x.data(),
-                         a_.x_pairs.as<uint32_t>());
+  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, c_.hidden_size, a_.x.data(),
+                         a_.x_pairs);
   {
     ProfileScope section("embedding, positions");
     Embed(batch, a_.h.data());

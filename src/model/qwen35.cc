@@ -88,9 +88,7 @@ class Qwen35Model : public Model {
   GatedDeltaNet deltanet_;
   // Per-step activations, reused (the engine thread is the only caller).
   std::vector<float> h_, x_, mix_, gate_, cos_, sin_, head_in_;  // [T, ...]; gate_: silu(g)·u
-  // x as the matmuls' bf16 pair rows, where they take them: aligned, so that a row's tile loads
-  // start on cache lines.
-  AlignedBuffer x_pairs_;
+  AlignedBuffer x_pairs_;  // x as the matmuls' bf16 pair rows, where they take them (x_out_)
   // Where the norms write x and the mixers' input and MLP matmuls read it: x_, or x_pairs_ on
   // the bf16 dot products with no weight quantized to Q8_0 (ChooseNormOut, once per Forward).
   NormOut x_out_ = nullptr;
@@ -320,9 +318,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   const int64_t D = c_.hidden_size;
   h_.resize(t * D);
   x_.resize(t * D);
-  const size_t pair_bytes = static_cast<size_t>(t * kernels::PairRowsStride(D)) * sizeof(uint32_t);
-  if (x_pairs_.size() < pair_bytes) x_pairs_.Resize(pair_bytes);
-  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), D, x_.data(), x_pairs_.as<uint32_t>());
+  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, D, x_.data(), x_pairs_);
   mix_.resize(t * D);
   gate_.resize(t * c_.intermediate_size);
   cos_.resize(t * rope_.half);

@@ -9,6 +9,7 @@
 
 #include <span>
 
+#include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
@@ -29,13 +30,17 @@ struct NormOut {
   int64_t pairs_stride = 0;
 };
 
-// Where the norms write x for a forward: as pair rows (`pairs`, aligned, PairRowsStride(dim)
-// apart) when the model runs bf16 (round) and every matmul in `ws` takes them, else the f32 rows
-// `x`. A model decides once per forward: tests may lower the ISA between forwards.
+// Where the norms write x [rows, dim] for a forward: as pair rows in `pairs` (grown to fit;
+// aligned, so that a row's tile loads start on cache lines) when the model runs bf16 (round) and
+// every matmul in `ws` takes them, else the f32 rows `x`. A model decides once per forward: tests
+// may lower the ISA between forwards.
 inline NormOut ChooseNormOut(kernels::Round round, std::span<const kernels::LinearWeight* const> ws,
-                             int64_t dim, float* x, uint32_t* pairs) {
+                             int64_t rows, int64_t dim, float* x, AlignedBuffer& pairs) {
   if (round != kernels::Round::kBf16 || !kernels::MatMulTakesPairRows(ws)) return x;
-  return {pairs, kernels::PairRowsStride(dim)};
+  const int64_t stride = kernels::PairRowsStride(dim);
+  const size_t bytes = static_cast<size_t>(rows * stride) * sizeof(uint32_t);
+  if (pairs.size() < bytes) pairs.Resize(bytes);
+  return {pairs.as<uint32_t>(), stride};
 }
 
 // The matmuls that read a norm's rows x [m, dim], on the form the norm wrote them.
