@@ -568,11 +568,14 @@ void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool
 using GateUpFinish =
     std::function<void(const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1)>;
 
-// Gate and up as the jobs of a fused call (their y unused: RunGateUp's tasks write scratch).
+// Gate and up as the jobs of a fused call (their y unused: RunGateUp's tasks write scratch);
+// the two must have one shape.
 struct GateUpJobs {
   Job jobs[2];
   GateUpJobs(const LinearWeight& gate, const LinearWeight& up)
-      : jobs{MakeJob(gate, ActiveIsa(), nullptr, 0), MakeJob(up, ActiveIsa(), nullptr, 0)} {}
+      : jobs{MakeJob(gate, ActiveIsa(), nullptr, 0), MakeJob(up, ActiveIsa(), nullptr, 0)} {
+    CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  }
 };
 
 // MatMulSiluMul's tasks over x (in every form gate and up's kernels take): each computes its
@@ -681,9 +684,8 @@ void MatMulGroup(const PairRows& x, int64_t m, std::span<const LinearWeight* con
 void MatMulSiluMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& gate,
                    const LinearWeight& up, float* out, int64_t out_stride, ThreadPool& pool,
                    Round round) {
-  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
-  if (m == 0) return;
   const GateUpJobs gu(gate, up);
+  if (m == 0) return;
   RunGateUp(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu, pool, round,
             [&](const float* g, const float* u, int64_t ss, int64_t c0, int64_t c1) {
               SiluMul(g, ss, u, ss, out + c0, out_stride, m, c1 - c0, round);
@@ -700,7 +702,6 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
     MatMulSiluMul(x, x_stride, m, gate, up, act, act_stride, pool, round);
     return MatMul(act, act_stride, m, down, out, out_stride, pool, round);
   }
-  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
   const GateUpJobs gu(gate, up);
   GatedMlpPairs(PrepareX(x, x_stride, m, gu.jobs, pool), m, gu,
                 MakeJob(down, ActiveIsa(), out, out_stride), pool);
@@ -710,11 +711,10 @@ void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const Line
               const LinearWeight& down, float* out, int64_t out_stride, ThreadPool& pool,
               Round round) {
   CPM_CHECK(down.in_features == gate.out_features);
-  CPM_CHECK(gate.in_features == up.in_features && gate.out_features == up.out_features);
+  const GateUpJobs gu(gate, up);
   if (m == 0) return;
   const LinearWeight* all[] = {&gate, &up, &down};
   CPM_CHECK(round == Round::kBf16 && MatMulTakesPairRows(all));
-  const GateUpJobs gu(gate, up);
   GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu,
                 MakeJob(down, ActiveIsa(), out, out_stride), pool);
 }
