@@ -4,6 +4,7 @@
 // counters report weight GB/s and GFLOP/s.
 // Times and threads: bench_threads.h.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -193,6 +194,52 @@ void BM_MatMulPrefill(benchmark::State& state) {
       static_cast<double>(state.iterations()) * 2.0 * m * n * k / 1e9,
       benchmark::Counter::kIsRate);
 }
+// Every cache line of [p, p + bytes) written back and dropped from the caches.
+void FlushLines(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(c + i);
+  _mm_mfence();
+}
+
+// The o and down projections of a 512-token prefill as the models run them: rounded to bf16,
+// into f32 rows (bf16:0) or bf16 rows (bf16:1, where MatMulWritesBf16Rows). As in a forward,
+// whose layer streams ~25 MB of weights between two writes of the same output, y starts out of
+// the caches (flushed before each call, untimed), so that each line written is fetched first.
+void BM_MatMulPrefillRounded(benchmark::State& state) {
+  const int64_t m = 512, n = state.range(0), k = state.range(1);
+  const bool bf16_rows = state.range(2) != 0;
+  ThreadPool pool(BenchThreads());
+  std::vector<uint16_t> data(n * k);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint16_t>(0x3c00 + i % 7);
+  LinearWeight w;
+  w.dtype = DType::kBF16;
+  w.out_features = n;
+  w.in_features = k;
+  w.data = data.data();
+  PrepareLinear(&w);
+  const LinearWeight* ws[] = {&w};
+  if (bf16_rows && !MatMulWritesBf16Rows(ws)) {
+    return state.SkipWithError("bf16 rows are not written by this CPU's kernel");
+  }
+  std::vector<float> x(m * k, RoundBf16(0.01f)), y(m * n);
+  std::vector<uint16_t> y16(m * n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    if (bf16_rows) FlushLines(y16.data(), y16.size() * sizeof(uint16_t));
+    else FlushLines(y.data(), y.size() * sizeof(float));
+    state.ResumeTiming();
+    if (bf16_rows) MatMul(x.data(), k, m, w, Bf16Rows{y16.data(), n}, pool);
+    else MatMul(x.data(), k, m, w, y.data(), n, pool, Round::kBf16);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * m * n * k / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulPrefillRounded)
+    ->ArgNames({"n", "k", "bf16"})
+    ->ArgsProduct({{1024}, {1024, 4096}, {0, 1}})
+    ->MinTime(0.5);
+
 BENCHMARK(BM_MatMulPrefill)
     ->Args({512, 4096, 1024})
     ->Args({512, 1024, 4096})

@@ -333,6 +333,17 @@ TEST(ElementwiseTest, ResidualScaleAndRoundAreBitExact) {
         h = h0;
         AddScaled(h.data(), dim, d.data(), dim, rows, dim, 0.2857738137f, r);
       }, 0, false, "add_scaled dim=" + std::to_string(dim));
+      // A bf16 delta (matmul.h's Bf16Rows): at every level bitwise the f32 delta it holds.
+      std::vector<uint16_t> d16(d.size());
+      std::vector<float> wide(d.size());
+      for (size_t i = 0; i < d.size(); ++i) wide[i] = Bf16ToF32(d16[i] = F32ToBf16(d[i]));
+      Compare([&](std::vector<float>& h) {
+        h = h0;
+        AddScaled(h.data(), dim, d16.data(), dim, rows, dim, 0.2857738137f, r);
+        std::vector<float> want = h0;
+        AddScaled(want.data(), dim, wide.data(), dim, rows, dim, 0.2857738137f, r);
+        ExpectMatches(h, want, 0, false, "add_scaled bf16 delta dim=" + std::to_string(dim));
+      }, 0, false, "add_scaled bf16 delta dim=" + std::to_string(dim));
       Compare([&](std::vector<float>& x) {
         x = h0;
         Scale(x.data(), static_cast<int64_t>(x.size()), 12.0f, r);
@@ -362,6 +373,13 @@ TEST(ElementwiseTest, ResidualScaleAndRoundAreBitExact) {
         emulated::AddScaledAvx512(got.data(), hs, d.data(), dim, rows, dim, 0.2857738137f, r);
         ExpectMatches(got, want, 0, false,
                       "add_scaled avx512(emulated) dim=" + std::to_string(dim));
+        std::vector<uint16_t> d16(d.size());
+        for (size_t i = 0; i < d.size(); ++i) d16[i] = F32ToBf16(d[i]);
+        want = h0, got = h0;
+        AddScaled(want.data(), hs, d16.data(), dim, rows, dim, 0.2857738137f, r);
+        emulated::AddScaledAvx512(got.data(), hs, d16.data(), dim, rows, dim, 0.2857738137f, r);
+        ExpectMatches(got, want, 0, false,
+                      "add_scaled bf16 delta avx512(emulated) dim=" + std::to_string(dim));
         want = h0, got = h0;
         Scale(want.data(), dim, 12.0f, r);
         emulated::ScaleAvx512(got.data(), dim, 12.0f, r);

@@ -111,6 +111,7 @@ struct Job {
   int64_t y_stride;
   int64_t units;
   int64_t unit_cols;
+  uint16_t* y16 = nullptr;  // set: the output as bf16 rows (Bf16Rows) at y_stride, y unused
 };
 
 // `w` as job: its packed form only where the active ISA runs it (a test may lower the level).
@@ -333,6 +334,13 @@ void PairPanelsAmx(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t 
   }
 }
 
+// m rows of n f32 values `f` (stride fs, bf16-exact) as bf16 rows y (stride ys).
+void NarrowToBf16(const float* f, int64_t fs, int64_t m, int64_t n, uint16_t* y, int64_t ys) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t c = 0; c < n; ++c) y[i * ys + c] = F32ToBf16(f[i * fs + c]);
+  }
+}
+
 // Output columns [c0, c1) of job j, all m rows, into y (at column c0), rounded as `round` says.
 // c0 is a multiple of the job's panel width; c1 too, or the matrix's last column.
 void RunColumns(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c1, float* y,
@@ -507,6 +515,14 @@ void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, 
   MatMulGroup(x, x_stride, m, ws, ys, strides, pool, round);
 }
 
+bool MatMulWritesBf16Rows(std::span<const LinearWeight* const> ws) {
+  if (!MatMulUsesAmx()) return false;
+  return std::all_of(ws.begin(), ws.end(), [](const LinearWeight* w) {
+    const PackedWeight* pw = Packed(*w);
+    return pw != nullptr && pw->layout == PackedLayout::kPanel32Bf16Pairs;
+  });
+}
+
 namespace {
 
 // x's forms from row r0 on. Only where no form is a packing of row tiles (AVX2's, whose tiles
@@ -525,6 +541,48 @@ XForms FromRow(const XForms& xf, int64_t r0, int64_t k) {
   a.dot = a.dot ? a.dot + r0 : nullptr;
   a.pairs = a.pairs ? a.pairs + r0 * PairsStride(k) : nullptr;
   return out;
+}
+
+// RunColumns into bf16 rows y (at column c0), the sums rounded to bf16: AMX's tiles write them
+// for the rows on the dot products; any other kernel, or a run of rows off them, computes f32
+// rows into a scratch first (a pass more: MatMulWritesBf16Rows tells callers where none is
+// taken).
+void RunColumnsBf16(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64_t c1,
+                    uint16_t* y, int64_t ys) {
+  thread_local AlignedBuffer scratch;
+  const int64_t width = c1 - c0;
+  const auto via_f32 = [&](const Job& job, const XForms& rows_xf, int64_t rows, uint16_t* out) {
+    const size_t bytes = static_cast<size_t>(rows * width) * sizeof(float);
+    if (scratch.size() < bytes) scratch.Resize(bytes);
+    float* f = scratch.as<float>();
+    RunColumns(job, rows_xf, rows, c0, c1, f, width, Round::kBf16);
+    NarrowToBf16(f, width, rows, width, out, ys);
+  };
+  if (!(j.pw && j.pw->layout == PackedLayout::kPanel32Bf16Pairs && AmxChoice().on)) {
+    return via_f32(j, xf, m, y);
+  }
+  const Avx512X& x = xf.x512;
+  const int64_t w = j.pw->width, pb = c0 / w, pe = (c1 + w - 1) / w, ps = PairsStride(j.pw->k);
+  const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
+  for (int64_t i0 = 0; i0 < m;) {
+    int64_t i1 = i0 + 1;
+    while (i1 < m && dot(i1) == dot(i0)) ++i1;
+    if (dot(i0)) {
+      MatMulPanelsAmx(x.pairs + i0 * ps, ps, i1 - i0, *j.pw, pb, pe, y + i0 * ys, ys);
+    } else {
+      via_f32(j, FromRow(xf, i0, j.pw->k), i1 - i0, y + i0 * ys);
+    }
+    i0 = i1;
+  }
+}
+
+// Rows [r0, r0 + rows) (xf from row r0 on) × columns [c0, c1) of job j into its output.
+void RunJobColumns(const Job& j, const XForms& xf, int64_t rows, int64_t r0, int64_t c0,
+                   int64_t c1, Round round) {
+  if (j.y16 != nullptr) {
+    return RunColumnsBf16(j, xf, rows, c0, c1, j.y16 + r0 * j.y_stride + c0, j.y_stride);
+  }
+  RunColumns(j, xf, rows, c0, c1, j.y + r0 * j.y_stride + c0, j.y_stride, round);
 }
 
 // Row blocks per column task: a call of many rows but few column tasks (the vision tower's
@@ -555,11 +613,10 @@ void RunGroup(std::span<const Job> jobs, const XForms& xf, int64_t m, ThreadPool
     const Job& j = jobs[task.job];
     const int64_t c0 = task.begin * j.unit_cols;
     const int64_t c1 = std::min(j.w->out_features, task.end * j.unit_cols);
-    if (blocks == 1) return RunColumns(j, xf, m, c0, c1, j.y + c0, j.y_stride, round);
+    if (blocks == 1) return RunJobColumns(j, xf, m, 0, c0, c1, round);
     const int64_t r0 = (t % blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
     if (r0 >= r1) return;
-    RunColumns(j, FromRow(xf, r0, k), r1 - r0, c0, c1, j.y + r0 * j.y_stride + c0, j.y_stride,
-               round);
+    RunJobColumns(j, FromRow(xf, r0, k), r1 - r0, r0, c0, c1, round);
   });
 }
 
@@ -717,6 +774,26 @@ void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const Line
   CPM_CHECK(round == Round::kBf16 && MatMulTakesPairRows(all));
   GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu,
                 MakeJob(down, ActiveIsa(), out, out_stride), pool);
+}
+
+void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, const Bf16Rows& y,
+            ThreadPool& pool) {
+  if (m == 0) return;
+  Job j = MakeJob(w, ActiveIsa(), nullptr, y.stride);
+  j.y16 = y.data;
+  RunGroup({&j, 1}, PrepareX(x, x_stride, m, {&j, 1}, pool), m, pool, Round::kBf16);
+}
+
+void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
+              const LinearWeight& down, const Bf16Rows& out, ThreadPool& pool) {
+  CPM_CHECK(down.in_features == gate.out_features);
+  const GateUpJobs gu(gate, up);
+  if (m == 0) return;
+  const LinearWeight* all[] = {&gate, &up, &down};
+  CPM_CHECK(MatMulTakesPairRows(all));
+  Job d = MakeJob(down, ActiveIsa(), nullptr, out.stride);
+  d.y16 = out.data;
+  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu, d, pool);
 }
 
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,

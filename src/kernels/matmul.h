@@ -75,6 +75,27 @@ int64_t StreamedBytes(const LinearWeight& w, int64_t rows);
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, float* y,
             int64_t y_stride, ThreadPool& pool, Round round = Round::kNone);
 
+// y as bf16 values: row i's column j at data[i · stride + j]. The output form of a call whose
+// sums are rounded to bf16 anyway and whose reader takes them so (residual.h's AddScaled on a
+// bf16 delta): AMX's tiles write a 32-column block's row in one 64-byte store where f32 rows take
+// two, and in a forward those lines, scattered at the row stride, have left the caches since the
+// last layer and are fetched before they are written. 2 vCPUs of a Xeon with AMX: kernels_bench
+// BM_MatMulPrefillRounded (y flushed before each call), three rounds, TFLOP/s: o_proj's shape
+// 1.25-1.37 -> 1.33-1.49, the down projection's 1.41-1.58 -> 1.56-1.63; MiniCPM4's pp512, seven
+// alternated runs: the o projection 16.8-20.6 -> 13.0-15.0 ms a step, the residual adds
+// 8.8-10.6 -> 7.5-9.0.
+struct Bf16Rows {
+  uint16_t* data;
+  int64_t stride;
+};
+// Whether MatMul writes Bf16Rows for these weights from its kernel (AMX tiles on bf16 pair
+// panels). Elsewhere it computes f32 rows and narrows them, a pass more, so a model takes bf16
+// rows only where this holds.
+bool MatMulWritesBf16Rows(std::span<const LinearWeight* const> ws);
+// y[m, out] = bf(x · Wᵀ) as bf16 rows: bitwise MatMul's Round::kBf16 results.
+void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, const Bf16Rows& y,
+            ThreadPool& pool);
+
 // Several weights that share the same input (q/k/v, gate/up) in one pass over x: ys[i][m, out_i].
 void MatMulGroup(const float* x, int64_t x_stride, int64_t m,
                  std::span<const LinearWeight* const> ws, std::span<float* const> ys,
@@ -125,6 +146,11 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
 void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
               const LinearWeight& down, float* out, int64_t out_stride, ThreadPool& pool,
               Round round);
+
+// GatedMlp on pair rows with its output as bf16 rows (MatMulTakesPairRows holds for gate, up and
+// down; the results are rounded to bf16 by definition).
+void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
+              const LinearWeight& down, const Bf16Rows& out, ThreadPool& pool);
 
 // Whether MatMul on bf16 weights uses bf16 dot products (AVX512_BF16 vdpbf16ps), so that its
 // FLOP/s are to be judged against the bf16-dot peak rather than the f32 FMA peak.

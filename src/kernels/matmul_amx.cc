@@ -126,6 +126,17 @@ void CopyOut(const float (*c)[32], int rows, int64_t cols, float* y, int64_t ys,
   }
 }
 
+// The block's sums rounded to bf16 into bf16 rows y (`ys` elements apart): a row's 32 columns
+// are one 64-byte store, where f32 rows take two.
+void CopyOut(const float (*c)[32], int rows, int64_t cols, uint16_t* y, int64_t ys) {
+  const __mmask32 m = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+  for (int r = 0; r < rows; ++r) {
+    const __m512 v0 = avx512::RoundBf16(_mm512_load_ps(&c[r][0]));
+    const __m512 v1 = avx512::RoundBf16(_mm512_load_ps(&c[r][16]));
+    _mm512_mask_storeu_epi16(y + r * ys, m, avx512::Bf16Pairs(v0, v1));
+  }
+}
+
 // x read from L2: a call's whole x where it fits (MiniCPM4's 512-row prefill at k = 1024,
 // 1 MiB), else groups of kGroupRows rows and chunks of kChunkXBytes of their x. A tile load
 // from L2 already costs TDPBF16PS a good part of its rate (a standalone loop, one thread: ~75%
@@ -159,6 +170,8 @@ struct Call {
   const char* x;  // row 0's pairs
   int64_t xs;     // bytes between rows
   int64_t m, full, tail;
+  float* y;       // the first panel's column 0 of row 0, f32 rows; or
+  uint16_t* y16;  // the same in bf16 rows (the sums rounded)
   int64_t y_stride;
   bool to_bf16;
 };
@@ -180,10 +193,10 @@ constexpr BlockTileTable kBlockTiles = [] {
   return t;
 }();
 
-// Block [i0, i0 + 32) × `panel` (its columns `cols` valid, its y at yp) over the full steps
-// [s0, s1), its sums from zero (s0 == 0) or from `park`; then into `park` when more chunks
-// follow, else the tail step too and out to y.
-void Block(const Call& c, const char* panel, int64_t cols, float* yp, int64_t i0,
+// Block [i0, i0 + 32) × `panel` (its columns `cols` valid, its y from column `col0` on) over
+// the full steps [s0, s1), its sums from zero (s0 == 0) or from `park`; then into `park` when
+// more chunks follow, else the tail step too and out to y.
+void Block(const Call& c, const char* panel, int64_t cols, int64_t col0, int64_t i0,
            int64_t s0, int64_t s1, bool last, float (*park)[32]) {
   const int rows = static_cast<int>(std::min<int64_t>(32, c.m - i0));
   const bool two = rows > 16;  // tiles 2, 3 and 5 hold rows [16, 32)
@@ -216,10 +229,10 @@ void Block(const Call& c, const char* panel, int64_t cols, float* yp, int64_t i0
     else Steps<false, Prefetch::kNone>(x + at * 4, c.xs, panel + at * 128, 1);
   }
   StoreSums(sums, two);
-  CopyOut(sums, rows, cols, yp + i0 * c.y_stride, c.y_stride, c.to_bf16);
+  const int64_t y_at = i0 * c.y_stride + col0;
+  if (c.y16 != nullptr) return CopyOut(sums, rows, cols, c.y16 + y_at, c.y_stride);
+  CopyOut(sums, rows, cols, c.y + y_at, c.y_stride, c.to_bf16);
 }
-
-}  // namespace
 
 // Panels in batches of kPanelsPerBatch; in a batch, each group's rows chunk by chunk, every
 // panel of the batch against a chunk before the next: each panel (128 bytes per k pair: 64-256
@@ -230,17 +243,9 @@ void Block(const Call& c, const char* panel, int64_t cols, float* yp, int64_t i0
 // AVX-512 tiles. Not bitwise theirs: on an Emerald Rapids Xeon 62% of the sums of a 48 × 256
 // problem differed in their last bits from vdpbf16ps's (and from f32 FMAs on the widened
 // pairs), which is why MatMul sends every call to AMX, not only tall ones.
-void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
-                     int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
-                     Round round, const AmxBlocking* blocking) {
-  const int64_t k_pairs = (pw.k + 1) / 2;
-  const Call c{reinterpret_cast<const char*>(pairs),
-               pairs_stride * static_cast<int64_t>(sizeof(uint32_t)),
-               m,
-               k_pairs / 16,
-               k_pairs % 16,
-               y_stride,
-               round == Round::kBf16};
+void PanelsAmx(const Call& c, const PackedWeight& pw, int64_t panel_begin, int64_t panel_end,
+               const AmxBlocking* blocking) {
+  const int64_t m = c.m;
   const AmxBlocking b = blocking ? *blocking : AmxBlockingFor(m, pw.k);
   const int64_t chunk = std::max<int64_t>(b.chunk_steps, 1);
   const int64_t chunks = c.full > 0 ? (c.full + chunk - 1) / chunk : 1;
@@ -263,15 +268,47 @@ void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, con
         for (int64_t p = p0; p < p1; ++p) {
           const char* panel = data + p * panel_bytes;
           const int64_t cols = std::min<int64_t>(32, pw.n - p * 32);
-          float* yp = y + (p - panel_begin) * 32;
           for (int64_t i0 = g0; i0 < g1; i0 += 32) {
             float(*pk)[32] = chunks > 1 ? park[(p - p0) * group_blocks + (i0 - g0) / 32] : nullptr;
-            Block(c, panel, cols, yp, i0, s0, s1, ci == chunks - 1, pk);
+            Block(c, panel, cols, (p - panel_begin) * 32, i0, s0, s1, ci == chunks - 1, pk);
           }
         }
       }
     }
   }
+}
+
+// What MatMulPanelsAmx's calls share but their y.
+Call CallOf(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw) {
+  const int64_t k_pairs = (pw.k + 1) / 2;
+  Call c{};
+  c.x = reinterpret_cast<const char*>(pairs);
+  c.xs = pairs_stride * static_cast<int64_t>(sizeof(uint32_t));
+  c.m = m;
+  c.full = k_pairs / 16;
+  c.tail = k_pairs % 16;
+  return c;
+}
+
+}  // namespace
+
+void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
+                     int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
+                     Round round, const AmxBlocking* blocking) {
+  Call c = CallOf(pairs, pairs_stride, m, pw);
+  c.y = y;
+  c.y_stride = y_stride;
+  c.to_bf16 = round == Round::kBf16;
+  PanelsAmx(c, pw, panel_begin, panel_end, blocking);
+}
+
+void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
+                     int64_t panel_begin, int64_t panel_end, uint16_t* y, int64_t y_stride,
+                     const AmxBlocking* blocking) {
+  Call c = CallOf(pairs, pairs_stride, m, pw);
+  c.y16 = y;
+  c.y_stride = y_stride;
+  PanelsAmx(c, pw, panel_begin, panel_end, blocking);
 }
 
 }  // namespace cpm::kernels

@@ -55,6 +55,20 @@ struct Problem {
                     blocking);
     return y;
   }
+  // The sums rounded into bf16 rows (a stride of n + 3, whose padding must stay untouched),
+  // widened back to f32.
+  std::vector<float> AmxBf16(const AmxBlocking* blocking = nullptr) const {
+    const int64_t ys = n + 3;
+    std::vector<uint16_t> y(m * ys, 0xbeef);
+    MatMulPanelsAmx(pairs.data(), PairsStride(k), m, pw(), 0, pw().num_panels, y.data(), ys,
+                    blocking);
+    std::vector<float> out(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < n; ++c) out[i * n + c] = Bf16ToF32(y[i * ys + c]);
+      for (int64_t c = n; c < ys; ++c) EXPECT_EQ(y[i * ys + c], 0xbeef) << "wrote past n";
+    }
+    return out;
+  }
 };
 
 bool Skip() { return !AmxUsable() || BestIsa() != Isa::kAvx512; }
@@ -92,6 +106,7 @@ TEST(MatMulAmx, MatchesReferenceOnOddShapes) {
         for (size_t e = 0; e < y.size(); ++e) {
           ASSERT_EQ(rounded[e], RoundBf16(y[e])) << "m=" << m << " n=" << n << " k=" << k;
         }
+        ASSERT_EQ(Mismatches(p.AmxBf16(), rounded), 0) << "m=" << m << " n=" << n << " k=" << k;
       }
     }
   }
@@ -147,6 +162,11 @@ TEST(MatMulAmx, BlockingMovesNoBit) {
                                   AmxBlocking{128, 32}, AmxBlocking{256, 100}}) {
         EXPECT_EQ(Mismatches(p.Amx(round, &b), ref), 0)
             << "k=" << k << " groups of " << b.group_rows << " chunks of " << b.chunk_steps;
+        if (round == Round::kBf16) {
+          EXPECT_EQ(Mismatches(p.AmxBf16(&b), ref), 0)
+              << "bf16 rows, k=" << k << " groups of " << b.group_rows << " chunks of "
+              << b.chunk_steps;
+        }
       }
       EXPECT_EQ(Mismatches(p.Amx(round), ref), 0) << "k=" << k;  // AmxBlockingFor's own
     }

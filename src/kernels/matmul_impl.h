@@ -155,6 +155,11 @@ AmxBlocking AmxBlockingFor(int64_t m, int64_t k);
 void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
                      int64_t panel_begin, int64_t panel_end, float* y, int64_t y_stride,
                      Round round, const AmxBlocking* blocking = nullptr);
+// The same sums rounded to bf16 into bf16 rows y (MatMul's Bf16Rows), bitwise those of
+// Round::kBf16 above in half the bytes.
+void MatMulPanelsAmx(const uint32_t* pairs, int64_t pairs_stride, int64_t m, const PackedWeight& pw,
+                     int64_t panel_begin, int64_t panel_end, uint16_t* y, int64_t y_stride,
+                     const AmxBlocking* blocking = nullptr);
 
 // ---- AVX-512 or AVX2 kernels on an AVX-512 CPU (matmul_choice.cc) ----
 

@@ -380,6 +380,13 @@ TEST(MatMulTest, PairRowsAreBitwiseTheF32Rows) {
 // activation as bf16 pairs (AVX-512 BF16, rounded): every ISA, f32 / bf16 / ternary weights,
 // down packed or not, decode and prefill heights, odd ffn widths (an odd last pair, a partial
 // panel), rounded or not, 2 and 3 threads; nothing written past column `hidden` of `out`.
+// n bf16 values widened to f32.
+std::vector<float> Widened(const uint16_t* v, int64_t n) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(v[i]);
+  return out;
+}
+
 TEST(MatMulTest, GatedMlpIsBitwiseSiluMulThenDown) {
   IsaGuard guard;
   struct Shape {
@@ -426,10 +433,12 @@ TEST(MatMulTest, GatedMlpIsBitwiseSiluMulThenDown) {
               const LinearWeight* all[] = {&gate.w, &up.w, &down.w};
               const bool pairs_too = round == Round::kBf16 && MatMulTakesPairRows(all);
               std::vector<float> from_pairs(sh.m * os, -7.0f);
+              std::vector<uint16_t> to_bf16(sh.m * os, 0xbeef);
               if (pairs_too) {  // x as pair rows (matmul.h's GatedMlp on PairRows)
                 const std::vector<uint32_t> pairs = PairRowsOf(x, xs, sh.m, sh.hidden);
-                GatedMlp(PairRows{pairs.data(), PairRowsStride(sh.hidden)}, sh.m, gate.w, up.w,
-                         down.w, from_pairs.data(), os, pool, round);
+                const PairRows rows{pairs.data(), PairRowsStride(sh.hidden)};
+                GatedMlp(rows, sh.m, gate.w, up.w, down.w, from_pairs.data(), os, pool, round);
+                GatedMlp(rows, sh.m, gate.w, up.w, down.w, Bf16Rows{to_bf16.data(), os}, pool);
               }
               for (int64_t i = 0; i < sh.m; ++i) {
                 ExpectBitwiseEqual(out.data() + i * os, want.data() + i * sh.hidden, sh.hidden,
@@ -437,6 +446,12 @@ TEST(MatMulTest, GatedMlpIsBitwiseSiluMulThenDown) {
                 if (pairs_too) {
                   ExpectBitwiseEqual(from_pairs.data() + i * os, want.data() + i * sh.hidden,
                                      sh.hidden, what + " from pair rows, row " + std::to_string(i));
+                  const std::vector<float> wide = Widened(to_bf16.data() + i * os, sh.hidden);
+                  ExpectBitwiseEqual(wide.data(), want.data() + i * sh.hidden, sh.hidden,
+                                     what + " to bf16 rows, row " + std::to_string(i));
+                  for (int64_t c = sh.hidden; c < os; ++c) {
+                    ASSERT_EQ(to_bf16[i * os + c], 0xbeef) << what << ": wrote past hidden";
+                  }
                 }
                 for (int64_t c = sh.hidden; c < os; ++c) {
                   ASSERT_EQ(out[i * os + c], -7.0f) << what << ": wrote past hidden";
@@ -516,6 +531,49 @@ TEST(MatMulTest, Bf16OutputEqualsRoundingAfterwards) {
           ExpectBitwiseEqual(rounded[i].data(), plain[i].data(), m * ts[i].w.out_features,
                              std::string(ToString(isa)) + (pack ? " packed" : "") +
                                  " m=" + std::to_string(m) + " weight " + std::to_string(i));
+        }
+      }
+    }
+  }
+}
+
+// MatMul into bf16 rows: bitwise its Round::kBf16 f32 rows, at every level (AMX's tiles write
+// them; elsewhere, and for rows off the dot products, f32 rows narrowed), for unpacked and packed
+// weights, partial panels, rows of bf16 values and not side by side, and a call split into row
+// blocks; columns past n untouched.
+TEST(MatMulTest, Bf16RowsAreTheRoundedF32Rows) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : IsasToTest()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (bool pack : {false, true}) {
+      for (int64_t m : {1, 5, 16, 33, 130}) {
+        for (int64_t n : {33, 300}) {
+          const int64_t k = 259, ys = n + 7;
+          TestWeight t = MakeWeight(DType::kBF16, n, k, static_cast<uint32_t>(m + n));
+          if (pack) PrepareLinear(&t.w);
+          std::vector<float> x = RandomVec(m * k, static_cast<uint32_t>(3 * m + n));
+          for (int64_t i = 0; i < m; ++i) {  // every third row off bf16 values
+            if (i % 3 != 2) {
+              for (int64_t j = 0; j < k; ++j) x[i * k + j] = RoundBf16(x[i * k + j]);
+            }
+          }
+          std::vector<float> want(m * n);
+          MatMul(x.data(), k, m, t.w, want.data(), n, pool, Round::kBf16);
+          std::vector<uint16_t> got(m * ys, 0xbeef);
+          MatMul(x.data(), k, m, t.w, Bf16Rows{got.data(), ys}, pool);
+          const std::string what = std::string(ToString(isa)) + (pack ? " packed" : "") +
+                                   " m=" + std::to_string(m) + " n=" + std::to_string(n);
+          for (int64_t i = 0; i < m; ++i) {
+            ExpectBitwiseEqual(Widened(got.data() + i * ys, n).data(), want.data() + i * n, n,
+                               what + " row " + std::to_string(i));
+            for (int64_t c = n; c < ys; ++c) {
+              ASSERT_EQ(got[i * ys + c], 0xbeef) << what << ": wrote past n";
+            }
+          }
+          const LinearWeight* ws[] = {&t.w};
+          EXPECT_EQ(MatMulWritesBf16Rows(ws), pack && MatMulUsesAmx()) << what;
+          if (HasFailure()) return;
         }
       }
     }

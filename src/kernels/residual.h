@@ -12,6 +12,11 @@ namespace cpm::kernels {
 void AddScaled(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
                int64_t dim, float scale, Round round);
 
+// The same on a delta given as bf16 values (matmul.h's Bf16Rows, as the o and down projections
+// write them where MatMulWritesBf16Rows): bitwise AddScaled on the f32 values they hold.
+void AddScaled(float* h, int64_t h_stride, const uint16_t* d, int64_t d_stride, int64_t rows,
+               int64_t dim, float scale, Round round);
+
 // x[i] *= scale for i in [0, n), then optional rounding.
 void Scale(float* x, int64_t n, float scale, Round round);
 

@@ -25,12 +25,16 @@ inline void MapInPlace(float* x, int64_t n, F&& f) {
   }
 }
 
+// A delta's lanes of m (the others 0) as f32: as stored, or widened from bf16 (exact).
+inline __m512 LoadDelta(__mmask16 m, const float* d) { return MaskzLoadu(m, d); }
+inline __m512 LoadDelta(__mmask16 m, const uint16_t* d) { return avx512::MaskzLoadBf16(m, d); }
+
 // h = bf(h + bf(d · scale)) with kRound, h + d · scale without: one row.
-template <bool kRound>
-inline void AddScaledRow(float* h, const float* d, int64_t dim, __m512 scale) {
+template <bool kRound, typename D>
+inline void AddScaledRow(float* h, const D* d, int64_t dim, __m512 scale) {
   for (int64_t j = 0; j < dim; j += 16) {
     const __mmask16 m = FirstLanes(dim - j);
-    __m512 s = _mm512_mul_ps(MaskzLoadu(m, d + j), scale);
+    __m512 s = _mm512_mul_ps(LoadDelta(m, d + j), scale);
     if (kRound) s = avx512::RoundBf16(s);
     __m512 v = _mm512_add_ps(MaskzLoadu(m, h + j), s);
     if (kRound) v = avx512::RoundBf16(v);
@@ -38,10 +42,9 @@ inline void AddScaledRow(float* h, const float* d, int64_t dim, __m512 scale) {
   }
 }
 
-}  // namespace
-
-void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
-                     int64_t dim, float scale, Round round) {
+template <typename D>
+void AddScaledRows(float* h, int64_t h_stride, const D* d, int64_t d_stride, int64_t rows,
+                   int64_t dim, float scale, Round round) {
   const __m512 vs = _mm512_set1_ps(scale);
   for (int64_t r = 0; r < rows; ++r) {
     if (round == Round::kBf16) {
@@ -50,6 +53,18 @@ void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_strid
       AddScaledRow<false>(h + r * h_stride, d + r * d_stride, dim, vs);
     }
   }
+}
+
+}  // namespace
+
+void AddScaledAvx512(float* h, int64_t h_stride, const float* d, int64_t d_stride, int64_t rows,
+                     int64_t dim, float scale, Round round) {
+  AddScaledRows(h, h_stride, d, d_stride, rows, dim, scale, round);
+}
+
+void AddScaledAvx512(float* h, int64_t h_stride, const uint16_t* d, int64_t d_stride,
+                     int64_t rows, int64_t dim, float scale, Round round) {
+  AddScaledRows(h, h_stride, d, d_stride, rows, dim, scale, round);
 }
 
 void ScaleAvx512(float* x, int64_t n, float scale, Round round) {

@@ -50,6 +50,23 @@ inline __m512 MaskzLoadu(__mmask16 k, const float* p) { return _mm512_maskz_load
 inline void MaskStoreu(float* p, __mmask16 k, __m512 a) { _mm512_mask_storeu_ps(p, k, a); }
 #endif
 
+// Masked load of 16 bf16 values widened to f32 (exact): masked-off lanes are 0 and not read.
+#if defined(CPM_EMULATE_AVX512)
+// SIMDe 0.7 has no masked 16-bit loads or 16 → 32-bit widening; lane-wise.
+inline __m512 MaskzLoadBf16(__mmask16 k, const uint16_t* p) {
+  alignas(64) uint32_t v[16] = {};
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) v[i] = uint32_t{p[i]} << 16;
+  }
+  return _mm512_castsi512_ps(_mm512_load_si512(v));
+}
+#else
+inline __m512 MaskzLoadBf16(__mmask16 k, const uint16_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+#endif
+
 // 8 floats widened to f64 (vcvtps2pd), exactly.
 #if defined(CPM_EMULATE_AVX512)
 // SIMDe 0.7 has no _mm512_cvtps_pd; the two 128-bit halves' AVX conversions.

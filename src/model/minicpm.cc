@@ -45,6 +45,7 @@ auto LinearWeights(Layer& L) {
 struct Activations {
   std::vector<float> h, x, q, k, v, attn, o, gate, cos, sin, head_in;  // gate: the MLP's silu(g)·u
   AlignedBuffer x_pairs;  // x as the matmuls' bf16 pair rows, where they take them (x_out_)
+  AlignedBuffer o_bf16;   // o as bf16 rows, where the matmuls write them (o_out_)
   std::vector<int64_t> slots;
   void Resize(int64_t t, const MiniCpmConfig& c) {
     const int64_t hd = c.hidden_size, qd = c.num_attention_heads * c.head_dim,
@@ -109,6 +110,9 @@ class MiniCpmModel : public Model {
   // Where the norms write x and the q/k/v and MLP matmuls read it: a_.x, or a_.x_pairs on the
   // bf16 dot products with no weight quantized to Q8_0 (ChooseNormOut, once per Forward).
   NormOut x_out_ = nullptr;
+  // Where the o and down projections write o and the residual add reads it: a_.o, or a_.o_bf16
+  // where the matmuls write bf16 rows (ChooseDeltaRows, with x_out_).
+  DeltaRows o_out_ = nullptr;
 };
 
 std::vector<const LinearWeight*> MiniCpmModel::LayerLinearWeights() const {
@@ -282,7 +286,7 @@ void MiniCpmModel::Attention(const MiniCpmLayer& w, int64_t layer, const Forward
   }
   {
     ProfileScope section("o proj", MatmulWorkOf({&w.o_proj}, t));
-    kernels::MatMul(a_.attn.data(), H * D, t, w.o_proj, a_.o.data(), hd, pool, round_);
+    MatMulToDelta(a_.attn.data(), H * D, t, w.o_proj, o_out_, hd, pool, round_);
   }
   // h = bf(h + bf(o · scale_depth/sqrt(L))); x = RMSNorm(h), the MLP's input
   AddResidualAndNorm(&w.post_attention_layernorm, t, pool);
@@ -294,7 +298,7 @@ void MiniCpmModel::Norm(const std::vector<float>& weight, int64_t t, ThreadPool&
 
 void MiniCpmModel::AddResidualAndNorm(const std::vector<float>* next_norm, int64_t t,
                                       ThreadPool& pool) {
-  cpm::AddResidualAndNorm(pool, t, c_.hidden_size, a_.h.data(), a_.o.data(), residual_scale_,
+  cpm::AddResidualAndNorm(pool, t, c_.hidden_size, a_.h.data(), o_out_, residual_scale_,
                           round_, next_norm ? next_norm->data() : nullptr, x_out_,
                           NormParams());
 }
@@ -307,7 +311,7 @@ void MiniCpmModel::Mlp(const MiniCpmLayer& w, const std::vector<float>* next_nor
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
     GatedMlpOnNorm(x_out_, hd, t, w.gate_proj, w.up_proj, w.down_proj, a_.gate.data(), ffn,
-                   a_.o.data(), hd, pool, round_);
+                   o_out_, hd, pool, round_);
   }
   AddResidualAndNorm(next_norm, t, pool);
 }
@@ -344,6 +348,8 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
   a_.Resize(t, c_);
   x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, c_.hidden_size, a_.x.data(),
                          a_.x_pairs);
+  o_out_ = ChooseDeltaRows(x_out_, LayerLinearWeights(), t, c_.hidden_size, a_.o.data(),
+                           a_.o_bf16);
   {
     ProfileScope section("embedding, positions");
     Embed(batch, a_.h.data());

@@ -92,6 +92,10 @@ class Qwen35Model : public Model {
   // Where the norms write x and the mixers' input and MLP matmuls read it: x_, or x_pairs_ on
   // the bf16 dot products with no weight quantized to Q8_0 (ChooseNormOut, once per Forward).
   NormOut x_out_ = nullptr;
+  AlignedBuffer mix_bf16_;  // the mixers' and MLP's output as bf16 rows, where written so
+  // Where the mixers' out projections and the MLP write what the residual add reads: mix_, or
+  // mix_bf16_ where the matmuls write bf16 rows (ChooseDeltaRows, with x_out_).
+  DeltaRows mix_out_ = nullptr;
   std::vector<int64_t> kv_slots_;                                     // [T]
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<DeltaNetSeq> gdn_seqs_;
@@ -282,7 +286,7 @@ void Qwen35Model::Mlp(const Qwen35Layer& w, const std::vector<float>* next_norm,
     ProfileScope section("MLP (gate/up, SiLU, down)",
                          MatmulWorkOf({&w.gate_proj, &w.up_proj, &w.down_proj}, t));
     GatedMlpOnNorm(x_out_, D, t, w.gate_proj, w.up_proj, w.down_proj, gate_.data(), F,
-                   mix_.data(), D, pool, round_);
+                   mix_out_, D, pool, round_);
   }
   AddMixAndNorm(next_norm, t, pool);
 }
@@ -293,7 +297,7 @@ void Qwen35Model::NormInto(const std::vector<float>& weight, int64_t t, ThreadPo
 
 void Qwen35Model::AddMixAndNorm(const std::vector<float>* next_norm, int64_t t,
                                 ThreadPool& pool) {
-  AddResidualAndNorm(pool, t, c_.hidden_size, h_.data(), mix_.data(), 1.0f, round_,
+  AddResidualAndNorm(pool, t, c_.hidden_size, h_.data(), mix_out_, 1.0f, round_,
                      next_norm ? next_norm->data() : nullptr, x_out_, Norm());
 }
 
@@ -320,6 +324,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   x_.resize(t * D);
   x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, D, x_.data(), x_pairs_);
   mix_.resize(t * D);
+  mix_out_ = ChooseDeltaRows(x_out_, LayerLinearWeights(), t, D, mix_.data(), mix_bf16_);
   gate_.resize(t * c_.intermediate_size);
   cos_.resize(t * rope_.half);
   sin_.resize(t * rope_.half);
@@ -336,7 +341,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
     // h += Mixer(x), x = norm(h); then x = norm(h) for the MLP
     if (L.full_attention) {
       attention_.Forward(c_, L.attn, x_out_, t, attn_seqs_, cos_.data(), sin_.data(),
-                         kv_slots_.data(), kv.Layer(L.index), round_, mix_.data(), pool);
+                         kv_slots_.data(), kv.Layer(L.index), round_, mix_out_, pool);
     } else {
       gdn_seqs_.clear();
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -346,7 +351,7 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
         gdn_seqs_.push_back({attn_seqs_[i].q_begin, attn_seqs_[i].q_len, prompt_rows,
                              seq_states_[i] + L.index * state_floats_});
       }
-      deltanet_.Forward(c_, L.gdn, x_out_, t, gdn_seqs_, round_, mix_.data(), pool);
+      deltanet_.Forward(c_, L.gdn, x_out_, t, gdn_seqs_, round_, mix_out_, pool);
     }
     AddMixAndNorm(&L.post_attention_layernorm, t, pool);
     // h += MLP(x); then x = norm(h) for the next layer's mixer

@@ -36,8 +36,8 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
                              const NormOut& x, int64_t t,
                              std::span<const kernels::AttentionSeq> seqs, const float* cos,
                              const float* sin, const int64_t* kv_slots,
-                             const kernels::KvLayerView& kv, Round round, float* out,
-                             ThreadPool& pool) {
+                             const kernels::KvLayerView& kv, Round round,
+                             const DeltaRows& out, ThreadPool& pool) {
   const int64_t D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads,
                 KV = c.num_key_value_heads;
   const int64_t qg_width = H * hd * (c.attn_output_gate ? 2 : 1);  // per head [q | gate]
@@ -96,7 +96,7 @@ void GatedAttention::Forward(const Qwen35Config& c, const GatedAttentionWeights&
   }
   // out = attn · Woᵀ [T, hidden]
   ProfileScope section("attn o proj", MatmulWorkOf({&w.o_proj}, t));
-  kernels::MatMul(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);
+  MatMulToDelta(attn_.data(), H * hd, t, w.o_proj, out, D, pool, round);
 }
 
 }  // namespace cpm

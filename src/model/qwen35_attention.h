@@ -36,13 +36,14 @@ StatusOr<GatedAttentionWeights> LoadGatedAttention(WeightLoader& wl, const Qwen3
 // One gated attention layer over a step's T tokens. Holds its scratch (engine thread only).
 class GatedAttention {
  public:
-  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden]. seqs: the step's
+  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden], in the form the
+  // forward chose (ChooseDeltaRows). seqs: the step's
   // sequences over the rows of x; cos, sin: [T, rotary_dim/2] for each row's position; kv_slots:
   // [T] cache slots.
   void Forward(const Qwen35Config& c, const GatedAttentionWeights& w, const NormOut& x, int64_t t,
                std::span<const kernels::AttentionSeq> seqs, const float* cos, const float* sin,
                const int64_t* kv_slots, const kernels::KvLayerView& kv, kernels::Round round,
-               float* out, ThreadPool& pool);
+               const DeltaRows& out, ThreadPool& pool);
 
  private:
   std::vector<float> qg_;    // [T, H, 2·hd]: q_proj output, per head [query | gate]

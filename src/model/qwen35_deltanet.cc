@@ -85,8 +85,8 @@ void GatedDeltaNet::ConvByTokens(const DeltaNetSeq& s, const float* taps, int64_
 }
 
 void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const NormOut& x,
-                            int64_t t, std::span<const DeltaNetSeq> seqs, Round round, float* out,
-                            ThreadPool& pool) {
+                            int64_t t, std::span<const DeltaNetSeq> seqs, Round round,
+                            const DeltaRows& out, ThreadPool& pool) {
   const int64_t D = c.hidden_size, Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads,
                 dk = c.linear_key_head_dim, dv = c.linear_value_head_dim,
                 K = c.linear_conv_kernel_dim, key_dim = c.key_dim(), value_dim = c.value_dim(),
@@ -204,7 +204,7 @@ void GatedDeltaNet::Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w
 
   // out = o · W_outᵀ [T, hidden]
   ProfileScope section("GDN out proj", MatmulWorkOf({&w.out_proj}, t));
-  kernels::MatMul(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
+  MatMulToDelta(o_.data(), value_dim, t, w.out_proj, out, D, pool, round);
 }
 
 }  // namespace cpm

@@ -67,10 +67,10 @@ class GatedDeltaNet {
   // samples with 16, 7.6-8.1% with 32, 9.6-10.2% with 64 (3 runs each).
   static constexpr int64_t kChunk = 16;
 
-  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden]. Reads and updates
-  // each sequence's state.
+  // x: [T, hidden] (normed input, as the norm wrote it); out: [T, hidden], in the form the
+  // forward chose (ChooseDeltaRows). Reads and updates each sequence's state.
   void Forward(const Qwen35Config& c, const GatedDeltaNetWeights& w, const NormOut& x, int64_t t,
-               std::span<const DeltaNetSeq> seqs, kernels::Round round, float* out,
+               std::span<const DeltaNetSeq> seqs, kernels::Round round, const DeltaRows& out,
                ThreadPool& pool);
 
  private:
