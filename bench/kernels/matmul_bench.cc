@@ -175,25 +175,52 @@ BENCHMARK(BM_Q8OverBf16)
     ->Args({1, 73448, 1024})
     ->MinTime(1.0);
 
+// A bf16 weight [n, k] packed for the active ISA. Not one value throughout: a constant weight
+// is ternary and would run the 2-bit kernels.
+struct BenchWeight {
+  std::vector<uint16_t> data;
+  LinearWeight w;
+  BenchWeight(int64_t n, int64_t k) : data(n * k) {
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint16_t>(0x3c00 + i % 7);
+    w.dtype = DType::kBF16;
+    w.out_features = n;
+    w.in_features = k;
+    w.data = data.data();
+    PrepareLinear(&w);
+  }
+  BenchWeight(const BenchWeight&) = delete;  // w points into data
+  BenchWeight& operator=(const BenchWeight&) = delete;
+};
+
 void BM_MatMulPrefill(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   ThreadPool pool(BenchThreads());
-  // Not one value throughout: a constant weight is ternary and would run the 2-bit kernels.
-  std::vector<uint16_t> data(n * k);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint16_t>(0x3c00 + i % 7);
-  LinearWeight w;
-  w.dtype = DType::kBF16;
-  w.out_features = n;
-  w.in_features = k;
-  w.data = data.data();
-  PrepareLinear(&w);
+  const BenchWeight bw(n, k);
   const int64_t xs = k + (std::getenv("CPM_BENCH_PAD") ? 16 : 0);
   std::vector<float> x(m * xs, RoundBf16(0.01f)), y(m * n);
-  for (auto _ : state) MatMul(x.data(), xs, m, w, y.data(), n, pool);
+  for (auto _ : state) MatMul(x.data(), xs, m, bw.w, y.data(), n, pool);
   state.counters["GFLOP/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2.0 * m * n * k / 1e9,
       benchmark::Counter::kIsRate);
 }
+BENCHMARK(BM_MatMulPrefill)
+    ->Args({512, 4096, 1024})
+    ->Args({512, 1024, 4096})
+    ->Args({512, 1024, 1024})
+    ->Args({128, 4096, 1024})
+    ->Args({6, 256, 256})
+    ->Args({60, 256, 256})
+    ->Args({16, 256, 256})
+    ->Args({16, 1024, 1024})
+    ->Args({1024, 72, 1024})  // the V-4.6 vision tower's P·V per head (3 panels)
+    // x past L2 (matmul_amx.cc's blocking): a 2048-token prefill step's gate and down
+    // projections, and the V-4.6 vision tower's MLP over a slice's 1024 patches.
+    ->Args({2048, 4096, 1024})
+    ->Args({2048, 1024, 4096})
+    ->Args({1024, 4304, 1152})
+    ->Args({1024, 1152, 4304})
+    ->MinTime(0.5);
+
 // Every cache line of [p, p + bytes) written back and dropped from the caches.
 void FlushLines(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
@@ -209,14 +236,8 @@ void BM_MatMulPrefillRounded(benchmark::State& state) {
   const int64_t m = 512, n = state.range(0), k = state.range(1);
   const bool bf16_rows = state.range(2) != 0;
   ThreadPool pool(BenchThreads());
-  std::vector<uint16_t> data(n * k);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint16_t>(0x3c00 + i % 7);
-  LinearWeight w;
-  w.dtype = DType::kBF16;
-  w.out_features = n;
-  w.in_features = k;
-  w.data = data.data();
-  PrepareLinear(&w);
+  const BenchWeight bw(n, k);
+  const LinearWeight& w = bw.w;
   const LinearWeight* ws[] = {&w};
   if (bf16_rows && !MatMulWritesBf16Rows(ws)) {
     return state.SkipWithError("bf16 rows are not written by this CPU's kernel");
@@ -238,24 +259,6 @@ void BM_MatMulPrefillRounded(benchmark::State& state) {
 BENCHMARK(BM_MatMulPrefillRounded)
     ->ArgNames({"n", "k", "bf16"})
     ->ArgsProduct({{1024}, {1024, 4096}, {0, 1}})
-    ->MinTime(0.5);
-
-BENCHMARK(BM_MatMulPrefill)
-    ->Args({512, 4096, 1024})
-    ->Args({512, 1024, 4096})
-    ->Args({512, 1024, 1024})
-    ->Args({128, 4096, 1024})
-    ->Args({6, 256, 256})
-    ->Args({60, 256, 256})
-    ->Args({16, 256, 256})
-    ->Args({16, 1024, 1024})
-    ->Args({1024, 72, 1024})  // the V-4.6 vision tower's P·V per head (3 panels)
-    // x past L2 (matmul_amx.cc's blocking): a 2048-token prefill step's gate and down
-    // projections, and the V-4.6 vision tower's MLP over a slice's 1024 patches.
-    ->Args({2048, 4096, 1024})
-    ->Args({2048, 1024, 4096})
-    ->Args({1024, 4304, 1152})
-    ->Args({1024, 1152, 4304})
     ->MinTime(0.5);
 
 // MiniCPM4-0.5B's gated MLP input half, silu(x · gateᵀ) ⊙ (x · upᵀ), at m rows: fused
