@@ -316,22 +316,31 @@ XForms PrepareX(const float* x, int64_t x_stride, int64_t m, std::span<const Job
 }
 
 // MatMulPanelsAvx512 with its runs of bf16 rows on AMX tiles (the others, f32 FMAs, as there).
-void PairPanelsAmx(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t pb, int64_t pe,
-                   float* y, int64_t ys, Round round) {
-  const int64_t ps = PairsStride(pw.k);
+// fn(i0, i1, dot) for each run [i0, i1) of x's m rows that all take the dot products (dot) or
+// all do not: AMX takes the first kind, f32 FMAs the second.
+template <typename Fn>
+void ForDotRuns(const Avx512X& x, int64_t m, Fn&& fn) {
   const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
   for (int64_t i0 = 0; i0 < m;) {
     int64_t i1 = i0 + 1;
     while (i1 < m && dot(i1) == dot(i0)) ++i1;
-    if (dot(i0)) {
+    fn(i0, i1, dot(i0));
+    i0 = i1;
+  }
+}
+
+void PairPanelsAmx(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t pb, int64_t pe,
+                   float* y, int64_t ys, Round round) {
+  const int64_t ps = PairsStride(pw.k);
+  ForDotRuns(x, m, [&](int64_t i0, int64_t i1, bool dot) {
+    if (dot) {
       MatMulPanelsAmx(x.pairs + i0 * ps, ps, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
     } else {
       const Avx512X rows{x.x + i0 * x.x_stride, x.x_stride, x.dot ? x.dot + i0 : nullptr,
                          x.pairs ? x.pairs + i0 * ps : nullptr};
       MatMulPanelsAvx512(rows, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
     }
-    i0 = i1;
-  }
+  });
 }
 
 // m rows of n f32 values `f` (stride fs, bf16-exact) as bf16 rows y (stride ys).
@@ -563,17 +572,13 @@ void RunColumnsBf16(const Job& j, const XForms& xf, int64_t m, int64_t c0, int64
   }
   const Avx512X& x = xf.x512;
   const int64_t w = j.pw->width, pb = c0 / w, pe = (c1 + w - 1) / w, ps = PairsStride(j.pw->k);
-  const auto dot = [&](int64_t i) { return x.dot != nullptr && x.dot[i] != 0; };
-  for (int64_t i0 = 0; i0 < m;) {
-    int64_t i1 = i0 + 1;
-    while (i1 < m && dot(i1) == dot(i0)) ++i1;
-    if (dot(i0)) {
+  ForDotRuns(x, m, [&](int64_t i0, int64_t i1, bool dot) {
+    if (dot) {
       MatMulPanelsAmx(x.pairs + i0 * ps, ps, i1 - i0, *j.pw, pb, pe, y + i0 * ys, ys);
     } else {
       via_f32(j, FromRow(xf, i0, j.pw->k), i1 - i0, y + i0 * ys);
     }
-    i0 = i1;
-  }
+  });
 }
 
 // Rows [r0, r0 + rows) (xf from row r0 on) × columns [c0, c1) of job j into its output.
@@ -764,16 +769,26 @@ void GatedMlp(const float* x, int64_t x_stride, int64_t m, const LinearWeight& g
                 MakeJob(down, ActiveIsa(), out, out_stride), pool);
 }
 
+namespace {
+
+// GatedMlp on pair rows, its output wherever `down`'s job writes it (f32 or bf16 rows).
+void GatedMlpOnPairRows(const PairRows& x, int64_t m, const LinearWeight& gate,
+                        const LinearWeight& up, const Job& down, ThreadPool& pool) {
+  CPM_CHECK(down.w->in_features == gate.out_features);
+  const GateUpJobs gu(gate, up);
+  if (m == 0) return;
+  const LinearWeight* all[] = {&gate, &up, down.w};
+  CPM_CHECK(MatMulTakesPairRows(all));
+  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu, down, pool);
+}
+
+}  // namespace
+
 void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
               const LinearWeight& down, float* out, int64_t out_stride, ThreadPool& pool,
               Round round) {
-  CPM_CHECK(down.in_features == gate.out_features);
-  const GateUpJobs gu(gate, up);
-  if (m == 0) return;
-  const LinearWeight* all[] = {&gate, &up, &down};
-  CPM_CHECK(round == Round::kBf16 && MatMulTakesPairRows(all));
-  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu,
-                MakeJob(down, ActiveIsa(), out, out_stride), pool);
+  CPM_CHECK(m == 0 || round == Round::kBf16);  // pair rows hold bf16 values
+  GatedMlpOnPairRows(x, m, gate, up, MakeJob(down, ActiveIsa(), out, out_stride), pool);
 }
 
 void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, const Bf16Rows& y,
@@ -786,14 +801,9 @@ void MatMul(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w, 
 
 void GatedMlp(const PairRows& x, int64_t m, const LinearWeight& gate, const LinearWeight& up,
               const LinearWeight& down, const Bf16Rows& out, ThreadPool& pool) {
-  CPM_CHECK(down.in_features == gate.out_features);
-  const GateUpJobs gu(gate, up);
-  if (m == 0) return;
-  const LinearWeight* all[] = {&gate, &up, &down};
-  CPM_CHECK(MatMulTakesPairRows(all));
   Job d = MakeJob(down, ActiveIsa(), nullptr, out.stride);
   d.y16 = out.data;
-  GatedMlpPairs(FromPairRows(x, m, gate.in_features), m, gu, d, pool);
+  GatedMlpOnPairRows(x, m, gate, up, d, pool);
 }
 
 void MatMulRef(const float* x, int64_t x_stride, int64_t m, const LinearWeight& w,

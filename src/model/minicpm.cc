@@ -346,10 +346,9 @@ Status MiniCpmModel::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots*
                              " is beyond the model length " + std::to_string(rope_.max_positions()));
   }
   a_.Resize(t, c_);
-  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, c_.hidden_size, a_.x.data(),
-                         a_.x_pairs);
-  o_out_ = ChooseDeltaRows(x_out_, LayerLinearWeights(), t, c_.hidden_size, a_.o.data(),
-                           a_.o_bf16);
+  const std::vector<const LinearWeight*> linear = LayerLinearWeights();
+  x_out_ = ChooseNormOut(round_, linear, t, c_.hidden_size, a_.x.data(), a_.x_pairs);
+  o_out_ = ChooseDeltaRows(x_out_, linear, t, c_.hidden_size, a_.o.data(), a_.o_bf16);
   {
     ProfileScope section("embedding, positions");
     Embed(batch, a_.h.data());

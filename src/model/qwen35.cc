@@ -322,9 +322,10 @@ Status Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, StateSlots* 
   const int64_t D = c_.hidden_size;
   h_.resize(t * D);
   x_.resize(t * D);
-  x_out_ = ChooseNormOut(round_, LayerLinearWeights(), t, D, x_.data(), x_pairs_);
+  const std::vector<const LinearWeight*> linear = LayerLinearWeights();
+  x_out_ = ChooseNormOut(round_, linear, t, D, x_.data(), x_pairs_);
   mix_.resize(t * D);
-  mix_out_ = ChooseDeltaRows(x_out_, LayerLinearWeights(), t, D, mix_.data(), mix_bf16_);
+  mix_out_ = ChooseDeltaRows(x_out_, linear, t, D, mix_.data(), mix_bf16_);
   gate_.resize(t * c_.intermediate_size);
   cos_.resize(t * rope_.half);
   sin_.resize(t * rope_.half);
