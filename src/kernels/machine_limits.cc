@@ -130,6 +130,17 @@ MachineLimits MeasureMachineLimits(ThreadPool& pool, int64_t buffer_bytes, int r
   return out;
 }
 
+void PeakOperandsBf16(uint16_t* v, int64_t n, int scale_exp, uint32_t seed) {
+  uint32_t state = seed * 2654435761u + 0x2545f491u;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;  // an LCG: its high bits are the usable ones
+    const uint32_t sign = state >> 31, octaves_down = (state >> 29) & 3u;
+    const uint32_t mantissa = (state >> 22) & 0x7fu;
+    const auto exponent = static_cast<uint32_t>(127 + scale_exp - static_cast<int>(octaves_down));
+    v[i] = static_cast<uint16_t>(sign << 15 | exponent << 7 | mantissa);
+  }
+}
+
 double MatmulL1Loop(int64_t iterations) {
   // Rows: the height of the ISA's prefill tile (AVX2 6, AVX-512 8, AMX two tiles of 16).
   constexpr int64_t kMaxM = 32, kN = 32, kK = 256;

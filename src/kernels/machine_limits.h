@@ -45,6 +45,13 @@ double Bf16DotPeakLoopAvx512(int64_t iterations);
 double AmxBf16PeakLoop(int64_t iterations);  // needs AmxUsable()
 double Int8DotPeakLoopAvx512(int64_t iterations);  // vpdpbusd: needs AVX512_VNNI
 double Int8DotPeakLoopAvx2(int64_t iterations);
+// bf16 operands for a peak loop whose speed depends on its data: `n` values with a model's
+// variety (signs mixed, 7-bit mantissas spread, exponents in [scale_exp - 3, scale_exp]), from a
+// fixed generator seeded by `seed`. TDPBF16PS ran ~20% faster on zeroed tiles than on any
+// non-zero operands (a standalone loop on one thread of a Xeon with AMX, four interleaved
+// rounds: zeros 3.1-3.5 TFLOP/s; a repeated 0x3c3c, 1.0 or varied values 2.4-2.9), so a peak
+// measured on zeros is one that no matmul on real weights approaches.
+void PeakOperandsBf16(uint16_t* v, int64_t n, int scale_exp, uint32_t seed);
 // The in-L1 matmul loop behind matmul_l1_gflops.
 double MatmulL1Loop(int64_t iterations);
 // Software-prefetch distances the read is measured at (0: the hardware prefetchers alone).

@@ -4,9 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <random>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "kernels/cpu_features.h"
@@ -33,6 +34,31 @@ TEST(MachineLimitsTest, StreamReadXorsEveryWordAtEveryPrefetchDistance) {
     EXPECT_NE(StreamReadAvx2(buf.data(), bytes, 0), want) << "lane " << lane;
     words[1000 + lane] ^= 1;
   }
+}
+
+TEST(MachineLimitsTest, PeakOperandsAreVariedFiniteBf16InTheirOctaves) {
+  std::vector<uint16_t> v(2048);
+  PeakOperandsBf16(v.data(), static_cast<int64_t>(v.size()), -5, 3);
+  std::set<int> exponents, mantissas;
+  int negative = 0;
+  for (const uint16_t b : v) {
+    const int exponent = (b >> 7 & 0xff) - 127;
+    ASSERT_GE(exponent, -8) << std::hex << b;  // not zero (nor a subnormal)
+    ASSERT_LE(exponent, -5) << std::hex << b;  // nor inf or NaN
+    exponents.insert(exponent);
+    mantissas.insert(b & 0x7f);
+    negative += b >> 15;
+  }
+  EXPECT_EQ(exponents.size(), 4u);
+  EXPECT_GT(mantissas.size(), 100u);
+  EXPECT_GT(negative, 800);
+  EXPECT_LT(negative, 1248);
+  // Seeds give different operands; a seed the same ones.
+  std::vector<uint16_t> again(v.size()), other(v.size());
+  PeakOperandsBf16(again.data(), static_cast<int64_t>(again.size()), -5, 3);
+  PeakOperandsBf16(other.data(), static_cast<int64_t>(other.size()), -5, 4);
+  EXPECT_EQ(again, v);
+  EXPECT_NE(other, v);
 }
 
 TEST(MachineLimitsTest, ReportsPositiveLimitsAndAMeasuredPrefetchDistance) {
