@@ -131,16 +131,6 @@ struct Task {
   int64_t begin, end;
 };
 
-// Columns of the widest tile an m-row call of `layout` runs, where one row tile takes all m rows
-// (decode); taller calls' tiles span a panel.
-int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
-  if (IsQ8Layout(layout)) return m > kQ8MaxTileRows ? width : width * Q8PanelsPerTile(m);
-  const bool avx2 = LayoutIsa(layout) == Isa::kAvx2;
-  if (m > (avx2 ? kAvx2MaxTileRows : kAvx512MaxTileRows)) return width;
-  const int h = static_cast<int>(m);
-  return width * (avx2 ? Avx2PanelsPerTile(h) : Avx512PanelsPerTile(h));
-}
-
 // Calls of up to this many rows (decode batches) hand their tasks out in contiguous shares
 // (ThreadPool::ParallelForShares), each thread's in memory order: a task's weight prefetches
 // run on into its thread's next task, where ParallelFor's interleaved claims start each task
@@ -151,6 +141,29 @@ int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
 constexpr int64_t kMaxSharedScheduleRows = 16;
 
 bool SharedSchedule(int64_t m) { return m <= kMaxSharedScheduleRows; }
+
+// AMX decode calls (SharedSchedule) hand out tasks of this many panels, whatever m: the AMX kernel
+// takes a panel at a time at every m, so the AVX-512 tiles' widths below (one panel from 5 rows
+// up) say nothing about it, and a task's fixed costs (the claim, the calls down to the kernel,
+// its blocking) are spread over 256 KiB of weights instead of 64 (k = 1024). A MiniCPM4-0.5B
+// decode step's matmuls, 1-panel and 4-panel tasks alternated step by step in one process (2
+// vCPUs of a Xeon with AMX, median ratio of 40 pairs; an A/A pair 0.996-1.006): 16 rows 0.97-0.99x
+// the time, 12 rows 0.98x, 6 rows 0.98x; 4 rows (3 panels before) 0.99-1.0x; 16 rows with 2, 3
+// or 8 panels 1.01-1.02x 4's.
+constexpr int64_t kAmxDecodeTaskPanels = 4;
+
+// Columns of the widest tile an m-row call of `layout` runs, where one row tile takes all m rows
+// (decode); taller calls' tiles span a panel. For AMX decode calls: a task's columns.
+int64_t TileColumns(PackedLayout layout, int64_t width, int64_t m) {
+  if (IsQ8Layout(layout)) return m > kQ8MaxTileRows ? width : width * Q8PanelsPerTile(m);
+  if (layout == PackedLayout::kPanel32Bf16Pairs && AmxChoice().on && SharedSchedule(m)) {
+    return width * kAmxDecodeTaskPanels;
+  }
+  const bool avx2 = LayoutIsa(layout) == Isa::kAvx2;
+  if (m > (avx2 ? kAvx2MaxTileRows : kAvx512MaxTileRows)) return width;
+  const int h = static_cast<int>(m);
+  return width * (avx2 ? Avx2PanelsPerTile(h) : Avx512PanelsPerTile(h));
+}
 
 // Q8_0 decode tasks are two tiles wide: a Q8_0 column is about half a bf16 one's bytes, so a
 // one-tile task streamed a quarter of a bf16 task's. MiniCPM4-0.5B dims, 3 interleaved rounds
