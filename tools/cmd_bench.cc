@@ -725,7 +725,7 @@ int RunBench(const BenchArgs& a) {
               static_cast<long long>(lim.read_prefetch_bytes), lim.f32_fma_gflops,
               lim.f32_fma_gflops_1t, lim.fma_isa);
   if (lim.bf16_dot_gflops > 0) std::printf(", bf16 dot peak %.1f GFLOP/s", lim.bf16_dot_gflops);
-  if (lim.amx_bf16_gflops > 0) std::printf(", AMX bf16 peak %.1f GFLOP/s", lim.amx_bf16_gflops);
+  if (lim.amx_bf16_gflops > 0) std::printf(", AMX bf16 peak %.1f GFLOP/s (non-zero tiles)", lim.amx_bf16_gflops);
   if (q8 && lim.int8_dot_gops > 0) {
     std::printf(", int8 dot peak %.1f GOP/s (%s)", lim.int8_dot_gops, lim.int8_isa);
   }
@@ -735,7 +735,7 @@ int RunBench(const BenchArgs& a) {
     std::printf("kernel check: the matmul kernel on an in-L1 problem (one prefill tile's rows × 32 "
                 "× 256, bf16) runs at "
                 "%.1f GFLOP/s = %.0f%% of the %s peak in this run (a busy neighbour on the "
-                "core lowers it; the peak loop, FMAs only, barely feels one)\n",
+                "core lowers it; the peak loop, products only, barely feels one)\n",
                 lim.matmul_l1_gflops, 100 * lim.matmul_l1_gflops * 1e9 / matmul_peak,
                 amx ? "AMX bf16" : bf16_dot ? "bf16 dot" : "FMA");
   }
