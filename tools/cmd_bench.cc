@@ -725,7 +725,9 @@ int RunBench(const BenchArgs& a) {
               static_cast<long long>(lim.read_prefetch_bytes), lim.f32_fma_gflops,
               lim.f32_fma_gflops_1t, lim.fma_isa);
   if (lim.bf16_dot_gflops > 0) std::printf(", bf16 dot peak %.1f GFLOP/s", lim.bf16_dot_gflops);
-  if (lim.amx_bf16_gflops > 0) std::printf(", AMX bf16 peak %.1f GFLOP/s (non-zero tiles)", lim.amx_bf16_gflops);
+  if (lim.amx_bf16_gflops > 0) {
+    std::printf(", AMX bf16 peak %.1f GFLOP/s (non-zero tiles)", lim.amx_bf16_gflops);
+  }
   if (q8 && lim.int8_dot_gops > 0) {
     std::printf(", int8 dot peak %.1f GOP/s (%s)", lim.int8_dot_gops, lim.int8_isa);
   }
