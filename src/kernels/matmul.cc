@@ -328,6 +328,12 @@ XForms PrepareX(const float* x, int64_t x_stride, int64_t m, std::span<const Job
           PrepareXForAvx512(x, x_stride, m, jobs, pool), PrepareXForQ8(x, x_stride, m, jobs, pool)};
 }
 
+// x's AVX-512 forms from row r0 on (k: the rows' length, which sets the pair rows' stride).
+Avx512X RowsFrom(const Avx512X& a, int64_t r0, int64_t k) {
+  return {a.x ? a.x + r0 * a.x_stride : nullptr, a.x_stride, a.dot ? a.dot + r0 : nullptr,
+          a.pairs ? a.pairs + r0 * PairsStride(k) : nullptr};
+}
+
 // MatMulPanelsAvx512 with its runs of bf16 rows on AMX tiles (the others, f32 FMAs, as there).
 // fn(i0, i1, dot) for each run [i0, i1) of x's m rows that all take the dot products (dot) or
 // all do not: AMX takes the first kind, f32 FMAs the second.
@@ -349,9 +355,7 @@ void PairPanelsAmx(const Avx512X& x, int64_t m, const PackedWeight& pw, int64_t 
     if (dot) {
       MatMulPanelsAmx(x.pairs + i0 * ps, ps, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
     } else {
-      const Avx512X rows{x.x + i0 * x.x_stride, x.x_stride, x.dot ? x.dot + i0 : nullptr,
-                         x.pairs ? x.pairs + i0 * ps : nullptr};
-      MatMulPanelsAvx512(rows, i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
+      MatMulPanelsAvx512(RowsFrom(x, i0, pw.k), i1 - i0, pw, pb, pe, y + i0 * ys, ys, round);
     }
   });
 }
@@ -558,10 +562,7 @@ XForms FromRow(const XForms& xf, int64_t r0, int64_t k) {
     out.q8.d += r0 * out.q8.blocks;
     out.q8.corr += r0 * out.q8.blocks;
   }
-  Avx512X& a = out.x512;
-  a.x = a.x ? a.x + r0 * a.x_stride : nullptr;
-  a.dot = a.dot ? a.dot + r0 : nullptr;
-  a.pairs = a.pairs ? a.pairs + r0 * PairsStride(k) : nullptr;
+  out.x512 = RowsFrom(xf.x512, r0, k);
   return out;
 }
 
