@@ -1,9 +1,11 @@
 // The machine's limits as kernels_bench sees them (the same numbers `cpmserve bench` divides by).
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "base/aligned_buffer.h"
+#include "bench_threads.h"
 #include "kernels/machine_limits.h"
 
 namespace cpm::kernels {
@@ -45,6 +47,39 @@ void BM_StreamReadCpuTime(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_StreamReadCpuTime)->Arg(0)->Arg(1024)->MinTime(0.5)->Unit(benchmark::kMillisecond);
+
+// The probe's read (run 0: four streams a quarter of each thread's range apart) against the same
+// four streams over a four-panel decode tile's runs (64 KiB panels at k = 1024, 256 KiB at 4096):
+// what the weights' layout alone costs the batch-1 matmuls, apart from their kernel. On huge
+// pages, as the weights; 1 KiB prefetch distance; the pool's threads, wall time.
+// A Zen 5 VM (seventy-first session, 5 runs): run 0 79-82 GB/s, 64 KiB 69-74 (0.88-0.92x), 256
+// KiB 66-69 (0.83-0.86x); one thread 40-41, 37-38, 34-35. Other run lengths there (1-4 MiB:
+// 0.6-0.85x) say it is where the four streams fall in DRAM, not how often they restart.
+void BM_StreamReadRuns(benchmark::State& state) {
+  const int64_t bytes = int64_t{512} << 20, run = state.range(0);
+  ThreadPool pool(BenchThreads());
+  AlignedBuffer buf(bytes, Pages::kHuge);
+  std::memset(buf.data(), 1, bytes);
+  const int threads = pool.num_threads();
+  const int64_t per = bytes / threads / 4096 * 4096;
+  std::atomic<uint64_t> sink{0};
+  for (auto _ : state) {
+    pool.ParallelFor(threads, [&](int64_t t, int) {
+      sink ^= StreamReadAvx2(buf.data() + t * per, per, 1024, run);
+    });
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * per * threads / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_StreamReadRuns)
+    ->ArgName("run")
+    ->Arg(0)
+    ->Arg(64 << 10)
+    ->Arg(256 << 10)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace cpm::kernels

@@ -57,7 +57,11 @@ double MatmulL1Loop(int64_t iterations);
 // Software-prefetch distances the read is measured at (0: the hardware prefetchers alone).
 inline constexpr int64_t kReadPrefetchDistances[] = {0, 512, 1024, 2048};
 // Streams [p, p + bytes / 512 · 512) as four streams, each prefetched `prefetch_bytes` ahead
-// (0: not), and returns the XOR of its 64-bit words.
-uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes);
+// (0: not), and returns the XOR of its 64-bit words. `run_bytes` 0: the streams a quarter of the
+// range apart (the probe). Else (a multiple of 128) the range is read in groups of four runs of
+// run_bytes, the four streams one group's runs at a time, and covers bytes / (4 · run_bytes)
+// groups: a four-panel decode tile's pattern, its panels run_bytes long (64 KiB at k = 1024).
+uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes,
+                        int64_t run_bytes = 0);
 
 }  // namespace cpm::kernels

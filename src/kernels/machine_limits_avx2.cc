@@ -48,25 +48,29 @@ double Int8DotPeakLoopAvx2(int64_t iterations) {
   return static_cast<double>(iterations) * 8 * 64;
 }
 
-uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes) {
+uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes,
+                        int64_t run_bytes) {
   // Four streams a quarter of the range apart, 128 B from each in turn: one sequential stream
   // leaves DRAM bandwidth unused on this kind of machine (the matmul kernels also read several
   // weight panels at once). Four independent XOR chains: the loads, not the ALU, are the limit.
+  // With run_bytes, the same over each group of four runs in turn.
   const char* base = static_cast<const char*>(p);
-  const int64_t quarter = bytes / 4 / 128 * 128;
+  const int64_t run = run_bytes > 0 ? run_bytes / 128 * 128 : bytes / 4 / 128 * 128;
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-  for (int64_t off = 0; off < quarter; off += 128) {
-    for (int q = 0; q < 4; ++q) {
-      const char* line = base + q * quarter + off;
-      if (prefetch_bytes > 0) {  // a branch the predictor always gets right
-        PrefetchL1(line + prefetch_bytes);
-        PrefetchL1(line + prefetch_bytes + 64);
+  for (int64_t group = 0; run > 0 && group + 4 * run <= bytes; group += 4 * run) {
+    for (int64_t off = 0; off < run; off += 128) {
+      for (int q = 0; q < 4; ++q) {
+        const char* line = base + group + q * run + off;
+        if (prefetch_bytes > 0) {  // a branch the predictor always gets right
+          PrefetchL1(line + prefetch_bytes);
+          PrefetchL1(line + prefetch_bytes + 64);
+        }
+        const __m256i* v = reinterpret_cast<const __m256i*>(line);
+        s0 = _mm256_xor_si256(s0, _mm256_load_si256(v));
+        s1 = _mm256_xor_si256(s1, _mm256_load_si256(v + 1));
+        s2 = _mm256_xor_si256(s2, _mm256_load_si256(v + 2));
+        s3 = _mm256_xor_si256(s3, _mm256_load_si256(v + 3));
       }
-      const __m256i* v = reinterpret_cast<const __m256i*>(line);
-      s0 = _mm256_xor_si256(s0, _mm256_load_si256(v));
-      s1 = _mm256_xor_si256(s1, _mm256_load_si256(v + 1));
-      s2 = _mm256_xor_si256(s2, _mm256_load_si256(v + 2));
-      s3 = _mm256_xor_si256(s3, _mm256_load_si256(v + 3));
     }
   }
   s0 = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));

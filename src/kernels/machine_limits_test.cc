@@ -1,5 +1,6 @@
 // The limits' measuring loops: the streaming read reads exactly the words it claims at every
-// software-prefetch distance (so a faster distance is no shortcut), and the limits are sane.
+// software-prefetch distance and run length (so a faster one is no shortcut), and the limits are
+// sane.
 #include "kernels/machine_limits.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,12 @@ TEST(MachineLimitsTest, StreamReadXorsEveryWordAtEveryPrefetchDistance) {
   for (int64_t i = 0; i < bytes / 512 * 512 / 8; ++i) want ^= words[i];
   for (const int64_t distance : kReadPrefetchDistances) {
     EXPECT_EQ(StreamReadAvx2(buf.data(), bytes, distance), want) << "prefetch " << distance;
+  }
+  // In groups of four runs (a decode tile's panels): the whole groups' words, every one once.
+  for (const int64_t run : {int64_t{65536}, int64_t{1152}}) {
+    uint64_t runs_want = 0;
+    for (int64_t i = 0; i < bytes / (4 * run) * 4 * run / 8; ++i) runs_want ^= words[i];
+    EXPECT_EQ(StreamReadAvx2(buf.data(), bytes, 1024, run), runs_want) << "runs of " << run;
   }
   // One flipped bit in each 64-bit lane of a 32-byte load changes the result.
   for (int lane = 0; lane < 4; ++lane) {
