@@ -6,6 +6,7 @@
 
 #include "base/aligned_buffer.h"
 #include "bench_threads.h"
+#include "kernels/cpu_features.h"
 #include "kernels/machine_limits.h"
 
 namespace cpm::kernels {
@@ -37,6 +38,7 @@ BENCHMARK(BM_FmaPeakCpuTime)->MinTime(0.3);
 
 // Arg: software-prefetch distance per stream (bytes; 0: none).
 void BM_StreamReadCpuTime(benchmark::State& state) {
+  if (BestIsa() == Isa::kScalar) return state.SkipWithError("needs AVX2");
   const int64_t bytes = int64_t{512} << 20;
   AlignedBuffer buf(bytes);
   std::memset(buf.data(), 1, bytes);  // touch every page before timing
@@ -56,6 +58,7 @@ BENCHMARK(BM_StreamReadCpuTime)->Arg(0)->Arg(1024)->MinTime(0.5)->Unit(benchmark
 // KiB 66-69 (0.83-0.86x); one thread 40-41, 37-38, 34-35. Other run lengths there (1-4 MiB:
 // 0.6-0.85x) say it is where the four streams fall in DRAM, not how often they restart.
 void BM_StreamReadRuns(benchmark::State& state) {
+  if (BestIsa() == Isa::kScalar) return state.SkipWithError("needs AVX2");
   const int64_t bytes = int64_t{512} << 20, run = state.range(0);
   ThreadPool pool(BenchThreads());
   AlignedBuffer buf(bytes, Pages::kHuge);
