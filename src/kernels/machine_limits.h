@@ -63,9 +63,5 @@ inline constexpr int64_t kReadPrefetchDistances[] = {0, 512, 1024, 2048};
 // groups: a four-panel decode tile's pattern, its panels run_bytes long (64 KiB at k = 1024).
 uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes,
                         int64_t run_bytes = 0);
-// Reads four streams [p[q], p[q] + bytes / 128 · 128) (each p[q] 32-byte aligned) in lockstep,
-// 128 B from each in turn, each prefetched `prefetch_bytes` ahead (0: not): a four-panel decode
-// tile's weight reads without its arithmetic. Returns the XOR of their 64-bit words.
-uint64_t StreamRead4Avx2(const void* const (&p)[4], int64_t bytes, int64_t prefetch_bytes);
 
 }  // namespace cpm::kernels

@@ -48,44 +48,34 @@ double Int8DotPeakLoopAvx2(int64_t iterations) {
   return static_cast<double>(iterations) * 8 * 64;
 }
 
-uint64_t StreamRead4Avx2(const void* const (&p)[4], int64_t bytes, int64_t prefetch_bytes) {
-  // Four independent XOR chains: the loads, not the ALU, are the limit.
-  const char* const streams[4] = {static_cast<const char*>(p[0]), static_cast<const char*>(p[1]),
-                                  static_cast<const char*>(p[2]), static_cast<const char*>(p[3])};
+uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes,
+                        int64_t run_bytes) {
+  // Four streams a quarter of the range apart, 128 B from each in turn: one sequential stream
+  // leaves DRAM bandwidth unused on this kind of machine (the matmul kernels also read several
+  // weight panels at once). Four independent XOR chains: the loads, not the ALU, are the limit.
+  // With run_bytes, the same over each group of four runs in turn.
+  const char* base = static_cast<const char*>(p);
+  const int64_t run = run_bytes > 0 ? run_bytes / 128 * 128 : bytes / 4 / 128 * 128;
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-  for (int64_t off = 0; off + 128 <= bytes; off += 128) {
-    for (int q = 0; q < 4; ++q) {
-      const char* line = streams[q] + off;
-      if (prefetch_bytes > 0) {  // a branch the predictor always gets right
-        PrefetchL1(line + prefetch_bytes);
-        PrefetchL1(line + prefetch_bytes + 64);
+  for (int64_t group = 0; run > 0 && group + 4 * run <= bytes; group += 4 * run) {
+    for (int64_t off = 0; off < run; off += 128) {
+      for (int q = 0; q < 4; ++q) {
+        const char* line = base + group + q * run + off;
+        if (prefetch_bytes > 0) {  // a branch the predictor always gets right
+          PrefetchL1(line + prefetch_bytes);
+          PrefetchL1(line + prefetch_bytes + 64);
+        }
+        const __m256i* v = reinterpret_cast<const __m256i*>(line);
+        s0 = _mm256_xor_si256(s0, _mm256_load_si256(v));
+        s1 = _mm256_xor_si256(s1, _mm256_load_si256(v + 1));
+        s2 = _mm256_xor_si256(s2, _mm256_load_si256(v + 2));
+        s3 = _mm256_xor_si256(s3, _mm256_load_si256(v + 3));
       }
-      const __m256i* v = reinterpret_cast<const __m256i*>(line);
-      s0 = _mm256_xor_si256(s0, _mm256_load_si256(v));
-      s1 = _mm256_xor_si256(s1, _mm256_load_si256(v + 1));
-      s2 = _mm256_xor_si256(s2, _mm256_load_si256(v + 2));
-      s3 = _mm256_xor_si256(s3, _mm256_load_si256(v + 3));
     }
   }
   s0 = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
   return static_cast<uint64_t>(_mm256_extract_epi64(s0, 0) ^ _mm256_extract_epi64(s0, 1) ^
                                _mm256_extract_epi64(s0, 2) ^ _mm256_extract_epi64(s0, 3));
-}
-
-uint64_t StreamReadAvx2(const void* p, int64_t bytes, int64_t prefetch_bytes,
-                        int64_t run_bytes) {
-  // Four streams a quarter of the range apart: one sequential stream leaves DRAM bandwidth
-  // unused on this kind of machine (the matmul kernels also read several weight panels at once).
-  // With run_bytes, the same over each group of four runs in turn.
-  const char* base = static_cast<const char*>(p);
-  const int64_t run = run_bytes > 0 ? run_bytes / 128 * 128 : bytes / 4 / 128 * 128;
-  uint64_t x = 0;
-  for (int64_t group = 0; run > 0 && group + 4 * run <= bytes; group += 4 * run) {
-    const void* const streams[4] = {base + group, base + group + run, base + group + 2 * run,
-                                    base + group + 3 * run};
-    x ^= StreamRead4Avx2(streams, run, prefetch_bytes);
-  }
-  return x;
 }
 
 }  // namespace cpm::kernels

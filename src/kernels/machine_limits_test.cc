@@ -35,17 +35,6 @@ TEST(MachineLimitsTest, StreamReadXorsEveryWordAtEveryPrefetchDistance) {
     for (int64_t i = 0; i < bytes / (4 * run) * 4 * run / 8; ++i) runs_want ^= words[i];
     EXPECT_EQ(StreamReadAvx2(buf.data(), bytes, 1024, run), runs_want) << "runs of " << run;
   }
-  // Four streams anywhere (a decode tile's panels): each one's whole 128-byte steps, once.
-  const int64_t starts[4] = {0, 4096 + 128, 1 << 20, (2 << 20) + 512}, length = 8192 + 100;
-  uint64_t four_want = 0;
-  const void* streams[4];
-  for (int q = 0; q < 4; ++q) {
-    streams[q] = buf.data() + starts[q];
-    for (int64_t i = starts[q] / 8; i < (starts[q] + length / 128 * 128) / 8; ++i) {
-      four_want ^= words[i];
-    }
-  }
-  EXPECT_EQ(StreamRead4Avx2(streams, length, 1024), four_want);
   // One flipped bit in each 64-bit lane of a 32-byte load changes the result.
   for (int lane = 0; lane < 4; ++lane) {
     words[1000 + lane] ^= 1;
