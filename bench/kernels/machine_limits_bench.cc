@@ -51,12 +51,13 @@ void BM_StreamReadCpuTime(benchmark::State& state) {
 BENCHMARK(BM_StreamReadCpuTime)->Arg(0)->Arg(1024)->MinTime(0.5)->Unit(benchmark::kMillisecond);
 
 // The probe's read (run 0: four streams a quarter of each thread's range apart) against the same
-// four streams over a four-panel decode tile's runs (64 KiB panels at k = 1024, 256 KiB at 4096):
-// what the weights' layout alone costs the batch-1 matmuls, apart from their kernel. On huge
-// pages, as the weights; 1 KiB prefetch distance; the pool's threads, wall time.
+// four streams over a four-panel decode tile's runs (64 KiB panels at k = 1024, 256 KiB at 4096).
+// On huge pages, as the weights; 1 KiB prefetch distance; the pool's threads, wall time.
 // A Zen 5 VM (seventy-first session, 5 runs): run 0 79-82 GB/s, 64 KiB 69-74 (0.88-0.92x), 256
-// KiB 66-69 (0.83-0.86x); one thread 40-41, 37-38, 34-35. Other run lengths there (1-4 MiB:
-// 0.6-0.85x) say it is where the four streams fall in DRAM, not how often they restart.
+// KiB 66-69 (0.83-0.86x); one thread 40-41, 37-38, 34-35; runs of 1-4 MiB 0.6-0.85x, of 8-32 MiB
+// level with run 0. The decode kernels do not follow the plain read there: each weight's panels
+// in four runs 16 MiB apart ran a batch-1 step's matmuls at 0.976-1.001x the time (in-process,
+// alternated), so the tiles' panel spacing is not what keeps batch 1 from the probe's rate.
 void BM_StreamReadRuns(benchmark::State& state) {
   if (BestIsa() == Isa::kScalar) return state.SkipWithError("needs AVX2");
   const int64_t bytes = int64_t{512} << 20, run = state.range(0);
