@@ -295,7 +295,8 @@ StatusOr<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
   if (method.empty() && model_ngram) method = "ngram";
   if (method != "ngram") {
     return InvalidArgument(what + "method " + (method.empty() ? "(none)" : "'" + method + "'") +
-                           " is not supported: only \"ngram\" (prompt lookup) needs no draft model");
+                           " is not supported: cpmserve drafts by prompt lookup only (\"ngram\");"
+                           " it runs no draft model, EAGLE head or MTP head (V-4.6's mtp.*)");
   }
   if (!k) return InvalidArgument(what + "num_speculative_tokens is required");
   c.num_speculative_tokens = *k;

@@ -144,6 +144,8 @@ TEST(ServeConfigTest, SpeculativeConfigAsVllm) {
   const auto error = [](const char* json) { return ParseSpeculativeConfig(json).status().message(); };
   EXPECT_NE(error(R"({"method":"eagle","num_speculative_tokens":2})").find("'eagle' is not supported"),
             std::string::npos);
+  EXPECT_NE(error(R"({"method":"mtp","num_speculative_tokens":1})").find("'mtp' is not supported"),
+            std::string::npos);
   EXPECT_NE(error(R"({"method":"ngram"})").find("num_speculative_tokens is required"),
             std::string::npos);
   EXPECT_NE(error(R"({"method":"ngram","num_speculative_tokens":0})").find("positive integer"),
