@@ -34,6 +34,12 @@ class PageBuffer {
   std::byte* data() { return data_; }
   size_t size() const { return size_; }
 
+  // Commits the pages holding bytes [offset, offset + bytes) now, as first writes would, and
+  // changes no byte (pages already committed stay as they are): so that a caller can take the
+  // cost of faulting them in (zeroing, and under a VM the host's own faults) where it chooses
+  // rather than on the path of the first write. A huge-page buffer commits whole huge pages.
+  void Commit(size_t offset, size_t bytes);
+
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;

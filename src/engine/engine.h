@@ -184,6 +184,7 @@ struct EngineStats {
   int64_t num_free_blocks = 0;        // cached free blocks included (they are evictable)
   int64_t num_total_blocks = 0;
   int64_t num_cached_free_blocks = 0;  // free blocks still holding a cached prefix
+  int64_t num_committed_blocks = 0;    // blocks whose KV pages are committed (KvCache::CommitStep)
   int64_t num_steps = 0;               // forward steps run
   int64_t num_requests_finished = 0;   // any reason, errors and aborts included
   bool prefix_caching_enabled = false; // false for hybrid models even if configured

@@ -81,6 +81,28 @@ std::vector<std::pair<int64_t, int64_t>> StepsOfOneRequest(const EngineConfig& c
 
 using Steps = std::vector<std::pair<int64_t, int64_t>>;
 
+// The KV cache's pages are committed ahead of the blocks handed out, while the engine idles:
+// two rows (a huge page of each K and V array) past the pool's high water, and no further.
+TEST(EngineTest, CommitsKvPagesAheadWhileIdle) {
+  EngineConfig config = SmallConfig();
+  // FakeModel's K and V: one head of one f32 dim, 4 tokens a block: 16 bytes, so a row is
+  // 131072 blocks.
+  config.num_kv_blocks = 300000;
+  auto engine = MakeFakeEngine(config, {}, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (engine->Stats().num_committed_blocks < 2 * 131072 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(engine->Stats().num_committed_blocks, 2 * 131072);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(engine->Stats().num_committed_blocks, 2 * 131072);  // then it stops
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  Result r = Collect(engine->Submit(Req("a", prompt, 4)));
+  ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+  EXPECT_EQ(r.tokens, OracleGreedy(prompt, 4, 97));
+}
+
 TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
   EngineConfig c = SmallConfig();
   c.max_num_batched_tokens = 8;

@@ -1,5 +1,7 @@
 #include "kv/block_pool.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace cpm {
@@ -63,6 +65,7 @@ std::optional<int32_t> BlockPool::Allocate() {
   Unlink(b);
   Uncache(b);  // eviction: the block is about to hold other tokens
   ref_counts_[b] = 1;
+  high_water_ = std::max<int64_t>(high_water_, b + 1);
   return b;
 }
 

@@ -43,6 +43,10 @@ class BlockPool {
   // are evicted before its shared prefix.
   void ReleaseAll(const std::vector<int32_t>& blocks);
   int32_t RefCount(int32_t block) const { return ref_counts_[block]; }
+  // One past the highest block id ever handed out: the never-used blocks leave the free queue
+  // in id order, ahead of every freed one, so blocks [0, high_water()) are the ones written so
+  // far (KvCache::CommitStep commits ahead of it).
+  int64_t high_water() const { return high_water_; }
 
   // Prefix cache. Marks a full, computed, referenced block as holding `hash`. When another
   // block already holds the same hash the call does nothing (the first one stays the hit).
@@ -72,6 +76,7 @@ class BlockPool {
   int32_t head_ = kNone, tail_ = kNone;
   int64_t num_free_ = 0;
   int64_t num_cached_free_ = 0;
+  int64_t high_water_ = 0;
   std::vector<bool> cached_;
   std::vector<BlockHash> hashes_;  // valid where cached_
   std::unordered_map<BlockHash, int32_t, BlockHashHasher> by_hash_;

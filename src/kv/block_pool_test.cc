@@ -64,6 +64,20 @@ TEST(BlockPoolTest, EvictsLeastRecentlyFreedFirst) {
   EXPECT_EQ(pool.num_cached_free(), 1);
 }
 
+TEST(BlockPoolTest, HighWaterCountsTheBlocksEverHandedOut) {
+  BlockPool pool(4);
+  EXPECT_EQ(pool.high_water(), 0);
+  std::vector<int32_t> bs;
+  ASSERT_TRUE(pool.AllocateN(2, &bs));
+  EXPECT_EQ(pool.high_water(), 2);
+  pool.ReleaseAll(bs);  // freed blocks queue behind the never-used ones
+  EXPECT_EQ(pool.Allocate(), 2);
+  EXPECT_EQ(pool.high_water(), 3);
+  EXPECT_EQ(pool.Allocate(), 3);
+  EXPECT_EQ(pool.Allocate(), 0);  // then the freed ones: reuse leaves the mark
+  EXPECT_EQ(pool.high_water(), 4);
+}
+
 TEST(BlockPoolTest, DuplicateHashKeepsTheFirstBlock) {
   BlockPool pool(2);
   const int32_t a = *pool.Allocate(), b = *pool.Allocate();

@@ -27,6 +27,21 @@ class KvCache {
   static int64_t BytesPerBlock(const KvCacheSpec& spec, int64_t block_size, DType dtype);
 
   kernels::KvLayerView Layer(int64_t attention_layer);
+
+  // The cache's pages are committed by the writes that first touch them: a whole huge page of
+  // each layer's K and V at a time, 512 blocks of MiniCPM4 (8192 tokens, 96 MiB over its 48
+  // arrays), which took ~150 ms on a 2-vCPU VM, stalling the step whose KV writes crossed into
+  // them (the pool hands out never-used blocks before reusing freed ones, so every 8192 tokens
+  // of a server's first million did). The engine commits ahead of the blocks it hands out
+  // instead, between steps and while idle, in steps of bounded work.
+  // Whether blocks [0, end_block) (clipped to the cache) are not all committed yet.
+  bool CommitPending(int64_t end_block) const;
+  // If so, commits one more array's pages of the next row of blocks past committed_blocks() (a
+  // row: blocks_per_row() blocks, a huge page of one array).
+  void CommitStep(int64_t end_block);
+  // Blocks [0, committed_blocks()) are committed in every layer's K and V.
+  int64_t committed_blocks() const { return committed_; }
+  int64_t blocks_per_row() const { return row_blocks_; }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   DType dtype() const { return dtype_; }
@@ -39,6 +54,11 @@ class KvCache {
   DType dtype_;
   std::vector<PageBuffer> k_;  // per attention layer; zero pages, committed when first written
   std::vector<PageBuffer> v_;
+  int64_t layer_block_bytes_;  // one block of one layer's K (or V)
+  int64_t row_blocks_;         // blocks in a huge page of one array (at least 1)
+  int64_t committed_ = 0;      // every array holds blocks [0, committed_) committed
+  int64_t row_end_ = 0;        // the row being committed: [committed_, row_end_)
+  int64_t next_array_ = 0;     // arrays (K0, V0, K1, V1, ...) before it hold the row already
 };
 
 }  // namespace cpm
