@@ -72,15 +72,20 @@ class Engine::Impl {
   // Ends a request that never became live: "error" with `error`, or "abort" when it is OK.
   void Reject(RequestState& r, const Status& error);
   TokenEvent MakeEvent(const RequestState& r) const;
-  // KV pages are committed ahead of the blocks handed out (KvCache::CommitStep): up to two
-  // rows past the pool's high water, by up to `steps` commit steps, each about a huge page of
-  // one layer's K or V (~3 ms on a 2-vCPU VM, where a first touch costs the host a fault too).
-  int64_t KvCommitTarget() const {
-    return blocks_->high_water() + 2 * kv_cache_->blocks_per_row();
+  // KV pages are committed ahead of the blocks handed out (KvCache::CommitStep), by commit
+  // steps of about a huge page of one layer's K or V each (~3 ms on a 2-vCPU VM, where a first
+  // touch costs the host a fault too): while idle one at a time, up to two rows past the pool's
+  // high water; between steps up to two, but only while less than one row is left, so that a
+  // request pays for no commits it does not need (two a step stay ahead of MiniCPM4's full
+  // 256-token prefill steps: 16 blocks, 1.5 huge pages of its 48 arrays).
+  bool KvCommitPending(int64_t rows) const {
+    return kv_cache_->CommitPending(blocks_->high_water() + rows * kv_cache_->blocks_per_row());
   }
-  bool KvCommitPending() const { return kv_cache_->CommitPending(KvCommitTarget()); }
-  void CommitKvAhead(int steps) {
-    for (int i = 0; i < steps && KvCommitPending(); ++i) kv_cache_->CommitStep(KvCommitTarget());
+  void CommitKvAhead(bool idle) {
+    const int64_t rows = idle ? 2 : 1;
+    for (int i = 0; i < (idle ? 1 : 2) && KvCommitPending(rows); ++i) {
+      kv_cache_->CommitStep(blocks_->high_water() + rows * kv_cache_->blocks_per_row());
+    }
   }
   void PublishStats();
   void FlushEvents();
@@ -272,7 +277,7 @@ void Engine::Impl::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_->empty() ||
-               !encoding_.empty() || KvCommitPending();
+               !encoding_.empty() || KvCommitPending(2);
       });
       fresh.swap(inbox_);
       cancels.swap(cancels_);
@@ -303,10 +308,8 @@ void Engine::Impl::Loop() {
       const int64_t step_tokens = prompt_tokens_total_ + generation_tokens_total_ - tokens;
       if (step_tokens > 0) iteration_tokens_.Observe(step_tokens);
     }
-    // Between steps two commit steps, enough to stay ahead of full 256-token prefill steps of
-    // MiniCPM4 (16 blocks, 1.5 huge pages of its 48 arrays); idle, one at a time, so that an
-    // arriving request waits for one at most.
-    CommitKvAhead(scheduler_->empty() && encoding_.empty() ? 1 : 2);
+    // Idle, one commit step a turn, so that an arriving request waits for one at most.
+    CommitKvAhead(scheduler_->empty() && encoding_.empty());
     PublishStats();
     FlushEvents();
   }

@@ -101,6 +101,13 @@ TEST(EngineTest, CommitsKvPagesAheadWhileIdle) {
   Result r = Collect(engine->Submit(Req("a", prompt, 4)));
   ASSERT_TRUE(r.error.ok()) << r.error.ToString();
   EXPECT_EQ(r.tokens, OracleGreedy(prompt, 4, 97));
+  // The request raised the pool's high water, so idle time commits another row: here the
+  // cache's last, partial one.
+  while (engine->Stats().num_committed_blocks < 300000 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(engine->Stats().num_committed_blocks, 300000);
 }
 
 TEST(EngineTest, ChunkedPrefillUnderTokenBudget) {
