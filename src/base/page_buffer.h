@@ -1,7 +1,7 @@
 // PageBuffer: a large, page-aligned, zero-filled anonymous mapping. Pages are committed only when
-// first touched, so a KV cache sized for the worst case costs no start-up time and only the RAM
-// its sequences actually use (kHuge, from a huge page up: MapHugePages, whole huge pages from a
-// huge-page boundary).
+// first touched (or by Commit), so a KV cache sized for the worst case costs no start-up time and
+// only the RAM its sequences actually use (kHuge, from a huge page up: MapHugePages, whole huge
+// pages from a huge-page boundary).
 // Move-only.
 #pragma once
 
