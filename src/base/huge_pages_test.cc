@@ -7,11 +7,11 @@
 #include <sstream>
 #include <string>
 #include <vector>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/aligned_buffer.h"
 #include "base/page_buffer.h"
+#include "base/resident_pages_test_util.h"
 
 namespace cpm {
 namespace {
@@ -120,38 +120,27 @@ TEST(PageBufferTest, HugePagesAreAdvisedAndReadAsZeros) {
   }
 }
 
-// Whether every page of [p, p + bytes) is resident (mincore: anonymous pages count once faulted).
-bool Resident(const std::byte* p, size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in((bytes + page - 1) / page);
-  if (mincore(const_cast<std::byte*>(p), bytes, in.data()) != 0) return false;
-  for (unsigned char c : in) {
-    if ((c & 1) == 0) return false;
-  }
-  return true;
-}
-
 TEST(PageBufferTest, CommitFaultsInTheRangeAndKeepsItsBytes) {
   PageBuffer buf(kHugePage * 4);
   std::byte* p = buf.data();
-  ASSERT_FALSE(Resident(p, 4096));
+  ASSERT_FALSE(PagesResident(p, 4096));
   p[kHugePage + 100] = std::byte{7};  // committed by this write, then committed again below
   buf.Commit(kHugePage + 10, kHugePage / 2);  // rounded out to whole pages
-  EXPECT_TRUE(Resident(p + kHugePage, kHugePage / 2 + 4096));
+  EXPECT_TRUE(PagesResident(p + kHugePage, kHugePage / 2 + 4096));
   EXPECT_EQ(p[kHugePage + 100], std::byte{7});
   EXPECT_EQ(p[kHugePage + 200], std::byte{0});
-  EXPECT_FALSE(Resident(p, 4096));  // outside the range: still not faulted
-  EXPECT_FALSE(Resident(p + 3 * kHugePage, 4096));
+  EXPECT_FALSE(PagesResident(p, 4096));  // outside the range: still not faulted
+  EXPECT_FALSE(PagesResident(p + 3 * kHugePage, 4096));
   buf.Commit(4 * kHugePage - 1, 1000);  // past the end: clipped to the buffer
-  EXPECT_TRUE(Resident(p + 4 * kHugePage - 4096, 4096));
+  EXPECT_TRUE(PagesResident(p + 4 * kHugePage - 4096, 4096));
   buf.Commit(4 * kHugePage, 10);  // entirely past it: nothing
 }
 
 TEST(PageBufferTest, CommitOfAHugePageBufferCommitsWholeHugePages) {
   PageBuffer buf(kHugePage * 3, Pages::kHuge);
   buf.Commit(kHugePage + 4096, 4096);
-  EXPECT_TRUE(Resident(buf.data() + kHugePage + 4096, 4096));
-  EXPECT_FALSE(Resident(buf.data(), 4096));
+  EXPECT_TRUE(PagesResident(buf.data() + kHugePage + 4096, 4096));
+  EXPECT_FALSE(PagesResident(buf.data(), 4096));
   if (!HasThp() || ThpMode().find("[never]") != std::string::npos) return;
   // Born huge where the kernel could find one (not guaranteed on a fragmented host): then the
   // whole huge page around the range is resident.
@@ -159,7 +148,7 @@ TEST(PageBufferTest, CommitOfAHugePageBufferCommitsWholeHugePages) {
   long huge_kb = 0;
   std::istringstream(field.substr(field.find(':') + 1)) >> huge_kb;
   if (huge_kb > 0) {
-    EXPECT_TRUE(Resident(buf.data() + kHugePage, kHugePage));
+    EXPECT_TRUE(PagesResident(buf.data() + kHugePage, kHugePage));
   }
 }
 

@@ -78,14 +78,13 @@ class Engine::Impl {
   // high water; between steps up to two, but only while less than one row is left, so that a
   // request pays for no commits it does not need (two a step stay ahead of MiniCPM4's full
   // 256-token prefill steps: 16 blocks, 1.5 huge pages of its 48 arrays).
-  bool KvCommitPending(int64_t rows) const {
-    return kv_cache_->CommitPending(blocks_->high_water() + rows * kv_cache_->blocks_per_row());
+  int64_t KvCommitTarget(int64_t rows) const {
+    return blocks_->high_water() + rows * kv_cache_->blocks_per_row();
   }
   void CommitKvAhead(bool idle) {
-    const int64_t rows = idle ? 2 : 1;
-    for (int i = 0; i < (idle ? 1 : 2) && KvCommitPending(rows); ++i) {
-      kv_cache_->CommitStep(blocks_->high_water() + rows * kv_cache_->blocks_per_row());
-    }
+    // CommitStep does nothing once `target` is committed.
+    const int64_t target = KvCommitTarget(idle ? 2 : 1);
+    for (int i = 0; i < (idle ? 1 : 2); ++i) kv_cache_->CommitStep(target);
   }
   void PublishStats();
   void FlushEvents();
@@ -277,7 +276,7 @@ void Engine::Impl::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_->empty() ||
-               !encoding_.empty() || KvCommitPending(2);
+               !encoding_.empty() || kv_cache_->CommitPending(KvCommitTarget(2));
       });
       fresh.swap(inbox_);
       cancels.swap(cancels_);

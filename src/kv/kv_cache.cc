@@ -34,14 +34,13 @@ bool KvCache::CommitPending(int64_t end_block) const {
 
 void KvCache::CommitStep(int64_t end_block) {
   if (!CommitPending(end_block)) return;
-  const int64_t arrays = 2 * spec_.num_attention_layers;
-  if (next_array_ == 0) row_end_ = std::min(num_blocks_, committed_ + row_blocks_);
+  const int64_t row_end = std::min(num_blocks_, committed_ + row_blocks_);
   PageBuffer& array = next_array_ % 2 == 0 ? k_[next_array_ / 2] : v_[next_array_ / 2];
   array.Commit(static_cast<size_t>(committed_ * layer_block_bytes_),
-               static_cast<size_t>((row_end_ - committed_) * layer_block_bytes_));
-  if (++next_array_ == arrays) {
+               static_cast<size_t>((row_end - committed_) * layer_block_bytes_));
+  if (++next_array_ == 2 * spec_.num_attention_layers) {
     next_array_ = 0;
-    committed_ = row_end_;
+    committed_ = row_end;
   }
 }
 

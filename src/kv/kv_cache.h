@@ -57,8 +57,9 @@ class KvCache {
   int64_t layer_block_bytes_;  // one block of one layer's K (or V)
   int64_t row_blocks_;         // blocks in a huge page of one array (at least 1)
   int64_t committed_ = 0;      // every array holds blocks [0, committed_) committed
-  int64_t row_end_ = 0;        // the row being committed: [committed_, row_end_)
-  int64_t next_array_ = 0;     // arrays (K0, V0, K1, V1, ...) before it hold the row already
+  // The row being committed is the next after committed_; arrays (K0, V0, K1, V1, ...) before
+  // next_array_ hold it already.
+  int64_t next_array_ = 0;
 };
 
 }  // namespace cpm

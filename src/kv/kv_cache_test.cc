@@ -1,25 +1,13 @@
 #include "kv/kv_cache.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstddef>
-#include <vector>
+
+#include "base/resident_pages_test_util.h"
 
 namespace cpm {
 namespace {
-
-// Whether every page of [p, p + bytes) is resident (mincore: anonymous pages count once faulted).
-bool Resident(const void* p, size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in((bytes + page - 1) / page);
-  if (mincore(const_cast<void*>(p), bytes, in.data()) != 0) return false;
-  for (unsigned char c : in) {
-    if ((c & 1) == 0) return false;
-  }
-  return true;
-}
 
 // MiniCPM4's block: 2 KV heads × 16 tokens × 64 dims in bf16, 4 KiB of each layer's K and V,
 // so a row of 512 blocks fills a huge page of each array.
@@ -35,9 +23,9 @@ TEST(KvCacheTest, CommitStepsGoAnArrayAtATimeAndStopAtTheEnd) {
     ASSERT_TRUE(cache.CommitPending(10)) << step;
     const kernels::KvLayerView view = cache.Layer(step / 2);
     const void* array = step % 2 == 0 ? view.k : view.v;
-    EXPECT_FALSE(Resident(array, block_bytes)) << step;
+    EXPECT_FALSE(PagesResident(array, block_bytes)) << step;
     cache.CommitStep(10);
-    EXPECT_TRUE(Resident(array, block_bytes)) << step;
+    EXPECT_TRUE(PagesResident(array, block_bytes)) << step;
   }
   EXPECT_EQ(cache.committed_blocks(), 512);
   EXPECT_FALSE(cache.CommitPending(10));  // done: [0, 10) is committed
@@ -45,14 +33,15 @@ TEST(KvCacheTest, CommitStepsGoAnArrayAtATimeAndStopAtTheEnd) {
   EXPECT_EQ(cache.committed_blocks(), 512);
   for (int64_t l = 0; l < 3; ++l) {
     const kernels::KvLayerView view = cache.Layer(l);
-    EXPECT_TRUE(Resident(view.k, 512 * block_bytes)) << l;
-    EXPECT_TRUE(Resident(view.v, 512 * block_bytes)) << l;
-    EXPECT_FALSE(Resident(static_cast<const std::byte*>(view.v) + 600 * block_bytes, 4096)) << l;
+    EXPECT_TRUE(PagesResident(view.k, 512 * block_bytes)) << l;
+    EXPECT_TRUE(PagesResident(view.v, 512 * block_bytes)) << l;
+    const std::byte* past_the_row = static_cast<const std::byte*>(view.v) + 600 * block_bytes;
+    EXPECT_FALSE(PagesResident(past_the_row, 4096)) << l;
   }
   // Past the cache's end, the last row is the partial one.
   while (cache.CommitPending(5000)) cache.CommitStep(5000);
   EXPECT_EQ(cache.committed_blocks(), 1200);
-  EXPECT_TRUE(Resident(cache.Layer(2).v, 1200 * block_bytes));
+  EXPECT_TRUE(PagesResident(cache.Layer(2).v, 1200 * block_bytes));
 }
 
 TEST(KvCacheTest, NoAttentionLayersCommitNothing) {
