@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <deque>
+#include <future>
 #include <random>
 #include <thread>
 #include <unordered_set>
@@ -56,6 +57,8 @@ class Engine::Impl {
   // Runs one piece of the oldest pending encoder job; admits its request when it is done.
   void EncodeStep();
   Status Validate(const RequestState& r) const;
+  // EngineConfig::warm_up: its encoder hook, a prompt of a full step's tokens, a decode step.
+  Status WarmUp();
   void Step();
   // A request's tokens drawn this step (already in r->tokens; the first `num_draft` + 1 rows
   // were its, the drafts verified): bookkeeping, then its event (finishing it if they end it).
@@ -203,9 +206,63 @@ Status Engine::Impl::Init() {
   }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_manager_, slots_.get());
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_, slots_.get(), *pool_);
-  PublishStats();
-  thread_ = std::thread([this] { Loop(); });
+  std::promise<Status> warmed;
+  std::future<Status> warm_result = warmed.get_future();
+  thread_ = std::thread([this, warmed = std::move(warmed)]() mutable {
+    const Status st = config_.warm_up ? WarmUp() : OkStatus();
+    PublishStats();
+    warmed.set_value(st);
+    Loop();
+  });
+  if (Status st = warm_result.get(); !st.ok()) {
+    Shutdown();
+    return st.WithPrefix("warm-up");
+  }
   return OkStatus();
+}
+
+Status Engine::Impl::WarmUp() {
+  if (config_.warm_up_encoder) CPM_RETURN_IF_ERROR(config_.warm_up_encoder(*pool_));
+  const int64_t vocab = model_->info().vocab_size;
+  // The most tokens a first step computes, leaving room for the decode step's token, up to
+  // kMaxWarmUpTokens: a later, longer step grows the buffers further at a cost in proportion
+  // to its own compute (a few percent of it), while the warm-up's would lengthen every start
+  // (a whole 32k-token prompt for an unchunked MiniCPM4, minutes on two cores).
+  constexpr int64_t kMaxWarmUpTokens = 512;
+  const int64_t n = std::min({config_.max_num_batched_tokens, kMaxWarmUpTokens,
+                              config_.max_model_len - 1,
+                              config_.num_kv_blocks * config_.block_size - 1});
+  if (n < 1) return OkStatus();
+  RequestState r;
+  for (int64_t i = 0; i < n; ++i) r.tokens.push_back(static_cast<int32_t>(i % vocab));
+  r.num_prompt_tokens = n;
+  if (!blocks_->AllocateN(BlocksForTokens(n + 1, config_.block_size), &r.blocks)) {
+    return OkStatus();
+  }
+  if (slots_) {
+    r.state_slot = slots_->Allocate(/*zero=*/false).value_or(-1);
+    CPM_CHECK(r.state_slot >= 0);  // a new engine's slots are all free, and there is one at least
+  }
+  const Clock::time_point start = Clock::now();
+  Status st;
+  for (int64_t step_tokens : {n, int64_t{1}}) {
+    SchedulerOutput plan;
+    plan.seqs.push_back({&r, step_tokens});
+    plan.num_tokens = step_tokens;
+    st = runner_->Run(plan, &step_logits_);
+    if (!st.ok()) break;
+    r.num_computed += step_tokens;
+    // The decode step feeds the prefill's greedy token (any would do).
+    const float* row = step_logits_.logits.data();
+    r.tokens.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+  }
+  blocks_->ReleaseAll(r.blocks);
+  if (r.state_slot >= 0) slots_->Release(r.state_slot);
+  if (st.ok()) {
+    CPM_LOG_INFO("Warm-up: a {}-token prompt step and a decode step in {:.2f} s", n,
+                 std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return st;
 }
 
 std::vector<std::shared_ptr<RequestStream>> Engine::Impl::SubmitAll(

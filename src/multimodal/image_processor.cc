@@ -172,6 +172,18 @@ Status CheckEncoderMode(const VisionEncoder& encoder, const SliceConfig& c, cons
 
 }  // namespace
 
+StatusOr<PixelSize> ImageProcessor::WarmUp(ThreadPool& pool) const {
+  const int64_t side = slices_.scale_resolution;
+  const PixelSize size = PlanSlices({side, side}, slices_).thumbnail;
+  const int64_t mode = slices_.patches_per_token;
+  const std::vector<float> pixels(static_cast<size_t>(size.height * size.width * 3), 0.0f);
+  std::vector<float> out(static_cast<size_t>(encoder_->OutputRows(size.height, size.width, mode) *
+                                             encoder_->output_dim()));
+  CPM_RETURN_IF_ERROR(
+      encoder_->EncodeSlice(pixels.data(), size.height, size.width, mode, out.data(), pool));
+  return size;
+}
+
 Status ImageProcessor::CheckTokenIds(const std::string& model_dir, int64_t vocab_size) const {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   for (const auto& [field, id] : {std::pair{"image_token_id", image_token_id_},

@@ -43,11 +43,13 @@ class ScriptedEncoder : public VisionEncoder {
                                   VisionProgress* p, ThreadPool&) override {
     ++calls;
     modes.push_back(ppt);
+    sizes.push_back({h, w});
     if (++p->stage < pieces_) return false;
     std::fill(out, out + OutputRows(h, w, ppt) * output_dim(), static_cast<float>(slices_done++));
     return true;
   }
   std::vector<int64_t> modes;  // each call's patches_per_token
+  std::vector<PixelSize> sizes;  // and slice size
   int calls = 0;
   int slices_done = 0;
 
@@ -158,6 +160,40 @@ TEST_F(ImageProcessorTest, UrlImagesAreFetchedTogether) {
   server.join();
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
   EXPECT_GE(most, 2);
+}
+
+// The start-up warm-up encodes the slice that an image of scale_resolution² pixels is encoded
+// at, in the processor's mode: the released 448, and a server's own that is no multiple of the
+// 56-pixel grid.
+TEST_F(ImageProcessorTest, WarmUpEncodesTheSliceOfAScaleResolutionImage) {
+  for (const char* kwargs : {"", R"({"scale_resolution": 500, "downsample_mode": "4x"})"}) {
+    auto encoder = std::make_shared<ScriptedEncoder>(2);
+    auto proc = ImageProcessor::Create(dir_.string(), encoder, MediaOptions(), kwargs);
+    ASSERT_TRUE(proc.ok()) << proc.status().ToString();
+    ThreadPool pool(1);
+    auto warm = (*proc)->WarmUp(pool);
+    ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+    const std::vector<PixelSize> warm_sizes = encoder->sizes;
+    const std::vector<int64_t> warm_modes = encoder->modes;
+    ASSERT_EQ(warm_sizes.size(), 2u) << kwargs;  // both pieces of one slice
+    EXPECT_EQ(warm_sizes[0], *warm);
+    // What a request with such an image runs.
+    encoder->sizes.clear();
+    encoder->modes.clear();
+    const int64_t side = (*proc)->slice_config().scale_resolution;
+    auto image = (*proc)->Load({MediaKind::kImage, DataUrl(side, side)});
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    const int64_t tokens = ImageTokens(image->images[0].plan, (*proc)->slice_config());
+    std::vector<PreparedMedia> media;
+    media.push_back(std::move(*image));
+    auto inputs = (*proc)->Bind(std::vector<int32_t>(tokens, 7), std::move(media));
+    ASSERT_TRUE(inputs.ok()) << inputs.status().ToString();
+    std::vector<float> embeds;
+    while (!*inputs->encode(pool, &embeds)) {
+    }
+    EXPECT_EQ(encoder->sizes, warm_sizes) << kwargs;
+    EXPECT_EQ(encoder->modes, warm_modes) << kwargs;
+  }
 }
 
 // A video: its sampled frames, each sliced as an image of its size, behind one

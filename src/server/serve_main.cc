@@ -526,6 +526,17 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ec.enable_prefix_caching = c.enable_prefix_caching;
   ec.seed = c.seed;
   ec.speculative = spec;
+  ec.warm_up = true;
+  if (out->images) {
+    ec.warm_up_encoder = [images = out->images.get()](ThreadPool& p) -> Status {
+      const auto start = std::chrono::steady_clock::now();
+      CPM_ASSIGN_OR_RETURN(const PixelSize size, images->WarmUp(p));
+      CPM_LOG_INFO("Warm-up: the vision encoder on one {}x{} slice in {:.2f} s", size.height,
+                   size.width,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return OkStatus();
+    };
+  }
   if (ec.speculative.enabled()) {
     CPM_LOG_INFO("Speculative decoding: ngram, num_speculative_tokens={}, prompt_lookup_min={}, "
                  "prompt_lookup_max={}",
