@@ -48,11 +48,12 @@ struct EngineConfig {
   SpeculativeConfig speculative;
   // Before serving (Create returns after it): `warm_up_encoder` if set (the server's image
   // encoder on one slice), then one step of a prompt as long as a step may hold (up to 512
-  // tokens) and one decode step after it, on blocks handed back at once. The model and the kernels' scratch (the
-  // engine thread's own: it runs there) grow and first touch their buffers then rather than
-  // during the first requests, which paid ~0.04 s for them (0.2 s for a first image) on a
-  // 2-vCPU VM; vLLM's start-up profile run does the same. Neither step shows in Stats() or the
-  // prefix cache. The server sets it; tests that count steps leave it off.
+  // tokens) and one decode step after it, on blocks handed back at once. The model and the
+  // kernels' scratch (the engine thread's own: it runs there) grow and first touch their
+  // buffers then rather than during the first requests, which paid ~0.04 s for them (0.2 s for
+  // a first image) on a 2-vCPU VM; vLLM's start-up profile run does the same. Neither step
+  // shows in Stats() or the prefix cache. The server sets it; tests that count steps leave it
+  // off.
   bool warm_up = false;
   std::function<Status(ThreadPool& pool)> warm_up_encoder;
 };

@@ -106,8 +106,8 @@ TEST(EngineWarmUpLimitsTest, AFailureFailsCreateWithItsReason) {
 }
 
 // On real tiny checkpoints, a warmed-up engine gives the same tokens and log-probs bit for bit
-// as a cold one: the warm-up's K/V blocks and (hybrid) state slot are handed out again
-// unchanged, and must not leak into a request.
+// as a cold one: the warm-up's K/V blocks and (hybrid) state slot are handed out again as it
+// left them, and must not leak into a request.
 void ExpectWarmUpKeepsOutputs(const std::string& dir) {
   ThreadPool pool(2);
   auto run = [&](bool warm_up) {
@@ -118,7 +118,7 @@ void ExpectWarmUpKeepsOutputs(const std::string& dir) {
     EXPECT_TRUE(model.ok()) << model.status().ToString();
     EngineConfig c;
     c.block_size = 16;
-    c.num_kv_blocks = 6;  // the warm-up's blocks are the only ones a request can get
+    c.num_kv_blocks = 6;  // 5 of them the warm-up's: each request gets some of those
     c.max_num_seqs = 2;
     c.max_num_batched_tokens = 64;
     c.max_model_len = 96;

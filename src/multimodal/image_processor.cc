@@ -173,8 +173,7 @@ Status CheckEncoderMode(const VisionEncoder& encoder, const SliceConfig& c, cons
 }  // namespace
 
 StatusOr<PixelSize> ImageProcessor::WarmUp(ThreadPool& pool) const {
-  const int64_t side = slices_.scale_resolution;
-  const PixelSize size = PlanSlices({side, side}, slices_).thumbnail;
+  const PixelSize size = LargestSlice(slices_);
   const int64_t mode = slices_.patches_per_token;
   const std::vector<float> pixels(static_cast<size_t>(size.height * size.width * 3), 0.0f);
   std::vector<float> out(static_cast<size_t>(encoder_->OutputRows(size.height, size.width, mode) *

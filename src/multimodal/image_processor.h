@@ -130,9 +130,10 @@ class ImageProcessor {
   // config.json's image_token_id and video_token_id must be tokens of the model's vocabulary
   // (else no prompt ever holds them, and every image request fails on its placeholders).
   Status CheckTokenIds(const std::string& model_dir, int64_t vocab_size) const;
-  // Encodes one slice of zeros of the size a scale_resolution² image is encoded at (the usual
-  // slice), so that the encoder grows and first touches its buffers at start-up rather than in
-  // the first image request (~0.2 s of MiniCPM-V-4.6's on a 2-vCPU VM). Returns that size.
+  // Encodes one slice of zeros of LargestSlice's size, so that the encoder grows and first
+  // touches its buffers at start-up rather than in the first image requests (~0.2 s of
+  // MiniCPM-V-4.6's first on a 2-vCPU VM, and again at the first image with a larger slice).
+  // Returns that size.
   StatusOr<PixelSize> WarmUp(ThreadPool& pool) const;
   static constexpr const char* kPadText = "<|image_pad|>";
   static constexpr const char* kVideoPadText = "<|video_pad|>";

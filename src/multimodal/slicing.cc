@@ -199,6 +199,20 @@ int64_t SliceTokens(PixelSize size, const SliceConfig& c) {
   return (size.height / c.patch_size) * (size.width / c.patch_size) / c.patches_per_token;
 }
 
+PixelSize LargestSlice(const SliceConfig& c) {
+  // Every thumbnail and slice is a BestResize that scales by the aspect ratio alone (a grid's
+  // thumbnail too: its image is over scale_resolution²). Ratios from 1:4 to 4:1 in steps that
+  // move a side by well under a pixel meet every truncation of the sides.
+  constexpr int kSteps = 1 << 16;
+  PixelSize best;
+  for (int i = 0; i <= kSteps; ++i) {
+    const double aspect = std::exp(std::log(4.0) * (2.0 * i / kSteps - 1.0));  // width / height
+    const PixelSize p = BestResize(1.0, aspect, c, /*upscale=*/true);
+    if (p.height * p.width > best.height * best.width) best = p;
+  }
+  return best;
+}
+
 int64_t ImageTokens(const SlicePlan& plan, const SliceConfig& c) {
   return SliceTokens(plan.thumbnail, c) + plan.rows * plan.cols * SliceTokens(plan.slice, c);
 }

@@ -77,6 +77,12 @@ int64_t SliceTokens(PixelSize size, const SliceConfig& c);
 // Every placeholder token of the image (thumbnail, then slices).
 int64_t ImageTokens(const SlicePlan& plan, const SliceConfig& c);
 
+// The thumbnail or slice of the most patches that PlanSlices makes of an image whose sides are
+// within 4:1 of each other (at the released scale_resolution 448: 336×672 or 672×336, 1152
+// patches; a square image's is 448×448, 1024; 16:9 gives 1056): what the start-up warm-up encodes,
+// so that usual images never grow the encoder's buffers after it.
+PixelSize LargestSlice(const SliceConfig& c);
+
 // The text that replaces image `index`'s `<|image_pad|>` in the rendered prompt:
 //   <image_id>k</image_id><image>{pad × N}</image><slice>{pad × n}</slice>...\n<slice>...
 std::string PlaceholderText(const SlicePlan& plan, int64_t index, const SliceConfig& c,

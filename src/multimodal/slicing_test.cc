@@ -58,6 +58,34 @@ TEST(SlicingTest, EverySideIsAMultipleOfFourPatches) {
   }
 }
 
+// LargestSlice against PlanSlices over a grid of image sizes within 4:1: no thumbnail or slice
+// has more pixels (so patches), and some have as many. At 448, 16:9 and 2:1 images exceed a
+// square one's 448×448.
+TEST(SlicingTest, LargestSliceBoundsTheSlicesOfUsualImages) {
+  SliceConfig released, other;
+  other.scale_resolution = 500;
+  other.max_slice_nums = 36;
+  for (const SliceConfig& c : {released, other}) {
+    const PixelSize largest = LargestSlice(c);
+    EXPECT_EQ(largest.height % 56, 0);
+    EXPECT_EQ(largest.width % 56, 0);
+    int64_t most = 0;
+    for (int64_t h = 40; h <= 3000; h += 7) {
+      for (int64_t w = 40; w <= 3000; w += 11) {
+        if (std::max(h, w) > 4 * std::min(h, w)) continue;
+        const SlicePlan p = PlanSlices({h, w}, c);
+        for (PixelSize s : {p.thumbnail, p.slice}) {
+          EXPECT_LE(s.height * s.width, largest.height * largest.width) << h << "x" << w;
+          most = std::max(most, s.height * s.width);
+        }
+      }
+    }
+    EXPECT_EQ(most, largest.height * largest.width) << c.scale_resolution;
+  }
+  EXPECT_EQ(LargestSlice(released).height * LargestSlice(released).width, 336 * 672);
+  EXPECT_EQ(PlanSlices({1080, 1920}, released).thumbnail, (PixelSize{336, 616}));
+}
+
 TEST(SlicingTest, ExtremelyElongatedImagesAreRefused) {
   const SliceConfig c;
   // Ordinary shapes, up to 256:1, pass; the patch limit is 4 × 32² = 4096.
