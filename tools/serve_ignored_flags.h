@@ -48,7 +48,6 @@ inline const std::vector<IgnoredFlag>& IgnoredVllmFlags() {
       {"--prefix-caching-hash-algo", true, "block hashes are cpmserve's own"},
       {"--mm-encoder-tp-mode", true, "one process runs the vision tower"},
       {"--mm-encoder-attn-backend", true, "one CPU attention kernel per ISA, chosen at start-up"},
-      {"--skip-mm-profiling,!--no-skip-mm-profiling", false, "no start-up profiling run"},
       {"--max-num-partial-prefills", true,
        "prompts share a step as the budget allows (--long-prefill-token-threshold caps each)"},
       {"--stream-interval", true, "each step's tokens stream as they come"},

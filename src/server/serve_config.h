@@ -82,6 +82,9 @@ struct ServeConfig {
   std::string media_io_kwargs_json;      // vLLM's {"video": {"num_frames": N}}
   std::string mm_processor_kwargs_json;  // vLLM's image processor overrides (max_slice_nums, ...)
   double mm_processor_cache_gb = 4;      // the vision tower's outputs kept for reuse; 0: none
+  // vLLM's --skip-mm-profiling: no vision encoder warm-up at start-up (the language model's
+  // still runs; EngineConfig::warm_up).
+  bool skip_mm_profiling = false;
   int http_threads = 0;               // 0: DefaultHttpThreads(max_num_seqs)
   int64_t shutdown_timeout = 0;       // seconds a SIGTERM leaves requests in flight to finish
   std::string uvicorn_log_level = "info";

@@ -525,7 +525,7 @@ Status LoadAll(ServeConfig c, ThreadPool& pool, const HostMemory& memory, Loaded
   ec.seed = c.seed;
   ec.speculative = spec;
   ec.warm_up = true;
-  if (out->images) {
+  if (out->images && !c.skip_mm_profiling) {
     ec.warm_up_encoder = [images = out->images.get()](ThreadPool& p) -> Status {
       const auto start = std::chrono::steady_clock::now();
       CPM_ASSIGN_OR_RETURN(const PixelSize size, images->WarmUp(p));

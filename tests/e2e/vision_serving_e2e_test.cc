@@ -115,6 +115,27 @@ TEST_F(VisionServingE2E, ImageAnswerEqualsTheOfflineRunOfTheSamePrompt) {
   EXPECT_NEAR(lp[0]["logprob"].get<double>(), row[first].get<double>(), 1e-4) << r.body;
 }
 
+// The start-up warm-up runs the vision encoder on one slice (vLLM's multimodal profiling run)
+// before the language model's steps, unless --skip-mm-profiling; images are served either way.
+TEST_F(VisionServingE2E, SkipMmProfilingLeavesOutTheEncodersWarmUp) {
+  const std::string encoder_line = "Warm-up: the vision encoder on one ";
+  const std::string steps_line = "-token prompt step and a decode step";
+  const std::string log = server_->Log();
+  ASSERT_NE(log.find(encoder_line), std::string::npos) << log;
+  EXPECT_LT(log.find(encoder_line), log.find(steps_line)) << log;
+  ServerProcess p;
+  ASSERT_TRUE(p.Start(CPM_CPMSERVE_BIN, *dir_ + "/model",
+                      {"--host", "127.0.0.1", "--port", "0", "--served-model-name", "v",
+                       "--kv-cache-memory-bytes", "16M", "--max-num-seqs", "2", "--threads", "2",
+                       "--max-model-len", "2048", "--skip-mm-profiling"}));
+  ASSERT_TRUE(p.WaitReady()) << p.Log();
+  EXPECT_EQ(p.Log().find(encoder_line), std::string::npos) << p.Log();
+  EXPECT_NE(p.Log().find(steps_line), std::string::npos) << p.Log();
+  auto r = e2e::Post(p.port(), "/v1/chat/completions",
+                     Body({ImagePart(DataUrl()), TextPart("What is this?")}).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 TEST_F(VisionServingE2E, FileUrlsAndDataUrlsGiveTheSameAnswer) {
   auto a = e2e::Post(server_->port(), "/v1/chat/completions",
                      Body({ImagePart(DataUrl()), TextPart("Describe.")}).dump());
