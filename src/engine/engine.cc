@@ -19,6 +19,7 @@
 #include "engine/request_sampler.h"
 #include "engine/request_state.h"
 #include "engine/scheduler.h"
+#include "kernels/sampling_ops.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "kv/state_slots.h"
@@ -253,8 +254,7 @@ Status Engine::Impl::WarmUp() {
     if (!st.ok()) break;
     r.num_computed += step_tokens;
     // The decode step feeds the prefill's greedy token (any would do).
-    const float* row = step_logits_.logits.data();
-    r.tokens.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    r.tokens.push_back(static_cast<int32_t>(kernels::ArgMax(step_logits_.logits.data(), vocab)));
   }
   blocks_->ReleaseAll(r.blocks);
   if (r.state_slot >= 0) slots_->Release(r.state_slot);
